@@ -1,0 +1,132 @@
+/* nobubble: the model. A decoder-only Llama (RMSNorm, rotary attention with grouped-query
+ * heads, SwiGLU MLP, tied or untied LM head, mean cross-entropy), held as a sequence of
+ * stages. A stage is a contiguous range of transformer blocks; the first stage also owns the
+ * token embedding, the last the final norm, the head and the loss. An unsplit model is one
+ * stage. A stage's parameters live in one allocation described by a table of named tensors
+ * (Hugging Face Llama names, linear weights stored (out, in)); its gradients mirror it. */
+#ifndef NOBUBBLE_MODEL_H
+#define NOBUBBLE_MODEL_H
+#include <stddef.h>
+#include <stdint.h>
+#include "nobubble/common.h"
+
+/* ---- configuration ---- */
+typedef struct nb_config {
+    int vocab_size;
+    int d_model;
+    int n_layers;
+    int n_heads;
+    int n_kv_heads;   /* divides n_heads (grouped-query attention) */
+    int d_ffn;
+    int context;      /* longest sequence the model accepts */
+    double rope_theta;
+    double norm_eps;
+    int tied;         /* 1: the LM head is the token embedding */
+} nb_config;
+
+/* Fills *out with a named preset (tiny, small, medium, smollm-135m, smollm-360m). */
+int nb_config_preset(const char *name, nb_config *out);
+/* Space-separated list of the preset names, for help texts. */
+const char *nb_config_preset_names(void);
+/* Applies one "field=value" override (vocab_size, d_model, n_layers, n_heads, n_kv_heads,
+ * d_ffn, context, rope_theta, norm_eps, tied). */
+int nb_config_override(nb_config *c, const char *assignment);
+/* Checks every field and their relations; the error names the field and the expectation. */
+int nb_config_validate(const nb_config *c);
+/* Writes the configuration as one JSON object into buf (always NUL-terminated). */
+void nb_config_json(const nb_config *c, char *buf, size_t size);
+/* Parameters of the whole model (a tied embedding counted once). */
+size_t nb_config_param_count(const nb_config *c);
+
+/* ---- parameter tables ---- */
+typedef enum { NB_GROUP_MATRIX, NB_GROUP_EMBED, NB_GROUP_GAIN } nb_group;
+
+typedef struct nb_tensor {
+    char name[64];   /* Hugging Face Llama name, e.g. model.layers.3.self_attn.q_proj.weight */
+    int ndim;        /* 1 or 2 */
+    int shape[2];    /* (out_features, in_features) for a linear weight */
+    size_t offset;   /* in floats, from the start of the stage's allocation */
+    size_t numel;
+    nb_group group;
+    int tied_copy;   /* the last stage's copy of a tied embedding (not exported) */
+} nb_tensor;
+
+/* Opaque: what one micro-batch's forward keeps for its backward (an "activation slot"). */
+typedef struct nb_acts nb_acts;
+
+typedef struct nb_stage {
+    nb_config cfg;
+    int index, count;            /* this stage's position and the number of stages */
+    int first_block, n_blocks;   /* the contiguous range of blocks it runs */
+    int has_embed, has_head;     /* first stage / last stage */
+    int n_tensors;
+    nb_tensor *tensors;
+    size_t n_params;
+    float *params;               /* the current weights: one allocation */
+    float *grads;                /* mirrors params; backward accumulates (+=) into it */
+    /* A tied model in one stage uses the embedding as its head; the head's gradient is
+     * accumulated here and added to the embedding's by nb_model_sum_tied_grads, in the
+     * same order as across a split, so that splits are bitwise identical. */
+    float *tied_head_grad;
+    float *rope_cos, *rope_sin;  /* [context][head_dim/2] */
+} nb_stage;
+
+typedef struct nb_model {
+    nb_config cfg;
+    int n_stages;
+    nb_stage *stages;
+} nb_model;
+
+/* Builds the stages. blocks_per_stage may be NULL for an even split (earlier stages take
+ * the remainder); otherwise its n_stages entries must be >= 0 and sum to n_layers. */
+int nb_model_create(nb_model *m, const nb_config *cfg, int n_stages, const int *blocks_per_stage);
+void nb_model_free(nb_model *m);
+/* N(0, 0.02) for matrices and embeddings, the two output projections of each block (o_proj,
+ * down_proj) scaled by 1/sqrt(2 n_layers), gains 1. Every tensor draws from its own stream,
+ * keyed by the seed and its name, so a model split any way gets the same weights. */
+void nb_model_init(nb_model *m, uint64_t seed);
+void nb_model_zero_grads(nb_model *m);
+/* Sums the tied head's gradient into the embedding's (and mirrors it into the last stage's
+ * copy). Call once per optimizer step, after every micro-batch's backward. */
+void nb_model_sum_tied_grads(nb_model *m);
+/* Finds a tensor by name; *stage_out (optional) receives its stage. NULL if absent.
+ * With a split tied model the first stage's embedding is returned. */
+const nb_tensor *nb_model_find(const nb_model *m, const char *name, nb_stage **stage_out);
+
+/* ---- running a stage ---- */
+nb_acts *nb_acts_create(const nb_stage *s, int B, int T);
+void nb_acts_free(nb_acts *a);
+size_t nb_acts_bytes(const nb_stage *s, int B, int T);
+/* The stage's output [B*T*d_model] after forward (a non-last stage). */
+const float *nb_acts_output(const nb_acts *a);
+/* The logits [B*T*vocab] after forward, until backward (the last stage). */
+const float *nb_acts_logits(const nb_acts *a);
+/* The mean cross-entropy of the last forward (the last stage). */
+float nb_acts_loss(const nb_acts *a);
+/* The gradient of the stage's input [B*T*d_model] after backward (a non-first stage). */
+const float *nb_acts_input_grad(const nb_acts *a);
+
+/* Forward of one micro-batch of B sequences of T tokens on the weights w (laid out like
+ * s->params; a stashed older version is allowed). The first stage reads tokens[B*T], the
+ * others x_in[B*T*d]. The last stage reads targets[B*T] and writes the mean cross-entropy
+ * to *loss. Token ids outside the vocabulary and T > context are errors. */
+int nb_stage_forward(const nb_stage *s, const float *w, nb_acts *a, const int *tokens,
+                     const float *x_in, const int *targets, float *loss);
+/* Backward of the micro-batch held in a, on the same weights w as its forward. The last
+ * stage seeds from its loss times loss_scale (1/M when M micro-batches are accumulated);
+ * the others read dout[B*T*d]. Gradients are added to s->grads. */
+int nb_stage_backward(nb_stage *s, const float *w, nb_acts *a, const float *dout, float loss_scale);
+
+/* The whole model on its current weights, stage after stage, for one micro-batch
+ * (acts: one slot per stage). Adds loss_scale x the gradient to the stages' grads. */
+int nb_model_forward(nb_model *m, nb_acts **acts, const int *tokens, const int *targets, float *loss);
+int nb_model_backward(nb_model *m, nb_acts **acts, float loss_scale);
+
+/* FNV-1a 64 over every stage's weights in tensor order (tied copies skipped): two runs with
+ * equal hashes have bitwise equal weights. */
+uint64_t nb_model_weights_hash(const nb_model *m);
+/* Model FLOPs of one training step (forward + backward) per token at sequence length T:
+ * 6 x (matrix parameters, head included) + 12 x n_layers x n_heads x head_dim x (T+1)/2
+ * for causal attention. */
+double nb_model_train_flops_per_token(const nb_config *c, int T);
+#endif

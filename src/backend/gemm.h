@@ -1,0 +1,12 @@
+/* The one interface between the math and the matrix-multiply hardware: every matrix product
+ * in nobubble goes through nb_gemm, so that a new backend (another CPU library, CUDA) is one
+ * file. Row-major:  C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C,
+ * op(X) = X^T when the matching trans flag is set; lda/ldb/ldc are row strides. */
+#ifndef NB_BACKEND_GEMM_H
+#define NB_BACKEND_GEMM_H
+
+void nb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+             const float *B, int ldb, float beta, float *C, int ldc);
+/* The name of the backend in use, for run headers and benchmarks. */
+const char *nb_gemm_backend(void);
+#endif

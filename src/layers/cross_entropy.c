@@ -1,0 +1,27 @@
+#include <math.h>
+#include "layers/layers.h"
+
+double cross_entropy_forward(float *lse, const float *logits, const int *targets, int N, int V) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *z = logits + (size_t)n * V;
+        float m = z[0];
+        for (int i = 1; i < V; i++) m = z[i] > m ? z[i] : m;
+        float sum = 0.0f;
+        for (int i = 0; i < V; i++) sum += expf(z[i] - m);
+        lse[n] = m + logf(sum);
+    }
+    double total = 0.0;
+    for (int n = 0; n < N; n++) total += (double)lse[n] - (double)logits[(size_t)n * V + targets[n]];
+    return total / N;
+}
+
+void cross_entropy_backward(float *logits, const float *lse, const int *targets, int N, int V, float scale) {
+    float k = scale / (float)N;
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *z = logits + (size_t)n * V;
+        for (int i = 0; i < V; i++) z[i] = k * expf(z[i] - lse[n]);
+        z[targets[n]] -= k;
+    }
+}

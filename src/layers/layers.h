@@ -1,0 +1,53 @@
+/* Internal: the layers of the model, one forward/backward pair each, on float32 rows.
+ * Shapes use N = B*T rows (token positions). Backward functions that say "+=" accumulate,
+ * so that gradients of several micro-batches (and the residual stream) simply add up.
+ * Every function is deterministic: the same inputs give bitwise the same outputs for any
+ * number of threads (parallel loops never split a reduction). */
+#ifndef NB_LAYERS_H
+#define NB_LAYERS_H
+#include <stddef.h>
+
+/* out[n] = table[tokens[n]] */
+void embedding_forward(float *out, const int *tokens, const float *table, int N, int d);
+/* dtable[tokens[n]] += dout[n], in order of n */
+void embedding_backward(float *dtable, const float *dout, const int *tokens, int N, int d);
+
+/* out = x / sqrt(mean(x^2) + eps) * gain, row by row; rstd[n] keeps 1/sqrt(mean + eps). */
+void rmsnorm_forward(float *out, float *rstd, const float *x, const float *gain, int N, int d, float eps);
+/* dx += d(out)/dx^T dout; dgain += sum_n dout * x * rstd */
+void rmsnorm_backward(float *dx, float *dgain, const float *dout, const float *x, const float *gain,
+                      const float *rstd, int N, int d);
+
+/* y[N,out] = x[N,in] w^T + beta * y, with w stored (out, in) like torch.nn.Linear */
+void linear_forward(float *y, float beta, const float *x, const float *w, int N, int in, int out);
+/* dx[N,in] = dy w (+ dx if dx_beta = 1), dw += dy^T x */
+void linear_backward(float *dx, float dx_beta, float *dw, const float *dy, const float *x, const float *w,
+                     int N, int in, int out);
+
+/* Rotary embedding in place on the first n_rot_heads heads (q heads then k heads) of each row
+ * of width stride; rows are B sequences of T positions. Pairs dimension i with i + hd/2
+ * (Hugging Face's rotate_half). cos/sin: [T_max][hd/2]. */
+void rope_forward(float *x, int B, int T, int stride, int n_rot_heads, int hd, const float *cos_t,
+                  const float *sin_t);
+void rope_backward(float *dx, int B, int T, int stride, int n_rot_heads, int hd, const float *cos_t,
+                   const float *sin_t);
+
+/* Causal grouped-query attention on packed rows qkv[N][(H + 2 Hkv) hd] (q heads, k heads,
+ * v heads). Query head h reads kv head h / (H / Hkv). out[N][H hd]; lse[B][H][T] keeps each
+ * row's log-sum-exp so that backward recomputes the probabilities instead of storing T x T. */
+void attention_forward(float *out, float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd);
+/* dqkv (overwritten, same packing as qkv) from dout, recomputing probabilities from lse. */
+void attention_backward(float *dqkv, const float *dout, const float *out, const float *lse, const float *qkv,
+                        int B, int T, int H, int Hkv, int hd);
+
+/* gu[N][2F] holds (gate | up); h = silu(gate) * up */
+void swiglu_forward(float *h, const float *gu, int N, int F);
+/* dgu (overwritten) from dh */
+void swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int F);
+
+/* Mean cross-entropy of logits[N][V] against targets; lse[N] receives each row's log-sum-exp.
+ * Returns the mean loss (summed in double, in row order). */
+double cross_entropy_forward(float *lse, const float *logits, const int *targets, int N, int V);
+/* In place: logits becomes scale/N * (softmax(logits) - onehot(target)). */
+void cross_entropy_backward(float *logits, const float *lse, const int *targets, int N, int V, float scale);
+#endif

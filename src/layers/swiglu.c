@@ -1,0 +1,25 @@
+#include <math.h>
+#include "layers/layers.h"
+
+void swiglu_forward(float *h, const float *gu, int N, int F) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *g = gu + (size_t)n * 2 * F, *u = g + F;
+        float *hr = h + (size_t)n * F;
+        for (int i = 0; i < F; i++) hr[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    }
+}
+
+void swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int F) {
+    /* silu(g) = g s(g) with s the sigmoid; silu'(g) = s (1 + g (1 - s)). */
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *g = gu + (size_t)n * 2 * F, *u = g + F, *d = dh + (size_t)n * F;
+        float *dg = dgu + (size_t)n * 2 * F, *du = dg + F;
+        for (int i = 0; i < F; i++) {
+            float s = 1.0f / (1.0f + expf(-g[i]));
+            du[i] = d[i] * g[i] * s;
+            dg[i] = d[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
+        }
+    }
+}

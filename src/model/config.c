@@ -1,0 +1,118 @@
+/* Model configurations: named presets, "field=value" overrides and validation. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "nobubble/model.h"
+#include "util/error.h"
+
+typedef struct {
+    const char *name;
+    nb_config cfg;
+} preset;
+
+/* vocab, d, layers, heads, kv heads, ffn, context, theta, eps, tied */
+static const preset presets[] = {
+    {"tiny", {2048, 128, 4, 4, 4, 384, 128, 10000.0, 1e-5, 1}},
+    {"small", {4096, 256, 6, 4, 4, 768, 256, 10000.0, 1e-5, 1}},
+    {"medium", {8192, 512, 8, 8, 4, 1536, 256, 10000.0, 1e-5, 1}},
+    {"smollm-135m", {49152, 576, 30, 9, 3, 1536, 2048, 10000.0, 1e-5, 1}},
+    {"smollm-360m", {49152, 960, 32, 15, 5, 2560, 2048, 10000.0, 1e-5, 1}},
+};
+#define N_PRESETS (sizeof presets / sizeof presets[0])
+
+const char *nb_config_preset_names(void) { return "tiny small medium smollm-135m smollm-360m"; }
+
+int nb_config_preset(const char *name, nb_config *out) {
+    for (size_t i = 0; i < N_PRESETS; i++)
+        if (!strcmp(presets[i].name, name)) {
+            *out = presets[i].cfg;
+            return 0;
+        }
+    return nb_fail("unknown model preset '%s' (expected one of: %s)", name, nb_config_preset_names());
+}
+
+static int parse_int(const char *key, const char *s, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < INT_MIN || v > INT_MAX)
+        return nb_fail("model field %s: '%s' is not an integer", key, s);
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_double(const char *key, const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end) return nb_fail("model field %s: '%s' is not a number", key, s);
+    *out = v;
+    return 0;
+}
+
+int nb_config_override(nb_config *c, const char *assignment) {
+    const char *eq = strchr(assignment, '=');
+    if (!eq) return nb_fail("model override '%s': expected field=value", assignment);
+    char key[64];
+    size_t klen = (size_t)(eq - assignment);
+    if (klen == 0 || klen >= sizeof key) return nb_fail("model override '%s': expected field=value", assignment);
+    memcpy(key, assignment, klen);
+    key[klen] = 0;
+    const char *val = eq + 1;
+    struct { const char *name; int *field; } ints[] = {
+        {"vocab_size", &c->vocab_size}, {"d_model", &c->d_model}, {"n_layers", &c->n_layers},
+        {"n_heads", &c->n_heads},       {"n_kv_heads", &c->n_kv_heads}, {"d_ffn", &c->d_ffn},
+        {"context", &c->context},       {"tied", &c->tied},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (!strcmp(key, ints[i].name)) return parse_int(key, val, ints[i].field);
+    if (!strcmp(key, "rope_theta")) return parse_double(key, val, &c->rope_theta);
+    if (!strcmp(key, "norm_eps")) return parse_double(key, val, &c->norm_eps);
+    return nb_fail("unknown model field '%s' (expected vocab_size, d_model, n_layers, n_heads, "
+                   "n_kv_heads, d_ffn, context, rope_theta, norm_eps or tied)", key);
+}
+
+int nb_config_validate(const nb_config *c) {
+    struct { const char *name; int value; } positive[] = {
+        {"vocab_size", c->vocab_size}, {"d_model", c->d_model}, {"n_layers", c->n_layers},
+        {"n_heads", c->n_heads},       {"n_kv_heads", c->n_kv_heads}, {"d_ffn", c->d_ffn},
+        {"context", c->context},
+    };
+    for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++)
+        if (positive[i].value <= 0)
+            return nb_fail("model field %s = %d: expected a positive integer", positive[i].name, positive[i].value);
+    if (c->d_model % c->n_heads)
+        return nb_fail("model: d_model = %d is not divisible by n_heads = %d", c->d_model, c->n_heads);
+    if (c->n_heads % c->n_kv_heads)
+        return nb_fail("model: n_kv_heads = %d does not divide n_heads = %d", c->n_kv_heads, c->n_heads);
+    if ((c->d_model / c->n_heads) % 2)
+        return nb_fail("model: head_dim = d_model/n_heads = %d must be even for rotary embedding",
+                       c->d_model / c->n_heads);
+    if (!(c->rope_theta > 1.0)) return nb_fail("model field rope_theta = %g: expected a number > 1", c->rope_theta);
+    if (!(c->norm_eps > 0.0 && c->norm_eps < 1.0))
+        return nb_fail("model field norm_eps = %g: expected 0 < eps < 1", c->norm_eps);
+    if (c->tied != 0 && c->tied != 1) return nb_fail("model field tied = %d: expected 0 or 1", c->tied);
+    /* Keep every buffer index inside 32-bit GEMM dimensions. */
+    if ((long long)c->vocab_size * c->d_model > INT_MAX || (long long)c->d_ffn * 2 * c->d_model > INT_MAX)
+        return nb_fail("model: vocab_size x d_model or d_ffn x d_model is too large");
+    return 0;
+}
+
+void nb_config_json(const nb_config *c, char *buf, size_t size) {
+    snprintf(buf, size,
+             "{\"vocab_size\": %d, \"d_model\": %d, \"n_layers\": %d, \"n_heads\": %d, "
+             "\"n_kv_heads\": %d, \"d_ffn\": %d, \"context\": %d, \"rope_theta\": %.17g, "
+             "\"norm_eps\": %.17g, \"tied\": %s}",
+             c->vocab_size, c->d_model, c->n_layers, c->n_heads, c->n_kv_heads, c->d_ffn, c->context,
+             c->rope_theta, c->norm_eps, c->tied ? "true" : "false");
+}
+
+size_t nb_config_param_count(const nb_config *c) {
+    size_t d = (size_t)c->d_model, hd = d / (size_t)c->n_heads;
+    size_t dq = hd * (size_t)c->n_heads, dkv = hd * (size_t)c->n_kv_heads, f = (size_t)c->d_ffn;
+    size_t block = 2 * d + d * (dq + 2 * dkv) + dq * d + 3 * f * d;
+    size_t embed = (size_t)c->vocab_size * d;
+    return embed * (c->tied ? 1 : 2) + (size_t)c->n_layers * block + d;
+}

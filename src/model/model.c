@@ -1,0 +1,131 @@
+/* The model: its stages, their initialization, the tied-embedding gradient sum, and a
+ * sequential forward/backward over all stages (what a one-process run uses). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "model/stage.h"
+#include "util/error.h"
+#include "util/rng.h"
+
+int nb_model_create(nb_model *m, const nb_config *cfg, int n_stages, const int *blocks_per_stage) {
+    memset(m, 0, sizeof *m);
+    if (nb_config_validate(cfg)) return -1;
+    if (n_stages < 1 || n_stages > cfg->n_layers)
+        return nb_fail("stages = %d: expected 1 <= stages <= n_layers (%d)", n_stages, cfg->n_layers);
+    int sum = 0;
+    for (int i = 0; blocks_per_stage && i < n_stages; i++) {
+        if (blocks_per_stage[i] < 0) return nb_fail("stage %d: %d blocks: expected >= 0", i, blocks_per_stage[i]);
+        sum += blocks_per_stage[i];
+    }
+    if (blocks_per_stage && sum != cfg->n_layers)
+        return nb_fail("the stage split assigns %d blocks: expected n_layers = %d", sum, cfg->n_layers);
+    m->cfg = *cfg;
+    m->n_stages = n_stages;
+    m->stages = calloc((size_t)n_stages, sizeof(nb_stage));
+    if (!m->stages) return nb_fail("out of memory");
+    int first = 0;
+    for (int i = 0; i < n_stages; i++) {
+        int n = blocks_per_stage ? blocks_per_stage[i]
+                                 : cfg->n_layers / n_stages + (i < cfg->n_layers % n_stages ? 1 : 0);
+        nb_stage_init(&m->stages[i], cfg, i, n_stages, first, n);
+        first += n;
+    }
+    return 0;
+}
+
+void nb_model_free(nb_model *m) {
+    for (int i = 0; i < m->n_stages; i++) nb_stage_release(&m->stages[i]);
+    free(m->stages);
+    memset(m, 0, sizeof *m);
+}
+
+static int is_output_projection(const char *name) {
+    return strstr(name, "o_proj.weight") != NULL || strstr(name, "down_proj.weight") != NULL;
+}
+
+void nb_model_init(nb_model *m, uint64_t seed) {
+    double out_scale = 1.0 / sqrt(2.0 * m->cfg.n_layers);
+    for (int si = 0; si < m->n_stages; si++) {
+        nb_stage *s = &m->stages[si];
+        for (int ti = 0; ti < s->n_tensors; ti++) {
+            const nb_tensor *t = &s->tensors[ti];
+            float *p = s->params + t->offset;
+            if (t->group == NB_GROUP_GAIN) {
+                for (size_t i = 0; i < t->numel; i++) p[i] = 1.0f;
+                continue;
+            }
+            /* A tied copy draws the embedding's stream, so both copies start equal. */
+            nb_rng r = nb_rng_keyed(seed, t->tied_copy ? "model.embed_tokens.weight" : t->name);
+            double std = 0.02 * (is_output_projection(t->name) ? out_scale : 1.0);
+            for (size_t i = 0; i < t->numel; i++) p[i] = (float)(std * nb_rng_normal(&r));
+        }
+    }
+}
+
+void nb_model_zero_grads(nb_model *m) {
+    for (int i = 0; i < m->n_stages; i++) {
+        nb_stage *s = &m->stages[i];
+        memset(s->grads, 0, sizeof(float) * s->n_params);
+        if (s->tied_head_grad) memset(s->tied_head_grad, 0, sizeof(float) * s->tensors[0].numel);
+    }
+}
+
+void nb_model_sum_tied_grads(nb_model *m) {
+    if (!m->cfg.tied) return;
+    nb_stage *first = &m->stages[0], *last = &m->stages[m->n_stages - 1];
+    float *embed = first->grads + first->tensors[0].offset;
+    size_t n = first->tensors[0].numel;
+    if (m->n_stages == 1) {
+        for (size_t i = 0; i < n; i++) embed[i] += first->tied_head_grad[i];
+        memset(first->tied_head_grad, 0, sizeof(float) * n);
+        return;
+    }
+    float *head = last->grads + last->tensors[last->n_tensors - 1].offset;
+    for (size_t i = 0; i < n; i++) embed[i] += head[i];
+    memcpy(head, embed, sizeof(float) * n);
+}
+
+const nb_tensor *nb_model_find(const nb_model *m, const char *name, nb_stage **stage_out) {
+    for (int si = 0; si < m->n_stages; si++)
+        for (int ti = 0; ti < m->stages[si].n_tensors; ti++)
+            if (!strcmp(m->stages[si].tensors[ti].name, name)) {
+                if (stage_out) *stage_out = &m->stages[si];
+                return &m->stages[si].tensors[ti];
+            }
+    return NULL;
+}
+
+int nb_model_forward(nb_model *m, nb_acts **acts, const int *tokens, const int *targets, float *loss) {
+    for (int i = 0; i < m->n_stages; i++) {
+        nb_stage *s = &m->stages[i];
+        const float *x_in = i > 0 ? nb_acts_output(acts[i - 1]) : NULL;
+        if (nb_stage_forward(s, s->params, acts[i], tokens, x_in, targets, loss)) return -1;
+    }
+    return 0;
+}
+
+int nb_model_backward(nb_model *m, nb_acts **acts, float loss_scale) {
+    for (int i = m->n_stages - 1; i >= 0; i--) {
+        nb_stage *s = &m->stages[i];
+        const float *dout = i < m->n_stages - 1 ? nb_acts_input_grad(acts[i + 1]) : NULL;
+        if (nb_stage_backward(s, s->params, acts[i], dout, loss_scale)) return -1;
+    }
+    return 0;
+}
+
+uint64_t nb_model_weights_hash(const nb_model *m) {
+    uint64_t h = NB_FNV_INIT;
+    for (int si = 0; si < m->n_stages; si++) {
+        const nb_stage *s = &m->stages[si];
+        for (int ti = 0; ti < s->n_tensors; ti++)
+            if (!s->tensors[ti].tied_copy)
+                h = nb_fnv1a(h, s->params + s->tensors[ti].offset, sizeof(float) * s->tensors[ti].numel);
+    }
+    return h;
+}
+
+double nb_model_train_flops_per_token(const nb_config *c, int T) {
+    double d = c->d_model, hd = d / c->n_heads, dq = hd * c->n_heads, dkv = hd * c->n_kv_heads, f = c->d_ffn;
+    double matrix = c->n_layers * (d * (dq + 2 * dkv) + dq * d + 3 * f * d) + (double)c->vocab_size * d;
+    return 6.0 * matrix + 6.0 * c->n_layers * dq * (T + 1.0);
+}

@@ -1,0 +1,50 @@
+#include "check.h"
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+int check_passed, check_failed;
+
+void check_record(int ok, const char *file, int line, const char *fmt, ...) {
+    if (ok) { check_passed++; return; }
+    check_failed++;
+    fprintf(stderr, "FAIL %s:%d: ", file, line);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+int check_summary(void) {
+    printf("%d passed, %d failed\n", check_passed, check_failed);
+    return check_failed == 0 && check_passed > 0 ? 0 : 1;
+}
+
+double check_rel_err_f(const float *a, const float *b, size_t n, double floor) {
+    double maxdiff = 0, maxref = floor;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > maxdiff || isnan(d)) maxdiff = isnan(d) ? INFINITY : d;
+        if (fabs((double)b[i]) > maxref) maxref = fabs((double)b[i]);
+    }
+    return maxdiff / maxref;
+}
+
+double check_rel_err_d(const float *a, const double *b, size_t n, double floor) {
+    double maxdiff = 0, maxref = floor;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (d > maxdiff || isnan(d)) maxdiff = isnan(d) ? INFINITY : d;
+        if (fabs(b[i]) > maxref) maxref = fabs(b[i]);
+    }
+    return maxdiff / maxref;
+}
+
+int check_run(const char *cmd) {
+    int st = system(cmd);
+    if (st == -1) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
