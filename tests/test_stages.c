@@ -1,0 +1,172 @@
+/* Splitting the model into 1, 2 and 3 stages gives bitwise identical loss and gradients
+ * (tied and untied, with two accumulated micro-batches); seeded initialization does not
+ * depend on the split; activation memory grows linearly with the context; bad
+ * configurations and inputs are refused with a clear error. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "check.h"
+#include "nobubble/model.h"
+
+enum { B = 2, T = 16, M = 2 };
+
+/* Runs M micro-batches through a model split by `split` and returns the mean loss; the
+ * gradients are left in the stages. */
+static float run(nb_model *m, const int *tok, const int *tgt) {
+    nb_acts *acts[3];
+    for (int i = 0; i < m->n_stages; i++) acts[i] = nb_acts_create(&m->stages[i], B, T);
+    nb_model_zero_grads(m);
+    float total = 0;
+    for (int mb = 0; mb < M; mb++) {
+        float loss = 0;
+        CHECK(nb_model_forward(m, acts, tok + mb * B * T, tgt + mb * B * T, &loss) == 0, "%s", nb_last_error());
+        CHECK(nb_model_backward(m, acts, 1.0f / M) == 0, "%s", nb_last_error());
+        total += loss;
+    }
+    nb_model_sum_tied_grads(m);
+    for (int i = 0; i < m->n_stages; i++) nb_acts_free(acts[i]);
+    return total;
+}
+
+/* Every tensor of b (found by name in a) has bitwise equal weights and gradients. */
+static void compare_models(const nb_model *a, const nb_model *b, const char *what) {
+    int compared = 0;
+    for (int si = 0; si < b->n_stages; si++) {
+        const nb_stage *sb = &b->stages[si];
+        for (int ti = 0; ti < sb->n_tensors; ti++) {
+            const nb_tensor *tb = &sb->tensors[ti];
+            const char *name = tb->tied_copy ? "model.embed_tokens.weight" : tb->name;
+            nb_stage *sa;
+            const nb_tensor *ta = nb_model_find(a, name, &sa);
+            CHECK(ta != NULL, "%s: tensor %s missing from the unsplit model", what, name);
+            if (!ta) continue;
+            CHECK(memcmp(sa->params + ta->offset, sb->params + tb->offset, sizeof(float) * ta->numel) == 0,
+                  "%s: weights of %s differ", what, tb->name);
+            CHECK(memcmp(sa->grads + ta->offset, sb->grads + tb->offset, sizeof(float) * ta->numel) == 0,
+                  "%s: gradient of %s differs", what, tb->name);
+            compared++;
+        }
+    }
+    CHECK(compared >= 3 * 9 + 2, "%s: compared %d tensors", what, compared);
+}
+
+static void check_splits(int tied) {
+    nb_config cfg = {64, 32, 3, 4, 2, 48, 16, 10000.0, 1e-5, tied};
+    int tok[M * B * T], tgt[M * B * T];
+    srand(7);
+    for (int i = 0; i < M * B * T; i++) { tok[i] = rand() % 64; tgt[i] = rand() % 64; }
+    nb_model one, two, three;
+    int split2[2] = {2, 1}, split3[3] = {1, 1, 1};
+    CHECK(nb_model_create(&one, &cfg, 1, NULL) == 0, "%s", nb_last_error());
+    CHECK(nb_model_create(&two, &cfg, 2, split2) == 0, "%s", nb_last_error());
+    CHECK(nb_model_create(&three, &cfg, 3, split3) == 0, "%s", nb_last_error());
+    nb_model_init(&one, 42);
+    nb_model_init(&two, 42);
+    nb_model_init(&three, 42);
+    float l1 = run(&one, tok, tgt), l2 = run(&two, tok, tgt), l3 = run(&three, tok, tgt);
+    printf("tied=%d: loss 1 stage %.9g, 2 stages %.9g, 3 stages %.9g\n", tied, l1, l2, l3);
+    CHECK(memcmp(&l1, &l2, sizeof l1) == 0 && memcmp(&l1, &l3, sizeof l1) == 0,
+          "tied=%d: losses differ across splits", tied);
+    compare_models(&one, &two, tied ? "tied, 2 stages" : "untied, 2 stages");
+    compare_models(&one, &three, tied ? "tied, 3 stages" : "untied, 3 stages");
+    if (tied) {  /* the last stage's copy of the embedding carries the summed gradient */
+        const nb_stage *last = &three.stages[2];
+        const nb_tensor *copy = &last->tensors[last->n_tensors - 1];
+        CHECK(copy->tied_copy == 1, "the last stage of a tied split holds a tied copy");
+    }
+    /* Different seeds give different weights (the seed is used). */
+    nb_model other;
+    nb_model_create(&other, &cfg, 1, NULL);
+    nb_model_init(&other, 43);
+    CHECK(nb_model_weights_hash(&other) != nb_model_weights_hash(&one), "seed changes the weights");
+    nb_model_free(&other);
+    nb_model_free(&one);
+    nb_model_free(&two);
+    nb_model_free(&three);
+}
+
+static void check_init_statistics(void) {
+    nb_config cfg;
+    nb_config_preset("tiny", &cfg);
+    nb_model m;
+    nb_model_create(&m, &cfg, 1, NULL);
+    nb_model_init(&m, 1);
+    const nb_stage *s = &m.stages[0];
+    for (int ti = 0; ti < s->n_tensors; ti++) {
+        const nb_tensor *t = &s->tensors[ti];
+        double sum = 0, sq = 0;
+        for (size_t i = 0; i < t->numel; i++) {
+            sum += s->params[t->offset + i];
+            sq += (double)s->params[t->offset + i] * s->params[t->offset + i];
+        }
+        double mean = sum / t->numel, sd = sqrt(sq / t->numel - mean * mean);
+        if (t->group == NB_GROUP_GAIN) {
+            CHECK(mean == 1.0 && sd < 1e-12, "%s: gains start at 1", t->name);
+        } else {
+            int out_proj = strstr(t->name, "o_proj") || strstr(t->name, "down_proj");
+            double want = 0.02 / (out_proj ? sqrt(2.0 * cfg.n_layers) : 1.0);
+            CHECK(fabs(sd - want) < 0.05 * want && fabs(mean) < 0.05 * want,
+                  "%s: std %.5f mean %.5f, expected N(0, %.5f)", t->name, sd, mean, want);
+        }
+    }
+    nb_model_free(&m);
+}
+
+static void check_activation_memory(void) {
+    nb_config cfg;
+    nb_config_preset("tiny", &cfg);
+    cfg.context = 4096;
+    nb_model m;
+    nb_model_create(&m, &cfg, 1, NULL);
+    double per_token_1k = nb_acts_bytes(&m.stages[0], 1, 1024) / 1024.0;
+    double per_token_4k = nb_acts_bytes(&m.stages[0], 1, 4096) / 4096.0;
+    printf("activation bytes per token: T=1024 %.0f, T=4096 %.0f\n", per_token_1k, per_token_4k);
+    CHECK(per_token_4k <= per_token_1k * 1.01, "activation memory grows linearly with T (no T x T matrix)");
+    nb_model_free(&m);
+}
+
+static void check_bad_input(void) {
+    nb_config base;
+    CHECK(nb_config_preset("tiny", &base) == 0, "preset tiny");
+    nb_config c = base;
+    CHECK(nb_config_preset("huge", &c) == -1 && strstr(nb_last_error(), "huge"), "unknown preset named: %s", nb_last_error());
+    c = base; c.d_model = 130;
+    CHECK(nb_config_validate(&c) == -1 && strstr(nb_last_error(), "n_heads"), "d_model %% heads: %s", nb_last_error());
+    c = base; c.n_kv_heads = 3;
+    CHECK(nb_config_validate(&c) == -1 && strstr(nb_last_error(), "n_kv_heads"), "kv heads: %s", nb_last_error());
+    c = base; c.n_layers = 0;
+    CHECK(nb_config_validate(&c) == -1 && strstr(nb_last_error(), "n_layers"), "zero layers: %s", nb_last_error());
+    c = base; c.d_ffn = -4;
+    CHECK(nb_config_validate(&c) == -1 && strstr(nb_last_error(), "d_ffn"), "negative ffn: %s", nb_last_error());
+    c = base;
+    CHECK(nb_config_override(&c, "d_model=abc") == -1 && strstr(nb_last_error(), "d_model"), "%s", nb_last_error());
+    CHECK(nb_config_override(&c, "width=3") == -1 && strstr(nb_last_error(), "width"), "%s", nb_last_error());
+    CHECK(nb_config_override(&c, "n_layers=2") == 0 && c.n_layers == 2, "override n_layers");
+    nb_model m;
+    CHECK(nb_model_create(&m, &base, 1, NULL) == 0, "%s", nb_last_error());
+    CHECK(nb_acts_create(&m.stages[0], 1, base.context + 1) == NULL && strstr(nb_last_error(), "context"),
+          "sequence longer than the context: %s", nb_last_error());
+    nb_acts *a = nb_acts_create(&m.stages[0], 1, 4);
+    int tok[4] = {1, 2, base.vocab_size, 3}, tgt[4] = {1, 2, 3, 4};
+    float loss;
+    CHECK(nb_stage_forward(&m.stages[0], m.stages[0].params, a, tok, NULL, tgt, &loss) == -1 &&
+              strstr(nb_last_error(), "vocabulary"), "token outside the vocabulary: %s", nb_last_error());
+    tok[2] = -1;
+    CHECK(nb_stage_forward(&m.stages[0], m.stages[0].params, a, tok, NULL, tgt, &loss) == -1, "negative token id");
+    int split[2] = {3, 3};
+    nb_model bad;
+    CHECK(nb_model_create(&bad, &base, 2, split) == -1 && strstr(nb_last_error(), "n_layers"), "bad split: %s", nb_last_error());
+    CHECK(nb_model_create(&bad, &base, 9, NULL) == -1 && strstr(nb_last_error(), "stages"), "too many stages: %s", nb_last_error());
+    nb_acts_free(a);
+    nb_model_free(&m);
+}
+
+int main(void) {
+    check_splits(0);
+    check_splits(1);
+    check_init_statistics();
+    check_activation_memory();
+    check_bad_input();
+    return check_summary();
+}
