@@ -1,0 +1,41 @@
+/* nobubble: the trainer. One process runs the model's stages in sequence: M micro-batches of
+ * B sequences are accumulated per optimizer step, in micro-batch order 0..M-1, each
+ * contributing 1/M of its mean-loss gradient (a pipeline must reproduce exactly this sum). */
+#ifndef NOBUBBLE_TRAIN_H
+#define NOBUBBLE_TRAIN_H
+#include <stdint.h>
+#include "nobubble/model.h"
+#include "nobubble/optim.h"
+
+typedef struct nb_train_options {
+    nb_config model;
+    int stages;                 /* split of the model in this process (1) */
+    const char *train_pattern;  /* glob of training shards */
+    const char *val_pattern;    /* glob of validation shards (NULL: no evaluation) */
+    int batch;                  /* B sequences per micro-batch (8) */
+    int seq_len;                /* T tokens per sequence (0: the model's context) */
+    int microbatches;           /* M micro-batches per optimizer step (1) */
+    int steps;                  /* optimizer steps (100) */
+    nb_adamw_params adamw;
+    nb_schedule schedule;       /* lr 1e-3, lr_min 0, warmup 0, cosine; total_steps = steps */
+    int eval_every;             /* evaluate every N steps and at the end (0: only at the end) */
+    int eval_batches;           /* validation micro-batches per evaluation (8) */
+    int log_every;              /* progress line every N steps (10) */
+    uint64_t seed;              /* weights (1) */
+    uint64_t data_seed;         /* order of training windows (0: sequential) */
+    const char *out_dir;        /* metrics.jsonl and summary.json (NULL: none) */
+    int quiet;                  /* no progress lines */
+} nb_train_options;
+
+typedef struct nb_train_result {
+    int steps;
+    double final_train_loss;    /* mean over the last step's micro-batches */
+    double final_val_loss;      /* NAN without validation data */
+    double tokens_per_s;        /* training tokens / wall time of the steps (evaluation excluded) */
+    double seconds;
+    uint64_t weights_hash;      /* nb_model_weights_hash of the final weights */
+} nb_train_result;
+
+void nb_train_defaults(nb_train_options *o);
+int nb_train(const nb_train_options *o, nb_train_result *r);
+#endif

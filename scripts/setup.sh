@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages nobubble needs to build, test and run. Idempotent: installs
+# only what is missing, so running it again is quick.
+set -euo pipefail
+
+packages=(
+  build-essential   # gcc, make
+  cmake             # the build (3.25)
+  libdnnl-dev       # oneDNN: the CPU GEMM backend
+  bible-kjv         # the default corpus (the King James Bible)
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup.sh: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  sudo=sudo
+fi
+echo "setup.sh: installing ${missing[*]}" >&2
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, builds, runs every test (ctest).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/build.sh
+cd build && ctest --output-on-failure

@@ -1,0 +1,240 @@
+/* The one-process trainer: data -> stages -> AdamW, with evaluation, progress lines and the
+ * run's files (metrics.jsonl, summary.json). */
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "backend/gemm.h"
+#include "nobubble/data.h"
+#include "nobubble/train.h"
+#include "util/error.h"
+
+void nb_train_defaults(nb_train_options *o) {
+    memset(o, 0, sizeof *o);
+    nb_config_preset("tiny", &o->model);
+    o->stages = 1;
+    o->batch = 8;
+    o->microbatches = 1;
+    o->steps = 100;
+    o->adamw = nb_adamw_defaults();
+    o->adamw.weight_decay = 0.1f;
+    o->schedule.kind = NB_SCHEDULE_COSINE;
+    o->schedule.lr = 1e-3f;
+    o->eval_every = 0;
+    o->eval_batches = 8;
+    o->log_every = 10;
+    o->seed = 1;
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int make_dirs(const char *path) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(buf, 0777) && errno != EEXIST) return nb_fail("--out %s: cannot create %s: %s", path, buf, strerror(errno));
+            *p = '/';
+        }
+    if (mkdir(buf, 0777) && errno != EEXIST) return nb_fail("--out %s: cannot create it: %s", path, strerror(errno));
+    return 0;
+}
+
+static int check_options(const nb_train_options *o, int T) {
+    if (o->batch < 1) return nb_fail("--batch %d: expected >= 1", o->batch);
+    if (T < 1 || T > o->model.context)
+        return nb_fail("--seq %d: expected 1 <= seq <= the model's context (%d)", T, o->model.context);
+    if (o->microbatches < 1) return nb_fail("--microbatches %d: expected >= 1", o->microbatches);
+    if (o->steps < 1) return nb_fail("--steps %d: expected >= 1", o->steps);
+    if (!(o->schedule.lr > 0) || !isfinite(o->schedule.lr)) return nb_fail("--lr %g: expected a positive number", o->schedule.lr);
+    if (!(o->schedule.lr_min >= 0)) return nb_fail("--lr-min %g: expected >= 0", o->schedule.lr_min);
+    if (o->schedule.warmup < 0) return nb_fail("--warmup %d: expected >= 0", o->schedule.warmup);
+    if (o->eval_every < 0 || o->eval_batches < 1)
+        return nb_fail("--eval-every %d / --eval-batches %d: expected >= 0 and >= 1", o->eval_every, o->eval_batches);
+    if (o->log_every < 1) return nb_fail("--log-every %d: expected >= 1", o->log_every);
+    if (!o->train_pattern) return nb_fail("no training data given");
+    return 0;
+}
+
+/* Everything a run holds, so that one cleanup path frees it whatever failed. */
+typedef struct {
+    nb_model model;
+    nb_acts **acts;
+    nb_adamw *opt;
+    float **step_buf;
+    nb_loader *train, *val;
+    int *inputs, *targets;
+    FILE *metrics;
+} run_state;
+
+static void run_free(run_state *r) {
+    for (int i = 0; r->acts && i < r->model.n_stages; i++) nb_acts_free(r->acts[i]);
+    for (int i = 0; r->opt && i < r->model.n_stages; i++) nb_adamw_free(&r->opt[i]);
+    for (int i = 0; r->step_buf && i < r->model.n_stages; i++) free(r->step_buf[i]);
+    free(r->acts);
+    free(r->opt);
+    free(r->step_buf);
+    nb_model_free(&r->model);
+    if (r->train) nb_loader_free(r->train);
+    if (r->val) nb_loader_free(r->val);
+    free(r->inputs);
+    free(r->targets);
+    if (r->metrics) fclose(r->metrics);
+}
+
+static int evaluate(run_state *r, const nb_train_options *o, double *loss_out) {
+    double total = 0;
+    nb_loader_reset(r->val);
+    for (int b = 0; b < o->eval_batches; b++) {
+        float loss;
+        if (nb_loader_next(r->val, r->inputs, r->targets)) return -1;
+        if (nb_model_forward(&r->model, r->acts, r->inputs, r->targets, &loss)) return -1;
+        total += loss;
+    }
+    *loss_out = total / o->eval_batches;
+    return 0;
+}
+
+static int write_summary(const nb_train_options *o, const nb_train_result *res, int T) {
+    char path[4096], tmp[4200], cfg[1024];
+    snprintf(path, sizeof path, "%s/summary.json", o->out_dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) return nb_fail("%s: cannot write: %s", tmp, strerror(errno));
+    nb_config_json(&o->model, cfg, sizeof cfg);
+    fprintf(f, "{\n  \"nobubble\": \"%s\",\n  \"model\": %s,\n", NB_VERSION, cfg);
+    fprintf(f, "  \"run\": {\"stages\": %d, \"batch\": %d, \"seq_len\": %d, \"microbatches\": %d, \"steps\": %d, "
+               "\"optimizer\": \"adamw\", \"lr\": %.7g, \"lr_min\": %.7g, \"warmup\": %d, \"schedule\": \"%s\", "
+               "\"beta1\": %.7g, \"beta2\": %.7g, \"eps\": %.7g, \"wd\": %.7g, \"seed\": %llu, \"data_seed\": %llu, "
+               "\"train\": \"%s\", \"val\": \"%s\", \"threads\": %d, \"gemm\": \"%s\"},\n",
+            o->stages, o->batch, T, o->microbatches, o->steps, (double)o->schedule.lr,
+            (double)o->schedule.lr_min, o->schedule.warmup, o->schedule.kind == NB_SCHEDULE_COSINE ? "cosine" : "constant",
+            (double)o->adamw.beta1, (double)o->adamw.beta2, (double)o->adamw.eps, (double)o->adamw.weight_decay, (unsigned long long)o->seed,
+            (unsigned long long)o->data_seed, o->train_pattern, o->val_pattern ? o->val_pattern : "",
+            omp_get_max_threads(), nb_gemm_backend());
+    fprintf(f, "  \"final_train_loss\": %.9g,\n", res->final_train_loss);
+    if (isnan(res->final_val_loss)) fprintf(f, "  \"final_val_loss\": null,\n");
+    else fprintf(f, "  \"final_val_loss\": %.9g,\n", res->final_val_loss);
+    fprintf(f, "  \"tokens_per_s\": %.1f,\n  \"seconds\": %.3f,\n  \"weights_hash\": \"%016llx\"\n}\n",
+            res->tokens_per_s, res->seconds, (unsigned long long)res->weights_hash);
+    int bad = ferror(f);
+    bad |= fflush(f) != 0 || fsync(fileno(f)) != 0;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path)) {
+        unlink(tmp);
+        return nb_fail("%s: cannot write: %s", path, strerror(errno));
+    }
+    return 0;
+}
+
+/* One optimizer step: M micro-batches forward and backward, the tied sum, AdamW, w -= d. */
+static int train_step(run_state *r, const nb_train_options *o, float lr, double *loss_out) {
+    nb_model *m = &r->model;
+    double total = 0;
+    nb_model_zero_grads(m);
+    for (int mb = 0; mb < o->microbatches; mb++) {
+        float loss;
+        if (nb_loader_next(r->train, r->inputs, r->targets)) return -1;
+        if (nb_model_forward(m, r->acts, r->inputs, r->targets, &loss)) return -1;
+        if (nb_model_backward(m, r->acts, 1.0f / o->microbatches)) return -1;
+        total += loss;
+    }
+    nb_model_sum_tied_grads(m);
+    for (int i = 0; i < m->n_stages; i++) {
+        nb_stage *s = &m->stages[i];
+        float *d = r->step_buf[i];
+        nb_adamw_step(&r->opt[i], s->grads, s->params, lr, d);
+#pragma omp parallel for simd schedule(static)
+        for (size_t k = 0; k < s->n_params; k++) s->params[k] -= d[k];
+    }
+    *loss_out = total / o->microbatches;
+    return 0;
+}
+
+int nb_train(const nb_train_options *o, nb_train_result *res) {
+    int T = o->seq_len ? o->seq_len : o->model.context;
+    if (nb_config_validate(&o->model) || check_options(o, T)) return -1;
+    run_state r;
+    memset(&r, 0, sizeof r);
+    memset(res, 0, sizeof *res);
+    res->final_val_loss = NAN;
+    int rc = -1;
+    if (nb_model_create(&r.model, &o->model, o->stages, NULL)) goto done;
+    nb_model_init(&r.model, o->seed);
+    if (nb_loader_open(&r.train, o->train_pattern, o->batch, T, o->model.vocab_size, o->data_seed, 0, 1)) goto done;
+    if (o->val_pattern && nb_loader_open(&r.val, o->val_pattern, o->batch, T, o->model.vocab_size, 0, 0, 1)) goto done;
+    int P = r.model.n_stages;
+    r.acts = calloc((size_t)P, sizeof *r.acts);
+    r.opt = calloc((size_t)P, sizeof *r.opt);
+    r.step_buf = calloc((size_t)P, sizeof *r.step_buf);
+    r.inputs = malloc(sizeof(int) * (size_t)o->batch * T);
+    r.targets = malloc(sizeof(int) * (size_t)o->batch * T);
+    if (!r.acts || !r.opt || !r.step_buf || !r.inputs || !r.targets) { nb_fail("out of memory"); goto done; }
+    for (int i = 0; i < P; i++) {
+        if (!(r.acts[i] = nb_acts_create(&r.model.stages[i], o->batch, T))) goto done;
+        if (nb_adamw_init(&r.opt[i], &r.model.stages[i], o->adamw)) goto done;
+        if (!(r.step_buf[i] = calloc(r.model.stages[i].n_params, sizeof(float)))) { nb_fail("out of memory"); goto done; }
+    }
+    if (o->out_dir) {
+        char path[4096];
+        if (make_dirs(o->out_dir)) goto done;
+        snprintf(path, sizeof path, "%s/metrics.jsonl", o->out_dir);
+        if (!(r.metrics = fopen(path, "w"))) { nb_fail("%s: cannot write: %s", path, strerror(errno)); goto done; }
+    }
+    nb_schedule sched = o->schedule;
+    sched.total_steps = o->steps;
+    const double tokens_per_step = (double)o->batch * T * o->microbatches;
+    const double flops_per_token = nb_model_train_flops_per_token(&o->model, T);
+    if (!o->quiet)
+        printf("model %zu parameters, %d stage(s), %d thread(s), batch %d x %d tokens x %d micro-batches = %.0f tokens/step\n",
+               nb_config_param_count(&o->model), P, omp_get_max_threads(), o->batch, T, o->microbatches, tokens_per_step);
+    double train_seconds = 0, loss = NAN;
+    for (int step = 0; step < o->steps; step++) {
+        float lr = nb_schedule_lr(&sched, step);
+        double t0 = now_seconds();
+        if (train_step(&r, o, lr, &loss)) goto done;
+        double dt = now_seconds() - t0;
+        train_seconds += dt;
+        if (!isfinite(loss)) { nb_fail("training loss became %g at step %d (try a lower --lr)", loss, step); goto done; }
+        int last = step == o->steps - 1;
+        double val = NAN;
+        if (r.val && (last || (o->eval_every && (step + 1) % o->eval_every == 0)))
+            if (evaluate(&r, o, &val)) goto done;
+        if (!o->quiet && (last || step % o->log_every == 0 || !isnan(val))) {
+            printf("step %5d/%d | loss %.4f | lr %.3e | %6.0f tok/s | %5.1f GFLOP/s", step + 1, o->steps, loss, lr,
+                   tokens_per_step / dt, tokens_per_step * flops_per_token / dt * 1e-9);
+            if (!isnan(val)) printf(" | val %.4f", val);
+            printf("\n");
+            fflush(stdout);
+        }
+        if (r.metrics) {
+            fprintf(r.metrics, "{\"step\": %d, \"train_loss\": %.9g, \"lr\": %.7g, \"tokens\": %.0f, \"time_s\": %.6f, "
+                               "\"tokens_per_s\": %.1f", step + 1, loss, lr, tokens_per_step * (step + 1), train_seconds,
+                    tokens_per_step / dt);
+            if (!isnan(val)) fprintf(r.metrics, ", \"val_loss\": %.9g", val);
+            fprintf(r.metrics, "}\n");
+            fflush(r.metrics);
+        }
+        if (!isnan(val)) res->final_val_loss = val;
+    }
+    res->steps = o->steps;
+    res->final_train_loss = loss;
+    res->seconds = train_seconds;
+    res->tokens_per_s = tokens_per_step * o->steps / train_seconds;
+    res->weights_hash = nb_model_weights_hash(&r.model);
+    if (o->out_dir && write_summary(o, res, T)) goto done;
+    rc = 0;
+done:
+    run_free(&r);
+    return rc;
+}
