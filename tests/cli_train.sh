@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The command line: --help on every subcommand, a short real run and its files, and bad
+# input (each a clear message naming the flag, file or value, and a non-zero exit).
+set -u
+bin=${1:?usage: cli_train.sh path/to/nobubble}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0; failed=0
+ok()   { passed=$((passed + 1)); }
+fail() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+
+# expect_error "what" "pattern in stderr" command...
+expect_error() {
+  local what=$1 pattern=$2; shift 2
+  "$@" >"$work/out" 2>"$work/err"; local rc=$?
+  if [ $rc -eq 0 ]; then fail "$what: exit 0"; return; fi
+  if grep -q -- "$pattern" "$work/err"; then ok; else fail "$what: stderr lacks '$pattern': $(cat "$work/err")"; fi
+}
+
+for cmd in prepare train bench; do
+  if "$bin" $cmd --help | grep -q "usage: nobubble $cmd"; then ok; else fail "$cmd --help"; fi
+done
+"$bin" --help | grep -q "train" && ok || fail "nobubble --help"
+expect_error "unknown command" "unknown command" "$bin" frobnicate
+
+# A small prepared corpus: a few hundred paragraphs of real text, byte-level BPE vocab 300.
+for i in $(seq 1 40); do
+  printf 'In the beginning God created the heaven and the earth. Paragraph %d.\n\nAnd the earth was without form, and void; and darkness was upon the face of the deep. %d\n\n' "$i" "$((i * 7))"
+done > "$work/text.txt"
+"$bin" prepare --input "$work/text.txt" --vocab 300 --val-fraction 0.1 --out "$work/data" >/dev/null 2>&1 && ok || fail "prepare small text"
+
+"$bin" train --data "$work/data" --model tiny --set n_layers=2 --set context=32 --batch 2 --steps 5 \
+  --eval-every 5 --eval-batches 1 --out "$work/run" > "$work/train.log" 2>&1
+if [ $? -eq 0 ] && grep -q "step     5/5" "$work/train.log"; then ok; else fail "short train run: $(cat "$work/train.log")"; fi
+[ "$(wc -l < "$work/run/metrics.jsonl")" -eq 5 ] && ok || fail "metrics.jsonl has one line per step"
+grep -q '"weights_hash": "[0-9a-f]\{16\}"' "$work/run/summary.json" && ok || fail "summary.json has the weights hash"
+grep -q '"vocab_size": 300' "$work/run/summary.json" && ok || fail "the model takes the data's vocabulary"
+grep -q '"val_loss"' "$work/run/metrics.jsonl" && ok || fail "validation loss logged"
+
+# Bad input
+expect_error "zero steps" "--steps 0" "$bin" train --data "$work/data" --steps 0
+expect_error "heads do not divide d_model" "n_heads" "$bin" train --data "$work/data" --set n_heads=3
+expect_error "kv heads do not divide heads" "n_kv_heads" "$bin" train --data "$work/data" --set n_kv_heads=3
+expect_error "negative size" "d_ffn" "$bin" train --data "$work/data" --set d_ffn=-1
+expect_error "unknown model field" "width" "$bin" train --data "$work/data" --set width=3
+expect_error "unknown preset" "huge" "$bin" train --data "$work/data" --model huge
+expect_error "sequence longer than the context" "context" "$bin" train --data "$work/data" --seq 4096
+expect_error "not a number" "--batch 'abc'" "$bin" train --data "$work/data" --batch abc
+expect_error "unknown flag" "--bogus" "$bin" train --bogus
+expect_error "missing data" "nowhere" "$bin" train --data "$work/nowhere"
+expect_error "vocabulary too small for the data" "vocab" "$bin" train --data "$work/data" --set vocab_size=100
+# A shard with a wrong magic, and a truncated one.
+mkdir -p "$work/bad"
+cp "$work/data/"*_train_*.bin "$work/bad/x_train_000000.bin"
+printf '\x01\x02\x03\x04' | dd of="$work/bad/x_train_000000.bin" bs=1 seek=0 conv=notrunc 2>/dev/null
+expect_error "wrong magic" "x_train_000000.bin" "$bin" train --train "$work/bad/x_train_*.bin" --set vocab_size=300
+cp "$work/data/"*_train_*.bin "$work/bad/y_train_000000.bin"
+truncate -s -3 "$work/bad/y_train_000000.bin"
+expect_error "truncated shard" "y_train_000000.bin" "$bin" train --train "$work/bad/y_train_*.bin" --set vocab_size=300
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
