@@ -1,4 +1,5 @@
 #include <math.h>
+#include "layers/fastmath.h"
 #include "layers/layers.h"
 
 double cross_entropy_forward(float *lse, const float *logits, const int *targets, int N, int V) {
@@ -6,9 +7,11 @@ double cross_entropy_forward(float *lse, const float *logits, const int *targets
     for (int n = 0; n < N; n++) {
         const float *z = logits + (size_t)n * V;
         float m = z[0];
+#pragma omp simd reduction(max : m)
         for (int i = 1; i < V; i++) m = z[i] > m ? z[i] : m;
         float sum = 0.0f;
-        for (int i = 0; i < V; i++) sum += expf(z[i] - m);
+#pragma omp simd reduction(+ : sum)
+        for (int i = 0; i < V; i++) sum += nb_expf(z[i] - m);
         lse[n] = m + logf(sum);
     }
     double total = 0.0;
@@ -21,7 +24,9 @@ void cross_entropy_backward(float *logits, const float *lse, const int *targets,
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         float *z = logits + (size_t)n * V;
-        for (int i = 0; i < V; i++) z[i] = k * expf(z[i] - lse[n]);
+        const float l = lse[n];
+#pragma omp simd
+        for (int i = 0; i < V; i++) z[i] = k * nb_expf(z[i] - l);
         z[targets[n]] -= k;
     }
 }

@@ -1,4 +1,5 @@
 #include <math.h>
+#include "layers/fastmath.h"
 #include "layers/layers.h"
 
 void swiglu_forward(float *h, const float *gu, int N, int F) {
@@ -6,7 +7,8 @@ void swiglu_forward(float *h, const float *gu, int N, int F) {
     for (int n = 0; n < N; n++) {
         const float *g = gu + (size_t)n * 2 * F, *u = g + F;
         float *hr = h + (size_t)n * F;
-        for (int i = 0; i < F; i++) hr[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+#pragma omp simd
+        for (int i = 0; i < F; i++) hr[i] = g[i] / (1.0f + nb_expf(-g[i])) * u[i];
     }
 }
 
@@ -16,8 +18,9 @@ void swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int F)
     for (int n = 0; n < N; n++) {
         const float *g = gu + (size_t)n * 2 * F, *u = g + F, *d = dh + (size_t)n * F;
         float *dg = dgu + (size_t)n * 2 * F, *du = dg + F;
+#pragma omp simd
         for (int i = 0; i < F; i++) {
-            float s = 1.0f / (1.0f + expf(-g[i]));
+            float s = 1.0f / (1.0f + nb_expf(-g[i]));
             du[i] = d[i] * g[i] * s;
             dg[i] = d[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
         }
