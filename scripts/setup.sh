@@ -6,7 +6,8 @@ set -euo pipefail
 packages=(
   build-essential   # gcc, make
   cmake             # the build (3.25)
-  libdnnl-dev       # oneDNN: the CPU GEMM backend
+  libdnnl-dev       # oneDNN: the default CPU GEMM backend
+  libopenblas-openmp-dev  # OpenBLAS (OpenMP build): the second CPU GEMM backend (NB_GEMM=openblas)
   bible-kjv         # the default corpus (the King James Bible)
 )
 

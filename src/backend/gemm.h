@@ -1,7 +1,9 @@
 /* The one interface between the math and the matrix-multiply hardware: every matrix product
  * in nobubble goes through nb_gemm, so that a new backend (another CPU library, CUDA) is one
  * file. Row-major:  C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C,
- * op(X) = X^T when the matching trans flag is set; lda/ldb/ldc are row strides. */
+ * op(X) = X^T when the matching trans flag is set; lda/ldb/ldc are row strides.
+ * Two CPU implementations are built in: oneDNN's sgemm (the default) and OpenBLAS (OpenMP
+ * build); NB_GEMM=onednn|openblas in the environment, or nb_gemm_select, picks one. */
 #ifndef NB_BACKEND_GEMM_H
 #define NB_BACKEND_GEMM_H
 
@@ -9,4 +11,13 @@ void nb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
              const float *B, int ldb, float beta, float *C, int ldc);
 /* The name of the backend in use, for run headers and benchmarks. */
 const char *nb_gemm_backend(void);
+/* Chooses the backend by name ("onednn" or "openblas"); -1 with a message for another name.
+ * Call before any GEMM runs (it is not synchronized with running GEMMs). */
+int nb_gemm_select(const char *name);
+
+/* The implementations (one file each). */
+void nb_gemm_onednn(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                    const float *B, int ldb, float beta, float *C, int ldc);
+void nb_gemm_openblas(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                      const float *B, int ldb, float beta, float *C, int ldc);
 #endif

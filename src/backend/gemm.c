@@ -1,0 +1,46 @@
+/* Dispatch of nb_gemm to the chosen backend. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend/gemm.h"
+#include "util/error.h"
+
+typedef void (*gemm_fn)(int, int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
+
+static const struct {
+    const char *name, *label;
+    gemm_fn fn;
+} backends[] = {
+    {"onednn", "oneDNN sgemm", nb_gemm_onednn},
+    {"openblas", "OpenBLAS sgemm", nb_gemm_openblas},
+};
+
+static int active;  /* index into backends */
+static pthread_once_t from_env = PTHREAD_ONCE_INIT;
+
+/* NB_GEMM is read once, before the first GEMM; an unknown name keeps the default. */
+static void read_env(void) {
+    const char *e = getenv("NB_GEMM");
+    if (e && *e) nb_gemm_select(e);
+}
+
+int nb_gemm_select(const char *name) {
+    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
+        if (!strcmp(name, backends[i].name)) {
+            active = (int)i;
+            return 0;
+        }
+    return nb_fail("GEMM backend '%s': expected onednn or openblas", name);
+}
+
+const char *nb_gemm_backend(void) {
+    pthread_once(&from_env, read_env);
+    return backends[active].label;
+}
+
+void nb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+             const float *B, int ldb, float beta, float *C, int ldc) {
+    if (M == 0 || N == 0) return;
+    pthread_once(&from_env, read_env);
+    backends[active].fn(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}

@@ -1,0 +1,124 @@
+/* nobubble prepare: text files (or the bundled default corpus) -> tokenizer + token shards. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli/commands.h"
+#include "nobubble/data.h"
+
+static void prepare_usage(FILE *f) {
+    fprintf(f,
+            "usage: nobubble prepare [--input FILE...] [--out DIR] [options]\n"
+            "\n"
+            "Trains (or reuses) a byte-level BPE tokenizer, splits the text into documents, and writes\n"
+            "DIR/<name>_train_NNNNNN.bin, DIR/<name>_val_NNNNNN.bin (llm.c token shards),\n"
+            "DIR/tokenizer.json and DIR/manifest.json. Without --input it prepares the default corpus,\n"
+            "the King James Bible from Debian's bible-kjv package (one document per chapter).\n"
+            "\n"
+            "  --input FILE...      text files; documents are paragraphs separated by blank lines\n"
+            "  --out DIR            output folder (default data/bible without --input; required with it)\n"
+            "  --vocab N            vocabulary size including the end-of-text token (default 4096, >= 257)\n"
+            "  --val-fraction F     share of documents held out for validation, 0 <= F < 1 (default 0.05)\n"
+            "  --seed N             picks the validation documents (default 1337)\n"
+            "  --tokenizer FILE     reuse this tokenizer.json instead of training one\n"
+            "  --name NAME          shard file prefix (default: bible, or the first input's name)\n"
+            "  --shard-tokens N     at most N tokens per shard (default 100000000)\n"
+            "  --force              replace DIR if it exists (only a folder made by prepare)\n"
+            "  --quiet              no progress lines\n"
+            "  -h, --help           this help\n");
+}
+
+static int parse_u64(const char *flag, const char *s, unsigned long long *v) {
+    char *end;
+    errno = 0;
+    if (!s || !*s || *s == '-') goto bad;
+    *v = strtoull(s, &end, 10);
+    if (errno || *end) goto bad;
+    return 0;
+bad:
+    fprintf(stderr, "nobubble prepare: %s needs a non-negative integer, got '%s'\n", flag, s ? s : "");
+    return -1;
+}
+
+int cmd_prepare(int argc, char **argv) {
+    nb_prepare_opts o;
+    nb_prepare_defaults(&o);
+    const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
+    if (!inputs) return 1;
+    int n_inputs = 0, saw_input = 0, rc = 2;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        unsigned long long u;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            prepare_usage(stdout);
+            free(inputs);
+            return 0;
+        } else if (!strcmp(a, "--input")) {
+            saw_input = 1;
+            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) inputs[n_inputs++] = argv[++i];
+        } else if (!strcmp(a, "--force")) {
+            o.force = 1;
+        } else if (!strcmp(a, "--quiet")) {
+            o.verbose = 0;
+        } else if (!val) {
+            fprintf(stderr, "nobubble prepare: %s needs a value (or unknown option; see --help)\n", a);
+            goto out;
+        } else if (!strcmp(a, "--out")) {
+            o.out_dir = argv[++i];
+        } else if (!strcmp(a, "--tokenizer")) {
+            o.tokenizer = argv[++i];
+        } else if (!strcmp(a, "--name")) {
+            o.name = argv[++i];
+        } else if (!strcmp(a, "--vocab")) {
+            if (parse_u64(a, argv[++i], &u)) goto out;
+            o.vocab_size = u > 1000000000ULL ? 1000000000 : (int)u;
+        } else if (!strcmp(a, "--seed")) {
+            if (parse_u64(a, argv[++i], &u)) goto out;
+            o.seed = u;
+        } else if (!strcmp(a, "--shard-tokens")) {
+            if (parse_u64(a, argv[++i], &u)) goto out;
+            if (u == 0) { fprintf(stderr, "nobubble prepare: --shard-tokens must be positive\n"); goto out; }
+            o.shard_tokens = (size_t)u;
+        } else if (!strcmp(a, "--val-fraction")) {
+            char *end;
+            o.val_fraction = strtod(argv[++i], &end);
+            if (*end || end == argv[i]) {
+                fprintf(stderr, "nobubble prepare: --val-fraction needs a number, got '%s'\n", argv[i]);
+                goto out;
+            }
+        } else {
+            fprintf(stderr, "nobubble prepare: unknown option '%s' (see --help)\n", a);
+            goto out;
+        }
+    }
+    if (saw_input && n_inputs == 0) {
+        fprintf(stderr, "nobubble prepare: --input needs at least one FILE\n");
+        goto out;
+    }
+    if (!o.out_dir) {
+        if (n_inputs) {
+            fprintf(stderr, "nobubble prepare: --out DIR is required with --input\n");
+            goto out;
+        }
+        o.out_dir = "data/bible";
+    }
+    o.inputs = inputs;
+    o.n_inputs = n_inputs;
+    if (o.verbose)
+        fprintf(stderr, "prepare: %s -> %s\n", n_inputs ? "input files" : "default corpus (bible-kjv)", o.out_dir);
+    nb_prepare_stats st;
+    if (nb_prepare(&o, &st)) {
+        fprintf(stderr, "nobubble prepare: %s\n", nb_last_error());
+        rc = 1;
+        goto out;
+    }
+    printf("prepared %s: %.2f MB of text; train %zu tokens in %d shard(s) (%zu documents), val %zu tokens in %d "
+           "shard(s) (%zu documents); %.2fs (tokenizer %.2fs)\n",
+           o.out_dir, st.input_bytes / 1e6, st.train_tokens, st.train_shards, st.train_docs, st.val_tokens,
+           st.val_shards, st.val_docs, st.seconds_total, st.seconds_tokenizer);
+    rc = 0;
+out:
+    free(inputs);
+    return rc;
+}

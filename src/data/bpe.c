@@ -1,0 +1,741 @@
+/* Byte-level BPE: pre-tokenizer, training on word types, encoding with a word cache,
+ * decoding, and the JSON tokenizer file. The rules are in docs/data.md. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "data/dutil.h"
+#include "nobubble/data.h"
+#include "util/error.h"
+
+#define FORMAT_NAME "nobubble-bpe"
+#define FORMAT_VERSION 1
+#define PRETOKENIZER_NAME "nobubble-gpt2-bytes-v1"
+
+/* ------------------------------------------------------------ pre-tokenizer */
+enum { C_WS, C_L, C_N, C_P };
+/* Letters: ASCII letters and every byte >= 0x80 (so UTF-8 text in any script forms words);
+ * digits: 0-9; whitespace: space \t \n \v \f \r; everything else is punctuation. */
+static const unsigned char CLS[256] = {
+    C_P, C_P, C_P, C_P, C_P, C_P, C_P, C_P, C_P, C_WS, C_WS, C_WS, C_WS, C_WS, C_P, C_P,
+    C_P, C_P, C_P, C_P, C_P, C_P, C_P, C_P, C_P, C_P, C_P, C_P, C_P, C_P, C_P, C_P,
+    C_WS, C_P, C_P, C_P, C_P, C_P, C_P, C_P, C_P, C_P, C_P, C_P, C_P, C_P, C_P, C_P,
+    C_N, C_N, C_N, C_N, C_N, C_N, C_N, C_N, C_N, C_N, C_P, C_P, C_P, C_P, C_P, C_P,
+    C_P, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L,
+    C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_P, C_P, C_P, C_P, C_P,
+    C_P, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L,
+    C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_P, C_P, C_P, C_P, C_P,
+#define L16 C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L, C_L
+    L16, L16, L16, L16, L16, L16, L16, L16
+#undef L16
+};
+
+size_t nb_pretokenize_next(const char *text, size_t len, size_t pos) {
+    const unsigned char *s = (const unsigned char *)text;
+    unsigned char c = s[pos];
+    size_t end;
+    if (c == '\'' && pos + 1 < len) { /* contractions 's 't 'm 'd 're 've 'll, not followed by a letter */
+        unsigned char a = s[pos + 1];
+        size_t k = 0;
+        if (a == 's' || a == 't' || a == 'm' || a == 'd') k = 2;
+        else if (pos + 2 < len && ((a == 'r' && s[pos + 2] == 'e') || (a == 'v' && s[pos + 2] == 'e') ||
+                                   (a == 'l' && s[pos + 2] == 'l')))
+            k = 3;
+        if (k && (pos + k == len || CLS[s[pos + k]] != C_L)) { end = pos + k; goto done; }
+    }
+    int cl = CLS[c];
+    if (cl == C_WS) {
+        size_t j = pos + 1;
+        while (j < len && CLS[s[j]] == C_WS) j++;
+        if (j == len) end = j;                  /* trailing whitespace: one piece */
+        else if (j - pos >= 2) end = j - 1;     /* leave the last one for the next word */
+        else if (c != ' ') end = j;             /* a lone \n etc. before a word */
+        else {                                  /* " word": the space joins the run after it */
+            int c2 = CLS[s[j]];
+            end = j + 1;
+            while (end < len && CLS[s[end]] == c2) end++;
+        }
+    } else {
+        end = pos + 1;
+        while (end < len && CLS[s[end]] == cl) end++;
+    }
+done:
+    if (end - pos > NB_PRETOKEN_MAX_BYTES) end = pos + NB_PRETOKEN_MAX_BYTES;
+    return end;
+}
+
+/* ------------------------------------------------------------ string -> dense id map */
+typedef struct {
+    uint32_t *slots;  /* id + 1, 0 = empty */
+    size_t mask;
+    uint64_t *hash;
+    uint32_t *off, *len;
+    size_t n, idcap;
+    nbd_buf arena;
+} strmap;
+
+static uint64_t str_hash(const char *s, size_t n) {
+    uint64_t h = nbd_fnv1a(s, n, NBD_FNV_INIT);
+    return h ^ (h >> 29);
+}
+
+static void strmap_free(strmap *m) {
+    free(m->slots); free(m->hash); free(m->off); free(m->len);
+    nbd_buf_free(&m->arena);
+    memset(m, 0, sizeof *m);
+}
+
+static int strmap_grow(strmap *m) {
+    size_t cap = m->mask ? (m->mask + 1) * 2 : 1024;
+    uint32_t *slots = calloc(cap, sizeof *slots);
+    if (!slots) return nb_fail("out of memory");
+    for (size_t id = 0; id < m->n; id++) {
+        size_t k = m->hash[id] & (cap - 1);
+        while (slots[k]) k = (k + 1) & (cap - 1);
+        slots[k] = (uint32_t)id + 1;
+    }
+    free(m->slots);
+    m->slots = slots;
+    m->mask = cap - 1;
+    return 0;
+}
+
+/* Returns the id of s (adding it when absent; *added says so), or -1 when out of memory. */
+static int64_t strmap_get(strmap *m, const char *s, size_t n, int add, int *added) {
+    if (added) *added = 0;
+    if (!m->mask && (!add || strmap_grow(m))) return -1;
+    uint64_t h = str_hash(s, n);
+    size_t k = h & m->mask;
+    while (m->slots[k]) {
+        uint32_t id = m->slots[k] - 1;
+        if (m->hash[id] == h && m->len[id] == n && !memcmp(m->arena.p + m->off[id], s, n)) return id;
+        k = (k + 1) & m->mask;
+    }
+    if (!add) return -1;
+    if (m->n == m->idcap) {
+        size_t nc = m->idcap ? m->idcap * 2 : 1024;
+        uint64_t *hh = realloc(m->hash, nc * sizeof *hh);
+        if (hh) m->hash = hh;
+        uint32_t *oo = realloc(m->off, nc * sizeof *oo);
+        if (oo) m->off = oo;
+        uint32_t *ll = realloc(m->len, nc * sizeof *ll);
+        if (ll) m->len = ll;
+        if (!hh || !oo || !ll) return nb_fail("out of memory");
+        m->idcap = nc;
+    }
+    if (m->arena.n + n >= UINT32_MAX) return nb_fail("too many distinct words");
+    size_t id = m->n++;
+    m->hash[id] = h;
+    m->off[id] = (uint32_t)m->arena.n;
+    m->len[id] = (uint32_t)n;
+    if (nbd_buf_put(&m->arena, s, n)) return -1;
+    m->slots[k] = (uint32_t)id + 1;
+    if (added) *added = 1;
+    if (m->n * 2 > m->mask + 1 && strmap_grow(m)) return -1;
+    return (int64_t)id;
+}
+
+/* ------------------------------------------------------------ the tokenizer */
+struct nb_tokenizer {
+    int vocab_size, n_merges, eot;
+    uint32_t *merges;            /* 2 per merge */
+    uint32_t *tok_off, *tok_len; /* per id */
+    char *tok_bytes;
+    uint64_t *mkey;              /* merge lookup: (left << 32 | right) -> new id */
+    uint32_t *mval;
+    size_t mmask;
+    /* encode cache: word -> ids */
+    strmap cache;
+    uint32_t *cache_off, *cache_n;
+    size_t cache_cap;
+    uint32_t *cache_ids;
+    size_t cache_ids_n, cache_ids_cap;
+};
+
+#define MKEY_EMPTY UINT64_MAX
+static inline uint64_t pair_key(uint32_t a, uint32_t b) { return (uint64_t)a << 32 | b; }
+static inline size_t pair_slot(uint64_t key, size_t mask) {
+    return (size_t)((key * 0x9E3779B97F4A7C15ULL) >> 20) & mask;
+}
+
+static inline uint32_t merge_lookup(const nb_tokenizer *t, uint32_t a, uint32_t b) {
+    uint64_t key = pair_key(a, b);
+    size_t k = pair_slot(key, t->mmask);
+    for (;;) {
+        uint64_t v = t->mkey[k];
+        if (v == key) return t->mval[k];
+        if (v == MKEY_EMPTY) return UINT32_MAX;
+        k = (k + 1) & t->mmask;
+    }
+}
+
+void nb_tokenizer_free(nb_tokenizer *t) {
+    if (!t) return;
+    free(t->merges); free(t->tok_off); free(t->tok_len); free(t->tok_bytes);
+    free(t->mkey); free(t->mval);
+    strmap_free(&t->cache);
+    free(t->cache_off); free(t->cache_n); free(t->cache_ids);
+    free(t);
+}
+
+int nb_tokenizer_from_merges(nb_tokenizer **out, const uint32_t *merges, int n_merges) {
+    *out = NULL;
+    if (n_merges < 0 || (size_t)n_merges + 257 > NB_TOKENIZER_MAX_VOCAB)
+        return nb_fail("tokenizer: %d merges is out of range (0 to %d)", n_merges, NB_TOKENIZER_MAX_VOCAB - 257);
+    nb_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return nb_fail("out of memory");
+    t->n_merges = n_merges;
+    t->vocab_size = 256 + n_merges + 1;
+    t->eot = t->vocab_size - 1;
+    size_t V = (size_t)t->vocab_size;
+    size_t mcap = 1024;
+    while (mcap < 2 * (size_t)n_merges + 2) mcap *= 2;
+    t->mmask = mcap - 1;
+    t->merges = malloc(2 * ((size_t)n_merges + 1) * sizeof *t->merges);
+    t->tok_off = malloc(V * sizeof *t->tok_off);
+    t->tok_len = malloc(V * sizeof *t->tok_len);
+    t->mkey = malloc(mcap * sizeof *t->mkey);
+    t->mval = malloc(mcap * sizeof *t->mval);
+    if (!t->merges || !t->tok_off || !t->tok_len || !t->mkey || !t->mval) goto oom;
+    for (size_t k = 0; k < mcap; k++) t->mkey[k] = MKEY_EMPTY;
+    if (n_merges) memcpy(t->merges, merges, 2 * (size_t)n_merges * sizeof *merges);
+    /* token byte lengths first, then the bytes */
+    size_t total = 256 + sizeof NB_EOT_TEXT;
+    for (int k = 0; k < n_merges; k++) {
+        uint32_t a = merges[2 * k], b = merges[2 * k + 1], id = 256 + (uint32_t)k;
+        if (a >= id || b >= id) {
+            nb_tokenizer_free(t);
+            return nb_fail("tokenizer: merge %d (%u, %u) refers to an id not yet defined (must be < %u)", k, a, b,
+                           id);
+        }
+        uint64_t key = pair_key(a, b);
+        size_t s = pair_slot(key, t->mmask);
+        while (t->mkey[s] != MKEY_EMPTY && t->mkey[s] != key) s = (s + 1) & t->mmask;
+        if (t->mkey[s] == key) {
+            uint32_t prev = t->mval[s] - 256;
+            nb_tokenizer_free(t);
+            return nb_fail("tokenizer: merge %d (%u, %u) repeats merge %u", k, a, b, prev);
+        }
+        t->mkey[s] = key;
+        t->mval[s] = id;
+    }
+    for (uint32_t i = 0; i < 256; i++) t->tok_len[i] = 1;
+    for (int k = 0; k < n_merges; k++) {
+        uint64_t l = (uint64_t)t->tok_len[merges[2 * k]] + t->tok_len[merges[2 * k + 1]];
+        if (l > UINT32_MAX / 2) { nb_tokenizer_free(t); return nb_fail("tokenizer: token %d is too long", 256 + k); }
+        t->tok_len[256 + k] = (uint32_t)l;
+        total += l;
+    }
+    t->tok_len[t->eot] = (uint32_t)strlen(NB_EOT_TEXT);
+    t->tok_bytes = malloc(total);
+    if (!t->tok_bytes) goto oom;
+    size_t off = 0;
+    for (uint32_t i = 0; i < 256; i++) { t->tok_off[i] = (uint32_t)off; t->tok_bytes[off++] = (char)i; }
+    for (int k = 0; k < n_merges; k++) {
+        uint32_t a = merges[2 * k], b = merges[2 * k + 1];
+        if (off > UINT32_MAX) { nb_tokenizer_free(t); return nb_fail("tokenizer: tokens too long in total"); }
+        t->tok_off[256 + k] = (uint32_t)off;
+        memcpy(t->tok_bytes + off, t->tok_bytes + t->tok_off[a], t->tok_len[a]);
+        memcpy(t->tok_bytes + off + t->tok_len[a], t->tok_bytes + t->tok_off[b], t->tok_len[b]);
+        off += t->tok_len[256 + k];
+    }
+    t->tok_off[t->eot] = (uint32_t)off;
+    memcpy(t->tok_bytes + off, NB_EOT_TEXT, strlen(NB_EOT_TEXT));
+    *out = t;
+    return 0;
+oom:
+    nb_tokenizer_free(t);
+    return nb_fail("out of memory");
+}
+
+int nb_tokenizer_vocab_size(const nb_tokenizer *t) { return t->vocab_size; }
+int nb_tokenizer_eot(const nb_tokenizer *t) { return t->eot; }
+int nb_tokenizer_n_merges(const nb_tokenizer *t) { return t->n_merges; }
+
+int nb_tokenizer_merge(const nb_tokenizer *t, int k, uint32_t *left, uint32_t *right) {
+    if (k < 0 || k >= t->n_merges) return nb_fail("tokenizer: merge %d out of range (%d merges)", k, t->n_merges);
+    *left = t->merges[2 * k];
+    *right = t->merges[2 * k + 1];
+    return 0;
+}
+
+const char *nb_tokenizer_token_bytes(const nb_tokenizer *t, int id, size_t *len) {
+    if (id < 0 || id >= t->vocab_size) { if (len) *len = 0; return NULL; }
+    if (len) *len = t->tok_len[id];
+    return t->tok_bytes + t->tok_off[id];
+}
+
+/* ------------------------------------------------------------ encode / decode */
+/* Merges the pair with the lowest merge id, all its occurrences left to right, until no
+ * adjacent pair has a merge: the same result as applying the merges in training order. */
+static size_t encode_word(const nb_tokenizer *t, const unsigned char *w, size_t n, uint32_t *out) {
+    for (size_t i = 0; i < n; i++) out[i] = w[i];
+    size_t m = n;
+    while (m >= 2) {
+        uint32_t best = UINT32_MAX;
+        for (size_t j = 0; j + 1 < m; j++) {
+            uint32_t id = merge_lookup(t, out[j], out[j + 1]);
+            if (id < best) best = id;
+        }
+        if (best == UINT32_MAX) break;
+        uint32_t A = t->merges[2 * (best - 256)], B = t->merges[2 * (best - 256) + 1];
+        size_t r = 0;
+        for (size_t j = 0; j < m;) {
+            if (j + 1 < m && out[j] == A && out[j + 1] == B) { out[r++] = best; j += 2; }
+            else out[r++] = out[j++];
+        }
+        m = r;
+    }
+    return m;
+}
+
+#define CACHE_MAX_WORD 64
+#define CACHE_MAX_WORDS (1u << 20)
+
+static void cache_clear(nb_tokenizer *t) {
+    strmap_free(&t->cache);
+    t->cache_ids_n = 0;
+}
+
+size_t nb_tokenizer_encode(nb_tokenizer *t, const char *text, size_t len, uint32_t *out) {
+    size_t n = 0, pos = 0;
+    while (pos < len) {
+        size_t end = nb_pretokenize_next(text, len, pos);
+        size_t wl = end - pos;
+        const char *w = text + pos;
+        pos = end;
+        if (wl == 1) { out[n++] = (unsigned char)w[0]; continue; }
+        if (wl > CACHE_MAX_WORD) { n += encode_word(t, (const unsigned char *)w, wl, out + n); continue; }
+        int added;
+        if (t->cache.n >= CACHE_MAX_WORDS) cache_clear(t);
+        int64_t id = strmap_get(&t->cache, w, wl, 1, &added);
+        if (id < 0) { /* out of memory for the cache: encode without it */
+            n += encode_word(t, (const unsigned char *)w, wl, out + n);
+            continue;
+        }
+        if (!added) {
+            memcpy(out + n, t->cache_ids + t->cache_off[id], t->cache_n[id] * sizeof *out);
+            n += t->cache_n[id];
+            continue;
+        }
+        size_t m = encode_word(t, (const unsigned char *)w, wl, out + n);
+        int ok = 1;
+        if ((size_t)id >= t->cache_cap) {
+            size_t nc = t->cache_cap ? t->cache_cap * 2 : 4096;
+            uint32_t *o = realloc(t->cache_off, nc * sizeof *o);
+            if (o) t->cache_off = o;
+            uint32_t *c = realloc(t->cache_n, nc * sizeof *c);
+            if (c) t->cache_n = c;
+            if (o && c) t->cache_cap = nc; else ok = 0;
+        }
+        if (ok && t->cache_ids_n + m > t->cache_ids_cap) {
+            size_t nc = t->cache_ids_cap ? t->cache_ids_cap * 2 : 65536;
+            while (nc < t->cache_ids_n + m) nc *= 2;
+            uint32_t *p = realloc(t->cache_ids, nc * sizeof *p);
+            if (p) { t->cache_ids = p; t->cache_ids_cap = nc; } else ok = 0;
+        }
+        if (!ok) { cache_clear(t); n += m; continue; }
+        t->cache_off[id] = (uint32_t)t->cache_ids_n;
+        t->cache_n[id] = (uint32_t)m;
+        memcpy(t->cache_ids + t->cache_ids_n, out + n, m * sizeof *out);
+        t->cache_ids_n += m;
+        n += m;
+    }
+    return n;
+}
+
+size_t nb_tokenizer_decode(const nb_tokenizer *t, const int *ids, size_t n, char *out, size_t cap) {
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= t->vocab_size) continue;
+        size_t l = t->tok_len[ids[i]];
+        if (total < cap) memcpy(out + total, t->tok_bytes + t->tok_off[ids[i]], total + l <= cap ? l : cap - total);
+        total += l;
+    }
+    return total;
+}
+
+/* ------------------------------------------------------------ training */
+typedef struct { int64_t count; uint32_t a, b; } heap_item;
+typedef struct {
+    uint32_t a, b;
+    int64_t count;
+    uint32_t *where;  /* words holding the pair (may repeat, may be stale) */
+    uint32_t nw, cw;
+    uint32_t stamp;
+} pair_t;
+
+typedef struct {
+    /* words */
+    size_t n_words;
+    uint32_t *woff, *wlen, *wstamp;
+    int64_t *wfreq;
+    uint32_t *toks;
+    /* pairs */
+    pair_t *pairs;
+    size_t n_pairs, cap_pairs;
+    uint32_t *pslots;
+    size_t pmask;
+    /* heap */
+    heap_item *heap;
+    size_t n_heap, cap_heap;
+    uint32_t *touched;
+    size_t n_touched, cap_touched;
+} trainer;
+
+static inline int heap_better(const heap_item *x, const heap_item *y) {
+    if (x->count != y->count) return x->count > y->count;
+    if (x->a != y->a) return x->a < y->a;
+    return x->b < y->b;
+}
+
+static int heap_push(trainer *tr, int64_t count, uint32_t a, uint32_t b) {
+    if (tr->n_heap == tr->cap_heap) {
+        size_t nc = tr->cap_heap ? tr->cap_heap * 2 : 4096;
+        heap_item *h = realloc(tr->heap, nc * sizeof *h);
+        if (!h) return nb_fail("out of memory");
+        tr->heap = h;
+        tr->cap_heap = nc;
+    }
+    size_t i = tr->n_heap++;
+    heap_item it = {count, a, b};
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!heap_better(&it, &tr->heap[p])) break;
+        tr->heap[i] = tr->heap[p];
+        i = p;
+    }
+    tr->heap[i] = it;
+    return 0;
+}
+
+static heap_item heap_pop(trainer *tr) {
+    heap_item top = tr->heap[0], last = tr->heap[--tr->n_heap];
+    size_t i = 0, n = tr->n_heap;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && heap_better(&tr->heap[c + 1], &tr->heap[c])) c++;
+        if (!heap_better(&tr->heap[c], &last)) break;
+        tr->heap[i] = tr->heap[c];
+        i = c;
+    }
+    if (n) tr->heap[i] = last;
+    return top;
+}
+
+static int pairs_grow(trainer *tr) {
+    size_t cap = tr->pmask ? (tr->pmask + 1) * 2 : 1 << 16;
+    uint32_t *slots = calloc(cap, sizeof *slots);
+    if (!slots) return nb_fail("out of memory");
+    for (size_t i = 0; i < tr->n_pairs; i++) {
+        size_t k = pair_slot(pair_key(tr->pairs[i].a, tr->pairs[i].b), cap - 1);
+        while (slots[k]) k = (k + 1) & (cap - 1);
+        slots[k] = (uint32_t)i + 1;
+    }
+    free(tr->pslots);
+    tr->pslots = slots;
+    tr->pmask = cap - 1;
+    return 0;
+}
+
+/* Index of pair (a, b), added with count 0 when absent; -1 when out of memory. */
+static int64_t pair_get(trainer *tr, uint32_t a, uint32_t b) {
+    uint64_t key = pair_key(a, b);
+    size_t k = pair_slot(key, tr->pmask);
+    while (tr->pslots[k]) {
+        pair_t *p = &tr->pairs[tr->pslots[k] - 1];
+        if (p->a == a && p->b == b) return tr->pslots[k] - 1;
+        k = (k + 1) & tr->pmask;
+    }
+    if (tr->n_pairs == tr->cap_pairs) {
+        size_t nc = tr->cap_pairs ? tr->cap_pairs * 2 : 1 << 15;
+        pair_t *np = realloc(tr->pairs, nc * sizeof *np);
+        if (!np) return nb_fail("out of memory");
+        tr->pairs = np;
+        tr->cap_pairs = nc;
+    }
+    size_t i = tr->n_pairs++;
+    memset(&tr->pairs[i], 0, sizeof tr->pairs[i]);
+    tr->pairs[i].a = a;
+    tr->pairs[i].b = b;
+    tr->pslots[k] = (uint32_t)i + 1;
+    if (tr->n_pairs * 2 > tr->pmask + 1 && pairs_grow(tr)) return -1;
+    return (int64_t)i;
+}
+
+static int where_add(pair_t *p, uint32_t w) {
+    if (p->nw && p->where[p->nw - 1] == w) return 0;
+    if (p->nw == p->cw) {
+        uint32_t nc = p->cw ? p->cw * 2 : 4;
+        uint32_t *nw = realloc(p->where, nc * sizeof *nw);
+        if (!nw) return nb_fail("out of memory");
+        p->where = nw;
+        p->cw = nc;
+    }
+    p->where[p->nw++] = w;
+    return 0;
+}
+
+static void trainer_free(trainer *tr) {
+    for (size_t i = 0; i < tr->n_pairs; i++) free(tr->pairs[i].where);
+    free(tr->pairs); free(tr->pslots); free(tr->heap); free(tr->touched);
+    free(tr->woff); free(tr->wlen); free(tr->wstamp); free(tr->wfreq); free(tr->toks);
+}
+
+/* Applies merge (A, B) -> X to every word holding the pair and updates the pair counts. */
+static int apply_merge(trainer *tr, size_t pidx, uint32_t X, uint32_t stamp) {
+    uint32_t A = tr->pairs[pidx].a, B = tr->pairs[pidx].b;
+    uint32_t *wl = tr->pairs[pidx].where;
+    uint32_t nwl = tr->pairs[pidx].nw;
+    tr->pairs[pidx].where = NULL;
+    tr->pairs[pidx].nw = tr->pairs[pidx].cw = 0;
+    tr->n_touched = 0;
+    int rc = 0;
+    for (uint32_t i = 0; i < nwl && !rc; i++) {
+        uint32_t w = wl[i];
+        if (tr->wstamp[w] == stamp) continue;
+        tr->wstamp[w] = stamp;
+        uint32_t *t = tr->toks + tr->woff[w];
+        uint32_t len = tr->wlen[w];
+        int has = 0;
+        for (uint32_t j = 0; j + 1 < len; j++)
+            if (t[j] == A && t[j + 1] == B) { has = 1; break; }
+        if (!has) continue;
+        int64_t f = tr->wfreq[w];
+        for (uint32_t j = 0; j + 1 < len; j++) {
+            int64_t p = pair_get(tr, t[j], t[j + 1]);
+            if (p < 0) { rc = -1; break; }
+            tr->pairs[p].count -= f;
+        }
+        uint32_t r = 0;
+        for (uint32_t j = 0; j < len;) {
+            if (j + 1 < len && t[j] == A && t[j + 1] == B) { t[r++] = X; j += 2; }
+            else t[r++] = t[j++];
+        }
+        tr->wlen[w] = len = r;
+        for (uint32_t j = 0; j + 1 < len && !rc; j++) {
+            int64_t p = pair_get(tr, t[j], t[j + 1]);
+            if (p < 0) { rc = -1; break; }
+            pair_t *pp = &tr->pairs[p];
+            pp->count += f;
+            if (t[j] != X && t[j + 1] != X) continue;
+            if (where_add(pp, w)) { rc = -1; break; }
+            if (pp->stamp != stamp) {
+                pp->stamp = stamp;
+                if (tr->n_touched == tr->cap_touched) {
+                    size_t nc = tr->cap_touched ? tr->cap_touched * 2 : 1024;
+                    uint32_t *nt = realloc(tr->touched, nc * sizeof *nt);
+                    if (!nt) { rc = nb_fail("out of memory"); break; }
+                    tr->touched = nt;
+                    tr->cap_touched = nc;
+                }
+                tr->touched[tr->n_touched++] = (uint32_t)p;
+            }
+        }
+    }
+    free(wl);
+    for (size_t i = 0; i < tr->n_touched && !rc; i++) {
+        pair_t *p = &tr->pairs[tr->touched[i]];
+        if (p->count > 0) rc = heap_push(tr, p->count, p->a, p->b);
+    }
+    return rc;
+}
+
+int nb_tokenizer_train(nb_tokenizer **out, const char *const *docs, const size_t *lens, size_t n_docs,
+                       int vocab_size, int verbose) {
+    *out = NULL;
+    if (vocab_size < NB_TOKENIZER_MIN_VOCAB)
+        return nb_fail("vocabulary size %d is too small: at least %d (256 bytes + the end-of-text token)", vocab_size,
+                       NB_TOKENIZER_MIN_VOCAB);
+    if (vocab_size > NB_TOKENIZER_MAX_VOCAB)
+        return nb_fail("vocabulary size %d is too large (at most %d)", vocab_size, NB_TOKENIZER_MAX_VOCAB);
+    int n_merges = vocab_size - NB_TOKENIZER_MIN_VOCAB;
+    double t0 = nbd_now();
+    /* 1. distinct pre-tokens and their counts */
+    strmap words = {0};
+    int64_t *freq = NULL;
+    size_t fcap = 0;
+    int rc = 0;
+    for (size_t d = 0; d < n_docs && !rc; d++) {
+        size_t pos = 0, len = lens[d];
+        while (pos < len) {
+            size_t end = nb_pretokenize_next(docs[d], len, pos);
+            int added;
+            int64_t id = strmap_get(&words, docs[d] + pos, end - pos, 1, &added);
+            pos = end;
+            if (id < 0) { rc = -1; break; }
+            if ((size_t)id >= fcap) {
+                size_t nc = fcap ? fcap * 2 : 4096;
+                int64_t *nf = realloc(freq, nc * sizeof *nf);
+                if (!nf) { rc = nb_fail("out of memory"); break; }
+                freq = nf;
+                fcap = nc;
+            }
+            if (added) freq[id] = 0;
+            freq[id]++;
+        }
+    }
+    trainer tr = {0};
+    uint32_t *merges = NULL;
+    if (rc) goto done;
+    tr.n_words = words.n;
+    tr.woff = malloc((words.n + 1) * sizeof *tr.woff);
+    tr.wlen = malloc((words.n + 1) * sizeof *tr.wlen);
+    tr.wstamp = calloc(words.n + 1, sizeof *tr.wstamp);
+    tr.wfreq = freq;
+    freq = NULL;
+    tr.toks = malloc((words.arena.n + 1) * sizeof *tr.toks);
+    merges = malloc(2 * ((size_t)n_merges + 1) * sizeof *merges);
+    if (!tr.woff || !tr.wlen || !tr.wstamp || !tr.toks || !merges) { rc = nb_fail("out of memory"); goto done; }
+    for (size_t i = 0; i < words.arena.n; i++) tr.toks[i] = (unsigned char)words.arena.p[i];
+    for (size_t w = 0; w < words.n; w++) { tr.woff[w] = words.off[w]; tr.wlen[w] = words.len[w]; }
+    if (pairs_grow(&tr)) { rc = -1; goto done; }
+    /* 2. pair counts over word types */
+    for (size_t w = 0; w < tr.n_words && !rc; w++) {
+        const uint32_t *t = tr.toks + tr.woff[w];
+        for (uint32_t j = 0; j + 1 < tr.wlen[w]; j++) {
+            int64_t p = pair_get(&tr, t[j], t[j + 1]);
+            if (p < 0 || where_add(&tr.pairs[p], (uint32_t)w)) { rc = -1; break; }
+            tr.pairs[p].count += tr.wfreq[w];
+        }
+    }
+    for (size_t i = 0; i < tr.n_pairs && !rc; i++) rc = heap_push(&tr, tr.pairs[i].count, tr.pairs[i].a, tr.pairs[i].b);
+    if (rc) goto done;
+    if (verbose)
+        fprintf(stderr, "tokenizer: %zu distinct words (%zu bytes), %zu pairs; learning %d merges\n", words.n,
+                words.arena.n, tr.n_pairs, n_merges);
+    /* 3. merges */
+    for (int k = 0; k < n_merges; k++) {
+        heap_item top;
+        int64_t pidx = -1;
+        for (;;) {
+            if (!tr.n_heap) break;
+            top = heap_pop(&tr);
+            pidx = pair_get(&tr, top.a, top.b);
+            if (pidx < 0) { rc = -1; goto done; }
+            if (tr.pairs[pidx].count == top.count) break;
+            if (tr.pairs[pidx].count > 0 && heap_push(&tr, tr.pairs[pidx].count, top.a, top.b)) { rc = -1; goto done; }
+            pidx = -1;
+        }
+        if (pidx < 0 || top.count < 2) {
+            rc = nb_fail("vocabulary size %d is too large for the data: only %d merges occur at least twice "
+                         "(the largest vocabulary this data supports is %d)", vocab_size, k, 256 + k + 1);
+            goto done;
+        }
+        merges[2 * k] = top.a;
+        merges[2 * k + 1] = top.b;
+        if (apply_merge(&tr, (size_t)pidx, 256 + (uint32_t)k, (uint32_t)k + 1)) { rc = -1; goto done; }
+        if (verbose && isatty(2) && ((k + 1) % 256 == 0 || k + 1 == n_merges))
+            fprintf(stderr, "\rtokenizer: %d/%d merges  %.1f s", k + 1, n_merges, nbd_now() - t0);
+    }
+    if (verbose) fprintf(stderr, "%stokenizer: %d merges in %.2f s\n", isatty(2) ? "\r" : "", n_merges, nbd_now() - t0);
+    rc = nb_tokenizer_from_merges(out, merges, n_merges);
+done:
+    free(freq);
+    free(merges);
+    strmap_free(&words);
+    trainer_free(&tr);
+    return rc;
+}
+
+/* ------------------------------------------------------------ the file */
+static int serialize(const nb_tokenizer *t, nbd_buf *b) {
+    int r = nbd_buf_printf(b,
+                           "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"pretokenizer\": \"%s\",\n"
+                           "  \"vocab_size\": %d,\n  \"n_merges\": %d,\n"
+                           "  \"eot\": {\"id\": %d, \"text\": \"%s\"},\n  \"merges\": [",
+                           FORMAT_NAME, FORMAT_VERSION, PRETOKENIZER_NAME, t->vocab_size, t->n_merges, t->eot,
+                           NB_EOT_TEXT);
+    for (int k = 0; k < t->n_merges && !r; k++)
+        r = nbd_buf_printf(b, "%s\n    [%u, %u]", k ? "," : "", t->merges[2 * k], t->merges[2 * k + 1]);
+    if (!r) r = nbd_buf_printf(b, "%s]\n}\n", t->n_merges ? "\n  " : "");
+    return r;
+}
+
+int nb_tokenizer_save(const nb_tokenizer *t, const char *path) {
+    nbd_buf b = {0};
+    int r = serialize(t, &b);
+    if (!r) r = nbd_write_file_atomic(path, b.p, b.n);
+    nbd_buf_free(&b);
+    return r;
+}
+
+int nb_tokenizer_hash(const nb_tokenizer *t, char hex[65]) {
+    nbd_buf b = {0};
+    int r = serialize(t, &b);
+    if (!r) nbd_sha256_hex(b.p, b.n, hex);
+    nbd_buf_free(&b);
+    return r;
+}
+
+static int get_int(const nbd_json *root, const char *key, int64_t *v, const char *path) {
+    const nbd_json *j = nbd_json_get(root, key);
+    if (!j || j->type != NBD_JNUM || !j->is_int) return nb_fail("tokenizer %s: \"%s\" missing or not an integer", path, key);
+    *v = j->i;
+    return 0;
+}
+
+int nb_tokenizer_load(nb_tokenizer **out, const char *path) {
+    *out = NULL;
+    char *text;
+    size_t n;
+    if (nbd_read_file(path, &text, &n, "tokenizer")) return -1;
+    nbd_json root;
+    char what[512];
+    snprintf(what, sizeof what, "tokenizer %s", path);
+    int r = nbd_json_parse(text, n, &root, what);
+    free(text);
+    if (r) return -1;
+    uint32_t *merges = NULL;
+    const nbd_json *fmt = nbd_json_get(&root, "format"), *pre = nbd_json_get(&root, "pretokenizer");
+    const nbd_json *ms = nbd_json_get(&root, "merges"), *eot = nbd_json_get(&root, "eot");
+    int64_t version = 0, vocab = 0, eot_id = 0;
+    if (root.type != NBD_JOBJ || !fmt || fmt->type != NBD_JSTR || strcmp(fmt->str, FORMAT_NAME)) {
+        r = nb_fail("tokenizer %s: not a nobubble tokenizer (\"format\" must be \"%s\")", path, FORMAT_NAME);
+        goto done;
+    }
+    if ((r = get_int(&root, "version", &version, path))) goto done;
+    if (version != FORMAT_VERSION) {
+        r = nb_fail("tokenizer %s: unsupported version %lld (expected %d)", path, (long long)version, FORMAT_VERSION);
+        goto done;
+    }
+    if (!pre || pre->type != NBD_JSTR || strcmp(pre->str, PRETOKENIZER_NAME)) {
+        r = nb_fail("tokenizer %s: unknown pretokenizer (expected \"%s\")", path, PRETOKENIZER_NAME);
+        goto done;
+    }
+    if ((r = get_int(&root, "vocab_size", &vocab, path))) goto done;
+    if (!ms || ms->type != NBD_JARR) { r = nb_fail("tokenizer %s: \"merges\" missing or not a list", path); goto done; }
+    if ((int64_t)ms->n + 257 != vocab) {
+        r = nb_fail("tokenizer %s: vocab_size %lld does not match %zu merges (expected %zu)", path, (long long)vocab,
+                    ms->n, ms->n + 257);
+        goto done;
+    }
+    if (!eot || (r = get_int(eot, "id", &eot_id, path)) || eot_id != vocab - 1) {
+        r = nb_fail("tokenizer %s: \"eot\" must be {\"id\": %lld, ...} (the last id)", path, (long long)vocab - 1);
+        goto done;
+    }
+    merges = malloc((2 * ms->n + 1) * sizeof *merges);
+    if (!merges) { r = nb_fail("out of memory"); goto done; }
+    for (size_t k = 0; k < ms->n; k++) {
+        const nbd_json *m = &ms->items[k];
+        if (m->type != NBD_JARR || m->n != 2 || m->items[0].type != NBD_JNUM || !m->items[0].is_int ||
+            m->items[1].type != NBD_JNUM || !m->items[1].is_int || m->items[0].i < 0 || m->items[1].i < 0 ||
+            m->items[0].i >= 256 + (int64_t)k || m->items[1].i >= 256 + (int64_t)k) {
+            r = nb_fail("tokenizer %s: merge %zu must be [left, right] with ids below %zu", path, k, 256 + k);
+            goto done;
+        }
+        merges[2 * k] = (uint32_t)m->items[0].i;
+        merges[2 * k + 1] = (uint32_t)m->items[1].i;
+    }
+    r = nb_tokenizer_from_merges(out, merges, (int)ms->n);
+    if (r) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", nb_last_error());
+        nb_fail("%s (in %s)", msg, path);
+    }
+done:
+    free(merges);
+    nbd_json_free(&root);
+    return r;
+}

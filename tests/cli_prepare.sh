@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# nobubble prepare on a small text: outputs, manifest against the shards, determinism,
+# tokenizer reuse, and the error cases (non-zero exit, a message naming the flag or file,
+# nothing left behind). Usage: bash tests/cli_prepare.sh path/to/nobubble
+set -u
+NB=${1:?usage: cli_prepare.sh path/to/nobubble}
+T=$(mktemp -d /tmp/nb_cli_prepare.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0; passes=0
+ok()   { passes=$((passes + 1)); }
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+check() { if eval "$1"; then ok; else fail "$2"; fi; }
+
+# 40 paragraphs separated by blank lines (some by several, one with trailing spaces)
+for i in $(seq 1 40); do
+  printf 'Paragraph %d: the quick brown fox jumps over the lazy dog.\n' "$i"
+  printf 'And the dog said unto the fox, thou art quick; number %d.\n' "$((i * 7))"
+  if [ "$i" = 20 ]; then printf '   \n\n'; fi
+  printf '\n'
+done > "$T/small.txt"
+
+# an error run: non-zero exit and stderr containing a string
+expect_error() { # name pattern args...
+  local name=$1 pat=$2; shift 2
+  "$NB" prepare --quiet "$@" > "$T/err.out" 2> "$T/err.txt"; local rc=$?
+  check "[ $rc -ne 0 ]" "$name: exit status 0"
+  check "grep -q -- \"$pat\" '$T/err.txt'" "$name: message lacks '$pat': $(cat "$T/err.txt")"
+}
+
+# --- help
+"$NB" prepare --help > "$T/help.txt"; check "[ $? -eq 0 ]" "--help exit status"
+check "grep -q -- '--val-fraction' '$T/help.txt'" "--help lists the options"
+
+# --- a normal run
+"$NB" prepare --input "$T/small.txt" --vocab 300 --out "$T/out" --quiet > "$T/run.txt" 2>&1
+check "[ $? -eq 0 ]" "prepare failed: $(cat "$T/run.txt")"
+for f in tokenizer.json manifest.json small_train_000000.bin small_val_000000.bin; do
+  check "[ -s '$T/out/$f' ]" "missing $f"
+done
+check "[ \$(ls -A '$T/out' | wc -l) -eq 4 ]" "unexpected files in the output: $(ls -A "$T/out")"
+check "[ -z \"\$(ls -A '$T' | grep -E '^\\.out\\.(tmp|old)')\" ]" "temporary folder left behind"
+
+header() { od -An -t d4 -N 12 "$1" | tr -s ' ' | sed 's/^ //'; }
+ntok() { header "$1" | cut -d' ' -f3; }
+for split in train val; do
+  f="$T/out/small_${split}_000000.bin"
+  h=$(header "$f")
+  check "[ \"\$(echo $h | cut -d' ' -f1-2)\" = '20240520 1' ]" "$split header magic/version: $h"
+  n=$(ntok "$f")
+  check "[ \$(stat -c %s '$f') -eq \$((1024 + 2 * $n)) ]" "$split size != 1024 + 2 * $n"
+  check "grep -q \"\\\"$split\\\": {\\\"tokens\\\": $n,\" '$T/out/manifest.json'" "manifest $split tokens != header ($n)"
+  # every document starts with the EOT token (id 299): the first payload token
+  first=$(od -An -t u2 -j 1024 -N 2 "$f" | tr -d ' ')
+  check "[ '$first' = 299 ]" "$split starts with EOT 299, got $first"
+done
+# documents: 40 paragraphs; round(0.05 * 40) = 2 for validation; EOT count per split
+check "grep -q '\"train_documents\": 38' '$T/out/manifest.json'" "38 train documents"
+check "grep -q '\"val_documents\": 2' '$T/out/manifest.json'" "2 val documents"
+eots=$(od -An -v -t u2 -j 1024 "$T/out/small_val_000000.bin" | tr -s ' ' '\n' | grep -c '^299$')
+check "[ '$eots' = 2 ]" "val shard holds 2 EOT tokens, got $eots"
+eots=$(od -An -v -t u2 -j 1024 "$T/out/small_train_000000.bin" | tr -s ' ' '\n' | grep -c '^299$')
+check "[ '$eots' = 38 ]" "train shard holds 38 EOT tokens, got $eots"
+sha=$(sha256sum "$T/out/tokenizer.json" | cut -d' ' -f1)
+check "grep -q \"\\\"sha256\\\": \\\"$sha\\\"\" '$T/out/manifest.json'" "manifest sha256 != sha256sum tokenizer.json"
+size=$(stat -c %s "$T/small.txt")
+check "grep -q \"\\\"bytes\\\": $size,\" '$T/out/manifest.json'" "manifest source size"
+check "grep -q '\"vocab_size\": 300' '$T/out/tokenizer.json'" "tokenizer vocab_size"
+
+# --- determinism, seeds, reuse
+"$NB" prepare --input "$T/small.txt" --vocab 300 --out "$T/out2" --quiet > /dev/null 2>&1
+check "cmp -s '$T/out/small_train_000000.bin' '$T/out2/small_train_000000.bin' && cmp -s '$T/out/tokenizer.json' '$T/out2/tokenizer.json'" "two runs differ"
+"$NB" prepare --input "$T/small.txt" --vocab 300 --seed 99 --out "$T/out3" --quiet > /dev/null 2>&1
+check "! cmp -s '$T/out/small_val_000000.bin' '$T/out3/small_val_000000.bin'" "--seed does not change the validation documents"
+"$NB" prepare --input "$T/small.txt" --tokenizer "$T/out/tokenizer.json" --out "$T/out4" --quiet > /dev/null 2>&1
+check "[ $? -eq 0 ] && cmp -s '$T/out/small_train_000000.bin' '$T/out4/small_train_000000.bin'" "--tokenizer reuse gives other tokens"
+check "grep -q '\"trained\": false' '$T/out4/manifest.json'" "manifest records the reused tokenizer"
+"$NB" prepare --input "$T/small.txt" "$T/small.txt" --vocab 300 --val-fraction 0 --shard-tokens 500 --name two --out "$T/out5" --quiet > /dev/null 2>&1
+check "[ $? -eq 0 ] && [ -s '$T/out5/two_train_000001.bin' ] && [ ! -e '$T/out5/two_val_000000.bin' ]" "two inputs, --shard-tokens, --val-fraction 0"
+check "[ \$(ntok '$T/out5/two_train_000000.bin') -eq 500 ]" "--shard-tokens 500: first shard holds 500 tokens"
+check "grep -q '\"train_documents\": 80' '$T/out5/manifest.json'" "two inputs give 80 documents"
+
+# --- errors
+expect_error "missing input" "$T/nope.txt" --input "$T/nope.txt" --out "$T/e1"
+: > "$T/empty.txt"
+expect_error "empty input" "empty.txt is empty" --input "$T/empty.txt" --out "$T/e2"
+printf '\n  \n\n' > "$T/blank.txt"
+expect_error "blank input" "blank.txt has no text" --input "$T/blank.txt" --out "$T/e3"
+expect_error "vocab too small" "--vocab 256" --input "$T/small.txt" --vocab 256 --out "$T/e4"
+expect_error "vocab too large" "too large for the data" --input "$T/small.txt" --vocab 60000 --out "$T/e5"
+expect_error "output exists" "already exists" --input "$T/small.txt" --vocab 300 --out "$T/out"
+expect_error "bad number" "--vocab" --input "$T/small.txt" --vocab abc --out "$T/e6"
+expect_error "bad fraction" "--val-fraction" --input "$T/small.txt" --val-fraction 1.5 --out "$T/e7"
+expect_error "no --out" "--out" --input "$T/small.txt"
+expect_error "unknown option" "--bogus" --bogus
+expect_error "bad tokenizer" "--tokenizer" --input "$T/small.txt" --tokenizer "$T/small.txt" --out "$T/e8"
+mkdir "$T/precious"; echo keep > "$T/precious/file.txt"
+expect_error "force on a foreign folder" "not a prepare output" --input "$T/small.txt" --vocab 300 --out "$T/precious" --force
+check "[ -f '$T/precious/file.txt' ]" "--force deleted a folder prepare did not make"
+for d in e1 e2 e3 e4 e5 e6 e7 e8; do check "[ ! -e '$T/$d' ]" "$d was created by a failed run"; done
+check "[ -z \"\$(ls -A '$T' | grep -E '\\.(tmp|old)-')\" ]" "temporary folders left behind: $(ls -A "$T")"
+
+# --- --force replaces a prepare output
+before=$(sha256sum "$T/out/small_train_000000.bin")
+"$NB" prepare --input "$T/small.txt" --vocab 280 --out "$T/out" --force --quiet > /dev/null 2>&1
+check "[ $? -eq 0 ] && grep -q '\"vocab_size\": 280' '$T/out/tokenizer.json'" "--force did not replace the output"
+check "[ \"\$(sha256sum '$T/out/small_train_000000.bin')\" != \"$before\" ]" "--force kept the old shard"
+check "[ -z \"\$(ls -A '$T' | grep -E '\\.(tmp|old)-')\" ]" "--force left folders behind: $(ls -A "$T")"
+
+echo "cli_prepare: $passes passed, $fails failed"
+[ "$fails" -eq 0 ] && [ "$passes" -gt 0 ]
