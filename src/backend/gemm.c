@@ -7,12 +7,22 @@
 
 typedef void (*gemm_fn)(int, int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
 
+/* oneDNN 2.6's sgemm runs C = A^T B at about half its usual speed when A is tall and C
+ * narrow (weight gradients such as the LM head's), where OpenBLAS does not (measured on
+ * the development machine, see BENCHMARKS.md); "hybrid" sends those products to OpenBLAS. */
+static void gemm_hybrid(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                        const float *B, int ldb, float beta, float *C, int ldc) {
+    if (trans_a && !trans_b) nb_gemm_openblas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else nb_gemm_onednn(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 static const struct {
     const char *name, *label;
     gemm_fn fn;
 } backends[] = {
     {"onednn", "oneDNN sgemm", nb_gemm_onednn},
     {"openblas", "OpenBLAS sgemm", nb_gemm_openblas},
+    {"hybrid", "oneDNN sgemm, OpenBLAS for A^T B", gemm_hybrid},
 };
 
 static int active;  /* index into backends */

@@ -107,14 +107,14 @@ nbfx *nbfx_load(const char *path) {
         if (dtype == NBFX_F64) {
             e->f64 = data;
             for (size_t k = 0; k < e->numel; k++) {
-                uint64_t bits;
+                uint64_t bits = 0;  /* length checked above */
                 take_u64(&c, &bits);
                 memcpy(&e->f64[k], &bits, 8);
             }
         } else {
             e->i32 = data;
             for (size_t k = 0; k < e->numel; k++) {
-                uint32_t bits;
+                uint32_t bits = 0;  /* length checked above */
                 take_u32(&c, &bits);
                 memcpy(&e->i32[k], &bits, 4);
             }
