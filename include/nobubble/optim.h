@@ -1,44 +1,91 @@
-/* nobubble: optimizers and learning-rate schedules. An optimizer computes the step d_t for a
- * stage's tensors from their gradients, the current weights and the scheduled learning rate,
- * and advances its own state; applying w -= d is the trainer's job, so that delays and error
- * feedback can wrap any optimizer (../shared/reference/update-rules.md). */
+/* nobubble: optimizers and learning-rate schedules.
+ *
+ * An optimizer computes the step d_t for a stage's tensors from their gradients, the current
+ * weights and the scheduled learning rate, and advances its own state; applying w -= d is the
+ * trainer's job, so that delays and error feedback can wrap any optimizer without touching it
+ * (../shared/reference/update-rules.md, whose rules and defaults these follow exactly).
+ *
+ * Groups: Muon, SOAP and MARS apply their rule to matrix tensors only and AdamW (aux_beta1,
+ * aux_beta2, eps, weight decay) at the auxiliary learning rate to embed and gain tensors;
+ * AdamW, Adan, Lion and SGD apply to every group. Weight decay never applies to gains. */
 #ifndef NOBUBBLE_OPTIM_H
 #define NOBUBBLE_OPTIM_H
 #include <stddef.h>
 #include "nobubble/model.h"
 
-typedef struct nb_adamw_params {
-    float beta1;        /* 0.9 */
-    float beta2;        /* 0.95 */
-    float eps;          /* 1e-8 */
-    float weight_decay; /* decoupled; matrix and embed groups only, never gains */
-} nb_adamw_params;
+typedef enum {
+    NB_OPT_SGD,
+    NB_OPT_ADAMW,
+    NB_OPT_MUON,
+    NB_OPT_LION,
+    NB_OPT_ADAN,
+    NB_OPT_MARS,
+    NB_OPT_SOAP,
+    NB_OPT_COUNT
+} nb_optimizer_kind;
 
-nb_adamw_params nb_adamw_defaults(void);
+typedef struct nb_optim_params {
+    nb_optimizer_kind kind;
+    float beta1, beta2, beta3;  /* AdamW (0.9, 0.95), Lion (0.9, 0.99), MARS (0.95, 0.99), SOAP (0.95, 0.95),
+                                   Adan in code form (0.98, 0.92, 0.99) */
+    float eps;                  /* 1e-8 */
+    float weight_decay;         /* decoupled: d += lr * wd * w (0) */
+    float momentum;             /* SGD (0.9), Muon (0.95) */
+    int nesterov;               /* SGD (0), Muon (1) */
+    int ns_steps;               /* Muon's Newton-Schulz iterations (5) */
+    float gamma;                /* MARS (0.025) */
+    int precond_every;          /* SOAP's eigenbasis refresh interval (10) */
+    int max_precond_dim;        /* SOAP: sides larger than this get no preconditioner (10000) */
+    float aux_beta1, aux_beta2; /* the AdamW of embed and gain tensors under Muon, SOAP, MARS (0.9, 0.95) */
+} nb_optim_params;
 
-/* AdamW state for one stage: first and second moments mirroring the stage's parameters. */
-typedef struct nb_adamw {
-    nb_adamw_params p;
-    const nb_stage *stage;
-    float *m, *v;
-    long step;          /* steps taken: bias correction uses step + 1 */
-} nb_adamw;
+/* The sheet's defaults for an optimizer. */
+nb_optim_params nb_optim_defaults(nb_optimizer_kind kind);
+/* "sgd", "adamw", "muon", "lion", "adan", "mars", "soap"; the error lists the valid names. */
+int nb_optimizer_parse(const char *name, nb_optimizer_kind *out);
+const char *nb_optimizer_name(nb_optimizer_kind kind);
+/* Checks every hyperparameter (finite, betas in [0, 1), eps > 0, wd >= 0, ...); the error
+ * names the flag (--beta1, --precond-every, ...) and the expectation. */
+int nb_optim_validate(const nb_optim_params *p);
 
-int nb_adamw_init(nb_adamw *o, const nb_stage *s, nb_adamw_params p);
-void nb_adamw_free(nb_adamw *o);
-/* d = lr * mh / (sqrt(vh) + eps) + lr * wd * w, tensor by tensor; advances m, v, step. */
-void nb_adamw_step(nb_adamw *o, const float *grads, const float *w, float lr, float *d);
+/* The state of one optimizer over one stage's tensors. */
+typedef struct nb_optimizer nb_optimizer;
 
-/* Learning-rate schedule: linear warmup from lr/warmup at t = 0 to lr at t = warmup - 1,
- * then cosine to lr_min at the last step, or constant. */
-typedef enum { NB_SCHEDULE_COSINE, NB_SCHEDULE_CONSTANT } nb_schedule_kind;
+/* tensors[0..n_tensors) describe a parameter buffer of n_params floats (offsets, shapes,
+ * groups), e.g. a stage's table. */
+int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_tensor *tensors, int n_tensors,
+                        size_t n_params);
+void nb_optimizer_free(nb_optimizer *o);
+/* d = U(grads, state, w, lr) for every tensor; embed and gain tensors of Muon, SOAP and MARS
+ * use aux_lr. Advances the state (and the step count). */
+void nb_optimizer_step(nb_optimizer *o, const float *grads, const float *w, float lr, float aux_lr, float *d);
+/* Steps taken so far. */
+long nb_optimizer_steps(const nb_optimizer *o);
+/* The state, buffer by buffer, for checkpoints: names like "adamw.m:model.norm.weight". */
+int nb_optimizer_state_count(const nb_optimizer *o);
+int nb_optimizer_state(const nb_optimizer *o, int i, const char **name, float **data, size_t *numel);
+
+/* ---- learning-rate schedules (update-rules.md section 5) ---- */
+typedef enum { NB_SCHEDULE_COSINE, NB_SCHEDULE_WSD, NB_SCHEDULE_CONSTANT } nb_schedule_kind;
 typedef struct nb_schedule {
     nb_schedule_kind kind;
     float lr, lr_min;
     int warmup, total_steps;
+    float cooldown;  /* WSD: the fraction of all steps spent decaying linearly to lr_min (0.2) */
 } nb_schedule;
 
+/* Linear warmup from lr/warmup at t = 0 to lr at t = warmup - 1; then cosine from lr to lr_min
+ * over the remaining steps, or constant, or WSD (constant, then linear to lr_min over the last
+ * cooldown x total_steps steps). */
 float nb_schedule_lr(const nb_schedule *s, int step);
-/* Parses "cosine" or "constant". */
+/* Parses "cosine", "wsd" or "constant". */
 int nb_schedule_parse(const char *name, nb_schedule_kind *out);
+int nb_schedule_validate(const nb_schedule *s);
+
+/* ---- gradient clipping ---- */
+/* Sum of squares of the gradients in buf over the given tensors, skipping tied copies (so
+ * that a tied embedding split across stages counts once); in double, in tensor order. */
+double nb_grad_sum_squares(const float *buf, const nb_tensor *tensors, int n_tensors);
+/* Multiplies n values by scale. */
+void nb_scale(float *buf, size_t n, float scale);
 #endif

@@ -16,8 +16,11 @@ typedef struct nb_train_options {
     int seq_len;                /* T tokens per sequence (0: the model's context) */
     int microbatches;           /* M micro-batches per optimizer step (1) */
     int steps;                  /* optimizer steps (100) */
-    nb_adamw_params adamw;
+    nb_optim_params optim;      /* AdamW with weight decay 0.1 by default */
     nb_schedule schedule;       /* lr 1e-3, lr_min 0, warmup 0, cosine; total_steps = steps */
+    float aux_lr;               /* embed and gain tensors under Muon, SOAP, MARS (1e-3); scheduled
+                                   like lr: aux_lr x lr_t / lr */
+    float clip;                 /* global gradient-norm clipping over all stages (0: off) */
     int eval_every;             /* evaluate every N steps and at the end (0: only at the end) */
     int eval_batches;           /* validation micro-batches per evaluation (8) */
     int log_every;              /* progress line every N steps (10) */

@@ -65,15 +65,20 @@ double nb_measure_fp32_peak(int threads, double seconds, const char **isa) {
         t0 = now();
         fma_loop(iters, &sink);
     }
-    iters = (long)(iters * 10);
-    double flops = 0, start = now();
+    iters = (long)(iters * 10 / 3);
+    /* The best of three: on a shared machine a neighbour can only make a run slower. */
+    double best = 0;
+    for (int trial = 0; trial < 3; trial++) {
+        double flops = 0, start = now();
 #pragma omp parallel num_threads(threads) reduction(+ : flops)
-    {
-        float local;
-        flops += fma_loop(iters, &local);
-        if (local == 12345.0f) sink = local;
+        {
+            float local;
+            flops += fma_loop(iters, &local);
+            if (local == 12345.0f) sink = local;
+        }
+        double rate = flops / (now() - start) * 1e-9;
+        best = rate > best ? rate : best;
     }
-    double elapsed = now() - start;
     (void)sink;
-    return flops / elapsed * 1e-9;
+    return best;
 }

@@ -1,4 +1,6 @@
 /* nobubble train: the command-line face of nb_train. */
+#include <limits.h>
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,8 +12,8 @@
 
 static const char usage[] =
     "usage: nobubble train [--data DIR | --train GLOB [--val GLOB]] [--model PRESET] [--set FIELD=VALUE]...\n"
-    "                      [--batch B] [--seq T] [--microbatches M] [--steps N] [--lr LR] [--out DIR] ...\n"
-    "Trains a model with AdamW, accumulating M micro-batches of B sequences per step.";
+    "                      [--batch B] [--seq T] [--microbatches M] [--steps N] [--optimizer NAME] [--lr LR] [--out DIR] ...\n"
+    "Trains a model, accumulating M micro-batches of B sequences per optimizer step.";
 
 /* Reads the vocabulary size of DIR/tokenizer.json; 0 when there is none. */
 static int data_vocab(const char *dir) {
@@ -28,7 +30,11 @@ static int data_vocab(const char *dir) {
 int cmd_train(int argc, char **argv) {
     nb_train_options o;
     nb_train_defaults(&o);
-    const char *data = NULL, *preset = "tiny", *schedule = "cosine";
+    const char *data = NULL, *preset = "tiny", *schedule = "cosine", *optimizer = "adamw";
+    /* Optimizer hyperparameters: NAN / -1 until given, then the optimizer's own defaults. */
+    float lr = NAN, beta1 = NAN, beta2 = NAN, beta3 = NAN, eps = NAN, wd = NAN, momentum = NAN, gamma = NAN;
+    float aux_beta1 = NAN, aux_beta2 = NAN;
+    int ns_steps = INT_MIN, precond_every = INT_MIN, nesterov = 0, no_nesterov = 0, max_precond_dim = INT_MIN;
     opt_list sets = {0};
     int threads = 0, has_vocab_override = 0;
     unsigned long long seed = o.seed, data_seed = o.data_seed;
@@ -43,14 +49,28 @@ int cmd_train(int argc, char **argv) {
         {"--seq", OPT_INT, &o.seq_len, "T      tokens per sequence (the model's context)"},
         {"--microbatches", OPT_INT, &o.microbatches, "M      micro-batches accumulated per step (1)"},
         {"--steps", OPT_INT, &o.steps, "N      optimizer steps (100)"},
-        {"--lr", OPT_FLOAT, &o.schedule.lr, "LR     peak learning rate (1e-3)"},
-        {"--lr-min", OPT_FLOAT, &o.schedule.lr_min, "LR     final learning rate of the cosine (0)"},
+        {"--optimizer", OPT_STR, &optimizer, "NAME   sgd | adamw | muon | lion | adan | mars | soap (adamw)"},
+        {"--lr", OPT_FLOAT, &lr, "LR     peak learning rate (sgd 0.05, adamw/adan/mars/soap 1e-3, muon 0.02, lion 3e-4)"},
+        {"--aux-lr", OPT_FLOAT, &o.aux_lr, "LR     AdamW lr of embeddings and gains under muon, soap, mars (1e-3)"},
+        {"--lr-min", OPT_FLOAT, &o.schedule.lr_min, "LR     final learning rate of cosine and wsd (0)"},
         {"--warmup", OPT_INT, &o.schedule.warmup, "N      linear warmup steps (0)"},
-        {"--schedule", OPT_STR, &schedule, "NAME   cosine | constant (cosine)"},
-        {"--beta1", OPT_FLOAT, &o.adamw.beta1, "B1     AdamW beta1 (0.9)"},
-        {"--beta2", OPT_FLOAT, &o.adamw.beta2, "B2     AdamW beta2 (0.95)"},
-        {"--eps", OPT_FLOAT, &o.adamw.eps, "EPS    AdamW epsilon (1e-8)"},
-        {"--wd", OPT_FLOAT, &o.adamw.weight_decay, "WD     decoupled weight decay, matrices and embeddings (0.1)"},
+        {"--schedule", OPT_STR, &schedule, "NAME   cosine | wsd | constant (cosine)"},
+        {"--cooldown", OPT_FLOAT, &o.schedule.cooldown, "F      wsd: fraction of the steps spent decaying (0.2)"},
+        {"--clip", OPT_FLOAT, &o.clip, "C      clip the global gradient norm to C (0: off)"},
+        {"--beta1", OPT_FLOAT, &beta1, "B1     beta1 (adamw 0.9, lion 0.9, adan 0.98, mars 0.95, soap 0.95)"},
+        {"--beta2", OPT_FLOAT, &beta2, "B2     beta2 (adamw 0.95, lion 0.99, adan 0.92, mars 0.99, soap 0.95)"},
+        {"--beta3", OPT_FLOAT, &beta3, "B3     adan beta3 (0.99)"},
+        {"--momentum", OPT_FLOAT, &momentum, "MU     sgd (0.9) and muon (0.95) momentum"},
+        {"--nesterov", OPT_FLAG, &nesterov, "       Nesterov momentum (default for muon)"},
+        {"--no-nesterov", OPT_FLAG, &no_nesterov, "       plain momentum (default for sgd)"},
+        {"--eps", OPT_FLOAT, &eps, "EPS    epsilon (1e-8)"},
+        {"--wd", OPT_FLOAT, &wd, "WD     decoupled weight decay, matrices and embeddings (0.1)"},
+        {"--ns-steps", OPT_INT, &ns_steps, "N      muon Newton-Schulz iterations (5)"},
+        {"--gamma", OPT_FLOAT, &gamma, "G      mars gradient-correction scale (0.025)"},
+        {"--precond-every", OPT_INT, &precond_every, "N      soap eigenbasis refresh interval (10)"},
+        {"--max-precond-dim", OPT_INT, &max_precond_dim, "N      soap: larger sides are not preconditioned (10000)"},
+        {"--aux-beta1", OPT_FLOAT, &aux_beta1, "B1     beta1 of the auxiliary AdamW (0.9)"},
+        {"--aux-beta2", OPT_FLOAT, &aux_beta2, "B2     beta2 of the auxiliary AdamW (0.95)"},
         {"--eval-every", OPT_INT, &o.eval_every, "N      validation loss every N steps, and at the end (0: end only)"},
         {"--eval-batches", OPT_INT, &o.eval_batches, "N      validation micro-batches per evaluation (8)"},
         {"--log-every", OPT_INT, &o.log_every, "N      progress line every N steps (10)"},
@@ -69,10 +89,32 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     if (threads) omp_set_num_threads(threads);
-    if (nb_config_preset(preset, &o.model) || nb_schedule_parse(schedule, &o.schedule.kind)) {
+    nb_optimizer_kind kind;
+    if (nb_config_preset(preset, &o.model) || nb_schedule_parse(schedule, &o.schedule.kind) ||
+        nb_optimizer_parse(optimizer, &kind)) {
         fprintf(stderr, "nobubble train: %s\n", nb_last_error());
         return 2;
     }
+    if (nesterov && no_nesterov) {
+        fprintf(stderr, "nobubble train: give --nesterov or --no-nesterov, not both\n");
+        return 2;
+    }
+    static const float default_lr[NB_OPT_COUNT] = {0.05f, 1e-3f, 0.02f, 3e-4f, 1e-3f, 1e-3f, 1e-3f};
+    o.optim = nb_optim_defaults(kind);
+    o.optim.weight_decay = 0.1f;
+    o.schedule.lr = isnan(lr) ? default_lr[kind] : lr;
+    struct { float given, *field; } overrides[] = {
+        {beta1, &o.optim.beta1}, {beta2, &o.optim.beta2}, {beta3, &o.optim.beta3}, {eps, &o.optim.eps},
+        {wd, &o.optim.weight_decay}, {momentum, &o.optim.momentum}, {gamma, &o.optim.gamma},
+        {aux_beta1, &o.optim.aux_beta1}, {aux_beta2, &o.optim.aux_beta2},
+    };
+    for (size_t i = 0; i < sizeof overrides / sizeof overrides[0]; i++)
+        if (!isnan(overrides[i].given)) *overrides[i].field = overrides[i].given;
+    if (ns_steps != INT_MIN) o.optim.ns_steps = ns_steps;
+    if (precond_every != INT_MIN) o.optim.precond_every = precond_every;
+    if (max_precond_dim != INT_MIN) o.optim.max_precond_dim = max_precond_dim;
+    if (nesterov) o.optim.nesterov = 1;
+    if (no_nesterov) o.optim.nesterov = 0;
     for (int i = 0; i < sets.n; i++) {
         if (nb_config_override(&o.model, sets.items[i])) {
             fprintf(stderr, "nobubble train: --set %s\n", nb_last_error());

@@ -12,7 +12,7 @@ typedef struct {
 
 static const subcommand subcommands[] = {
     {"prepare", cmd_prepare, "tokenize text into train/validation token shards"},
-    {"train", cmd_train, "train a model (AdamW, micro-batch accumulation)"},
+    {"train", cmd_train, "train a model (any optimizer, micro-batch accumulation)"},
     {"bench", cmd_bench, "measure step time, tokens/s and GFLOP/s per preset"},
 };
 

@@ -21,10 +21,12 @@ void nb_train_defaults(nb_train_options *o) {
     o->batch = 8;
     o->microbatches = 1;
     o->steps = 100;
-    o->adamw = nb_adamw_defaults();
-    o->adamw.weight_decay = 0.1f;
+    o->optim = nb_optim_defaults(NB_OPT_ADAMW);
+    o->optim.weight_decay = 0.1f;
     o->schedule.kind = NB_SCHEDULE_COSINE;
     o->schedule.lr = 1e-3f;
+    o->schedule.cooldown = 0.2f;
+    o->aux_lr = 1e-3f;
     o->eval_every = 0;
     o->eval_batches = 8;
     o->log_every = 10;
@@ -56,9 +58,9 @@ static int check_options(const nb_train_options *o, int T) {
         return nb_fail("--seq %d: expected 1 <= seq <= the model's context (%d)", T, o->model.context);
     if (o->microbatches < 1) return nb_fail("--microbatches %d: expected >= 1", o->microbatches);
     if (o->steps < 1) return nb_fail("--steps %d: expected >= 1", o->steps);
-    if (!(o->schedule.lr > 0) || !isfinite(o->schedule.lr)) return nb_fail("--lr %g: expected a positive number", o->schedule.lr);
-    if (!(o->schedule.lr_min >= 0)) return nb_fail("--lr-min %g: expected >= 0", o->schedule.lr_min);
-    if (o->schedule.warmup < 0) return nb_fail("--warmup %d: expected >= 0", o->schedule.warmup);
+    if (nb_schedule_validate(&o->schedule) || nb_optim_validate(&o->optim)) return -1;
+    if (!(o->aux_lr > 0) || !isfinite(o->aux_lr)) return nb_fail("--aux-lr %g: expected a positive number", o->aux_lr);
+    if (!(o->clip >= 0) || !isfinite(o->clip)) return nb_fail("--clip %g: expected a number >= 0 (0: off)", o->clip);
     if (o->eval_every < 0 || o->eval_batches < 1)
         return nb_fail("--eval-every %d / --eval-batches %d: expected >= 0 and >= 1", o->eval_every, o->eval_batches);
     if (o->log_every < 1) return nb_fail("--log-every %d: expected >= 1", o->log_every);
@@ -70,7 +72,7 @@ static int check_options(const nb_train_options *o, int T) {
 typedef struct {
     nb_model model;
     nb_acts **acts;
-    nb_adamw *opt;
+    nb_optimizer **opt;
     float **step_buf;
     nb_loader *train, *val;
     int *inputs, *targets;
@@ -79,7 +81,7 @@ typedef struct {
 
 static void run_free(run_state *r) {
     for (int i = 0; r->acts && i < r->model.n_stages; i++) nb_acts_free(r->acts[i]);
-    for (int i = 0; r->opt && i < r->model.n_stages; i++) nb_adamw_free(&r->opt[i]);
+    for (int i = 0; r->opt && i < r->model.n_stages; i++) nb_optimizer_free(r->opt[i]);
     for (int i = 0; r->step_buf && i < r->model.n_stages; i++) free(r->step_buf[i]);
     free(r->acts);
     free(r->opt);
@@ -105,6 +107,8 @@ static int evaluate(run_state *r, const nb_train_options *o, double *loss_out) {
     return 0;
 }
 
+static const char *const schedule_names[] = {"cosine", "wsd", "constant"};
+
 static int write_summary(const nb_train_options *o, const nb_train_result *res, int T) {
     char path[4096], tmp[4200], cfg[1024];
     snprintf(path, sizeof path, "%s/summary.json", o->out_dir);
@@ -114,12 +118,17 @@ static int write_summary(const nb_train_options *o, const nb_train_result *res, 
     nb_config_json(&o->model, cfg, sizeof cfg);
     fprintf(f, "{\n  \"nobubble\": \"%s\",\n  \"model\": %s,\n", NB_VERSION, cfg);
     fprintf(f, "  \"run\": {\"stages\": %d, \"batch\": %d, \"seq_len\": %d, \"microbatches\": %d, \"steps\": %d, "
-               "\"optimizer\": \"adamw\", \"lr\": %.7g, \"lr_min\": %.7g, \"warmup\": %d, \"schedule\": \"%s\", "
-               "\"beta1\": %.7g, \"beta2\": %.7g, \"eps\": %.7g, \"wd\": %.7g, \"seed\": %llu, \"data_seed\": %llu, "
+               "\"optimizer\": \"%s\", \"lr\": %.7g, \"aux_lr\": %.7g, \"lr_min\": %.7g, \"warmup\": %d, "
+               "\"schedule\": \"%s\", \"cooldown\": %.7g, \"clip\": %.7g, \"beta1\": %.7g, \"beta2\": %.7g, "
+               "\"beta3\": %.7g, \"eps\": %.7g, \"wd\": %.7g, \"momentum\": %.7g, \"nesterov\": %s, "
+               "\"ns_steps\": %d, \"gamma\": %.7g, \"precond_every\": %d, \"seed\": %llu, \"data_seed\": %llu, "
                "\"train\": \"%s\", \"val\": \"%s\", \"threads\": %d, \"gemm\": \"%s\"},\n",
-            o->stages, o->batch, T, o->microbatches, o->steps, (double)o->schedule.lr,
-            (double)o->schedule.lr_min, o->schedule.warmup, o->schedule.kind == NB_SCHEDULE_COSINE ? "cosine" : "constant",
-            (double)o->adamw.beta1, (double)o->adamw.beta2, (double)o->adamw.eps, (double)o->adamw.weight_decay, (unsigned long long)o->seed,
+            o->stages, o->batch, T, o->microbatches, o->steps, nb_optimizer_name(o->optim.kind),
+            (double)o->schedule.lr, (double)o->aux_lr, (double)o->schedule.lr_min, o->schedule.warmup,
+            schedule_names[o->schedule.kind], (double)o->schedule.cooldown, (double)o->clip,
+            (double)o->optim.beta1, (double)o->optim.beta2, (double)o->optim.beta3, (double)o->optim.eps,
+            (double)o->optim.weight_decay, (double)o->optim.momentum, o->optim.nesterov ? "true" : "false",
+            o->optim.ns_steps, (double)o->optim.gamma, o->optim.precond_every, (unsigned long long)o->seed,
             (unsigned long long)o->data_seed, o->train_pattern, o->val_pattern ? o->val_pattern : "",
             omp_get_max_threads(), nb_gemm_backend());
     fprintf(f, "  \"final_train_loss\": %.9g,\n", res->final_train_loss);
@@ -137,7 +146,19 @@ static int write_summary(const nb_train_options *o, const nb_train_result *res, 
     return 0;
 }
 
-/* One optimizer step: M micro-batches forward and backward, the tied sum, AdamW, w -= d. */
+/* Clips the gradients of all stages together to global norm o->clip; returns the norm. */
+static double clip_gradients(nb_model *m, float clip) {
+    double sq = 0.0;
+    for (int i = 0; i < m->n_stages; i++)
+        sq += nb_grad_sum_squares(m->stages[i].grads, m->stages[i].tensors, m->stages[i].n_tensors);
+    double norm = sqrt(sq);
+    if (clip > 0 && norm > clip)
+        for (int i = 0; i < m->n_stages; i++) nb_scale(m->stages[i].grads, m->stages[i].n_params, (float)(clip / norm));
+    return norm;
+}
+
+/* One optimizer step: M micro-batches forward and backward, the tied sum, clipping, the
+ * optimizer's d, w -= d. */
 static int train_step(run_state *r, const nb_train_options *o, float lr, double *loss_out) {
     nb_model *m = &r->model;
     double total = 0;
@@ -150,10 +171,12 @@ static int train_step(run_state *r, const nb_train_options *o, float lr, double 
         total += loss;
     }
     nb_model_sum_tied_grads(m);
+    if (o->clip > 0) clip_gradients(m, o->clip);
+    const float aux_lr = o->aux_lr * (lr / o->schedule.lr);
     for (int i = 0; i < m->n_stages; i++) {
         nb_stage *s = &m->stages[i];
         float *d = r->step_buf[i];
-        nb_adamw_step(&r->opt[i], s->grads, s->params, lr, d);
+        nb_optimizer_step(r->opt[i], s->grads, s->params, lr, aux_lr, d);
 #pragma omp parallel for simd schedule(static)
         for (size_t k = 0; k < s->n_params; k++) s->params[k] -= d[k];
     }
@@ -182,7 +205,8 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
     if (!r.acts || !r.opt || !r.step_buf || !r.inputs || !r.targets) { nb_fail("out of memory"); goto done; }
     for (int i = 0; i < P; i++) {
         if (!(r.acts[i] = nb_acts_create(&r.model.stages[i], o->batch, T))) goto done;
-        if (nb_adamw_init(&r.opt[i], &r.model.stages[i], o->adamw)) goto done;
+        nb_stage *s = &r.model.stages[i];
+        if (nb_optimizer_create(&r.opt[i], &o->optim, s->tensors, s->n_tensors, s->n_params)) goto done;
         if (!(r.step_buf[i] = calloc(r.model.stages[i].n_params, sizeof(float)))) { nb_fail("out of memory"); goto done; }
     }
     if (o->out_dir) {
@@ -196,8 +220,9 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
     const double tokens_per_step = (double)o->batch * T * o->microbatches;
     const double flops_per_token = nb_model_train_flops_per_token(&o->model, T);
     if (!o->quiet)
-        printf("model %zu parameters, %d stage(s), %d thread(s), batch %d x %d tokens x %d micro-batches = %.0f tokens/step\n",
-               nb_config_param_count(&o->model), P, omp_get_max_threads(), o->batch, T, o->microbatches, tokens_per_step);
+        printf("model %zu parameters, %d stage(s), %d thread(s), batch %d x %d tokens x %d micro-batches = %.0f tokens/step, "
+               "optimizer %s\n", nb_config_param_count(&o->model), P, omp_get_max_threads(), o->batch, T, o->microbatches,
+               tokens_per_step, nb_optimizer_name(o->optim.kind));
     double train_seconds = 0, loss = NAN;
     for (int step = 0; step < o->steps; step++) {
         float lr = nb_schedule_lr(&sched, step);

@@ -1,0 +1,258 @@
+/* The optimizer interface: hyperparameters and their checks, the per-tensor state, and the
+ * dispatch of each tensor to its rule (update-rules.md section 1 decides which). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "optim/rules.h"
+#include "util/error.h"
+
+static const char *const names[NB_OPT_COUNT] = {"sgd", "adamw", "muon", "lion", "adan", "mars", "soap"};
+
+const char *nb_optimizer_name(nb_optimizer_kind kind) {
+    return kind >= 0 && kind < NB_OPT_COUNT ? names[kind] : "unknown";
+}
+
+int nb_optimizer_parse(const char *name, nb_optimizer_kind *out) {
+    for (int k = 0; k < NB_OPT_COUNT; k++)
+        if (!strcmp(name, names[k])) {
+            *out = (nb_optimizer_kind)k;
+            return 0;
+        }
+    return nb_fail("--optimizer '%s': expected one of sgd, adamw, muon, lion, adan, mars, soap", name);
+}
+
+nb_optim_params nb_optim_defaults(nb_optimizer_kind kind) {
+    nb_optim_params p = {
+        .kind = kind, .beta1 = 0.9f, .beta2 = 0.95f, .beta3 = 0.0f, .eps = 1e-8f, .weight_decay = 0.0f,
+        .momentum = 0.9f, .nesterov = 0, .ns_steps = 5, .gamma = 0.025f, .precond_every = 10,
+        .max_precond_dim = 10000, .aux_beta1 = 0.9f, .aux_beta2 = 0.95f,
+    };
+    switch (kind) {
+    case NB_OPT_MUON: p.momentum = 0.95f; p.nesterov = 1; break;
+    case NB_OPT_LION: p.beta1 = 0.9f; p.beta2 = 0.99f; break;
+    case NB_OPT_ADAN: p.beta1 = 0.98f; p.beta2 = 0.92f; p.beta3 = 0.99f; break;
+    case NB_OPT_MARS: p.beta1 = 0.95f; p.beta2 = 0.99f; break;
+    case NB_OPT_SOAP: p.beta1 = 0.95f; p.beta2 = 0.95f; break;
+    default: break;
+    }
+    return p;
+}
+
+static int check_beta(const char *flag, float b) {
+    if (!(b >= 0.0f && b < 1.0f)) return nb_fail("%s %g: expected a number in [0, 1)", flag, b);
+    return 0;
+}
+
+int nb_optim_validate(const nb_optim_params *p) {
+    if (p->kind < 0 || p->kind >= NB_OPT_COUNT) return nb_fail("unknown optimizer kind %d", (int)p->kind);
+    if (check_beta("--beta1", p->beta1) || check_beta("--beta2", p->beta2)) return -1;
+    if (p->kind == NB_OPT_ADAN && check_beta("--beta3", p->beta3)) return -1;
+    if (check_beta("--momentum", p->momentum)) return -1;
+    if (check_beta("--aux-beta1", p->aux_beta1) || check_beta("--aux-beta2", p->aux_beta2)) return -1;
+    if (!(p->eps > 0.0f) || !isfinite(p->eps)) return nb_fail("--eps %g: expected a positive number", p->eps);
+    if (!(p->weight_decay >= 0.0f) || !isfinite(p->weight_decay))
+        return nb_fail("--wd %g: expected a number >= 0", p->weight_decay);
+    if (p->ns_steps < 1 || p->ns_steps > 100) return nb_fail("--ns-steps %d: expected 1 to 100", p->ns_steps);
+    if (!(p->gamma >= 0.0f) || !isfinite(p->gamma)) return nb_fail("--gamma %g: expected a number >= 0", p->gamma);
+    if (p->precond_every < 1) return nb_fail("--precond-every %d: expected >= 1", p->precond_every);
+    if (p->max_precond_dim < 1) return nb_fail("--max-precond-dim %d: expected >= 1", p->max_precond_dim);
+    return 0;
+}
+
+struct nb_optimizer {
+    nb_optim_params p;
+    int n_tensors;
+    tensor_state *ts;
+    scratch s;
+    long steps;
+    char **state_names;  /* "rule.buffer:tensor" for each enumerated buffer */
+    int n_states;
+};
+
+static rule_kind rule_of(nb_optimizer_kind kind, nb_group group) {
+    int matrix_only = kind == NB_OPT_MUON || kind == NB_OPT_SOAP || kind == NB_OPT_MARS;
+    if (matrix_only && group != NB_GROUP_MATRIX) return RULE_ADAMW;
+    static const rule_kind rules[NB_OPT_COUNT] = {RULE_SGD, RULE_ADAMW, RULE_MUON, RULE_LION,
+                                                  RULE_ADAN, RULE_MARS, RULE_SOAP};
+    return rules[kind];
+}
+
+static const char *const rule_names[] = {"sgd", "adamw", "muon", "lion", "adan", "mars", "soap"};
+
+int rule_buffers(rule_kind rule, const nb_tensor *t, const nb_optim_params *p, const char **bn, size_t *len) {
+    size_t n = t->numel;
+    switch (rule) {
+    case RULE_SGD: case RULE_MUON: case RULE_LION:
+        bn[0] = "m"; len[0] = n;
+        return 1;
+    case RULE_ADAMW:
+        bn[0] = "m"; bn[1] = "v"; len[0] = len[1] = n;
+        return 2;
+    case RULE_ADAN:
+        bn[0] = "m"; bn[1] = "v"; bn[2] = "n"; bn[3] = "g_prev";
+        len[0] = len[1] = len[2] = len[3] = n;
+        return 4;
+    case RULE_MARS:
+        bn[0] = "m"; bn[1] = "v"; bn[2] = "g_prev"; len[0] = len[1] = len[2] = n;
+        return 3;
+    case RULE_SOAP: {
+        size_t r = (size_t)t->shape[0], c = (size_t)t->shape[1];
+        int left = t->shape[0] <= p->max_precond_dim, right = t->shape[1] <= p->max_precond_dim;
+        bn[0] = "m"; bn[1] = "v"; bn[2] = "L"; bn[3] = "R"; bn[4] = "QL"; bn[5] = "QR";
+        len[0] = len[1] = n;
+        len[2] = len[4] = left ? r * r : 0;
+        len[3] = len[5] = right ? c * c : 0;
+        return 6;
+    }
+    }
+    return 0;
+}
+
+void nb_optimizer_free(nb_optimizer *o) {
+    if (!o) return;
+    for (int i = 0; i < o->n_tensors; i++)
+        for (int b = 0; b < o->ts[i].n_buf; b++) free(o->ts[i].buf[b]);
+    for (int i = 0; i < 4; i++) free(o->s.f[i]);
+    for (int i = 0; i < 3; i++) free(o->s.d[i]);
+    for (int i = 0; i < o->n_states; i++) free(o->state_names[i]);
+    free(o->state_names);
+    free(o->ts);
+    free(o);
+}
+
+/* Scratch for the largest matrix: Muon needs 3 matrices and 2 r x r blocks, SOAP 2 matrices,
+ * an n x n float and two n x n doubles for its preconditioned sides. */
+static int alloc_scratch(nb_optimizer *o) {
+    size_t mat = 1, square = 1, side2 = 1;
+    for (int i = 0; i < o->n_tensors; i++) {
+        const tensor_state *ts = &o->ts[i];
+        const nb_tensor *t = ts->t;
+        if (ts->rule != RULE_MUON && ts->rule != RULE_SOAP) continue;
+        size_t r = (size_t)t->shape[0], c = (size_t)t->shape[1], small = r < c ? r : c;
+        mat = t->numel > mat ? t->numel : mat;
+        square = 2 * small * small > square ? 2 * small * small : square;
+        if (ts->rule == RULE_SOAP) {
+            if (ts->left && r * r > side2) side2 = r * r;
+            if (ts->right && c * c > side2) side2 = c * c;
+        }
+    }
+    size_t sizes[4] = {mat, mat > side2 ? mat : side2, mat, square};
+    for (int i = 0; i < 4; i++)
+        if (!(o->s.f[i] = malloc(sizeof(float) * sizes[i]))) return nb_fail("out of memory for optimizer scratch");
+    for (int i = 0; i < 2; i++)
+        if (!(o->s.d[i] = malloc(sizeof(double) * side2))) return nb_fail("out of memory for optimizer scratch");
+    return 0;
+}
+
+int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_tensor *tensors, int n_tensors,
+                        size_t n_params) {
+    *out = NULL;
+    if (nb_optim_validate(p)) return -1;
+    nb_optimizer *o = calloc(1, sizeof *o);
+    if (!o) return nb_fail("out of memory");
+    o->p = *p;
+    o->n_tensors = n_tensors;
+    o->ts = calloc((size_t)(n_tensors ? n_tensors : 1), sizeof(tensor_state));
+    if (!o->ts) { nb_optimizer_free(o); return nb_fail("out of memory"); }
+    int total = 0;
+    for (int i = 0; i < n_tensors; i++) {
+        tensor_state *ts = &o->ts[i];
+        const nb_tensor *t = &tensors[i];
+        if (t->offset + t->numel > n_params) {
+            nb_optimizer_free(o);
+            return nb_fail("tensor %s lies outside the parameter buffer", t->name);
+        }
+        ts->t = t;
+        ts->rule = rule_of(p->kind, t->group);
+        if (t->group == NB_GROUP_MATRIX && t->ndim != 2) ts->rule = RULE_ADAMW;
+        ts->n_buf = rule_buffers(ts->rule, t, p, ts->buf_name, ts->buf_len);
+        ts->left = ts->rule == RULE_SOAP && ts->buf_len[2] > 0;
+        ts->right = ts->rule == RULE_SOAP && ts->buf_len[3] > 0;
+        for (int b = 0; b < ts->n_buf; b++) {
+            if (ts->buf_len[b] && !(ts->buf[b] = calloc(ts->buf_len[b], sizeof(float)))) {
+                nb_optimizer_free(o);
+                return nb_fail("out of memory for optimizer state of %s", t->name);
+            }
+            total += ts->buf_len[b] > 0;
+        }
+    }
+    o->state_names = calloc((size_t)(total ? total : 1), sizeof(char *));
+    for (int i = 0; i < n_tensors && o->state_names; i++)
+        for (int b = 0; b < o->ts[i].n_buf; b++) {
+            if (!o->ts[i].buf_len[b]) continue;
+            char name[160];
+            snprintf(name, sizeof name, "%s.%s:%s", rule_names[o->ts[i].rule], o->ts[i].buf_name[b], tensors[i].name);
+            o->state_names[o->n_states++] = strdup(name);
+        }
+    if (!o->state_names || alloc_scratch(o)) {
+        nb_optimizer_free(o);
+        return nb_fail("out of memory for optimizer state");
+    }
+    *out = o;
+    return 0;
+}
+
+void nb_optimizer_step(nb_optimizer *o, const float *grads, const float *w, float lr, float aux_lr, float *d) {
+    rule_ctx main_ctx = {&o->p, lr, o->steps, &o->s}, aux_ctx = {&o->p, aux_lr, o->steps, &o->s};
+    for (int i = 0; i < o->n_tensors; i++) {
+        tensor_state *ts = &o->ts[i];
+        size_t off = ts->t->offset;
+        const float *g = grads + off, *wt = w + off;
+        float *dt = d + off;
+        switch (ts->rule) {
+        case RULE_SGD: sgd_step(ts, &main_ctx, g, wt, dt); break;
+        case RULE_ADAMW:
+            if (o->p.kind == NB_OPT_ADAMW) adamw_step(ts, &main_ctx, o->p.beta1, o->p.beta2, g, wt, dt);
+            else adamw_step(ts, &aux_ctx, o->p.aux_beta1, o->p.aux_beta2, g, wt, dt);
+            break;
+        case RULE_MUON: muon_step(ts, &main_ctx, g, wt, dt); break;
+        case RULE_LION: lion_step(ts, &main_ctx, g, wt, dt); break;
+        case RULE_ADAN: adan_step(ts, &main_ctx, g, wt, dt); break;
+        case RULE_MARS: mars_step(ts, &main_ctx, g, wt, dt); break;
+        case RULE_SOAP:
+            if (soap_step(ts, &main_ctx, g, wt, dt)) {
+                /* LAPACK failing on a finite symmetric matrix: only with NaN/Inf gradients,
+                 * which the trainer stops on before they reach the optimizer. */
+                fprintf(stderr, "nobubble: SOAP: %s (tensor %s)\n", nb_last_error(), ts->t->name);
+                abort();
+            }
+            break;
+        }
+    }
+    o->steps++;
+}
+
+long nb_optimizer_steps(const nb_optimizer *o) { return o->steps; }
+int nb_optimizer_state_count(const nb_optimizer *o) { return o->n_states; }
+
+int nb_optimizer_state(const nb_optimizer *o, int i, const char **name, float **data, size_t *numel) {
+    if (i < 0 || i >= o->n_states) return nb_fail("optimizer state %d out of range [0, %d)", i, o->n_states);
+    int k = 0;
+    for (int ti = 0; ti < o->n_tensors; ti++)
+        for (int b = 0; b < o->ts[ti].n_buf; b++) {
+            if (!o->ts[ti].buf_len[b]) continue;
+            if (k++ == i) {
+                *name = o->state_names[i];
+                *data = o->ts[ti].buf[b];
+                *numel = o->ts[ti].buf_len[b];
+                return 0;
+            }
+        }
+    return nb_fail("optimizer state %d not found", i);
+}
+
+double nb_grad_sum_squares(const float *buf, const nb_tensor *tensors, int n_tensors) {
+    double s = 0.0;
+    for (int i = 0; i < n_tensors; i++) {
+        if (tensors[i].tied_copy) continue;
+        const float *g = buf + tensors[i].offset;
+        for (size_t k = 0; k < tensors[i].numel; k++) s += (double)g[k] * g[k];
+    }
+    return s;
+}
+
+void nb_scale(float *buf, size_t n, float scale) {
+#pragma omp parallel for simd schedule(static) if (n > PAR_MIN)
+    for (size_t i = 0; i < n; i++) buf[i] *= scale;
+}
