@@ -117,10 +117,15 @@ int nb_stage_forward(const nb_stage *s, const float *w, nb_acts *a, const int *t
  * the others read dout[B*T*d]. Gradients are added to s->grads. */
 int nb_stage_backward(nb_stage *s, const float *w, nb_acts *a, const float *dout, float loss_scale);
 
-/* The whole model on its current weights, stage after stage, for one micro-batch
- * (acts: one slot per stage). Adds loss_scale x the gradient to the stages' grads. */
-int nb_model_forward(nb_model *m, nb_acts **acts, const int *tokens, const int *targets, float *loss);
-int nb_model_backward(nb_model *m, nb_acts **acts, float loss_scale);
+/* The whole model, stage after stage, for one micro-batch (acts: one slot per stage), on
+ * weights[s] for stage s (each laid out like its params; weights == NULL: the current params).
+ * Backward adds loss_scale x the gradient to the stages' grads. */
+int nb_model_forward(nb_model *m, const float *const *weights, nb_acts **acts, const int *tokens,
+                     const int *targets, float *loss);
+int nb_model_backward(nb_model *m, const float *const *weights, nb_acts **acts, float loss_scale);
+/* With a tied embedding split across stages: copies the first stage's embedding into the last
+ * stage's copy, so that the copy follows its owner exactly (after each optimizer step). */
+void nb_model_sync_tied_copy(nb_model *m);
 
 /* FNV-1a 64 over every stage's weights in tensor order (tied copies skipped): two runs with
  * equal hashes have bitwise equal weights. */

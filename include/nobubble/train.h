@@ -1,9 +1,12 @@
 /* nobubble: the trainer. One process runs the model's stages in sequence: M micro-batches of
  * B sequences are accumulated per optimizer step, in micro-batch order 0..M-1, each
- * contributing 1/M of its mean-loss gradient (a pipeline must reproduce exactly this sum). */
+ * contributing 1/M of its mean-loss gradient (a pipeline must reproduce exactly this sum).
+ * Each stage runs on the weight version its delay gives (delay.h): a one-process simulation of
+ * what a PipeDream or PipeDream-2BW pipeline computes. */
 #ifndef NOBUBBLE_TRAIN_H
 #define NOBUBBLE_TRAIN_H
 #include <stdint.h>
+#include "nobubble/delay.h"
 #include "nobubble/model.h"
 #include "nobubble/optim.h"
 
@@ -21,6 +24,7 @@ typedef struct nb_train_options {
     float aux_lr;               /* embed and gain tensors under Muon, SOAP, MARS (1e-3); scheduled
                                    like lr: aux_lr x lr_t / lr */
     float clip;                 /* global gradient-norm clipping over all stages (0: off) */
+    nb_delay_options delay;     /* which weight versions forward/backward use, and mitigations (sync) */
     int eval_every;             /* evaluate every N steps and at the end (0: only at the end) */
     int eval_batches;           /* validation micro-batches per evaluation (8) */
     int log_every;              /* progress line every N steps (10) */

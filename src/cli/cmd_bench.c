@@ -64,8 +64,8 @@ static int bench_preset(const nb_config *cfg, const nb_optim_params *op, int tok
         double t0 = now();
         float loss;
         nb_model_zero_grads(&m);
-        nb_model_forward(&m, &a, tok, tgt, &loss);
-        nb_model_backward(&m, &a, 1.0f);
+        nb_model_forward(&m, NULL, &a, tok, tgt, &loss);
+        nb_model_backward(&m, NULL, &a, 1.0f);
         nb_model_sum_tied_grads(&m);
         double t1 = now();
         nb_optimizer_step(opt, s->grads, s->params, 1e-4f, 1e-4f, d);

@@ -2,6 +2,7 @@
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,6 +38,7 @@ int cmd_train(int argc, char **argv) {
     int ns_steps = INT_MIN, precond_every = INT_MIN, nesterov = 0, no_nesterov = 0, max_precond_dim = INT_MIN;
     opt_list sets = {0};
     int threads = 0, has_vocab_override = 0;
+    const char *delay = "sync", *ef = NULL;
     unsigned long long seed = o.seed, data_seed = o.data_seed;
     const cli_option opts[] = {
         {"--data", OPT_STR, &data, "DIR    prepared data: DIR/*_train_*.bin, DIR/*_val_*.bin (data/bible)"},
@@ -76,6 +78,11 @@ int cmd_train(int argc, char **argv) {
         {"--log-every", OPT_INT, &o.log_every, "N      progress line every N steps (10)"},
         {"--seed", OPT_U64, &seed, "S      weight initialization seed (1)"},
         {"--data-seed", OPT_U64, &data_seed, "S      order of training windows, 0 = sequential (0)"},
+        {"--delay", OPT_STR, &delay, "MODE   sync | 2bw | pipedream | fixed:TAU (sync); per stage of --stages"},
+        {"--ef", OPT_STR, &ef, "ALPHA  error feedback on the step (the paper's correction: 1)"},
+        {"--taylor", OPT_FLOAT, &o.delay.taylor, "LAMBDA delay-compensated gradient (DC-ASGD; 0: off)"},
+        {"--sync-start", OPT_INT, &o.delay.sync_start, "K      no delay for the first K steps (0)"},
+        {"--sync-cooldown", OPT_INT, &o.delay.sync_cooldown, "K      no delay for the last K steps (0)"},
         {"--threads", OPT_INT, &threads, "N      OpenMP threads (all cores)"},
         {"--out", OPT_STR, &o.out_dir, "DIR    write DIR/metrics.jsonl and DIR/summary.json"},
         {"--quiet", OPT_FLAG, &o.quiet, "       no progress lines"},
@@ -89,6 +96,21 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     if (threads) omp_set_num_threads(threads);
+    if (nb_delay_parse(delay, &o.delay)) {
+        fprintf(stderr, "nobubble train: %s\n", nb_last_error());
+        return 2;
+    }
+    if (ef) {
+        char *end;
+        o.delay.ef = 1;
+        o.delay.ef_alpha = strtof(ef, &end);
+        if (end == ef || *end || !isfinite(o.delay.ef_alpha) || o.delay.ef_alpha < 0) {
+            fprintf(stderr, "nobubble train: --ef '%s': expected alpha >= 0 (the paper's correction is --ef 1)\n", ef);
+            return 2;
+        }
+        if (o.delay.mode == NB_DELAY_SYNC || (o.delay.mode == NB_DELAY_FIXED && o.delay.tau == 0))
+            fprintf(stderr, "nobubble train: warning: --ef with no delay does nothing (it corrects delayed steps only)\n");
+    }
     nb_optimizer_kind kind;
     if (nb_config_preset(preset, &o.model) || nb_schedule_parse(schedule, &o.schedule.kind) ||
         nb_optimizer_parse(optimizer, &kind)) {

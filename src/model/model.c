@@ -95,22 +95,30 @@ const nb_tensor *nb_model_find(const nb_model *m, const char *name, nb_stage **s
     return NULL;
 }
 
-int nb_model_forward(nb_model *m, nb_acts **acts, const int *tokens, const int *targets, float *loss) {
+int nb_model_forward(nb_model *m, const float *const *weights, nb_acts **acts, const int *tokens,
+                     const int *targets, float *loss) {
     for (int i = 0; i < m->n_stages; i++) {
         nb_stage *s = &m->stages[i];
         const float *x_in = i > 0 ? nb_acts_output(acts[i - 1]) : NULL;
-        if (nb_stage_forward(s, s->params, acts[i], tokens, x_in, targets, loss)) return -1;
+        if (nb_stage_forward(s, weights ? weights[i] : s->params, acts[i], tokens, x_in, targets, loss)) return -1;
     }
     return 0;
 }
 
-int nb_model_backward(nb_model *m, nb_acts **acts, float loss_scale) {
+int nb_model_backward(nb_model *m, const float *const *weights, nb_acts **acts, float loss_scale) {
     for (int i = m->n_stages - 1; i >= 0; i--) {
         nb_stage *s = &m->stages[i];
         const float *dout = i < m->n_stages - 1 ? nb_acts_input_grad(acts[i + 1]) : NULL;
-        if (nb_stage_backward(s, s->params, acts[i], dout, loss_scale)) return -1;
+        if (nb_stage_backward(s, weights ? weights[i] : s->params, acts[i], dout, loss_scale)) return -1;
     }
     return 0;
+}
+
+void nb_model_sync_tied_copy(nb_model *m) {
+    if (!m->cfg.tied || m->n_stages == 1) return;
+    nb_stage *first = &m->stages[0], *last = &m->stages[m->n_stages - 1];
+    memcpy(last->params + last->tensors[last->n_tensors - 1].offset, first->params + first->tensors[0].offset,
+           sizeof(float) * first->tensors[0].numel);
 }
 
 uint64_t nb_model_weights_hash(const nb_model *m) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "backend/gemm.h"
 #include "nobubble/data.h"
+#include "nobubble/delay.h"
 #include "nobubble/train.h"
 #include "util/error.h"
 
@@ -27,6 +28,8 @@ void nb_train_defaults(nb_train_options *o) {
     o->schedule.lr = 1e-3f;
     o->schedule.cooldown = 0.2f;
     o->aux_lr = 1e-3f;
+    o->delay.mode = NB_DELAY_SYNC;
+    o->delay.ef_alpha = 1.0f;
     o->eval_every = 0;
     o->eval_batches = 8;
     o->log_every = 10;
@@ -73,6 +76,8 @@ typedef struct {
     nb_model model;
     nb_acts **acts;
     nb_optimizer **opt;
+    nb_stash **stash;          /* per stage: older weight versions, EF buffer */
+    const float **weights;     /* per stage: the version this step runs on */
     float **step_buf;
     nb_loader *train, *val;
     int *inputs, *targets;
@@ -83,6 +88,9 @@ static void run_free(run_state *r) {
     for (int i = 0; r->acts && i < r->model.n_stages; i++) nb_acts_free(r->acts[i]);
     for (int i = 0; r->opt && i < r->model.n_stages; i++) nb_optimizer_free(r->opt[i]);
     for (int i = 0; r->step_buf && i < r->model.n_stages; i++) free(r->step_buf[i]);
+    for (int i = 0; r->stash && i < r->model.n_stages; i++) nb_stash_free(r->stash[i]);
+    free(r->stash);
+    free(r->weights);
     free(r->acts);
     free(r->opt);
     free(r->step_buf);
@@ -100,7 +108,7 @@ static int evaluate(run_state *r, const nb_train_options *o, double *loss_out) {
     for (int b = 0; b < o->eval_batches; b++) {
         float loss;
         if (nb_loader_next(r->val, r->inputs, r->targets)) return -1;
-        if (nb_model_forward(&r->model, r->acts, r->inputs, r->targets, &loss)) return -1;
+        if (nb_model_forward(&r->model, NULL, r->acts, r->inputs, r->targets, &loss)) return -1;
         total += loss;
     }
     *loss_out = total / o->eval_batches;
@@ -131,6 +139,11 @@ static int write_summary(const nb_train_options *o, const nb_train_result *res, 
             o->optim.ns_steps, (double)o->optim.gamma, o->optim.precond_every, (unsigned long long)o->seed,
             (unsigned long long)o->data_seed, o->train_pattern, o->val_pattern ? o->val_pattern : "",
             omp_get_max_threads(), nb_gemm_backend());
+    static const char *const modes[] = {"sync", "2bw", "pipedream", "fixed"};
+    fprintf(f, "  \"delay\": {\"mode\": \"%s\", \"tau\": %d, \"ef\": %s, \"ef_alpha\": %.7g, \"taylor\": %.7g, "
+               "\"sync_start\": %d, \"sync_cooldown\": %d},\n",
+            modes[o->delay.mode], o->delay.tau, o->delay.ef ? "true" : "false", (double)o->delay.ef_alpha,
+            (double)o->delay.taylor, o->delay.sync_start, o->delay.sync_cooldown);
     fprintf(f, "  \"final_train_loss\": %.9g,\n", res->final_train_loss);
     if (isnan(res->final_val_loss)) fprintf(f, "  \"final_val_loss\": null,\n");
     else fprintf(f, "  \"final_val_loss\": %.9g,\n", res->final_val_loss);
@@ -157,36 +170,54 @@ static double clip_gradients(nb_model *m, float clip) {
     return norm;
 }
 
-/* One optimizer step: M micro-batches forward and backward, the tied sum, clipping, the
- * optimizer's d, w -= d. */
-static int train_step(run_state *r, const nb_train_options *o, float lr, double *loss_out) {
+/* What one step measured, for the metrics file. */
+typedef struct {
+    double loss, update_norm, version_distance, grad_norm;
+    int max_tau;
+} step_stats;
+
+/* One optimizer step t: M micro-batches forward and backward on each stage's weight version
+ * w_{t - tau_s}, the tied sum, Taylor compensation, clipping, the optimizer's d on the current
+ * weights, then the (error-feedback corrected) step applied and w_t kept as a version. */
+static int train_step(run_state *r, const nb_train_options *o, int step, float lr, step_stats *st) {
     nb_model *m = &r->model;
     double total = 0;
+    memset(st, 0, sizeof *st);
+    for (int i = 0; i < m->n_stages; i++) {
+        r->weights[i] = nb_stash_weights(r->stash[i], m->stages[i].params, step);
+        int tau = nb_stash_tau(r->stash[i], step);
+        st->max_tau = tau > st->max_tau ? tau : st->max_tau;
+    }
     nb_model_zero_grads(m);
     for (int mb = 0; mb < o->microbatches; mb++) {
         float loss;
         if (nb_loader_next(r->train, r->inputs, r->targets)) return -1;
-        if (nb_model_forward(m, r->acts, r->inputs, r->targets, &loss)) return -1;
-        if (nb_model_backward(m, r->acts, 1.0f / o->microbatches)) return -1;
+        if (nb_model_forward(m, r->weights, r->acts, r->inputs, r->targets, &loss)) return -1;
+        if (nb_model_backward(m, r->weights, r->acts, 1.0f / o->microbatches)) return -1;
         total += loss;
     }
     nb_model_sum_tied_grads(m);
-    if (o->clip > 0) clip_gradients(m, o->clip);
+    for (int i = 0; i < m->n_stages; i++) nb_stash_taylor(r->stash[i], m->stages[i].grads, m->stages[i].params, step);
+    if (o->clip > 0) st->grad_norm = clip_gradients(m, o->clip);
     const float aux_lr = o->aux_lr * (lr / o->schedule.lr);
+    double update_sq = 0, distance_sq = 0;
     for (int i = 0; i < m->n_stages; i++) {
         nb_stage *s = &m->stages[i];
         float *d = r->step_buf[i];
         nb_optimizer_step(r->opt[i], s->grads, s->params, lr, aux_lr, d);
-#pragma omp parallel for simd schedule(static)
-        for (size_t k = 0; k < s->n_params; k++) s->params[k] -= d[k];
+        nb_stash_apply(r->stash[i], s->params, d, step, &update_sq, &distance_sq);
     }
-    *loss_out = total / o->microbatches;
+    nb_model_sync_tied_copy(m);
+    st->loss = total / o->microbatches;
+    st->update_norm = sqrt(update_sq);
+    st->version_distance = sqrt(distance_sq);
     return 0;
 }
 
 int nb_train(const nb_train_options *o, nb_train_result *res) {
     int T = o->seq_len ? o->seq_len : o->model.context;
-    if (nb_config_validate(&o->model) || check_options(o, T)) return -1;
+    if (nb_config_validate(&o->model) || check_options(o, T) || nb_delay_validate(&o->delay, o->steps, o->stages))
+        return -1;
     run_state r;
     memset(&r, 0, sizeof r);
     memset(res, 0, sizeof *res);
@@ -200,14 +231,20 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
     r.acts = calloc((size_t)P, sizeof *r.acts);
     r.opt = calloc((size_t)P, sizeof *r.opt);
     r.step_buf = calloc((size_t)P, sizeof *r.step_buf);
+    r.stash = calloc((size_t)P, sizeof *r.stash);
+    r.weights = calloc((size_t)P, sizeof *r.weights);
     r.inputs = malloc(sizeof(int) * (size_t)o->batch * T);
     r.targets = malloc(sizeof(int) * (size_t)o->batch * T);
-    if (!r.acts || !r.opt || !r.step_buf || !r.inputs || !r.targets) { nb_fail("out of memory"); goto done; }
+    if (!r.acts || !r.opt || !r.step_buf || !r.stash || !r.weights || !r.inputs || !r.targets) {
+        nb_fail("out of memory");
+        goto done;
+    }
     for (int i = 0; i < P; i++) {
         if (!(r.acts[i] = nb_acts_create(&r.model.stages[i], o->batch, T))) goto done;
         nb_stage *s = &r.model.stages[i];
         if (nb_optimizer_create(&r.opt[i], &o->optim, s->tensors, s->n_tensors, s->n_params)) goto done;
         if (!(r.step_buf[i] = calloc(r.model.stages[i].n_params, sizeof(float)))) { nb_fail("out of memory"); goto done; }
+        if (nb_stash_create(&r.stash[i], &o->delay, i, P, o->steps, s->params, s->n_params)) goto done;
     }
     if (o->out_dir) {
         char path[4096];
@@ -223,11 +260,20 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
         printf("model %zu parameters, %d stage(s), %d thread(s), batch %d x %d tokens x %d micro-batches = %.0f tokens/step, "
                "optimizer %s\n", nb_config_param_count(&o->model), P, omp_get_max_threads(), o->batch, T, o->microbatches,
                tokens_per_step, nb_optimizer_name(o->optim.kind));
+    if (!o->quiet) {
+        char delay[256];
+        nb_delay_describe(&o->delay, delay, sizeof delay);
+        size_t extra = 0;
+        for (int i = 0; i < P; i++) extra += nb_stash_bytes(r.stash[i]);
+        printf("%s; %.1f MiB of weight versions and EF buffers\n", delay, extra / 1048576.0);
+    }
     double train_seconds = 0, loss = NAN;
     for (int step = 0; step < o->steps; step++) {
         float lr = nb_schedule_lr(&sched, step);
         double t0 = now_seconds();
-        if (train_step(&r, o, lr, &loss)) goto done;
+        step_stats st;
+        if (train_step(&r, o, step, lr, &st)) goto done;
+        loss = st.loss;
         double dt = now_seconds() - t0;
         train_seconds += dt;
         if (!isfinite(loss)) { nb_fail("training loss became %g at step %d (try a lower --lr)", loss, step); goto done; }
@@ -244,8 +290,10 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
         }
         if (r.metrics) {
             fprintf(r.metrics, "{\"step\": %d, \"train_loss\": %.9g, \"lr\": %.7g, \"tokens\": %.0f, \"time_s\": %.6f, "
-                               "\"tokens_per_s\": %.1f", step + 1, loss, lr, tokens_per_step * (step + 1), train_seconds,
-                    tokens_per_step / dt);
+                               "\"tokens_per_s\": %.1f, \"update_norm\": %.9g, \"tau\": %d, \"version_distance\": %.9g",
+                    step + 1, loss, lr, tokens_per_step * (step + 1), train_seconds, tokens_per_step / dt,
+                    st.update_norm, st.max_tau, st.version_distance);
+            if (o->clip > 0) fprintf(r.metrics, ", \"grad_norm\": %.9g", st.grad_norm);
             if (!isnan(val)) fprintf(r.metrics, ", \"val_loss\": %.9g", val);
             fprintf(r.metrics, "}\n");
             fflush(r.metrics);

@@ -1,0 +1,172 @@
+/* Delay modes, weight versions and mitigations (update-rules.md sections 3 and 4). */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "nobubble/delay.h"
+#include "util/error.h"
+
+int nb_delay_parse(const char *text, nb_delay_options *o) {
+    if (!strcmp(text, "sync")) o->mode = NB_DELAY_SYNC;
+    else if (!strcmp(text, "2bw")) o->mode = NB_DELAY_2BW;
+    else if (!strcmp(text, "pipedream")) o->mode = NB_DELAY_PIPEDREAM;
+    else if (!strncmp(text, "fixed:", 6)) {
+        char *end;
+        errno = 0;
+        long tau = strtol(text + 6, &end, 10);
+        if (errno || end == text + 6 || *end || tau < 0 || tau > 1000000)
+            return nb_fail("--delay %s: expected fixed:TAU with an integer TAU >= 0", text);
+        o->mode = NB_DELAY_FIXED;
+        o->tau = (int)tau;
+    } else {
+        return nb_fail("--delay '%s': expected sync, 2bw, pipedream or fixed:TAU", text);
+    }
+    return 0;
+}
+
+int nb_delay_validate(const nb_delay_options *o, int total_steps, int n_stages) {
+    if (o->mode == NB_DELAY_FIXED && o->tau < 0) return nb_fail("--delay fixed:%d: expected TAU >= 0", o->tau);
+    if (o->ef && !(o->ef_alpha >= 0.0f && isfinite(o->ef_alpha)))
+        return nb_fail("--ef %g: expected alpha >= 0", o->ef_alpha);
+    if (!(o->taylor >= 0.0f) || !isfinite(o->taylor)) return nb_fail("--taylor %g: expected lambda >= 0", o->taylor);
+    if (o->sync_start < 0 || o->sync_start > total_steps)
+        return nb_fail("--sync-start %d: expected 0 <= K <= the run's %d steps", o->sync_start, total_steps);
+    if (o->sync_cooldown < 0 || o->sync_cooldown > total_steps)
+        return nb_fail("--sync-cooldown %d: expected 0 <= K <= the run's %d steps", o->sync_cooldown, total_steps);
+    if (n_stages < 1) return nb_fail("stages = %d: expected >= 1", n_stages);
+    return 0;
+}
+
+void nb_delay_describe(const nb_delay_options *o, char *buf, size_t size) {
+    static const char *const modes[] = {"sync", "2bw", "pipedream", "fixed"};
+    int n = o->mode == NB_DELAY_FIXED ? snprintf(buf, size, "delay fixed:%d", o->tau)
+                                      : snprintf(buf, size, "delay %s", modes[o->mode]);
+    if (o->ef && n >= 0 && (size_t)n < size) n += snprintf(buf + n, size - n, ", error feedback alpha %g", o->ef_alpha);
+    if (o->taylor > 0 && n >= 0 && (size_t)n < size) n += snprintf(buf + n, size - n, ", taylor lambda %g", o->taylor);
+    if (o->sync_start && n >= 0 && (size_t)n < size) n += snprintf(buf + n, size - n, ", sync start %d", o->sync_start);
+    if (o->sync_cooldown && n >= 0 && (size_t)n < size) snprintf(buf + n, size - n, ", sync cooldown %d", o->sync_cooldown);
+}
+
+int nb_delay_tau_max(const nb_delay_options *o, int stage, int n_stages) {
+    switch (o->mode) {
+    case NB_DELAY_2BW: return 1;
+    case NB_DELAY_PIPEDREAM: return n_stages - 1 - stage;
+    case NB_DELAY_FIXED: return o->tau;
+    case NB_DELAY_SYNC: default: return 0;
+    }
+}
+
+int nb_delay_tau(const nb_delay_options *o, int stage, int n_stages, int step, int total_steps) {
+    if (step < o->sync_start || step >= total_steps - o->sync_cooldown) return 0;
+    return nb_delay_tau_max(o, stage, n_stages);
+}
+
+struct nb_stash {
+    nb_delay_options o;
+    int stage, n_stages, total_steps, tau_max;
+    size_t n;
+    float *versions;  /* tau_max copies: w_v lives in slot v mod tau_max */
+    float *d_prev;    /* EF: the previous step's d (NULL without EF) */
+    int ef_running;   /* EF was applied at the previous step */
+};
+
+int nb_stash_create(nb_stash **out, const nb_delay_options *o, int stage, int n_stages, int total_steps,
+                    const float *w0, size_t n) {
+    *out = NULL;
+    nb_stash *s = calloc(1, sizeof *s);
+    if (!s) return nb_fail("out of memory");
+    s->o = *o;
+    s->stage = stage;
+    s->n_stages = n_stages;
+    s->total_steps = total_steps;
+    s->tau_max = nb_delay_tau_max(o, stage, n_stages);
+    s->n = n;
+    if (s->tau_max > 0) {
+        s->versions = malloc(sizeof(float) * n * (size_t)s->tau_max);
+        if (!s->versions) {
+            int tau_max = s->tau_max;
+            nb_stash_free(s);
+            return nb_fail("out of memory for %d weight versions", tau_max);
+        }
+        for (int k = 0; k < s->tau_max; k++) memcpy(s->versions + (size_t)k * n, w0, sizeof(float) * n);
+        if (o->ef && !(s->d_prev = calloc(n ? n : 1, sizeof(float)))) {
+            nb_stash_free(s);
+            return nb_fail("out of memory for the error-feedback buffer");
+        }
+    }
+    *out = s;
+    return 0;
+}
+
+void nb_stash_free(nb_stash *s) {
+    if (!s) return;
+    free(s->versions);
+    free(s->d_prev);
+    free(s);
+}
+
+size_t nb_stash_bytes(const nb_stash *s) {
+    return sizeof(float) * s->n * ((size_t)s->tau_max + (s->d_prev ? 1 : 0));
+}
+
+int nb_stash_tau(const nb_stash *s, int step) {
+    return nb_delay_tau(&s->o, s->stage, s->n_stages, step, s->total_steps);
+}
+
+/* w_{t - tau} for 1 <= tau <= tau_max: the slot of version t - tau (negative versions are w_0,
+ * which every slot holds until it is first overwritten). */
+static const float *version(const nb_stash *s, int step, int tau) {
+    int v = step - tau, slot = ((v % s->tau_max) + s->tau_max) % s->tau_max;
+    return s->versions + (size_t)slot * s->n;
+}
+
+const float *nb_stash_weights(const nb_stash *s, const float *current, int step) {
+    int tau = nb_stash_tau(s, step);
+    return tau == 0 ? current : version(s, step, tau);
+}
+
+void nb_stash_taylor(const nb_stash *s, float *grads, const float *current, int step) {
+    int tau = nb_stash_tau(s, step);
+    if (tau == 0 || !(s->o.taylor > 0)) return;
+    const float lambda = s->o.taylor, *old = version(s, step, tau);
+    const size_t n = s->n;
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) grads[i] += lambda * grads[i] * grads[i] * (current[i] - old[i]);
+}
+
+void nb_stash_apply(nb_stash *s, float *current, float *d, int step, double *update_sq, double *distance_sq) {
+    const size_t n = s->n;
+    const int tau = nb_stash_tau(s, step);
+    double dist = 0.0, upd = 0.0;
+    if (tau > 0) {
+        const float *old = version(s, step, tau);
+        for (size_t i = 0; i < n; i++) dist += (double)(current[i] - old[i]) * (current[i] - old[i]);
+    }
+    /* EF: d_{t-1} := d_t on the first step that uses it (after a synchronous phase too). */
+    const int ef_now = s->d_prev && tau > 0;
+    if (ef_now) {
+        const float alpha = s->o.ef_alpha;
+        const int first = !s->ef_running;
+        float *prev = s->d_prev;
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) {
+            float di = d[i];
+            d[i] = first ? di : di + alpha * (di - prev[i]);
+            prev[i] = di;
+        }
+    }
+    s->ef_running = ef_now;
+    /* Keep w_t: the slot of version t - tau_max is no longer needed from step t + 1 on. */
+    if (s->tau_max > 0) {
+        int slot = step % s->tau_max;
+        memcpy(s->versions + (size_t)slot * n, current, sizeof(float) * n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        upd += (double)d[i] * d[i];
+        current[i] -= d[i];
+    }
+    *update_sq += upd;
+    *distance_sq += dist;
+}
