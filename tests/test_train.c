@@ -8,61 +8,14 @@
 #include <string.h>
 #include <unistd.h>
 #include "check.h"
+#include "kjv_data.h"
 #include "nobubble/data.h"
 #include "nobubble/optim.h"
 #include "nobubble/train.h"
 
-static char dir[] = "/tmp/nb_test_train_XXXXXX";
-
-/* Byte tokens (vocab 256) of the first 300 KB of the Bible: train and validation shards. */
-static int make_data(void) {
-    char *text;
-    size_t *off, n_docs;
-    if (nb_bible_documents(&text, &off, &n_docs)) {
-        fprintf(stderr, "no default corpus: %s\n", nb_last_error());
-        return -1;
-    }
-    size_t n = off[n_docs] < 300000 ? off[n_docs] : 300000, n_val = 30000;
-    uint32_t *tok = malloc(sizeof(uint32_t) * n);
-    for (size_t i = 0; i < n; i++) tok[i] = (unsigned char)text[i];
-    char path[256];
-    snprintf(path, sizeof path, "%s/kjv_train_000000.bin", dir);
-    int rc = nb_shard_write(path, tok, n - n_val, 256);
-    snprintf(path, sizeof path, "%s/kjv_val_000000.bin", dir);
-    rc |= nb_shard_write(path, tok + n - n_val, n_val, 256);
-    free(tok);
-    free(text);
-    free(off);
-    return rc;
-}
-
-static nb_train_options small_run(char *train_glob, char *val_glob) {
-    nb_train_options o;
-    nb_train_defaults(&o);
-    nb_config_preset("tiny", &o.model);
-    o.model.vocab_size = 256;
-    o.model.d_model = 64;
-    o.model.n_layers = 2;
-    o.model.n_heads = 4;
-    o.model.n_kv_heads = 2;
-    o.model.d_ffn = 160;
-    o.model.context = 64;
-    o.batch = 4;
-    o.steps = 20;
-    o.schedule.lr = 3e-3f;
-    o.schedule.warmup = 2;
-    o.eval_batches = 4;
-    o.quiet = 1;
-    snprintf(train_glob, 300, "%s/*_train_*.bin", dir);
-    snprintf(val_glob, 300, "%s/*_val_*.bin", dir);
-    o.train_pattern = train_glob;
-    o.val_pattern = val_glob;
-    return o;
-}
-
 static void check_determinism_and_learning(void) {
-    char tg[300], vg[300];
-    nb_train_options o = small_run(tg, vg);
+    kjv_paths paths;
+    nb_train_options o = kjv_small_run(&paths);
     nb_train_result a, b, c;
     CHECK(nb_train(&o, &a) == 0, "run a: %s", nb_last_error());
     CHECK(nb_train(&o, &b) == 0, "run b: %s", nb_last_error());
@@ -135,8 +88,8 @@ static void check_adamw_closed_form(void) {
 static void check_each_optimizer_learns(void) {
     static const float lr[NB_OPT_COUNT] = {0.05f, 3e-3f, 0.02f, 3e-3f, 3e-3f, 3e-3f, 3e-3f};
     for (int k = 0; k < NB_OPT_COUNT; k++) {
-        char tg[300], vg[300];
-        nb_train_options o = small_run(tg, vg);
+        kjv_paths paths;
+        nb_train_options o = kjv_small_run(&paths);
         o.optim = nb_optim_defaults((nb_optimizer_kind)k);
         o.optim.weight_decay = 0.1f;
         o.schedule.lr = lr[k];
@@ -150,15 +103,13 @@ static void check_each_optimizer_learns(void) {
 }
 
 int main(void) {
-    if (!mkdtemp(dir) || make_data()) {
-        CHECK(0, "could not prepare test data in %s: %s", dir, nb_last_error());
+    if (kjv_make_data()) {
+        CHECK(0, "could not prepare test data: %s", nb_last_error());
         return check_summary();
     }
     check_adamw_closed_form();
     check_determinism_and_learning();
     check_each_optimizer_learns();
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK(check_run(cmd) == 0, "cleanup");
+    kjv_remove_data();
     return check_summary();
 }
