@@ -64,6 +64,22 @@ expect_error "SOAP refresh interval 0" "--precond-every 0" "$bin" train --data "
 expect_error "negative clip" "--clip -1" "$bin" train --data "$work/data" --clip -1
 expect_error "unknown schedule" "cosine, wsd or constant" "$bin" train --data "$work/data" --schedule linear
 
+# Delays and mitigations: a short delayed run records them; bad ones are refused.
+"$bin" train --data "$work/data" --set n_layers=2 --set context=16 --batch 2 --steps 4 --stages 2 --delay pipedream \
+  --ef 1 --taylor 0.04 --sync-start 1 --sync-cooldown 1 --out "$work/delayed" > "$work/delay.log" 2>&1
+if grep -q "delay pipedream, error feedback alpha 1, taylor lambda 0.04, sync start 1, sync cooldown 1" "$work/delay.log" &&
+   grep -q '"delay": {"mode": "pipedream", "tau": 0, "ef": true' "$work/delayed/summary.json"; then ok
+else fail "delayed run header and summary: $(cat "$work/delay.log")"; fi
+grep -q '"version_distance"' "$work/delayed/metrics.jsonl" && ok || fail "metrics record the version distance"
+expect_error "unknown delay mode" "sync, 2bw, pipedream or fixed:TAU" "$bin" train --data "$work/data" --delay 3bw
+expect_error "negative tau" "fixed:TAU with an integer TAU >= 0" "$bin" train --data "$work/data" --delay fixed:-2
+expect_error "sync start longer than the run" "--sync-start 50" "$bin" train --data "$work/data" --steps 10 --delay 2bw --sync-start 50
+expect_error "sync cooldown longer than the run" "--sync-cooldown 50" "$bin" train --data "$work/data" --steps 10 --delay 2bw --sync-cooldown 50
+expect_error "more stages than blocks" "stages = 9" "$bin" train --data "$work/data" --set n_layers=2 --stages 9 --delay pipedream
+expect_error "negative EF alpha" "--ef '-1'" "$bin" train --data "$work/data" --delay 2bw --ef -1
+"$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 --steps 1 --ef 1 --quiet > /dev/null 2> "$work/warn.log"
+grep -q "warning: --ef with no delay does nothing" "$work/warn.log" && ok || fail "--ef with sync warns: $(cat "$work/warn.log")"
+
 # A shard with a wrong magic, and a truncated one.
 mkdir -p "$work/bad"
 cp "$work/data/"*_train_*.bin "$work/bad/x_train_000000.bin"
