@@ -25,7 +25,8 @@ static const struct {
     {"hybrid", "oneDNN sgemm, OpenBLAS for A^T B", gemm_hybrid},
 };
 
-static int active;  /* index into backends */
+/* The default: hybrid, the fastest of the three on the development machine (BENCHMARKS.md). */
+static int active = 2;  /* index into backends */
 static pthread_once_t from_env = PTHREAD_ONCE_INIT;
 
 /* NB_GEMM is read once, before the first GEMM; an unknown name keeps the default. */
@@ -40,7 +41,7 @@ int nb_gemm_select(const char *name) {
             active = (int)i;
             return 0;
         }
-    return nb_fail("GEMM backend '%s': expected onednn or openblas", name);
+    return nb_fail("GEMM backend '%s': expected onednn, openblas or hybrid", name);
 }
 
 const char *nb_gemm_backend(void) {

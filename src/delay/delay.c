@@ -139,34 +139,31 @@ void nb_stash_taylor(const nb_stash *s, float *grads, const float *current, int 
 void nb_stash_apply(nb_stash *s, float *current, float *d, int step, double *update_sq, double *distance_sq) {
     const size_t n = s->n;
     const int tau = nb_stash_tau(s, step);
-    double dist = 0.0, upd = 0.0;
-    if (tau > 0) {
-        const float *old = version(s, step, tau);
-        for (size_t i = 0; i < n; i++) dist += (double)(current[i] - old[i]) * (current[i] - old[i]);
-    }
+    const float *old = tau > 0 ? version(s, step, tau) : NULL;
     /* EF: d_{t-1} := d_t on the first step that uses it (after a synchronous phase too). */
-    const int ef_now = s->d_prev && tau > 0;
-    if (ef_now) {
-        const float alpha = s->o.ef_alpha;
-        const int first = !s->ef_running;
-        float *prev = s->d_prev;
-#pragma omp parallel for simd schedule(static)
-        for (size_t i = 0; i < n; i++) {
-            float di = d[i];
-            d[i] = first ? di : di + alpha * (di - prev[i]);
-            prev[i] = di;
+    const int ef_now = s->d_prev && tau > 0, ef_first = ef_now && !s->ef_running;
+    const float alpha = s->o.ef_alpha;
+    float *prev = s->d_prev;
+    /* Keep w_t in the slot of version t - tau_max, which no step after this one needs. */
+    float *keep = s->tau_max > 0 ? s->versions + (size_t)(step % s->tau_max) * n : NULL;
+    double dist = 0.0, upd = 0.0;
+    /* One pass: version distance, EF, keeping w_t, the update and its norm. */
+#pragma omp parallel for schedule(static) reduction(+ : dist, upd)
+    for (size_t i = 0; i < n; i++) {
+        const float w = current[i];
+        float di = d[i];
+        if (old) dist += (double)(w - old[i]) * (w - old[i]);
+        if (ef_now) {
+            const float computed = di;
+            if (!ef_first) di = computed + alpha * (computed - prev[i]);
+            prev[i] = computed;
+            d[i] = di;
         }
+        if (keep) keep[i] = w;
+        upd += (double)di * di;
+        current[i] = w - di;
     }
     s->ef_running = ef_now;
-    /* Keep w_t: the slot of version t - tau_max is no longer needed from step t + 1 on. */
-    if (s->tau_max > 0) {
-        int slot = step % s->tau_max;
-        memcpy(s->versions + (size_t)slot * n, current, sizeof(float) * n);
-    }
-    for (size_t i = 0; i < n; i++) {
-        upd += (double)d[i] * d[i];
-        current[i] -= d[i];
-    }
     *update_sq += upd;
     *distance_sq += dist;
 }
