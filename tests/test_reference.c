@@ -115,7 +115,7 @@ static int run_case(const char *label, const nbfx *f, const nb_config *cfg, int 
     if (acts_ok) {
         nb_model_zero_grads(&m);
         float loss = NAN;
-        rc = nb_model_forward(&m, acts, tokens, targets, &loss);
+        rc = nb_model_forward(&m, NULL, acts, tokens, targets, &loss);
         CHECK(rc == 0, "%s: nb_model_forward: %s", label, rc ? nb_last_error() : "");
         if (rc == 0) {
             double lref = loss_ref->f64[0];
@@ -135,7 +135,7 @@ static int run_case(const char *label, const nbfx *f, const nb_config *cfg, int 
                     memcpy(*logits_out, logits, n * sizeof(float));
                 }
             }
-            rc = nb_model_backward(&m, acts, 1.0f);
+            rc = nb_model_backward(&m, NULL, acts, 1.0f);
             CHECK(rc == 0, "%s: nb_model_backward: %s", label, rc ? nb_last_error() : "");
             if (rc == 0) {
                 nb_model_sum_tied_grads(&m);

@@ -20,8 +20,8 @@ static float run(nb_model *m, const int *tok, const int *tgt) {
     float total = 0;
     for (int mb = 0; mb < M; mb++) {
         float loss = 0;
-        CHECK(nb_model_forward(m, acts, tok + mb * B * T, tgt + mb * B * T, &loss) == 0, "%s", nb_last_error());
-        CHECK(nb_model_backward(m, acts, 1.0f / M) == 0, "%s", nb_last_error());
+        CHECK(nb_model_forward(m, NULL, acts, tok + mb * B * T, tgt + mb * B * T, &loss) == 0, "%s", nb_last_error());
+        CHECK(nb_model_backward(m, NULL, acts, 1.0f / M) == 0, "%s", nb_last_error());
         total += loss;
     }
     nb_model_sum_tied_grads(m);
