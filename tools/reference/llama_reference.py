@@ -41,10 +41,13 @@ Entries:
 import argparse
 import math
 import os
-import struct
+import sys
 
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nbfx import Writer  # noqa: E402
 
 EPS = 1e-5
 
@@ -147,32 +150,6 @@ def build(c, seed):
     loss = loss_fn(logits, targets)
     loss.backward()
     return W, tokens, targets, logits.detach(), loss.detach()
-
-
-class Writer:
-    def __init__(self):
-        self.entries = []
-
-    def add(self, name, arr):
-        arr = np.asarray(arr)
-        if arr.dtype.kind == "f":
-            arr, dt = arr.astype("<f8"), 0
-        else:
-            arr, dt = arr.astype("<i4"), 1
-        self.entries.append((name, dt, arr))
-
-    def write(self, path):
-        with open(path, "wb") as f:
-            f.write(b"NBFX0001")
-            f.write(struct.pack("<I", len(self.entries)))
-            for name, dt, arr in self.entries:
-                nb = name.encode()
-                f.write(struct.pack("<I", len(nb)))
-                f.write(nb)
-                f.write(struct.pack("<II", dt, arr.ndim))
-                for n in arr.shape:
-                    f.write(struct.pack("<Q", n))
-                f.write(np.ascontiguousarray(arr).tobytes())
 
 
 def write_fixture(c, seed, path):

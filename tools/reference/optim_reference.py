@@ -66,10 +66,13 @@ Rules (float64; where the sheet is silent, the project's conventions):
 import argparse
 import math
 import os
-import struct
+import sys
 
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nbfx import Writer  # noqa: E402
 
 STEPS = 20
 # rows, cols (0 for 1-D), group (0 matrix, 1 embed, 2 gain)
@@ -353,31 +356,6 @@ def run_torch_adamw(w0, g, lr, dtype):
 
 
 # ---------------------------------------------------------------- output
-class Writer:
-    def __init__(self):
-        self.entries = []
-
-    def add(self, name, arr):
-        arr = np.asarray(arr)
-        if arr.dtype.kind in "iu":
-            self.entries.append((name, 1, arr.astype("<i4")))
-        else:
-            self.entries.append((name, 0, arr.astype("<f8")))
-
-    def write(self, path):
-        with open(path, "wb") as f:
-            f.write(b"NBFX0001")
-            f.write(struct.pack("<I", len(self.entries)))
-            for name, dt, arr in self.entries:
-                nb = name.encode()
-                f.write(struct.pack("<I", len(nb)))
-                f.write(nb)
-                f.write(struct.pack("<II", dt, arr.ndim))
-                for n in arr.shape:
-                    f.write(struct.pack("<Q", n))
-                f.write(np.ascontiguousarray(arr).tobytes())
-
-
 NAMES = ["sgd", "sgd_nesterov", "adamw", "muon", "lion", "adan", "mars", "soap"]
 
 
