@@ -5,4 +5,5 @@
 int cmd_prepare(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_schedule(int argc, char **argv);
 #endif

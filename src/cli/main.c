@@ -14,6 +14,7 @@ static const subcommand subcommands[] = {
     {"prepare", cmd_prepare, "tokenize text into train/validation token shards"},
     {"train", cmd_train, "train a model (any optimizer, micro-batch accumulation)"},
     {"bench", cmd_bench, "measure step time, tokens/s and GFLOP/s per preset"},
+    {"schedule", cmd_schedule, "simulate a pipeline schedule: timeline, bubble, memory (text, SVG, JSON)"},
 };
 
 static void usage(FILE *f) {

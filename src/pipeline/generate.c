@@ -1,0 +1,163 @@
+/* Pipeline schedules as data: the generators for GPipe, 1F1B, PipeDream and PipeDream-2BW
+ * (docs/schedules.md). */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include "nobubble/pipeline.h"
+#include "util/error.h"
+
+static const char *const kind_names[] = {"gpipe", "1f1b", "pipedream", "2bw"};
+
+int nb_pipe_kind_parse(const char *text, nb_pipe_kind *out) {
+    for (int k = 0; k < 4; k++)
+        if (!strcmp(text, kind_names[k])) {
+            *out = (nb_pipe_kind)k;
+            return 0;
+        }
+    return nb_fail("--kind '%s': expected one of %s", text, NB_PIPE_KINDS);
+}
+
+const char *nb_pipe_kind_name(nb_pipe_kind kind) {
+    return (unsigned)kind < 4 ? kind_names[kind] : "unknown";
+}
+
+int nb_pipe_version_rule(nb_pipe_kind kind, int n_stages, int stage, int step) {
+    int v;
+    switch (kind) {
+    case NB_PIPE_2BW: v = step - 1; break;
+    case NB_PIPE_PIPEDREAM: v = step - (n_stages - 1 - stage); break;
+    case NB_PIPE_GPIPE: case NB_PIPE_1F1B: default: v = step; break;
+    }
+    return v < 0 ? 0 : v;
+}
+
+int nb_pipe_alloc(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int n_micro, int n_steps,
+                  const size_t *counts) {
+    memset(out, 0, sizeof *out);
+    if ((unsigned)kind >= 4) return nb_fail("schedule kind %d: expected one of %s", (int)kind, NB_PIPE_KINDS);
+    if (n_stages < 1) return nb_fail("stages = %d: expected P >= 1", n_stages);
+    if (n_micro < 1) return nb_fail("micro-batches = %d: expected M >= 1", n_micro);
+    if (n_steps < 1) return nb_fail("steps = %d: expected S >= 1", n_steps);
+    if ((long long)n_micro * n_steps > INT_MAX / 2)
+        return nb_fail("micro-batches x steps = %lld: too many (at most %d)", (long long)n_micro * n_steps, INT_MAX / 2);
+    out->kind = kind;
+    out->n_stages = n_stages;
+    out->n_micro = n_micro;
+    out->n_steps = n_steps;
+    out->start = malloc(sizeof(size_t) * ((size_t)n_stages + 1));
+    if (!out->start) return nb_fail("out of memory for a schedule of %d stages", n_stages);
+    size_t total = 0;
+    for (int s = 0; s < n_stages; s++) {
+        out->start[s] = total;
+        total += counts[s];
+    }
+    out->start[n_stages] = total;
+    out->actions = malloc(sizeof(nb_pipe_action) * (total ? total : 1));
+    if (!out->actions) {
+        nb_pipe_free(out);
+        return nb_fail("out of memory for a schedule of %zu actions", total);
+    }
+    return 0;
+}
+
+void nb_pipe_free(nb_pipe_schedule *s) {
+    if (!s) return;
+    free(s->start);
+    free(s->actions);
+    s->start = NULL;
+    s->actions = NULL;
+}
+
+size_t nb_pipe_n_actions(const nb_pipe_schedule *s) { return s->start ? s->start[s->n_stages] : 0; }
+
+typedef struct {
+    const nb_pipe_schedule *sc;
+    nb_pipe_action *a;
+    int stage;
+} emitter;
+
+static void emit(emitter *e, nb_pipe_op op, int mb, int step) {
+    const nb_pipe_schedule *sc = e->sc;
+    nb_pipe_action *a = e->a++;
+    a->op = op;
+    a->mb = op == NB_PIPE_UPDATE ? -1 : mb;
+    a->step = step;
+    a->version = op == NB_PIPE_UPDATE ? step : nb_pipe_version_rule(sc->kind, sc->n_stages, e->stage, step);
+}
+
+/* GPipe: per step all forwards, all backwards (in micro-batch order), the update. */
+static void gen_gpipe(emitter *e) {
+    const int M = e->sc->n_micro;
+    for (int t = 0; t < e->sc->n_steps; t++) {
+        for (int i = 0; i < M; i++) emit(e, NB_PIPE_FORWARD, t * M + i, t);
+        for (int i = 0; i < M; i++) emit(e, NB_PIPE_BACKWARD, t * M + i, t);
+        emit(e, NB_PIPE_UPDATE, -1, t);
+    }
+}
+
+/* 1F1B with a flush per step: warm-up of P - 1 - s forwards, alternate forward/backward,
+ * cool-down backwards, the update. */
+static void gen_1f1b(emitter *e) {
+    const int M = e->sc->n_micro, P = e->sc->n_stages;
+    int W = P - 1 - e->stage;
+    if (W > M) W = M;
+    for (int t = 0; t < e->sc->n_steps; t++) {
+        const int base = t * M;
+        for (int i = 0; i < W; i++) emit(e, NB_PIPE_FORWARD, base + i, t);
+        for (int i = 0; i < M - W; i++) {
+            emit(e, NB_PIPE_FORWARD, base + W + i, t);
+            emit(e, NB_PIPE_BACKWARD, base + i, t);
+        }
+        for (int i = M - W; i < M; i++) emit(e, NB_PIPE_BACKWARD, base + i, t);
+        emit(e, NB_PIPE_UPDATE, -1, t);
+    }
+}
+
+/* 2BW and PipeDream: one 1F1B stream over all micro-batches with no flush; the update of step t
+ * right after the stage's last backward of step t (for PipeDream every micro-batch is a step). */
+static void gen_stream(emitter *e) {
+    const int M = e->sc->n_micro, P = e->sc->n_stages, N = M * e->sc->n_steps;
+    int W = P - 1 - e->stage;
+    if (W > N) W = N;
+    for (int j = 0; j < W; j++) emit(e, NB_PIPE_FORWARD, j, j / M);
+    for (int i = 0; i < N; i++) {
+        if (i + W < N) emit(e, NB_PIPE_FORWARD, i + W, (i + W) / M);
+        emit(e, NB_PIPE_BACKWARD, i, i / M);
+        if ((i + 1) % M == 0) emit(e, NB_PIPE_UPDATE, -1, i / M);
+    }
+}
+
+int nb_pipe_generate(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int n_micro, int n_steps) {
+    memset(out, 0, sizeof *out);
+    if (n_stages < 1) return nb_fail("--stages %d: expected P >= 1", n_stages);
+    if (n_micro < 1) return nb_fail("--microbatches %d: expected M >= 1", n_micro);
+    if (n_steps < 1) return nb_fail("--steps %d: expected S >= 1", n_steps);
+    if ((kind == NB_PIPE_1F1B || kind == NB_PIPE_2BW) && n_micro < n_stages)
+        return nb_fail("--microbatches %d with --stages %d: %s needs M >= P micro-batches per step", n_micro,
+                       n_stages, nb_pipe_kind_name(kind));
+    if ((long long)n_micro * n_steps > INT_MAX / 4)
+        return nb_fail("--microbatches %d x --steps %d: too many micro-batches (at most %d)", n_micro, n_steps,
+                       INT_MAX / 4);
+    if (kind == NB_PIPE_PIPEDREAM) {  /* one update per micro-batch */
+        n_steps *= n_micro;
+        n_micro = 1;
+    }
+    const size_t per_stage = 2 * (size_t)n_micro * (size_t)n_steps + (size_t)n_steps;
+    if ((double)per_stage * n_stages > 4e8)
+        return nb_fail("schedule of %d stages x %zu actions: too large (at most 4e8 actions)", n_stages, per_stage);
+    size_t *counts = malloc(sizeof(size_t) * (size_t)n_stages);
+    if (!counts) return nb_fail("out of memory");
+    for (int s = 0; s < n_stages; s++) counts[s] = per_stage;
+    int rc = nb_pipe_alloc(out, kind, n_stages, n_micro, n_steps, counts);
+    free(counts);
+    if (rc) return rc;
+    for (int s = 0; s < n_stages; s++) {
+        emitter e = {out, out->actions + out->start[s], s};
+        switch (kind) {
+        case NB_PIPE_GPIPE: gen_gpipe(&e); break;
+        case NB_PIPE_1F1B: gen_1f1b(&e); break;
+        case NB_PIPE_PIPEDREAM: case NB_PIPE_2BW: gen_stream(&e); break;
+        }
+    }
+    return 0;
+}
