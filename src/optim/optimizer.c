@@ -1,6 +1,7 @@
 /* The optimizer interface: hyperparameters and their checks, the per-tensor state, and the
  * dispatch of each tensor to its rule (update-rules.md section 1 decides which). */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,7 +65,9 @@ struct nb_optimizer {
     nb_optim_params p;
     int n_tensors;
     tensor_state *ts;
-    scratch s;
+    scratch *s;          /* one per thread: matrix rules run in parallel over tensors */
+    int n_scratch;
+    size_t scratch_sizes[4], scratch_side2;
     long steps;
     char **state_names;  /* "rule.buffer:tensor" for each enumerated buffer */
     int n_states;
@@ -113,8 +116,11 @@ void nb_optimizer_free(nb_optimizer *o) {
     if (!o) return;
     for (int i = 0; i < o->n_tensors; i++)
         for (int b = 0; b < o->ts[i].n_buf; b++) free(o->ts[i].buf[b]);
-    for (int i = 0; i < 4; i++) free(o->s.f[i]);
-    for (int i = 0; i < 3; i++) free(o->s.d[i]);
+    for (int k = 0; k < o->n_scratch; k++) {
+        for (int i = 0; i < 4; i++) free(o->s[k].f[i]);
+        for (int i = 0; i < 3; i++) free(o->s[k].d[i]);
+    }
+    free(o->s);
     for (int i = 0; i < o->n_states; i++) free(o->state_names[i]);
     free(o->state_names);
     free(o->ts);
@@ -123,7 +129,7 @@ void nb_optimizer_free(nb_optimizer *o) {
 
 /* Scratch for the largest matrix: Muon needs 3 matrices and 2 r x r blocks, SOAP 2 matrices,
  * an n x n float and two n x n doubles for its preconditioned sides. */
-static int alloc_scratch(nb_optimizer *o) {
+static void size_scratch(nb_optimizer *o) {
     size_t mat = 1, square = 1, side2 = 1;
     for (int i = 0; i < o->n_tensors; i++) {
         const tensor_state *ts = &o->ts[i];
@@ -138,12 +144,30 @@ static int alloc_scratch(nb_optimizer *o) {
         }
     }
     size_t sizes[4] = {mat, mat > side2 ? mat : side2, mat, square};
-    for (int i = 0; i < 4; i++)
-        if (!(o->s.f[i] = malloc(sizeof(float) * sizes[i]))) return nb_fail("out of memory for optimizer scratch");
-    for (int i = 0; i < 2; i++)
-        if (!(o->s.d[i] = malloc(sizeof(double) * side2))) return nb_fail("out of memory for optimizer scratch");
+    memcpy(o->scratch_sizes, sizes, sizeof sizes);
+    o->scratch_side2 = side2;
+}
+
+/* Makes sure there is one scratch per thread (the thread count can change between steps). */
+static int ensure_scratch(nb_optimizer *o, int threads) {
+    if (threads <= o->n_scratch) return 0;
+    scratch *grown = realloc(o->s, sizeof(scratch) * (size_t)threads);
+    if (!grown) return nb_fail("out of memory for optimizer scratch");
+    o->s = grown;
+    for (int k = o->n_scratch; k < threads; k++) {
+        memset(&o->s[k], 0, sizeof(scratch));
+        o->n_scratch = k + 1;  /* counted before allocating, so that free releases what exists */
+        for (int i = 0; i < 4; i++)
+            if (!(o->s[k].f[i] = malloc(sizeof(float) * o->scratch_sizes[i])))
+                return nb_fail("out of memory for optimizer scratch");
+        for (int i = 0; i < 2; i++)
+            if (!(o->s[k].d[i] = malloc(sizeof(double) * o->scratch_side2)))
+                return nb_fail("out of memory for optimizer scratch");
+    }
     return 0;
 }
+
+static int is_matrix_rule(rule_kind r) { return r == RULE_MUON || r == RULE_SOAP; }
 
 int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_tensor *tensors, int n_tensors,
                         size_t n_params) {
@@ -185,7 +209,8 @@ int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_t
             snprintf(name, sizeof name, "%s.%s:%s", rule_names[o->ts[i].rule], o->ts[i].buf_name[b], tensors[i].name);
             o->state_names[o->n_states++] = strdup(name);
         }
-    if (!o->state_names || alloc_scratch(o)) {
+    size_scratch(o);
+    if (!o->state_names || ensure_scratch(o, omp_get_max_threads())) {
         nb_optimizer_free(o);
         return nb_fail("out of memory for optimizer state");
     }
@@ -193,33 +218,56 @@ int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_t
     return 0;
 }
 
+/* One tensor's step with its rule. */
+static int tensor_step(nb_optimizer *o, tensor_state *ts, const rule_ctx *main_ctx, const rule_ctx *aux_ctx,
+                       const float *grads, const float *w, float *d) {
+    size_t off = ts->t->offset;
+    const float *g = grads + off, *wt = w + off;
+    float *dt = d + off;
+    switch (ts->rule) {
+    case RULE_SGD: sgd_step(ts, main_ctx, g, wt, dt); break;
+    case RULE_ADAMW:
+        if (o->p.kind == NB_OPT_ADAMW) adamw_step(ts, main_ctx, o->p.beta1, o->p.beta2, g, wt, dt);
+        else adamw_step(ts, aux_ctx, o->p.aux_beta1, o->p.aux_beta2, g, wt, dt);
+        break;
+    case RULE_MUON: muon_step(ts, main_ctx, g, wt, dt); break;
+    case RULE_LION: lion_step(ts, main_ctx, g, wt, dt); break;
+    case RULE_ADAN: adan_step(ts, main_ctx, g, wt, dt); break;
+    case RULE_MARS: mars_step(ts, main_ctx, g, wt, dt); break;
+    case RULE_SOAP: return soap_step(ts, main_ctx, g, wt, dt);
+    }
+    return 0;
+}
+
 void nb_optimizer_step(nb_optimizer *o, const float *grads, const float *w, float lr, float aux_lr, float *d) {
-    rule_ctx main_ctx = {&o->p, lr, o->steps, &o->s}, aux_ctx = {&o->p, aux_lr, o->steps, &o->s};
+    /* Muon's and SOAP's matrices run in parallel, one tensor per thread with its own scratch (their
+     * GEMMs then run on one thread each, so the result does not depend on the thread count); the
+     * element-wise rules run one tensor after another, each loop parallel inside. */
+    int threads = omp_get_max_threads();
+    if (ensure_scratch(o, threads)) {
+        fprintf(stderr, "nobubble: %s\n", nb_last_error());
+        exit(3);
+    }
+    int failed = -1;
+#pragma omp parallel for schedule(dynamic, 1)
     for (int i = 0; i < o->n_tensors; i++) {
         tensor_state *ts = &o->ts[i];
-        size_t off = ts->t->offset;
-        const float *g = grads + off, *wt = w + off;
-        float *dt = d + off;
-        switch (ts->rule) {
-        case RULE_SGD: sgd_step(ts, &main_ctx, g, wt, dt); break;
-        case RULE_ADAMW:
-            if (o->p.kind == NB_OPT_ADAMW) adamw_step(ts, &main_ctx, o->p.beta1, o->p.beta2, g, wt, dt);
-            else adamw_step(ts, &aux_ctx, o->p.aux_beta1, o->p.aux_beta2, g, wt, dt);
-            break;
-        case RULE_MUON: muon_step(ts, &main_ctx, g, wt, dt); break;
-        case RULE_LION: lion_step(ts, &main_ctx, g, wt, dt); break;
-        case RULE_ADAN: adan_step(ts, &main_ctx, g, wt, dt); break;
-        case RULE_MARS: mars_step(ts, &main_ctx, g, wt, dt); break;
-        case RULE_SOAP:
-            if (soap_step(ts, &main_ctx, g, wt, dt)) {
-                /* LAPACK failing on a finite symmetric matrix: only with NaN/Inf gradients,
-                 * which the trainer stops on before they reach the optimizer. */
+        if (!is_matrix_rule(ts->rule)) continue;
+        rule_ctx ctx = {&o->p, lr, o->steps, &o->s[omp_get_thread_num()]};
+        if (tensor_step(o, ts, &ctx, &ctx, grads, w, d)) {
+            /* LAPACK failing on a finite symmetric matrix: only with NaN/Inf gradients, which the
+             * trainer stops on before they reach the optimizer. (The message is this thread's.) */
+#pragma omp critical
+            {
                 fprintf(stderr, "nobubble: SOAP: %s (tensor %s)\n", nb_last_error(), ts->t->name);
-                abort();
+                failed = i;
             }
-            break;
         }
     }
+    if (failed >= 0) abort();
+    rule_ctx main_ctx = {&o->p, lr, o->steps, &o->s[0]}, aux_ctx = {&o->p, aux_lr, o->steps, &o->s[0]};
+    for (int i = 0; i < o->n_tensors; i++)
+        if (!is_matrix_rule(o->ts[i].rule)) tensor_step(o, &o->ts[i], &main_ctx, &aux_ctx, grads, w, d);
     o->steps++;
 }
 
