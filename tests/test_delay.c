@@ -226,6 +226,37 @@ static void check_sync_phases(void) {
     check_run(cmd);
 }
 
+/* The recorded update norm and version distance do not depend on the split (a tied
+ * embedding's copy on the last stage is not counted twice). */
+static void check_metrics_independent_of_split(void) {
+    kjv_paths paths;
+    nb_train_options o = kjv_small_run(&paths);
+    o.steps = 4;
+    o.model.n_layers = 4;
+    o.delay.mode = NB_DELAY_2BW;
+    char dir1[] = "/tmp/nb_test_split1_XXXXXX", dir4[] = "/tmp/nb_test_split4_XXXXXX", p1[300], p4[300];
+    CHECK(mkdtemp(dir1) && mkdtemp(dir4), "temporary folders");
+    nb_train_result r;
+    o.out_dir = dir1;
+    CHECK(nb_train(&o, &r) == 0, "%s", nb_last_error());
+    o.out_dir = dir4;
+    o.stages = 4;
+    CHECK(nb_train(&o, &r) == 0, "%s", nb_last_error());
+    snprintf(p1, sizeof p1, "%s/metrics.jsonl", dir1);
+    snprintf(p4, sizeof p4, "%s/metrics.jsonl", dir4);
+    for (int step = 1; step <= o.steps; step++) {
+        const char *keys[2] = {"update_norm", "version_distance"};
+        for (int k = 0; k < 2; k++) {
+            double a = metric(p1, step, keys[k]), b = metric(p4, step, keys[k]);
+            CHECK(fabs(a - b) <= 1e-9 * fabs(a) && (step == 1 || k == 0 || a > 0), "step %d %s: 1 stage %.12g, 4 stages %.12g",
+                  step, keys[k], a, b);
+        }
+    }
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s", dir1, dir4);
+    check_run(cmd);
+}
+
 static void check_bad_options(void) {
     nb_delay_options o = {.ef_alpha = 1.0f};
     CHECK(nb_delay_parse("3bw", &o) == -1 && strstr(nb_last_error(), "sync, 2bw, pipedream or fixed:TAU"),
@@ -271,6 +302,7 @@ int main(void) {
     }
     check_trainer_identities();
     check_sync_phases();
+    check_metrics_independent_of_split();
     observe_2bw_gap();
     kjv_remove_data();
     return check_summary();

@@ -55,7 +55,7 @@ const float *nb_stash_weights(const nb_stash *s, const float *current, int step)
 void nb_stash_taylor(const nb_stash *s, float *grads, const float *current, int step);
 /* Applies step t: d (the optimizer's d_t) becomes the applied step (EF-corrected when EF is on
  * and tau > 0), w_t is kept as a version, then current -= d. Adds ||applied||^2 to *update_sq and
- * ||w_t - w_{t - tau}||^2 to *distance_sq (both summed in a fixed order for a given number of
- * threads; they are metrics and never feed back into training). */
+ * ||w_t - w_{t - tau}||^2 to *distance_sq when they are not NULL (summed in a fixed order for a
+ * given number of threads; they are metrics and never feed back into training). */
 void nb_stash_apply(nb_stash *s, float *current, float *d, int step, double *update_sq, double *distance_sq);
 #endif

@@ -152,7 +152,7 @@ void nb_stash_apply(nb_stash *s, float *current, float *d, int step, double *upd
     for (size_t i = 0; i < n; i++) {
         const float w = current[i];
         float di = d[i];
-        if (old) dist += (double)(w - old[i]) * (w - old[i]);
+        if (old && distance_sq) dist += (double)(w - old[i]) * (w - old[i]);
         if (ef_now) {
             const float computed = di;
             if (!ef_first) di = computed + alpha * (computed - prev[i]);
@@ -160,10 +160,10 @@ void nb_stash_apply(nb_stash *s, float *current, float *d, int step, double *upd
             d[i] = di;
         }
         if (keep) keep[i] = w;
-        upd += (double)di * di;
+        if (update_sq) upd += (double)di * di;
         current[i] = w - di;
     }
     s->ef_running = ef_now;
-    *update_sq += upd;
-    *distance_sq += dist;
+    if (update_sq) *update_sq += upd;
+    if (distance_sq) *distance_sq += dist;
 }

@@ -170,6 +170,17 @@ static double clip_gradients(nb_model *m, float clip) {
     return norm;
 }
 
+/* ||a - b||^2 over a stage's tensors, a tied copy counted once (it is skipped). */
+static double distance_sq(const float *a, const float *b, const nb_stage *s) {
+    double sum = 0.0;
+    for (int ti = 0; ti < s->n_tensors; ti++) {
+        const nb_tensor *t = &s->tensors[ti];
+        if (t->tied_copy) continue;
+        for (size_t k = t->offset; k < t->offset + t->numel; k++) sum += (double)(a[k] - b[k]) * (a[k] - b[k]);
+    }
+    return sum;
+}
+
 /* What one step measured, for the metrics file. */
 typedef struct {
     double loss, update_norm, version_distance, grad_norm;
@@ -200,17 +211,20 @@ static int train_step(run_state *r, const nb_train_options *o, int step, float l
     for (int i = 0; i < m->n_stages; i++) nb_stash_taylor(r->stash[i], m->stages[i].grads, m->stages[i].params, step);
     if (o->clip > 0) st->grad_norm = clip_gradients(m, o->clip);
     const float aux_lr = o->aux_lr * (lr / o->schedule.lr);
-    double update_sq = 0, distance_sq = 0;
+    /* The norms skip the last stage's copy of a tied embedding, so they do not depend on the split. */
+    double update_sq = 0, version_sq = 0;
     for (int i = 0; i < m->n_stages; i++) {
         nb_stage *s = &m->stages[i];
         float *d = r->step_buf[i];
+        if (r->weights[i] != s->params) version_sq += distance_sq(s->params, r->weights[i], s);
         nb_optimizer_step(r->opt[i], s->grads, s->params, lr, aux_lr, d);
-        nb_stash_apply(r->stash[i], s->params, d, step, &update_sq, &distance_sq);
+        nb_stash_apply(r->stash[i], s->params, d, step, NULL, NULL);
+        update_sq += nb_grad_sum_squares(d, s->tensors, s->n_tensors);
     }
     nb_model_sync_tied_copy(m);
     st->loss = total / o->microbatches;
     st->update_norm = sqrt(update_sq);
-    st->version_distance = sqrt(distance_sq);
+    st->version_distance = sqrt(version_sq);
     return 0;
 }
 
