@@ -3,21 +3,8 @@
 # JSON, a P = 1024 projection, and bad input refused with a clear message and a non-zero exit.
 set -u
 bin=${1:?usage: cli_schedule.sh path/to/nobubble}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-passed=0; failed=0
-ok()   { passed=$((passed + 1)); }
-fail() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
-check() { local what=$1; shift; if "$@"; then ok; else fail "$what"; fi; }
+source "$(dirname "$0")/support/cli_harness.sh"
 count() { grep -o -- "$1" "$2" | wc -l | tr -d ' '; }
-
-# expect_error "what" "pattern in stderr" command...
-expect_error() {
-  local what=$1 pattern=$2; shift 2
-  "$@" >"$work/out" 2>"$work/err"; local rc=$?
-  if [ $rc -eq 0 ]; then fail "$what: exit 0"; return; fi
-  if grep -q -- "$pattern" "$work/err"; then ok; else fail "$what: stderr lacks '$pattern': $(cat "$work/err")"; fi
-}
 
 "$bin" schedule --help | grep -q "usage: nobubble schedule" && ok || fail "schedule --help"
 "$bin" --help | grep -q "schedule" && ok || fail "nobubble --help lists schedule"
@@ -92,5 +79,4 @@ expect_error "comm list" "--comm-cost '1,2': 2 values: expected one value" "$bin
 expect_error "unwritable svg" "cannot write" "$bin" schedule --kind gpipe --stages 2 --microbatches 2 --svg "$work/no/such/dir/x.svg"
 expect_error "steps 0" "--steps 0" "$bin" schedule --kind gpipe --stages 2 --microbatches 2 --steps 0
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

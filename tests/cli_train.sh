@@ -3,19 +3,7 @@
 # input (each a clear message naming the flag, file or value, and a non-zero exit).
 set -u
 bin=${1:?usage: cli_train.sh path/to/nobubble}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-passed=0; failed=0
-ok()   { passed=$((passed + 1)); }
-fail() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
-
-# expect_error "what" "pattern in stderr" command...
-expect_error() {
-  local what=$1 pattern=$2; shift 2
-  "$@" >"$work/out" 2>"$work/err"; local rc=$?
-  if [ $rc -eq 0 ]; then fail "$what: exit 0"; return; fi
-  if grep -q -- "$pattern" "$work/err"; then ok; else fail "$what: stderr lacks '$pattern': $(cat "$work/err")"; fi
-}
+source "$(dirname "$0")/support/cli_harness.sh"
 
 for cmd in prepare train bench; do
   if "$bin" $cmd --help | grep -q "usage: nobubble $cmd"; then ok; else fail "$cmd --help"; fi
@@ -89,5 +77,4 @@ cp "$work/data/"*_train_*.bin "$work/bad/y_train_000000.bin"
 truncate -s -3 "$work/bad/y_train_000000.bin"
 expect_error "truncated shard" "y_train_000000.bin" "$bin" train --train "$work/bad/y_train_*.bin" --set vocab_size=300
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

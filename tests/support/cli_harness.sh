@@ -1,0 +1,18 @@
+# Sourced by the tests/cli_*.sh scripts: a scratch folder $work (removed at exit), pass/fail
+# counters and the checks they share; `finish` prints the closing "N passed, N failed" line
+# and gives the exit status.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0; failed=0
+ok()   { passed=$((passed + 1)); }
+fail() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+# check "what" command...: passes when the command succeeds
+check() { local what=$1; shift; if "$@"; then ok; else fail "$what"; fi; }
+# expect_error "what" "pattern in stderr" command...: a non-zero exit whose stderr has the pattern
+expect_error() {
+  local what=$1 pattern=$2; shift 2
+  "$@" >"$work/out" 2>"$work/err"; local rc=$?
+  if [ $rc -eq 0 ]; then fail "$what: exit 0"; return; fi
+  if grep -q -- "$pattern" "$work/err"; then ok; else fail "$what: stderr lacks '$pattern': $(cat "$work/err")"; fi
+}
+finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; }
