@@ -68,6 +68,10 @@ expect_error "negative EF alpha" "--ef '-1'" "$bin" train --data "$work/data" --
 "$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 --steps 1 --ef 1 --quiet > /dev/null 2> "$work/warn.log"
 grep -q "warning: --ef with no delay does nothing" "$work/warn.log" && ok || fail "--ef with sync warns: $(cat "$work/warn.log")"
 
+# A diverging run stops with a message instead of training on NaN.
+expect_error "loss becomes NaN" "training loss became" "$bin" train --data "$work/data" --set n_layers=1 --set context=16 \
+  --batch 2 --steps 30 --lr 1e6 --schedule constant
+
 # A shard with a wrong magic, and a truncated one.
 mkdir -p "$work/bad"
 cp "$work/data/"*_train_*.bin "$work/bad/x_train_000000.bin"
