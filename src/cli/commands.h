@@ -6,4 +6,5 @@ int cmd_prepare(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_schedule(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 #endif

@@ -15,6 +15,7 @@ static const subcommand subcommands[] = {
     {"train", cmd_train, "train a model (any optimizer, micro-batch accumulation)"},
     {"bench", cmd_bench, "measure step time, tokens/s and GFLOP/s per preset"},
     {"schedule", cmd_schedule, "simulate a pipeline schedule: timeline, bubble, memory (text, SVG, JSON)"},
+    {"export", cmd_export, "write a freshly initialized model as a Hugging Face folder (safetensors)"},
 };
 
 static void usage(FILE *f) {

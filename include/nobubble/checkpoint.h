@@ -1,0 +1,76 @@
+/* nobubble: checkpoints. safetensors files (../shared/reference/formats.md) written atomically
+ * and read with full validation, and the Hugging Face export of a model (model.safetensors +
+ * config.json for LlamaForCausalLM) with its import. See docs/checkpoints.md. */
+#ifndef NOBUBBLE_CHECKPOINT_H
+#define NOBUBBLE_CHECKPOINT_H
+#include <stddef.h>
+#include <stdint.h>
+#include "nobubble/common.h"
+#include "nobubble/model.h"
+
+/* ---- writing ---- */
+#define NB_ST_WRITE_MAX_DIMS 4
+typedef struct nb_st_tensor {
+    const char *name;                      /* unique, non-empty, not "__metadata__" */
+    int ndim;                              /* 0 (a scalar) .. 4 */
+    int64_t shape[NB_ST_WRITE_MAX_DIMS];   /* each >= 0 */
+    const float *data;                     /* prod(shape) floats, row-major */
+} nb_st_tensor;
+
+/* Writes path as safetensors: every tensor as F32, contiguous from 0 in the order given, and
+ * "__metadata__": {"format": "pt"} plus n_meta extra string pairs (meta[2k] = key, meta[2k+1] =
+ * value; a key may not be "format"; meta may be NULL when n_meta is 0). Atomic: a temporary
+ * file in the same folder, flushed and fsync'ed, renamed over path, then the folder fsync'ed;
+ * on failure path is untouched (a previous file stays as it was) and the temporary removed. */
+int nb_st_write(const char *path, const nb_st_tensor *tensors, int n, const char *const *meta, int n_meta);
+
+/* ---- reading ---- */
+typedef enum { NB_ST_F32, NB_ST_F16, NB_ST_BF16 } nb_st_dtype;
+#define NB_ST_MAX_DIMS 8
+#define NB_ST_MAX_HEADER 100000000ULL   /* 100 MB, as Hugging Face's reader */
+
+typedef struct nb_st_entry {
+    char *name;
+    nb_st_dtype dtype;
+    int ndim;
+    int64_t shape[NB_ST_MAX_DIMS];
+    size_t numel;
+    uint64_t begin, end;   /* byte offsets from the start of the tensor bytes */
+} nb_st_entry;
+
+typedef struct nb_st_file {
+    char *path;
+    int fd;
+    uint64_t file_size, header_len, data_start;   /* data_start = 8 + header_len */
+    int n;
+    nb_st_entry *entries;  /* in the header's order */
+    int n_meta;
+    char **meta_keys, **meta_values;
+} nb_st_file;
+
+/* Opens and validates path: the header length (within the file, at most 100 MB), the JSON,
+ * each entry (dtype F32, F16 or BF16; shape; data_offsets matching dtype x shape), no
+ * duplicate names, offsets contiguous from 0 to the end of the file without gaps or overlaps.
+ * Errors name the file and the problem. The file stays open until nb_st_close. */
+int nb_st_open(const char *path, nb_st_file *f);
+void nb_st_close(nb_st_file *f);
+const nb_st_entry *nb_st_find(const nb_st_file *f, const char *name);   /* NULL when absent */
+const char *nb_st_meta(const nb_st_file *f, const char *key);           /* NULL when absent */
+/* Reads the tensor name into out[n] as float32 (F16 and BF16 converted exactly); n must be its
+ * element count. */
+int nb_st_read_f32(const nb_st_file *f, const char *name, float *out, size_t n);
+const char *nb_st_dtype_name(nb_st_dtype d);
+
+/* ---- Hugging Face export ---- */
+/* Creates dir (and its parents) if needed and writes dir/model.safetensors (the model's tensors
+ * under their Hugging Face Llama names, stage after stage; tied copies skipped, so a tied model
+ * has no lm_head.weight) and dir/config.json (LlamaForCausalLM), each atomically. */
+int nb_export_hf(const nb_model *m, const char *dir);
+/* Reads dir/config.json (its architecture fields must equal m's configuration; the error names
+ * the field) and dir/model.safetensors into m, which may be split into any number of stages;
+ * a tied copy is filled from the embedding. A missing tensor, a shape mismatch or an unexpected
+ * tensor is an error naming it; nothing is written into m unless every tensor checks out. */
+int nb_import_hf(nb_model *m, const char *dir);
+/* Writes the config.json text for c into a malloc'ed string (NULL when out of memory). */
+char *nb_hf_config_json(const nb_config *c);
+#endif

@@ -1,0 +1,212 @@
+/* Hugging Face export and import: model.safetensors under the Llama names + config.json. The
+ * model's rotary embedding already pairs dimension i with i + head_dim/2 (rotate_half), as
+ * Hugging Face's does, so q_proj and k_proj are written as they are. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "data/dutil.h"
+#include "nobubble/checkpoint.h"
+#include "util/error.h"
+
+/* The shortest %g form that reads back as the same double, with ".0" when it looks integral
+ * (so that Python sees a float). */
+static void fmt_double(char *buf, size_t size, double v) {
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, size, "%.*g", p, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    if (!strpbrk(buf, ".eEni")) strncat(buf, ".0", size - strlen(buf) - 1);
+}
+
+char *nb_hf_config_json(const nb_config *c) {
+    char theta[40], eps[40];
+    fmt_double(theta, sizeof theta, c->rope_theta);
+    fmt_double(eps, sizeof eps, c->norm_eps);
+    nbd_buf b = {0};
+    int r = nbd_buf_printf(&b,
+                           "{\n"
+                           "  \"architectures\": [\"LlamaForCausalLM\"],\n"
+                           "  \"model_type\": \"llama\",\n"
+                           "  \"vocab_size\": %d,\n"
+                           "  \"hidden_size\": %d,\n"
+                           "  \"intermediate_size\": %d,\n"
+                           "  \"num_hidden_layers\": %d,\n"
+                           "  \"num_attention_heads\": %d,\n"
+                           "  \"num_key_value_heads\": %d,\n"
+                           "  \"head_dim\": %d,\n"
+                           "  \"max_position_embeddings\": %d,\n"
+                           "  \"rms_norm_eps\": %s,\n"
+                           "  \"rope_theta\": %s,\n"
+                           "  \"rope_scaling\": null,\n"
+                           "  \"tie_word_embeddings\": %s,\n"
+                           "  \"hidden_act\": \"silu\",\n"
+                           "  \"attention_bias\": false,\n"
+                           "  \"mlp_bias\": false,\n"
+                           "  \"attention_dropout\": 0.0,\n"
+                           "  \"initializer_range\": 0.02,\n"
+                           "  \"bos_token_id\": %d,\n"
+                           "  \"eos_token_id\": %d,\n"
+                           "  \"use_cache\": true,\n"
+                           "  \"torch_dtype\": \"float32\"\n"
+                           "}\n",
+                           c->vocab_size, c->d_model, c->d_ffn, c->n_layers, c->n_heads, c->n_kv_heads,
+                           c->d_model / c->n_heads, c->context, eps, theta, c->tied ? "true" : "false",
+                           c->vocab_size - 1, c->vocab_size - 1);
+    if (r) {
+        nbd_buf_free(&b);
+        return NULL;
+    }
+    return b.p;
+}
+
+static char *join(const char *dir, const char *name) {
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+int nb_export_hf(const nb_model *m, const char *dir) {
+    if (nbd_mkdir_p(dir)) return -1;
+    int n = 0;
+    for (int si = 0; si < m->n_stages; si++) n += m->stages[si].n_tensors;
+    nb_st_tensor *t = calloc((size_t)(n ? n : 1), sizeof *t);
+    char *st_path = join(dir, "model.safetensors"), *cfg_path = join(dir, "config.json");
+    char *cfg = nb_hf_config_json(&m->cfg);
+    int r = 0;
+    if (!t || !st_path || !cfg_path || !cfg) r = nb_fail("%s: out of memory", dir);
+    int k = 0;
+    for (int si = 0; si < m->n_stages && !r; si++) {
+        const nb_stage *s = &m->stages[si];
+        for (int ti = 0; ti < s->n_tensors; ti++) {
+            const nb_tensor *x = &s->tensors[ti];
+            if (x->tied_copy) continue;
+            t[k].name = x->name;
+            t[k].ndim = x->ndim;
+            for (int d = 0; d < x->ndim; d++) t[k].shape[d] = x->shape[d];
+            t[k].data = s->params + x->offset;
+            k++;
+        }
+    }
+    if (!r) r = nb_st_write(st_path, t, k, NULL, 0);
+    if (!r && nbd_write_file_atomic(cfg_path, cfg, strlen(cfg))) r = -1;
+    free(t);
+    free(st_path);
+    free(cfg_path);
+    free(cfg);
+    return r;
+}
+
+/* config.json against m's configuration: every field that changes the weights' shapes or the
+ * function they compute. */
+static int check_config(const nb_config *c, const char *path) {
+    char *text;
+    size_t len;
+    if (nbd_read_file(path, &text, &len, "config")) return -1;
+    nbd_json root;
+    int r = nbd_json_parse(text, len, &root, path);
+    free(text);
+    if (r) return -1;
+    if (root.type != NBD_JOBJ) {
+        nbd_json_free(&root);
+        return nb_fail("%s: not a JSON object", path);
+    }
+    struct { const char *key; int want; } ints[] = {
+        {"vocab_size", c->vocab_size}, {"hidden_size", c->d_model}, {"intermediate_size", c->d_ffn},
+        {"num_hidden_layers", c->n_layers}, {"num_attention_heads", c->n_heads},
+        {"num_key_value_heads", c->n_kv_heads}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0] && !r; i++) {
+        const nbd_json *v = nbd_json_get(&root, ints[i].key);
+        if (!v || v->type != NBD_JNUM || !v->is_int) r = nb_fail("%s: missing or non-integer \"%s\"", path, ints[i].key);
+        else if (v->i != ints[i].want)
+            r = nb_fail("%s: \"%s\" is %lld, the model has %d", path, ints[i].key, (long long)v->i, ints[i].want);
+    }
+    struct { const char *key; double want; } dbls[] = {{"rms_norm_eps", c->norm_eps}, {"rope_theta", c->rope_theta}};
+    for (size_t i = 0; i < sizeof dbls / sizeof dbls[0] && !r; i++) {
+        const nbd_json *v = nbd_json_get(&root, dbls[i].key);
+        if (!v || v->type != NBD_JNUM) r = nb_fail("%s: missing or non-numeric \"%s\"", path, dbls[i].key);
+        else if (v->num != dbls[i].want)
+            r = nb_fail("%s: \"%s\" is %.17g, the model has %.17g", path, dbls[i].key, v->num, dbls[i].want);
+    }
+    if (!r) {
+        const nbd_json *v = nbd_json_get(&root, "tie_word_embeddings");
+        int tied = v && v->type == NBD_JBOOL ? v->b : 1;   /* Hugging Face's default is true */
+        if (v && v->type != NBD_JBOOL) r = nb_fail("%s: \"tie_word_embeddings\" is not true or false", path);
+        else if (tied != (c->tied != 0))
+            r = nb_fail("%s: \"tie_word_embeddings\" is %s, the model is %s", path, tied ? "true" : "false",
+                        c->tied ? "tied" : "untied");
+    }
+    nbd_json_free(&root);
+    return r;
+}
+
+static int wanted(const nb_model *m, const char *name) {
+    for (int si = 0; si < m->n_stages; si++)
+        for (int ti = 0; ti < m->stages[si].n_tensors; ti++)
+            if (!m->stages[si].tensors[ti].tied_copy && !strcmp(m->stages[si].tensors[ti].name, name)) return 1;
+    return 0;
+}
+
+static void shape_str(char *buf, size_t size, const int64_t *shape, int ndim) {
+    size_t at = (size_t)snprintf(buf, size, "[");
+    for (int d = 0; d < ndim && at < size; d++) at += (size_t)snprintf(buf + at, size - at, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (at < size) snprintf(buf + at, size - at, "]");
+}
+
+int nb_import_hf(nb_model *m, const char *dir) {
+    char *st_path = join(dir, "model.safetensors"), *cfg_path = join(dir, "config.json");
+    if (!st_path || !cfg_path) {
+        free(st_path);
+        free(cfg_path);
+        return nb_fail("%s: out of memory", dir);
+    }
+    int r = check_config(&m->cfg, cfg_path);
+    nb_st_file f;
+    int opened = 0;
+    if (!r) {
+        r = nb_st_open(st_path, &f);
+        opened = !r;
+    }
+    /* every tensor present with its shape, and nothing unexpected, before writing anything */
+    for (int si = 0; si < m->n_stages && !r; si++) {
+        const nb_stage *s = &m->stages[si];
+        for (int ti = 0; ti < s->n_tensors && !r; ti++) {
+            const nb_tensor *x = &s->tensors[ti];
+            const char *name = x->tied_copy ? "model.embed_tokens.weight" : x->name;
+            const nb_st_entry *e = nb_st_find(&f, name);
+            if (!e) {
+                r = nb_fail("%s: missing tensor '%s'", st_path, name);
+                break;
+            }
+            int64_t want[2] = {x->shape[0], x->shape[1]};
+            int same = e->ndim == x->ndim;
+            for (int d = 0; d < x->ndim && same; d++) same = e->shape[d] == want[d];
+            if (!same) {
+                char a[128], b[128];
+                shape_str(a, sizeof a, e->shape, e->ndim);
+                shape_str(b, sizeof b, want, x->ndim);
+                r = nb_fail("%s: tensor '%s' has shape %s, the model expects %s", st_path, name, a, b);
+            }
+        }
+    }
+    for (int i = 0; opened && !r && i < f.n; i++) {
+        const char *name = f.entries[i].name;
+        size_t len = strlen(name);
+        static const char inv[] = "rotary_emb.inv_freq";   /* older exports carry it; it is computed */
+        if (len >= sizeof inv - 1 && !strcmp(name + len - (sizeof inv - 1), inv)) continue;
+        if (m->cfg.tied && !strcmp(name, "lm_head.weight")) continue;   /* some exports repeat the tied head */
+        if (!wanted(m, name)) r = nb_fail("%s: unexpected tensor '%s' (not part of this model)", st_path, name);
+    }
+    for (int si = 0; si < m->n_stages && !r; si++) {
+        nb_stage *s = &m->stages[si];
+        for (int ti = 0; ti < s->n_tensors && !r; ti++) {
+            const nb_tensor *x = &s->tensors[ti];
+            r = nb_st_read_f32(&f, x->tied_copy ? "model.embed_tokens.weight" : x->name, s->params + x->offset, x->numel);
+        }
+    }
+    if (opened) nb_st_close(&f);
+    free(st_path);
+    free(cfg_path);
+    return r;
+}

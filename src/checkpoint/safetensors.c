@@ -1,0 +1,400 @@
+/* safetensors: the atomic writer (F32) and the validating reader (F32, F16, BF16). */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "data/dutil.h"
+#include "nobubble/checkpoint.h"
+#include "util/error.h"
+
+static int host_is_le(void) {
+    const uint16_t one = 1;
+    unsigned char b;
+    memcpy(&b, &one, 1);
+    return b == 1;
+}
+
+const char *nb_st_dtype_name(nb_st_dtype d) {
+    switch (d) {
+    case NB_ST_F32: return "F32";
+    case NB_ST_F16: return "F16";
+    case NB_ST_BF16: return "BF16";
+    }
+    return "?";
+}
+
+static size_t dtype_size(nb_st_dtype d) { return d == NB_ST_F32 ? 4 : 2; }
+
+/* ------------------------------------------------------------------ writer */
+/* Element count of a shape, refusing products past 2^60 (no size_t overflow anywhere after). */
+static int shape_numel(const int64_t *shape, int ndim, size_t *out) {
+    uint64_t n = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0) return -1;
+        if (shape[d] == 0) { n = 0; continue; }
+        if (n && (uint64_t)shape[d] > (UINT64_C(1) << 60) / n) return -1;
+        n *= (uint64_t)shape[d];
+    }
+    *out = (size_t)n;
+    return 0;
+}
+
+static int write_floats_le(FILE *f, const float *x, size_t n) {
+    if (host_is_le()) return n && fwrite(x, sizeof(float), n, f) != n ? -1 : 0;
+    unsigned char buf[4096];
+    for (size_t i = 0; i < n;) {
+        size_t k = 0;
+        for (; k < sizeof buf / 4 && i < n; k++, i++) {
+            uint32_t u;
+            memcpy(&u, &x[i], 4);
+            for (int b = 0; b < 4; b++) buf[4 * k + b] = (unsigned char)(u >> (8 * b));
+        }
+        if (fwrite(buf, 4, k, f) != k) return -1;
+    }
+    return 0;
+}
+
+int nb_st_write(const char *path, const nb_st_tensor *t, int n, const char *const *meta, int n_meta) {
+    if (n < 0 || n_meta < 0 || (n > 0 && !t) || (n_meta > 0 && !meta))
+        return nb_fail("%s: bad arguments to the safetensors writer", path);
+    /* validate every tensor before creating anything */
+    for (int i = 0; i < n; i++) {
+        size_t numel = 0;
+        if (!t[i].name || !t[i].name[0]) return nb_fail("%s: tensor %d has no name", path, i);
+        if (!strcmp(t[i].name, "__metadata__"))
+            return nb_fail("%s: a tensor may not be named __metadata__", path);
+        if (t[i].ndim < 0 || t[i].ndim > NB_ST_WRITE_MAX_DIMS)
+            return nb_fail("%s: tensor '%s': %d dimensions (0 to %d allowed)", path, t[i].name, t[i].ndim,
+                           NB_ST_WRITE_MAX_DIMS);
+        if (shape_numel(t[i].shape, t[i].ndim, &numel))
+            return nb_fail("%s: tensor '%s': bad shape (negative or too large)", path, t[i].name);
+        if (numel && !t[i].data) return nb_fail("%s: tensor '%s': no data", path, t[i].name);
+        for (int j = 0; j < i; j++)
+            if (!strcmp(t[i].name, t[j].name)) return nb_fail("%s: tensor '%s' given twice", path, t[i].name);
+    }
+    for (int k = 0; k < n_meta; k++) {
+        if (!meta[2 * k] || !meta[2 * k + 1]) return nb_fail("%s: metadata entry %d is NULL", path, k);
+        if (!strcmp(meta[2 * k], "format")) return nb_fail("%s: metadata key 'format' is reserved (always \"pt\")", path);
+        for (int j = 0; j < k; j++)
+            if (!strcmp(meta[2 * k], meta[2 * j])) return nb_fail("%s: metadata key '%s' given twice", path, meta[2 * k]);
+    }
+
+    nbd_buf h = {0};
+    int r = nbd_buf_put(&h, "{\"__metadata__\":{\"format\":\"pt\"", 30);
+    for (int k = 0; k < n_meta && !r; k++) {
+        r = nbd_buf_put(&h, ",", 1);
+        r = r || nbd_buf_json_str(&h, meta[2 * k], strlen(meta[2 * k]));
+        r = r || nbd_buf_put(&h, ":", 1);
+        r = r || nbd_buf_json_str(&h, meta[2 * k + 1], strlen(meta[2 * k + 1]));
+    }
+    r = r || nbd_buf_put(&h, "}", 1);
+    uint64_t off = 0;
+    for (int i = 0; i < n && !r; i++) {
+        size_t numel = 0;
+        shape_numel(t[i].shape, t[i].ndim, &numel);
+        uint64_t bytes = (uint64_t)numel * 4;
+        r = nbd_buf_put(&h, ",", 1);
+        r = r || nbd_buf_json_str(&h, t[i].name, strlen(t[i].name));
+        r = r || nbd_buf_put(&h, ":{\"dtype\":\"F32\",\"shape\":[", 25);
+        for (int d = 0; d < t[i].ndim && !r; d++)
+            r = nbd_buf_printf(&h, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
+        r = r || nbd_buf_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+                                (unsigned long long)(off + bytes));
+        off += bytes;
+    }
+    r = r || nbd_buf_put(&h, "}", 1);
+    while (!r && h.n % 8) r = nbd_buf_put(&h, " ", 1);
+    if (r) {
+        nbd_buf_free(&h);
+        return nb_fail("%s: out of memory building the header", path);
+    }
+
+    nbd_afile a;
+    if (nbd_afile_open(&a, path)) {
+        nbd_buf_free(&h);
+        return -1;
+    }
+    unsigned char len8[8];
+    for (int b = 0; b < 8; b++) len8[b] = (unsigned char)((uint64_t)h.n >> (8 * b));
+    int bad = fwrite(len8, 1, 8, a.f) != 8 || fwrite(h.p, 1, h.n, a.f) != h.n;
+    nbd_buf_free(&h);
+    for (int i = 0; i < n && !bad; i++) {
+        size_t numel = 0;
+        shape_numel(t[i].shape, t[i].ndim, &numel);
+        bad = write_floats_le(a.f, t[i].data, numel) != 0;
+    }
+    if (bad) {
+        nb_fail("%s: write failed: %s", path, strerror(errno));
+        nbd_afile_abort(&a);
+        return -1;
+    }
+    return nbd_afile_commit(&a);
+}
+
+/* ------------------------------------------------------------------ reader */
+void nb_st_close(nb_st_file *f) {
+    if (!f) return;
+    if (f->fd >= 0) close(f->fd);
+    for (int i = 0; i < f->n; i++) free(f->entries[i].name);
+    free(f->entries);
+    for (int k = 0; k < f->n_meta; k++) {
+        free(f->meta_keys[k]);
+        free(f->meta_values[k]);
+    }
+    free(f->meta_keys);
+    free(f->meta_values);
+    free(f->path);
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+}
+
+static int read_full(int fd, void *buf, size_t n, uint64_t at) {
+    unsigned char *p = buf;
+    while (n) {
+        ssize_t k = pread(fd, p, n, (off_t)at);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        p += k;
+        n -= (size_t)k;
+        at += (uint64_t)k;
+    }
+    return 0;
+}
+
+static int get_u64(const nbd_json *v, uint64_t *out) {
+    if (!v || v->type != NBD_JNUM || !v->is_int || v->i < 0) return -1;
+    *out = (uint64_t)v->i;
+    return 0;
+}
+
+static int cmp_begin(const void *a, const void *b) {
+    const nb_st_entry *x = *(const nb_st_entry *const *)a, *y = *(const nb_st_entry *const *)b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* Fills the entries and metadata from the parsed header; f->path names the file. */
+static int parse_header(nb_st_file *f, const nbd_json *root) {
+    const char *P = f->path;
+    if (root->type != NBD_JOBJ) return nb_fail("%s: the header is not a JSON object", P);
+    for (size_t k = 0; k < root->n; k++)
+        for (size_t j = 0; j < k; j++)
+            if (!strcmp(root->keys[k], root->keys[j])) return nb_fail("%s: duplicate name '%s' in the header", P, root->keys[k]);
+    f->entries = calloc(root->n ? root->n : 1, sizeof *f->entries);
+    if (!f->entries) return nb_fail("%s: out of memory", P);
+    for (size_t k = 0; k < root->n; k++) {
+        const char *name = root->keys[k];
+        const nbd_json *v = &root->items[k];
+        if (!strcmp(name, "__metadata__")) {
+            if (v->type != NBD_JOBJ) return nb_fail("%s: __metadata__ is not an object", P);
+            f->meta_keys = calloc(v->n ? v->n : 1, sizeof(char *));
+            f->meta_values = calloc(v->n ? v->n : 1, sizeof(char *));
+            if (!f->meta_keys || !f->meta_values) return nb_fail("%s: out of memory", P);
+            for (size_t m = 0; m < v->n; m++) {
+                if (v->items[m].type != NBD_JSTR)
+                    return nb_fail("%s: __metadata__ value of '%s' is not a string", P, v->keys[m]);
+                f->meta_keys[m] = strdup(v->keys[m]);
+                f->meta_values[m] = strdup(v->items[m].str);
+                f->n_meta++;
+                if (!f->meta_keys[m] || !f->meta_values[m]) return nb_fail("%s: out of memory", P);
+            }
+            continue;
+        }
+        if (!name[0]) return nb_fail("%s: a tensor has an empty name", P);
+        nb_st_entry *e = &f->entries[f->n];
+        e->name = strdup(name);
+        if (!e->name) return nb_fail("%s: out of memory", P);
+        f->n++;
+        if (v->type != NBD_JOBJ) return nb_fail("%s: tensor '%s': entry is not an object", P, name);
+        const nbd_json *dt = nbd_json_get(v, "dtype"), *sh = nbd_json_get(v, "shape"),
+                       *of = nbd_json_get(v, "data_offsets");
+        if (!dt || dt->type != NBD_JSTR) return nb_fail("%s: tensor '%s': missing or non-string dtype", P, name);
+        if (!strcmp(dt->str, "F32")) e->dtype = NB_ST_F32;
+        else if (!strcmp(dt->str, "F16")) e->dtype = NB_ST_F16;
+        else if (!strcmp(dt->str, "BF16")) e->dtype = NB_ST_BF16;
+        else return nb_fail("%s: tensor '%s': unsupported dtype '%s' (F32, F16 and BF16 are read)", P, name, dt->str);
+        if (!sh || sh->type != NBD_JARR) return nb_fail("%s: tensor '%s': missing shape array", P, name);
+        if (sh->n > NB_ST_MAX_DIMS) return nb_fail("%s: tensor '%s': %zu dimensions (at most %d)", P, name, sh->n, NB_ST_MAX_DIMS);
+        e->ndim = (int)sh->n;
+        for (size_t d = 0; d < sh->n; d++) {
+            uint64_t u;
+            if (get_u64(&sh->items[d], &u) || u > (UINT64_C(1) << 60))
+                return nb_fail("%s: tensor '%s': shape entry %zu is not an integer >= 0", P, name, d);
+            e->shape[d] = (int64_t)u;
+        }
+        if (shape_numel(e->shape, e->ndim, &e->numel)) return nb_fail("%s: tensor '%s': shape too large", P, name);
+        if (!of || of->type != NBD_JARR || of->n != 2 || get_u64(&of->items[0], &e->begin) || get_u64(&of->items[1], &e->end))
+            return nb_fail("%s: tensor '%s': data_offsets must be [begin, end] with integers >= 0", P, name);
+        if (e->end < e->begin) return nb_fail("%s: tensor '%s': data_offsets end %llu before begin %llu", P, name,
+                                              (unsigned long long)e->end, (unsigned long long)e->begin);
+        uint64_t want = (uint64_t)e->numel * dtype_size(e->dtype);
+        if (e->end - e->begin != want)
+            return nb_fail("%s: tensor '%s': %llu bytes in data_offsets but dtype %s x shape needs %llu", P, name,
+                           (unsigned long long)(e->end - e->begin), dt->str, (unsigned long long)want);
+    }
+    /* the tensors must tile [0, data size) exactly */
+    uint64_t data_size = f->file_size - f->data_start;
+    nb_st_entry **order = malloc(sizeof *order * (size_t)(f->n ? f->n : 1));
+    if (!order) return nb_fail("%s: out of memory", P);
+    for (int i = 0; i < f->n; i++) order[i] = &f->entries[i];
+    qsort(order, (size_t)f->n, sizeof *order, cmp_begin);
+    uint64_t at = 0;
+    int r = 0;
+    for (int i = 0; i < f->n && !r; i++) {
+        const nb_st_entry *e = order[i];
+        if (e->end > data_size)
+            r = nb_fail("%s: tensor '%s': data_offsets [%llu, %llu] run past the end of the file (%llu tensor bytes)", P,
+                        e->name, (unsigned long long)e->begin, (unsigned long long)e->end, (unsigned long long)data_size);
+        else if (e->begin < at)
+            r = nb_fail("%s: tensor '%s': data_offsets [%llu, %llu] overlap tensor '%s'", P, e->name,
+                        (unsigned long long)e->begin, (unsigned long long)e->end, order[i - 1]->name);
+        else if (e->begin > at)
+            r = nb_fail("%s: tensor '%s': data_offsets begin at %llu, leaving a gap of %llu bytes after offset %llu", P,
+                        e->name, (unsigned long long)e->begin, (unsigned long long)(e->begin - at), (unsigned long long)at);
+        at = e->end;
+    }
+    free(order);
+    if (!r && at != data_size)
+        r = nb_fail("%s: %llu bytes after the last tensor (a gap: tensors end at %llu of %llu)", P,
+                    (unsigned long long)(data_size - at), (unsigned long long)at, (unsigned long long)data_size);
+    return r;
+}
+
+int nb_st_open(const char *path, nb_st_file *f) {
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    f->path = strdup(path);
+    if (!f->path) return nb_fail("%s: out of memory", path);
+    f->fd = open(path, O_RDONLY);
+    if (f->fd < 0) {
+        nb_fail("%s: cannot open: %s", path, strerror(errno));
+        nb_st_close(f);
+        return -1;
+    }
+    struct stat st;
+    if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        nb_fail("%s: not a regular file", path);
+        nb_st_close(f);
+        return -1;
+    }
+    f->file_size = (uint64_t)st.st_size;
+    unsigned char len8[8];
+    if (f->file_size < 8 || read_full(f->fd, len8, 8, 0)) {
+        nb_fail("%s: shorter than the 8-byte header length (%llu bytes)", path, (unsigned long long)f->file_size);
+        nb_st_close(f);
+        return -1;
+    }
+    uint64_t N = 0;
+    for (int b = 0; b < 8; b++) N |= (uint64_t)len8[b] << (8 * b);
+    if (N > NB_ST_MAX_HEADER) {
+        nb_fail("%s: header length %llu is over the 100 MB limit", path, (unsigned long long)N);
+        nb_st_close(f);
+        return -1;
+    }
+    if (N > f->file_size - 8) {
+        nb_fail("%s: header length %llu runs past the end of the file (%llu bytes)", path, (unsigned long long)N,
+                (unsigned long long)f->file_size);
+        nb_st_close(f);
+        return -1;
+    }
+    f->header_len = N;
+    f->data_start = 8 + N;
+    char *text = malloc((size_t)N + 1);
+    if (!text) {
+        nb_fail("%s: out of memory for a %llu-byte header", path, (unsigned long long)N);
+        nb_st_close(f);
+        return -1;
+    }
+    if (read_full(f->fd, text, (size_t)N, 8)) {
+        free(text);
+        nb_fail("%s: read failed: %s", path, strerror(errno));
+        nb_st_close(f);
+        return -1;
+    }
+    text[N] = 0;
+    nbd_json root;
+    char what[600];
+    snprintf(what, sizeof what, "%s: header", path);
+    int r = nbd_json_parse(text, (size_t)N, &root, what);
+    free(text);
+    if (r) {
+        nb_st_close(f);
+        return -1;
+    }
+    r = parse_header(f, &root);
+    nbd_json_free(&root);
+    if (r) {
+        nb_st_close(f);
+        return -1;
+    }
+    return 0;
+}
+
+const nb_st_entry *nb_st_find(const nb_st_file *f, const char *name) {
+    for (int i = 0; i < f->n; i++)
+        if (!strcmp(f->entries[i].name, name)) return &f->entries[i];
+    return NULL;
+}
+
+const char *nb_st_meta(const nb_st_file *f, const char *key) {
+    for (int k = 0; k < f->n_meta; k++)
+        if (!strcmp(f->meta_keys[k], key)) return f->meta_values[k];
+    return NULL;
+}
+
+static float bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+static float f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023, u;
+    if (exp == 31) u = sign | 0x7f800000u | (man << 13);           /* inf, nan */
+    else if (exp) u = sign | ((exp + 112) << 23) | (man << 13);    /* normal: 127 - 15 = 112 */
+    else if (!man) u = sign;                                       /* zero */
+    else {                                                         /* subnormal: normalize */
+        int e = 113;
+        while (!(man & 1024)) { man <<= 1; e--; }
+        u = sign | ((uint32_t)e << 23) | ((man & 1023) << 13);
+    }
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+int nb_st_read_f32(const nb_st_file *f, const char *name, float *out, size_t n) {
+    const nb_st_entry *e = nb_st_find(f, name);
+    if (!e) return nb_fail("%s: no tensor '%s'", f->path, name);
+    if (n != e->numel)
+        return nb_fail("%s: tensor '%s' has %zu elements, the caller expects %zu", f->path, name, e->numel, n);
+    if (!n) return 0;
+    uint64_t at = f->data_start + e->begin;
+    if (e->dtype == NB_ST_F32) {
+        if (read_full(f->fd, out, n * 4, at)) return nb_fail("%s: tensor '%s': read failed", f->path, name);
+        if (!host_is_le()) {
+            unsigned char *p = (unsigned char *)out;
+            for (size_t i = 0; i < n; i++) {
+                unsigned char t0 = p[4 * i], t1 = p[4 * i + 1];
+                p[4 * i] = p[4 * i + 3]; p[4 * i + 1] = p[4 * i + 2]; p[4 * i + 2] = t1; p[4 * i + 3] = t0;
+            }
+        }
+        return 0;
+    }
+    /* 16-bit: read in chunks, widen */
+    unsigned char buf[8192];
+    for (size_t i = 0; i < n;) {
+        size_t k = n - i < sizeof buf / 2 ? n - i : sizeof buf / 2;
+        if (read_full(f->fd, buf, 2 * k, at + 2 * i)) return nb_fail("%s: tensor '%s': read failed", f->path, name);
+        for (size_t j = 0; j < k; j++) {
+            uint16_t h = (uint16_t)(buf[2 * j] | buf[2 * j + 1] << 8);
+            out[i + j] = e->dtype == NB_ST_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+        }
+        i += k;
+    }
+    return 0;
+}

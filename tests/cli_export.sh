@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# nobubble export: a fresh model as a Hugging Face folder; bad input refused with a clear message.
+set -u
+bin=${1:?usage: cli_export.sh path/to/nobubble}
+source "$(dirname "$0")/support/cli_harness.sh"
+
+"$bin" export --help | grep -q "usage: nobubble export" && ok || fail "export --help"
+"$bin" --help | grep -q "export" && ok || fail "nobubble --help lists export"
+
+"$bin" export --model tiny --set n_layers=2 --seed 3 --out "$work/hf/a" >"$work/out" 2>"$work/err" \
+  || fail "export run: $(cat "$work/err")"
+check "model.safetensors written" test -s "$work/hf/a/model.safetensors"
+check "config.json written" grep -q '"model_type": "llama"' "$work/hf/a/config.json"
+check "two layers" grep -q '"num_hidden_layers": 2' "$work/hf/a/config.json"
+check "tied" grep -q '"tie_word_embeddings": true' "$work/hf/a/config.json"
+check "no temporary left" test "$(ls "$work/hf/a" | wc -l)" -eq 2
+# tiny with 2 layers, tied: 2048*128 + 2*(2*128 + 4*128*128 + 3*384*128) + 128 floats
+params=$((2048 * 128 + 2 * (2 * 128 + 4 * 128 * 128 + 3 * 384 * 128) + 128))
+size=$(stat -c %s "$work/hf/a/model.safetensors")
+hlen=$(od -An -t u8 -N 8 "$work/hf/a/model.safetensors" | tr -d ' ')
+check "file size = 8 + header + 4 x params" test "$size" -eq $((8 + hlen + 4 * params))
+check "header padded to 8" test $((hlen % 8)) -eq 0
+"$bin" export --model tiny --set n_layers=2 --seed 3 --out "$work/hf/b" >/dev/null 2>&1
+check "same seed, same bytes" cmp -s "$work/hf/a/model.safetensors" "$work/hf/b/model.safetensors"
+
+expect_error "missing --out" "--out DIR is required" "$bin" export --model tiny
+expect_error "bad preset" "huge" "$bin" export --model huge --out "$work/x"
+expect_error "bad override" "n_layers" "$bin" export --set n_layers=-1 --out "$work/x"
+touch "$work/file"
+expect_error "out is a file" "$work/file" "$bin" export --set n_layers=1 --out "$work/file/sub"
+finish

@@ -1,0 +1,524 @@
+/* safetensors and the Hugging Face export: bytes against the spec (formats.md), round trips,
+ * every rejection of a damaged file, export/import across stage splits (tied and untied),
+ * config.json, and atomic writes. */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "check.h"
+#include "data/dutil.h"
+#include "nobubble/checkpoint.h"
+
+static char dir[256];
+
+static char *pathf(const char *name) {
+    static char p[8][512];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
+    return p[k];
+}
+
+static unsigned char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *p = malloc((size_t)sz + 1);
+    *n = fread(p, 1, (size_t)sz, f);
+    fclose(f);
+    p[*n] = 0;
+    return p;
+}
+
+/* entries of a folder other than . and .. */
+static int count_entries(const char *d) {
+    DIR *dd = opendir(d);
+    if (!dd) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(dd))) if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    closedir(dd);
+    return n;
+}
+
+static void rm_rf(const char *d) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+    check_run(cmd);
+}
+
+/* A hand-made file: u64 length (header_len, or the real length when -1), the header, the data. */
+#define REAL_LEN (~0ULL)
+static void write_raw(const char *name, const char *header, unsigned long long header_len, const void *data, size_t n) {
+    FILE *f = fopen(pathf(name), "wb");
+    unsigned long long N = header_len == REAL_LEN ? strlen(header) : header_len;
+    unsigned char len8[8];
+    for (int b = 0; b < 8; b++) len8[b] = (unsigned char)(N >> (8 * b));
+    fwrite(len8, 1, 8, f);
+    fwrite(header, 1, strlen(header), f);
+    if (n) fwrite(data, 1, n, f);
+    fclose(f);
+}
+
+static void expect_reject(const char *name, const char *what) {
+    nb_st_file f;
+    int r = nb_st_open(pathf(name), &f);
+    CHECK(r == -1, "%s: opened a bad file (%s)", name, what);
+    if (r == 0) { nb_st_close(&f); return; }
+    const char *e = nb_last_error();
+    CHECK(strstr(e, pathf(name)) != NULL, "%s: error does not name the file: %s", name, e);
+    CHECK(strstr(e, what) != NULL, "%s: error does not say '%s': %s", name, what, e);
+}
+
+/* ------------------------------------------------------------ the spec, byte by byte */
+static void test_spec_bytes(void) {
+    float a[2] = {1.0f, -2.0f};
+    nb_st_tensor t = {"a", 1, {2}, a};
+    CHECK(nb_st_write(pathf("spec.safetensors"), &t, 1, NULL, 0) == 0, "write: %s", nb_last_error());
+    size_t n;
+    unsigned char *p = slurp(pathf("spec.safetensors"), &n);
+    /* JSON: 85 bytes by hand, padded with 3 spaces to 88; then 8 tensor bytes: 104 in all */
+    const char *json = "{\"__metadata__\":{\"format\":\"pt\"},\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+    CHECK(strlen(json) == 85, "hand-computed JSON length");
+    CHECK(p && n == 104, "file size %zu, expected 8 + 88 + 8 = 104", n);
+    if (!p || n != 104) { free(p); return; }
+    unsigned char len8[8] = {88, 0, 0, 0, 0, 0, 0, 0};
+    CHECK(memcmp(p, len8, 8) == 0, "header length field is not 88 little-endian");
+    CHECK(memcmp(p + 8, json, 85) == 0, "header JSON differs: %.88s", (const char *)p + 8);
+    CHECK(memcmp(p + 8 + 85, "   ", 3) == 0, "padding is not 3 spaces");
+    /* 1.0f = 0x3F800000, -2.0f = 0xC0000000, little-endian */
+    unsigned char data[8] = {0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x00, 0xC0};
+    CHECK(memcmp(p + 96, data, 8) == 0, "tensor bytes differ");
+    nbd_json root;
+    CHECK(nbd_json_parse((const char *)p + 8, 88, &root, "spec header") == 0, "header does not parse: %s", nb_last_error());
+    const nbd_json *ta = nbd_json_get(&root, "a"), *md = nbd_json_get(&root, "__metadata__");
+    CHECK(md && nbd_json_get(md, "format") && !strcmp(nbd_json_get(md, "format")->str, "pt"), "__metadata__.format != pt");
+    const nbd_json *off = ta ? nbd_json_get(ta, "data_offsets") : NULL;
+    CHECK(off && off->n == 2 && off->items[0].i == 0 && off->items[1].i == 8, "data_offsets != [0, 8]");
+    nbd_json_free(&root);
+    free(p);
+
+    /* every header is padded to 8, with extra metadata and several tensors; offsets follow order */
+    float b[6] = {1, 2, 3, 4, 5, 6}, c[1] = {7};
+    nb_st_tensor ts[3] = {{"b", 2, {2, 3}, b}, {"s", 0, {0}, c}, {"e", 1, {0}, NULL}};
+    const char *meta[4] = {"producer", "nobubble \"x\"", "step", "12"};
+    CHECK(nb_st_write(pathf("meta.safetensors"), ts, 3, meta, 2) == 0, "write with metadata: %s", nb_last_error());
+    p = slurp(pathf("meta.safetensors"), &n);
+    unsigned long long N = 0;
+    for (int i = 0; i < 8; i++) N |= (unsigned long long)p[i] << (8 * i);
+    CHECK(N % 8 == 0 && n == 8 + N + 28, "header length %llu not a multiple of 8 or size %zu wrong", N, n);
+    CHECK(nbd_json_parse((const char *)p + 8, N, &root, "meta header") == 0, "meta header parse: %s", nb_last_error());
+    const nbd_json *ob = nbd_json_get(&root, "b"), *os = nbd_json_get(&root, "s");
+    md = nbd_json_get(&root, "__metadata__");
+    CHECK(md && md->n == 3 && !strcmp(nbd_json_get(md, "producer")->str, "nobubble \"x\""), "metadata not written");
+    CHECK(ob && nbd_json_get(ob, "data_offsets")->items[1].i == 24, "b offsets");
+    CHECK(os && nbd_json_get(os, "shape")->n == 0 && nbd_json_get(os, "data_offsets")->items[0].i == 24 &&
+              nbd_json_get(os, "data_offsets")->items[1].i == 28, "scalar offsets");
+    CHECK(memcmp(p + 8 + N, b, 24) == 0 && memcmp(p + 8 + N + 24, c, 4) == 0, "meta file data bytes");
+    nbd_json_free(&root);
+    free(p);
+    nb_st_file f;
+    CHECK(nb_st_open(pathf("meta.safetensors"), &f) == 0, "open meta: %s", nb_last_error());
+    if (f.fd >= 0) {
+        CHECK(nb_st_meta(&f, "format") && !strcmp(nb_st_meta(&f, "format"), "pt"), "meta format");
+        CHECK(nb_st_meta(&f, "step") && !strcmp(nb_st_meta(&f, "step"), "12"), "meta step");
+        CHECK(f.n == 3 && nb_st_find(&f, "e") && nb_st_find(&f, "e")->numel == 0, "empty tensor listed");
+        nb_st_close(&f);
+    }
+    /* writer refusals */
+    nb_st_tensor dup[2] = {{"x", 1, {1}, c}, {"x", 1, {1}, c}};
+    CHECK(nb_st_write(pathf("dup.safetensors"), dup, 2, NULL, 0) == -1 && strstr(nb_last_error(), "twice"), "duplicate written");
+    nb_st_tensor five = {"x", 5, {1, 1, 1, 1}, c};
+    CHECK(nb_st_write(pathf("dup.safetensors"), &five, 1, NULL, 0) == -1, "5-D written");
+    const char *fmt[2] = {"format", "np"};
+    CHECK(nb_st_write(pathf("dup.safetensors"), &t, 1, fmt, 1) == -1, "metadata format overridden");
+    CHECK(access(pathf("dup.safetensors"), F_OK) != 0, "a refused write left a file");
+}
+
+/* ------------------------------------------------------------ round trip */
+static void test_roundtrip(void) {
+    float w[2 * 3], g[5], s4[2 * 1 * 3 * 2], sc[1] = {-0.0f};
+    for (int i = 0; i < 6; i++) w[i] = (float)i * 0.37f - 1.0f;
+    for (int i = 0; i < 5; i++) g[i] = 1.0f / (float)(i + 1);
+    for (int i = 0; i < 12; i++) s4[i] = ldexpf(1.0f, i - 140);   /* subnormals too */
+    nb_st_tensor t[4] = {{"model.w", 2, {2, 3}, w}, {"g", 1, {5}, g}, {"four.d", 4, {2, 1, 3, 2}, s4}, {"scalar", 0, {0}, sc}};
+    CHECK(nb_st_write(pathf("rt.safetensors"), t, 4, NULL, 0) == 0, "write: %s", nb_last_error());
+    nb_st_file f;
+    if (nb_st_open(pathf("rt.safetensors"), &f)) {
+        CHECK(0, "open: %s", nb_last_error());
+        return;
+    }
+    CHECK(f.n == 4, "%d tensors, expected 4", f.n);
+    for (int i = 0; i < 4 && f.n == 4; i++) {
+        const nb_st_entry *e = &f.entries[i];
+        CHECK(!strcmp(e->name, t[i].name) && e->dtype == NB_ST_F32 && e->ndim == t[i].ndim, "entry %d", i);
+        size_t numel = 1;
+        for (int d = 0; d < t[i].ndim; d++) {
+            CHECK(e->shape[d] == t[i].shape[d], "%s dim %d", t[i].name, d);
+            numel *= (size_t)t[i].shape[d];
+        }
+        float out[16];
+        CHECK(nb_st_read_f32(&f, t[i].name, out, numel) == 0, "read %s: %s", t[i].name, nb_last_error());
+        CHECK(memcmp(out, t[i].data, numel * 4) == 0, "%s bytes differ", t[i].name);
+    }
+    float out[16];
+    CHECK(nb_st_read_f32(&f, "g", out, 4) == -1 && strstr(nb_last_error(), "5 elements"), "wrong count accepted");
+    CHECK(nb_st_read_f32(&f, "nope", out, 1) == -1 && strstr(nb_last_error(), "'nope'"), "missing tensor read");
+    nb_st_close(&f);
+}
+
+/* ------------------------------------------------------------ 16-bit dtypes */
+static void test_half(void) {
+    /* BF16: 1.0 = 0x3F80, -3.0 = 0xC040; F16: 1.0 = 0x3C00, -2.0 = 0xC000, 2^-24 = 0x0001,
+     * inf = 0x7C00, 0x3555 = 0.333251953125, 65504 = 0x7BFF */
+    unsigned char d[16] = {0x80, 0x3F, 0x40, 0xC0, 0x00, 0x3C, 0x00, 0xC0, 0x01, 0x00, 0x00, 0x7C, 0x55, 0x35, 0xFF, 0x7B};
+    write_raw("half.safetensors",
+              "{\"b\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]},"
+              "\"h\":{\"dtype\":\"F16\",\"shape\":[2,3],\"data_offsets\":[4,16]}}",
+              -1, d, 16);
+    nb_st_file f;
+    if (nb_st_open(pathf("half.safetensors"), &f)) {
+        CHECK(0, "open half: %s", nb_last_error());
+        return;
+    }
+    float b[2], h[6];
+    CHECK(nb_st_read_f32(&f, "b", b, 2) == 0 && b[0] == 1.0f && b[1] == -3.0f, "BF16 values %g %g", b[0], b[1]);
+    CHECK(nb_st_read_f32(&f, "h", h, 6) == 0, "read F16: %s", nb_last_error());
+    CHECK(h[0] == 1.0f && h[1] == -2.0f && h[2] == ldexpf(1.0f, -24) && isinf(h[3]) && h[3] > 0 &&
+              h[4] == 0.333251953125f && h[5] == 65504.0f,
+          "F16 values %g %g %g %g %g %g", h[0], h[1], h[2], h[3], h[4], h[5]);
+    nb_st_close(&f);
+}
+
+/* ------------------------------------------------------------ rejections */
+static void test_reject(void) {
+    unsigned char z[64] = {0};
+    const char *ok1 = "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+    write_raw("good.safetensors", ok1, REAL_LEN, z, 8);
+    nb_st_file f;
+    CHECK(nb_st_open(pathf("good.safetensors"), &f) == 0, "the control file is refused: %s", nb_last_error());
+    if (f.fd >= 0) nb_st_close(&f);
+
+    FILE *s = fopen(pathf("short.safetensors"), "wb");
+    fwrite("abc", 1, 3, s);
+    fclose(s);
+    expect_reject("short.safetensors", "shorter than the 8-byte header length");
+    write_raw("hlen_past.safetensors", ok1, strlen(ok1) + 9, z, 8);
+    expect_reject("hlen_past.safetensors", "runs past the end of the file");
+    write_raw("hlen_huge.safetensors", ok1, 100000001ULL, z, 8);
+    expect_reject("hlen_huge.safetensors", "over the 100 MB limit");
+    /* a sparse file big enough to hold the header: the 100 MB limit itself must refuse it */
+    write_raw("hlen_big.safetensors", ok1, 100000001ULL, z, 8);
+    CHECK(truncate(pathf("hlen_big.safetensors"), 8 + 100000001LL + 8) == 0, "truncate");
+    expect_reject("hlen_big.safetensors", "over the 100 MB limit");
+    unlink(pathf("hlen_big.safetensors"));
+    write_raw("hlen_max.safetensors", ok1, 0xFFFFFFFFFFFFFFFEULL, z, 8);
+    expect_reject("hlen_max.safetensors", "over the 100 MB limit");
+    write_raw("badjson.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}", REAL_LEN, z, 8);
+    expect_reject("badjson.safetensors", "invalid JSON");
+    write_raw("notobj.safetensors", "[1,2]", REAL_LEN, NULL, 0);
+    expect_reject("notobj.safetensors", "not a JSON object");
+    write_raw("overlap.safetensors",
+              "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+              "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", REAL_LEN, z, 12);
+    expect_reject("overlap.safetensors", "overlap");
+    write_raw("gap.safetensors",
+              "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+              "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", REAL_LEN, z, 12);
+    expect_reject("gap.safetensors", "gap");
+    write_raw("gap_start.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", REAL_LEN, z, 8);
+    expect_reject("gap_start.safetensors", "gap");
+    write_raw("trailing.safetensors", ok1, REAL_LEN, z, 12);
+    expect_reject("trailing.safetensors", "after the last tensor");
+    write_raw("pastfile.safetensors", ok1, REAL_LEN, z, 4);
+    expect_reject("pastfile.safetensors", "run past the end of the file");
+    write_raw("count.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", REAL_LEN, z, 8);
+    expect_reject("count.safetensors", "dtype F32 x shape needs 12");
+    write_raw("count16.safetensors", "{\"a\":{\"dtype\":\"BF16\",\"shape\":[2,2],\"data_offsets\":[0,16]}}", REAL_LEN, z, 16);
+    expect_reject("count16.safetensors", "dtype BF16 x shape needs 8");
+    write_raw("dupname.safetensors",
+              "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+              "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", REAL_LEN, z, 8);
+    expect_reject("dupname.safetensors", "duplicate name 'a'");
+    write_raw("dtype.safetensors", "{\"a\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,8]}}", REAL_LEN, z, 8);
+    expect_reject("dtype.safetensors", "unsupported dtype 'I64'");
+    write_raw("negshape.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", REAL_LEN, z, 4);
+    expect_reject("negshape.safetensors", "shape entry 0");
+    write_raw("backwards.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,0]}}", REAL_LEN, z, 4);
+    expect_reject("backwards.safetensors", "before begin");
+    write_raw("nooffs.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", REAL_LEN, z, 4);
+    expect_reject("nooffs.safetensors", "data_offsets must be");
+    write_raw("meta.bad.safetensors", "{\"__metadata__\":{\"format\":1}}", REAL_LEN, NULL, 0);
+    expect_reject("meta.bad.safetensors", "__metadata__");
+    expect_reject("absent.safetensors", "cannot open");
+}
+
+/* ------------------------------------------------------------ Hugging Face export / import */
+static nb_config small_config(int tied) {
+    nb_config c = {.vocab_size = 64, .d_model = 32, .n_layers = 3, .n_heads = 4, .n_kv_heads = 2, .d_ffn = 48,
+                   .context = 16, .rope_theta = 10000.0, .norm_eps = 1e-5, .tied = tied};
+    return c;
+}
+
+static int tied_copy_matches(const nb_model *m) {
+    if (!m->cfg.tied || m->n_stages == 1) return 1;
+    const nb_stage *first = &m->stages[0], *last = &m->stages[m->n_stages - 1];
+    const nb_tensor *cp = &last->tensors[last->n_tensors - 1];
+    return cp->tied_copy && !memcmp(last->params + cp->offset, first->params + first->tensors[0].offset,
+                                    sizeof(float) * cp->numel);
+}
+
+static void test_export_import(void) {
+    for (int tied = 0; tied <= 1; tied++)
+        for (int from = 1; from <= 3; from += 2)
+            for (int to = 1; to <= 3; to += 2) {
+                nb_config c = small_config(tied);
+                nb_model a, b;
+                if (nb_model_create(&a, &c, from, NULL) || nb_model_create(&b, &c, to, NULL)) {
+                    CHECK(0, "create: %s", nb_last_error());
+                    return;
+                }
+                nb_model_init(&a, 1234);
+                nb_model_init(&b, 99);
+                CHECK(nb_model_weights_hash(&a) != nb_model_weights_hash(&b), "seeds give equal weights");
+                char sub[64];
+                snprintf(sub, sizeof sub, "hf_t%d_%d_%d/deeper", tied, from, to);
+                CHECK(nb_export_hf(&a, pathf(sub)) == 0, "export: %s", nb_last_error());
+                /* scribble on b's tied copy to see it refilled */
+                if (tied && to > 1) b.stages[to - 1].params[b.stages[to - 1].tensors[b.stages[to - 1].n_tensors - 1].offset] = 42.0f;
+                CHECK(nb_import_hf(&b, pathf(sub)) == 0, "import: %s", nb_last_error());
+                CHECK(nb_model_weights_hash(&a) == nb_model_weights_hash(&b),
+                      "tied %d, %d -> %d stages: weights differ after import", tied, from, to);
+                CHECK(tied_copy_matches(&b), "tied %d, %d -> %d: tied copy not filled", tied, from, to);
+                /* the file: HF names, (out, in) shapes, lm_head only when untied */
+                char stp[600];
+                snprintf(stp, sizeof stp, "%s/model.safetensors", pathf(sub));
+                nb_st_file f;
+                if (nb_st_open(stp, &f) == 0) {
+                    int want_n = 1 + 9 * c.n_layers + 1 + !tied;
+                    CHECK(f.n == want_n, "%d tensors in the export, expected %d", f.n, want_n);
+                    CHECK((nb_st_find(&f, "lm_head.weight") != NULL) == !tied, "lm_head.weight presence wrong (tied %d)", tied);
+                    const nb_st_entry *q = nb_st_find(&f, "model.layers.2.self_attn.k_proj.weight");
+                    CHECK(q && q->ndim == 2 && q->shape[0] == 16 && q->shape[1] == 32, "k_proj shape (16, 32)");
+                    const nb_st_entry *dn = nb_st_find(&f, "model.layers.0.mlp.down_proj.weight");
+                    CHECK(dn && dn->shape[0] == 32 && dn->shape[1] == 48, "down_proj shape (32, 48)");
+                    CHECK(nb_st_find(&f, "model.norm.weight") && nb_st_find(&f, "model.embed_tokens.weight"), "names");
+                    CHECK(!strcmp(f.entries[0].name, "model.embed_tokens.weight"), "first tensor is the embedding");
+                    CHECK(nb_st_meta(&f, "format") && !strcmp(nb_st_meta(&f, "format"), "pt"), "format pt");
+                    nb_st_close(&f);
+                } else {
+                    CHECK(0, "reopen export: %s", nb_last_error());
+                }
+                nb_model_free(&a);
+                nb_model_free(&b);
+            }
+}
+
+/* the export does not depend on the split */
+static void test_same_file(void) {
+    for (int tied = 0; tied <= 1; tied++) {
+        char a[600], b[600];
+        snprintf(a, sizeof a, "%s/hf_t%d_1_1/deeper/model.safetensors", dir, tied);
+        snprintf(b, sizeof b, "%s/hf_t%d_3_1/deeper/model.safetensors", dir, tied);
+        size_t na = 0, nb = 0;
+        unsigned char *pa = slurp(a, &na), *pb = slurp(b, &nb);
+        CHECK(pa && pb && na == nb && !memcmp(pa, pb, na), "tied %d: 1- and 3-stage exports differ", tied);
+        free(pa);
+        free(pb);
+    }
+}
+
+static void test_config_json(void) {
+    for (int tied = 0; tied <= 1; tied++) {
+        nb_config c = small_config(tied);
+        nb_model m;
+        if (nb_model_create(&m, &c, 1, NULL)) return;
+        nb_model_init(&m, 5);
+        char sub[32];
+        snprintf(sub, sizeof sub, "cfg%d", tied);
+        CHECK(nb_export_hf(&m, pathf(sub)) == 0, "export: %s", nb_last_error());
+        nb_model_free(&m);
+        char p[600];
+        snprintf(p, sizeof p, "%s/config.json", pathf(sub));
+        size_t n;
+        unsigned char *text = slurp(p, &n);
+        nbd_json root;
+        if (!text || nbd_json_parse((char *)text, n, &root, "config.json")) {
+            CHECK(0, "config.json missing or bad: %s", nb_last_error());
+            free(text);
+            continue;
+        }
+        const nbd_json *v = nbd_json_get(&root, "architectures");
+        CHECK(v && v->type == NBD_JARR && v->n == 1 && !strcmp(v->items[0].str, "LlamaForCausalLM"), "architectures");
+        struct { const char *k; long long want; } ints[] = {
+            {"vocab_size", 64}, {"hidden_size", 32}, {"intermediate_size", 48}, {"num_hidden_layers", 3},
+            {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"max_position_embeddings", 16},
+            {"head_dim", 8}, {"eos_token_id", 63}};
+        for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+            v = nbd_json_get(&root, ints[i].k);
+            CHECK(v && v->is_int && v->i == ints[i].want, "config.json %s != %lld", ints[i].k, ints[i].want);
+        }
+        v = nbd_json_get(&root, "rms_norm_eps");
+        CHECK(v && v->num == 1e-5, "rms_norm_eps");
+        v = nbd_json_get(&root, "rope_theta");
+        CHECK(v && v->num == 10000.0, "rope_theta");
+        v = nbd_json_get(&root, "tie_word_embeddings");
+        CHECK(v && v->type == NBD_JBOOL && v->b == tied, "tie_word_embeddings");
+        struct { const char *k, *want; } strs[] = {{"model_type", "llama"}, {"hidden_act", "silu"}, {"torch_dtype", "float32"}};
+        for (size_t i = 0; i < 3; i++) {
+            v = nbd_json_get(&root, strs[i].k);
+            CHECK(v && v->type == NBD_JSTR && !strcmp(v->str, strs[i].want), "config.json %s", strs[i].k);
+        }
+        v = nbd_json_get(&root, "attention_bias");
+        CHECK(v && v->type == NBD_JBOOL && !v->b, "attention_bias false");
+        v = nbd_json_get(&root, "mlp_bias");
+        CHECK(v && v->type == NBD_JBOOL && !v->b, "mlp_bias false");
+        nbd_json_free(&root);
+        free(text);
+    }
+}
+
+static void test_import_errors(void) {
+    nb_config c = small_config(0);
+    nb_model m;
+    if (nb_model_create(&m, &c, 1, NULL)) return;
+    nb_model_init(&m, 3);
+    CHECK(nb_export_hf(&m, pathf("bad")) == 0, "export: %s", nb_last_error());
+    uint64_t h0 = nb_model_weights_hash(&m);
+    const nb_stage *s = &m.stages[0];
+    nb_st_tensor *t = calloc((size_t)s->n_tensors, sizeof *t);
+    for (int i = 0; i < s->n_tensors; i++) {
+        t[i].name = s->tensors[i].name;
+        t[i].ndim = s->tensors[i].ndim;
+        t[i].shape[0] = s->tensors[i].shape[0];
+        t[i].shape[1] = s->tensors[i].shape[1];
+        t[i].data = s->params + s->tensors[i].offset;
+    }
+    nb_model other;
+    nb_model_create(&other, &c, 3, NULL);
+    nb_model_init(&other, 77);
+    uint64_t h1 = nb_model_weights_hash(&other);
+    /* a missing tensor: drop model.layers.1.mlp.up_proj.weight (index 1 + 9 + 7) */
+    nb_st_tensor *u = calloc((size_t)s->n_tensors, sizeof *u);
+    int k = 0;
+    for (int i = 0; i < s->n_tensors; i++)
+        if (i != 17) u[k++] = t[i];
+    CHECK(!strcmp(t[17].name, "model.layers.1.mlp.up_proj.weight"), "index 17 is %s", t[17].name);
+    CHECK(nb_st_write(pathf("bad/model.safetensors"), u, k, NULL, 0) == 0, "write: %s", nb_last_error());
+    CHECK(nb_import_hf(&other, pathf("bad")) == -1 && strstr(nb_last_error(), "missing tensor 'model.layers.1.mlp.up_proj.weight'"),
+          "missing tensor: %s", nb_last_error());
+    CHECK(nb_model_weights_hash(&other) == h1, "a failed import changed the model");
+    /* a shape mismatch: o_proj of block 2 written transposed (its a square here, so use gate_proj) */
+    memcpy(u, t, sizeof *t * (size_t)s->n_tensors);
+    int g = 1 + 9 * 2 + 6;
+    CHECK(!strcmp(t[g].name, "model.layers.2.mlp.gate_proj.weight"), "index %d is %s", g, t[g].name);
+    u[g].shape[0] = t[g].shape[1];
+    u[g].shape[1] = t[g].shape[0];
+    CHECK(nb_st_write(pathf("bad/model.safetensors"), u, s->n_tensors, NULL, 0) == 0, "write: %s", nb_last_error());
+    CHECK(nb_import_hf(&other, pathf("bad")) == -1 &&
+              strstr(nb_last_error(), "'model.layers.2.mlp.gate_proj.weight' has shape [32, 48], the model expects [48, 32]"),
+          "shape mismatch: %s", nb_last_error());
+    /* an unexpected tensor */
+    float extra[1] = {0};
+    memcpy(u, t, sizeof *t * (size_t)s->n_tensors);
+    nb_st_tensor *v = calloc((size_t)s->n_tensors + 1, sizeof *v);
+    memcpy(v, t, sizeof *t * (size_t)s->n_tensors);
+    v[s->n_tensors] = (nb_st_tensor){"model.layers.9.extra.weight", 1, {1}, extra};
+    CHECK(nb_st_write(pathf("bad/model.safetensors"), v, s->n_tensors + 1, NULL, 0) == 0, "write: %s", nb_last_error());
+    CHECK(nb_import_hf(&other, pathf("bad")) == -1 && strstr(nb_last_error(), "unexpected tensor 'model.layers.9.extra.weight'"),
+          "unexpected tensor: %s", nb_last_error());
+    CHECK(nb_model_weights_hash(&other) == h1, "a failed import changed the model");
+    /* a configuration mismatch names the field */
+    nb_config c2 = c;
+    c2.d_ffn = 64;
+    nb_model wide;
+    nb_model_create(&wide, &c2, 1, NULL);
+    CHECK(nb_import_hf(&wide, pathf("cfg0")) == -1 && strstr(nb_last_error(), "\"intermediate_size\" is 48"),
+          "config mismatch: %s", nb_last_error());
+    nb_model_free(&wide);
+    nb_config c3 = c;
+    c3.tied = 1;
+    nb_model_create(&wide, &c3, 1, NULL);
+    CHECK(nb_import_hf(&wide, pathf("cfg0")) == -1 && strstr(nb_last_error(), "tie_word_embeddings"),
+          "tie mismatch: %s", nb_last_error());
+    nb_model_free(&wide);
+    CHECK(nb_import_hf(&other, pathf("no_such_dir")) == -1 && strstr(nb_last_error(), "no_such_dir/config.json"),
+          "missing folder: %s", nb_last_error());
+    /* and the good file still imports */
+    CHECK(nb_export_hf(&m, pathf("bad")) == 0, "re-export: %s", nb_last_error());
+    CHECK(nb_import_hf(&other, pathf("bad")) == 0 && nb_model_weights_hash(&other) == h0, "re-import: %s", nb_last_error());
+    free(t);
+    free(u);
+    free(v);
+    nb_model_free(&other);
+    nb_model_free(&m);
+}
+
+/* ------------------------------------------------------------ atomicity */
+static void test_atomic(void) {
+    float a[3] = {1, 2, 3}, b[3] = {4, 5, 6};
+    nb_st_tensor ta = {"x", 1, {3}, a}, tb = {"x", 1, {3}, b};
+    const char *nodir = pathf("no/such/folder/x.safetensors");
+    CHECK(nb_st_write(nodir, &ta, 1, NULL, 0) == -1, "writing into a missing folder succeeded");
+    CHECK(strstr(nb_last_error(), nodir) != NULL, "error does not name the file: %s", nb_last_error());
+    CHECK(access(pathf("no"), F_OK) != 0, "a failed write created something");
+
+    check_run("true");
+    char sub[512];
+    snprintf(sub, sizeof sub, "%s", pathf("atomic"));
+    mkdir(sub, 0755);
+    char p[600];
+    snprintf(p, sizeof p, "%s/w.safetensors", sub);
+    CHECK(nb_st_write(p, &ta, 1, NULL, 0) == 0, "write: %s", nb_last_error());
+    size_t n1, n2;
+    unsigned char *v1 = slurp(p, &n1);
+    /* refused before any I/O: the old file stays */
+    nb_st_tensor bad = {"x", 1, {-3}, b};
+    CHECK(nb_st_write(p, &bad, 1, NULL, 0) == -1, "a bad shape was written");
+    unsigned char *v2 = slurp(p, &n2);
+    CHECK(v2 && n1 == n2 && !memcmp(v1, v2, n1), "a refused write changed the existing file");
+    free(v2);
+    CHECK(count_entries(sub) == 1, "a refused write left %d entries", count_entries(sub));
+    /* fails at the rename (the final name is a non-empty folder): temporary removed */
+    char isdir[700], inner[800];
+    snprintf(isdir, sizeof isdir, "%s/d.safetensors", sub);
+    mkdir(isdir, 0755);
+    snprintf(inner, sizeof inner, "%s/keep", isdir);
+    FILE *kf = fopen(inner, "w");
+    fclose(kf);
+    CHECK(nb_st_write(isdir, &tb, 1, NULL, 0) == -1 && strstr(nb_last_error(), isdir), "rename onto a folder: %s",
+          nb_last_error());
+    CHECK(count_entries(sub) == 2, "a failed rename left %d entries (temporary not removed)", count_entries(sub));
+    /* success replaces */
+    CHECK(nb_st_write(p, &tb, 1, NULL, 0) == 0, "rewrite: %s", nb_last_error());
+    v2 = slurp(p, &n2);
+    CHECK(v2 && n2 == n1 && !memcmp(v2 + n2 - 12, b, 12) && memcmp(v1, v2, n1), "the file was not replaced");
+    CHECK(count_entries(sub) == 2, "%d entries after replacing", count_entries(sub));
+    free(v1);
+    free(v2);
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/nb_safetensors_XXXXXX");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_spec_bytes();
+    test_roundtrip();
+    test_half();
+    test_reject();
+    test_export_import();
+    test_same_file();
+    test_config_json();
+    test_import_errors();
+    test_atomic();
+    rm_rf(dir);
+    return check_summary();
+}
