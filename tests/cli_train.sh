@@ -24,6 +24,11 @@ if [ $? -eq 0 ] && grep -q "step     5/5" "$work/train.log"; then ok; else fail 
 grep -q '"weights_hash": "[0-9a-f]\{16\}"' "$work/run/summary.json" && ok || fail "summary.json has the weights hash"
 grep -q '"vocab_size": 300' "$work/run/summary.json" && ok || fail "the model takes the data's vocabulary"
 grep -q '"val_loss"' "$work/run/metrics.jsonl" && ok || fail "validation loss logged"
+# The final weights as a Hugging Face folder.
+"$bin" train --data "$work/data" --model tiny --set n_layers=2 --set context=32 --batch 2 --steps 3 --quiet \
+  --export "$work/hf" > "$work/export.log" 2>&1 && ok || fail "train --export: $(cat "$work/export.log")"
+check "exported model" test -s "$work/hf/model.safetensors"
+check "exported config" grep -q '"vocab_size": 300' "$work/hf/config.json"
 
 # Bad input
 expect_error "zero steps" "--steps 0" "$bin" train --data "$work/data" --steps 0

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "check.h"
 #include "kjv_data.h"
+#include "nobubble/checkpoint.h"
 #include "nobubble/data.h"
 #include "nobubble/optim.h"
 #include "nobubble/train.h"
@@ -102,6 +103,26 @@ static void check_each_optimizer_learns(void) {
     }
 }
 
+/* train --export writes the final weights: importing them gives bitwise the trained model. */
+static void check_export_of_trained_weights(void) {
+    kjv_paths paths;
+    nb_train_options o = kjv_small_run(&paths);
+    o.steps = 5;
+    char dir[] = "/tmp/nb_test_export_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "temporary folder");
+    o.export_dir = dir;
+    nb_train_result r;
+    CHECK(nb_train(&o, &r) == 0, "%s", nb_last_error());
+    nb_model m;
+    CHECK(nb_model_create(&m, &o.model, 2, NULL) == 0, "%s", nb_last_error());
+    CHECK(nb_import_hf(&m, dir) == 0, "import: %s", nb_last_error());
+    CHECK(nb_model_weights_hash(&m) == r.weights_hash, "the exported weights are the trained ones, bitwise");
+    nb_model_free(&m);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    check_run(cmd);
+}
+
 int main(void) {
     if (kjv_make_data()) {
         CHECK(0, "could not prepare test data: %s", nb_last_error());
@@ -110,6 +131,7 @@ int main(void) {
     check_adamw_closed_form();
     check_determinism_and_learning();
     check_each_optimizer_learns();
+    check_export_of_trained_weights();
     kjv_remove_data();
     return check_summary();
 }

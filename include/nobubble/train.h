@@ -31,6 +31,7 @@ typedef struct nb_train_options {
     uint64_t seed;              /* weights (1) */
     uint64_t data_seed;         /* order of training windows (0: sequential) */
     const char *out_dir;        /* metrics.jsonl and summary.json (NULL: none) */
+    const char *export_dir;     /* the final weights as a Hugging Face folder (NULL: none) */
     int quiet;                  /* no progress lines */
 } nb_train_options;
 

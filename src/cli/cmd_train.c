@@ -85,6 +85,7 @@ int cmd_train(int argc, char **argv) {
         {"--sync-cooldown", OPT_INT, &o.delay.sync_cooldown, "K      no delay for the last K steps (0)"},
         {"--threads", OPT_INT, &threads, "N      OpenMP threads (all cores)"},
         {"--out", OPT_STR, &o.out_dir, "DIR    write DIR/metrics.jsonl and DIR/summary.json"},
+        {"--export", OPT_STR, &o.export_dir, "DIR    write the final weights as a Hugging Face folder (model.safetensors, config.json)"},
         {"--quiet", OPT_FLAG, &o.quiet, "       no progress lines"},
     };
     int rc = cli_parse(usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
@@ -170,5 +171,6 @@ int cmd_train(int argc, char **argv) {
     printf("done: %d steps, final train loss %.4f, val loss %.4f, %.0f tokens/s, weights %016llx\n", res.steps,
            res.final_train_loss, res.final_val_loss, res.tokens_per_s, (unsigned long long)res.weights_hash);
     if (o.out_dir) printf("wrote %s/metrics.jsonl and %s/summary.json\n", o.out_dir, o.out_dir);
+    if (o.export_dir) printf("wrote %s/model.safetensors and %s/config.json\n", o.export_dir, o.export_dir);
     return 0;
 }

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "backend/gemm.h"
+#include "nobubble/checkpoint.h"
 #include "nobubble/data.h"
 #include "nobubble/delay.h"
 #include "nobubble/train.h"
@@ -320,6 +321,7 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
     res->tokens_per_s = tokens_per_step * o->steps / train_seconds;
     res->weights_hash = nb_model_weights_hash(&r.model);
     if (o->out_dir && write_summary(o, res, T)) goto done;
+    if (o->export_dir && nb_export_hf(&r.model, o->export_dir)) goto done;
     rc = 0;
 done:
     run_free(&r);
