@@ -1,7 +1,8 @@
 /* Internal: an exp that the compiler can vectorize inside `omp simd` loops (libm's expf is
  * a scalar call). exp(x) = 2^n exp(r) with n = round(x / ln 2), |r| <= ln(2)/2, exp(r) by
  * its degree-7 Taylor polynomial (truncation error below 6e-9 relative), so the result is
- * within about 2 ulp of expf. Inputs are clamped to [-87, 88], where 2^n stays a normal float. */
+ * within about 2 ulp of expf. Inputs are clamped to [-87, 88], where 2^n stays a normal float;
+ * NaN gives NaN. */
 #ifndef NB_LAYERS_FASTMATH_H
 #define NB_LAYERS_FASTMATH_H
 #include <math.h>
@@ -22,7 +23,10 @@ static inline float nb_expf(float x) {
     p = fmaf(p, r, 0.5f);
     p = fmaf(p, r, 1.0f);
     p = fmaf(p, r, 1.0f);
-    int32_t bits = ((int32_t)n + 127) << 23;
+    /* A NaN input stays NaN through p; n is zeroed for it so that the conversion to int and the
+     * shift stay defined. */
+    const float ni = n == n ? n : 0.0f;
+    int32_t bits = (int32_t)(((uint32_t)((int32_t)ni + 127)) << 23);
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;
