@@ -1,0 +1,61 @@
+/* Hugging Face's own LlamaForCausalLM as the reference: tools/reference/hf_reference.py saved two
+ * small random models with save_pretrained (tests/fixtures/hf_untied, grouped-query with an untied
+ * head; hf_tied, multi-query with a tied head) and the logits and loss transformers computes for
+ * fixed tokens. nobubble imports each folder (nb_import_hf, into 1 and 2 stages) and its float32
+ * forward must give the same logits and loss. Both sides run in float32, so the tolerance is
+ * 2e-5 of the largest logit (the two differ only in the order of float32 operations). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "check.h"
+#include "fixture.h"
+#include "nobubble/checkpoint.h"
+#include "nobubble/model.h"
+
+static void check_fixture(const char *name, int n_stages) {
+    char path[256], dir[256];
+    snprintf(path, sizeof path, "tests/fixtures/hf_%s.nbfx", name);
+    snprintf(dir, sizeof dir, "tests/fixtures/hf_%s", name);
+    nbfx *f = nbfx_load(path);
+    CHECK(f != NULL, "%s: fixture loads", path);
+    if (!f) return;
+    const int *c = nbfx_get(f, "config")->i32;
+    nb_config cfg;
+    nb_config_preset("tiny", &cfg);
+    cfg.vocab_size = c[0];
+    cfg.d_model = c[1];
+    cfg.n_layers = c[2];
+    cfg.n_heads = c[3];
+    cfg.n_kv_heads = c[4];
+    cfg.d_ffn = c[5];
+    cfg.context = c[6];
+    cfg.tied = c[7];
+    cfg.rope_theta = nbfx_get(f, "rope_theta")->f64[0];
+    int B = c[8], T = c[9], N = B * T;
+    nb_model m;
+    CHECK(nb_model_create(&m, &cfg, n_stages, NULL) == 0, "%s", nb_last_error());
+    CHECK(nb_import_hf(&m, dir) == 0, "%s: import: %s", dir, nb_last_error());
+    nb_acts *acts[2];
+    for (int i = 0; i < n_stages; i++) acts[i] = nb_acts_create(&m.stages[i], B, T);
+    float loss = 0;
+    CHECK(nb_model_forward(&m, NULL, acts, nbfx_get(f, "tokens")->i32, nbfx_get(f, "targets")->i32, &loss) == 0, "%s",
+          nb_last_error());
+    double ref_loss = nbfx_get(f, "loss")->f64[0];
+    double lerr = check_rel_err_d(nb_acts_logits(acts[n_stages - 1]), nbfx_get(f, "logits")->f64,
+                                  (size_t)N * cfg.vocab_size, 1e-12);
+    printf("%s, %d stage(s): loss %.8f vs transformers %.8f; logits relative error %.3g\n", name, n_stages, loss,
+           ref_loss, lerr);
+    CHECK(fabs(loss - ref_loss) <= 1e-5 * fabs(ref_loss), "%s: loss %.8f vs transformers' %.8f", name, loss, ref_loss);
+    CHECK(lerr < 2e-5, "%s: logits against transformers: relative error %.3g", name, lerr);
+    for (int i = 0; i < n_stages; i++) nb_acts_free(acts[i]);
+    nb_model_free(&m);
+    nbfx_free(f);
+}
+
+int main(void) {
+    for (int stages = 1; stages <= 2; stages++) {
+        check_fixture("untied", stages);
+        check_fixture("tied", stages);
+    }
+    return check_summary();
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Hugging Face's own LlamaForCausalLM as the reference for nobubble's model and its HF import.
+
+For two small configurations (grouped-query with an untied head; multi-query with a tied head)
+this builds `transformers.LlamaForCausalLM` with random weights (std 0.3, gains
+1 +- 0.2, so that attention and every path matter), saves it with `save_pretrained` (safetensors,
+float32) into tests/fixtures/hf_<name>/, and writes tests/fixtures/hf_<name>.nbfx (the NBFX format of
+nbfx.py) with the tokens, the targets, and the logits and mean cross-entropy of the same model
+(float32: transformers 4.31's causal mask does not work in float64 with torch 1.13). tests/test_hf_llama.c imports the folder with nb_import_hf and
+compares nobubble's float32 forward to these.
+
+Needs transformers 4.31 (the first with grouped-query attention; it works with Debian's torch 1.13:
+`/usr/bin/python3 -m pip install --break-system-packages transformers==4.31.0`). transformers 4.31
+ignores rope_theta (its rotary base is fixed at 10000), so both configurations use 10000; other
+thetas are covered by tools/reference/llama_reference.py.
+
+Optional: --nobubble PATH/TO/nobubble also exports a model with `nobubble export` and checks that
+LlamaForCausalLM.from_pretrained loads it (a manual check of the other direction; not in CI).
+
+Usage: /usr/bin/python3 tools/reference/hf_reference.py [--out-dir tests/fixtures] [--nobubble build/nobubble]
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nbfx import Writer  # noqa: E402
+
+CONFIGS = {
+    "untied": dict(vocab=61, d=32, layers=2, heads=4, kv=2, ffn=40, context=16, theta=10000.0, tied=False, B=2, T=11),
+    "tied": dict(vocab=53, d=24, layers=2, heads=2, kv=1, ffn=36, context=12, theta=10000.0, tied=True, B=3, T=9),
+}
+
+
+def build(c, seed):
+    cfg = LlamaConfig(vocab_size=c["vocab"], hidden_size=c["d"], intermediate_size=c["ffn"],
+                      num_hidden_layers=c["layers"], num_attention_heads=c["heads"],
+                      num_key_value_heads=c["kv"], max_position_embeddings=c["context"],
+                      rms_norm_eps=1e-5, rope_theta=c["theta"], tie_word_embeddings=c["tied"],
+                      hidden_act="silu")
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(cfg).float()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.copy_(1.0 + 0.2 * torch.randn_like(p))
+            else:
+                p.copy_(0.3 * torch.randn_like(p))
+    return model
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out-dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures"))
+    ap.add_argument("--nobubble", default=None)
+    args = ap.parse_args()
+    for i, (name, c) in enumerate(CONFIGS.items()):
+        model = build(c, 100 + i)
+        folder = os.path.join(args.out_dir, "hf_" + name)
+        model.save_pretrained(folder, safe_serialization=True)
+        g = torch.Generator().manual_seed(200 + i)
+        tokens = torch.randint(0, c["vocab"], (c["B"], c["T"]), generator=g)
+        targets = torch.randint(0, c["vocab"], (c["B"], c["T"]), generator=g)
+        ref = model.eval()
+        with torch.no_grad():
+            logits = ref(input_ids=tokens).logits  # [B, T, V]
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, c["vocab"]), targets.reshape(-1))
+        w = Writer()
+        w.add("config", np.array([c["vocab"], c["d"], c["layers"], c["heads"], c["kv"], c["ffn"], c["context"],
+                                  int(c["tied"]), c["B"], c["T"]]))
+        w.add("rope_theta", np.array([c["theta"]], dtype=np.float64))
+        w.add("tokens", tokens.reshape(-1).numpy())
+        w.add("targets", targets.reshape(-1).numpy())
+        w.add("logits", logits.reshape(-1, c["vocab"]).numpy())
+        w.add("loss", np.array([loss.item()], dtype=np.float64))
+        w.write(os.path.join(args.out_dir, "hf_%s.nbfx" % name))
+        print("%s: loss %.10f, folder %s" % (name, loss.item(), folder))
+    if args.nobubble:
+        with tempfile.TemporaryDirectory() as tmp:
+            subprocess.run([args.nobubble, "export", "--model", "tiny", "--set", "n_kv_heads=2", "--set", "tied=0",
+                            "--out", tmp], check=True)
+            m = LlamaForCausalLM.from_pretrained(tmp)
+            print("transformers loaded nobubble's export:", type(m).__name__,
+                  sum(p.numel() for p in m.parameters()), "parameters")
+
+
+if __name__ == "__main__":
+    main()
