@@ -73,6 +73,20 @@ expect_error "negative EF alpha" "--ef '-1'" "$bin" train --data "$work/data" --
 "$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 --steps 1 --ef 1 --quiet > /dev/null 2> "$work/warn.log"
 grep -q "warning: --ef with no delay does nothing" "$work/warn.log" && ok || fail "--ef with sync warns: $(cat "$work/warn.log")"
 
+# Checkpoints: saved every N steps and at the end; resuming continues the metrics; bad use refused.
+"$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 --steps 4 --quiet --out "$work/ck" \
+  --save-dir "$work/ck/save" --save-every 2 > /dev/null 2>&1 && ok || fail "train --save-every"
+check "checkpoint at step 2 is complete" test -s "$work/ck/save/step_000002/state.safetensors"
+check "checkpoint at the end" test -s "$work/ck/save/step_000004/model.safetensors"
+"$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 --steps 4 --quiet --out "$work/ck" \
+  --resume "$work/ck/save/step_000002" > /dev/null 2>&1 && ok || fail "train --resume"
+check "the resumed run appends its metrics" test "$(wc -l < "$work/ck/metrics.jsonl")" -eq 6
+expect_error "--save-every without --save-dir" "--save-every needs --save-dir" "$bin" train --data "$work/data" --save-every 2
+expect_error "resume from nothing" "state.safetensors" "$bin" train --data "$work/data" --set n_layers=1 --set context=16 \
+  --batch 2 --steps 4 --resume "$work/nowhere"
+expect_error "resume another model" "another run" "$bin" train --data "$work/data" --set n_layers=2 --set context=16 \
+  --batch 2 --steps 4 --resume "$work/ck/save/step_000002"
+
 # A diverging run stops with a message instead of training on NaN.
 expect_error "loss becomes NaN" "training loss became" "$bin" train --data "$work/data" --set n_layers=1 --set context=16 \
   --batch 2 --steps 30 --lr 1e6 --schedule constant

@@ -11,6 +11,7 @@
 #include "kjv_data.h"
 #include "nobubble/checkpoint.h"
 #include "nobubble/data.h"
+#include "nobubble/delay.h"
 #include "nobubble/optim.h"
 #include "nobubble/train.h"
 
@@ -123,6 +124,56 @@ static void check_export_of_trained_weights(void) {
     check_run(cmd);
 }
 
+/* Stopping after step 4 and resuming from its checkpoint gives bitwise the uninterrupted run,
+ * whatever the optimizer, delay, mitigation and split. */
+static void check_exact_resume(void) {
+    struct { nb_optimizer_kind opt; const char *delay; int ef, stages; } cases[] = {
+        {NB_OPT_ADAMW, "sync", 0, 1},
+        {NB_OPT_MUON, "2bw", 1, 2},
+        {NB_OPT_SOAP, "pipedream", 1, 2},
+        {NB_OPT_ADAN, "fixed:2", 0, 1},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        kjv_paths paths;
+        nb_train_options o = kjv_small_run(&paths);
+        o.steps = 8;
+        o.optim = nb_optim_defaults(cases[c].opt);
+        o.optim.weight_decay = 0.1f;
+        o.optim.precond_every = 3;
+        o.schedule.lr = cases[c].opt == NB_OPT_MUON ? 0.02f : 3e-3f;
+        nb_delay_parse(cases[c].delay, &o.delay);
+        o.delay.ef = cases[c].ef;
+        o.stages = cases[c].stages;
+        o.data_seed = 7;
+        char dir[] = "/tmp/nb_test_resume_XXXXXX", step4[300];
+        CHECK(mkdtemp(dir) != NULL, "temporary folder");
+        o.save_dir = dir;
+        o.save_every = 4;
+        nb_train_result whole, resumed;
+        CHECK(nb_train(&o, &whole) == 0, "%s", nb_last_error());
+        snprintf(step4, sizeof step4, "%s/step_000004", dir);
+        o.save_dir = NULL;
+        o.save_every = 0;
+        o.resume_dir = step4;
+        CHECK(nb_train(&o, &resumed) == 0, "resume: %s", nb_last_error());
+        CHECK(resumed.weights_hash == whole.weights_hash, "%s, %s%s, %d stage(s): resumed at step 4 equals the whole run",
+              nb_optimizer_name(cases[c].opt), cases[c].delay, cases[c].ef ? " + ef" : "", cases[c].stages);
+        if (c == 1) {  /* resuming into another run is refused, naming what differs */
+            nb_train_options other = o;
+            other.optim = nb_optim_defaults(NB_OPT_ADAMW);
+            CHECK(nb_train(&other, &resumed) == -1 && strstr(nb_last_error(), "another run"),
+                  "another optimizer: %s", nb_last_error());
+            other = o;
+            other.data_seed = 8;
+            CHECK(nb_train(&other, &resumed) == -1 && strstr(nb_last_error(), "training data"),
+                  "other data order: %s", nb_last_error());
+        }
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        check_run(cmd);
+    }
+}
+
 int main(void) {
     if (kjv_make_data()) {
         CHECK(0, "could not prepare test data: %s", nb_last_error());
@@ -132,6 +183,7 @@ int main(void) {
     check_determinism_and_learning();
     check_each_optimizer_learns();
     check_export_of_trained_weights();
+    check_exact_resume();
     kjv_remove_data();
     return check_summary();
 }

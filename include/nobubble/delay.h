@@ -46,6 +46,12 @@ int nb_stash_create(nb_stash **out, const nb_delay_options *o, int stage, int n_
 void nb_stash_free(nb_stash *s);
 /* Bytes held beyond the current weights (versions, EF buffer). */
 size_t nb_stash_bytes(const nb_stash *s);
+/* For checkpoints: the stored versions (tau_max x n floats, NULL when none), the EF buffer (n
+ * floats, NULL without EF) and whether EF ran at the previous step. */
+float *nb_stash_versions(nb_stash *s, size_t *count);
+float *nb_stash_ef_buffer(nb_stash *s, size_t *count);
+int nb_stash_ef_running(const nb_stash *s);
+void nb_stash_set_ef_running(nb_stash *s, int running);
 /* The delay this stage uses at step t. */
 int nb_stash_tau(const nb_stash *s, int step);
 /* The weights the forward and backward of step t run on: current (= w_t) when tau is 0, else

@@ -61,6 +61,10 @@ void nb_optimizer_free(nb_optimizer *o);
 void nb_optimizer_step(nb_optimizer *o, const float *grads, const float *w, float lr, float aux_lr, float *d);
 /* Steps taken so far. */
 long nb_optimizer_steps(const nb_optimizer *o);
+/* Each tensor's update count (bias correction), for checkpoints: counts[n_tensors]. */
+void nb_optimizer_get_counts(const nb_optimizer *o, long *counts);
+/* Restores the counts and the step count saved with the state buffers. */
+void nb_optimizer_restore(nb_optimizer *o, const long *counts, long steps);
 /* The state, buffer by buffer, for checkpoints: names like "adamw.m:model.norm.weight". */
 int nb_optimizer_state_count(const nb_optimizer *o);
 int nb_optimizer_state(const nb_optimizer *o, int i, const char **name, float **data, size_t *numel);

@@ -85,6 +85,9 @@ int cmd_train(int argc, char **argv) {
         {"--sync-cooldown", OPT_INT, &o.delay.sync_cooldown, "K      no delay for the last K steps (0)"},
         {"--threads", OPT_INT, &threads, "N      OpenMP threads (all cores)"},
         {"--out", OPT_STR, &o.out_dir, "DIR    write DIR/metrics.jsonl and DIR/summary.json"},
+        {"--save-dir", OPT_STR, &o.save_dir, "DIR    checkpoints DIR/step_NNNNNN (weights + full training state) at the end"},
+        {"--save-every", OPT_INT, &o.save_every, "N      also a checkpoint every N steps (needs --save-dir)"},
+        {"--resume", OPT_STR, &o.resume_dir, "DIR    continue from a checkpoint folder (same model, split, optimizer, delay, data)"},
         {"--export", OPT_STR, &o.export_dir, "DIR    write the final weights as a Hugging Face folder (model.safetensors, config.json)"},
         {"--quiet", OPT_FLAG, &o.quiet, "       no progress lines"},
     };

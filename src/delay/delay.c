@@ -111,6 +111,19 @@ size_t nb_stash_bytes(const nb_stash *s) {
     return sizeof(float) * s->n * ((size_t)s->tau_max + (s->d_prev ? 1 : 0));
 }
 
+float *nb_stash_versions(nb_stash *s, size_t *count) {
+    *count = s->versions ? s->n * (size_t)s->tau_max : 0;
+    return s->versions;
+}
+
+float *nb_stash_ef_buffer(nb_stash *s, size_t *count) {
+    *count = s->d_prev ? s->n : 0;
+    return s->d_prev;
+}
+
+int nb_stash_ef_running(const nb_stash *s) { return s->ef_running; }
+void nb_stash_set_ef_running(nb_stash *s, int running) { s->ef_running = running; }
+
 int nb_stash_tau(const nb_stash *s, int step) {
     return nb_delay_tau(&s->o, s->stage, s->n_stages, step, s->total_steps);
 }

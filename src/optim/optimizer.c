@@ -272,6 +272,15 @@ void nb_optimizer_step(nb_optimizer *o, const float *grads, const float *w, floa
 }
 
 long nb_optimizer_steps(const nb_optimizer *o) { return o->steps; }
+
+void nb_optimizer_get_counts(const nb_optimizer *o, long *counts) {
+    for (int i = 0; i < o->n_tensors; i++) counts[i] = o->ts[i].count;
+}
+
+void nb_optimizer_restore(nb_optimizer *o, const long *counts, long steps) {
+    for (int i = 0; i < o->n_tensors; i++) o->ts[i].count = counts[i];
+    o->steps = steps;
+}
 int nb_optimizer_state_count(const nb_optimizer *o) { return o->n_states; }
 
 int nb_optimizer_state(const nb_optimizer *o, int i, const char **name, float **data, size_t *numel) {

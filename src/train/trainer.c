@@ -14,6 +14,7 @@
 #include "nobubble/data.h"
 #include "nobubble/delay.h"
 #include "nobubble/train.h"
+#include "train/state.h"
 #include "util/error.h"
 
 void nb_train_defaults(nb_train_options *o) {
@@ -69,6 +70,8 @@ static int check_options(const nb_train_options *o, int T) {
         return nb_fail("--eval-every %d / --eval-batches %d: expected >= 0 and >= 1", o->eval_every, o->eval_batches);
     if (o->log_every < 1) return nb_fail("--log-every %d: expected >= 1", o->log_every);
     if (!o->train_pattern) return nb_fail("no training data given");
+    if (o->save_every < 0) return nb_fail("--save-every %d: expected >= 0", o->save_every);
+    if (o->save_every > 0 && !o->save_dir) return nb_fail("--save-every needs --save-dir");
     return 0;
 }
 
@@ -261,11 +264,19 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
         if (!(r.step_buf[i] = calloc(r.model.stages[i].n_params, sizeof(float)))) { nb_fail("out of memory"); goto done; }
         if (nb_stash_create(&r.stash[i], &o->delay, i, P, o->steps, s->params, s->n_params)) goto done;
     }
+    train_parts parts = {&r.model, r.opt, r.stash, r.train};
+    int start = 0;
+    if (o->resume_dir && train_state_load(o->resume_dir, &parts, &start, o)) goto done;
+    if (o->save_dir && make_dirs(o->save_dir)) goto done;
     if (o->out_dir) {
         char path[4096];
         if (make_dirs(o->out_dir)) goto done;
         snprintf(path, sizeof path, "%s/metrics.jsonl", o->out_dir);
-        if (!(r.metrics = fopen(path, "w"))) { nb_fail("%s: cannot write: %s", path, strerror(errno)); goto done; }
+        /* A resumed run continues the metrics of the run it resumes. */
+        if (!(r.metrics = fopen(path, o->resume_dir ? "a" : "w"))) {
+            nb_fail("%s: cannot write: %s", path, strerror(errno));
+            goto done;
+        }
     }
     nb_schedule sched = o->schedule;
     sched.total_steps = o->steps;
@@ -282,8 +293,9 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
         for (int i = 0; i < P; i++) extra += nb_stash_bytes(r.stash[i]);
         printf("%s; %.1f MiB of weight versions and EF buffers\n", delay, extra / 1048576.0);
     }
+    if (!o->quiet && o->resume_dir) printf("resumed from %s at step %d\n", o->resume_dir, start);
     double train_seconds = 0, loss = NAN;
-    for (int step = 0; step < o->steps; step++) {
+    for (int step = start; step < o->steps; step++) {
         float lr = nb_schedule_lr(&sched, step);
         double t0 = now_seconds();
         step_stats st;
@@ -314,11 +326,16 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
             fflush(r.metrics);
         }
         if (!isnan(val)) res->final_val_loss = val;
+        if (o->save_dir && (last || (o->save_every && (step + 1) % o->save_every == 0))) {
+            char dir[4200];
+            snprintf(dir, sizeof dir, "%s/step_%06d", o->save_dir, step + 1);
+            if (train_state_save(dir, &parts, step + 1, o)) goto done;
+        }
     }
     res->steps = o->steps;
     res->final_train_loss = loss;
     res->seconds = train_seconds;
-    res->tokens_per_s = tokens_per_step * o->steps / train_seconds;
+    res->tokens_per_s = train_seconds > 0 ? tokens_per_step * (o->steps - start) / train_seconds : 0;
     res->weights_hash = nb_model_weights_hash(&r.model);
     if (o->out_dir && write_summary(o, res, T)) goto done;
     if (o->export_dir && nb_export_hf(&r.model, o->export_dir)) goto done;
