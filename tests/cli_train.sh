@@ -87,6 +87,23 @@ expect_error "resume from nothing" "state.safetensors" "$bin" train --data "$wor
 expect_error "resume another model" "another run" "$bin" train --data "$work/data" --set n_layers=2 --set context=16 \
   --batch 2 --steps 4 --resume "$work/ck/save/step_000002"
 
+# --keep K keeps the newest K periodic checkpoints.
+"$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 --steps 6 --quiet \
+  --save-dir "$work/keep" --save-every 2 --keep 2 > /dev/null 2>&1 && ok || fail "train --keep"
+check "--keep 2: step 2 removed" test ! -e "$work/keep/step_000002"
+check "--keep 2: steps 4 and 6 kept" test -s "$work/keep/step_000004/state.safetensors" -a -s "$work/keep/step_000006/state.safetensors"
+expect_error "--keep without --save-every" "--keep needs --save-every" "$bin" train --data "$work/data" --save-dir "$work/k2" --keep 2
+
+# SIGTERM finishes the step, saves a checkpoint, says where, and exits non-zero; the run resumes from it.
+"$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 --steps 100000 --quiet \
+  --out "$work/sigrun" --save-dir "$work/sig" > "$work/sig.log" 2>&1 &
+pid=$!
+for i in $(seq 1 400); do [ "$(cat "$work/sigrun/metrics.jsonl" 2>/dev/null | wc -l)" -ge 2 ] && break; sleep 0.05; done
+kill -TERM $pid; wait $pid; rc=$?
+saved=$(ls "$work/sig" 2>/dev/null | head -1)
+if [ $rc -ne 0 ] && grep -q "stopped on request after step" "$work/sig.log" && [ -s "$work/sig/$saved/state.safetensors" ]; then ok
+else fail "SIGTERM: rc $rc, saved '$saved', log: $(cat "$work/sig.log")"; fi
+
 # A diverging run stops with a message instead of training on NaN.
 expect_error "loss becomes NaN" "training loss became" "$bin" train --data "$work/data" --set n_layers=1 --set context=16 \
   --batch 2 --steps 30 --lr 1e6 --schedule constant

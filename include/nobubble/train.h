@@ -34,6 +34,7 @@ typedef struct nb_train_options {
     const char *export_dir;     /* the final weights as a Hugging Face folder (NULL: none) */
     const char *save_dir;       /* checkpoints: save_dir/step_NNNNNN every save_every steps and at the end */
     int save_every;             /* (0: only at the end, when save_dir is given) */
+    int keep;                   /* keep only the newest K checkpoints of this run (0: all) */
     const char *resume_dir;     /* a checkpoint folder to continue from (NULL: a fresh start) */
     int quiet;                  /* no progress lines */
 } nb_train_options;
@@ -48,5 +49,9 @@ typedef struct nb_train_result {
 } nb_train_result;
 
 void nb_train_defaults(nb_train_options *o);
+/* Asks a running nb_train to stop after the current step, saving a checkpoint first when it has a
+ * save_dir (async-signal-safe: for SIGINT/SIGTERM handlers). nb_train then fails with a message
+ * saying where it stopped. */
+void nb_train_request_stop(void);
 int nb_train(const nb_train_options *o, nb_train_result *r);
 #endif

@@ -2,6 +2,7 @@
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,6 +27,12 @@ static int data_vocab(const char *dir) {
     int v = nb_tokenizer_vocab_size(t);
     nb_tokenizer_free(t);
     return v;
+}
+
+/* SIGINT and SIGTERM finish the current step, save a checkpoint (with --save-dir) and exit. */
+static void on_signal(int sig) {
+    (void)sig;
+    nb_train_request_stop();
 }
 
 int cmd_train(int argc, char **argv) {
@@ -87,6 +94,7 @@ int cmd_train(int argc, char **argv) {
         {"--out", OPT_STR, &o.out_dir, "DIR    write DIR/metrics.jsonl and DIR/summary.json"},
         {"--save-dir", OPT_STR, &o.save_dir, "DIR    checkpoints DIR/step_NNNNNN (weights + full training state) at the end"},
         {"--save-every", OPT_INT, &o.save_every, "N      also a checkpoint every N steps (needs --save-dir)"},
+        {"--keep", OPT_INT, &o.keep, "K      keep only the newest K periodic checkpoints (0: all)"},
         {"--resume", OPT_STR, &o.resume_dir, "DIR    continue from a checkpoint folder (same model, split, optimizer, delay, data)"},
         {"--export", OPT_STR, &o.export_dir, "DIR    write the final weights as a Hugging Face folder (model.safetensors, config.json)"},
         {"--quiet", OPT_FLAG, &o.quiet, "       no progress lines"},
@@ -166,6 +174,11 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "nobubble train: give --data or --train, not both\n");
         return 2;
     }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     nb_train_result res;
     if (nb_train(&o, &res)) {
         fprintf(stderr, "nobubble train: %s\n", nb_last_error());

@@ -2,6 +2,7 @@
  * run's files (metrics.jsonl, summary.json). */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,30 @@
 #include "nobubble/train.h"
 #include "train/state.h"
 #include "util/error.h"
+
+static volatile sig_atomic_t stop_requested;
+
+void nb_train_request_stop(void) { stop_requested = 1; }
+
+/* Removes step folders of save_dir older than the newest `keep` this run wrote. */
+static void prune_checkpoints(const nb_train_options *o, int saved_step, int every) {
+    if (o->keep <= 0 || every <= 0) return;
+    for (int k = o->keep; ; k++) {
+        int old = saved_step - k * every;
+        if (old <= 0) break;
+        char dir[4200], file[4300];
+        snprintf(dir, sizeof dir, "%s/step_%06d", o->save_dir, old);
+        /* The completion marker goes first, so a half-removed folder is never taken for a checkpoint. */
+        static const char *const files[] = {"state.safetensors", "model.safetensors", "config.json"};
+        int existed = 0;
+        for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+            snprintf(file, sizeof file, "%s/%s", dir, files[i]);
+            existed |= unlink(file) == 0;
+        }
+        rmdir(dir);
+        if (!existed) break;
+    }
+}
 
 void nb_train_defaults(nb_train_options *o) {
     memset(o, 0, sizeof *o);
@@ -72,6 +97,8 @@ static int check_options(const nb_train_options *o, int T) {
     if (!o->train_pattern) return nb_fail("no training data given");
     if (o->save_every < 0) return nb_fail("--save-every %d: expected >= 0", o->save_every);
     if (o->save_every > 0 && !o->save_dir) return nb_fail("--save-every needs --save-dir");
+    if (o->keep < 0) return nb_fail("--keep %d: expected >= 0 (0: keep every checkpoint)", o->keep);
+    if (o->keep > 0 && o->save_every <= 0) return nb_fail("--keep needs --save-every");
     return 0;
 }
 
@@ -326,10 +353,19 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
             fflush(r.metrics);
         }
         if (!isnan(val)) res->final_val_loss = val;
-        if (o->save_dir && (last || (o->save_every && (step + 1) % o->save_every == 0))) {
+        int stopping = stop_requested && !last;
+        if (o->save_dir && (last || stopping || (o->save_every && (step + 1) % o->save_every == 0))) {
             char dir[4200];
             snprintf(dir, sizeof dir, "%s/step_%06d", o->save_dir, step + 1);
             if (train_state_save(dir, &parts, step + 1, o)) goto done;
+            if (o->save_every && (step + 1) % o->save_every == 0) prune_checkpoints(o, step + 1, o->save_every);
+        }
+        if (stopping) {
+            if (o->save_dir)
+                nb_fail("stopped on request after step %d; resume with --resume %s/step_%06d", step + 1, o->save_dir, step + 1);
+            else
+                nb_fail("stopped on request after step %d (no --save-dir: nothing saved)", step + 1);
+            goto done;
         }
     }
     res->steps = o->steps;
