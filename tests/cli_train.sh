@@ -5,7 +5,7 @@ set -u
 bin=${1:?usage: cli_train.sh path/to/nobubble}
 source "$(dirname "$0")/support/cli_harness.sh"
 
-for cmd in prepare train bench; do
+for cmd in prepare train eval bench; do
   if "$bin" $cmd --help | grep -q "usage: nobubble $cmd"; then ok; else fail "$cmd --help"; fi
 done
 "$bin" --help | grep -q "train" && ok || fail "nobubble --help"
@@ -26,9 +26,15 @@ grep -q '"vocab_size": 300' "$work/run/summary.json" && ok || fail "the model ta
 grep -q '"val_loss"' "$work/run/metrics.jsonl" && ok || fail "validation loss logged"
 # The final weights as a Hugging Face folder.
 "$bin" train --data "$work/data" --model tiny --set n_layers=2 --set context=32 --batch 2 --steps 3 --quiet \
-  --export "$work/hf" > "$work/export.log" 2>&1 && ok || fail "train --export: $(cat "$work/export.log")"
+  --eval-batches 2 --out "$work/exrun" --export "$work/hf" > "$work/export.log" 2>&1 && ok || fail "train --export: $(cat "$work/export.log")"
 check "exported model" test -s "$work/hf/model.safetensors"
 check "exported config" grep -q '"vocab_size": 300' "$work/hf/config.json"
+# nobubble eval on the exported model reports exactly the run's final validation loss.
+want=$(sed -n 's/.*"final_val_loss": \([^,]*\),/\1/p' "$work/exrun/summary.json")
+got=$("$bin" eval --checkpoint "$work/hf" --data "$work/data" --batch 2 --batches 2 --json | sed -n 's/.*"val_loss": \([^,]*\),.*/\1/p')
+[ -n "$want" ] && [ "$want" = "$got" ] && ok || fail "eval of the exported model: $got, the run's final validation loss: $want"
+expect_error "eval without a checkpoint" "--checkpoint DIR is required" "$bin" eval --data "$work/data"
+expect_error "eval of a missing folder" "config.json" "$bin" eval --checkpoint "$work/nowhere"
 
 # Bad input
 expect_error "zero steps" "--steps 0" "$bin" train --data "$work/data" --steps 0

@@ -71,6 +71,9 @@ int nb_export_hf(const nb_model *m, const char *dir);
  * a tied copy is filled from the embedding. A missing tensor, a shape mismatch or an unexpected
  * tensor is an error naming it; nothing is written into m unless every tensor checks out. */
 int nb_import_hf(nb_model *m, const char *dir);
+/* Reads dir/config.json (LlamaForCausalLM) into a configuration (context from
+ * max_position_embeddings), validated. */
+int nb_hf_read_config(const char *dir, nb_config *out);
 /* Writes the config.json text for c into a malloc'ed string (NULL when out of memory). */
 char *nb_hf_config_json(const nb_config *c);
 #endif

@@ -49,6 +49,12 @@ typedef struct nb_train_result {
 } nb_train_result;
 
 void nb_train_defaults(nb_train_options *o);
+/* The validation loss as training reports it: the loader reset, then the mean over `batches`
+ * micro-batches of their mean cross-entropy, on the current weights (inputs and targets: room
+ * for one micro-batch; acts: one slot per stage of that shape). */
+struct nb_loader;
+int nb_evaluate(nb_model *m, nb_acts **acts, struct nb_loader *val, int batches, int *inputs, int *targets,
+                double *loss);
 /* Asks a running nb_train to stop after the current step, saving a checkpoint first when it has a
  * save_dir (async-signal-safe: for SIGINT/SIGTERM handlers). nb_train then fails with a message
  * saying where it stopped. */

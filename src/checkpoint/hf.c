@@ -2,6 +2,7 @@
  * model's rotary embedding already pairs dimension i with i + head_dim/2 (rotate_half), as
  * Hugging Face's does, so q_proj and k_proj are written as they are. */
 #define _POSIX_C_SOURCE 200809L
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,9 +99,9 @@ int nb_export_hf(const nb_model *m, const char *dir) {
     return r;
 }
 
-/* config.json against m's configuration: every field that changes the weights' shapes or the
- * function they compute. */
-static int check_config(const nb_config *c, const char *path) {
+/* Reads the architecture fields of a LlamaForCausalLM config.json into *c (context from
+ * max_position_embeddings; a missing tie_word_embeddings is Hugging Face's default, true). */
+static int read_config(const char *path, nb_config *c) {
     char *text;
     size_t len;
     if (nbd_read_file(path, &text, &len, "config")) return -1;
@@ -112,33 +113,61 @@ static int check_config(const nb_config *c, const char *path) {
         nbd_json_free(&root);
         return nb_fail("%s: not a JSON object", path);
     }
-    struct { const char *key; int want; } ints[] = {
-        {"vocab_size", c->vocab_size}, {"hidden_size", c->d_model}, {"intermediate_size", c->d_ffn},
-        {"num_hidden_layers", c->n_layers}, {"num_attention_heads", c->n_heads},
-        {"num_key_value_heads", c->n_kv_heads}};
+    nb_config_preset("tiny", c);
+    struct { const char *key; int *field; } ints[] = {
+        {"vocab_size", &c->vocab_size}, {"hidden_size", &c->d_model}, {"intermediate_size", &c->d_ffn},
+        {"num_hidden_layers", &c->n_layers}, {"num_attention_heads", &c->n_heads},
+        {"num_key_value_heads", &c->n_kv_heads}, {"max_position_embeddings", &c->context}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0] && !r; i++) {
         const nbd_json *v = nbd_json_get(&root, ints[i].key);
-        if (!v || v->type != NBD_JNUM || !v->is_int) r = nb_fail("%s: missing or non-integer \"%s\"", path, ints[i].key);
-        else if (v->i != ints[i].want)
-            r = nb_fail("%s: \"%s\" is %lld, the model has %d", path, ints[i].key, (long long)v->i, ints[i].want);
+        if (!v || v->type != NBD_JNUM || !v->is_int || v->i < INT_MIN || v->i > INT_MAX)
+            r = nb_fail("%s: missing or non-integer \"%s\"", path, ints[i].key);
+        else *ints[i].field = (int)v->i;
     }
-    struct { const char *key; double want; } dbls[] = {{"rms_norm_eps", c->norm_eps}, {"rope_theta", c->rope_theta}};
+    struct { const char *key; double *field; } dbls[] = {{"rms_norm_eps", &c->norm_eps}, {"rope_theta", &c->rope_theta}};
     for (size_t i = 0; i < sizeof dbls / sizeof dbls[0] && !r; i++) {
         const nbd_json *v = nbd_json_get(&root, dbls[i].key);
         if (!v || v->type != NBD_JNUM) r = nb_fail("%s: missing or non-numeric \"%s\"", path, dbls[i].key);
-        else if (v->num != dbls[i].want)
-            r = nb_fail("%s: \"%s\" is %.17g, the model has %.17g", path, dbls[i].key, v->num, dbls[i].want);
+        else *dbls[i].field = v->num;
     }
     if (!r) {
         const nbd_json *v = nbd_json_get(&root, "tie_word_embeddings");
-        int tied = v && v->type == NBD_JBOOL ? v->b : 1;   /* Hugging Face's default is true */
         if (v && v->type != NBD_JBOOL) r = nb_fail("%s: \"tie_word_embeddings\" is not true or false", path);
-        else if (tied != (c->tied != 0))
-            r = nb_fail("%s: \"tie_word_embeddings\" is %s, the model is %s", path, tied ? "true" : "false",
-                        c->tied ? "tied" : "untied");
+        else c->tied = v ? v->b : 1;
     }
     nbd_json_free(&root);
     return r;
+}
+
+int nb_hf_read_config(const char *dir, nb_config *out) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (read_config(path, out)) return -1;
+    if (nb_config_validate(out)) return nb_fail("%s: %s", path, nb_last_error());
+    return 0;
+}
+
+/* config.json against m's configuration: every field that changes the weights' shapes or the
+ * function they compute. */
+static int check_config(const nb_config *c, const char *path) {
+    nb_config f;
+    if (read_config(path, &f)) return -1;
+    struct { const char *key; int got, want; } ints[] = {
+        {"vocab_size", f.vocab_size, c->vocab_size}, {"hidden_size", f.d_model, c->d_model},
+        {"intermediate_size", f.d_ffn, c->d_ffn}, {"num_hidden_layers", f.n_layers, c->n_layers},
+        {"num_attention_heads", f.n_heads, c->n_heads}, {"num_key_value_heads", f.n_kv_heads, c->n_kv_heads}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (ints[i].got != ints[i].want)
+            return nb_fail("%s: \"%s\" is %d, the model has %d", path, ints[i].key, ints[i].got, ints[i].want);
+    struct { const char *key; double got, want; } dbls[] = {{"rms_norm_eps", f.norm_eps, c->norm_eps},
+                                                            {"rope_theta", f.rope_theta, c->rope_theta}};
+    for (size_t i = 0; i < sizeof dbls / sizeof dbls[0]; i++)
+        if (dbls[i].got != dbls[i].want)
+            return nb_fail("%s: \"%s\" is %.17g, the model has %.17g", path, dbls[i].key, dbls[i].got, dbls[i].want);
+    if (f.tied != (c->tied != 0))
+        return nb_fail("%s: \"tie_word_embeddings\" is %s, the model is %s", path, f.tied ? "true" : "false",
+                       c->tied ? "tied" : "untied");
+    return 0;
 }
 
 static int wanted(const nb_model *m, const char *name) {

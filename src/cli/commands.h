@@ -4,6 +4,7 @@
 #define NB_CLI_COMMANDS_H
 int cmd_prepare(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_schedule(int argc, char **argv);
 int cmd_export(int argc, char **argv);

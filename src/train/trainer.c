@@ -147,17 +147,21 @@ static void run_free(run_state *r) {
     if (r->metrics) fclose(r->metrics);
 }
 
-static int evaluate(run_state *r, const nb_train_options *o, double *loss_out) {
+int nb_evaluate(nb_model *m, nb_acts **acts, nb_loader *val, int batches, int *inputs, int *targets, double *loss) {
     double total = 0;
-    nb_loader_reset(r->val);
-    for (int b = 0; b < o->eval_batches; b++) {
-        float loss;
-        if (nb_loader_next(r->val, r->inputs, r->targets)) return -1;
-        if (nb_model_forward(&r->model, NULL, r->acts, r->inputs, r->targets, &loss)) return -1;
-        total += loss;
+    nb_loader_reset(val);
+    for (int b = 0; b < batches; b++) {
+        float l;
+        if (nb_loader_next(val, inputs, targets)) return -1;
+        if (nb_model_forward(m, NULL, acts, inputs, targets, &l)) return -1;
+        total += l;
     }
-    *loss_out = total / o->eval_batches;
+    *loss = total / batches;
     return 0;
+}
+
+static int evaluate(run_state *r, const nb_train_options *o, double *loss_out) {
+    return nb_evaluate(&r->model, r->acts, r->val, o->eval_batches, r->inputs, r->targets, loss_out);
 }
 
 static const char *const schedule_names[] = {"cosine", "wsd", "constant"};
