@@ -5,7 +5,7 @@ set -u
 bin=${1:?usage: cli_train.sh path/to/nobubble}
 source "$(dirname "$0")/support/cli_harness.sh"
 
-for cmd in prepare train eval bench; do
+for cmd in prepare train eval sample bench; do
   if "$bin" $cmd --help | grep -q "usage: nobubble $cmd"; then ok; else fail "$cmd --help"; fi
 done
 "$bin" --help | grep -q "train" && ok || fail "nobubble --help"
@@ -33,6 +33,13 @@ check "exported config" grep -q '"vocab_size": 300' "$work/hf/config.json"
 want=$(sed -n 's/.*"final_val_loss": \([^,]*\),/\1/p' "$work/exrun/summary.json")
 got=$("$bin" eval --checkpoint "$work/hf" --data "$work/data" --batch 2 --batches 2 --json | sed -n 's/.*"val_loss": \([^,]*\),.*/\1/p')
 [ -n "$want" ] && [ "$want" = "$got" ] && ok || fail "eval of the exported model: $got, the run's final validation loss: $want"
+# nobubble sample: the same seed gives the same text; bad use refused.
+s1=$("$bin" sample --checkpoint "$work/hf" --tokenizer "$work/data/tokenizer.json" --prompt "In the beginning" --tokens 8 --seed 5)
+s2=$("$bin" sample --checkpoint "$work/hf" --tokenizer "$work/data/tokenizer.json" --prompt "In the beginning" --tokens 8 --seed 5)
+[ -n "$s1" ] && [ "$s1" = "$s2" ] && case "$s1" in "In the beginning"*) true ;; *) false ;; esac && ok || fail "sample: '$s1' vs '$s2'"
+expect_error "sample without a prompt" "--prompt TEXT are required" "$bin" sample --checkpoint "$work/hf"
+expect_error "sample past the context" "exceed the model's context" "$bin" sample --checkpoint "$work/hf" \
+  --tokenizer "$work/data/tokenizer.json" --prompt "In the beginning" --tokens 100
 expect_error "eval without a checkpoint" "--checkpoint DIR is required" "$bin" eval --data "$work/data"
 expect_error "eval of a missing folder" "config.json" "$bin" eval --checkpoint "$work/nowhere"
 

@@ -127,6 +127,16 @@ int nb_model_backward(nb_model *m, const float *const *weights, nb_acts **acts, 
  * stage's copy, so that the copy follows its owner exactly (after each optimizer step). */
 void nb_model_sync_tied_copy(nb_model *m);
 
+/* ---- generation ---- */
+/* A key/value cache for generating up to max_len (<= context) tokens with the model's current
+ * weights, one token at a time. */
+typedef struct nb_kv_cache nb_kv_cache;
+nb_kv_cache *nb_kv_cache_create(const nb_model *m, int max_len);
+void nb_kv_cache_free(nb_kv_cache *k);
+int nb_kv_cache_length(const nb_kv_cache *k);
+/* Feeds the token at the next position and writes the logits [vocab] that predict the one after. */
+int nb_decode_step(const nb_model *m, nb_kv_cache *k, int token, float *logits);
+
 /* FNV-1a 64 over every stage's weights in tensor order (tied copies skipped): two runs with
  * equal hashes have bitwise equal weights. */
 uint64_t nb_model_weights_hash(const nb_model *m);

@@ -5,6 +5,7 @@
 int cmd_prepare(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_schedule(int argc, char **argv);
 int cmd_export(int argc, char **argv);

@@ -14,6 +14,7 @@ static const subcommand subcommands[] = {
     {"prepare", cmd_prepare, "tokenize text into train/validation token shards"},
     {"train", cmd_train, "train a model (any optimizer, micro-batch accumulation)"},
     {"eval", cmd_eval, "validation loss and perplexity of a saved model"},
+    {"sample", cmd_sample, "generate text from a saved model (key/value cache)"},
     {"bench", cmd_bench, "measure step time, tokens/s and GFLOP/s per preset"},
     {"schedule", cmd_schedule, "simulate a pipeline schedule: timeline, bubble, memory (text, SVG, JSON)"},
     {"export", cmd_export, "write a freshly initialized model as a Hugging Face folder (safetensors)"},

@@ -215,11 +215,7 @@ float nb_acts_loss(const nb_acts *a) { return a->loss; }
 
 /* ---- forward and backward ---- */
 
-typedef struct {
-    const float *ln1, *wqkv, *wo, *ln2, *wgu, *wdown;
-} block_weights;
-
-static block_weights weights_of_block(const nb_stage *s, const float *w, int l) {
+block_weights weights_of_block(const nb_stage *s, const float *w, int l) {
     const nb_tensor *t = &s->tensors[(s->has_embed ? 1 : 0) + l * TENSORS_PER_BLOCK];
     block_weights b = {w + t[B_LN1].offset, w + t[B_Q].offset,  w + t[B_O].offset,
                        w + t[B_LN2].offset, w + t[B_GATE].offset, w + t[B_DOWN].offset};
@@ -233,8 +229,9 @@ static block_weights grads_of_block(nb_stage *s, int l) { return weights_of_bloc
  * and in one stage, where the head is the embedding itself. */
 static int has_head_tensor(const nb_stage *s) { return !(s->cfg.tied && s->has_embed); }
 static int final_norm_index(const nb_stage *s) { return s->n_tensors - (has_head_tensor(s) ? 2 : 1); }
+const float *final_norm_weights(const nb_stage *s, const float *w) { return w + s->tensors[final_norm_index(s)].offset; }
 
-static const float *head_weights(const nb_stage *s, const float *w) {
+const float *head_weights(const nb_stage *s, const float *w) {
     return w + s->tensors[has_head_tensor(s) ? s->n_tensors - 1 : 0].offset;
 }
 

@@ -5,4 +5,12 @@
 
 int nb_stage_init(nb_stage *s, const nb_config *cfg, int index, int count, int first_block, int n_blocks);
 void nb_stage_release(nb_stage *s);
+
+/* Where a stage's weights w (laid out like its params) keep what (for generate.c). */
+typedef struct {
+    const float *ln1, *wqkv, *wo, *ln2, *wgu, *wdown;  /* q, k, v adjacent; gate, up adjacent */
+} block_weights;
+block_weights weights_of_block(const nb_stage *s, const float *w, int l);
+const float *final_norm_weights(const nb_stage *s, const float *w);  /* the last stage */
+const float *head_weights(const nb_stage *s, const float *w);        /* the last stage */
 #endif
