@@ -29,6 +29,7 @@ grep -q '"val_loss"' "$work/run/metrics.jsonl" && ok || fail "validation loss lo
   --eval-batches 2 --out "$work/exrun" --export "$work/hf" > "$work/export.log" 2>&1 && ok || fail "train --export: $(cat "$work/export.log")"
 check "exported model" test -s "$work/hf/model.safetensors"
 check "exported config" grep -q '"vocab_size": 300' "$work/hf/config.json"
+check "the data's tokenizer goes with the exported model" cmp -s "$work/hf/tokenizer.json" "$work/data/tokenizer.json"
 # nobubble eval on the exported model reports exactly the run's final validation loss.
 want=$(sed -n 's/.*"final_val_loss": \([^,]*\),/\1/p' "$work/exrun/summary.json")
 got=$("$bin" eval --checkpoint "$work/hf" --data "$work/data" --batch 2 --batches 2 --json | sed -n 's/.*"val_loss": \([^,]*\),.*/\1/p')

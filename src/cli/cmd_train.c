@@ -187,6 +187,21 @@ int cmd_train(int argc, char **argv) {
     printf("done: %d steps, final train loss %.4f, val loss %.4f, %.0f tokens/s, weights %016llx\n", res.steps,
            res.final_train_loss, res.final_val_loss, res.tokens_per_s, (unsigned long long)res.weights_hash);
     if (o.out_dir) printf("wrote %s/metrics.jsonl and %s/summary.json\n", o.out_dir, o.out_dir);
-    if (o.export_dir) printf("wrote %s/model.safetensors and %s/config.json\n", o.export_dir, o.export_dir);
+    if (o.export_dir) {
+        /* The data's tokenizer goes with the model, so that `nobubble sample` finds it. */
+        char from[4096], to[4096];
+        snprintf(from, sizeof from, "%s/tokenizer.json", data ? data : "");
+        snprintf(to, sizeof to, "%s/tokenizer.json", o.export_dir);
+        nb_tokenizer *t;
+        if (data && access(from, R_OK) == 0) {
+            if (nb_tokenizer_load(&t, from) || nb_tokenizer_save(t, to)) {
+                fprintf(stderr, "nobubble train: %s\n", nb_last_error());
+                return 1;
+            }
+            nb_tokenizer_free(t);
+        }
+        printf("wrote %s/model.safetensors and %s/config.json%s\n", o.export_dir, o.export_dir,
+               data && access(to, R_OK) == 0 ? " (and the data's tokenizer.json)" : "");
+    }
     return 0;
 }
