@@ -23,19 +23,6 @@ static char *pathf(const char *name) {
     return p[k];
 }
 
-static unsigned char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *p = malloc((size_t)sz + 1);
-    *n = fread(p, 1, (size_t)sz, f);
-    fclose(f);
-    p[*n] = 0;
-    return p;
-}
-
 /* entries of a folder other than . and .. */
 static int count_entries(const char *d) {
     DIR *dd = opendir(d);
@@ -82,7 +69,7 @@ static void test_spec_bytes(void) {
     nb_st_tensor t = {"a", 1, {2}, a};
     CHECK(nb_st_write(pathf("spec.safetensors"), &t, 1, NULL, 0) == 0, "write: %s", nb_last_error());
     size_t n;
-    unsigned char *p = slurp(pathf("spec.safetensors"), &n);
+    unsigned char *p = check_slurp(pathf("spec.safetensors"), &n);
     /* JSON: 85 bytes by hand, padded with 3 spaces to 88; then 8 tensor bytes: 104 in all */
     const char *json = "{\"__metadata__\":{\"format\":\"pt\"},\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
     CHECK(strlen(json) == 85, "hand-computed JSON length");
@@ -109,7 +96,7 @@ static void test_spec_bytes(void) {
     nb_st_tensor ts[3] = {{"b", 2, {2, 3}, b}, {"s", 0, {0}, c}, {"e", 1, {0}, NULL}};
     const char *meta[4] = {"producer", "nobubble \"x\"", "step", "12"};
     CHECK(nb_st_write(pathf("meta.safetensors"), ts, 3, meta, 2) == 0, "write with metadata: %s", nb_last_error());
-    p = slurp(pathf("meta.safetensors"), &n);
+    p = check_slurp(pathf("meta.safetensors"), &n);
     unsigned long long N = 0;
     for (int i = 0; i < 8; i++) N |= (unsigned long long)p[i] << (8 * i);
     CHECK(N % 8 == 0 && n == 8 + N + 28, "header length %llu not a multiple of 8 or size %zu wrong", N, n);
@@ -327,7 +314,7 @@ static void test_same_file(void) {
         snprintf(a, sizeof a, "%s/hf_t%d_1_1/deeper/model.safetensors", dir, tied);
         snprintf(b, sizeof b, "%s/hf_t%d_3_1/deeper/model.safetensors", dir, tied);
         size_t na = 0, nb = 0;
-        unsigned char *pa = slurp(a, &na), *pb = slurp(b, &nb);
+        unsigned char *pa = check_slurp(a, &na), *pb = check_slurp(b, &nb);
         CHECK(pa && pb && na == nb && !memcmp(pa, pb, na), "tied %d: 1- and 3-stage exports differ", tied);
         free(pa);
         free(pb);
@@ -347,7 +334,7 @@ static void test_config_json(void) {
         char p[600];
         snprintf(p, sizeof p, "%s/config.json", pathf(sub));
         size_t n;
-        unsigned char *text = slurp(p, &n);
+        unsigned char *text = check_slurp(p, &n);
         nbd_json root;
         if (!text || nbd_json_parse((char *)text, n, &root, "config.json")) {
             CHECK(0, "config.json missing or bad: %s", nb_last_error());
@@ -477,11 +464,11 @@ static void test_atomic(void) {
     snprintf(p, sizeof p, "%s/w.safetensors", sub);
     CHECK(nb_st_write(p, &ta, 1, NULL, 0) == 0, "write: %s", nb_last_error());
     size_t n1, n2;
-    unsigned char *v1 = slurp(p, &n1);
+    unsigned char *v1 = check_slurp(p, &n1);
     /* refused before any I/O: the old file stays */
     nb_st_tensor bad = {"x", 1, {-3}, b};
     CHECK(nb_st_write(p, &bad, 1, NULL, 0) == -1, "a bad shape was written");
-    unsigned char *v2 = slurp(p, &n2);
+    unsigned char *v2 = check_slurp(p, &n2);
     CHECK(v2 && n1 == n2 && !memcmp(v1, v2, n1), "a refused write changed the existing file");
     free(v2);
     CHECK(count_entries(sub) == 1, "a refused write left %d entries", count_entries(sub));
@@ -497,7 +484,7 @@ static void test_atomic(void) {
     CHECK(count_entries(sub) == 2, "a failed rename left %d entries (temporary not removed)", count_entries(sub));
     /* success replaces */
     CHECK(nb_st_write(p, &tb, 1, NULL, 0) == 0, "rewrite: %s", nb_last_error());
-    v2 = slurp(p, &n2);
+    v2 = check_slurp(p, &n2);
     CHECK(v2 && n2 == n1 && !memcmp(v2 + n2 - 12, b, 12) && memcmp(v1, v2, n1), "the file was not replaced");
     CHECK(count_entries(sub) == 2, "%d entries after replacing", count_entries(sub));
     free(v1);

@@ -20,18 +20,6 @@ static char *pathf(const char *name) {
     return p[k];
 }
 
-static unsigned char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *p = malloc((size_t)sz + 1);
-    *n = fread(p, 1, (size_t)sz, f);
-    fclose(f);
-    return p;
-}
-
 /* little-endian int32 written by hand, independently of the library */
 static void le32(unsigned char *p, long v) {
     unsigned long u = (unsigned long)v;
@@ -70,7 +58,7 @@ static void test_header_u16(void) {
     uint32_t tok[5] = {0, 1, 258, 50256, 4095};
     CHECK(nb_shard_write(pathf("a.bin"), tok, 5, 50257) == 0, "write: %s", nb_last_error());
     size_t n;
-    unsigned char *p = slurp(pathf("a.bin"), &n);
+    unsigned char *p = check_slurp(pathf("a.bin"), &n);
     CHECK(p && n == 1024 + 5 * 2, "uint16 shard size %zu, expected 1034", n);
     if (!p || n != 1034) { free(p); return; }
     /* 20240520 = 0x0134D888, little-endian; version 1; count 5 */
@@ -94,7 +82,7 @@ static void test_header_u32(void) {
     uint32_t tok[4] = {70000, 3, 65536, 16777215};
     CHECK(nb_shard_write(pathf("b.bin"), tok, 4, 16777216) == 0, "write: %s", nb_last_error());
     size_t n;
-    unsigned char *p = slurp(pathf("b.bin"), &n);
+    unsigned char *p = check_slurp(pathf("b.bin"), &n);
     CHECK(p && n == 1024 + 4 * 4, "uint32 shard size %zu, expected 1040", n);
     if (!p || n != 1040) { free(p); return; }
     /* 20240801 = 0x0134D9A1; version 7 */

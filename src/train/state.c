@@ -55,6 +55,35 @@ static void free_list(state_list *l) {
     free(l->t);
 }
 
+/* Every float buffer of stage i's state, named as in state.safetensors, handed to visit in one
+ * order, so that saving and loading cannot disagree about what the state holds. */
+typedef int (*buffer_visit)(void *ctx, const char *name, float *data, size_t n);
+
+static int visit_stage_buffers(const train_parts *p, int i, buffer_visit visit, void *ctx) {
+    nb_stage *s = &p->model->stages[i];
+    char name[512];
+    snprintf(name, sizeof name, "stage%d/params", i);
+    if (visit(ctx, name, s->params, s->n_params)) return -1;
+    for (int k = 0; k < nb_optimizer_state_count(p->opt[i]); k++) {
+        const char *sn;
+        float *data;
+        size_t n;
+        nb_optimizer_state(p->opt[i], k, &sn, &data, &n);
+        snprintf(name, sizeof name, "stage%d/%s", i, sn);
+        if (visit(ctx, name, data, n)) return -1;
+    }
+    size_t n;
+    float *v = nb_stash_versions(p->stash[i], &n);
+    snprintf(name, sizeof name, "stage%d/versions", i);
+    if (v && visit(ctx, name, v, n)) return -1;
+    float *e = nb_stash_ef_buffer(p->stash[i], &n);
+    snprintf(name, sizeof name, "stage%d/ef", i);
+    if (e && visit(ctx, name, e, n)) return -1;
+    return 0;
+}
+
+static int visit_save(void *ctx, const char *name, float *data, size_t n) { return add_tensor(ctx, name, data, n); }
+
 /* What must match between the saved run and the resuming one. */
 static void identity(const nb_train_options *o, int n_stages, char *buf, size_t size) {
     char cfg[1024], delay[256];
@@ -74,27 +103,7 @@ int train_state_save(const char *dir, const train_parts *p, int next_step, const
     int rc = 0;
     for (int i = 0; i < p->model->n_stages && !rc; i++) {
         nb_stage *s = &p->model->stages[i];
-        snprintf(name, sizeof name, "stage%d/params", i);
-        rc |= add_tensor(&l, name, s->params, s->n_params);
-        for (int k = 0; k < nb_optimizer_state_count(p->opt[i]) && !rc; k++) {
-            const char *sn;
-            float *data;
-            size_t n;
-            nb_optimizer_state(p->opt[i], k, &sn, &data, &n);
-            snprintf(name, sizeof name, "stage%d/%s", i, sn);
-            rc |= add_tensor(&l, name, data, n);
-        }
-        size_t n;
-        float *v = nb_stash_versions(p->stash[i], &n);
-        if (v && !rc) {
-            snprintf(name, sizeof name, "stage%d/versions", i);
-            rc |= add_tensor(&l, name, v, n);
-        }
-        float *e = nb_stash_ef_buffer(p->stash[i], &n);
-        if (e && !rc) {
-            snprintf(name, sizeof name, "stage%d/ef", i);
-            rc |= add_tensor(&l, name, e, n);
-        }
+        rc |= visit_stage_buffers(p, i, visit_save, &l);
         long *counts = malloc(sizeof(long) * (size_t)(s->n_tensors ? s->n_tensors : 1));
         char *list = malloc(META_LEN);
         if (!counts || !list) rc = nb_fail("out of memory");
@@ -125,7 +134,8 @@ int train_state_save(const char *dir, const train_parts *p, int next_step, const
 }
 
 /* Reads tensor name (exactly n floats) into out. */
-static int read_exact(const nb_st_file *f, const char *name, float *out, size_t n) {
+static int read_exact(void *ctx, const char *name, float *out, size_t n) {
+    const nb_st_file *f = ctx;
     const nb_st_entry *e = nb_st_find(f, name);
     if (!e) return nb_fail("%s: no tensor %s", f->path, name);
     if (e->numel != n) return nb_fail("%s: tensor %s has %zu values, the run needs %zu", f->path, name, e->numel, n);
@@ -143,7 +153,7 @@ static int meta_long(const nb_st_file *f, const char *key, long long *out) {
 }
 
 int train_state_load(const char *dir, const train_parts *p, int *next_step, const nb_train_options *o) {
-    char path[4096], ident[2048], key[64], name[512];
+    char path[4096], ident[2048], key[64];
     snprintf(path, sizeof path, "%s/state.safetensors", dir);
     nb_st_file f;
     if (nb_st_open(path, &f)) return -1;
@@ -155,27 +165,7 @@ int train_state_load(const char *dir, const train_parts *p, int *next_step, cons
                      saved ? saved : "nothing", ident);
     for (int i = 0; i < p->model->n_stages && !rc; i++) {
         nb_stage *s = &p->model->stages[i];
-        snprintf(name, sizeof name, "stage%d/params", i);
-        rc |= read_exact(&f, name, s->params, s->n_params);
-        for (int k = 0; k < nb_optimizer_state_count(p->opt[i]) && !rc; k++) {
-            const char *sn;
-            float *data;
-            size_t n;
-            nb_optimizer_state(p->opt[i], k, &sn, &data, &n);
-            snprintf(name, sizeof name, "stage%d/%s", i, sn);
-            rc |= read_exact(&f, name, data, n);
-        }
-        size_t n;
-        float *v = nb_stash_versions(p->stash[i], &n);
-        if (v && !rc) {
-            snprintf(name, sizeof name, "stage%d/versions", i);
-            rc |= read_exact(&f, name, v, n);
-        }
-        float *e = nb_stash_ef_buffer(p->stash[i], &n);
-        if (e && !rc) {
-            snprintf(name, sizeof name, "stage%d/ef", i);
-            rc |= read_exact(&f, name, e, n);
-        }
+        rc |= visit_stage_buffers(p, i, read_exact, &f);
         long long steps, running;
         snprintf(key, sizeof key, "stage%d.steps", i);
         if (!rc) rc = meta_long(&f, key, &steps);

@@ -48,3 +48,20 @@ int check_run(const char *cmd) {
     if (st == -1) return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+unsigned char *check_slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *p = sz >= 0 ? malloc((size_t)sz + 1) : NULL;
+    if (!p) {
+        fclose(f);
+        return NULL;
+    }
+    *n = fread(p, 1, (size_t)sz, f);
+    fclose(f);
+    p[*n] = 0;
+    return p;
+}

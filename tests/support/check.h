@@ -14,6 +14,9 @@ int check_summary(void);
 /* max |a - b| / max(max |b|, floor): a scale-aware relative error of a whole tensor */
 double check_rel_err_f(const float *a, const float *b, size_t n, double floor);
 double check_rel_err_d(const float *a, const double *b, size_t n, double floor);
+/* The whole file, NUL-terminated (the terminator not counted in *n); NULL when it cannot be read.
+ * free() it. */
+unsigned char *check_slurp(const char *path, size_t *n);
 /* Runs a shell command and returns its exit status (-1 when it could not be run). */
 int check_run(const char *cmd);
 #endif
