@@ -19,19 +19,14 @@ static void check_fixture(const char *name, int n_stages) {
     nbfx *f = nbfx_load(path);
     CHECK(f != NULL, "%s: fixture loads", path);
     if (!f) return;
-    const int *c = nbfx_get(f, "config")->i32;
     nb_config cfg;
-    nb_config_preset("tiny", &cfg);
-    cfg.vocab_size = c[0];
-    cfg.d_model = c[1];
-    cfg.n_layers = c[2];
-    cfg.n_heads = c[3];
-    cfg.n_kv_heads = c[4];
-    cfg.d_ffn = c[5];
-    cfg.context = c[6];
-    cfg.tied = c[7];
-    cfg.rope_theta = nbfx_get(f, "rope_theta")->f64[0];
-    int B = c[8], T = c[9], N = B * T;
+    int B, T;
+    if (nbfx_model_config(f, &cfg, &B, &T)) {
+        CHECK(0, "%s: model configuration entries", path);
+        nbfx_free(f);
+        return;
+    }
+    const int N = B * T;
     nb_model m;
     CHECK(nb_model_create(&m, &cfg, n_stages, NULL) == 0, "%s", nb_last_error());
     CHECK(nb_import_hf(&m, dir) == 0, "%s: import: %s", dir, nb_last_error());

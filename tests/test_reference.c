@@ -174,25 +174,13 @@ static void run_fixture(const char *path) {
     nbfx *f = nbfx_load(path);
     CHECK(f != NULL, "load fixture %s (regenerate with tools/reference/llama_reference.py)", path);
     if (!f) return;
-    const nbfx_entry *ce = need(f, "config", NBFX_I32, 10);
-    const nbfx_entry *theta = need(f, "rope_theta", NBFX_F64, 1);
-    if (!ce || !theta) { nbfx_free(f); return; }
-    const int32_t *c = ce->i32;
     nb_config cfg;
-    CHECK(nb_config_preset("tiny", &cfg) == 0, "preset tiny");
-    cfg.vocab_size = c[0];
-    cfg.d_model = c[1];
-    cfg.n_layers = c[2];
-    cfg.n_heads = c[3];
-    cfg.n_kv_heads = c[4];
-    cfg.d_ffn = c[5];
-    cfg.context = c[6];
-    cfg.tied = c[7];
-    cfg.rope_theta = theta->f64[0];
-    cfg.norm_eps = 1e-5;
-    const nbfx_entry *eps = nbfx_get(f, "norm_eps");
-    if (eps && eps->dtype == NBFX_F64 && eps->numel == 1) cfg.norm_eps = eps->f64[0];
-    int B = c[8], T = c[9];
+    int B, T;
+    if (nbfx_model_config(f, &cfg, &B, &T)) {
+        CHECK(0, "%s: model configuration entries", path);
+        nbfx_free(f);
+        return;
+    }
     int rc = nb_config_validate(&cfg);
     CHECK(rc == 0, "%s: config validates: %s", path, rc ? nb_last_error() : "");
     if (rc) { nbfx_free(f); return; }

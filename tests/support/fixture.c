@@ -1,4 +1,5 @@
 #include "fixture.h"
+#include "nobubble/model.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,4 +148,26 @@ void nbfx_free(nbfx *f) {
     }
     free(f->entries);
     free(f);
+}
+
+int nbfx_model_config(const nbfx *f, nb_config *cfg, int *B, int *T) {
+    const nbfx_entry *c = nbfx_get(f, "config"), *theta = nbfx_get(f, "rope_theta"), *eps = nbfx_get(f, "norm_eps");
+    if (!c || c->dtype != NBFX_I32 || c->numel != 10 || !theta || theta->dtype != NBFX_F64 || theta->numel != 1) {
+        fprintf(stderr, "fixture: missing or malformed \"config\" (i32 [10]) or \"rope_theta\" (f64 [1])\n");
+        return -1;
+    }
+    nb_config_preset("tiny", cfg);
+    cfg->vocab_size = c->i32[0];
+    cfg->d_model = c->i32[1];
+    cfg->n_layers = c->i32[2];
+    cfg->n_heads = c->i32[3];
+    cfg->n_kv_heads = c->i32[4];
+    cfg->d_ffn = c->i32[5];
+    cfg->context = c->i32[6];
+    cfg->tied = c->i32[7];
+    cfg->rope_theta = theta->f64[0];
+    cfg->norm_eps = eps && eps->dtype == NBFX_F64 && eps->numel == 1 ? eps->f64[0] : 1e-5;
+    *B = c->i32[8];
+    *T = c->i32[9];
+    return 0;
 }

@@ -38,4 +38,11 @@ nbfx *nbfx_load(const char *path);
 /* The entry with this exact name, or NULL. */
 const nbfx_entry *nbfx_get(const nbfx *f, const char *name);
 void nbfx_free(nbfx *f);
+
+/* The model configuration a model fixture describes: "config" (i32 [10]: vocab, d, layers,
+ * heads, kv heads, ffn, context, tied, B, T), "rope_theta" (f64 [1]) and optionally "norm_eps"
+ * (f64 [1], else 1e-5); the rest of the fields from the tiny preset. *B and *T receive the batch
+ * shape. -1 with a message on stderr when an entry is missing or malformed. */
+struct nb_config;
+int nbfx_model_config(const nbfx *f, struct nb_config *cfg, int *B, int *T);
 #endif
