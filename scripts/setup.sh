@@ -9,7 +9,14 @@ packages=(
   libdnnl-dev       # oneDNN: the default CPU GEMM backend
   libopenblas-openmp-dev  # OpenBLAS (OpenMP build): the second CPU GEMM backend (NB_GEMM=openblas)
   bible-kjv         # the default corpus (the King James Bible)
+  libopenmpi-dev openmpi-bin  # MPI: pipeline stages as processes (--transport mpi)
 )
+# With --test: what only the tests need as well.
+if [ "${1:-}" = "--test" ]; then
+  packages+=(
+    chromium        # renders the HTML report in a test (headless)
+  )
+fi
 
 missing=()
 for p in "${packages[@]}"; do
