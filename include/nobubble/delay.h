@@ -57,6 +57,10 @@ int nb_stash_tau(const nb_stash *s, int step);
 /* The weights the forward and backward of step t run on: current (= w_t) when tau is 0, else
  * the stored w_{t - tau}. */
 const float *nb_stash_weights(const nb_stash *s, const float *current, int step);
+/* The weights of version v when `updates` updates are done: current when v == updates, else
+ * the stored w_v (NULL unless updates - tau_max <= v < updates). A pipeline stage addresses its
+ * weights this way, since it may run a step's forward before the previous step's update. */
+const float *nb_stash_version(const nb_stash *s, const float *current, int version, int updates);
 /* Taylor compensation of the gradients of step t in place (nothing when off or tau = 0). */
 void nb_stash_taylor(const nb_stash *s, float *grads, const float *current, int step);
 /* Applies step t: d (the optimizer's d_t) becomes the applied step (EF-corrected when EF is on

@@ -81,6 +81,11 @@ typedef struct nb_model {
  * the remainder); otherwise its n_stages entries must be >= 0 and sum to n_layers. */
 int nb_model_create(nb_model *m, const nb_config *cfg, int n_stages, const int *blocks_per_stage);
 void nb_model_free(nb_model *m);
+/* For a process that runs one stage of a split (an MPI rank): frees the other stages' weights and
+ * gradients (their tensor tables stay). nb_model_alloc_stage gives a stage zeroed weights again,
+ * e.g. to receive them at the end of a run. */
+void nb_model_keep_only(nb_model *m, int stage);
+int nb_model_alloc_stage(nb_model *m, int stage);
 /* N(0, 0.02) for matrices and embeddings, the two output projections of each block (o_proj,
  * down_proj) scaled by 1/sqrt(2 n_layers), gains 1. Every tensor draws from its own stream,
  * keyed by the seed and its name, so a model split any way gets the same weights. */

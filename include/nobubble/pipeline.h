@@ -32,6 +32,8 @@ typedef struct {
     int n_steps;         /* optimizer steps (PipeDream: M x S, one per micro-batch) */
     size_t *start;       /* P + 1 offsets: stage s's actions are actions[start[s] .. start[s+1]) */
     nb_pipe_action *actions;
+    int *versions;       /* NULL: the kind's delay rule; else [n_steps x n_stages], the version stage s
+                            uses for step t at versions[t * n_stages + s] (see nb_pipe_generate_versions) */
 } nb_pipe_schedule;
 
 /* "gpipe", "1f1b", "pipedream", "2bw"; an unknown name fails with the valid ones listed. */
@@ -46,6 +48,15 @@ int nb_pipe_version_rule(nb_pipe_kind kind, int n_stages, int stage, int step);
  * updates after every micro-batch: it gets M x S micro-batches, stored as n_micro = 1 and
  * n_steps = M x S. 1F1B and 2BW need M >= P. Fails (nb_last_error) on bad sizes. */
 int nb_pipe_generate(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int n_micro, int n_steps);
+/* A stream schedule (1F1B order, no flush of its own) whose step t runs on stage s's version
+ * versions[t * P + s] (0 <= version <= t, non-decreasing in t), copied into the schedule: a
+ * forward waits, and the stage drains its backwards and updates, until its version exists. This
+ * is how synchronous start and cooldown switch a 2BW or PipeDream pipeline between flushing
+ * (version t) and not flushing. kind must be 1F1B, 2BW or PipeDream (for PipeDream, M = 1). */
+int nb_pipe_generate_versions(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int n_micro, int n_steps,
+                              const int *versions);
+/* The version stage s uses for step t: the schedule's table, or the kind's rule. */
+int nb_pipe_step_version(const nb_pipe_schedule *s, int stage, int step);
 /* An empty schedule with room for the given number of actions per stage (counts[s]); the
  * caller fills actions (tests build hand-made schedules this way). */
 int nb_pipe_alloc(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int n_micro, int n_steps,

@@ -37,6 +37,13 @@ typedef struct nb_train_options {
     int keep;                   /* keep only the newest K checkpoints of this run (0: all) */
     const char *resume_dir;     /* a checkpoint folder to continue from (NULL: a fresh start) */
     int quiet;                  /* no progress lines */
+    /* Real pipeline workers (src/train/pipeline.c): one per stage of `stages`, running the
+     * schedule's actions and exchanging activations through a transport. Bitwise equal to the
+     * one-process run with the schedule's delay (gpipe, 1f1b: sync; 2bw; pipedream) when each
+     * worker has as many GEMM threads as the one-process run. */
+    int pipeline;               /* an nb_pipe_kind, or -1: one process simulates the delay (-1) */
+    int transport;              /* an nb_transport_kind (threads) */
+    int threads_per_stage;      /* GEMM threads per worker (0: the process's cores / stages, at least 1) */
 } nb_train_options;
 
 typedef struct nb_train_result {
@@ -46,6 +53,8 @@ typedef struct nb_train_result {
     double tokens_per_s;        /* training tokens / wall time of the steps (evaluation excluded) */
     double seconds;
     uint64_t weights_hash;      /* nb_model_weights_hash of the final weights */
+    int primary;                /* this process reports the run (0 only on MPI ranks > 0, which hold
+                                   one stage and leave the results above unset) */
 } nb_train_result;
 
 void nb_train_defaults(nb_train_options *o);

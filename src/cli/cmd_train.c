@@ -10,6 +10,8 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "nobubble/data.h"
+#include "nobubble/pipeline.h"
+#include "nobubble/runtime.h"
 #include "nobubble/train.h"
 
 static const char usage[] =
@@ -35,6 +37,34 @@ static void on_signal(int sig) {
     nb_train_request_stop();
 }
 
+/* --pipeline sets the delay its schedule imposes; an explicit --delay must agree with it. */
+static int pipeline_options(const char *pipeline, const char *transport, const char *delay, nb_train_options *o) {
+    nb_pipe_kind kind;
+    nb_transport_kind tk;
+    if (nb_delay_parse(delay ? delay : "sync", &o->delay) ||
+        (pipeline && (nb_pipe_kind_parse(pipeline, &kind) || nb_transport_parse(transport, &tk)))) {
+        fprintf(stderr, "nobubble train: %s\n", nb_last_error());
+        return -1;
+    }
+    if (!pipeline) {
+        if (strcmp(transport, "threads") || nb_mpi_launched()) {
+            fprintf(stderr, "nobubble train: --transport and mpirun need --pipeline KIND (one process per stage)\n");
+            return -1;
+        }
+        return 0;
+    }
+    static const char *const delay_of[] = {"sync", "sync", "pipedream", "2bw"};
+    if (delay && strcmp(delay, delay_of[kind])) {
+        fprintf(stderr, "nobubble train: --pipeline %s runs with the delay %s, not --delay %s (leave --delay out)\n",
+                pipeline, delay_of[kind], delay);
+        return -1;
+    }
+    nb_delay_parse(delay_of[kind], &o->delay);
+    o->pipeline = (int)kind;
+    o->transport = (int)tk;
+    return 0;
+}
+
 int cmd_train(int argc, char **argv) {
     nb_train_options o;
     nb_train_defaults(&o);
@@ -45,7 +75,7 @@ int cmd_train(int argc, char **argv) {
     int ns_steps = INT_MIN, precond_every = INT_MIN, nesterov = 0, no_nesterov = 0, max_precond_dim = INT_MIN;
     opt_list sets = {0};
     int threads = 0, has_vocab_override = 0;
-    const char *delay = "sync", *ef = NULL;
+    const char *delay = NULL, *ef = NULL, *pipeline = NULL, *transport = "threads";
     unsigned long long seed = o.seed, data_seed = o.data_seed;
     const cli_option opts[] = {
         {"--data", OPT_STR, &data, "DIR    prepared data: DIR/*_train_*.bin, DIR/*_val_*.bin (data/bible)"},
@@ -97,6 +127,9 @@ int cmd_train(int argc, char **argv) {
         {"--keep", OPT_INT, &o.keep, "K      keep only the newest K periodic checkpoints (0: all)"},
         {"--resume", OPT_STR, &o.resume_dir, "DIR    continue from a checkpoint folder (same model, split, optimizer, delay, data)"},
         {"--export", OPT_STR, &o.export_dir, "DIR    write the final weights as a Hugging Face folder (model.safetensors, config.json)"},
+        {"--pipeline", OPT_STR, &pipeline, "KIND   real workers, one per stage: gpipe | 1f1b | pipedream | 2bw (sets --delay)"},
+        {"--transport", OPT_STR, &transport, "NAME   threads (one process) | mpi (mpirun -np P, one process per stage) (threads)"},
+        {"--threads-per-stage", OPT_INT, &o.threads_per_stage, "N      GEMM threads of each pipeline worker (cores / stages)"},
         {"--quiet", OPT_FLAG, &o.quiet, "       no progress lines"},
     };
     int rc = cli_parse(usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
@@ -108,10 +141,7 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     if (threads) omp_set_num_threads(threads);
-    if (nb_delay_parse(delay, &o.delay)) {
-        fprintf(stderr, "nobubble train: %s\n", nb_last_error());
-        return 2;
-    }
+    if (pipeline_options(pipeline, transport, delay, &o)) return 2;
     if (ef) {
         char *end;
         o.delay.ef = 1;
@@ -180,10 +210,13 @@ int cmd_train(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     nb_train_result res;
-    if (nb_train(&o, &res)) {
+    int failed = nb_train(&o, &res);
+    nb_mpi_finish();
+    if (failed) {
         fprintf(stderr, "nobubble train: %s\n", nb_last_error());
         return 1;
     }
+    if (!res.primary) return 0;  /* an MPI rank > 0: the first stage reports the run */
     printf("done: %d steps, final train loss %.4f, val loss %.4f, %.0f tokens/s, weights %016llx\n", res.steps,
            res.final_train_loss, res.final_val_loss, res.tokens_per_s, (unsigned long long)res.weights_hash);
     if (o.out_dir) printf("wrote %s/metrics.jsonl and %s/summary.json\n", o.out_dir, o.out_dir);

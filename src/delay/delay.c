@@ -140,6 +140,12 @@ const float *nb_stash_weights(const nb_stash *s, const float *current, int step)
     return tau == 0 ? current : version(s, step, tau);
 }
 
+const float *nb_stash_version(const nb_stash *s, const float *current, int v, int updates) {
+    if (v == updates) return current;
+    if (v > updates || v < updates - s->tau_max || v < 0) return NULL;
+    return s->versions + (size_t)(v % s->tau_max) * s->n;
+}
+
 void nb_stash_taylor(const nb_stash *s, float *grads, const float *current, int step) {
     int tau = nb_stash_tau(s, step);
     if (tau == 0 || !(s->o.taylor > 0)) return;

@@ -39,6 +39,25 @@ void nb_model_free(nb_model *m) {
     memset(m, 0, sizeof *m);
 }
 
+void nb_model_keep_only(nb_model *m, int stage) {
+    for (int i = 0; i < m->n_stages; i++) {
+        nb_stage *s = &m->stages[i];
+        if (i == stage) continue;
+        free(s->params);
+        free(s->grads);
+        free(s->tied_head_grad);
+        s->params = s->grads = s->tied_head_grad = NULL;
+    }
+}
+
+int nb_model_alloc_stage(nb_model *m, int stage) {
+    nb_stage *s = &m->stages[stage];
+    if (s->params) return 0;
+    if (!(s->params = calloc(s->n_params, sizeof(float))))
+        return nb_fail("out of memory for the weights of stage %d (%zu floats)", stage, s->n_params);
+    return 0;
+}
+
 static int is_output_projection(const char *name) {
     return strstr(name, "o_proj.weight") != NULL || strstr(name, "down_proj.weight") != NULL;
 }
@@ -47,6 +66,7 @@ void nb_model_init(nb_model *m, uint64_t seed) {
     double out_scale = 1.0 / sqrt(2.0 * m->cfg.n_layers);
     for (int si = 0; si < m->n_stages; si++) {
         nb_stage *s = &m->stages[si];
+        if (!s->params) continue;  /* another process's stage (nb_model_keep_only) */
         for (int ti = 0; ti < s->n_tensors; ti++) {
             const nb_tensor *t = &s->tensors[ti];
             float *p = s->params + t->offset;

@@ -64,8 +64,15 @@ void nb_pipe_free(nb_pipe_schedule *s) {
     if (!s) return;
     free(s->start);
     free(s->actions);
+    free(s->versions);
     s->start = NULL;
     s->actions = NULL;
+    s->versions = NULL;
+}
+
+int nb_pipe_step_version(const nb_pipe_schedule *s, int stage, int step) {
+    if (s->versions) return s->versions[(size_t)step * s->n_stages + stage];
+    return nb_pipe_version_rule(s->kind, s->n_stages, stage, step);
 }
 
 size_t nb_pipe_n_actions(const nb_pipe_schedule *s) { return s->start ? s->start[s->n_stages] : 0; }
@@ -82,7 +89,7 @@ static void emit(emitter *e, nb_pipe_op op, int mb, int step) {
     a->op = op;
     a->mb = op == NB_PIPE_UPDATE ? -1 : mb;
     a->step = step;
-    a->version = op == NB_PIPE_UPDATE ? step : nb_pipe_version_rule(sc->kind, sc->n_stages, e->stage, step);
+    a->version = op == NB_PIPE_UPDATE ? step : nb_pipe_step_version(sc, e->stage, step);
 }
 
 /* GPipe: per step all forwards, all backwards (in micro-batch order), the update. */
@@ -127,6 +134,62 @@ static void gen_stream(emitter *e) {
     }
 }
 
+/* The stream with versions from a table: greedily a forward while at most W = P - 1 - s are in
+ * flight and its version exists, else the oldest backward (and the update a step's last backward
+ * completes). With the kind's own versions this is exactly gen_stream (and gen_1f1b for 1F1B). */
+static void gen_versioned(emitter *e) {
+    const int M = e->sc->n_micro, N = M * e->sc->n_steps, W = e->sc->n_stages - 1 - e->stage;
+    int nf = 0, nbk = 0, updates = 0;
+    while (nbk < N) {
+        if (nf < N && nf - nbk <= W && nb_pipe_step_version(e->sc, e->stage, nf / M) <= updates) {
+            emit(e, NB_PIPE_FORWARD, nf, nf / M);
+            nf++;
+            continue;
+        }
+        emit(e, NB_PIPE_BACKWARD, nbk, nbk / M);
+        if (++nbk % M == 0) {
+            emit(e, NB_PIPE_UPDATE, -1, nbk / M - 1);
+            updates++;
+        }
+    }
+}
+
+int nb_pipe_generate_versions(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int n_micro, int n_steps,
+                              const int *versions) {
+    memset(out, 0, sizeof *out);
+    if (kind != NB_PIPE_1F1B && kind != NB_PIPE_2BW && kind != NB_PIPE_PIPEDREAM)
+        return nb_fail("schedule %s: a version table needs a stream schedule (1f1b, 2bw or pipedream)",
+                       nb_pipe_kind_name(kind));
+    if (kind == NB_PIPE_PIPEDREAM && n_micro != 1)
+        return nb_fail("pipedream updates after every micro-batch: expected M = 1 with a version table, got %d", n_micro);
+    for (int t = 0; versions && t < n_steps; t++)
+        for (int s = 0; s < n_stages; s++) {
+            int v = versions[(size_t)t * n_stages + s];
+            int prev = t > 0 ? versions[(size_t)(t - 1) * n_stages + s] : 0;
+            if (v < 0 || v > t || v < prev)
+                return nb_fail("schedule: version %d for stage %d at step %d: expected %d <= version <= %d", v, s, t,
+                               prev, t);
+        }
+    if (nb_pipe_generate(out, kind, n_stages, n_micro, n_steps)) return -1;
+    if (!versions) return 0;
+    size_t bytes = sizeof(int) * (size_t)n_steps * (size_t)n_stages;
+    if (!(out->versions = malloc(bytes))) {
+        nb_pipe_free(out);
+        return nb_fail("out of memory for a version table of %d steps", n_steps);
+    }
+    memcpy(out->versions, versions, bytes);
+    for (int s = 0; s < n_stages; s++) {
+        emitter e = {out, out->actions + out->start[s], s};
+        gen_versioned(&e);
+        /* A flush has the same actions in another order: the count is unchanged. */
+        if (e.a != out->actions + out->start[s + 1]) {
+            nb_pipe_free(out);
+            return nb_fail("internal: versioned schedule of stage %d has the wrong length", s);
+        }
+    }
+    return 0;
+}
+
 int nb_pipe_generate(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int n_micro, int n_steps) {
     memset(out, 0, sizeof *out);
     if (n_stages < 1) return nb_fail("--stages %d: expected P >= 1", n_stages);
@@ -145,7 +208,7 @@ int nb_pipe_generate(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int
     const size_t per_stage = 2 * (size_t)n_micro * (size_t)n_steps + (size_t)n_steps;
     if ((double)per_stage * n_stages > 4e8)
         return nb_fail("schedule of %d stages x %zu actions: too large (at most 4e8 actions)", n_stages, per_stage);
-    size_t *counts = malloc(sizeof(size_t) * (size_t)n_stages);
+    size_t *counts = calloc((size_t)n_stages, sizeof(size_t));
     if (!counts) return nb_fail("out of memory");
     for (int s = 0; s < n_stages; s++) counts[s] = per_stage;
     int rc = nb_pipe_alloc(out, kind, n_stages, n_micro, n_steps, counts);

@@ -57,7 +57,7 @@ static int check_structure(const nb_pipe_schedule *sc) {
             if (a->op != NB_PIPE_FORWARD && a->op != NB_PIPE_BACKWARD) FAIL_AT("unknown op %d", (int)a->op);
             if (a->mb < 0 || a->mb >= N) FAIL_AT("micro-batch out of range: expected 0..%d", N - 1);
             if (a->step != a->mb / M) FAIL_AT("step %d: micro-batch %d belongs to step %d", a->step, a->mb, a->mb / M);
-            int rule = nb_pipe_version_rule(sc->kind, sc->n_stages, s, a->step);
+            int rule = nb_pipe_step_version(sc, s, a->step);
             if (a->op == NB_PIPE_FORWARD) {
                 if (state[a->mb] & 1) FAIL_AT("micro-batch %d forwarded twice", a->mb);
                 if (a->version != rule)

@@ -15,6 +15,7 @@
 #include "nobubble/data.h"
 #include "nobubble/delay.h"
 #include "nobubble/train.h"
+#include "train/run.h"
 #include "train/state.h"
 #include "util/error.h"
 
@@ -60,6 +61,7 @@ void nb_train_defaults(nb_train_options *o) {
     memset(o, 0, sizeof *o);
     nb_config_preset("tiny", &o->model);
     o->stages = 1;
+    o->pipeline = -1;
     o->batch = 8;
     o->microbatches = 1;
     o->steps = 100;
@@ -77,13 +79,13 @@ void nb_train_defaults(nb_train_options *o) {
     o->seed = 1;
 }
 
-static double now_seconds(void) {
+double train_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int make_dirs(const char *path) {
+int train_make_dirs(const char *path) {
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", path);
     for (char *p = buf + 1; *p; p++)
@@ -96,7 +98,7 @@ static int make_dirs(const char *path) {
     return 0;
 }
 
-static int check_options(const nb_train_options *o, int T) {
+int train_check_options(const nb_train_options *o, int T) {
     if (o->batch < 1) return nb_fail("--batch %d: expected >= 1", o->batch);
     if (T < 1 || T > o->model.context)
         return nb_fail("--seq %d: expected 1 <= seq <= the model's context (%d)", T, o->model.context);
@@ -166,7 +168,7 @@ static int evaluate(run_state *r, const nb_train_options *o, double *loss_out) {
 
 static const char *const schedule_names[] = {"cosine", "wsd", "constant"};
 
-static int write_summary(const nb_train_options *o, const nb_train_result *res, int T) {
+int train_write_summary(const nb_train_options *o, const nb_train_result *res, int T, const char *extra) {
     char path[4096], tmp[4200], cfg[1024];
     snprintf(path, sizeof path, "%s/summary.json", o->out_dir);
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
@@ -193,6 +195,7 @@ static int write_summary(const nb_train_options *o, const nb_train_result *res, 
                "\"sync_start\": %d, \"sync_cooldown\": %d},\n",
             modes[o->delay.mode], o->delay.tau, o->delay.ef ? "true" : "false", (double)o->delay.ef_alpha,
             (double)o->delay.taylor, o->delay.sync_start, o->delay.sync_cooldown);
+    if (extra) fprintf(f, "  %s,\n", extra);
     fprintf(f, "  \"final_train_loss\": %.9g,\n", res->final_train_loss);
     if (isnan(res->final_val_loss)) fprintf(f, "  \"final_val_loss\": null,\n");
     else fprintf(f, "  \"final_val_loss\": %.9g,\n", res->final_val_loss);
@@ -208,6 +211,17 @@ static int write_summary(const nb_train_options *o, const nb_train_result *res, 
     return 0;
 }
 
+void train_write_metrics(FILE *f, const train_metrics *m) {
+    fprintf(f, "{\"step\": %d, \"train_loss\": %.9g, \"lr\": %.7g, \"tokens\": %.0f, \"time_s\": %.6f, "
+               "\"tokens_per_s\": %.1f, \"update_norm\": %.9g, \"tau\": %d, \"version_distance\": %.9g",
+            m->step + 1, m->loss, m->lr, m->tokens, m->time_s, m->tokens_per_s, m->update_norm, m->tau,
+            m->version_distance);
+    if (!isnan(m->grad_norm)) fprintf(f, ", \"grad_norm\": %.9g", m->grad_norm);
+    if (!isnan(m->val_loss)) fprintf(f, ", \"val_loss\": %.9g", m->val_loss);
+    fprintf(f, "}\n");
+    fflush(f);
+}
+
 /* Clips the gradients of all stages together to global norm o->clip; returns the norm. */
 static double clip_gradients(nb_model *m, float clip) {
     double sq = 0.0;
@@ -220,7 +234,7 @@ static double clip_gradients(nb_model *m, float clip) {
 }
 
 /* ||a - b||^2 over a stage's tensors, a tied copy counted once (it is skipped). */
-static double distance_sq(const float *a, const float *b, const nb_stage *s) {
+double train_distance_sq(const float *a, const float *b, const nb_stage *s) {
     double sum = 0.0;
     for (int ti = 0; ti < s->n_tensors; ti++) {
         const nb_tensor *t = &s->tensors[ti];
@@ -265,7 +279,7 @@ static int train_step(run_state *r, const nb_train_options *o, int step, float l
     for (int i = 0; i < m->n_stages; i++) {
         nb_stage *s = &m->stages[i];
         float *d = r->step_buf[i];
-        if (r->weights[i] != s->params) version_sq += distance_sq(s->params, r->weights[i], s);
+        if (r->weights[i] != s->params) version_sq += train_distance_sq(s->params, r->weights[i], s);
         nb_optimizer_step(r->opt[i], s->grads, s->params, lr, aux_lr, d);
         nb_stash_apply(r->stash[i], s->params, d, step, NULL, NULL);
         update_sq += nb_grad_sum_squares(d, s->tensors, s->n_tensors);
@@ -278,8 +292,9 @@ static int train_step(run_state *r, const nb_train_options *o, int step, float l
 }
 
 int nb_train(const nb_train_options *o, nb_train_result *res) {
+    if (o->pipeline >= 0) return train_pipeline(o, res);
     int T = o->seq_len ? o->seq_len : o->model.context;
-    if (nb_config_validate(&o->model) || check_options(o, T) || nb_delay_validate(&o->delay, o->steps, o->stages))
+    if (nb_config_validate(&o->model) || train_check_options(o, T) || nb_delay_validate(&o->delay, o->steps, o->stages))
         return -1;
     run_state r;
     memset(&r, 0, sizeof r);
@@ -311,13 +326,13 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
     }
     train_parts parts = {&r.model, r.opt, r.stash, r.train};
     int start = 0;
-    double t_load = now_seconds();
+    double t_load = train_now();
     if (o->resume_dir && train_state_load(o->resume_dir, &parts, &start, o)) goto done;
-    if (o->resume_dir && !o->quiet) report_checkpoint("loaded", o->resume_dir, now_seconds() - t_load);
-    if (o->save_dir && make_dirs(o->save_dir)) goto done;
+    if (o->resume_dir && !o->quiet) report_checkpoint("loaded", o->resume_dir, train_now() - t_load);
+    if (o->save_dir && train_make_dirs(o->save_dir)) goto done;
     if (o->out_dir) {
         char path[4096];
-        if (make_dirs(o->out_dir)) goto done;
+        if (train_make_dirs(o->out_dir)) goto done;
         snprintf(path, sizeof path, "%s/metrics.jsonl", o->out_dir);
         /* A resumed run continues the metrics of the run it resumes. */
         if (!(r.metrics = fopen(path, o->resume_dir ? "a" : "w"))) {
@@ -344,11 +359,11 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
     double train_seconds = 0, loss = NAN;
     for (int step = start; step < o->steps; step++) {
         float lr = nb_schedule_lr(&sched, step);
-        double t0 = now_seconds();
+        double t0 = train_now();
         step_stats st;
         if (train_step(&r, o, step, lr, &st)) goto done;
         loss = st.loss;
-        double dt = now_seconds() - t0;
+        double dt = train_now() - t0;
         train_seconds += dt;
         if (!isfinite(loss)) { nb_fail("training loss became %g at step %d (try a lower --lr)", loss, step); goto done; }
         int last = step == o->steps - 1;
@@ -363,23 +378,18 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
             fflush(stdout);
         }
         if (r.metrics) {
-            fprintf(r.metrics, "{\"step\": %d, \"train_loss\": %.9g, \"lr\": %.7g, \"tokens\": %.0f, \"time_s\": %.6f, "
-                               "\"tokens_per_s\": %.1f, \"update_norm\": %.9g, \"tau\": %d, \"version_distance\": %.9g",
-                    step + 1, loss, lr, tokens_per_step * (step + 1), train_seconds, tokens_per_step / dt,
-                    st.update_norm, st.max_tau, st.version_distance);
-            if (o->clip > 0) fprintf(r.metrics, ", \"grad_norm\": %.9g", st.grad_norm);
-            if (!isnan(val)) fprintf(r.metrics, ", \"val_loss\": %.9g", val);
-            fprintf(r.metrics, "}\n");
-            fflush(r.metrics);
+            train_metrics m = {step, loss, lr, tokens_per_step * (step + 1), train_seconds, tokens_per_step / dt,
+                               st.update_norm, st.max_tau, st.version_distance, o->clip > 0 ? st.grad_norm : NAN, val};
+            train_write_metrics(r.metrics, &m);
         }
         if (!isnan(val)) res->final_val_loss = val;
         int stopping = stop_requested && !last;
         if (o->save_dir && (last || stopping || (o->save_every && (step + 1) % o->save_every == 0))) {
             char dir[4200];
             snprintf(dir, sizeof dir, "%s/step_%06d", o->save_dir, step + 1);
-            double t_save = now_seconds();
+            double t_save = train_now();
             if (train_state_save(dir, &parts, step + 1, o)) goto done;
-            if (!o->quiet) report_checkpoint("saved", dir, now_seconds() - t_save);
+            if (!o->quiet) report_checkpoint("saved", dir, train_now() - t_save);
             if (o->save_every && (step + 1) % o->save_every == 0) prune_checkpoints(o, step + 1, o->save_every);
         }
         if (stopping) {
@@ -395,7 +405,8 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
     res->seconds = train_seconds;
     res->tokens_per_s = train_seconds > 0 ? tokens_per_step * (o->steps - start) / train_seconds : 0;
     res->weights_hash = nb_model_weights_hash(&r.model);
-    if (o->out_dir && write_summary(o, res, T)) goto done;
+    res->primary = 1;
+    if (o->out_dir && train_write_summary(o, res, T, NULL)) goto done;
     if (o->export_dir && nb_export_hf(&r.model, o->export_dir)) goto done;
     rc = 0;
 done:

@@ -1,0 +1,46 @@
+/* The transport-independent half of a link: argument checks, then the implementation's op. */
+#include <string.h>
+#include "runtime/link.h"
+#include "util/error.h"
+
+static const char *const transport_names[] = {"threads", "mpi"};
+
+int nb_transport_parse(const char *text, nb_transport_kind *out) {
+    for (int k = 0; k < 2; k++)
+        if (!strcmp(text, transport_names[k])) {
+            *out = (nb_transport_kind)k;
+            return 0;
+        }
+    return nb_fail("--transport '%s': expected one of %s", text, NB_TRANSPORT_KINDS);
+}
+
+const char *nb_transport_name(nb_transport_kind kind) {
+    return (unsigned)kind < 2 ? transport_names[kind] : "unknown";
+}
+
+int nb_link_stage(const nb_link *l) { return l->stage; }
+int nb_link_count(const nb_link *l) { return l->count; }
+
+static int check_peer(const nb_link *l, int peer, int tag) {
+    if (peer < 0 || peer >= l->count || peer == l->stage)
+        return nb_fail("stage %d: message to/from stage %d: expected another stage of 0..%d", l->stage, peer,
+                       l->count - 1);
+    if (tag < 0 || tag >= (1 << 20)) return nb_fail("stage %d: tag %d out of range [0, 2^20)", l->stage, tag);
+    return 0;
+}
+
+int nb_link_send(nb_link *l, int to, int tag, const void *buf, size_t bytes) {
+    if (check_peer(l, to, tag)) return -1;
+    return l->ops->send(l, to, tag, buf, bytes);
+}
+
+int nb_link_recv(nb_link *l, int from, int tag, void *buf, size_t bytes) {
+    if (check_peer(l, from, tag)) return -1;
+    return l->ops->recv(l, from, tag, buf, bytes);
+}
+
+void nb_link_fail(nb_link *l, const char *message) { l->ops->fail(l, message); }
+
+void nb_link_close(nb_link *l) {
+    if (l) l->ops->close(l);
+}

@@ -1,0 +1,19 @@
+/* Internal: a link is a table of operations and one stage's identity (the interface both
+ * transports implement; see include/nobubble/runtime.h). */
+#ifndef NB_RUNTIME_LINK_H
+#define NB_RUNTIME_LINK_H
+#include "nobubble/runtime.h"
+
+typedef struct {
+    int (*send)(nb_link *l, int to, int tag, const void *buf, size_t bytes);
+    int (*recv)(nb_link *l, int from, int tag, void *buf, size_t bytes);
+    void (*fail)(nb_link *l, const char *message);
+    void (*close)(nb_link *l);
+} nb_link_ops;
+
+struct nb_link {
+    const nb_link_ops *ops;
+    int stage, count;
+    void *impl;
+};
+#endif

@@ -1,0 +1,27 @@
+/* Internal: what the one-process trainer (trainer.c) and the pipeline trainer (pipeline.c)
+ * share: option checks, the run's files and the measures they write. */
+#ifndef NB_TRAIN_RUN_H
+#define NB_TRAIN_RUN_H
+#include <stdio.h>
+#include "nobubble/train.h"
+
+double train_now(void);  /* monotonic seconds */
+int train_make_dirs(const char *path);
+int train_check_options(const nb_train_options *o, int T);
+/* summary.json; extra (NULL: none) is one more `"key": value` member, written as given. */
+int train_write_summary(const nb_train_options *o, const nb_train_result *res, int T, const char *extra);
+/* ||a - b||^2 over a stage's tensors, a tied copy skipped. */
+double train_distance_sq(const float *a, const float *b, const nb_stage *s);
+
+/* One line of metrics.jsonl (grad_norm and val_loss NAN when absent). */
+typedef struct {
+    int step;
+    double loss, lr, tokens, time_s, tokens_per_s, update_norm;
+    int tau;
+    double version_distance, grad_norm, val_loss;
+} train_metrics;
+void train_write_metrics(FILE *f, const train_metrics *m);
+
+/* nb_train with o->pipeline set: one worker per stage (src/train/pipeline.c). */
+int train_pipeline(const nb_train_options *o, nb_train_result *res);
+#endif
