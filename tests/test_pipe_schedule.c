@@ -326,7 +326,70 @@ static void test_large(void) {
     CHECK(secs < 20, "P = 1024 is fast (%.2f s)", secs);
 }
 
+/* A version table equal to the kind's rule gives exactly the kind's own schedule; a table with a
+ * synchronous start and cooldown (the delay's versions) validates, flushes in those steps (every
+ * stage's first forward of step t after its update t - 1) and streams in the others. */
+static void test_version_tables(void) {
+    const nb_pipe_kind stream[] = {NB_PIPE_1F1B, NB_PIPE_2BW, NB_PIPE_PIPEDREAM};
+    int same = 0, total = 0;
+    for (int ki = 0; ki < 3; ki++)
+        for (int P = 1; P <= 4; P++)
+            for (int M = P; M <= P + 2; M++) {
+                int Mk = stream[ki] == NB_PIPE_PIPEDREAM ? 1 : M, S = 5;
+                int *v = malloc(sizeof(int) * (size_t)S * P);
+                for (int t = 0; t < S; t++)
+                    for (int st = 0; st < P; st++) v[t * P + st] = nb_pipe_version_rule(stream[ki], P, st, t);
+                nb_pipe_schedule a, b;
+                total++;
+                if (!nb_pipe_generate(&a, stream[ki], P, Mk, S) && !nb_pipe_generate_versions(&b, stream[ki], P, Mk, S, v))
+                    same += nb_pipe_n_actions(&a) == nb_pipe_n_actions(&b) &&
+                            !memcmp(a.actions, b.actions, sizeof(nb_pipe_action) * nb_pipe_n_actions(&a));
+                nb_pipe_free(&a);
+                nb_pipe_free(&b);
+                free(v);
+            }
+    CHECK(same == total, "a table with the rule's versions gives the kind's schedule (%d of %d)", same, total);
+
+    nb_delay_options d = {0};
+    nb_delay_parse("2bw", &d);
+    d.sync_start = 2;
+    d.sync_cooldown = 2;
+    const int P = 3, M = 4, S = 8;
+    int v[8 * 3];
+    for (int t = 0; t < S; t++)
+        for (int st = 0; st < P; st++) {
+            int x = t - nb_delay_tau(&d, st, P, t, S);
+            v[t * P + st] = x > 0 ? x : 0;
+        }
+    nb_pipe_schedule sc;
+    CHECK(!nb_pipe_generate_versions(&sc, NB_PIPE_2BW, P, M, S, v) && !nb_pipe_validate(&sc), "sync start/cooldown: %s",
+          nb_last_error());
+    int flushes = 0;
+    for (int st = 0; st < P; st++) {
+        int updates = 0, seen[8] = {0};
+        for (size_t k = sc.start[st]; k < sc.start[st + 1]; k++) {
+            const nb_pipe_action *a = &sc.actions[k];
+            if (a->op == NB_PIPE_UPDATE) updates++;
+            /* The first stage runs ahead (P - 1 forwards in flight): a step that starts after
+             * its previous update there is a flush. */
+            if (st == 0 && a->op == NB_PIPE_FORWARD && !seen[a->step]++ && updates == a->step) flushes |= 1 << a->step;
+            if (a->op == NB_PIPE_FORWARD && !(a->step < 2 || a->step >= S - 2))
+                CHECK(a->version == a->step - 1, "stage %d step %d streams on version %d", st, a->step, a->version);
+        }
+    }
+    /* Steps 1 (inside the start), 6 and 7 (the cooldown) flush; the streaming steps 3..5 do not (step 2,
+     * the first delayed one, needs version 1 only). Step 0 flushes trivially. */
+    CHECK((flushes & 0xC3) == 0xC3 && !(flushes & 0x38), "the first stage flushes exactly at the synchronous steps (mask %#x)", flushes);
+    nb_pipe_free(&sc);
+    v[3 * P + 1] = 4;
+    CHECK(nb_pipe_generate_versions(&sc, NB_PIPE_2BW, P, M, S, v) && strstr(nb_last_error(), "version 4 for stage 1 at step 3"),
+          "a version from the future is refused (%s)", nb_last_error());
+    CHECK(nb_pipe_generate_versions(&sc, NB_PIPE_GPIPE, P, M, S, NULL) && strstr(nb_last_error(), "stream schedule"),
+          "gpipe takes no table (%s)", nb_last_error());
+}
+
 int main(void) {
+    test_version_tables();
     test_bubble_exact();
     test_2bw_steady_state();
     test_pipedream_versions();

@@ -49,7 +49,8 @@ int nb_pipe_version_rule(nb_pipe_kind kind, int n_stages, int stage, int step);
  * n_steps = M x S. 1F1B and 2BW need M >= P. Fails (nb_last_error) on bad sizes. */
 int nb_pipe_generate(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int n_micro, int n_steps);
 /* A stream schedule (1F1B order, no flush of its own) whose step t runs on stage s's version
- * versions[t * P + s] (0 <= version <= t, non-decreasing in t), copied into the schedule: a
+ * versions[t * P + s] (0 <= version <= t; it may step back, as PipeDream's
+ * does after a synchronous start), copied into the schedule: a
  * forward waits, and the stage drains its backwards and updates, until its version exists. This
  * is how synchronous start and cooldown switch a 2BW or PipeDream pipeline between flushing
  * (version t) and not flushing. kind must be 1F1B, 2BW or PipeDream (for PipeDream, M = 1). */

@@ -260,7 +260,7 @@ static int evaluate(worker *w, int step, double *val) {
     const nb_train_options *o = sh->o;
     double t = train_now(), total = 0;
     if (ensure_tied_copy(w)) return -1;
-    nb_loader_reset(w->val);
+    if (w->val) nb_loader_reset(w->val);
     for (int b = 0; b < o->eval_batches; b++) {
         float l = 0;
         if ((is_first(w) || is_last(w)) && nb_loader_next(w->val, w->tokens, w->targets)) return -1;
