@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The pipeline on MPI processes (mpirun, one rank per stage) and from the command line: final
+# weights bitwise equal to the one-process run with the schedule's delay; a failing or killed
+# rank ends the whole job promptly with the failed stage named; bad input refused before any work.
+set -u
+bin=${1:?usage: cli_pipeline.sh path/to/nobubble}
+source "$(dirname "$0")/support/cli_harness.sh"
+command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (scripts/setup.sh installs openmpi-bin)" >&2; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# More ranks than cores, no binding (this machine may have 2 cores), quiet about both.
+mpi=(mpirun --oversubscribe --bind-to none -x NB_PIPELINE_FAULT)
+
+for i in $(seq 1 30); do
+  printf 'In the beginning God created the heaven and the earth. Paragraph %d.\n\nAnd the earth was without form, and void; and darkness was upon the face of the deep. %d\n\n' "$i" "$((i * 7))"
+done > "$work/text.txt"
+"$bin" prepare --input "$work/text.txt" --vocab 300 --val-fraction 0.1 --out "$work/data" >/dev/null 2>&1 && ok || fail "prepare"
+small=(--data "$work/data" --model tiny --set context=32 --set d_model=64 --set d_ffn=128 --set n_heads=4
+       --set n_kv_heads=2 --batch 2 --eval-batches 2 --eval-every 2)
+
+hash_of() { sed -n 's/^done: .*weights \([0-9a-f]\{16\}\)$/\1/p' "$1"; }
+val_of() { sed -n 's/^done: .*val loss \([^,]*\),.*/\1/p' "$1"; }
+
+# equal NAME P "one-process flags" "pipeline flags": the MPI run of P ranks ends with the
+# one-process run's weights and validation loss (one GEMM thread each, as the workers have).
+equal() {
+  local name=$1 P=$2 ref=$3 pipe=$4
+  OMP_NUM_THREADS=1 "$bin" train "${small[@]}" --set n_layers="$P" --stages "$P" $ref --threads 1 \
+    > "$work/ref.log" 2>&1 || { fail "$name: one-process run: $(tail -3 "$work/ref.log")"; return; }
+  NB_PIPELINE_FAULT= timeout 120 "${mpi[@]}" -np "$P" "$bin" train "${small[@]}" --set n_layers="$P" --stages "$P" \
+    $pipe --transport mpi --threads-per-stage 1 > "$work/mpi.log" 2>&1 || { fail "$name: mpirun: $(tail -5 "$work/mpi.log")"; return; }
+  local a b
+  a=$(hash_of "$work/ref.log"); b=$(hash_of "$work/mpi.log")
+  [ -n "$a" ] && [ "$a" = "$b" ] && ok || fail "$name: MPI weights $b, one process $a"
+  a=$(val_of "$work/ref.log"); b=$(val_of "$work/mpi.log")
+  [ -n "$a" ] && [ "$a" = "$b" ] && ok || fail "$name: MPI val loss $b, one process $a"
+  [ "$(grep -c '^done:' "$work/mpi.log")" -eq 1 ] && ok || fail "$name: one rank reports the run"
+}
+equal "2bw P=2 adamw" 2 "--delay 2bw --microbatches 2 --steps 4" "--pipeline 2bw --microbatches 2 --steps 4"
+equal "2bw P=3 muon +EF" 3 "--delay 2bw --ef 1 --optimizer muon --microbatches 3 --steps 4" \
+  "--pipeline 2bw --ef 1 --optimizer muon --microbatches 3 --steps 4"
+equal "1f1b P=3 muon" 3 "--optimizer muon --microbatches 3 --steps 3" "--pipeline 1f1b --optimizer muon --microbatches 3 --steps 3"
+equal "gpipe P=2 adamw" 2 "--microbatches 2 --steps 3" "--pipeline gpipe --microbatches 2 --steps 3"
+equal "pipedream P=3 adamw +EF" 3 "--delay pipedream --ef 1 --steps 6" "--pipeline pipedream --ef 1 --steps 6"
+equal "2bw P=2 sync start, clip, untied" 2 "--delay 2bw --sync-start 2 --clip 0.5 --set tied=0 --microbatches 2 --steps 4" \
+  "--pipeline 2bw --sync-start 2 --clip 0.5 --set tied=0 --microbatches 2 --steps 4"
+
+# Threads from the command line: the run's report and summary.json's per-stage measures.
+"$bin" train "${small[@]}" --set n_layers=2 --stages 2 --pipeline 2bw --microbatches 2 --steps 4 --out "$work/thr" \
+  > "$work/thr.log" 2>&1 && ok || fail "threads pipeline: $(tail -3 "$work/thr.log")"
+check "report per stage" grep -q "stage 1: busy .* idle .*%.*MiB" "$work/thr.log"
+check "summary.json has the pipeline's stages" grep -q '"pipeline": {"kind": "2bw", "transport": "threads".*"steady_idle_fraction"' "$work/thr/summary.json"
+[ "$(wc -l < "$work/thr/metrics.jsonl")" -eq 4 ] && ok || fail "metrics.jsonl: one line per step"
+
+# Faults: a rank that fails, and one that is killed, end the job (timeout: no hang).
+NB_PIPELINE_FAULT=1:2 timeout 120 "${mpi[@]}" -np 3 "$bin" train "${small[@]}" --set n_layers=3 --stages 3 \
+  --pipeline 2bw --microbatches 3 --steps 4 --transport mpi > "$work/fault.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "stage 1 failed: injected fault" "$work/fault.log" && ok ||
+  fail "a failing rank ends the job (rc $rc): $(tail -5 "$work/fault.log")"
+NB_PIPELINE_FAULT=2:1:kill timeout 120 "${mpi[@]}" -np 3 "$bin" train "${small[@]}" --set n_layers=3 --stages 3 \
+  --pipeline 2bw --microbatches 3 --steps 4 --transport mpi > "$work/kill.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qi "rank 2 .*signal 9\|rank 2 .*killed" "$work/kill.log" && ok ||
+  fail "a killed rank ends the job, naming it (rc $rc): $(tail -8 "$work/kill.log")"
+NB_PIPELINE_FAULT=0:1 timeout 60 "$bin" train "${small[@]}" --set n_layers=2 --stages 2 --pipeline 1f1b \
+  --microbatches 2 --steps 3 > "$work/tfault.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "stage 0 failed: injected fault" "$work/tfault.log" && ok ||
+  fail "a failing worker thread ends the run (rc $rc): $(tail -3 "$work/tfault.log")"
+
+# Bad input, before any work.
+expect_error "world size differs from --stages" "with 2 MPI processes: expected one process per stage" \
+  "${mpi[@]}" -np 2 "$bin" train "${small[@]}" --set n_layers=3 --stages 3 --pipeline 2bw --microbatches 3 --steps 2 --transport mpi
+expect_error "unknown schedule" "--kind 'zigzag': expected one of gpipe, 1f1b, pipedream, 2bw" \
+  "$bin" train "${small[@]}" --stages 2 --pipeline zigzag
+expect_error "unknown transport" "--transport 'tcp': expected one of threads, mpi" \
+  "$bin" train "${small[@]}" --stages 2 --pipeline 2bw --microbatches 2 --transport tcp
+expect_error "M < P" "needs M >= P" "$bin" train "${small[@]}" --set n_layers=2 --stages 2 --pipeline 1f1b --microbatches 1
+expect_error "P > blocks" "stages = 3: expected 1 <= stages <= n_layers (2)" \
+  "$bin" train "${small[@]}" --set n_layers=2 --stages 3 --pipeline gpipe --microbatches 3
+expect_error "a conflicting --delay" "not --delay sync" "$bin" train "${small[@]}" --stages 2 --pipeline 2bw --delay sync --microbatches 2
+expect_error "pipedream with M > 1" "expected --microbatches 1" "$bin" train "${small[@]}" --stages 2 --pipeline pipedream --microbatches 2
+expect_error "--transport without --pipeline" "need --pipeline" "$bin" train "${small[@]}" --stages 2 --transport mpi
+expect_error "checkpoints of a pipeline run" "not supported yet" \
+  "$bin" train "${small[@]}" --stages 2 --pipeline 2bw --microbatches 2 --save-dir "$work/ck"
+finish
