@@ -13,6 +13,8 @@
 typedef struct nb_train_options {
     nb_config model;
     int stages;                 /* split of the model in this process (1) */
+    const int *split;           /* blocks of each of the stages (NULL: an even split, earlier stages
+                                   taking the remainder); any split gives the same weights */
     const char *train_pattern;  /* glob of training shards */
     const char *val_pattern;    /* glob of validation shards (NULL: no evaluation) */
     int batch;                  /* B sequences per micro-batch (8) */

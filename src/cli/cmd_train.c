@@ -37,6 +37,26 @@ static void on_signal(int sig) {
     nb_train_request_stop();
 }
 
+/* "--split 3,1": exactly `stages` block counts (their sum is checked with the model). */
+static int parse_split(const char *text, int stages, int *blocks) {
+    const char *p = text;
+    int n = 0;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v > 100000 || (*end && *end != ',') || n >= 256) break;
+        blocks[n++] = (int)v;
+        p = *end ? end + 1 : end;
+        if (!*end) {
+            if (n == stages) return 0;
+            break;
+        }
+    }
+    fprintf(stderr, "nobubble train: --split '%s': expected %d comma-separated block counts (one per stage of --stages)\n",
+            text, stages);
+    return -1;
+}
+
 /* --pipeline sets the delay its schedule imposes; an explicit --delay must agree with it. */
 static int pipeline_options(const char *pipeline, const char *transport, const char *delay, nb_train_options *o) {
     nb_pipe_kind kind;
@@ -75,6 +95,8 @@ int cmd_train(int argc, char **argv) {
     int ns_steps = INT_MIN, precond_every = INT_MIN, nesterov = 0, no_nesterov = 0, max_precond_dim = INT_MIN;
     opt_list sets = {0};
     int threads = 0, has_vocab_override = 0;
+    const char *split = NULL;
+    int split_blocks[256];
     const char *delay = NULL, *ef = NULL, *pipeline = NULL, *transport = "threads";
     unsigned long long seed = o.seed, data_seed = o.data_seed;
     const cli_option opts[] = {
@@ -83,7 +105,8 @@ int cmd_train(int argc, char **argv) {
         {"--val", OPT_STR, &o.val_pattern, "GLOB   validation shards"},
         {"--model", OPT_STR, &preset, "NAME   tiny | small | medium | smollm-135m | smollm-360m (tiny)"},
         {"--set", OPT_LIST, &sets, "F=V    override a model field, e.g. --set n_layers=2 (repeatable)"},
-        {"--stages", OPT_INT, &o.stages, "P      split the model into P stages in this process (1)"},
+        {"--stages", OPT_INT, &o.stages, "P      split the model into P stages (1)"},
+        {"--split", OPT_STR, &split, "A,B,.. blocks of each stage (an even split); e.g. 3,1 to balance the head"},
         {"--batch", OPT_INT, &o.batch, "B      sequences per micro-batch (8)"},
         {"--seq", OPT_INT, &o.seq_len, "T      tokens per sequence (the model's context)"},
         {"--microbatches", OPT_INT, &o.microbatches, "M      micro-batches accumulated per step (1)"},
@@ -142,6 +165,8 @@ int cmd_train(int argc, char **argv) {
     }
     if (threads) omp_set_num_threads(threads);
     if (pipeline_options(pipeline, transport, delay, &o)) return 2;
+    if (split && parse_split(split, o.stages, split_blocks)) return 2;
+    if (split) o.split = split_blocks;
     if (ef) {
         char *end;
         o.delay.ef = 1;

@@ -642,7 +642,7 @@ int train_pipeline(const nb_train_options *o, nb_train_result *res) {
     nb_model model;
     nb_pipe_schedule sc;
     memset(&sc, 0, sizeof sc);
-    if (nb_model_create(&model, &o->model, o->stages, NULL)) return -1;
+    if (nb_model_create(&model, &o->model, o->stages, o->split)) return -1;
     run_shared sh = {o, &sc, &model, T, o->stages, o->pipeline == NB_PIPE_PIPEDREAM ? 1 : o->microbatches, S, 1,
                      o->schedule, 0, NULL, 0, 0};
     sh.sched.total_steps = S;

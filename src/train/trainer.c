@@ -301,7 +301,7 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
     memset(res, 0, sizeof *res);
     res->final_val_loss = NAN;
     int rc = -1;
-    if (nb_model_create(&r.model, &o->model, o->stages, NULL)) goto done;
+    if (nb_model_create(&r.model, &o->model, o->stages, o->split)) goto done;
     nb_model_init(&r.model, o->seed);
     if (nb_loader_open(&r.train, o->train_pattern, o->batch, T, o->model.vocab_size, o->data_seed, 0, 1)) goto done;
     if (o->val_pattern && nb_loader_open(&r.val, o->val_pattern, o->batch, T, o->model.vocab_size, 0, 0, 1)) goto done;

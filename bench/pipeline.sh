@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The pipeline on real workers: PipeDream-2BW against 1F1B at P = 2 stages (one core each; as two
+# threads and as two MPI processes), M in {2, 4, 8} micro-batches per step, against the ideal
+# speedup (M + P - 1) / M that removing 1F1B's flush allows; 2BW's steady-state idle time per
+# stage; and the pipeline's time per step against one process on one core and on two.
+#
+# usage: bench/pipeline.sh [REPEATS (3)] [STEPS (16)]   (after scripts/build.sh and
+#        `nobubble prepare --out data/bible`). Throughput is measured over the second half of
+# the steps (steady state); each figure is the median over REPEATS, and each ratio is taken
+# between runs made back to back in the same repetition, since this machine is shared and noisy.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+reps=${1:-3}; steps=${2:-16}
+bin=./build/nobubble
+[ -f data/bible/manifest.json ] || $bin prepare --out data/bible >/dev/null
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# small (6 blocks, d 256): 4 blocks on stage 0, 2 and the head (about 1.2 blocks of work) on stage 1.
+model=(--data data/bible --model small --split 4,2 --batch 4 --seq 128 --steps "$steps" --eval-batches 1 --lr 1e-3)
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+# Steady tokens/s of a run folder: tokens over time between the middle step and the last.
+steady() {
+  awk -v half=$((steps / 2)) -v last="$steps" '
+    { match($0, /"time_s": [0-9.e+-]+/); t = substr($0, RSTART + 10, RLENGTH - 10) + 0;
+      match($0, /"tokens": [0-9.e+-]+/); k = substr($0, RSTART + 10, RLENGTH - 10) + 0;
+      match($0, /"step": [0-9]+/); s = substr($0, RSTART + 8, RLENGTH - 8) + 0;
+      if (s == half) { t0 = t; k0 = k } if (s == last) { t1 = t; k1 = k } }
+    END { printf "%.1f", (k1 - k0) / (t1 - t0) }' "$1/metrics.jsonl"
+}
+# The steady idle fractions of a pipeline run's stages, "a b".
+idle() { grep -o '"steady_idle_fraction": [0-9.e+-]*' "$1/summary.json" | awk '{printf "%s%.4f", NR > 1 ? " " : "", $2}'; }
+median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+
+run() {  # run OUT transport kind M
+  local out=$1 transport=$2 kind=$3 M=$4
+  if [ "$transport" = mpi ]; then
+    mpirun -np 2 --bind-to core $bin train "${model[@]}" --stages 2 --microbatches "$M" --pipeline "$kind" \
+      --transport mpi --threads-per-stage 1 --quiet --out "$out" >/dev/null
+  else
+    $bin train "${model[@]}" --stages 2 --microbatches "$M" --pipeline "$kind" --threads-per-stage 1 --quiet --out "$out" >/dev/null
+  fi
+}
+
+printf "%-8s %2s %10s %10s %8s %8s %9s %16s %14s %14s\n" transport M "1f1b tok/s" "2bw tok/s" ratio ideal "of ideal" "2bw idle s0/s1" "vs 1 proc 1T" "vs 1 proc 2T"
+for M in 2 4 8; do
+  for transport in threads mpi; do
+    : > "$tmp/r"
+    for rep in $(seq 1 "$reps"); do
+      run "$tmp/a" "$transport" 1f1b "$M"; a=$(steady "$tmp/a")
+      run "$tmp/b" "$transport" 2bw "$M"; b=$(steady "$tmp/b"); i=$(idle "$tmp/b")
+      OMP_NUM_THREADS=1 $bin train "${model[@]}" --stages 2 --microbatches "$M" --delay 2bw --threads 1 --quiet --out "$tmp/c" >/dev/null
+      c=$(steady "$tmp/c")
+      $bin train "${model[@]}" --stages 2 --microbatches "$M" --delay 2bw --threads 2 --quiet --out "$tmp/d" >/dev/null
+      d=$(steady "$tmp/d")
+      echo "$a $b $i $c $d" >> "$tmp/r"
+    done
+    col() { awk -v c="$1" '{print $c}' "$tmp/r" | median; }
+    ratio=$(awk '{print $2 / $1}' "$tmp/r" | median)
+    ideal=$(awk -v M="$M" 'BEGIN {printf "%.3f", (M + 1) / M}')
+    printf "%-8s %2d %10.0f %10.0f %8.3f %8s %8.1f%% %7.1f%% %6.1f%% %13.2fx %13.2fx\n" "$transport" "$M" "$(col 1)" "$(col 2)" \
+      "$ratio" "$ideal" "$(awk -v r="$ratio" -v i="$ideal" 'BEGIN {print 100 * r / i}')" \
+      "$(awk '{print 100 * $3}' "$tmp/r" | median)" "$(awk '{print 100 * $4}' "$tmp/r" | median)" \
+      "$(awk '{print $2 / $5}' "$tmp/r" | median)" "$(awk '{print $2 / $6}' "$tmp/r" | median)"
+  done
+done
+echo "(ratio: 2bw over 1f1b tokens/s; of ideal: ratio / ideal; vs 1 proc: the 2bw pipeline's"
+echo " steady tokens/s over the one-process 2bw run with 1 and 2 GEMM threads; $reps repeats, median)"
