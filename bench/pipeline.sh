@@ -28,7 +28,7 @@ steady() {
     END { printf "%.1f", (k1 - k0) / (t1 - t0) }' "$1/metrics.jsonl"
 }
 # The steady idle fractions of a pipeline run's stages, "a b".
-idle() { grep -o '"steady_idle_fraction": [0-9.e+-]*' "$1/summary.json" | awk '{printf "%s%.4f", NR > 1 ? " " : "", $2}'; }
+idle() { grep -o '"steady_idle_fraction": [0-9.e+-]*' "$1/summary.json" | awk '{printf "%s%.4f", (NR > 1 ? " " : ""), $2}'; }
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
 run() {  # run OUT transport kind M
