@@ -52,6 +52,15 @@ equal "2bw P=2 sync start, clip, untied" 2 "--delay 2bw --sync-start 2 --clip 0.
 check "report per stage" grep -q "stage 1: busy .* idle .*%.*MiB" "$work/thr.log"
 check "summary.json has the pipeline's stages" grep -q '"pipeline": {"kind": "2bw", "transport": "threads".*"steady_idle_fraction"' "$work/thr/summary.json"
 [ "$(wc -l < "$work/thr/metrics.jsonl")" -eq 4 ] && ok || fail "metrics.jsonl: one line per step"
+# Every measure but the times equals the one-process run's (losses, update norms, version
+# distances, delays, gradient norms, validation losses): the stages' parts are summed in order.
+OMP_NUM_THREADS=1 "$bin" train "${small[@]}" --set n_layers=3 --stages 3 --delay 2bw --clip 0.3 --microbatches 3 --steps 4 \
+  --threads 1 --quiet --out "$work/m1" > /dev/null 2>&1 || fail "one-process run for metrics"
+"$bin" train "${small[@]}" --set n_layers=3 --stages 3 --pipeline 2bw --clip 0.3 --microbatches 3 --steps 4 \
+  --threads-per-stage 1 --quiet --out "$work/m2" > /dev/null 2>&1 || fail "pipeline run for metrics"
+untimed() { sed -e 's/"time_s": [^,]*, "tokens_per_s": [^,]*, //' "$1"; }
+[ -s "$work/m1/metrics.jsonl" ] && grep -q grad_norm "$work/m1/metrics.jsonl" && [ "$(untimed "$work/m1/metrics.jsonl")" = "$(untimed "$work/m2/metrics.jsonl")" ] && ok ||
+  fail "pipeline metrics equal the one-process run's: $(diff <(untimed "$work/m1/metrics.jsonl") <(untimed "$work/m2/metrics.jsonl") | head -4)"
 
 # Faults: a rank that fails, and one that is killed, end the job (timeout: no hang).
 NB_PIPELINE_FAULT=1:2 timeout 120 "${mpi[@]}" -np 3 "$bin" train "${small[@]}" --set n_layers=3 --stages 3 \

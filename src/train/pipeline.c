@@ -14,6 +14,7 @@
  *   EVAL b / EVAL_LOSS t activations of validation batch b / last -> first: the loss
  *   DONE / PARAMS        every -> first at the end: timings, memory, (MPI) the final weights */
 #define _GNU_SOURCE /* CPU sets, pthread_setaffinity_np */
+#include <errno.h>
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
@@ -79,6 +80,7 @@ typedef struct {
     step_stats *stats;  /* first stage: per step, summed over stages */
     double *val_loss, *step_time, *grad_norms;  /* first stage: per step */
     nb_train_result *res;
+    FILE *metrics;      /* first stage: metrics.jsonl */
     char error[1100];
     int failed;
 } worker;
@@ -190,6 +192,7 @@ static int clip_gradients(worker *w, int step) {
 }
 
 static int evaluate(worker *w, int step, double *val);
+static void report_step(worker *w, int t);
 
 /* Update t: the one-process train_step's second half, for this stage. */
 static int run_update(worker *w, int step) {
@@ -249,7 +252,10 @@ static int run_update(worker *w, int step) {
     int last = step == sh->S - 1;
     if (o->val_pattern && (last || (o->eval_every && (step + 1) % o->eval_every == 0)) && evaluate(w, step, &val))
         return -1;
-    if (is_first(w)) w->val_loss[step] = val;
+    if (is_first(w)) {
+        w->val_loss[step] = val;
+        report_step(w, step);
+    }
     return 0;
 }
 
@@ -300,6 +306,7 @@ static void worker_free(worker *w) {
     free(w->val_loss);
     free(w->step_time);
     free(w->grad_norms);
+    if (w->metrics) fclose(w->metrics);
 }
 
 /* The most forwards in flight (done, backward not yet) in this stage's action list. */
@@ -362,6 +369,12 @@ static int worker_setup(worker *w) {
     if (o->val_pattern && (is_first(w) || is_last(w)) &&
         nb_loader_open(&w->val, o->val_pattern, o->batch, sh->T, o->model.vocab_size, 0, 0, 1))
         return -1;
+    if (is_first(w) && o->out_dir) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/metrics.jsonl", o->out_dir);
+        if (train_make_dirs(o->out_dir)) return -1;
+        if (!(w->metrics = fopen(path, "w"))) return nb_fail("%s: cannot write: %s", path, strerror(errno));
+    }
     memset(st->grads, 0, sizeof(float) * st->n_params);
     if (st->tied_head_grad) memset(st->tied_head_grad, 0, sizeof(float) * embed_numel(w));
     return 0;
@@ -469,30 +482,25 @@ static void summary_extra(const worker *w, const stage_report *rep, char *buf, s
     if (n < size) snprintf(buf + n, size - n, "]}");
 }
 
-static int write_metrics(const worker *w, FILE *f) {
+/* The first stage, after update t: the progress line and the metrics line of step t. */
+static void report_step(worker *w, int t) {
     const run_shared *sh = w->sh;
     const double tokens_per_step = (double)sh->o->batch * sh->T * sh->M;
-    for (int t = 0; t < sh->S; t++) {
-        double dt = w->step_time[t] - (t ? w->step_time[t - 1] : 0);
-        const step_stats *s = &w->stats[t];
-        train_metrics m = {t, s->loss, nb_schedule_lr(&sh->sched, t), tokens_per_step * (t + 1), w->step_time[t],
-                           dt > 0 ? tokens_per_step / dt : 0, sqrt(s->update_sq), (int)s->tau, sqrt(s->version_sq),
-                           sh->o->clip > 0 ? w->grad_norms[t] : NAN, w->val_loss[t]};
-        train_write_metrics(f, &m);
-    }
-    return ferror(f) ? nb_fail("metrics.jsonl: write failed") : 0;
-}
-
-static void print_progress(const worker *w) {
-    const run_shared *sh = w->sh;
-    const double tokens_per_step = (double)sh->o->batch * sh->T * sh->M;
-    for (int t = 0; t < sh->S; t++) {
-        double dt = w->step_time[t] - (t ? w->step_time[t - 1] : 0);
-        if (!(t == sh->S - 1 || t % sh->o->log_every == 0 || !isnan(w->val_loss[t]))) continue;
-        printf("step %5d/%d | loss %.4f | lr %.3e | %6.0f tok/s", t + 1, sh->S, w->stats[t].loss,
-               nb_schedule_lr(&sh->sched, t), dt > 0 ? tokens_per_step / dt : 0);
+    const double dt = w->step_time[t] - (t ? w->step_time[t - 1] : 0);
+    const step_stats *s = &w->stats[t];
+    const float lr = nb_schedule_lr(&sh->sched, t);
+    if (!sh->o->quiet && (t == sh->S - 1 || t % sh->o->log_every == 0 || !isnan(w->val_loss[t]))) {
+        printf("step %5d/%d | loss %.4f | lr %.3e | %6.0f tok/s", t + 1, sh->S, s->loss, lr,
+               dt > 0 ? tokens_per_step / dt : 0);
         if (!isnan(w->val_loss[t])) printf(" | val %.4f", w->val_loss[t]);
         printf("\n");
+        fflush(stdout);
+    }
+    if (w->metrics) {
+        train_metrics m = {t, s->loss, lr, tokens_per_step * (t + 1), w->step_time[t], dt > 0 ? tokens_per_step / dt : 0,
+                           sqrt(s->update_sq), (int)s->tau, sqrt(s->version_sq),
+                           sh->o->clip > 0 ? w->grad_norms[t] : NAN, w->val_loss[t]};
+        train_write_metrics(w->metrics, &m);
     }
 }
 
@@ -519,18 +527,12 @@ static int finish(worker *w, stage_report *reports) {
     res->weights_hash = nb_model_weights_hash(sh->model);
     res->primary = 1;
     if (!o->quiet) {
-        print_progress(w);
         print_report(w, reports, res->tokens_per_s);
         fflush(stdout);
     }
+    if (w->metrics && (ferror(w->metrics) || fflush(w->metrics))) return nb_fail("%s/metrics.jsonl: write failed", o->out_dir);
     if (o->out_dir) {
-        char path[4200], extra[8192];
-        if (train_make_dirs(o->out_dir)) return -1;
-        snprintf(path, sizeof path, "%s/metrics.jsonl", o->out_dir);
-        FILE *f = fopen(path, "w");
-        if (!f) return nb_fail("%s: cannot write", path);
-        int rc = write_metrics(w, f);
-        if (fclose(f) || rc) return nb_fail("%s: cannot write", path);
+        char extra[8192];
         summary_extra(w, reports, extra, sizeof extra);
         if (train_write_summary(o, res, sh->T, extra)) return -1;
     }
