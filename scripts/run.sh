@@ -10,6 +10,6 @@ cd "$(dirname "$0")/.."
 bash scripts/build.sh
 [ -f data/bible/manifest.json ] || ./build/nobubble prepare --out data/bible
 ./build/nobubble train --data data/bible --model tiny --steps 300 --batch 4 --microbatches 2 --lr 2e-3 --warmup 30 \
-  --pipeline 2bw --stages 2 --split 3,1 --ef 1 --eval-every 50 --out runs/quickstart --export runs/quickstart/hf "$@"
+  --pipeline 2bw --stages 2 --ef 1 --eval-every 50 --out runs/quickstart --export runs/quickstart/hf "$@"
 echo "--- a sample from the trained model:"
 ./build/nobubble sample --checkpoint runs/quickstart/hf --prompt "And God said" --tokens 40 --seed 1

@@ -35,6 +35,10 @@ int nb_config_override(nb_config *c, const char *assignment);
 int nb_config_validate(const nb_config *c);
 /* Writes the configuration as one JSON object into buf (always NUL-terminated). */
 void nb_config_json(const nb_config *c, char *buf, size_t size);
+/* The blocks per stage (n_stages entries, each >= 1) that best balance the stages' training
+ * FLOPs at sequence length T, the last stage also carrying the LM head: a pipeline runs at the
+ * pace of its slowest stage, and an even split leaves the last one the slowest. */
+int nb_config_balanced_split(const nb_config *c, int T, int n_stages, int *blocks);
 /* Parameters of the whole model (a tied embedding counted once). */
 size_t nb_config_param_count(const nb_config *c);
 

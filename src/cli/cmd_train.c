@@ -106,7 +106,7 @@ int cmd_train(int argc, char **argv) {
         {"--model", OPT_STR, &preset, "NAME   tiny | small | medium | smollm-135m | smollm-360m (tiny)"},
         {"--set", OPT_LIST, &sets, "F=V    override a model field, e.g. --set n_layers=2 (repeatable)"},
         {"--stages", OPT_INT, &o.stages, "P      split the model into P stages (1)"},
-        {"--split", OPT_STR, &split, "A,B,.. blocks of each stage (an even split); e.g. 3,1 to balance the head"},
+        {"--split", OPT_STR, &split, "A,B,.. blocks of each stage (even; with --pipeline: balanced by FLOPs, the head counted)"},
         {"--batch", OPT_INT, &o.batch, "B      sequences per micro-batch (8)"},
         {"--seq", OPT_INT, &o.seq_len, "T      tokens per sequence (the model's context)"},
         {"--microbatches", OPT_INT, &o.microbatches, "M      micro-batches accumulated per step (1)"},

@@ -116,3 +116,41 @@ size_t nb_config_param_count(const nb_config *c) {
     size_t embed = (size_t)c->vocab_size * d;
     return embed * (c->tied ? 1 : 2) + (size_t)c->n_layers * block + d;
 }
+
+/* Training FLOPs per token: a block's matrices and causal attention; the head's matrix (the
+ * embedding lookup is free). The same terms as nb_model_train_flops_per_token. */
+static double block_flops(const nb_config *c, int T) {
+    double d = c->d_model, hd = d / c->n_heads, dq = hd * c->n_heads, dkv = hd * c->n_kv_heads, f = c->d_ffn;
+    return 6.0 * (d * (dq + 2 * dkv) + dq * d + 3 * f * d) + 6.0 * dq * (T + 1.0);
+}
+
+int nb_config_balanced_split(const nb_config *c, int T, int n_stages, int *blocks) {
+    const int L = c->n_layers;
+    if (n_stages < 1 || n_stages > L)
+        return nb_fail("stages = %d: expected 1 <= stages <= n_layers (%d)", n_stages, L);
+    const double b = block_flops(c, T), head = 6.0 * c->vocab_size * c->d_model;
+    /* Stage s < P - 1 takes k_s blocks, the last stage the rest and the head: choose the counts
+     * that minimize the largest stage, filling the earlier stages up to a bound found by bisection
+     * over the possible maxima (a block is the unit, so the candidates are few). */
+    double best = -1;
+    int *trial = malloc(sizeof(int) * (size_t)n_stages);
+    if (!trial) return nb_fail("out of memory");
+    for (int cap = 1; cap <= L; cap++) {
+        int left = L;
+        for (int s = 0; s < n_stages - 1; s++) {
+            int need_after = n_stages - 1 - s;  /* every later stage keeps at least one block */
+            int k = cap < left - need_after ? cap : left - need_after;
+            trial[s] = k;
+            left -= k;
+        }
+        trial[n_stages - 1] = left;
+        double worst = left * b + head;
+        for (int s = 0; s < n_stages - 1; s++) worst = trial[s] * b > worst ? trial[s] * b : worst;
+        if (best < 0 || worst < best) {
+            best = worst;
+            memcpy(blocks, trial, sizeof(int) * (size_t)n_stages);
+        }
+    }
+    free(trial);
+    return 0;
+}

@@ -458,6 +458,11 @@ static void print_report(const worker *w, const stage_report *rep, double tokens
     printf("pipeline %s, %d stage(s) on %s, %d GEMM thread(s) each: %.0f tok/s\n", nb_pipe_kind_name(sh->sc->kind),
            sh->P, nb_transport_name((nb_transport_kind)sh->o->transport), sh->threads, tokens_per_s);
     for (int i = 0; i < sh->P; i++) {
+        const nb_stage *st = &sh->model->stages[i];
+        printf("  stage %d: blocks %d..%d%s%s\n", i, st->first_block, st->first_block + st->n_blocks - 1,
+               st->has_embed ? ", embedding" : "", st->has_head ? ", head and loss" : "");
+    }
+    for (int i = 0; i < sh->P; i++) {
         double idle = 1.0 - rep[i].busy / (rep[i].wall - rep[i].eval);
         double steady = 1.0 - rep[i].steady_busy / (rep[i].steady_wall - rep[i].steady_eval);
         printf("  stage %d: busy %.2f s, idle %.1f%% (steady state, steps %d..%d: %.1f%%), %d activation slot(s), "
@@ -644,7 +649,14 @@ int train_pipeline(const nb_train_options *o, nb_train_result *res) {
     nb_model model;
     nb_pipe_schedule sc;
     memset(&sc, 0, sizeof sc);
-    if (nb_model_create(&model, &o->model, o->stages, o->split)) return -1;
+    /* Without --split the stages are balanced by their FLOPs: the last also runs the head. */
+    int balanced[1024];
+    const int *split = o->split;
+    if (!split && o->stages <= 1024) {
+        if (nb_config_balanced_split(&o->model, T, o->stages, balanced)) return -1;
+        split = balanced;
+    }
+    if (nb_model_create(&model, &o->model, o->stages, split)) return -1;
     run_shared sh = {o, &sc, &model, T, o->stages, o->pipeline == NB_PIPE_PIPEDREAM ? 1 : o->microbatches, S, 1,
                      o->schedule, 0, NULL, 0, 0};
     sh.sched.total_steps = S;
