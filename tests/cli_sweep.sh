@@ -115,6 +115,32 @@ rc=$?
 check "the other point completes" test "$(csv_field "$work/fail/results.csv" 1e-3 status)" = done
 check "the failure and its exit status are recorded" test "$(csv_field "$work/fail/results.csv" 1 status),$(csv_field "$work/fail/results.csv" 1 exit_status)" = "failed,1"
 
+# ---------------------------------------------------------------- grid expansion (--dry-run)
+cat > "$work/expand.grid" <<'EOF'
+fixed: --steps 2   # comment
+axis optimizer
+  adamw: --optimizer adamw --lr 2e-3
+  muon:  --optimizer muon --lr 0.02
+axis momentum
+  0.9:
+  0.95:
+when optimizer=adamw: --beta1 {momentum}
+when optimizer=muon momentum=0.9: --momentum {momentum} --set "tied=0"
+axis seed: 1 2
+fixed: --data-seed {seed}
+EOF
+"$bin" sweep "$work/expand.grid" --dry-run > "$work/expand.out" 2>&1 && ok || fail "dry run: $(cat "$work/expand.out")"
+check "dry run: 8 points" test "$(wc -l < "$work/expand.out")" -eq 8
+check "dry run: order, placeholders and when lines" grep -qx "muon_0.9_2: nobubble train --steps 2 --data-seed 2 --optimizer muon --lr 0.02 --seed 2 --momentum 0.9 --set tied=0" "$work/expand.out"
+check "dry run: a when line applies only where it matches" grep -qx "muon_0.95_1: nobubble train --steps 2 --data-seed 1 --optimizer muon --lr 0.02 --seed 1" "$work/expand.out"
+check "dry run: adamw takes --beta1" grep -qx "adamw_0.95_1: nobubble train --steps 2 --data-seed 1 --optimizer adamw --lr 2e-3 --seed 1 --beta1 0.95" "$work/expand.out"
+# The shipped presets parse, with the documented number of points.
+root=$(cd "$(dirname "$0")/.." && pwd)
+for preset in lr:36 optimizers_quick:54 optimizers_small:54 momentum:32 depth:36 mitigations:32 pipeline:16; do
+  n=$("$bin" sweep "$root/experiments/${preset%%:*}/grid.txt" --dry-run 2>&1 | grep -c ": nobubble train ")
+  [ "$n" = "${preset#*:}" ] && ok || fail "preset ${preset%%:*}: $n points, expected ${preset#*:}"
+done
+
 # ---------------------------------------------------------------- malformed grids
 bad() { printf "$2" > "$work/bad.grid"; expect_error "$1" "$3" "$bin" sweep "$work/bad.grid" --out "$work/bad"; }
 bad "unknown line" 'fixed: --steps 2\n\nsteps 3\n' "bad.grid:3: expected \`fixed: FLAGS\`"
@@ -154,7 +180,10 @@ done
 want=$(for p in 1 2 3; do json_field "$work/seeds_INT/runs/$p/summary.json" final_val_loss; done |
   awk '{ x[NR] = $1; s += $1 } END { m = s / NR; for (i = 1; i <= NR; i++) q += (x[i] - m) ^ 2; printf "%.4f &plusmn; %.4f", m, sqrt(q / (NR - 1)) }')
 grep -q "<td>3</td><td>$want</td>" "$html" && ok || fail "gap table mean +- sd: want $want"
+# A run folder's pipeline timeline is inlined.
+"$bin" schedule --kind 2bw --stages 2 --microbatches 2 --svg "$work/two/runs/sync/schedule.svg" > /dev/null 2>&1 && ok || fail "schedule --svg"
 "$bin" report "$work/two" --out "$work/two.html" > /dev/null 2>&1 && ok || fail "report --out"
+check "the schedule is in the report" test "$(grep -c '<h2 id="schedules">' "$work/two.html")" -eq 1 -a "$(grep -c '<figure class="schedule"><svg' "$work/two.html")" -eq 1
 gap=$(awk -F, '$1 == "sync" { s = $4 } $1 == "2bw-ef-1" { a = $4 } END { printf "%+.4f", a - s }' "$work/two/results.csv")
 grep -q "<td>2bw-ef-1</td><td>1</td>.*<td>$gap</td>" "$work/two.html" && ok || fail "gap to sync: want $gap"
 expect_error "report of a folder without results" "results.csv" "$bin" report "$work/nowhere"
@@ -168,7 +197,7 @@ if [ -z "$chrome" ]; then
 else
   timeout 120 "$chrome" --headless --no-sandbox --disable-gpu --user-data-dir="$work/chrome" --dump-dom \
     "file://$work/two.html" > "$work/dom.html" 2> "$work/chrome.log"
-  for id in val-all time-all gap-table runs-table grid; do
+  for id in val-all time-all gap-table runs-table grid schedules; do
     grep -q "id=\"$id\"" "$work/dom.html" && ok || fail "rendered report lacks #$id ($(wc -c < "$work/dom.html") bytes of DOM)"
   done
   check "the validation chart has one line per delay" test "$(grep -o '<path class="series"' "$work/dom.html" | wc -l)" -eq 4
