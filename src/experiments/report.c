@@ -142,8 +142,13 @@ static int group_rows(report *r) {
         }
         if (!rc && !key.n) rc = nbd_buf_printf(&key, "all") || nbd_buf_printf(&title, "all runs");
         if (!rc) {
-            row->panel = intern(&r->panel_keys, key.p);
-            if (row->panel == r->panel_titles.n) rc = nbx_strv_push(&r->panel_titles, title.p, title.n);
+            /* Titles name the axes, so they are unique; keys (for ids) could repeat when labels
+             * hold '-': a repeated key gets the panel's number. */
+            row->panel = intern(&r->panel_titles, title.p);
+            if (row->panel == r->panel_keys.n) {
+                if (index_of(&r->panel_keys, key.p) >= 0) rc = nbd_buf_printf(&key, "-%d", row->panel + 1);
+                if (!rc) rc = nbx_strv_push(&r->panel_keys, key.p, key.n);
+            }
             row->curve = intern(&r->curves, r->curve_axis >= 0 ? row->labels[r->curve_axis] : "run");
         }
         nbd_buf_free(&key);
