@@ -9,4 +9,6 @@ int cmd_sample(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_schedule(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_sweep(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 #endif

@@ -18,6 +18,8 @@ static const subcommand subcommands[] = {
     {"bench", cmd_bench, "measure step time, tokens/s and GFLOP/s per preset"},
     {"schedule", cmd_schedule, "simulate a pipeline schedule: timeline, bubble, memory (text, SVG, JSON)"},
     {"export", cmd_export, "write a freshly initialized model as a Hugging Face folder (safetensors)"},
+    {"sweep", cmd_sweep, "run a grid of training runs (child processes, resumable) into a results table"},
+    {"report", cmd_report, "an HTML page of a sweep's runs: loss curves, gaps to sync, recovery"},
 };
 
 static void usage(FILE *f) {

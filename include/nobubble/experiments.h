@@ -1,0 +1,57 @@
+/* nobubble: experiments. A grid file describes a set of training runs (points); a sweep runs
+ * each point as a `nobubble train` child process, J at a time, resumably, and writes a results
+ * table; a report draws the runs as one self-contained HTML page. See docs/experiments.md. */
+#ifndef NOBUBBLE_EXPERIMENTS_H
+#define NOBUBBLE_EXPERIMENTS_H
+#include "nobubble/common.h"
+
+/* ------------------------------------------------------------ grid files */
+typedef struct nb_grid nb_grid;
+
+/* Parses a grid file; errors name the file and line and what was expected. */
+int nb_grid_load(nb_grid **g, const char *path);
+/* The same from text already in memory; what names it in errors. */
+int nb_grid_parse(nb_grid **g, const char *text, const char *what);
+void nb_grid_free(nb_grid *g);
+
+int nb_grid_n_axes(const nb_grid *g);
+const char *nb_grid_axis_name(const nb_grid *g, int axis);
+/* Points are the cross product of the axes, the last axis varying fastest. */
+int nb_grid_n_points(const nb_grid *g);
+/* The point's folder name: its labels joined by '_' ("run" when there are no axes). */
+const char *nb_grid_point_name(const nb_grid *g, int point);
+const char *nb_grid_point_label(const nb_grid *g, int point, int axis);
+/* The point's `nobubble train` arguments (fixed flags, then each axis value's, then every
+ * matching `when` line's, {NAME} replaced by the point's label on axis NAME). Owned by g. */
+const char *const *nb_grid_point_args(const nb_grid *g, int point, int *argc);
+/* The grid file's text as read. */
+const char *nb_grid_text(const nb_grid *g);
+
+/* ------------------------------------------------------------ sweeps */
+typedef struct {
+    const char *exe;      /* the nobubble binary each point runs (`exe train ...`) */
+    const char *out_dir;  /* DIR: DIR/runs/<point>/, DIR/results.csv, DIR/grid.txt, DIR/sweep.log */
+    int jobs;             /* points run at once (>= 1); each child gets OMP_NUM_THREADS = max(1, cores / jobs) */
+    int quiet;            /* no progress lines */
+} nb_sweep_options;
+
+typedef struct {
+    int done;         /* points with a complete run (run now or before) */
+    int ran;          /* of those, run by this sweep */
+    int failed;       /* points whose run exited non-zero */
+    int interrupted;  /* points stopped or never started because of a stop request */
+} nb_sweep_result;
+
+/* Runs every point not already complete, then writes DIR/results.csv. Returns -1 only when the
+ * sweep itself cannot go on (a folder it cannot write, a fork that fails); failed points are
+ * counted in r->failed. */
+int nb_sweep_run(const nb_grid *g, const nb_sweep_options *o, nb_sweep_result *r);
+/* Asks a running sweep to stop: children are terminated, the sweep returns with the unfinished
+ * points counted as interrupted. Async-signal-safe (call it from a SIGINT handler). */
+void nb_sweep_request_stop(void);
+
+/* ------------------------------------------------------------ reports */
+/* Reads DIR/results.csv and each run's metrics.jsonl and summary.json, and writes one HTML page
+ * (inline SVG charts, tables) to out_path. */
+int nb_report_write(const char *dir, const char *out_path);
+#endif

@@ -1,0 +1,420 @@
+/* The report of a sweep: one self-contained HTML page (inline SVG, no scripts, no network).
+ *
+ * Roles of the grid's axes (docs/experiments.md): the axis named `seed` is averaged over; the
+ * axis named `delay` (else the last other axis) gives the curves overlaid in a chart; every
+ * combination of the remaining axes is a panel (one chart each, e.g. one per optimizer). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "experiments/exp.h"
+#include "nobubble/experiments.h"
+#include "util/error.h"
+
+typedef struct {
+    char *point, **labels, *status;
+    int done, panel, curve;
+    nbx_run run;
+} rrow;
+
+typedef struct {
+    const char *dir;
+    char *csv, **axes;        /* axes point into csv */
+    int n_axes, seed_axis, curve_axis;
+    rrow *rows; int n_rows;
+    nbx_strv panel_keys, panel_titles, curves;
+} report;
+
+/* One (panel, curve) cell: its runs' final validation losses over seeds, and the mean curve. */
+typedef struct {
+    int n_runs, n_final;
+    double mean, sd, best_mean;
+    int n_points;
+    double *step, *val, *time;   /* mean over the runs that have each step */
+    const nbx_run *first;        /* the first run: its delay settings classify the cell */
+} cell;
+
+/* ------------------------------------------------------------ reading results.csv */
+static int split(char *line, char **fields, int max) {
+    int n = 0;
+    for (char *p = line;; ) {
+        if (n == max) return -1;
+        fields[n++] = p;
+        char *c = strchr(p, ',');
+        if (!c) break;
+        *c = 0;
+        p = c + 1;
+    }
+    return n;
+}
+
+#define MAX_FIELDS 128
+static int read_header(report *r, char *line, const char *path) {
+    char *f[MAX_FIELDS];
+    int n = split(line, f, MAX_FIELDS), first_result = -1;
+    for (int i = 0; i < n && first_result < 0; i++)
+        if (!strcmp(f[i], "final_train_loss")) first_result = i;
+    if (n < 0 || strcmp(f[0], "point") || first_result < 1 || n - first_result != 7)
+        return nb_fail("%s:1: expected the header point,AXIS...,%s (a results table written by nobubble sweep)",
+                       path, NBX_RESULT_COLUMNS);
+    r->n_axes = first_result - 1;
+    if (!(r->axes = malloc(sizeof(char *) * (size_t)(r->n_axes + 1)))) return nb_fail("out of memory");
+    for (int a = 0; a < r->n_axes; a++) r->axes[a] = f[1 + a];
+    return 0;
+}
+
+static int read_row(report *r, char *line, const char *path, int lineno) {
+    char *f[MAX_FIELDS];
+    int want = r->n_axes + 8, n = split(line, f, MAX_FIELDS);
+    if (n != want) return nb_fail("%s:%d: %d fields, expected %d like the header", path, lineno, n, want);
+    rrow *row = &r->rows[r->n_rows];
+    memset(row, 0, sizeof *row);
+    row->point = f[0];
+    row->labels = malloc(sizeof(char *) * (size_t)(r->n_axes + 1));
+    if (!row->labels) return nb_fail("out of memory");
+    for (int a = 0; a < r->n_axes; a++) row->labels[a] = f[1 + a];
+    row->status = f[1 + r->n_axes + 5];
+    r->n_rows++;
+    row->done = !strcmp(row->status, "done");
+    if (!row->done) return 0;
+    if (strchr(row->point, '/') || !strcmp(row->point, "..") || !strcmp(row->point, "."))
+        return nb_fail("%s:%d: point '%s' is not a folder name", path, lineno, row->point);
+    char dir[4400];
+    snprintf(dir, sizeof dir, "%s/runs/%s", r->dir, row->point);
+    if (nbx_run_read(dir, &row->run)) return -1;
+    return 0;
+}
+
+static int read_results(report *r) {
+    char path[4200];
+    size_t n;
+    snprintf(path, sizeof path, "%s/results.csv", r->dir);
+    if (nbd_read_file(path, &r->csv, &n, "results table")) return -1;
+    int lines = 1;
+    for (size_t i = 0; i < n; i++) lines += r->csv[i] == '\n';
+    if (!(r->rows = calloc((size_t)lines, sizeof *r->rows))) return nb_fail("out of memory");
+    int lineno = 1;
+    for (char *p = r->csv; *p; lineno++) {
+        char *nl = strchr(p, '\n');
+        if (nl) *nl = 0;
+        int rc = *p == 0 ? 0 : lineno == 1 ? read_header(r, p, path) : read_row(r, p, path, lineno);
+        if (rc) return -1;
+        if (!nl) break;
+        p = nl + 1;
+    }
+    if (!r->axes) return nb_fail("%s: empty (expected a results table written by nobubble sweep)", path);
+    return 0;
+}
+
+/* ------------------------------------------------------------ roles, panels and curves */
+static int index_of(const nbx_strv *s, const char *text) {
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->v[i], text)) return i;
+    return -1;
+}
+
+/* The index of text in s, adding it when absent. */
+static int intern(nbx_strv *s, const char *text) {
+    int i = index_of(s, text);
+    if (i >= 0) return i;
+    return nbx_strv_push(s, text, strlen(text)) ? -1 : s->n - 1;
+}
+
+static void assign_roles(report *r) {
+    r->seed_axis = r->curve_axis = -1;
+    for (int a = 0; a < r->n_axes; a++) {
+        if (!strcmp(r->axes[a], "seed")) r->seed_axis = a;
+        if (!strcmp(r->axes[a], "delay")) r->curve_axis = a;
+    }
+    for (int a = r->n_axes - 1; a >= 0 && r->curve_axis < 0; a--)
+        if (a != r->seed_axis) r->curve_axis = a;
+}
+
+static int group_rows(report *r) {
+    for (int i = 0; i < r->n_rows; i++) {
+        rrow *row = &r->rows[i];
+        nbd_buf key = {0}, title = {0};
+        int rc = 0;
+        for (int a = 0; a < r->n_axes && !rc; a++) {
+            if (a == r->seed_axis || a == r->curve_axis) continue;
+            rc = nbd_buf_printf(&key, "%s%s", key.n ? "-" : "", row->labels[a]) ||
+                 nbd_buf_printf(&title, "%s%s=%s", title.n ? ", " : "", r->axes[a], row->labels[a]);
+        }
+        if (!rc && !key.n) rc = nbd_buf_printf(&key, "all") || nbd_buf_printf(&title, "all runs");
+        if (!rc) {
+            /* Titles name the axes, so they are unique; keys (for ids) could repeat when labels
+             * hold '-': a repeated key gets the panel's number. */
+            row->panel = intern(&r->panel_titles, title.p);
+            if (row->panel == r->panel_keys.n) {
+                if (index_of(&r->panel_keys, key.p) >= 0) rc = nbd_buf_printf(&key, "-%d", row->panel + 1);
+                if (!rc) rc = nbx_strv_push(&r->panel_keys, key.p, key.n);
+            }
+            row->curve = intern(&r->curves, r->curve_axis >= 0 ? row->labels[r->curve_axis] : "run");
+        }
+        nbd_buf_free(&key);
+        nbd_buf_free(&title);
+        if (rc || row->panel < 0 || row->curve < 0) return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ cells */
+typedef struct { double step, val, time; } vpoint;
+static int cmp_vpoint(const void *a, const void *b) {
+    double x = ((const vpoint *)a)->step, y = ((const vpoint *)b)->step;
+    return (x > y) - (x < y);
+}
+
+/* The mean validation curve (and mean time at each step) over the cell's runs. */
+static int mean_curve(const report *r, int panel, int curve, cell *c) {
+    int total = 0;
+    for (int i = 0; i < r->n_rows; i++)
+        if (r->rows[i].done && r->rows[i].panel == panel && r->rows[i].curve == curve) total += r->rows[i].run.n;
+    vpoint *v = malloc(sizeof *v * (size_t)(total + 1));
+    c->step = malloc(sizeof(double) * (size_t)(total + 1));
+    c->val = malloc(sizeof(double) * (size_t)(total + 1));
+    c->time = malloc(sizeof(double) * (size_t)(total + 1));
+    if (!v || !c->step || !c->val || !c->time) { free(v); return nb_fail("out of memory"); }
+    int n = 0;
+    for (int i = 0; i < r->n_rows; i++) {
+        const rrow *row = &r->rows[i];
+        if (!row->done || row->panel != panel || row->curve != curve) continue;
+        for (int k = 0; k < row->run.n; k++)
+            if (!isnan(row->run.val_loss[k])) v[n++] = (vpoint){row->run.step[k], row->run.val_loss[k], row->run.time_s[k]};
+    }
+    qsort(v, (size_t)n, sizeof *v, cmp_vpoint);
+    for (int i = 0; i < n;) {
+        int j = i;
+        double sv = 0, st = 0;
+        for (; j < n && v[j].step == v[i].step; j++) { sv += v[j].val; st += v[j].time; }
+        c->step[c->n_points] = v[i].step;
+        c->val[c->n_points] = sv / (j - i);
+        c->time[c->n_points++] = st / (j - i);
+        i = j;
+    }
+    free(v);
+    return 0;
+}
+
+static int make_cell(const report *r, int panel, int curve, cell *c) {
+    memset(c, 0, sizeof *c);
+    double sum = 0, sq = 0, best = 0;
+    int n_best = 0;
+    for (int i = 0; i < r->n_rows; i++) {
+        const rrow *row = &r->rows[i];
+        if (!row->done || row->panel != panel || row->curve != curve) continue;
+        if (!c->first) c->first = &row->run;
+        c->n_runs++;
+        if (!isnan(row->run.final_val_loss)) { sum += row->run.final_val_loss; c->n_final++; }
+        if (!isnan(row->run.best_val_loss)) { best += row->run.best_val_loss; n_best++; }
+    }
+    c->mean = c->n_final ? sum / c->n_final : NAN;
+    c->best_mean = n_best ? best / n_best : NAN;
+    for (int i = 0; i < r->n_rows; i++) {
+        const rrow *row = &r->rows[i];
+        if (row->done && row->panel == panel && row->curve == curve && !isnan(row->run.final_val_loss))
+            sq += (row->run.final_val_loss - c->mean) * (row->run.final_val_loss - c->mean);
+    }
+    c->sd = c->n_final > 1 ? sqrt(sq / (c->n_final - 1)) : 0;  /* sample standard deviation over seeds */
+    return mean_curve(r, panel, curve, c);
+}
+
+static void free_cell(cell *c) {
+    free(c->step);
+    free(c->val);
+    free(c->time);
+}
+
+/* ------------------------------------------------------------ the page */
+static const char style[] =
+    "body{font-family:sans-serif;margin:2em;max-width:1400px;color:#222}"
+    "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+    "td:first-child,th:first-child{text-align:left}svg.chart{margin:6px;border:1px solid #eee}"
+    "pre{background:#f6f6f6;padding:1em;overflow-x:auto}.note{color:#555;font-size:90%}";
+
+static int charts(nbd_buf *b, const report *r, cell *cells, const char *kind) {
+    int time = !strcmp(kind, "time");
+    for (int p = 0; p < r->panel_keys.n; p++) {
+        nbx_series s[64];
+        int n = 0;
+        for (int c = 0; c < r->curves.n && n < 64; c++) {
+            cell *x = &cells[p * r->curves.n + c];
+            if (x->n_runs) s[n++] = (nbx_series){r->curves.v[c], x->n_points, time ? x->time : x->step, x->val, c};
+        }
+        char id[256], title[512];
+        snprintf(id, sizeof id, "%s-%s", kind, r->panel_keys.v[p]);
+        snprintf(title, sizeof title, "%s", r->panel_titles.v[p]);
+        if (nbx_svg_chart(b, id, time ? "time-chart" : "val-chart", title, time ? "training time (s)" : "step",
+                          "validation loss", s, n))
+            return -1;
+    }
+    return 0;
+}
+
+static int number(nbd_buf *b, const char *fmt, double v) {
+    return isnan(v) ? nbd_buf_printf(b, "<td>&mdash;</td>") : nbd_buf_printf(b, fmt, v);
+}
+
+/* The synchronous cell of a panel, and the plain delayed cell a mitigated one corrects. */
+static int find_sync(const report *r, const cell *row) {
+    for (int c = 0; c < r->curves.n; c++)
+        if (row[c].first && nbx_run_is_sync(row[c].first)) return c;
+    return -1;
+}
+
+static int find_plain(const report *r, const cell *row, const nbx_run *like) {
+    for (int c = 0; c < r->curves.n; c++)
+        if (row[c].first && nbx_run_is_plain_async(row[c].first) && !strcmp(row[c].first->delay_mode, like->delay_mode) &&
+            row[c].first->tau == like->tau)
+            return c;
+    return -1;
+}
+
+static int gap_row(nbd_buf *b, const report *r, int p, const cell *row, int c) {
+    const cell *x = &row[c];
+    int sync = find_sync(r, row), rc = 0;
+    rc |= nbd_buf_printf(b, "<tr><td>") || nbx_html(b, r->panel_titles.v[p]) || nbd_buf_printf(b, "</td><td>") ||
+          nbx_html(b, r->curves.v[c]) || nbd_buf_printf(b, "</td><td>%d</td>", x->n_final);
+    rc |= isnan(x->mean) ? nbd_buf_printf(b, "<td>&mdash;</td>") : nbd_buf_printf(b, "<td>%.4f &plusmn; %.4f</td>", x->mean, x->sd);
+    rc |= number(b, "<td>%.4f</td>", x->best_mean);
+    double gap = sync >= 0 && sync != c ? x->mean - row[sync].mean : NAN;
+    rc |= number(b, "<td>%+.4f</td>", gap);
+    double rec = NAN;
+    if (sync >= 0 && !nbx_run_is_sync(x->first) && !nbx_run_is_plain_async(x->first)) {
+        int plain = find_plain(r, row, x->first);
+        double denom = plain >= 0 ? row[plain].mean - row[sync].mean : NAN;
+        if (denom > 0) rec = 100 * (row[plain].mean - x->mean) / denom;
+    }
+    rc |= number(b, "<td>%.1f%%</td>", rec);
+    return rc || nbd_buf_printf(b, "</tr>\n");
+}
+
+static int gap_table(nbd_buf *b, const report *r, const cell *cells) {
+    if (nbd_buf_printf(b, "<h2>Final validation loss and the gap to synchronous training</h2>\n<p class=\"note\">Mean "
+                          "&plusmn; sample standard deviation over the runs of each cell (seeds). Gap = this - sync "
+                          "(the panel's synchronous runs). Recovery, for a mitigated delay (error feedback, Taylor, "
+                          "synchronous phases) = (async - this) / (async - sync), async being the same delay without "
+                          "mitigation; shown when that gap is positive.</p>\n<table id=\"gap-table\"><tr><th>panel</th>"
+                          "<th>curve</th><th>runs</th><th>final val loss</th><th>best val loss (mean)</th>"
+                          "<th>gap to sync</th><th>recovery</th></tr>\n"))
+        return -1;
+    for (int p = 0; p < r->panel_keys.n; p++)
+        for (int c = 0; c < r->curves.n; c++)
+            if (cells[p * r->curves.n + c].n_runs && gap_row(b, r, p, &cells[p * r->curves.n], c)) return -1;
+    return nbd_buf_printf(b, "</table>\n");
+}
+
+static int runs_table(nbd_buf *b, const report *r) {
+    if (nbd_buf_printf(b, "<h2>Runs</h2>\n<table id=\"runs-table\"><tr><th>point</th>")) return -1;
+    for (int a = 0; a < r->n_axes; a++)
+        if (nbd_buf_printf(b, "<th>") || nbx_html(b, r->axes[a]) || nbd_buf_printf(b, "</th>")) return -1;
+    if (nbd_buf_printf(b, "<th>status</th><th>final train loss</th><th>final val loss</th><th>best val loss</th>"
+                          "<th>tokens</th><th>seconds</th></tr>\n"))
+        return -1;
+    for (int i = 0; i < r->n_rows; i++) {
+        const rrow *row = &r->rows[i];
+        int rc = nbd_buf_printf(b, "<tr><td>") || nbx_html(b, row->point) || nbd_buf_printf(b, "</td>");
+        for (int a = 0; a < r->n_axes && !rc; a++)
+            rc = nbd_buf_printf(b, "<td>") || nbx_html(b, row->labels[a]) || nbd_buf_printf(b, "</td>");
+        rc = rc || nbd_buf_printf(b, "<td>") || nbx_html(b, row->status) || nbd_buf_printf(b, "</td>");
+        if (row->done)
+            rc = rc || number(b, "<td>%.4f</td>", row->run.final_train_loss) || number(b, "<td>%.4f</td>", row->run.final_val_loss) ||
+                 number(b, "<td>%.4f</td>", row->run.best_val_loss) || number(b, "<td>%.0f</td>", row->run.tokens[row->run.n - 1]) ||
+                 number(b, "<td>%.3f</td>", row->run.seconds);
+        else rc = rc || nbd_buf_printf(b, "<td></td><td></td><td></td><td></td><td></td>");
+        if (rc || nbd_buf_printf(b, "</tr>\n")) return -1;
+    }
+    return nbd_buf_printf(b, "</table>\n");
+}
+
+/* Pipeline timelines (`nobubble schedule --svg`) a run folder holds as schedule.svg, each
+ * distinct picture once. */
+static int schedules(nbd_buf *b, const report *r) {
+    uint64_t seen[256];
+    int n_seen = 0;
+    for (int i = 0; i < r->n_rows && n_seen < 256; i++) {
+        char path[4400], *svg;
+        size_t n;
+        snprintf(path, sizeof path, "%s/runs/%s/schedule.svg", r->dir, r->rows[i].point);
+        if (!r->rows[i].done || access(path, R_OK) || nbd_read_file(path, &svg, &n, NULL)) continue;
+        uint64_t h = nbd_fnv1a(svg, n, NBD_FNV_INIT);
+        int dup = 0;
+        for (int k = 0; k < n_seen; k++) dup |= seen[k] == h;
+        const char *start = strstr(svg, "<svg");
+        int rc = 0;
+        if (!dup && start) {
+            rc = (!n_seen && nbd_buf_printf(b, "<h2 id=\"schedules\">Pipeline schedules</h2>\n")) ||
+                 nbd_buf_printf(b, "<figure class=\"schedule\">%s<figcaption>", start) || nbx_html(b, r->rows[i].point) ||
+                 nbd_buf_printf(b, "</figcaption></figure>\n");
+            seen[n_seen++] = h;
+        }
+        free(svg);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+static int grid_text(nbd_buf *b, const report *r) {
+    char path[4200], *text;
+    size_t n;
+    snprintf(path, sizeof path, "%s/grid.txt", r->dir);
+    if (access(path, R_OK) || nbd_read_file(path, &text, &n, NULL)) return 0;
+    int rc = nbd_buf_printf(b, "<h2>The grid</h2>\n<pre id=\"grid\">") || nbx_html(b, text) || nbd_buf_printf(b, "</pre>\n");
+    free(text);
+    return rc;
+}
+
+static int page(nbd_buf *b, const report *r, cell *cells) {
+    int done = 0;
+    for (int i = 0; i < r->n_rows; i++) done += r->rows[i].done;
+    int rc = nbd_buf_printf(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>nobubble report: ") ||
+             nbx_html(b, r->dir) || nbd_buf_printf(b, "</title><style>%s</style></head><body>\n<h1>nobubble report: ", style) ||
+             nbx_html(b, r->dir) ||
+             nbd_buf_printf(b, "</h1>\n<p>%d runs, %d complete. Curves: %s; panels: one per %s; averaged over: %s.</p>\n",
+                            r->n_rows, done, r->curve_axis >= 0 ? r->axes[r->curve_axis] : "(one per panel)",
+                            r->panel_keys.n > 1 ? "combination of the other axes" : "sweep",
+                            r->seed_axis >= 0 ? "seed" : "nothing (no seed axis)");
+    rc = rc || nbd_buf_printf(b, "<h2>Validation loss</h2>\n<p class=\"note\">Mean over seeds at each evaluation.</p>\n") ||
+         charts(b, r, cells, "val");
+    rc = rc || gap_table(b, r, cells);
+    rc = rc || nbd_buf_printf(b, "<h2>Validation loss against training time</h2>\n<p class=\"note\">Time is the "
+                                 "run's cumulative step time (time_s of metrics.jsonl, evaluation excluded), mean over "
+                                 "seeds.</p>\n") ||
+         charts(b, r, cells, "time");
+    rc = rc || runs_table(b, r) || schedules(b, r) || grid_text(b, r);
+    return rc || nbd_buf_printf(b, "</body></html>\n");
+}
+
+static void free_report(report *r) {
+    for (int i = 0; i < r->n_rows; i++) {
+        free(r->rows[i].labels);
+        nbx_run_free(&r->rows[i].run);
+    }
+    free(r->rows);
+    free(r->axes);
+    free(r->csv);
+    nbx_strv_free(&r->panel_keys);
+    nbx_strv_free(&r->panel_titles);
+    nbx_strv_free(&r->curves);
+}
+
+int nb_report_write(const char *dir, const char *out_path) {
+    report r;
+    memset(&r, 0, sizeof r);
+    r.dir = dir;
+    int rc = read_results(&r);
+    if (!rc) assign_roles(&r);
+    if (!rc) rc = group_rows(&r);
+    int n_cells = r.panel_keys.n * r.curves.n;
+    cell *cells = rc ? NULL : calloc((size_t)n_cells + 1, sizeof *cells);
+    if (!rc && !cells) rc = nb_fail("out of memory");
+    for (int k = 0; k < n_cells && !rc; k++) rc = make_cell(&r, k / r.curves.n, k % r.curves.n, &cells[k]);
+    nbd_buf b = {0};
+    if (!rc) rc = page(&b, &r, cells);
+    if (!rc) rc = nbd_write_file_atomic(out_path, b.p, b.n);
+    nbd_buf_free(&b);
+    for (int k = 0; cells && k < n_cells; k++) free_cell(&cells[k]);
+    free(cells);
+    free_report(&r);
+    return rc;
+}

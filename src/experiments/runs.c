@@ -1,0 +1,125 @@
+/* Reading what a finished `nobubble train --out DIR` left: DIR/summary.json and
+ * DIR/metrics.jsonl (formats in docs/experiments.md). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "experiments/exp.h"
+#include "util/error.h"
+
+/* A number field; NAN when absent or null (final_val_loss is null without validation data). */
+static double num(const nbd_json *obj, const char *key) {
+    const nbd_json *v = nbd_json_get(obj, key);
+    return v && v->type == NBD_JNUM ? v->num : NAN;
+}
+
+static int read_summary(const char *dir, nbx_run *r) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    char *text;
+    size_t n;
+    nbd_json js;
+    if (nbd_read_file(path, &text, &n, "run summary")) return -1;
+    int rc = nbd_json_parse(text, n, &js, path);
+    free(text);
+    if (rc) return -1;
+    const nbd_json *run = nbd_json_get(&js, "run"), *delay = nbd_json_get(&js, "delay");
+    const nbd_json *opt = nbd_json_get(run, "optimizer"), *mode = nbd_json_get(delay, "mode"), *ef = nbd_json_get(delay, "ef");
+    r->final_train_loss = num(&js, "final_train_loss");
+    r->final_val_loss = num(&js, "final_val_loss");
+    r->seconds = num(&js, "seconds");
+    r->tokens_per_s = num(&js, "tokens_per_s");
+    if (!opt || opt->type != NBD_JSTR || !mode || mode->type != NBD_JSTR || !ef || ef->type != NBD_JBOOL ||
+        isnan(r->final_train_loss) || isnan(r->seconds)) {
+        nbd_json_free(&js);
+        return nb_fail("%s: expected final_train_loss, seconds, run.optimizer, delay.mode and delay.ef "
+                       "(a summary written by nobubble train)", path);
+    }
+    snprintf(r->optimizer, sizeof r->optimizer, "%s", opt->str);
+    snprintf(r->delay_mode, sizeof r->delay_mode, "%s", mode->str);
+    r->ef = ef->b;
+    r->tau = (int)num(delay, "tau");
+    r->taylor = num(delay, "taylor");
+    r->sync_start = (int)num(delay, "sync_start");
+    r->sync_cooldown = (int)num(delay, "sync_cooldown");
+    nbd_json_free(&js);
+    return 0;
+}
+
+static int grow_metrics(nbx_run *r, int *cap) {
+    if (r->n < *cap) return 0;
+    int nc = *cap ? *cap * 2 : 256;
+    double **cols[] = {&r->step, &r->train_loss, &r->tokens, &r->time_s, &r->val_loss};
+    for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++) {
+        double *p = realloc(*cols[c], (size_t)nc * sizeof *p);
+        if (!p) return nb_fail("out of memory");
+        *cols[c] = p;
+    }
+    *cap = nc;
+    return 0;
+}
+
+static int read_metrics_line(nbx_run *r, const char *line, size_t len, const char *path, int lineno) {
+    char what[4300];
+    snprintf(what, sizeof what, "%s line %d", path, lineno);
+    nbd_json js;
+    if (nbd_json_parse(line, len, &js, what)) return -1;
+    int i = r->n;
+    r->step[i] = num(&js, "step");
+    r->train_loss[i] = num(&js, "train_loss");
+    r->tokens[i] = num(&js, "tokens");
+    r->time_s[i] = num(&js, "time_s");
+    r->val_loss[i] = num(&js, "val_loss");
+    nbd_json_free(&js);
+    if (isnan(r->step[i]) || isnan(r->train_loss[i]) || isnan(r->tokens[i]) || isnan(r->time_s[i]))
+        return nb_fail("%s: expected the numbers step, train_loss, tokens and time_s", what);
+    r->n++;
+    return 0;
+}
+
+static int read_metrics(const char *dir, nbx_run *r) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    char *text;
+    size_t n;
+    if (nbd_read_file(path, &text, &n, "run metrics")) return -1;
+    int cap = 0, lineno = 1, rc = 0;
+    for (char *p = text; *p && !rc; lineno++) {
+        char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        if (len) rc = grow_metrics(r, &cap) || read_metrics_line(r, p, len, path, lineno);
+        if (!nl) break;
+        p = nl + 1;
+    }
+    free(text);
+    if (!rc && r->n == 0) rc = nb_fail("%s: no lines (expected one JSON object per step)", path);
+    return rc ? -1 : 0;
+}
+
+int nbx_run_read(const char *dir, nbx_run *r) {
+    memset(r, 0, sizeof *r);
+    if (read_summary(dir, r) || read_metrics(dir, r)) {
+        nbx_run_free(r);
+        return -1;
+    }
+    r->best_val_loss = NAN;
+    for (int i = 0; i < r->n; i++)
+        if (!isnan(r->val_loss[i]) && !(r->val_loss[i] >= r->best_val_loss)) r->best_val_loss = r->val_loss[i];
+    return 0;
+}
+
+void nbx_run_free(nbx_run *r) {
+    free(r->step);
+    free(r->train_loss);
+    free(r->tokens);
+    free(r->time_s);
+    free(r->val_loss);
+    memset(r, 0, sizeof *r);
+}
+
+int nbx_run_is_sync(const nbx_run *r) {
+    return !strcmp(r->delay_mode, "sync") || (!strcmp(r->delay_mode, "fixed") && r->tau == 0);
+}
+
+int nbx_run_is_plain_async(const nbx_run *r) {
+    return !nbx_run_is_sync(r) && !r->ef && !(r->taylor > 0) && r->sync_start == 0 && r->sync_cooldown == 0;
+}

@@ -1,0 +1,371 @@
+/* Sweeps: every point of a grid as a `nobubble train` child process, J at a time, resumable.
+ *
+ * DIR/runs/<point>/ holds command.txt (the point's train arguments, written before the run
+ * starts), train.log (the child's output) and the run's metrics.jsonl and summary.json. A point
+ * is complete when summary.json exists (the trainer writes it last, atomically) and command.txt
+ * equals its command now; any other folder is a run that was interrupted, failed or belongs to
+ * an older grid, and is replaced by a fresh run. */
+#define _XOPEN_SOURCE 700
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+#include "experiments/exp.h"
+#include "nobubble/experiments.h"
+#include "util/error.h"
+
+extern char **environ;
+
+/* How long terminated children get to finish their step before SIGKILL. */
+#define STOP_GRACE_S 10.0
+
+static volatile sig_atomic_t stop_requested;
+void nb_sweep_request_stop(void) { stop_requested = 1; }
+
+typedef enum { PT_PENDING, PT_RUNNING, PT_SKIPPED, PT_DONE, PT_FAILED, PT_INTERRUPTED } pt_state;
+
+typedef struct {
+    pt_state state;
+    pid_t pid;
+    int exit_status;   /* exit code, or 128 + signal */
+    double started;
+} pt_status;
+
+typedef struct {
+    const nb_grid *g;
+    const nb_sweep_options *o;
+    pt_status *st;
+    char **envp;
+    int n, finished, running;
+} sweep;
+
+/* ------------------------------------------------------------ files */
+static void run_dir(const sweep *s, int i, char *out, size_t size) {
+    snprintf(out, size, "%s/runs/%s", s->o->out_dir, nb_grid_point_name(s->g, i));
+}
+
+static int exists(const char *dir, const char *file) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    return access(path, F_OK) == 0;
+}
+
+/* The point's command as one line: `train ARGS`, each shell-quoted where needed. */
+static int command_text(const sweep *s, int i, nbd_buf *b) {
+    int argc;
+    const char *const *argv = nb_grid_point_args(s->g, i, &argc);
+    if (nbd_buf_printf(b, "train")) return -1;
+    for (int k = 0; k < argc; k++)
+        if (nbd_buf_put(b, " ", 1) || nbx_shell_quote(b, argv[k])) return -1;
+    return nbd_buf_put(b, "\n", 1);
+}
+
+static int same_command(const char *dir, const char *cmd) {
+    char path[4400], *text;
+    size_t n;
+    snprintf(path, sizeof path, "%s/command.txt", dir);
+    if (access(path, F_OK) || nbd_read_file(path, &text, &n, NULL)) return 0;
+    int same = !strcmp(text, cmd);
+    free(text);
+    return same;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb; (void)ftw;
+    return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+/* Removes an old run folder; only one the sweep made (it has command.txt), never anything else. */
+static int remove_run(const char *dir) {
+    if (!exists(dir, "command.txt"))
+        return nb_fail("%s exists but has no command.txt, so nobubble sweep did not make it; remove it or "
+                       "choose another --out", dir);
+    if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS))
+        return nb_fail("%s: cannot remove the old run: %s", dir, strerror(errno));
+    return 0;
+}
+
+static void sweep_log(const sweep *s, const char *what, int i, const char *extra) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/sweep.log", s->o->out_dir);
+    FILE *f = fopen(path, "a");
+    if (!f) return;  /* the log is for people; the sweep does not depend on it */
+    fprintf(f, "%ld %s %s%s%s\n", (long)time(NULL), what, nb_grid_point_name(s->g, i), extra ? " " : "", extra ? extra : "");
+    fclose(f);
+}
+
+/* The last non-empty line of the child's log, to say why a point failed. */
+static void last_log_line(const char *dir, char *out, size_t size) {
+    char path[4400], *text;
+    size_t n;
+    snprintf(path, sizeof path, "%s/train.log", dir);
+    snprintf(out, size, "(no output; see %.400s)", path);
+    if (access(path, F_OK) || nbd_read_file(path, &text, &n, NULL)) return;
+    while (n && (text[n - 1] == '\n' || text[n - 1] == '\r')) text[--n] = 0;
+    char *line = strrchr(text, '\n');
+    if (n) snprintf(out, size, "%s", line ? line + 1 : text);
+    free(text);
+}
+
+/* ------------------------------------------------------------ children */
+/* The environment of every child: ours, with OMP_NUM_THREADS = max(1, cores / jobs). */
+static char **child_env(int jobs) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long threads = cores / jobs > 1 ? cores / jobs : 1;
+    int n = 0;
+    while (environ[n]) n++;
+    char **env = calloc((size_t)n + 2, sizeof *env);
+    if (!env) return NULL;
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (strncmp(environ[i], "OMP_NUM_THREADS=", 16)) env[k++] = environ[i];
+    static char omp[64];
+    snprintf(omp, sizeof omp, "OMP_NUM_THREADS=%ld", threads);
+    env[k] = omp;
+    return env;
+}
+
+/* Between fork and exec only async-signal-safe calls: the child's own process group (so that a
+ * terminal's Ctrl-C reaches the sweep, which stops the children itself), death with the sweep
+ * (so that a killed sweep leaves no orphan writing into a folder the next sweep replaces), and
+ * its output into train.log. */
+static void exec_child(const char *exe, char **argv, char **envp, int log_fd, pid_t parent) {
+    setpgid(0, 0);
+#ifdef __linux__
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+    if (getppid() != parent) _exit(127);
+    dup2(log_fd, 1);  /* the copies lose close-on-exec; the original closes at exec */
+    dup2(log_fd, 2);
+    execve(exe, argv, envp);
+    static const char msg[] = "nobubble sweep: cannot run the nobubble binary\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    _exit(127);
+}
+
+static int launch(sweep *s, int i, const char *dir) {
+    int argc;
+    const char *const *args = nb_grid_point_args(s->g, i, &argc);
+    const char **argv = calloc((size_t)argc + 6, sizeof *argv);
+    if (!argv) return nb_fail("out of memory");
+    argv[0] = s->o->exe;
+    argv[1] = "train";
+    for (int k = 0; k < argc; k++) argv[2 + k] = args[k];
+    argv[2 + argc] = "--out";
+    argv[3 + argc] = dir;
+    argv[4 + argc] = "--quiet";
+    char log[4400];
+    snprintf(log, sizeof log, "%s/train.log", dir);
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        free(argv);
+        return nb_fail("%s: cannot create: %s", log, strerror(errno));
+    }
+    pid_t parent = getpid(), pid = fork();
+    if (pid == 0) exec_child(s->o->exe, (char **)argv, s->envp, fd, parent);
+    int e = errno;
+    close(fd);
+    free(argv);
+    if (pid < 0) return nb_fail("cannot start a child process: %s", strerror(e));
+    s->st[i] = (pt_status){PT_RUNNING, pid, 0, nbd_now()};
+    s->running++;
+    sweep_log(s, "start", i, NULL);
+    return 0;
+}
+
+/* Starts point i, or skips it when its run is complete with the same command. */
+static int start_point(sweep *s, int i) {
+    char dir[4200];
+    nbd_buf cmd = {0};
+    run_dir(s, i, dir, sizeof dir);
+    int rc = command_text(s, i, &cmd);
+    if (!rc && exists(dir, "summary.json") && same_command(dir, cmd.p)) {
+        s->st[i].state = PT_SKIPPED;
+        s->finished++;
+        if (!s->o->quiet) printf("[%d/%d] %s: already complete, skipped\n", s->finished, s->n, nb_grid_point_name(s->g, i));
+        sweep_log(s, "skip", i, NULL);
+    } else {
+        char cpath[4400];
+        snprintf(cpath, sizeof cpath, "%s/command.txt", dir);
+        if (!rc && access(dir, F_OK) == 0) rc = remove_run(dir);
+        if (!rc) rc = nbd_mkdir_p(dir);
+        if (!rc) rc = nbd_write_file_atomic(cpath, cmd.p, cmd.n);
+        if (!rc) rc = launch(s, i, dir);
+    }
+    nbd_buf_free(&cmd);
+    return rc;
+}
+
+static void report_finished(sweep *s, int i) {
+    char dir[4200], why[512];
+    run_dir(s, i, dir, sizeof dir);
+    const char *name = nb_grid_point_name(s->g, i);
+    pt_status *p = &s->st[i];
+    s->finished++;
+    if (p->state == PT_DONE) {
+        nbx_run r;
+        char extra[64];
+        snprintf(extra, sizeof extra, "%.1fs", nbd_now() - p->started);
+        sweep_log(s, "done", i, extra);
+        if (s->o->quiet) return;
+        if (nbx_run_read(dir, &r) == 0) {
+            printf("[%d/%d] %s: done in %.1f s, train loss %.4f, val loss %.4f\n", s->finished, s->n, name,
+                   nbd_now() - p->started, r.final_train_loss, r.final_val_loss);
+            nbx_run_free(&r);
+        } else {
+            printf("[%d/%d] %s: done, but %s\n", s->finished, s->n, name, nb_last_error());
+        }
+    } else if (p->state == PT_FAILED) {
+        char extra[64];
+        snprintf(extra, sizeof extra, "exit %d", p->exit_status);
+        sweep_log(s, "failed", i, extra);
+        last_log_line(dir, why, sizeof why);
+        printf("[%d/%d] %s: FAILED (exit status %d): %s\n", s->finished, s->n, name, p->exit_status, why);
+    } else {
+        sweep_log(s, "interrupted", i, NULL);
+        if (!s->o->quiet) printf("[%d/%d] %s: interrupted\n", s->finished, s->n, name);
+    }
+    fflush(stdout);
+}
+
+static void reap(sweep *s, pid_t pid, int status) {
+    for (int i = 0; i < s->n; i++) {
+        if (s->st[i].state != PT_RUNNING || s->st[i].pid != pid) continue;
+        char dir[4200];
+        run_dir(s, i, dir, sizeof dir);
+        int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+        s->st[i].exit_status = code;
+        if (code == 0 && exists(dir, "summary.json")) s->st[i].state = PT_DONE;
+        else s->st[i].state = stop_requested ? PT_INTERRUPTED : PT_FAILED;
+        if (code == 0 && s->st[i].state == PT_FAILED) s->st[i].exit_status = -1;  /* exit 0 but no summary */
+        s->running--;
+        report_finished(s, i);
+        return;
+    }
+}
+
+static void sleep_briefly(void) {
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL);  /* a signal cuts it short: fine, the loop looks again */
+}
+
+/* Reaps one finished child, or sleeps a moment (a signal cuts the sleep short). */
+static void wait_some(sweep *s) {
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) reap(s, pid, status);
+    else sleep_briefly();
+}
+
+/* SIGTERM to every child (the trainer finishes its step and exits), SIGKILL after a grace time. */
+static void stop_children(sweep *s) {
+    for (int i = 0; i < s->n; i++)
+        if (s->st[i].state == PT_RUNNING) kill(s->st[i].pid, SIGTERM);
+    double t0 = nbd_now();
+    int killed = 0;
+    while (s->running > 0) {
+        if (!killed && nbd_now() - t0 > STOP_GRACE_S) {
+            for (int i = 0; i < s->n; i++)
+                if (s->st[i].state == PT_RUNNING) kill(s->st[i].pid, SIGKILL);
+            killed = 1;
+        }
+        wait_some(s);
+    }
+}
+
+/* ------------------------------------------------------------ results.csv */
+static int result_row(const sweep *s, int i, nbd_buf *b) {
+    char dir[4200];
+    run_dir(s, i, dir, sizeof dir);
+    if (nbd_buf_printf(b, "%s", nb_grid_point_name(s->g, i))) return -1;
+    for (int a = 0; a < nb_grid_n_axes(s->g); a++)
+        if (nbd_buf_printf(b, ",%s", nb_grid_point_label(s->g, i, a))) return -1;
+    const pt_status *p = &s->st[i];
+    if (p->state == PT_DONE || p->state == PT_SKIPPED) {
+        nbx_run r;
+        if (nbx_run_read(dir, &r)) return -1;
+        int rc = nbd_buf_printf(b, ",%.9g,", r.final_train_loss) ||
+                 (!isnan(r.final_val_loss) && nbd_buf_printf(b, "%.9g", r.final_val_loss)) || nbd_buf_put(b, ",", 1) ||
+                 (!isnan(r.best_val_loss) && nbd_buf_printf(b, "%.9g", r.best_val_loss)) ||
+                 nbd_buf_printf(b, ",%.0f,%.3f,done,0\n", r.tokens[r.n - 1], r.seconds);
+        nbx_run_free(&r);
+        return rc ? -1 : 0;
+    }
+    if (p->state == PT_FAILED) return nbd_buf_printf(b, ",,,,,,failed,%d\n", p->exit_status);
+    return nbd_buf_printf(b, ",,,,,,%s,\n", p->state == PT_INTERRUPTED ? "interrupted" : "not_run");
+}
+
+static int write_results(const sweep *s) {
+    nbd_buf b = {0};
+    char path[4200];
+    snprintf(path, sizeof path, "%s/results.csv", s->o->out_dir);
+    int rc = nbd_buf_printf(&b, "point");
+    for (int a = 0; a < nb_grid_n_axes(s->g) && !rc; a++) rc = nbd_buf_printf(&b, ",%s", nb_grid_axis_name(s->g, a));
+    if (!rc) rc = nbd_buf_printf(&b, ",%s\n", NBX_RESULT_COLUMNS);
+    for (int i = 0; i < s->n && !rc; i++) rc = result_row(s, i, &b);
+    if (!rc) rc = nbd_write_file_atomic(path, b.p, b.n);
+    nbd_buf_free(&b);
+    return rc;
+}
+
+/* ------------------------------------------------------------ the sweep */
+static int prepare(sweep *s) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/runs", s->o->out_dir);
+    if (nbd_mkdir_p(path)) return -1;
+    snprintf(path, sizeof path, "%s/grid.txt", s->o->out_dir);
+    const char *text = nb_grid_text(s->g);
+    if (nbd_write_file_atomic(path, text, strlen(text))) return -1;
+    if (!(s->st = calloc((size_t)s->n, sizeof *s->st)) || !(s->envp = child_env(s->o->jobs)))
+        return nb_fail("out of memory");
+    return 0;
+}
+
+static int run_points(sweep *s) {
+    int next = 0;
+    while (next < s->n || s->running > 0) {
+        if (stop_requested) {
+            stop_children(s);
+            break;
+        }
+        while (!stop_requested && s->running < s->o->jobs && next < s->n)
+            if (start_point(s, next++)) {
+                stop_children(s);
+                return -1;
+            }
+        if (s->running > 0) wait_some(s);
+    }
+    for (int i = 0; i < s->n; i++)
+        if (s->st[i].state == PT_PENDING) s->st[i].state = PT_INTERRUPTED;
+    return 0;
+}
+
+int nb_sweep_run(const nb_grid *g, const nb_sweep_options *o, nb_sweep_result *r) {
+    memset(r, 0, sizeof *r);
+    if (o->jobs < 1) return nb_fail("--jobs %d: expected at least 1", o->jobs);
+    sweep s = {g, o, NULL, NULL, nb_grid_n_points(g), 0, 0};
+    int rc = prepare(&s);
+    if (!rc) rc = run_points(&s);
+    if (!rc) rc = write_results(&s);
+    for (int i = 0; s.st && i < s.n; i++) {
+        pt_state st = s.st[i].state;
+        r->done += st == PT_DONE || st == PT_SKIPPED;
+        r->ran += st == PT_DONE;
+        r->failed += st == PT_FAILED;
+        r->interrupted += st == PT_INTERRUPTED;
+    }
+    free(s.st);
+    free(s.envp);
+    return rc;
+}

@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# nobubble sweep and nobubble report: a small grid end to end; re-running runs nothing twice; a
+# sweep killed (SIGKILL) or interrupted (SIGINT) mid-run continues where it stopped, each point
+# run exactly once to completion; results.csv and the report carry exactly the runs' numbers; a
+# failed point is recorded and the sweep exits non-zero; malformed grids are refused naming the
+# line; the report renders in headless chromium with the expected charts.
+set -u
+bin=${1:?usage: cli_sweep.sh path/to/nobubble}
+bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+source "$(dirname "$0")/support/cli_harness.sh"
+
+for cmd in sweep report; do
+  if "$bin" $cmd --help | grep -q "usage: nobubble $cmd"; then ok; else fail "$cmd --help"; fi
+done
+
+# A small prepared corpus (as in cli_train.sh): real text, byte-level BPE vocab 300.
+for i in $(seq 1 40); do
+  printf 'In the beginning God created the heaven and the earth. Paragraph %d.\n\nAnd the earth was without form, and void; and darkness was upon the face of the deep. %d\n\n' "$i" "$((i * 7))"
+done > "$work/text.txt"
+"$bin" prepare --input "$work/text.txt" --vocab 300 --val-fraction 0.1 --out "$work/data" >/dev/null 2>&1 && ok || fail "prepare small text"
+small="--data $work/data --set n_layers=1 --set context=16 --batch 2 --eval-batches 1"
+
+# A field of a JSON file written by the trainer (one line per key in summary.json).
+json_field() { sed -n "s/.*\"$2\": \([^,}]*\).*/\1/p" "$1" | head -1; }
+# A field of results.csv, by column name, for the row of a point.
+csv_field() {
+  awk -F, -v p="$2" -v c="$3" 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next } $1 == p { print $col[c] }' "$1"
+}
+starts() { grep -c " start $2\$" "$1/sweep.log"; }
+dones() { grep -c " done $2 " "$1/sweep.log"; }
+
+# ---------------------------------------------------------------- two points end to end
+cat > "$work/two.grid" <<EOF
+# two points: synchronous, and the one-step delay with error feedback
+fixed: $small --steps 4 --eval-every 2
+axis delay: sync "2bw --ef 1"
+EOF
+"$bin" sweep "$work/two.grid" --out "$work/two" --jobs 2 > "$work/two.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -q "\[2/2\] .*: done in" "$work/two.log" && ok || fail "two-point sweep: rc $rc: $(cat "$work/two.log")"
+check "header of results.csv" test "$(head -1 "$work/two/results.csv")" = \
+  "point,delay,final_train_loss,final_val_loss,best_val_loss,tokens,seconds,status,exit_status"
+check "one row per point" test "$(wc -l < "$work/two/results.csv")" -eq 3
+check "the axis value carries several flags" grep -q -- "--delay 2bw --ef 1$" "$work/two/runs/2bw-ef-1/command.txt"
+check "the delayed point ran with error feedback" grep -q '"ef": true' "$work/two/runs/2bw-ef-1/summary.json"
+for p in sync 2bw-ef-1; do
+  s=$work/two/runs/$p/summary.json m=$work/two/runs/$p/metrics.jsonl
+  for col in final_train_loss final_val_loss seconds; do
+    [ "$(csv_field "$work/two/results.csv" $p $col)" = "$(json_field "$s" $col)" ] && ok ||
+      fail "$p $col: results.csv $(csv_field "$work/two/results.csv" $p $col), summary.json $(json_field "$s" $col)"
+  done
+  best=$(sed -n 's/.*"val_loss": \([^,}]*\).*/\1/p' "$m" | sort -g | head -1)
+  [ -n "$best" ] && [ "$(csv_field "$work/two/results.csv" $p best_val_loss)" = "$best" ] && ok || fail "$p best_val_loss: want $best"
+  tokens=$(tail -1 "$m" | sed -n 's/.*"tokens": \([0-9]*\).*/\1/p')
+  [ "$(csv_field "$work/two/results.csv" $p tokens)" = "$tokens" ] && ok || fail "$p tokens: want $tokens"
+  check "$p status" test "$(csv_field "$work/two/results.csv" $p status)" = done
+done
+
+# Re-running runs no point again: nothing started, command.txt untouched.
+before=$(stat -c %Y.%i "$work/two/runs/sync/command.txt" "$work/two/runs/sync/summary.json")
+"$bin" sweep "$work/two.grid" --out "$work/two" > "$work/again.log" 2>&1 && ok || fail "re-run: $(cat "$work/again.log")"
+check "re-run skips both points" test "$(grep -c "already complete, skipped" "$work/again.log")" -eq 2
+check "re-run starts nothing" test "$(starts "$work/two" sync)" -eq 1 -a "$(starts "$work/two" 2bw-ef-1)" -eq 1
+check "re-run leaves the runs alone" test "$before" = "$(stat -c %Y.%i "$work/two/runs/sync/command.txt" "$work/two/runs/sync/summary.json")"
+# A changed command (here one more fixed flag) runs the points afresh.
+sed -i 's/--steps 4/--steps 3/' "$work/two.grid"
+"$bin" sweep "$work/two.grid" --out "$work/two" > /dev/null 2>&1 && ok || fail "sweep after a grid change"
+check "a changed command re-runs the point" test "$(starts "$work/two" sync)" -eq 2 -a "$(wc -l < "$work/two/runs/sync/metrics.jsonl")" -eq 3
+
+# ---------------------------------------------------------------- interrupted sweeps continue
+cat > "$work/seeds.grid" <<EOF
+fixed: $small --steps 120 --eval-every 40
+axis seed: 1 2 3
+EOF
+# Starts a sweep, waits until point 1 is complete and point 2 has logged a step, sends the signal.
+interrupt() {
+  local sig=$1 dir=$2
+  "$bin" sweep "$work/seeds.grid" --out "$dir" > "$dir.log" 2>&1 &
+  local pid=$!
+  for i in $(seq 1 1200); do
+    [ -f "$dir/runs/1/summary.json" ] && [ -s "$dir/runs/2/metrics.jsonl" ] && break
+    sleep 0.05
+  done
+  kill -$sig $pid
+  wait $pid
+}
+for sig in KILL INT; do
+  dir=$work/seeds_$sig
+  interrupt $sig "$dir"; rc=$?
+  if [ $sig = INT ]; then
+    [ $rc -eq 130 ] && grep -q "run the same command again" "$dir.log" && ok || fail "SIGINT: rc $rc: $(cat "$dir.log")"
+    check "SIGINT: results.csv marks the rest interrupted" test "$(csv_field "$dir/results.csv" 2 status)" = interrupted
+  fi
+  check "$sig: point 2 was stopped mid-run" test ! -e "$dir/runs/2/summary.json"
+  # The sweep's children die with it (they would otherwise write into folders the next sweep replaces).
+  for i in $(seq 1 10); do pgrep -f -- "--out $dir/runs/" > /dev/null || break; sleep 0.05; done
+  check "$sig: no child outlives the sweep" test -z "$(pgrep -f -- "--out $dir/runs/")"
+  "$bin" sweep "$work/seeds.grid" --out "$dir" > "$dir.rerun.log" 2>&1 && ok || fail "$sig: re-run: $(cat "$dir.rerun.log")"
+  for p in 1 2 3; do
+    [ "$(dones "$dir" $p)" -eq 1 ] && [ "$(wc -l < "$dir/runs/$p/metrics.jsonl")" -eq 120 ] &&
+      [ "$(csv_field "$dir/results.csv" $p status)" = done ] && ok ||
+      fail "$sig: point $p completed $(dones "$dir" $p) times, $(wc -l < "$dir/runs/$p/metrics.jsonl") metrics lines"
+  done
+  check "$sig: point 1 was not run again" test "$(starts "$dir" 1)" -eq 1
+done
+
+# ---------------------------------------------------------------- a failing point
+cat > "$work/fail.grid" <<EOF
+fixed: $small --steps 2
+axis lr: 1e-3 -1
+EOF
+"$bin" sweep "$work/fail.grid" --out "$work/fail" > "$work/fail.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "FAILED (exit status 1): .*--lr -1" "$work/fail.log" && ok || fail "failed point: rc $rc: $(cat "$work/fail.log")"
+check "the other point completes" test "$(csv_field "$work/fail/results.csv" 1e-3 status)" = done
+check "the failure and its exit status are recorded" test "$(csv_field "$work/fail/results.csv" 1 status),$(csv_field "$work/fail/results.csv" 1 exit_status)" = "failed,1"
+
+# ---------------------------------------------------------------- grid expansion (--dry-run)
+cat > "$work/expand.grid" <<'EOF'
+fixed: --steps 2   # comment
+axis optimizer
+  adamw: --optimizer adamw --lr 2e-3
+  muon:  --optimizer muon --lr 0.02
+axis momentum
+  0.9:
+  0.95:
+when optimizer=adamw: --beta1 {momentum}
+when optimizer=muon momentum=0.9: --momentum {momentum} --set "tied=0"
+axis seed: 1 2
+fixed: --data-seed {seed}
+EOF
+"$bin" sweep "$work/expand.grid" --dry-run > "$work/expand.out" 2>&1 && ok || fail "dry run: $(cat "$work/expand.out")"
+check "dry run: 8 points" test "$(wc -l < "$work/expand.out")" -eq 8
+check "dry run: order, placeholders and when lines" grep -qx "muon_0.9_2: nobubble train --steps 2 --data-seed 2 --optimizer muon --lr 0.02 --seed 2 --momentum 0.9 --set tied=0" "$work/expand.out"
+check "dry run: a when line applies only where it matches" grep -qx "muon_0.95_1: nobubble train --steps 2 --data-seed 1 --optimizer muon --lr 0.02 --seed 1" "$work/expand.out"
+check "dry run: adamw takes --beta1" grep -qx "adamw_0.95_1: nobubble train --steps 2 --data-seed 1 --optimizer adamw --lr 2e-3 --seed 1 --beta1 0.95" "$work/expand.out"
+# The shipped presets parse, with the documented number of points.
+root=$(cd "$(dirname "$0")/.." && pwd)
+for preset in lr:36 optimizers_quick:54 optimizers_small:54 momentum:32 depth:36 mitigations:32 pipeline:16; do
+  n=$("$bin" sweep "$root/experiments/${preset%%:*}/grid.txt" --dry-run 2>&1 | grep -c ": nobubble train ")
+  [ "$n" = "${preset#*:}" ] && ok || fail "preset ${preset%%:*}: $n points, expected ${preset#*:}"
+done
+
+# ---------------------------------------------------------------- malformed grids
+bad() { printf "$2" > "$work/bad.grid"; expect_error "$1" "$3" "$bin" sweep "$work/bad.grid" --out "$work/bad"; }
+bad "unknown line" 'fixed: --steps 2\n\nsteps 3\n' "bad.grid:3: expected \`fixed: FLAGS\`"
+bad "unbalanced quote" 'axis delay: sync "2bw --ef 1\n' "bad.grid:1: unbalanced \" quote"
+bad "block value without a colon" 'axis delay\n  sync --delay sync\n' "bad.grid:2: expected \`LABEL: FLAGS\`"
+bad "indented line outside a block" '# c\n  x: --lr 1\n' "bad.grid:2: an indented line outside an axis block"
+bad "axis without values" 'axis delay\naxis seed: 1\n' "bad.grid:1: axis delay has no values"
+bad "duplicate label" 'axis seed: 1 2 1\n' "bad.grid:1: axis seed: label '1' given twice"
+bad "condition on an unknown axis" 'axis seed: 1\nwhen opt=adamw: --lr 1\n' "bad.grid:2: when opt=...: there is no axis named 'opt'"
+bad "condition on an unknown label" 'axis seed: 1\nwhen seed=7: --lr 1\n' "bad.grid:2: when seed=7: axis seed has no value labelled '7'"
+bad "placeholder of no axis" 'axis seed: 1\nfixed: --lr {lr}\n' "bad.grid:2: '{lr}': {lr} names no axis"
+bad "--out in the grid" 'fixed: --out x\n' "bad.grid:1: --out: the sweep gives each point its own --out"
+bad "two points with one name" 'axis a: x_y x\naxis b: z y_z\n' "two points are both named 'x_y_z'"
+expect_error "missing grid file" "nowhere.grid" "$bin" sweep "$work/nowhere.grid" --out "$work/bad"
+expect_error "sweep without --out" "--out DIR is required" "$bin" sweep "$work/two.grid"
+expect_error "--jobs 0" "--jobs 0: expected 1 to 256" "$bin" sweep "$work/two.grid" --out "$work/bad" --jobs 0
+check "a refused grid creates nothing" test ! -e "$work/bad"
+# A folder the sweep did not make is never removed.
+mkdir -p "$work/foreign/runs/sync" && touch "$work/foreign/runs/sync/precious"
+expect_error "foreign folder" "has no command.txt" "$bin" sweep "$work/two.grid" --out "$work/foreign"
+check "the foreign folder is kept" test -e "$work/foreign/runs/sync/precious"
+
+# ---------------------------------------------------------------- the report
+"$bin" report "$work/seeds_INT" > "$work/report.log" 2>&1 && ok || fail "report: $(cat "$work/report.log")"
+html=$work/seeds_INT/report.html
+check "report written" test -s "$html"
+for p in 1 2 3; do
+  s=$work/seeds_INT/runs/$p/summary.json m=$work/seeds_INT/runs/$p/metrics.jsonl
+  best=$(sed -n 's/.*"val_loss": \([^,}]*\).*/\1/p' "$m" | sort -g | head -1)
+  tokens=$(tail -1 "$m" | sed -n 's/.*"tokens": \([0-9]*\).*/\1/p')
+  want=$(printf '<tr><td>%s</td><td>%s</td><td>done</td><td>%.4f</td><td>%.4f</td><td>%.4f</td><td>%s</td><td>%.3f</td></tr>' $p $p \
+    "$(json_field "$s" final_train_loss)" "$(json_field "$s" final_val_loss)" "$best" "$tokens" "$(json_field "$s" seconds)")
+  row=$(grep "<tr><td>$p</td>" "$html")
+  [ "$row" = "$want" ] && ok || fail "report row of $p: $row, want $want"
+done
+# Mean and sample standard deviation over the three seeds, as in the gap table.
+want=$(for p in 1 2 3; do json_field "$work/seeds_INT/runs/$p/summary.json" final_val_loss; done |
+  awk '{ x[NR] = $1; s += $1 } END { m = s / NR; for (i = 1; i <= NR; i++) q += (x[i] - m) ^ 2; printf "%.4f &plusmn; %.4f", m, sqrt(q / (NR - 1)) }')
+grep -q "<td>3</td><td>$want</td>" "$html" && ok || fail "gap table mean +- sd: want $want"
+# A run folder's pipeline timeline is inlined.
+"$bin" schedule --kind 2bw --stages 2 --microbatches 2 --svg "$work/two/runs/sync/schedule.svg" > /dev/null 2>&1 && ok || fail "schedule --svg"
+"$bin" report "$work/two" --out "$work/two.html" > /dev/null 2>&1 && ok || fail "report --out"
+check "the schedule is in the report" test "$(grep -c '<h2 id="schedules">' "$work/two.html")" -eq 1 -a "$(grep -c '<figure class="schedule"><svg' "$work/two.html")" -eq 1
+gap=$(awk -F, '$1 == "sync" { s = $4 } $1 == "2bw-ef-1" { a = $4 } END { printf "%+.4f", a - s }' "$work/two/results.csv")
+grep -q "<td>2bw-ef-1</td><td>1</td>.*<td>$gap</td>" "$work/two.html" && ok || fail "gap to sync: want $gap"
+expect_error "report of a folder without results" "results.csv" "$bin" report "$work/nowhere"
+printf 'point,seed\n' > "$work/badcsv.csv"; mkdir -p "$work/badcsv" && mv "$work/badcsv.csv" "$work/badcsv/results.csv"
+expect_error "report of a malformed results table" "results.csv:1: expected the header" "$bin" report "$work/badcsv"
+
+# Rendered by a browser: the page parses and has the charts and tables.
+chrome=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
+if [ -z "$chrome" ]; then
+  fail "chromium is not installed: the report's rendering test needs it (bash scripts/setup.sh --test installs it)"
+else
+  timeout 120 "$chrome" --headless --no-sandbox --disable-gpu --user-data-dir="$work/chrome" --dump-dom \
+    "file://$work/two.html" > "$work/dom.html" 2> "$work/chrome.log"
+  for id in val-all time-all gap-table runs-table grid schedules; do
+    grep -q "id=\"$id\"" "$work/dom.html" && ok || fail "rendered report lacks #$id ($(wc -c < "$work/dom.html") bytes of DOM)"
+  done
+  check "the validation chart has one line per delay" test "$(grep -o '<path class="series"' "$work/dom.html" | wc -l)" -eq 4
+fi
+finish
