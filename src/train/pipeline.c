@@ -49,6 +49,7 @@ typedef struct {
     double steady_busy, steady_wall, steady_eval;  /* over the second half of the steps */
     double bytes;                         /* memory held by the stage */
     double slots;
+    double forward, backward, update;     /* mean seconds of each kind of action */
 } stage_report;
 
 typedef struct {
@@ -77,6 +78,9 @@ typedef struct {
     int updates, copy_version;
     double loss_sum, grad_norm;
     double t0, busy, eval, steady_t0, steady_busy0, steady_eval0;
+    double op_time[3];  /* seconds spent in forwards, backwards, updates */
+    double waited;      /* seconds waiting for messages inside updates (not computing) */
+    long op_count[3];
     step_stats *stats;  /* first stage: per step, summed over stages */
     double *val_loss, *step_time, *grad_norms;  /* first stage: per step */
     nb_train_result *res;
@@ -112,6 +116,20 @@ static const float *weights_of(worker *w, int version) {
     return p;
 }
 
+static void count_op(worker *w, nb_pipe_op op, double seconds) {
+    w->busy += seconds;
+    w->op_time[op] += seconds;
+    w->op_count[op]++;
+}
+
+/* A receive inside an update: its waiting is idle time, not the update's. */
+static int recv_waiting(worker *w, int from, int tag_, void *buf, size_t bytes) {
+    double t = train_now();
+    int rc = nb_link_recv(w->link, from, tag_, buf, bytes);
+    w->waited += train_now() - t;
+    return rc;
+}
+
 static int find_slot(const worker *w, int mb) {
     for (int i = 0; i < w->n_slots; i++)
         if (w->slot_mb[i] == mb) return i;
@@ -130,7 +148,7 @@ static int run_forward(worker *w, const nb_pipe_action *a) {
     double t = train_now();
     float loss = 0;
     if (nb_stage_forward(w->st, wt, w->slots[slot], w->tokens, w->x_in, w->targets, &loss)) return -1;
-    w->busy += train_now() - t;
+    count_op(w, NB_PIPE_FORWARD, train_now() - t);
     w->slot_mb[slot] = a->mb;
     if (is_last(w)) w->loss_sum += loss;
     else if (nb_link_send(w->link, w->s + 1, tag(TAG_ACT, a->mb), nb_acts_output(w->slots[slot]), act_bytes(sh)))
@@ -147,7 +165,7 @@ static int run_backward(worker *w, const nb_pipe_action *a) {
     if (!is_last(w) && nb_link_recv(w->link, w->s + 1, tag(TAG_GRAD, a->mb), w->dout, act_bytes(sh))) return -1;
     double t = train_now();
     if (nb_stage_backward(w->st, wt, w->slots[slot], is_last(w) ? NULL : w->dout, 1.0f / sh->M)) return -1;
-    w->busy += train_now() - t;
+    count_op(w, NB_PIPE_BACKWARD, train_now() - t);
     w->slot_mb[slot] = -1;
     if (!is_first(w) &&
         nb_link_send(w->link, w->s - 1, tag(TAG_GRAD, a->mb), nb_acts_input_grad(w->slots[slot]), act_bytes(sh)))
@@ -168,7 +186,7 @@ static int sum_tied_grads(worker *w, int step) {
     }
     if (is_last(w)) return nb_link_send(w->link, 0, tag(TAG_TIED_GRAD, step), w->st->grads + w->st->tensors[w->st->n_tensors - 1].offset, sizeof(float) * n);
     if (!is_first(w)) return 0;
-    if (nb_link_recv(w->link, w->sh->P - 1, tag(TAG_TIED_GRAD, step), w->tied_buf, sizeof(float) * n)) return -1;
+    if (recv_waiting(w, w->sh->P - 1, tag(TAG_TIED_GRAD, step), w->tied_buf, sizeof(float) * n)) return -1;
     for (size_t i = 0; i < n; i++) embed[i] += w->tied_buf[i];
     return 0;
 }
@@ -182,7 +200,7 @@ static int clip_gradients(worker *w, int step) {
         if (i != w->s && nb_link_send(w->link, i, tag(TAG_NORM, step), &mine, sizeof mine)) return -1;
     for (int i = 0; i < sh->P; i++) {
         double part = mine;
-        if (i != w->s && nb_link_recv(w->link, i, tag(TAG_NORM, step), &part, sizeof part)) return -1;
+        if (i != w->s && recv_waiting(w, i, tag(TAG_NORM, step), &part, sizeof part)) return -1;
         sq += part;
     }
     double norm = sqrt(sq);
@@ -200,7 +218,7 @@ static int run_update(worker *w, int step) {
     const nb_train_options *o = sh->o;
     nb_stage *st = w->st;
     if (ensure_tied_copy(w)) return -1;  /* w_t, with its copy, is about to be kept as a version */
-    double t = train_now();
+    double t = train_now(), waited0 = w->waited;
     step_stats mine = {0, 0, 0, nb_stash_tau(w->stash, step)};
     if (is_last(w)) {
         mine.loss = w->loss_sum / sh->M;
@@ -222,7 +240,7 @@ static int run_update(worker *w, int step) {
     mine.update_sq = nb_grad_sum_squares(w->d, st->tensors, st->n_tensors);
     memset(st->grads, 0, sizeof(float) * st->n_params);
     w->updates++;
-    w->busy += train_now() - t;
+    count_op(w, NB_PIPE_UPDATE, train_now() - t - (w->waited - waited0));
     if (tied_split(w) && is_first(w) &&
         nb_link_send(w->link, sh->P - 1, tag(TAG_TIED_W, w->updates), st->params + st->tensors[0].offset,
                      sizeof(float) * embed_numel(w)))
@@ -417,7 +435,9 @@ static int run_actions(worker *w) {
 static stage_report report_of(const worker *w) {
     double now = train_now();
     stage_report r = {w->busy, w->eval, now - w->t0, w->busy - w->steady_busy0, now - w->steady_t0,
-                      w->eval - w->steady_eval0, worker_bytes(w), w->n_slots};
+                      w->eval - w->steady_eval0, worker_bytes(w), w->n_slots, 0, 0, 0};
+    double *mean[3] = {&r.forward, &r.backward, &r.update};
+    for (int op = 0; op < 3; op++) *mean[op] = w->op_count[op] ? w->op_time[op] / w->op_count[op] : 0;
     return r;
 }
 
@@ -471,6 +491,22 @@ static void print_report(const worker *w, const stage_report *rep, double tokens
     }
 }
 
+/* The measured costs as a `nobubble schedule` command, to project the run to other depths. */
+static void print_costs(const worker *w, const stage_report *rep) {
+    const run_shared *sh = w->sh;
+    printf("  measured costs (ms): nobubble schedule --kind %s --stages %d --microbatches %d",
+           nb_pipe_kind_name(sh->sc->kind), sh->P, sh->sc->n_micro);
+    const char *flags[3] = {"--forward-cost", "--backward-cost", "--update-cost"};
+    for (int op = 0; op < 3; op++) {
+        printf(" %s ", flags[op]);
+        for (int i = 0; i < sh->P; i++) {
+            const double *v = op == 0 ? &rep[i].forward : op == 1 ? &rep[i].backward : &rep[i].update;
+            printf("%s%.3f", i ? "," : "", 1e3 * *v);
+        }
+    }
+    printf("\n");
+}
+
 static void summary_extra(const worker *w, const stage_report *rep, char *buf, size_t size) {
     const run_shared *sh = w->sh;
     size_t n = (size_t)snprintf(buf, size, "\"pipeline\": {\"kind\": \"%s\", \"transport\": \"%s\", "
@@ -480,10 +516,12 @@ static void summary_extra(const worker *w, const stage_report *rep, char *buf, s
     for (int i = 0; i < sh->P && n < size; i++)
         n += (size_t)snprintf(buf + n, size - n,
                               "%s{\"busy_s\": %.6f, \"eval_s\": %.6f, \"wall_s\": %.6f, \"idle_fraction\": %.6f, "
-                              "\"steady_idle_fraction\": %.6f, \"memory_bytes\": %.0f}",
+                              "\"steady_idle_fraction\": %.6f, \"memory_bytes\": %.0f, \"forward_s\": %.6g, "
+                              "\"backward_s\": %.6g, \"update_s\": %.6g}",
                               i ? ", " : "", rep[i].busy, rep[i].eval, rep[i].wall,
                               1.0 - rep[i].busy / (rep[i].wall - rep[i].eval),
-                              1.0 - rep[i].steady_busy / (rep[i].steady_wall - rep[i].steady_eval), rep[i].bytes);
+                              1.0 - rep[i].steady_busy / (rep[i].steady_wall - rep[i].steady_eval), rep[i].bytes,
+                              rep[i].forward, rep[i].backward, rep[i].update);
     if (n < size) snprintf(buf + n, size - n, "]}");
 }
 
@@ -533,6 +571,7 @@ static int finish(worker *w, stage_report *reports) {
     res->primary = 1;
     if (!o->quiet) {
         print_report(w, reports, res->tokens_per_s);
+        print_costs(w, reports);
         fflush(stdout);
     }
     if (w->metrics && (ferror(w->metrics) || fflush(w->metrics))) return nb_fail("%s/metrics.jsonl: write failed", o->out_dir);
