@@ -36,6 +36,8 @@ typedef struct nb_train_options {
     int save_every;             /* (0: only at the end, when save_dir is given) */
     int keep;                   /* keep only the newest K checkpoints of this run (0: all) */
     const char *resume_dir;     /* a checkpoint folder to continue from (NULL: a fresh start) */
+    int resume_override;        /* resume even when the configuration differs (a warning lists what); see
+                                   docs/checkpoints.md for what may change without it */
     int quiet;                  /* no progress lines */
 } nb_train_options;
 
