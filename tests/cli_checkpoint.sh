@@ -28,6 +28,9 @@ train --steps 6 --stages 1 --resume "$work/s2/step_000003" --out "$work/resplit"
   || fail "resume with 1 stage: $(cat "$work/resplit.log")"
 [ -n "$(hash_of "$work/whole")" ] && [ "$(hash_of "$work/whole")" = "$(hash_of "$work/resplit")" ] && ok \
   || fail "2 stages resumed with 1 equals the uninterrupted run bitwise"
+train --steps 6 --stages 2 --resume "$work/s2/step_000006" --out "$work/atend" > /dev/null 2>&1 || fail "resume at the last step"
+[ "$(hash_of "$work/atend")" = "$(hash_of "$work/whole")" ] && grep -q '"final_train_loss": null' "$work/atend/summary.json" \
+  && ok || fail "resuming at the last step: the same weights, and JSON without NaN: $(cat "$work/atend/summary.json")"
 expect_error "another --lr refused, naming both values" "--lr 0.002 (checkpoint: 0.001)" \
   train --steps 6 --lr 0.002 --resume "$work/s2/step_000003"
 train --steps 6 --lr 0.002 --resume "$work/s2/step_000003" --override > /dev/null 2> "$work/override.err" \

@@ -206,7 +206,9 @@ static int write_summary(const nb_train_options *o, const nb_train_result *res, 
                "\"sync_start\": %d, \"sync_cooldown\": %d},\n",
             modes[o->delay.mode], o->delay.tau, o->delay.ef ? "true" : "false", (double)o->delay.ef_alpha,
             (double)o->delay.taylor, o->delay.sync_start, o->delay.sync_cooldown);
-    fprintf(f, "  \"final_train_loss\": %.9g,\n", res->final_train_loss);
+    /* NaN when a resumed run had no step left to run: JSON has no NaN. */
+    if (isnan(res->final_train_loss)) fprintf(f, "  \"final_train_loss\": null,\n");
+    else fprintf(f, "  \"final_train_loss\": %.9g,\n", res->final_train_loss);
     if (isnan(res->final_val_loss)) fprintf(f, "  \"final_val_loss\": null,\n");
     else fprintf(f, "  \"final_val_loss\": %.9g,\n", res->final_val_loss);
     fprintf(f, "  \"tokens_per_s\": %.1f,\n  \"seconds\": %.3f,\n  \"weights_hash\": \"%016llx\"\n}\n",
