@@ -98,7 +98,7 @@ check "the resumed run appends its metrics" test "$(wc -l < "$work/ck/metrics.js
 expect_error "--save-every without --save-dir" "--save-every needs --save-dir" "$bin" train --data "$work/data" --save-every 2
 expect_error "resume from nothing" "state.safetensors" "$bin" train --data "$work/data" --set n_layers=1 --set context=16 \
   --batch 2 --steps 4 --resume "$work/nowhere"
-expect_error "resume another model" "another run" "$bin" train --data "$work/data" --set n_layers=2 --set context=16 \
+expect_error "resume another model" "model n_layers 2 (checkpoint: 1)" "$bin" train --data "$work/data" --set n_layers=2 --set context=16 \
   --batch 2 --steps 4 --resume "$work/ck/save/step_000002"
 
 # --keep K keeps the newest K periodic checkpoints.

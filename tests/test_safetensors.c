@@ -491,6 +491,42 @@ static void test_atomic(void) {
     free(v2);
 }
 
+/* A header of 200,000 (empty) tensors opens, and every name is found, in well under the minutes that
+ * comparing all pairs of names took; a duplicate among them, at the very end, is still found. */
+static void test_many_names(void) {
+    const int n = 200000;
+    nbd_buf h = {0};
+    int r = nbd_buf_put(&h, "{", 1);
+    for (int i = 0; i < n && !r; i++)
+        r = nbd_buf_printf(&h, "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}", i ? "," : "", i);
+    r = r || nbd_buf_put(&h, "}", 2);   /* with the NUL, for write_raw */
+    CHECK(r == 0, "building the header");
+    if (r) return;
+    double t0 = nbd_now();
+    write_raw("many.safetensors", h.p, REAL_LEN, NULL, 0);
+    nb_st_file f;
+    int ok = nb_st_open(pathf("many.safetensors"), &f) == 0;
+    CHECK(ok, "200,000 tensors: %s", nb_last_error());
+    int found = 0;
+    for (int i = 0; ok && i < n; i += 997) {
+        char name[32];
+        snprintf(name, sizeof name, "t%d", i);
+        const nb_st_entry *e = nb_st_find(&f, name);
+        found += e && !strcmp(e->name, name);
+    }
+    CHECK(found == (n + 996) / 997 && (!ok || nb_st_find(&f, "t200000") == NULL), "names found by nb_st_find: %d", found);
+    if (ok) nb_st_close(&f);
+    double seconds = nbd_now() - t0;
+    CHECK(seconds < 20, "opening 200,000 names took %.1f s", seconds);
+    h.p[h.n - 2] = ',';   /* a repeated name at the very end */
+    h.n--;
+    r = nbd_buf_printf(&h, "\"t3\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}");
+    CHECK(r == 0 && nbd_buf_put(&h, "", 1) == 0, "building the header");
+    write_raw("many_dup.safetensors", h.p, REAL_LEN, NULL, 0);
+    expect_reject("many_dup.safetensors", "duplicate name 't3'");
+    nbd_buf_free(&h);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/nb_safetensors_XXXXXX");
     if (!mkdtemp(dir)) {
@@ -506,6 +542,7 @@ int main(void) {
     test_config_json();
     test_import_errors();
     test_atomic();
+    test_many_names();
     rm_rf(dir);
     return check_summary();
 }

@@ -315,6 +315,10 @@ static void test_file(void) {
         {"{\"format\": \"nobubble-bpe\", \"version\": 1, \"pretokenizer\": \"nobubble-gpt2-bytes-v1\", \"vocab_size\": 259, "
          "\"eot\": {\"id\": 258}, \"merges\": [[1, 2], [1, 2]]}", "repeats"},
         {"{\"format\": \"nobubble-bpe\", \"merges\": [1, 2", "invalid JSON"},
+        /* found by fuzzing: each merge doubling the last token made 28 merges (520 bytes) allocate 1 GB */
+        {"{\"format\": \"nobubble-bpe\", \"version\": 1, \"pretokenizer\": \"nobubble-gpt2-bytes-v1\", \"vocab_size\": 266, "
+         "\"eot\": {\"id\": 265}, \"merges\": [[97, 97], [256, 256], [257, 257], [258, 258], [259, 259], [260, 260], "
+         "[261, 261], [262, 262], [263, 263]]}", "merge 8 (263, 263) makes a token of 512 bytes, longer than a pre-token"},
     };
     for (size_t i = 0; i < sizeof broken / sizeof broken[0]; i++) {
         f = fopen(bad, "w");

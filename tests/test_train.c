@@ -161,11 +161,11 @@ static void check_exact_resume(void) {
         if (c == 1) {  /* resuming into another run is refused, naming what differs */
             nb_train_options other = o;
             other.optim = nb_optim_defaults(NB_OPT_ADAMW);
-            CHECK(nb_train(&other, &resumed) == -1 && strstr(nb_last_error(), "another run"),
+            CHECK(nb_train(&other, &resumed) == -1 && strstr(nb_last_error(), "--optimizer adamw (checkpoint: muon)"),
                   "another optimizer: %s", nb_last_error());
             other = o;
             other.data_seed = 8;
-            CHECK(nb_train(&other, &resumed) == -1 && strstr(nb_last_error(), "training data"),
+            CHECK(nb_train(&other, &resumed) == -1 && strstr(nb_last_error(), "--data-seed 8 (checkpoint: 7)"),
                   "other data order: %s", nb_last_error());
         }
         char cmd[400];

@@ -44,6 +44,7 @@ typedef struct nb_st_file {
     uint64_t file_size, header_len, data_start;   /* data_start = 8 + header_len */
     int n;
     nb_st_entry *entries;  /* in the header's order */
+    nb_st_entry **by_name_;   /* private: the entries sorted by name, for nb_st_find */
     int n_meta;
     char **meta_keys, **meta_values;
 } nb_st_file;

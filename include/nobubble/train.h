@@ -38,6 +38,8 @@ typedef struct nb_train_options {
     int save_every;             /* (0: only at the end, when save_dir is given) */
     int keep;                   /* keep only the newest K checkpoints of this run (0: all) */
     const char *resume_dir;     /* a checkpoint folder to continue from (NULL: a fresh start) */
+    int resume_override;        /* resume even when the configuration differs (a warning lists what); see
+                                   docs/checkpoints.md for what may change without it */
     int quiet;                  /* no progress lines */
     /* Real pipeline workers (src/train/pipeline.c): one per stage of `stages`, running the
      * schedule's actions and exchanging activations through a transport. Bitwise equal to the

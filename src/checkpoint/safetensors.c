@@ -140,6 +140,7 @@ void nb_st_close(nb_st_file *f) {
     if (f->fd >= 0) close(f->fd);
     for (int i = 0; i < f->n; i++) free(f->entries[i].name);
     free(f->entries);
+    free(f->by_name_);
     for (int k = 0; k < f->n_meta; k++) {
         free(f->meta_keys[k]);
         free(f->meta_values[k]);
@@ -176,13 +177,44 @@ static int cmp_begin(const void *a, const void *b) {
     return x->end < y->end ? -1 : x->end > y->end;
 }
 
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* A name that occurs twice among the header's keys (NULL when none), found by sorting: a header may hold
+ * millions of names, and comparing every pair would take hours. */
+static const char *duplicate_key(char **keys, size_t n, int *oom) {
+    char **sorted = malloc(sizeof *sorted * (n ? n : 1));
+    const char *dup = NULL;
+    *oom = !sorted;
+    if (!sorted) return NULL;
+    memcpy(sorted, keys, sizeof *sorted * n);
+    qsort(sorted, n, sizeof *sorted, cmp_str);
+    for (size_t k = 1; k < n && !dup; k++)
+        if (!strcmp(sorted[k], sorted[k - 1])) dup = sorted[k];
+    free(sorted);
+    return dup;
+}
+
+static int cmp_entry_name(const void *a, const void *b) {
+    return strcmp((*(const nb_st_entry *const *)a)->name, (*(const nb_st_entry *const *)b)->name);
+}
+
+/* The entries sorted by name, for nb_st_find's binary search. */
+static int index_names(nb_st_file *f) {
+    f->by_name_ = malloc(sizeof *f->by_name_ * (size_t)(f->n ? f->n : 1));
+    if (!f->by_name_) return nb_fail("%s: out of memory", f->path);
+    for (int i = 0; i < f->n; i++) f->by_name_[i] = &f->entries[i];
+    qsort(f->by_name_, (size_t)f->n, sizeof *f->by_name_, cmp_entry_name);
+    return 0;
+}
+
 /* Fills the entries and metadata from the parsed header; f->path names the file. */
 static int parse_header(nb_st_file *f, const nbd_json *root) {
     const char *P = f->path;
     if (root->type != NBD_JOBJ) return nb_fail("%s: the header is not a JSON object", P);
-    for (size_t k = 0; k < root->n; k++)
-        for (size_t j = 0; j < k; j++)
-            if (!strcmp(root->keys[k], root->keys[j])) return nb_fail("%s: duplicate name '%s' in the header", P, root->keys[k]);
+    int oom;
+    const char *dup = duplicate_key(root->keys, root->n, &oom);
+    if (oom) return nb_fail("%s: out of memory", P);
+    if (dup) return nb_fail("%s: duplicate name '%s' in the header", P, dup);
     f->entries = calloc(root->n ? root->n : 1, sizeof *f->entries);
     if (!f->entries) return nb_fail("%s: out of memory", P);
     for (size_t k = 0; k < root->n; k++) {
@@ -260,7 +292,7 @@ static int parse_header(nb_st_file *f, const nbd_json *root) {
     if (!r && at != data_size)
         r = nb_fail("%s: %llu bytes after the last tensor (a gap: tensors end at %llu of %llu)", P,
                     (unsigned long long)(data_size - at), (unsigned long long)at, (unsigned long long)data_size);
-    return r;
+    return r ? r : index_names(f);
 }
 
 int nb_st_open(const char *path, nb_st_file *f) {
@@ -334,9 +366,11 @@ int nb_st_open(const char *path, nb_st_file *f) {
 }
 
 const nb_st_entry *nb_st_find(const nb_st_file *f, const char *name) {
-    for (int i = 0; i < f->n; i++)
-        if (!strcmp(f->entries[i].name, name)) return &f->entries[i];
-    return NULL;
+    if (!f->by_name_) return NULL;
+    nb_st_entry key, *kp = &key;
+    key.name = (char *)name;
+    nb_st_entry **hit = bsearch(&kp, f->by_name_, (size_t)f->n, sizeof *f->by_name_, cmp_entry_name);
+    return hit ? *hit : NULL;
 }
 
 const char *nb_st_meta(const nb_st_file *f, const char *key) {

@@ -148,7 +148,8 @@ int cmd_train(int argc, char **argv) {
         {"--save-dir", OPT_STR, &o.save_dir, "DIR    checkpoints DIR/step_NNNNNN (weights + full training state) at the end"},
         {"--save-every", OPT_INT, &o.save_every, "N      also a checkpoint every N steps (needs --save-dir)"},
         {"--keep", OPT_INT, &o.keep, "K      keep only the newest K periodic checkpoints (0: all)"},
-        {"--resume", OPT_STR, &o.resume_dir, "DIR    continue from a checkpoint folder (same model, split, optimizer, delay, data)"},
+        {"--resume", OPT_STR, &o.resume_dir, "DIR    continue from a checkpoint folder (same model, optimizer, delay, data; any --stages)"},
+        {"--override", OPT_FLAG, &o.resume_override, "       --resume even where this run's settings differ (a warning lists them)"},
         {"--export", OPT_STR, &o.export_dir, "DIR    write the final weights as a Hugging Face folder (model.safetensors, config.json)"},
         {"--pipeline", OPT_STR, &pipeline, "KIND   real workers, one per stage: gpipe | 1f1b | pipedream | 2bw (sets --delay)"},
         {"--transport", OPT_STR, &transport, "NAME   threads (one process) | mpi (mpirun -np P, one process per stage) (threads)"},
@@ -234,6 +235,9 @@ int cmd_train(int argc, char **argv) {
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    /* Past a file-size limit a write then fails (EFBIG) and the run reports it like a full disk,
+     * instead of being killed mid-checkpoint. */
+    signal(SIGXFSZ, SIG_IGN);
     nb_train_result res;
     int failed = nb_train(&o, &res);
     nb_mpi_finish();

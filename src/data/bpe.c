@@ -222,7 +222,13 @@ int nb_tokenizer_from_merges(nb_tokenizer **out, const uint32_t *merges, int n_m
     for (uint32_t i = 0; i < 256; i++) t->tok_len[i] = 1;
     for (int k = 0; k < n_merges; k++) {
         uint64_t l = (uint64_t)t->tok_len[merges[2 * k]] + t->tok_len[merges[2 * k + 1]];
-        if (l > UINT32_MAX / 2) { nb_tokenizer_free(t); return nb_fail("tokenizer: token %d is too long", 256 + k); }
+        /* Merges join tokens inside one pre-token, so no token is longer than a pre-token; without this
+         * bound a few self-merges in a tiny file would make the token bytes below exponentially large. */
+        if (l > NB_PRETOKEN_MAX_BYTES) {
+            nb_tokenizer_free(t);
+            return nb_fail("tokenizer: merge %d (%u, %u) makes a token of %llu bytes, longer than a pre-token can be "
+                           "(%d bytes)", k, merges[2 * k], merges[2 * k + 1], (unsigned long long)l, NB_PRETOKEN_MAX_BYTES);
+        }
         t->tok_len[256 + k] = (uint32_t)l;
         total += l;
     }

@@ -1,6 +1,7 @@
 /* Model configurations: named presets, "field=value" overrides and validation. */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,7 +91,9 @@ int nb_config_validate(const nb_config *c) {
     if ((c->d_model / c->n_heads) % 2)
         return nb_fail("model: head_dim = d_model/n_heads = %d must be even for rotary embedding",
                        c->d_model / c->n_heads);
-    if (!(c->rope_theta > 1.0)) return nb_fail("model field rope_theta = %g: expected a number > 1", c->rope_theta);
+    /* Finite: an infinite theta would also be written into config.json as "inf", which is not JSON. */
+    if (!(c->rope_theta > 1.0) || !isfinite(c->rope_theta))
+        return nb_fail("model field rope_theta = %g: expected a finite number > 1", c->rope_theta);
     if (!(c->norm_eps > 0.0 && c->norm_eps < 1.0))
         return nb_fail("model field norm_eps = %g: expected 0 < eps < 1", c->norm_eps);
     if (c->tied != 0 && c->tied != 1) return nb_fail("model field tied = %d: expected 0 or 1", c->tied);

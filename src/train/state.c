@@ -1,22 +1,114 @@
-/* Saving and restoring the full training state (see state.h). */
+/* Saving and restoring the full training state (see state.h). Every buffer is recorded under its
+ * tensor's name, never under a stage, so that a checkpoint of one split resumes into any other:
+ * each per-stage buffer (weights, optimizer state, weight versions, EF) is laid out by the stage's
+ * named tensor table, which is all the mapping needs. */
+#define _GNU_SOURCE   /* renameat2 */
 #include "train/state.h"
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include "data/dutil.h"
 #include "nobubble/checkpoint.h"
+#include "train/run_fields.h"
 #include "util/error.h"
 
-enum { MAX_META = 64, META_LEN = 4096 };
+#define STATE_FORMAT "2"
+static const char embed_name[] = "model.embed_tokens.weight";
+static const char *const checkpoint_files[] = {"state.safetensors", "model.safetensors", "config.json"};
+enum { N_CHECKPOINT_FILES = 3 };
 
+/* ------------------------------------------------------------------ the buffers, tensor by tensor */
+typedef struct {
+    const char *key;        /* its name in state.safetensors */
+    float *data;
+    size_t n;
+    int copy;               /* a tied copy: not saved; loaded from its embedding's buffer of the same kind */
+    int age;                /* a weight version: w_{t-age} (0: not a version) */
+    const float *newer;     /* a version: the next newer one (the weights for age 1) */
+    int ef;                 /* the error-feedback buffer: saved only where EF ran at the last step */
+} state_buf;
+typedef int (*buffer_visit)(void *ctx, const state_buf *b);
+
+/* A tied copy's buffers are its embedding's (the copy follows it exactly), so they go by its name. */
+static const char *saved_name(const nb_tensor *t) { return t->tied_copy ? embed_name : t->name; }
+
+/* The optimizer's buffers of tensor t: they come in tensor order, named "rule.buffer:tensor", from
+ * index *k on. */
+static int visit_optimizer(const train_parts *p, int i, const nb_tensor *t, int *k, buffer_visit visit, void *ctx) {
+    char key[256];
+    for (; *k < nb_optimizer_state_count(p->opt[i]); (*k)++) {
+        const char *sn;
+        float *data;
+        size_t n;
+        nb_optimizer_state(p->opt[i], *k, &sn, &data, &n);
+        const char *colon = strrchr(sn, ':');
+        if (!colon || strcmp(colon + 1, t->name)) return 0;
+        snprintf(key, sizeof key, "%.*s:%s", (int)(colon - sn), sn, saved_name(t));
+        state_buf b = {key, data, n, t->tied_copy, 0, NULL, 0};
+        if (visit(ctx, &b)) return -1;
+    }
+    return 0;
+}
+
+/* Weight versions by age, not by ring slot: w_v lives in slot v mod tau_max, and before step t the ring
+ * holds w_{t-1} .. w_{t-tau_max} (w_0 standing for negative v, as at the start). */
+static int visit_versions(const train_parts *p, int i, const nb_tensor *t, int next_step, buffer_visit visit, void *ctx) {
+    nb_stage *s = &p->model->stages[i];
+    size_t count;
+    float *v = nb_stash_versions(p->stash[i], &count);
+    int tau = s->n_params && v ? (int)(count / s->n_params) : 0;
+    const float *newer = s->params + t->offset;
+    char key[256];
+    for (int age = 1; age <= tau; age++) {
+        int slot = ((next_step - age) % tau + tau) % tau;
+        float *data = v + (size_t)slot * s->n_params + t->offset;
+        snprintf(key, sizeof key, "version.%d:%s", age, saved_name(t));
+        state_buf b = {key, data, t->numel, t->tied_copy, age, newer, 0};
+        if (visit(ctx, &b)) return -1;
+        newer = data;
+    }
+    return 0;
+}
+
+/* Every buffer of stage i in one order, so that saving and loading cannot disagree about what the state
+ * holds; per tensor: weights, optimizer buffers, versions, EF. */
+static int visit_stage(const train_parts *p, int i, int next_step, buffer_visit visit, void *ctx) {
+    nb_stage *s = &p->model->stages[i];
+    char key[256];
+    int k = 0;
+    size_t n_ef;
+    float *ef = nb_stash_ef_buffer(p->stash[i], &n_ef);
+    for (int ti = 0; ti < s->n_tensors; ti++) {
+        const nb_tensor *t = &s->tensors[ti];
+        snprintf(key, sizeof key, "param:%s", saved_name(t));
+        state_buf w = {key, s->params + t->offset, t->numel, t->tied_copy, 0, NULL, 0};
+        if (visit(ctx, &w) || visit_optimizer(p, i, t, &k, visit, ctx) ||
+            visit_versions(p, i, t, next_step, visit, ctx))
+            return -1;
+        snprintf(key, sizeof key, "ef:%s", saved_name(t));
+        state_buf e = {key, ef ? ef + t->offset : NULL, t->numel, t->tied_copy, 0, NULL, 1};
+        if (ef && visit(ctx, &e)) return -1;
+    }
+    if (k != nb_optimizer_state_count(p->opt[i]))
+        return nb_fail("stage %d: the optimizer's buffers do not follow the stage's tensor table", i);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ saving */
 typedef struct {
     nb_st_tensor *t;
     int n, cap;
-    char *meta[MAX_META];
-    int n_meta;
+    char **meta;   /* key, value, key, value, ... */
+    int n_meta;    /* strings, twice the pairs */
+    int cap_meta;
+    int ef_running;  /* of the stage being visited */
 } state_list;
 
 static int add_tensor(state_list *l, const char *name, const float *data, size_t n) {
@@ -27,176 +119,288 @@ static int add_tensor(state_list *l, const char *name, const float *data, size_t
         l->t = t;
         l->cap = cap;
     }
-    nb_st_tensor *t = &l->t[l->n++];
+    nb_st_tensor *t = &l->t[l->n];
     memset(t, 0, sizeof *t);
-    t->name = strdup(name);
+    if (!(t->name = strdup(name))) return nb_fail("out of memory");
+    l->n++;
     t->ndim = 1;
     t->shape[0] = (int64_t)n;
     t->data = data;
-    return t->name ? 0 : nb_fail("out of memory");
+    return 0;
 }
 
-static void add_meta(state_list *l, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void add_meta(state_list *l, const char *key, const char *fmt, ...) {
-    if (l->n_meta + 2 > MAX_META) return;
-    char *v = malloc(META_LEN);
-    if (!v) return;
-    va_list ap;
+static int add_meta(state_list *l, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int add_meta(state_list *l, const char *key, const char *fmt, ...) {
+    if (l->n_meta + 2 > l->cap_meta) {
+        int cap = l->cap_meta ? 2 * l->cap_meta : 64;
+        char **m = realloc(l->meta, sizeof *m * (size_t)cap);
+        if (!m) return nb_fail("out of memory");
+        l->meta = m;
+        l->cap_meta = cap;
+    }
+    va_list ap, ap2;
     va_start(ap, fmt);
-    vsnprintf(v, META_LEN, fmt, ap);
+    va_copy(ap2, ap);
+    int len = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    l->meta[l->n_meta++] = strdup(key);
+    char *v = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    if (v) vsnprintf(v, (size_t)len + 1, fmt, ap2);
+    va_end(ap2);
+    char *k = strdup(key);
+    if (!v || !k) {
+        free(v);
+        free(k);
+        return nb_fail("out of memory");
+    }
+    l->meta[l->n_meta++] = k;
     l->meta[l->n_meta++] = v;
+    return 0;
 }
 
 static void free_list(state_list *l) {
     for (int i = 0; i < l->n; i++) free((char *)l->t[i].name);
     for (int i = 0; i < l->n_meta; i++) free(l->meta[i]);
     free(l->t);
+    free(l->meta);
 }
 
-/* Every float buffer of stage i's state, named as in state.safetensors, handed to visit in one
- * order, so that saving and loading cannot disagree about what the state holds. */
-typedef int (*buffer_visit)(void *ctx, const char *name, float *data, size_t n);
+static int visit_save(void *ctx, const state_buf *b) {
+    state_list *l = ctx;
+    if (b->copy || (b->ef && !l->ef_running)) return 0;
+    return add_tensor(l, b->key, b->data, b->n);
+}
 
-static int visit_stage_buffers(const train_parts *p, int i, buffer_visit visit, void *ctx) {
+/* Stage i's buffers and its tensors' update counts (a tied copy's count is its embedding's). */
+static int gather_stage(state_list *l, const train_parts *p, int i, int next_step) {
     nb_stage *s = &p->model->stages[i];
-    char name[512];
-    snprintf(name, sizeof name, "stage%d/params", i);
-    if (visit(ctx, name, s->params, s->n_params)) return -1;
-    for (int k = 0; k < nb_optimizer_state_count(p->opt[i]); k++) {
-        const char *sn;
-        float *data;
-        size_t n;
-        nb_optimizer_state(p->opt[i], k, &sn, &data, &n);
-        snprintf(name, sizeof name, "stage%d/%s", i, sn);
-        if (visit(ctx, name, data, n)) return -1;
-    }
-    size_t n;
-    float *v = nb_stash_versions(p->stash[i], &n);
-    snprintf(name, sizeof name, "stage%d/versions", i);
-    if (v && visit(ctx, name, v, n)) return -1;
-    float *e = nb_stash_ef_buffer(p->stash[i], &n);
-    snprintf(name, sizeof name, "stage%d/ef", i);
-    if (e && visit(ctx, name, e, n)) return -1;
-    return 0;
-}
-
-static int visit_save(void *ctx, const char *name, float *data, size_t n) { return add_tensor(ctx, name, data, n); }
-
-/* What must match between the saved run and the resuming one. */
-static void identity(const nb_train_options *o, int n_stages, char *buf, size_t size) {
-    char cfg[1024], delay[256];
-    nb_config_json(&o->model, cfg, sizeof cfg);
-    nb_delay_describe(&o->delay, delay, sizeof delay);
-    snprintf(buf, size, "model %s; stages %d; optimizer %s; %s; batch %d x %d, micro-batches %d", cfg, n_stages,
-             nb_optimizer_name(o->optim.kind), delay, o->batch, o->seq_len ? o->seq_len : o->model.context,
-             o->microbatches);
-}
-
-int train_state_save(const char *dir, const train_parts *p, int next_step, const nb_train_options *o) {
-    if (mkdir(dir, 0777) && errno != EEXIST) return nb_fail("checkpoint %s: cannot create it: %s", dir, strerror(errno));
-    if (nb_export_hf(p->model, dir)) return -1;
-    state_list l;
-    memset(&l, 0, sizeof l);
-    char name[512], key[64], ident[2048];
+    l->ef_running = nb_stash_ef_running(p->stash[i]);
+    if (visit_stage(p, i, next_step, visit_save, l)) return -1;
+    long *counts = malloc(sizeof(long) * (size_t)(s->n_tensors ? s->n_tensors : 1));
+    if (!counts) return nb_fail("out of memory");
+    nb_optimizer_get_counts(p->opt[i], counts);
     int rc = 0;
-    for (int i = 0; i < p->model->n_stages && !rc; i++) {
-        nb_stage *s = &p->model->stages[i];
-        rc |= visit_stage_buffers(p, i, visit_save, &l);
-        long *counts = malloc(sizeof(long) * (size_t)(s->n_tensors ? s->n_tensors : 1));
-        char *list = malloc(META_LEN);
-        if (!counts || !list) rc = nb_fail("out of memory");
-        if (!rc) {
-            nb_optimizer_get_counts(p->opt[i], counts);
-            size_t at = 0;
-            for (int t = 0; t < s->n_tensors && at < META_LEN - 32; t++)
-                at += (size_t)snprintf(list + at, META_LEN - at, "%s%ld", t ? "," : "", counts[t]);
-            snprintf(key, sizeof key, "stage%d.counts", i);
-            add_meta(&l, key, "%s", list);
-            snprintf(key, sizeof key, "stage%d.steps", i);
-            add_meta(&l, key, "%ld", nb_optimizer_steps(p->opt[i]));
-            snprintf(key, sizeof key, "stage%d.ef_running", i);
-            add_meta(&l, key, "%d", nb_stash_ef_running(p->stash[i]));
-        }
-        free(counts);
-        free(list);
+    char key[256];
+    for (int t = 0; t < s->n_tensors && !rc; t++) {
+        if (s->tensors[t].tied_copy) continue;
+        snprintf(key, sizeof key, "count:%s", s->tensors[t].name);
+        rc = add_meta(l, key, "%ld", counts[t]);
     }
-    identity(o, p->model->n_stages, ident, sizeof ident);
-    add_meta(&l, "run", "%s", ident);
-    add_meta(&l, "next_step", "%d", next_step);
-    add_meta(&l, "loader_position", "%" PRIu64, nb_loader_position(p->train));
-    add_meta(&l, "loader_fingerprint", "%" PRIu64, nb_loader_fingerprint(p->train));
-    snprintf(name, sizeof name, "%s/state.safetensors", dir);
-    if (!rc) rc = nb_st_write(name, l.t, l.n, (const char *const *)l.meta, l.n_meta / 2);
-    free_list(&l);
+    free(counts);
     return rc;
 }
 
-/* Reads tensor name (exactly n floats) into out. */
-static int read_exact(void *ctx, const char *name, float *out, size_t n) {
-    const nb_st_file *f = ctx;
-    const nb_st_entry *e = nb_st_find(f, name);
-    if (!e) return nb_fail("%s: no tensor %s", f->path, name);
-    if (e->numel != n) return nb_fail("%s: tensor %s has %zu values, the run needs %zu", f->path, name, e->numel, n);
-    return nb_st_read_f32(f, name, out, n);
+static int gather_run(state_list *l, const train_parts *p, int next_step, const nb_train_options *o) {
+    run_field fields[RUN_FIELDS_MAX];
+    int n = run_fields(o, p->model->n_stages, fields), rc = 0;
+    char key[80];
+    for (int i = 0; i < n && !rc; i++) {
+        snprintf(key, sizeof key, "run.%s", fields[i].key);
+        rc = add_meta(l, key, "%s", fields[i].value);
+    }
+    /* Every stage's optimizer steps once per training step. */
+    long steps = nb_optimizer_steps(p->opt[0]);
+    for (int i = 1; i < p->model->n_stages; i++)
+        if (nb_optimizer_steps(p->opt[i]) != steps) return nb_fail("stage %d's optimizer is at another step", i);
+    rc = rc || add_meta(l, "state_format", STATE_FORMAT);
+    rc = rc || add_meta(l, "stages", "%d", p->model->n_stages);
+    rc = rc || add_meta(l, "next_step", "%d", next_step);
+    rc = rc || add_meta(l, "optimizer_steps", "%ld", steps);
+    rc = rc || add_meta(l, "loader_position", "%" PRIu64, nb_loader_position(p->train));
+    rc = rc || add_meta(l, "loader_fingerprint", "%" PRIu64, nb_loader_fingerprint(p->train));
+    return rc;
+}
+
+/* Removes a checkpoint folder written by train_state_save: the completion marker first (so that a
+ * half-removed folder is never taken for a checkpoint), the other files, temporaries a killed save left,
+ * then the folder. Anything else in it stays, and so does the folder then. */
+void train_state_remove(const char *dir) {
+    char path[4400];
+    for (int i = 0; i < N_CHECKPOINT_FILES; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, checkpoint_files[i]);
+        unlink(path);
+    }
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));)
+        for (int i = 0; i < N_CHECKPOINT_FILES; i++) {
+            size_t n = strlen(checkpoint_files[i]);
+            if (strncmp(e->d_name, checkpoint_files[i], n) || strncmp(e->d_name + n, ".tmp.", 5)) continue;
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    if (d) closedir(d);
+    rmdir(dir);
+}
+
+/* Puts the finished folder tmp in place as dir: one rename when dir does not exist yet. An existing dir
+ * (a run saving the same step again) is swapped with tmp in one step where the file system allows, so
+ * that dir always holds one complete checkpoint; elsewhere its marker goes first (a crash in between
+ * leaves it incomplete, never mixed). */
+static int install(const char *tmp, const char *dir) {
+    if (rename(tmp, dir) == 0) return 0;
+    if (errno != EEXIST && errno != ENOTEMPTY)
+        return nb_fail("checkpoint %s: cannot rename %s into place: %s", dir, tmp, strerror(errno));
+#ifdef RENAME_EXCHANGE
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_EXCHANGE) == 0) {
+        train_state_remove(tmp);   /* now the old checkpoint */
+        return 0;
+    }
+#endif
+    train_state_remove(dir);
+    if (rename(tmp, dir) == 0) return 0;
+    return nb_fail("checkpoint %s: cannot replace it with %s: %s", dir, tmp, strerror(errno));
+}
+
+/* Writes everything into DIR.partial (cleared of a killed save's leftovers first), then installs it:
+ * a folder named DIR exists only complete, and a failed save (a full disk) changes nothing else. */
+int train_state_save(const char *dir, const train_parts *p, int next_step, const nb_train_options *o) {
+    char tmp[4200], path[4300];
+    snprintf(tmp, sizeof tmp, "%s.partial", dir);
+    train_state_remove(tmp);
+    if (mkdir(tmp, 0777)) return nb_fail("checkpoint %s: cannot create %s: %s", dir, tmp, strerror(errno));
+    state_list l;
+    memset(&l, 0, sizeof l);
+    int rc = nb_export_hf(p->model, tmp);
+    for (int i = 0; i < p->model->n_stages && !rc; i++) rc = gather_stage(&l, p, i, next_step);
+    if (!rc) rc = gather_run(&l, p, next_step, o);
+    snprintf(path, sizeof path, "%s/state.safetensors", tmp);
+    if (!rc) rc = nb_st_write(path, l.t, l.n, (const char *const *)l.meta, l.n_meta / 2);
+    free_list(&l);
+    if (!rc) rc = install(tmp, dir);
+    if (rc) {
+        train_state_remove(tmp);
+        return -1;
+    }
+    char *parent = nbd_dirname(dir);   /* the rename itself made durable */
+    if (parent) nbd_fsync_dir(parent);
+    free(parent);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ loading */
+typedef struct {
+    const nb_st_file *f;
+    int override;
+    int ef_found, ef_wanted;   /* EF buffers of the stage's own (not copied) tensors */
+    int filled;                /* versions the checkpoint lacked, filled from newer ones (--override) */
+} load_ctx;
+
+static int read_buffer(const nb_st_file *f, const nb_st_entry *e, float *out, size_t n) {
+    if (e->dtype != NB_ST_F32)
+        return nb_fail("%s: tensor '%s' is %s; a training state holds F32 only", f->path, e->name, nb_st_dtype_name(e->dtype));
+    if (e->numel != n)
+        return nb_fail("%s: tensor '%s' has %zu values, this run needs %zu", f->path, e->name, e->numel, n);
+    return nb_st_read_f32(f, e->name, out, n);
+}
+
+static int visit_load(void *ctx, const state_buf *b) {
+    load_ctx *c = ctx;
+    const nb_st_entry *e = nb_st_find(c->f, b->key);
+    if (b->ef) {   /* absent where EF did not run at the last step: it starts afresh there */
+        c->ef_wanted += !b->copy;
+        c->ef_found += e && !b->copy;
+        return e ? read_buffer(c->f, e, b->data, b->n) : 0;
+    }
+    if (!e && b->age && c->override) {   /* another delay or split needs older versions than were kept */
+        memcpy(b->data, b->newer, sizeof(float) * b->n);
+        c->filled++;
+        return 0;
+    }
+    if (!e && b->age)
+        return nb_fail("%s: no tensor '%s': the checkpoint keeps fewer weight versions than this run's delay needs",
+                       c->f->path, b->key);
+    if (!e) return nb_fail("%s: no tensor '%s' (the state of this model and optimizer)", c->f->path, b->key);
+    return read_buffer(c->f, e, b->data, b->n);
 }
 
 static int meta_long(const nb_st_file *f, const char *key, long long *out) {
     const char *v = nb_st_meta(f, key);
     char *end;
-    if (!v) return nb_fail("%s: no metadata %s", f->path, key);
+    if (!v) return nb_fail("%s: no metadata '%s'", f->path, key);
     errno = 0;
     *out = strtoll(v, &end, 10);
-    if (errno || end == v || *end) return nb_fail("%s: metadata %s = '%s' is not an integer", f->path, key, v);
+    if (errno || end == v || *end || *out < 0)
+        return nb_fail("%s: metadata '%s' = '%s' is not an integer >= 0", f->path, key, v);
     return 0;
 }
 
+/* Stage i's update counts and step count (steps: the saved optimizer step). */
+static int restore_counts(const nb_st_file *f, const train_parts *p, int i, long long steps) {
+    nb_stage *s = &p->model->stages[i];
+    long *counts = malloc(sizeof(long) * (size_t)(s->n_tensors ? s->n_tensors : 1));
+    if (!counts) return nb_fail("out of memory");
+    int rc = 0;
+    char key[256];
+    for (int t = 0; t < s->n_tensors && !rc; t++) {
+        long long c;
+        snprintf(key, sizeof key, "count:%s", saved_name(&s->tensors[t]));
+        rc = meta_long(f, key, &c);
+        counts[t] = (long)c;
+    }
+    if (!rc) nb_optimizer_restore(p->opt[i], counts, (long)steps);
+    free(counts);
+    return rc;
+}
+
+static int load_stage(load_ctx *c, const train_parts *p, int i, int next_step, long long steps) {
+    c->ef_found = c->ef_wanted = 0;
+    if (visit_stage(p, i, next_step, visit_load, c) || restore_counts(c->f, p, i, steps)) return -1;
+    nb_stash_set_ef_running(p->stash[i], c->ef_wanted > 0 && c->ef_found == c->ef_wanted);
+    return 0;
+}
+
+/* The loader's position; with another batch shape (--override) the one that has seen about as many
+ * tokens. */
+static int seek_loader(const nb_st_file *f, const train_parts *p, const nb_train_options *o) {
+    long long position, batch, seq;
+    if (meta_long(f, "loader_position", &position) || meta_long(f, "run.batch", &batch) || meta_long(f, "run.seq", &seq))
+        return -1;
+    double tokens = (double)batch * (double)seq, now = (double)o->batch * (o->seq_len ? o->seq_len : o->model.context);
+    if (tokens != now) position = (long long)((double)position * tokens / now);
+    return nb_loader_seek(p->train, (uint64_t)position);
+}
+
+/* Everything before any buffer is read: the format, the configuration, the step. */
+static int check_checkpoint(const nb_st_file *f, const train_parts *p, const nb_train_options *o, char *overridden,
+                            size_t size, long long *step) {
+    const char *format = nb_st_meta(f, "state_format");
+    if (!format || strcmp(format, STATE_FORMAT))
+        return nb_fail("%s: state format %s, this nobubble reads format %s (a state saved before tensors were "
+                       "recorded by name cannot be resumed; its model.safetensors still loads)",
+                       f->path, format ? format : "not recorded", STATE_FORMAT);
+    if (run_fields_check(f, o, p->model->n_stages, nb_loader_fingerprint(p->train), overridden, size) ||
+        meta_long(f, "next_step", step))
+        return -1;
+    if (*step > o->steps)
+        return nb_fail("--resume %s: the checkpoint is at step %lld, past this run's %d steps (--steps may grow, "
+                       "not shrink below the checkpoint)", o->resume_dir, *step, o->steps);
+    return 0;
+}
+
+static void report_load(const nb_st_file *f, const train_parts *p, const nb_train_options *o, const char *overridden,
+                        int filled) {
+    if (overridden[0])
+        fprintf(stderr, "warning: --resume %s --override: continuing with %s\n", o->resume_dir, overridden);
+    if (filled)
+        fprintf(stderr, "warning: --resume %s: %d weight version(s) this run's delay needs are older than the "
+                        "checkpoint keeps; they start as the oldest it keeps (as a fresh run starts from w_0)\n",
+                o->resume_dir, filled);
+    const char *saved = nb_st_meta(f, "stages");
+    if (!o->quiet && saved && atoi(saved) != p->model->n_stages)
+        printf("checkpoint of %s stage(s) mapped by tensor name onto %d\n", saved, p->model->n_stages);
+}
+
 int train_state_load(const char *dir, const train_parts *p, int *next_step, const nb_train_options *o) {
-    char path[4096], ident[2048], key[64];
+    char path[4096], overridden[1024] = "";
     snprintf(path, sizeof path, "%s/state.safetensors", dir);
     nb_st_file f;
     if (nb_st_open(path, &f)) return -1;
-    int rc = 0;
-    identity(o, p->model->n_stages, ident, sizeof ident);
-    const char *saved = nb_st_meta(&f, "run");
-    if (!saved || strcmp(saved, ident))
-        rc = nb_fail("--resume %s: the checkpoint is of another run (saved: %s; this run: %s)", dir,
-                     saved ? saved : "nothing", ident);
-    for (int i = 0; i < p->model->n_stages && !rc; i++) {
-        nb_stage *s = &p->model->stages[i];
-        rc |= visit_stage_buffers(p, i, read_exact, &f);
-        long long steps, running;
-        snprintf(key, sizeof key, "stage%d.steps", i);
-        if (!rc) rc = meta_long(&f, key, &steps);
-        snprintf(key, sizeof key, "stage%d.ef_running", i);
-        if (!rc) rc = meta_long(&f, key, &running);
-        snprintf(key, sizeof key, "stage%d.counts", i);
-        const char *list = nb_st_meta(&f, key);
-        long *counts = malloc(sizeof(long) * (size_t)(s->n_tensors ? s->n_tensors : 1));
-        if (!rc && (!list || !counts)) rc = nb_fail("%s: no metadata %s", path, key);
-        for (int t = 0; t < s->n_tensors && !rc; t++) {
-            char *end;
-            counts[t] = strtol(list, &end, 10);
-            if (end == list || (*end != ',' && *end != 0) || (t < s->n_tensors - 1 && *end != ','))
-                rc = nb_fail("%s: metadata %s does not list %d counts", path, key, s->n_tensors);
-            list = end + (*end == ',');
-        }
-        if (!rc) {
-            nb_optimizer_restore(p->opt[i], counts, (long)steps);
-            nb_stash_set_ef_running(p->stash[i], (int)running);
-        }
-        free(counts);
-    }
-    long long step = 0, position = 0;
-    if (!rc) rc = meta_long(&f, "next_step", &step);
-    if (!rc) rc = meta_long(&f, "loader_position", &position);
-    const char *fp = nb_st_meta(&f, "loader_fingerprint");
-    if (!rc && (!fp || strtoull(fp, NULL, 10) != nb_loader_fingerprint(p->train)))
-        rc = nb_fail("--resume %s: the training data (shards, batch, seed) differ from the saved run's", dir);
-    if (!rc) rc = nb_loader_seek(p->train, (uint64_t)position);
-    if (!rc && (step < 0 || step > o->steps))
-        rc = nb_fail("--resume %s: the checkpoint is at step %lld, past this run's %d steps", dir, step, o->steps);
+    long long step = 0, steps = 0;
+    int rc = check_checkpoint(&f, p, o, overridden, sizeof overridden, &step);
+    if (!rc) rc = meta_long(&f, "optimizer_steps", &steps);
+    load_ctx c = {&f, o->resume_override, 0, 0, 0};
+    for (int i = 0; i < p->model->n_stages && !rc; i++) rc = load_stage(&c, p, i, (int)step, steps);
+    if (!rc) rc = seek_loader(&f, p, o);
+    if (!rc) report_load(&f, p, o, overridden, c.filled);
     *next_step = (int)step;
     nb_st_close(&f);
     return rc;

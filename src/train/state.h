@@ -17,9 +17,13 @@ typedef struct {
     nb_loader *train;
 } train_parts;
 
-/* Saves the state before step next_step into dir (created if needed). */
+/* Saves the state before step next_step as the folder dir: written as dir.partial, then renamed, so that
+ * dir exists only complete; on failure nothing but dir.partial's removal happens. */
 int train_state_save(const char *dir, const train_parts *p, int next_step, const nb_train_options *o);
-/* Restores a state saved by a run with the same model, split, optimizer and delay (the error
- * names what differs); *next_step receives the step to run next. */
+/* Restores a state saved with any split by a run of the same configuration (fields that differ are
+ * refused, naming them, unless o->resume_override; run_fields.h); *next_step receives the step to run
+ * next. */
 int train_state_load(const char *dir, const train_parts *p, int *next_step, const nb_train_options *o);
+/* Removes a checkpoint folder (its completion marker first) and a killed save's temporaries in it. */
+void train_state_remove(const char *dir);
 #endif

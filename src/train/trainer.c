@@ -37,6 +37,18 @@ static void report_checkpoint(const char *what, const char *dir, double seconds)
            seconds > 0 ? bytes / 1e6 / seconds : 0.0);
 }
 
+/* A failed save (a full disk, say) leaves the checkpoints before it as they were: the message says so
+ * first, naming the one to resume from, then why the save failed. */
+static void save_failed(const char *dir, const char *previous) {
+    char why[1024];
+    snprintf(why, sizeof why, "%s", nb_last_error());
+    if (previous[0])
+        nb_fail("checkpoint %s not saved; the previous checkpoint at %s is intact (resume with --resume %s): %s", dir,
+                previous, previous, why);
+    else
+        nb_fail("checkpoint %s not saved, and this run has no earlier checkpoint: %s", dir, why);
+}
+
 /* Removes step folders of save_dir older than the newest `keep` this run wrote. */
 static void prune_checkpoints(const nb_train_options *o, int saved_step, int every) {
     if (o->keep <= 0 || every <= 0) return;
@@ -115,6 +127,7 @@ int train_check_options(const nb_train_options *o, int T) {
     if (o->save_every > 0 && !o->save_dir) return nb_fail("--save-every needs --save-dir");
     if (o->keep < 0) return nb_fail("--keep %d: expected >= 0 (0: keep every checkpoint)", o->keep);
     if (o->keep > 0 && o->save_every <= 0) return nb_fail("--keep needs --save-every");
+    if (o->resume_override && !o->resume_dir) return nb_fail("--override needs --resume");
     return 0;
 }
 
@@ -196,7 +209,9 @@ int train_write_summary(const nb_train_options *o, const nb_train_result *res, i
             modes[o->delay.mode], o->delay.tau, o->delay.ef ? "true" : "false", (double)o->delay.ef_alpha,
             (double)o->delay.taylor, o->delay.sync_start, o->delay.sync_cooldown);
     if (extra) fprintf(f, "  %s,\n", extra);
-    fprintf(f, "  \"final_train_loss\": %.9g,\n", res->final_train_loss);
+    /* NaN when a resumed run had no step left to run: JSON has no NaN. */
+    if (isnan(res->final_train_loss)) fprintf(f, "  \"final_train_loss\": null,\n");
+    else fprintf(f, "  \"final_train_loss\": %.9g,\n", res->final_train_loss);
     if (isnan(res->final_val_loss)) fprintf(f, "  \"final_val_loss\": null,\n");
     else fprintf(f, "  \"final_val_loss\": %.9g,\n", res->final_val_loss);
     fprintf(f, "  \"tokens_per_s\": %.1f,\n  \"seconds\": %.3f,\n  \"weights_hash\": \"%016llx\"\n}\n",
@@ -357,6 +372,8 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
     }
     if (!o->quiet && o->resume_dir) printf("resumed from %s at step %d\n", o->resume_dir, start);
     double train_seconds = 0, loss = NAN;
+    char last_saved[4200];   /* the newest complete checkpoint of this run, named when a save fails */
+    snprintf(last_saved, sizeof last_saved, "%s", o->resume_dir ? o->resume_dir : "");
     for (int step = start; step < o->steps; step++) {
         float lr = nb_schedule_lr(&sched, step);
         double t0 = train_now();
@@ -388,7 +405,11 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
             char dir[4200];
             snprintf(dir, sizeof dir, "%s/step_%06d", o->save_dir, step + 1);
             double t_save = train_now();
-            if (train_state_save(dir, &parts, step + 1, o)) goto done;
+            if (train_state_save(dir, &parts, step + 1, o)) {
+                save_failed(dir, last_saved);
+                goto done;
+            }
+            snprintf(last_saved, sizeof last_saved, "%s", dir);
             if (!o->quiet) report_checkpoint("saved", dir, train_now() - t_save);
             if (o->save_every && (step + 1) % o->save_every == 0) prune_checkpoints(o, step + 1, o->save_every);
         }

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Checkpoints from the command line: resuming with another split and another configuration, a full disk
+# while saving (the previous checkpoint stays intact and is named), runs killed with SIGKILL at varied
+# moments (the newest complete checkpoint always resumes to the uninterrupted run's weights), and
+# corrupt model.safetensors / state.safetensors / config.json refused with messages naming the problem.
+set -u
+bin=${1:?usage: cli_checkpoint.sh path/to/nobubble}
+source "$(dirname "$0")/support/cli_harness.sh"
+
+for i in $(seq 1 40); do
+  printf 'In the beginning God created the heaven and the earth. Paragraph %d.\n\nAnd the earth was without form, and void; and darkness was upon the face of the deep. %d\n\n' "$i" "$((i * 7))"
+done > "$work/text.txt"
+"$bin" prepare --input "$work/text.txt" --vocab 300 --val-fraction 0.1 --out "$work/data" >/dev/null 2>&1 || fail "prepare"
+# A small model: 2 layers so that it splits in two; one thread so that runs share the machine well.
+small=(--data "$work/data" --set n_layers=2 --set context=16 --batch 2 --threads 1 --quiet)
+train() { "$bin" train "${small[@]}" "$@"; }
+hash_of() { sed -n 's/.*"weights_hash": "\([0-9a-f]*\)".*/\1/p' "$1/summary.json"; }
+# patch FILE OLD NEW: overwrites the first OLD in FILE with NEW (the same length), in place.
+patch() {
+  local at
+  at=$(grep -obUa -m1 -F -- "$2" "$1" | head -1 | cut -d: -f1)
+  [ -n "$at" ] && printf '%s' "$3" | dd of="$1" bs=1 seek="$at" conv=notrunc status=none
+}
+
+# ---- another split, another configuration
+train --steps 6 --stages 2 --save-dir "$work/s2" --save-every 3 --out "$work/whole" > /dev/null 2>&1 || fail "2-stage run"
+train --steps 6 --stages 1 --resume "$work/s2/step_000003" --out "$work/resplit" > "$work/resplit.log" 2>&1 \
+  || fail "resume with 1 stage: $(cat "$work/resplit.log")"
+[ -n "$(hash_of "$work/whole")" ] && [ "$(hash_of "$work/whole")" = "$(hash_of "$work/resplit")" ] && ok \
+  || fail "2 stages resumed with 1 equals the uninterrupted run bitwise"
+train --steps 6 --stages 2 --resume "$work/s2/step_000006" --out "$work/atend" > /dev/null 2>&1 || fail "resume at the last step"
+[ "$(hash_of "$work/atend")" = "$(hash_of "$work/whole")" ] && grep -q '"final_train_loss": null' "$work/atend/summary.json" \
+  && ok || fail "resuming at the last step: the same weights, and JSON without NaN: $(cat "$work/atend/summary.json")"
+expect_error "another --lr refused, naming both values" "--lr 0.002 (checkpoint: 0.001)" \
+  train --steps 6 --lr 0.002 --resume "$work/s2/step_000003"
+train --steps 6 --lr 0.002 --resume "$work/s2/step_000003" --override > /dev/null 2> "$work/override.err" \
+  && grep -q "warning: --resume .* --override: continuing with --lr 0.002 (checkpoint: 0.001)" "$work/override.err" && ok \
+  || fail "--override: $(cat "$work/override.err")"
+expect_error "another model refused even with --override" "model n_layers 1 (checkpoint: 2)" \
+  "$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 --steps 6 --resume "$work/s2/step_000003" --override
+expect_error "--override without --resume" "--override needs --resume" train --steps 2 --override
+
+# ---- a full disk: a file-size limit (RLIMIT_FSIZE; nobubble ignores SIGXFSZ, so the write fails with
+# EFBIG as on a full disk) that model.safetensors (1 MB) fits under and state.safetensors (3 MB) does not.
+train --steps 4 --save-dir "$work/full" --save-every 2 > /dev/null 2>&1 || fail "run before the full disk"
+cp -r "$work/full" "$work/full.before"
+(ulimit -f 2048; exec "$bin" train "${small[@]}" --steps 6 --save-dir "$work/full" --save-every 2 --resume "$work/full/step_000002") > "$work/full.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -lt 128 ] && ok || fail "a failed save exits non-zero (not killed by a signal): rc $rc"
+check "the message names the folder and the intact previous checkpoint" grep -q \
+  "checkpoint $work/full/step_000004 not saved; the previous checkpoint at $work/full/step_000002 is intact" "$work/full.log"
+check "... and why: $(cat "$work/full.log")" grep -q "File too large" "$work/full.log"
+check "every checkpoint is as it was (step 4 of the earlier run too)" diff -r "$work/full.before" "$work/full"
+check "no partial folder or temporary left" test -z "$(find "$work/full" -name '*.partial' -o -name '*.tmp.*')"
+(ulimit -f 2048; exec "$bin" train "${small[@]}" --steps 2 --save-dir "$work/full2") > "$work/full2.log" 2>&1
+[ $? -ne 0 ] && grep -q "step_000002 not saved, and this run has no earlier checkpoint" "$work/full2.log" && ok \
+  || fail "a first save that fails: $(cat "$work/full2.log")"
+check "nothing left of it" test -z "$(ls -A "$work/full2")"
+
+# ---- SIGKILL at deterministic pseudo-random moments of a run saving every step: every step_N folder is
+# complete, and the newest resumes to the uninterrupted run's weights.
+steps=16
+train --steps $steps --save-dir "$work/ref" --save-every 1 --out "$work/ref" > /dev/null 2>&1 || fail "uninterrupted run"
+want=$(hash_of "$work/ref")
+# The kill moments spread over the span of one such run (this machine's speed).
+TIMEFORMAT=%R
+elapsed=$( { time train --steps $steps --save-dir "$work/timing" --save-every 1 > /dev/null 2>&1; } 2>&1 )
+span_ms=$(awk -v s="${elapsed:-1}" 'BEGIN { m = int(s * 1000); print (m < 200 ? 200 : m) }')
+seed=2024; kills=0; mid_save=0
+for trial in $(seq 1 10); do
+  seed=$(( (seed * 1103515245 + 12345) % 2147483648 ))
+  ms=$(( seed % span_ms ))
+  d="$work/crash$trial"; mkdir -p "$d"
+  "$bin" train "${small[@]}" --steps $steps --save-dir "$d/save" --save-every 1 > /dev/null 2>&1 &
+  pid=$!
+  sleep "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))"
+  kill -9 $pid 2>/dev/null && kills=$((kills + 1))
+  wait $pid 2>/dev/null
+  [ -n "$(find "$d/save" -name '*.partial' 2>/dev/null)" ] && mid_save=$((mid_save + 1))
+  incomplete=""
+  for c in "$d"/save/step_[0-9]*; do
+    case "$c" in *.partial) continue ;; esac
+    [ -e "$c" ] || continue
+    [ -s "$c/state.safetensors" ] && [ -s "$c/model.safetensors" ] && [ -s "$c/config.json" ] || incomplete="$incomplete $c"
+  done
+  [ -z "$incomplete" ] && ok || fail "trial $trial (killed after ${ms} ms): incomplete checkpoint folders:$incomplete"
+  newest=$(ls -d "$d"/save/step_[0-9]* 2>/dev/null | grep -v '\.partial$' | sort | tail -1)
+  resume=(); [ -n "$newest" ] && resume=(--resume "$newest")
+  train --steps $steps --save-dir "$d/save" --save-every 1 --out "$d/out" "${resume[@]}" > "$d/log" 2>&1 \
+    || fail "trial $trial: resuming from '${newest:-nothing}' failed: $(cat "$d/log")"
+  [ "$(hash_of "$d/out")" = "$want" ] && ok \
+    || fail "trial $trial (killed after ${ms} ms, resumed from '${newest:-nothing}'): weights $(hash_of "$d/out"), uninterrupted $want"
+  check "trial $trial: the resumed run cleared what the killed save left" \
+    test -z "$(find "$d/save" -name '*.partial' -o -name '*.tmp.*')"
+  rm -rf "$d"
+done
+echo "SIGKILL: $kills of 10 runs killed ($mid_save while saving); run span ${span_ms} ms"
+
+# ---- corrupt files: each refused naming the file and the problem
+ck="$work/s2/step_000006"
+corrupt() { rm -rf "$work/bad"; cp -r "$ck" "$work/bad"; }
+resume_bad() { train --steps 8 --stages 2 --resume "$work/bad"; }
+eval_bad() { "$bin" eval --checkpoint "$work/bad" --data "$work/data" --batch 2 --batches 1; }
+corrupt; truncate -s -100 "$work/bad/state.safetensors"
+expect_error "truncated state" "state.safetensors: tensor .* run past the end of the file" resume_bad
+corrupt; printf 'X' | dd of="$work/bad/state.safetensors" bs=1 seek=8 conv=notrunc status=none
+expect_error "a flipped byte in the state's header" "state.safetensors: header: invalid JSON" resume_bad
+corrupt; printf '\177' | dd of="$work/bad/state.safetensors" bs=1 seek=6 conv=notrunc status=none
+expect_error "a flipped byte in the state's header length" "state.safetensors: header length .* over the 100 MB limit" resume_bad
+corrupt; patch "$work/bad/state.safetensors" '"dtype":"F32"' '"dtype":"I32"'
+expect_error "a wrong dtype in the state" "state.safetensors: tensor .*: unsupported dtype 'I32'" resume_bad
+corrupt; patch "$work/bad/state.safetensors" '"param:model.norm.weight"' '"param:model.norm.weighX"'
+expect_error "a tensor missing from the state" "state.safetensors: no tensor 'param:model.norm.weight'" resume_bad
+corrupt; patch "$work/bad/state.safetensors" '"run.d_ffn":"384"' '"run.d_ffn":"192"'
+expect_error "a state tensor of the wrong size" "tensor 'param:model.layers.0.mlp.gate_proj.weight' has 49152 values, this run needs 24576" \
+  train --set d_ffn=192 --steps 8 --stages 2 --resume "$work/bad"
+corrupt; patch "$work/bad/state.safetensors" '"next_step":"6"' '"next_step":"x"'
+expect_error "bad metadata in the state" "metadata 'next_step' = 'x' is not an integer" resume_bad
+corrupt; patch "$work/bad/state.safetensors" '"state_format":"2"' '"state_format":"1"'
+expect_error "another state format" "state format 1, this nobubble reads format 2" resume_bad
+corrupt; truncate -s -100 "$work/bad/model.safetensors"
+expect_error "truncated model" "model.safetensors: tensor .* run past the end of the file" eval_bad
+corrupt; printf 'X' | dd of="$work/bad/model.safetensors" bs=1 seek=8 conv=notrunc status=none
+expect_error "a flipped byte in the model's header" "model.safetensors: header: invalid JSON" eval_bad
+corrupt; patch "$work/bad/model.safetensors" '"dtype":"F32"' '"dtype":"I32"'
+expect_error "a wrong dtype in the model" "model.safetensors: tensor .*: unsupported dtype 'I32'" eval_bad
+corrupt; patch "$work/bad/model.safetensors" '"model.norm.weight"' '"model.norm.weighX"'
+expect_error "a tensor missing from the model" "model.safetensors: missing tensor 'model.norm.weight'" eval_bad
+corrupt; patch "$work/bad/model.safetensors" '"shape":[300,128]' '"shape":[128,300]'
+expect_error "a model tensor of the wrong shape" "has shape \[128, 300\], the model expects \[300, 128\]" eval_bad
+corrupt; patch "$work/bad/config.json" '"hidden_size": 128' '"hidden_size": "x"'
+expect_error "a bad config.json" 'config.json: missing or non-integer "hidden_size"' eval_bad
+finish

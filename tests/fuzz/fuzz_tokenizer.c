@@ -1,0 +1,39 @@
+/* Fuzz target: the tokenizer file (nb_tokenizer_load) on arbitrary bytes. A tokenizer it accepts must
+ * keep the properties every real one has (else abort, which the fuzzer reports): no token longer than a
+ * pre-token (so that loading stays linear in the file), and decode(encode(text)) == text for a text
+ * holding every byte; it is also hashed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "fuzz_input.h"
+#include "nobubble/data.h"
+
+static void expect(int ok, const char *what) {
+    if (ok) return;
+    fprintf(stderr, "fuzz_tokenizer: %s\n", what);
+    abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    nb_tokenizer *t;
+    if (nb_tokenizer_load(&t, fuzz_write(data, size, "tokenizer.json"))) return 0;
+    for (int id = 0; id < nb_tokenizer_vocab_size(t) - 1; id++) {
+        size_t len = 0;
+        expect(nb_tokenizer_token_bytes(t, id, &len) && len >= 1 && len <= NB_PRETOKEN_MAX_BYTES,
+               "a token longer than a pre-token");
+    }
+    char text[256 + 60];
+    for (int i = 0; i < 256; i++) text[i] = (char)i;
+    memcpy(text + 256, "In the beginning God created the heaven and the earth.  \n\n ", 60);
+    uint32_t ids[sizeof text];
+    int as_int[sizeof text];
+    size_t n = nb_tokenizer_encode(t, text, sizeof text, ids);
+    for (size_t i = 0; i < n; i++) as_int[i] = (int)ids[i];
+    char back[sizeof text];
+    size_t len = nb_tokenizer_decode(t, as_int, n, back, sizeof back);
+    expect(len == sizeof text && !memcmp(back, text, sizeof text), "decode(encode(text)) differs from text");
+    char hex[65];
+    nb_tokenizer_hash(t, hex);
+    nb_tokenizer_free(t);
+    return 0;
+}
