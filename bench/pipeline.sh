@@ -6,21 +6,24 @@
 #
 # usage: bench/pipeline.sh [REPEATS (3)] [STEPS (16)]   (after scripts/build.sh and
 #        `nobubble prepare --out data/bible`). Throughput is measured over the second half of
-# the steps (steady state); each figure is the median over REPEATS, and each ratio is taken
+# the steps but the last (steady state); each figure is the median over REPEATS, and each ratio is taken
 # between runs made back to back in the same repetition, since this machine is shared and noisy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-reps=${1:-3}; steps=${2:-16}
+reps=${1:-3}; steps=${2:-12}
 bin=./build/nobubble
 [ -f data/bible/manifest.json ] || $bin prepare --out data/bible >/dev/null
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# small (6 blocks, d 256): 4 blocks on stage 0, 2 and the head (about 1.2 blocks of work) on stage 1.
-model=(--data data/bible --model small --split 4,2 --batch 4 --seq 128 --steps "$steps" --eval-batches 1 --lr 1e-3)
+# small with 7 blocks of d_ffn 1024: the head is then about one block of work, and the balanced
+# split (4 blocks; 3 and the head) gives the two stages equal work.
+model=(--data data/bible --model small --set n_layers=7 --set d_ffn=1024 --batch 4 --seq 128 --steps "$steps"
+       --eval-batches 1 --lr 1e-3)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
-# Steady tokens/s of a run folder: tokens over time between the middle step and the last.
+# Steady tokens/s of a run folder: tokens over time from the middle step to the one before the
+# last (whose end drains the pipeline).
 steady() {
-  awk -v half=$((steps / 2)) -v last="$steps" '
+  awk -v half=$((steps / 2)) -v last=$((steps - 1)) '
     { match($0, /"time_s": [0-9.e+-]+/); t = substr($0, RSTART + 10, RLENGTH - 10) + 0;
       match($0, /"tokens": [0-9.e+-]+/); k = substr($0, RSTART + 10, RLENGTH - 10) + 0;
       match($0, /"step": [0-9]+/); s = substr($0, RSTART + 8, RLENGTH - 8) + 0;
@@ -43,24 +46,26 @@ run() {  # run OUT transport kind M
 
 printf "%-8s %2s %10s %10s %8s %8s %9s %16s %14s %14s\n" transport M "1f1b tok/s" "2bw tok/s" ratio ideal "of ideal" "2bw idle s0/s1" "vs 1 proc 1T" "vs 1 proc 2T"
 for M in 2 4 8; do
-  for transport in threads mpi; do
-    : > "$tmp/r"
-    for rep in $(seq 1 "$reps"); do
-      run "$tmp/a" "$transport" 1f1b "$M"; a=$(steady "$tmp/a")
-      run "$tmp/b" "$transport" 2bw "$M"; b=$(steady "$tmp/b"); i=$(idle "$tmp/b")
-      OMP_NUM_THREADS=1 $bin train "${model[@]}" --stages 2 --microbatches "$M" --delay 2bw --threads 1 --quiet --out "$tmp/c" >/dev/null
-      c=$(steady "$tmp/c")
-      $bin train "${model[@]}" --stages 2 --microbatches "$M" --delay 2bw --threads 2 --quiet --out "$tmp/d" >/dev/null
-      d=$(steady "$tmp/d")
-      echo "$a $b $i $c $d" >> "$tmp/r"
+  : > "$tmp/threads"; : > "$tmp/mpi"
+  for rep in $(seq 1 "$reps"); do
+    # The one-process runs (2bw delay, stages in sequence) on one core and on both.
+    OMP_NUM_THREADS=1 $bin train "${model[@]}" --stages 2 --microbatches "$M" --delay 2bw --threads 1 --quiet --out "$tmp/c" >/dev/null
+    $bin train "${model[@]}" --stages 2 --microbatches "$M" --delay 2bw --threads 2 --quiet --out "$tmp/d" >/dev/null
+    for transport in threads mpi; do
+      run "$tmp/a" "$transport" 1f1b "$M"
+      run "$tmp/b" "$transport" 2bw "$M"
+      echo "$(steady "$tmp/a") $(steady "$tmp/b") $(idle "$tmp/b") $(steady "$tmp/c") $(steady "$tmp/d")" >> "$tmp/$transport"
     done
-    col() { awk -v c="$1" '{print $c}' "$tmp/r" | median; }
-    ratio=$(awk '{print $2 / $1}' "$tmp/r" | median)
+  done
+  for transport in threads mpi; do
+    r=$tmp/$transport
+    col() { awk -v c="$1" '{print $c}' "$r" | median; }
+    ratio=$(awk '{print $2 / $1}' "$r" | median)
     ideal=$(awk -v M="$M" 'BEGIN {printf "%.3f", (M + 1) / M}')
     printf "%-8s %2d %10.0f %10.0f %8.3f %8s %8.1f%% %7.1f%% %6.1f%% %13.2fx %13.2fx\n" "$transport" "$M" "$(col 1)" "$(col 2)" \
       "$ratio" "$ideal" "$(awk -v r="$ratio" -v i="$ideal" 'BEGIN {print 100 * r / i}')" \
-      "$(awk '{print 100 * $3}' "$tmp/r" | median)" "$(awk '{print 100 * $4}' "$tmp/r" | median)" \
-      "$(awk '{print $2 / $5}' "$tmp/r" | median)" "$(awk '{print $2 / $6}' "$tmp/r" | median)"
+      "$(awk '{print 100 * $3}' "$r" | median)" "$(awk '{print 100 * $4}' "$r" | median)" \
+      "$(awk '{print $2 / $5}' "$r" | median)" "$(awk '{print $2 / $6}' "$r" | median)"
   done
 done
 echo "(ratio: 2bw over 1f1b tokens/s; of ideal: ratio / ideal; vs 1 proc: the 2bw pipeline's"

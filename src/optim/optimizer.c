@@ -299,13 +299,21 @@ int nb_optimizer_state(const nb_optimizer *o, int i, const char **name, float **
     return nb_fail("optimizer state %d not found", i);
 }
 
+/* Sum of squares in double with 8 independent partial sums (combined in a fixed order): the
+ * compiler vectorizes it without reassociating anything, so the result is the same on every run. */
+static double sum_squares(const float *x, size_t n) {
+    double lane[8] = {0};
+    size_t k = 0;
+    for (; k + 8 <= n; k += 8)
+        for (int j = 0; j < 8; j++) lane[j] += (double)x[k + j] * x[k + j];
+    for (; k < n; k++) lane[k % 8] += (double)x[k] * x[k];
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
 double nb_grad_sum_squares(const float *buf, const nb_tensor *tensors, int n_tensors) {
     double s = 0.0;
-    for (int i = 0; i < n_tensors; i++) {
-        if (tensors[i].tied_copy) continue;
-        const float *g = buf + tensors[i].offset;
-        for (size_t k = 0; k < tensors[i].numel; k++) s += (double)g[k] * g[k];
-    }
+    for (int i = 0; i < n_tensors; i++)
+        if (!tensors[i].tied_copy) s += sum_squares(buf + tensors[i].offset, tensors[i].numel);
     return s;
 }
 

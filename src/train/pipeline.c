@@ -46,7 +46,7 @@ typedef struct {
 /* What every stage reports at the end. */
 typedef struct {
     double busy, eval, wall;              /* seconds: computing, evaluating, in all */
-    double steady_busy, steady_wall, steady_eval;  /* over the second half of the steps */
+    double steady_busy, steady_wall, steady_eval;  /* over steps steady_from .. steady_to - 1 */
     double bytes;                         /* memory held by the stage */
     double slots;
     double forward, backward, update;     /* mean seconds of each kind of action */
@@ -58,7 +58,8 @@ typedef struct {
     nb_model *model;
     int T, P, M, S, threads;
     nb_schedule sched;
-    int steady_from;   /* first step of the steady-state window */
+    int steady_from, steady_to;  /* the steady-state window of steps [from, to): the second half,
+                                    without the last step, whose end drains the pipeline */
     int *cpus, n_cpus; /* the process's CPUs, for pinning thread workers */
     int pin;
 } run_shared;
@@ -78,6 +79,7 @@ typedef struct {
     int updates, copy_version;
     double loss_sum, grad_norm;
     double t0, busy, eval, steady_t0, steady_busy0, steady_eval0;
+    double steady_t1, steady_busy1, steady_eval1;  /* at the window's end (0: not reached) */
     double op_time[3];  /* seconds spent in forwards, backwards, updates */
     double waited;      /* seconds waiting for messages inside updates (not computing) */
     long op_count[3];
@@ -266,6 +268,11 @@ static int run_update(worker *w, int step) {
         w->steady_busy0 = w->busy;
         w->steady_eval0 = w->eval;
     }
+    if (step == sh->steady_to - 1) {
+        w->steady_t1 = train_now();
+        w->steady_busy1 = w->busy;
+        w->steady_eval1 = w->eval;
+    }
     double val = NAN;
     int last = step == sh->S - 1;
     if (o->val_pattern && (last || (o->eval_every && (step + 1) % o->eval_every == 0)) && evaluate(w, step, &val))
@@ -434,8 +441,10 @@ static int run_actions(worker *w) {
 
 static stage_report report_of(const worker *w) {
     double now = train_now();
-    stage_report r = {w->busy, w->eval, now - w->t0, w->busy - w->steady_busy0, now - w->steady_t0,
-                      w->eval - w->steady_eval0, worker_bytes(w), w->n_slots, 0, 0, 0};
+    const int ended = w->steady_t1 > 0;
+    stage_report r = {w->busy, w->eval, now - w->t0, (ended ? w->steady_busy1 : w->busy) - w->steady_busy0,
+                      (ended ? w->steady_t1 : now) - w->steady_t0, (ended ? w->steady_eval1 : w->eval) - w->steady_eval0,
+                      worker_bytes(w), w->n_slots, 0, 0, 0};
     double *mean[3] = {&r.forward, &r.backward, &r.update};
     for (int op = 0; op < 3; op++) *mean[op] = w->op_count[op] ? w->op_time[op] / w->op_count[op] : 0;
     return r;
@@ -486,7 +495,7 @@ static void print_report(const worker *w, const stage_report *rep, double tokens
         double idle = 1.0 - rep[i].busy / (rep[i].wall - rep[i].eval);
         double steady = 1.0 - rep[i].steady_busy / (rep[i].steady_wall - rep[i].steady_eval);
         printf("  stage %d: busy %.2f s, idle %.1f%% (steady state, steps %d..%d: %.1f%%), %d activation slot(s), "
-               "%.1f MiB\n", i, rep[i].busy, 100 * idle, sh->steady_from + 1, sh->S, 100 * steady, (int)rep[i].slots,
+               "%.1f MiB\n", i, rep[i].busy, 100 * idle, sh->steady_from + 1, sh->steady_to, 100 * steady, (int)rep[i].slots,
                rep[i].bytes / 1048576.0);
     }
 }
@@ -510,9 +519,9 @@ static void print_costs(const worker *w, const stage_report *rep) {
 static void summary_extra(const worker *w, const stage_report *rep, char *buf, size_t size) {
     const run_shared *sh = w->sh;
     size_t n = (size_t)snprintf(buf, size, "\"pipeline\": {\"kind\": \"%s\", \"transport\": \"%s\", "
-                                "\"threads_per_stage\": %d, \"steady_from_step\": %d, \"stages\": [",
+                                "\"threads_per_stage\": %d, \"steady_steps\": [%d, %d], \"stages\": [",
                                 nb_pipe_kind_name(sh->sc->kind), nb_transport_name((nb_transport_kind)sh->o->transport),
-                                sh->threads, sh->steady_from + 1);
+                                sh->threads, sh->steady_from + 1, sh->steady_to);
     for (int i = 0; i < sh->P && n < size; i++)
         n += (size_t)snprintf(buf + n, size - n,
                               "%s{\"busy_s\": %.6f, \"eval_s\": %.6f, \"wall_s\": %.6f, \"idle_fraction\": %.6f, "
@@ -700,6 +709,7 @@ int train_pipeline(const nb_train_options *o, nb_train_result *res) {
                      o->schedule, 0, NULL, 0, 0};
     sh.sched.total_steps = S;
     sh.steady_from = S / 2;
+    sh.steady_to = S - 1 > sh.steady_from ? S - 1 : S;
     int n_cpus = process_cpus(&sh);
     if (o->transport == NB_TRANSPORT_MPI) {
         /* A rank bound by mpirun owns the CPUs it may run on; an unbound one (all of the machine's

@@ -254,7 +254,14 @@ double train_distance_sq(const float *a, const float *b, const nb_stage *s) {
     for (int ti = 0; ti < s->n_tensors; ti++) {
         const nb_tensor *t = &s->tensors[ti];
         if (t->tied_copy) continue;
-        for (size_t k = t->offset; k < t->offset + t->numel; k++) sum += (double)(a[k] - b[k]) * (a[k] - b[k]);
+        /* 8 partial sums, combined in a fixed order (vectorizes, stays deterministic). */
+        double lane[8] = {0};
+        const float *x = a + t->offset, *y = b + t->offset;
+        size_t k = 0;
+        for (; k + 8 <= t->numel; k += 8)
+            for (int j = 0; j < 8; j++) lane[j] += (double)(x[k + j] - y[k + j]) * (x[k + j] - y[k + j]);
+        for (; k < t->numel; k++) lane[k % 8] += (double)(x[k] - y[k]) * (x[k] - y[k]);
+        sum += ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
     }
     return sum;
 }
