@@ -92,6 +92,18 @@ expect_error "P > blocks" "stages = 3: expected 1 <= stages <= n_layers (2)" \
 expect_error "a conflicting --delay" "not --delay sync" "$bin" train "${small[@]}" --stages 2 --pipeline 2bw --delay sync --microbatches 2
 expect_error "pipedream with M > 1" "expected --microbatches 1" "$bin" train "${small[@]}" --stages 2 --pipeline pipedream --microbatches 2
 expect_error "--transport without --pipeline" "need --pipeline" "$bin" train "${small[@]}" --stages 2 --transport mpi
-expect_error "checkpoints of a pipeline run" "not supported yet" \
-  "$bin" train "${small[@]}" --stages 2 --pipeline 2bw --microbatches 2 --save-dir "$work/ck"
+expect_error "checkpoints of an MPI pipeline run" "with --transport mpi: not supported yet" \
+  "$bin" train "${small[@]}" --stages 2 --pipeline 2bw --microbatches 2 --transport mpi --save-dir "$work/ck"
+# A pipeline run on threads saves checkpoints; Ctrl-C (SIGINT) ends it cleanly, naming the newest.
+"$bin" train "${small[@]}" --set n_layers=2 --stages 2 --pipeline 2bw --microbatches 2 --steps 4 --save-dir "$work/ck" \
+  --save-every 2 > "$work/ck.log" 2>&1 && [ -f "$work/ck/step_000002/state.safetensors" ] && [ -f "$work/ck/step_000004/model.safetensors" ] &&
+  grep -q "checkpoint saved $work/ck/step_000004" "$work/ck.log" && ok || fail "pipeline checkpoints: $(tail -3 "$work/ck.log")"
+rm -rf "$work/ck"
+"$bin" train "${small[@]}" --set n_layers=2 --stages 2 --pipeline 2bw --microbatches 2 --steps 100000 --save-dir "$work/ck" \
+  --save-every 2 > "$work/int.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do [ -f "$work/ck/step_000002/state.safetensors" ] && break; sleep 0.1; done
+kill -INT $pid; wait $pid; rc=$?
+[ $rc -ne 0 ] && grep -q "stopped on request after step [0-9]*; resume with --resume $work/ck/step_" "$work/int.log" && ok ||
+  fail "SIGINT stops a pipeline run naming its newest checkpoint (rc $rc): $(tail -2 "$work/int.log")"
 finish

@@ -104,6 +104,73 @@ static void check_mitigations(void) {
     check_equal(o, NB_PIPE_PIPEDREAM, "pipedream P=3 sync start 3, Taylor");
 }
 
+/* Checkpoints of a pipeline run (the first stage saves while the others wait after the same
+ * update) resume bitwise: as a pipeline, in one process, and from a one-process checkpoint made
+ * with another split; Muon with EF and a synchronous start, whose flushes the resumed schedule
+ * must keep. */
+static void check_checkpoints(void) {
+    char dir[] = "/tmp/nb_test_pipe_ckpt_XXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    char save[300], from[320];
+    snprintf(save, sizeof save, "%s/ck", dir);
+    nb_train_options o = base(3, 1);
+    o.optim = nb_optim_defaults(NB_OPT_MUON);
+    o.schedule.lr = 0.02f;
+    o.steps = 6;
+    o.delay.ef = 1;
+    o.delay.ef_alpha = 1.0f;
+    o.delay.sync_start = 2;
+    nb_delay_parse("2bw", &o.delay);
+    o.threads_per_stage = 1;
+    nb_train_result whole, part, resumed;
+    omp_set_num_threads(1);
+    o.pipeline = NB_PIPE_2BW;
+    int rc = nb_train(&o, &whole);
+    o.save_dir = save;
+    o.save_every = 2;
+    rc |= nb_train(&o, &part);
+    CHECK(!rc && part.weights_hash == whole.weights_hash, "saving checkpoints changes nothing (%s)", rc ? nb_last_error() : "");
+    o.save_dir = NULL;
+    o.save_every = 0;
+    snprintf(from, sizeof from, "%s/step_000004", save);
+    o.resume_dir = from;
+    rc = nb_train(&o, &resumed);
+    CHECK(!rc && resumed.weights_hash == whole.weights_hash && resumed.final_val_loss == whole.final_val_loss,
+          "a pipeline resumed from its step-4 checkpoint ends equal (%s)", rc ? nb_last_error() : "");
+    snprintf(from, sizeof from, "%s/step_000002", save);
+    o.pipeline = -1;
+    o.stages = 1;  /* the same checkpoint, re-split into one process */
+    rc = nb_train(&o, &resumed);
+    CHECK(!rc && resumed.weights_hash == whole.weights_hash, "a pipeline checkpoint resumes in one process (%s)",
+          rc ? nb_last_error() : "");
+    /* A one-process checkpoint (one stage) resumed by a 3-stage pipeline. */
+    o.resume_dir = NULL;
+    o.save_dir = save;
+    o.save_every = 2;
+    o.steps = 6;
+    o.model.n_layers = 3;
+    char save1[300];
+    snprintf(save1, sizeof save1, "%s/one", dir);
+    o.save_dir = save1;
+    rc = nb_train(&o, &part);
+    o.save_dir = NULL;
+    o.save_every = 0;
+    snprintf(from, sizeof from, "%s/step_000002", save1);
+    o.resume_dir = from;
+    o.pipeline = NB_PIPE_2BW;
+    o.stages = 3;
+    rc |= nb_train(&o, &resumed);
+    CHECK(!rc && resumed.weights_hash == whole.weights_hash, "a one-process checkpoint resumes as a 3-stage pipeline (%s)",
+          rc ? nb_last_error() : "");
+    omp_set_num_threads(2);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    check_run(cmd);
+}
+
 /* A worker that fails (at each position of the pipeline) stops the others: the run returns
  * with a message naming the failed stage instead of hanging. */
 static void check_fault(void) {
@@ -158,6 +225,7 @@ int main(void) {
     }
     check_schedules_optimizers_ef();
     check_mitigations();
+    check_checkpoints();
     check_fault();
     check_bad_input();
     kjv_remove_data();

@@ -12,7 +12,9 @@
  *   NORM t               every -> every: a stage's squared gradient norm (global clipping)
  *   STATS t              every -> first: what step t measured on that stage (metrics line)
  *   EVAL b / EVAL_LOSS t activations of validation batch b / last -> first: the loss
- *   DONE / PARAMS        every -> first at the end: timings, memory, (MPI) the final weights */
+ *   DONE / PARAMS        every -> first at the end: timings, memory, (MPI) the final weights
+ *   PAUSE t / RESUME t   a checkpoint after step t: every stage waits, after its update t, until the
+ *                        first has saved the run's state (threads: the stages share one process) */
 #define _GNU_SOURCE /* CPU sets, pthread_setaffinity_np */
 #include <errno.h>
 #include <math.h>
@@ -30,9 +32,11 @@
 #include "nobubble/pipeline.h"
 #include "nobubble/runtime.h"
 #include "train/run.h"
+#include "train/state.h"
 #include "util/error.h"
 
-enum { TAG_ACT, TAG_GRAD, TAG_TIED_GRAD, TAG_TIED_W, TAG_NORM, TAG_STATS, TAG_EVAL, TAG_EVAL_LOSS, TAG_DONE, TAG_PARAMS };
+enum { TAG_ACT, TAG_GRAD, TAG_TIED_GRAD, TAG_TIED_W, TAG_NORM, TAG_STATS, TAG_EVAL, TAG_EVAL_LOSS, TAG_DONE, TAG_PARAMS,
+       TAG_PAUSE, TAG_RESUME };
 
 /* Indices wrap at 2^16: far more than the messages of one pair ever in flight at once. */
 static int tag(int kind, int index) { return kind + 16 * (index & 0xffff); }
@@ -52,9 +56,14 @@ typedef struct {
     double forward, backward, update;     /* mean seconds of each kind of action */
 } stage_report;
 
+typedef struct worker worker;
+
 typedef struct {
     const nb_train_options *o;
     const nb_pipe_schedule *sc;
+    worker *workers;   /* every stage's (threads: the first stage saves checkpoints from them) */
+    int start;         /* the first step this run runs (after --resume) */
+    char last_saved[4200];  /* the newest complete checkpoint, named when a save fails */
     nb_model *model;
     int T, P, M, S, threads;
     nb_schedule sched;
@@ -64,9 +73,11 @@ typedef struct {
     int pin;
 } run_shared;
 
-typedef struct {
+struct worker {
     run_shared *sh;
     int s;
+    int ready;      /* set up (by the main thread, on the threads transport) */
+    uint64_t *step_pos;  /* first stage: the loader's position at the start of each step */
     nb_link *link;
     nb_stage *st;
     nb_acts **slots, *eval_slot;
@@ -89,7 +100,7 @@ typedef struct {
     FILE *metrics;      /* first stage: metrics.jsonl */
     char error[1100];
     int failed;
-} worker;
+};
 
 static size_t act_bytes(const run_shared *sh) {
     return sizeof(float) * (size_t)sh->o->batch * sh->T * sh->o->model.d_model;
@@ -145,6 +156,7 @@ static int run_forward(worker *w, const nb_pipe_action *a) {
     int slot = find_slot(w, -1);
     if (!wt) return -1;
     if (slot < 0) return nb_fail("stage %d: no free activation slot for micro-batch %d", w->s, a->mb);
+    if (is_first(w) && a->mb % sh->M == 0) w->step_pos[a->step] = nb_loader_position(w->train);
     if ((is_first(w) || is_last(w)) && nb_loader_next(w->train, w->tokens, w->targets)) return -1;
     if (!is_first(w) && nb_link_recv(w->link, w->s - 1, tag(TAG_ACT, a->mb), w->x_in, act_bytes(sh))) return -1;
     double t = train_now();
@@ -213,6 +225,7 @@ static int clip_gradients(worker *w, int step) {
 
 static int evaluate(worker *w, int step, double *val);
 static void report_step(worker *w, int t);
+static int checkpoint(worker *w, int step);
 
 /* Update t: the one-process train_step's second half, for this stage. */
 static int run_update(worker *w, int step) {
@@ -273,8 +286,13 @@ static int run_update(worker *w, int step) {
         w->steady_busy1 = w->busy;
         w->steady_eval1 = w->eval;
     }
-    double val = NAN;
     int last = step == sh->S - 1;
+    if (o->save_dir && (last || (o->save_every && (step + 1) % o->save_every == 0)) && checkpoint(w, step)) return -1;
+    if (is_first(w) && !last && train_stop_requested()) {
+        if (sh->last_saved[0]) return nb_fail("stopped on request after step %d; resume with --resume %s", step + 1, sh->last_saved);
+        return nb_fail("stopped on request after step %d (no checkpoint saved)", step + 1);
+    }
+    double val = NAN;
     if (o->val_pattern && (last || (o->eval_every && (step + 1) % o->eval_every == 0)) && evaluate(w, step, &val))
         return -1;
     if (is_first(w)) {
@@ -310,6 +328,54 @@ static int evaluate(worker *w, int step, double *val) {
     return 0;
 }
 
+/* The whole run's state after update `step`, saved by the first stage while every other one waits
+ * right after its own update `step` (a flush, for this step only), in the one-process checkpoint
+ * format: a pipeline checkpoint resumes with any split, in a pipeline or in one process. The
+ * first stage's loader has read ahead into the next step: its position is saved as it was at the
+ * start of that step. */
+static int checkpoint(worker *w, int step) {
+    run_shared *sh = w->sh;
+    const nb_train_options *o = sh->o;
+    int status = 0;
+    if (!is_first(w))
+        return nb_link_send(w->link, 0, tag(TAG_PAUSE, step), &status, sizeof status) ||
+               nb_link_recv(w->link, 0, tag(TAG_RESUME, step), &status, sizeof status);
+    for (int i = 1; i < sh->P; i++)
+        if (recv_waiting(w, i, tag(TAG_PAUSE, step), &status, sizeof status)) return -1;
+    nb_optimizer **opt = malloc(sizeof *opt * (size_t)sh->P);
+    nb_stash **stash = malloc(sizeof *stash * (size_t)sh->P);
+    if (!opt || !stash) {
+        free(opt);
+        free(stash);
+        return nb_fail("out of memory");
+    }
+    for (int i = 0; i < sh->P; i++) {
+        opt[i] = sh->workers[i].opt;
+        stash[i] = sh->workers[i].stash;
+    }
+    nb_model_sync_tied_copy(sh->model);  /* the last stage's copy: not saved, but kept consistent */
+    train_parts parts = {sh->model, opt, stash, w->train};
+    const uint64_t now = nb_loader_position(w->train);
+    const uint64_t boundary = step + 1 < sh->S && w->step_pos[step + 1] != UINT64_MAX ? w->step_pos[step + 1] : now;
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/step_%06d", o->save_dir, step + 1);
+    double t = train_now();
+    int rc = nb_loader_seek(w->train, boundary) || train_state_save(dir, &parts, step + 1, o) || nb_loader_seek(w->train, now);
+    free(opt);
+    free(stash);
+    if (rc) {
+        train_save_failed(dir, sh->last_saved);
+        return -1;
+    }
+    snprintf(sh->last_saved, sizeof sh->last_saved, "%s", dir);
+    if (!o->quiet) train_report_checkpoint("saved", dir, train_now() - t);
+    if (o->save_every && (step + 1) % o->save_every == 0) train_prune_checkpoints(o, step + 1, o->save_every);
+    w->eval += train_now() - t;  /* like evaluation, not training time */
+    for (int i = 1; i < sh->P; i++)
+        if (nb_link_send(w->link, i, tag(TAG_RESUME, step), &status, sizeof status)) return -1;
+    return 0;
+}
+
 /* ---- one worker ---- */
 
 static void worker_free(worker *w) {
@@ -331,6 +397,7 @@ static void worker_free(worker *w) {
     free(w->val_loss);
     free(w->step_time);
     free(w->grad_norms);
+    free(w->step_pos);
     if (w->metrics) fclose(w->metrics);
 }
 
@@ -376,10 +443,12 @@ static int worker_setup(worker *w) {
         w->val_loss = malloc(sizeof(double) * (size_t)sh->S);
         w->step_time = calloc((size_t)sh->S, sizeof(double));
         w->grad_norms = calloc((size_t)sh->S, sizeof(double));
+        if ((w->step_pos = malloc(sizeof(uint64_t) * (size_t)sh->S)))
+            for (int t = 0; t < sh->S; t++) w->step_pos[t] = UINT64_MAX;
     }
     if (!w->slots || !w->slot_mb || !w->d || !w->x_in || !w->dout || !w->tokens || !w->targets ||
         (o->model.tied && is_first(w) && sh->P > 1 && !w->tied_buf) ||
-        (is_first(w) && (!w->stats || !w->val_loss || !w->step_time || !w->grad_norms)))
+        (is_first(w) && (!w->stats || !w->val_loss || !w->step_time || !w->grad_norms || !w->step_pos)))
         return nb_fail("out of memory");
     for (int i = 0; i < w->n_slots; i++) {
         w->slot_mb[i] = -1;
@@ -398,10 +467,13 @@ static int worker_setup(worker *w) {
         char path[4200];
         snprintf(path, sizeof path, "%s/metrics.jsonl", o->out_dir);
         if (train_make_dirs(o->out_dir)) return -1;
-        if (!(w->metrics = fopen(path, "w"))) return nb_fail("%s: cannot write: %s", path, strerror(errno));
+        /* A resumed run continues the metrics of the run it resumes. */
+        if (!(w->metrics = fopen(path, o->resume_dir ? "a" : "w")))
+            return nb_fail("%s: cannot write: %s", path, strerror(errno));
     }
     memset(st->grads, 0, sizeof(float) * st->n_params);
     if (st->tied_head_grad) memset(st->tied_head_grad, 0, sizeof(float) * embed_numel(w));
+    w->ready = 1;
     return 0;
 }
 
@@ -431,6 +503,7 @@ static int run_actions(worker *w) {
     for (size_t k = sc->start[w->s]; k < sc->start[w->s + 1]; k++) {
         const nb_pipe_action *a = &sc->actions[k];
         int rc;
+        if (a->step < w->sh->start) continue;  /* done before the checkpoint this run resumed */
         if (a->op == NB_PIPE_FORWARD) rc = run_forward(w, a);
         else if (a->op == NB_PIPE_BACKWARD) rc = run_backward(w, a);
         else rc = injected_fault(w, a->step) ? -1 : run_update(w, a->step);
@@ -458,7 +531,7 @@ static void *worker_main(void *arg) {
     pin_worker(w);
     omp_set_num_threads(sh->threads);
     stage_report *reports = calloc((size_t)sh->P, sizeof *reports);
-    int rc = !reports ? nb_fail("out of memory") : worker_setup(w);
+    int rc = !reports ? nb_fail("out of memory") : w->ready ? 0 : worker_setup(w);
     if (!rc) rc = run_actions(w);
     if (!rc) {
         reports[w->s] = report_of(w);
@@ -570,12 +643,13 @@ static int finish(worker *w, stage_report *reports) {
     }
     nb_model_sync_tied_copy(sh->model);
     nb_train_result *res = w->res;
-    const double train_s = w->step_time[sh->S - 1];
+    const int ran = sh->S - sh->start;
+    const double train_s = ran > 0 ? w->step_time[sh->S - 1] : 0;
     res->steps = sh->S;
-    res->final_train_loss = w->stats[sh->S - 1].loss;
-    res->final_val_loss = w->val_loss[sh->S - 1];
+    res->final_train_loss = ran > 0 ? w->stats[sh->S - 1].loss : NAN;
+    res->final_val_loss = ran > 0 ? w->val_loss[sh->S - 1] : NAN;
     res->seconds = train_s;
-    res->tokens_per_s = train_s > 0 ? (double)o->batch * sh->T * sh->M * sh->S / train_s : 0;
+    res->tokens_per_s = train_s > 0 ? (double)o->batch * sh->T * sh->M * ran / train_s : 0;
     res->weights_hash = nb_model_weights_hash(sh->model);
     res->primary = 1;
     if (!o->quiet) {
@@ -608,9 +682,9 @@ static int check_pipeline_options(const nb_train_options *o) {
                        "(each update's batch is --batch sequences)", o->microbatches);
     if (kind == NB_PIPE_GPIPE && (o->delay.sync_start || o->delay.sync_cooldown || o->delay.ef || o->delay.taylor > 0))
         return nb_fail("--pipeline gpipe is synchronous: --sync-start, --sync-cooldown, --ef and --taylor do not apply");
-    if (o->save_dir || o->resume_dir)
-        return nb_fail("--save-dir/--resume with --pipeline: checkpoints of a pipeline run are not supported yet "
-                       "(run without --pipeline: the one-process run computes the same weights)");
+    if ((o->save_dir || o->resume_dir) && o->transport == NB_TRANSPORT_MPI)
+        return nb_fail("--save-dir/--resume with --transport mpi: not supported yet (checkpoints of a pipeline run "
+                       "are saved on the threads transport; they resume with any split, in a pipeline or not)");
     if (o->transport != NB_TRANSPORT_THREADS && o->transport != NB_TRANSPORT_MPI)
         return nb_fail("--transport %d: expected one of %s", o->transport, NB_TRANSPORT_KINDS);
     if (o->threads_per_stage < 0) return nb_fail("--threads-per-stage %d: expected >= 0 (0: cores / stages)", o->threads_per_stage);
@@ -647,7 +721,41 @@ static int process_cpus(run_shared *sh) {
     return n;
 }
 
+/* Threads: every worker set up here, then the checkpoint (if any) loaded into all of them. */
+static int setup_and_resume(run_shared *sh, worker *ws) {
+    const nb_train_options *o = sh->o;
+    for (int i = 0; i < sh->P; i++)
+        if (worker_setup(&ws[i])) return -1;
+    if (o->save_dir && train_make_dirs(o->save_dir)) return -1;
+    if (!o->resume_dir) return 0;
+    nb_optimizer **opt = malloc(sizeof *opt * (size_t)sh->P);
+    nb_stash **stash = malloc(sizeof *stash * (size_t)sh->P);
+    int rc = !opt || !stash ? nb_fail("out of memory") : 0, start = 0;
+    double t = train_now();
+    for (int i = 0; !rc && i < sh->P; i++) {
+        opt[i] = ws[i].opt;
+        stash[i] = ws[i].stash;
+    }
+    train_parts parts = {sh->model, opt, stash, ws[0].train};
+    if (!rc) rc = train_state_load(o->resume_dir, &parts, &start, o);
+    free(opt);
+    free(stash);
+    if (rc) return -1;
+    /* The last stage reads the targets of the same windows. */
+    if (sh->P > 1 && nb_loader_seek(ws[sh->P - 1].train, nb_loader_position(ws[0].train))) return -1;
+    if (start > sh->S) return nb_fail("--resume %s: the checkpoint is at step %d, beyond --steps %d", o->resume_dir, start, sh->S);
+    sh->start = start;
+    for (int i = 0; i < sh->P; i++) ws[i].updates = ws[i].copy_version = start;
+    snprintf(sh->last_saved, sizeof sh->last_saved, "%s", o->resume_dir);
+    if (!o->quiet) {
+        train_report_checkpoint("loaded", o->resume_dir, train_now() - t);
+        printf("resumed from %s at step %d\n", o->resume_dir, start);
+    }
+    return 0;
+}
+
 static int run_threads(run_shared *sh, worker *ws) {
+    if (setup_and_resume(sh, ws)) return -1;
     nb_hub *hub = nb_hub_create(sh->P);
     pthread_t *tids = calloc((size_t)sh->P, sizeof *tids);
     int rc = 0, started = 0;
@@ -705,8 +813,9 @@ int train_pipeline(const nb_train_options *o, nb_train_result *res) {
         split = balanced;
     }
     if (nb_model_create(&model, &o->model, o->stages, split)) return -1;
-    run_shared sh = {o, &sc, &model, T, o->stages, o->pipeline == NB_PIPE_PIPEDREAM ? 1 : o->microbatches, S, 1,
-                     o->schedule, 0, NULL, 0, 0};
+    run_shared sh = {.o = o, .sc = &sc, .model = &model, .T = T, .P = o->stages,
+                     .M = o->pipeline == NB_PIPE_PIPEDREAM ? 1 : o->microbatches, .S = S, .threads = 1,
+                     .sched = o->schedule};
     sh.sched.total_steps = S;
     sh.steady_from = S / 2;
     sh.steady_to = S - 1 > sh.steady_from ? S - 1 : S;
@@ -733,6 +842,7 @@ int train_pipeline(const nb_train_options *o, nb_train_result *res) {
     if (make_schedule(o, &sc)) goto done;
     nb_model_init(&model, o->seed);
     for (int i = 0; i < o->stages; i++) ws[i] = (worker){.sh = &sh, .s = i, .st = &model.stages[i], .res = res};
+    sh.workers = ws;
     if (o->transport == NB_TRANSPORT_MPI) {
         rc = run_mpi(&sh, ws);
     } else {

@@ -22,6 +22,14 @@ typedef struct {
 } train_metrics;
 void train_write_metrics(FILE *f, const train_metrics *m);
 
+/* Checkpoints: "checkpoint saved DIR: size in time"; a failed save's message (nb_fail), naming the
+ * previous checkpoint ("" when none); removing this run's periodic checkpoints beyond --keep. */
+void train_report_checkpoint(const char *what, const char *dir, double seconds);
+void train_save_failed(const char *dir, const char *previous);
+void train_prune_checkpoints(const nb_train_options *o, int saved_step, int every);
+/* Whether SIGINT/SIGTERM asked the run to stop (nb_train_request_stop). */
+int train_stop_requested(void);
+
 /* nb_train with o->pipeline set: one worker per stage (src/train/pipeline.c). */
 int train_pipeline(const nb_train_options *o, nb_train_result *res);
 #endif

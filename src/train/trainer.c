@@ -22,9 +22,10 @@
 static volatile sig_atomic_t stop_requested;
 
 void nb_train_request_stop(void) { stop_requested = 1; }
+int train_stop_requested(void) { return stop_requested; }
 
 /* "saved DIR: 123.4 MB in 0.12 s (1000 MB/s)": the size of the folder's files over the time. */
-static void report_checkpoint(const char *what, const char *dir, double seconds) {
+void train_report_checkpoint(const char *what, const char *dir, double seconds) {
     static const char *const files[] = {"state.safetensors", "model.safetensors", "config.json"};
     double bytes = 0;
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
@@ -39,7 +40,7 @@ static void report_checkpoint(const char *what, const char *dir, double seconds)
 
 /* A failed save (a full disk, say) leaves the checkpoints before it as they were: the message says so
  * first, naming the one to resume from, then why the save failed. */
-static void save_failed(const char *dir, const char *previous) {
+void train_save_failed(const char *dir, const char *previous) {
     char why[1024];
     snprintf(why, sizeof why, "%s", nb_last_error());
     if (previous[0])
@@ -50,7 +51,7 @@ static void save_failed(const char *dir, const char *previous) {
 }
 
 /* Removes step folders of save_dir older than the newest `keep` this run wrote. */
-static void prune_checkpoints(const nb_train_options *o, int saved_step, int every) {
+void train_prune_checkpoints(const nb_train_options *o, int saved_step, int every) {
     if (o->keep <= 0 || every <= 0) return;
     for (int k = o->keep; ; k++) {
         int old = saved_step - k * every;
@@ -350,7 +351,7 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
     int start = 0;
     double t_load = train_now();
     if (o->resume_dir && train_state_load(o->resume_dir, &parts, &start, o)) goto done;
-    if (o->resume_dir && !o->quiet) report_checkpoint("loaded", o->resume_dir, train_now() - t_load);
+    if (o->resume_dir && !o->quiet) train_report_checkpoint("loaded", o->resume_dir, train_now() - t_load);
     if (o->save_dir && train_make_dirs(o->save_dir)) goto done;
     if (o->out_dir) {
         char path[4096];
@@ -413,12 +414,12 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
             snprintf(dir, sizeof dir, "%s/step_%06d", o->save_dir, step + 1);
             double t_save = train_now();
             if (train_state_save(dir, &parts, step + 1, o)) {
-                save_failed(dir, last_saved);
+                train_save_failed(dir, last_saved);
                 goto done;
             }
             snprintf(last_saved, sizeof last_saved, "%s", dir);
-            if (!o->quiet) report_checkpoint("saved", dir, train_now() - t_save);
-            if (o->save_every && (step + 1) % o->save_every == 0) prune_checkpoints(o, step + 1, o->save_every);
+            if (!o->quiet) train_report_checkpoint("saved", dir, train_now() - t_save);
+            if (o->save_every && (step + 1) % o->save_every == 0) train_prune_checkpoints(o, step + 1, o->save_every);
         }
         if (stopping) {
             if (o->save_dir)
