@@ -328,6 +328,30 @@ static int evaluate(worker *w, int step, double *val) {
     return 0;
 }
 
+/* The run's state as the checkpoint code sees it: every stage's optimizer and weight versions (the
+ * workers' own: threads share one process), and the first stage's loader. */
+static int parts_of(const run_shared *sh, train_parts *p) {
+    p->model = sh->model;
+    p->train = sh->workers[0].train;
+    p->opt = malloc(sizeof *p->opt * (size_t)sh->P);
+    p->stash = malloc(sizeof *p->stash * (size_t)sh->P);
+    if (!p->opt || !p->stash) {
+        free(p->opt);
+        free(p->stash);
+        return nb_fail("out of memory");
+    }
+    for (int i = 0; i < sh->P; i++) {
+        p->opt[i] = sh->workers[i].opt;
+        p->stash[i] = sh->workers[i].stash;
+    }
+    return 0;
+}
+
+static void free_parts(train_parts *p) {
+    free(p->opt);
+    free(p->stash);
+}
+
 /* The whole run's state after update `step`, saved by the first stage while every other one waits
  * right after its own update `step` (a flush, for this step only), in the one-process checkpoint
  * format: a pipeline checkpoint resumes with any split, in a pipeline or in one process. The
@@ -342,27 +366,16 @@ static int checkpoint(worker *w, int step) {
                nb_link_recv(w->link, 0, tag(TAG_RESUME, step), &status, sizeof status);
     for (int i = 1; i < sh->P; i++)
         if (recv_waiting(w, i, tag(TAG_PAUSE, step), &status, sizeof status)) return -1;
-    nb_optimizer **opt = malloc(sizeof *opt * (size_t)sh->P);
-    nb_stash **stash = malloc(sizeof *stash * (size_t)sh->P);
-    if (!opt || !stash) {
-        free(opt);
-        free(stash);
-        return nb_fail("out of memory");
-    }
-    for (int i = 0; i < sh->P; i++) {
-        opt[i] = sh->workers[i].opt;
-        stash[i] = sh->workers[i].stash;
-    }
+    train_parts parts;
+    if (parts_of(sh, &parts)) return -1;
     nb_model_sync_tied_copy(sh->model);  /* the last stage's copy: not saved, but kept consistent */
-    train_parts parts = {sh->model, opt, stash, w->train};
     const uint64_t now = nb_loader_position(w->train);
     const uint64_t boundary = step + 1 < sh->S && w->step_pos[step + 1] != UINT64_MAX ? w->step_pos[step + 1] : now;
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/step_%06d", o->save_dir, step + 1);
     double t = train_now();
     int rc = nb_loader_seek(w->train, boundary) || train_state_save(dir, &parts, step + 1, o) || nb_loader_seek(w->train, now);
-    free(opt);
-    free(stash);
+    free_parts(&parts);
     if (rc) {
         train_save_failed(dir, sh->last_saved);
         return -1;
@@ -728,18 +741,12 @@ static int setup_and_resume(run_shared *sh, worker *ws) {
         if (worker_setup(&ws[i])) return -1;
     if (o->save_dir && train_make_dirs(o->save_dir)) return -1;
     if (!o->resume_dir) return 0;
-    nb_optimizer **opt = malloc(sizeof *opt * (size_t)sh->P);
-    nb_stash **stash = malloc(sizeof *stash * (size_t)sh->P);
-    int rc = !opt || !stash ? nb_fail("out of memory") : 0, start = 0;
+    train_parts parts;
+    int start = 0;
     double t = train_now();
-    for (int i = 0; !rc && i < sh->P; i++) {
-        opt[i] = ws[i].opt;
-        stash[i] = ws[i].stash;
-    }
-    train_parts parts = {sh->model, opt, stash, ws[0].train};
-    if (!rc) rc = train_state_load(o->resume_dir, &parts, &start, o);
-    free(opt);
-    free(stash);
+    if (parts_of(sh, &parts)) return -1;
+    int rc = train_state_load(o->resume_dir, &parts, &start, o);
+    free_parts(&parts);
     if (rc) return -1;
     /* The last stage reads the targets of the same windows. */
     if (sh->P > 1 && nb_loader_seek(ws[sh->P - 1].train, nb_loader_position(ws[0].train))) return -1;
