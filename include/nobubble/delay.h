@@ -28,6 +28,8 @@ typedef struct nb_delay_options {
 
 /* "sync", "2bw", "pipedream" or "fixed:TAU" into o->mode / o->tau (other fields untouched). */
 int nb_delay_parse(const char *text, nb_delay_options *o);
+/* "sync", "2bw", "pipedream" or "fixed" (without its TAU). */
+const char *nb_delay_mode_name(nb_delay_mode mode);
 /* Checks the options against a run of total_steps steps over n_stages stages. */
 int nb_delay_validate(const nb_delay_options *o, int total_steps, int n_stages);
 /* One line describing the delay and every mitigation turned on, for run headers. */

@@ -90,6 +90,8 @@ int nb_schedule_validate(const nb_schedule *s);
 /* Sum of squares of the gradients in buf over the given tensors, skipping tied copies (so
  * that a tied embedding split across stages counts once); in double, in tensor order. */
 double nb_grad_sum_squares(const float *buf, const nb_tensor *tensors, int n_tensors);
+/* ||a - b||^2 over the tensors, a tied copy skipped (the distance between two weight versions). */
+double nb_distance_sq(const float *a, const float *b, const nb_tensor *tensors, int n_tensors);
 /* Multiplies n values by scale. */
 void nb_scale(float *buf, size_t n, float scale);
 #endif

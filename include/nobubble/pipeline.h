@@ -40,6 +40,9 @@ typedef struct {
 int nb_pipe_kind_parse(const char *text, nb_pipe_kind *out);
 const char *nb_pipe_kind_name(nb_pipe_kind kind);
 
+/* The --delay of the one-process run with the same weight versions: "sync" (gpipe, 1f1b), "2bw",
+ * "pipedream". */
+const char *nb_pipe_delay_name(nb_pipe_kind kind);
 /* The weight version stage s uses for the micro-batches of optimizer step t (the delay rule):
  * GPipe/1F1B t; 2BW max(t - 1, 0); PipeDream max(t - (P - 1 - s), 0) (a step is a micro-batch). */
 int nb_pipe_version_rule(nb_pipe_kind kind, int n_stages, int stage, int step);

@@ -73,13 +73,13 @@ static int pipeline_options(const char *pipeline, const char *transport, const c
         }
         return 0;
     }
-    static const char *const delay_of[] = {"sync", "sync", "pipedream", "2bw"};
-    if (delay && strcmp(delay, delay_of[kind])) {
+    const char *own = nb_pipe_delay_name(kind);
+    if (delay && strcmp(delay, own)) {
         fprintf(stderr, "nobubble train: --pipeline %s runs with the delay %s, not --delay %s (leave --delay out)\n",
-                pipeline, delay_of[kind], delay);
+                pipeline, own, delay);
         return -1;
     }
-    nb_delay_parse(delay_of[kind], &o->delay);
+    nb_delay_parse(own, &o->delay);
     o->pipeline = (int)kind;
     o->transport = (int)tk;
     return 0;

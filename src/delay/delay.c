@@ -8,6 +8,11 @@
 #include "nobubble/delay.h"
 #include "util/error.h"
 
+const char *nb_delay_mode_name(nb_delay_mode mode) {
+    static const char *const names[] = {"sync", "2bw", "pipedream", "fixed"};
+    return (unsigned)mode < 4 ? names[mode] : "unknown";
+}
+
 int nb_delay_parse(const char *text, nb_delay_options *o) {
     if (!strcmp(text, "sync")) o->mode = NB_DELAY_SYNC;
     else if (!strcmp(text, "2bw")) o->mode = NB_DELAY_2BW;

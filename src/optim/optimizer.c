@@ -301,19 +301,39 @@ int nb_optimizer_state(const nb_optimizer *o, int i, const char **name, float **
 
 /* Sum of squares in double with 8 independent partial sums (combined in a fixed order): the
  * compiler vectorizes it without reassociating anything, so the result is the same on every run. */
+static double combine(const double lane[8]) {
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
 static double sum_squares(const float *x, size_t n) {
     double lane[8] = {0};
     size_t k = 0;
     for (; k + 8 <= n; k += 8)
         for (int j = 0; j < 8; j++) lane[j] += (double)x[k + j] * x[k + j];
     for (; k < n; k++) lane[k % 8] += (double)x[k] * x[k];
-    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    return combine(lane);
+}
+
+static double sum_squares_diff(const float *x, const float *y, size_t n) {
+    double lane[8] = {0};
+    size_t k = 0;
+    for (; k + 8 <= n; k += 8)
+        for (int j = 0; j < 8; j++) lane[j] += (double)(x[k + j] - y[k + j]) * (x[k + j] - y[k + j]);
+    for (; k < n; k++) lane[k % 8] += (double)(x[k] - y[k]) * (x[k] - y[k]);
+    return combine(lane);
 }
 
 double nb_grad_sum_squares(const float *buf, const nb_tensor *tensors, int n_tensors) {
     double s = 0.0;
     for (int i = 0; i < n_tensors; i++)
         if (!tensors[i].tied_copy) s += sum_squares(buf + tensors[i].offset, tensors[i].numel);
+    return s;
+}
+
+double nb_distance_sq(const float *a, const float *b, const nb_tensor *tensors, int n_tensors) {
+    double s = 0.0;
+    for (int i = 0; i < n_tensors; i++)
+        if (!tensors[i].tied_copy) s += sum_squares_diff(a + tensors[i].offset, b + tensors[i].offset, tensors[i].numel);
     return s;
 }
 

@@ -21,6 +21,10 @@ const char *nb_pipe_kind_name(nb_pipe_kind kind) {
     return (unsigned)kind < 4 ? kind_names[kind] : "unknown";
 }
 
+const char *nb_pipe_delay_name(nb_pipe_kind kind) {
+    return kind == NB_PIPE_2BW ? "2bw" : kind == NB_PIPE_PIPEDREAM ? "pipedream" : "sync";
+}
+
 int nb_pipe_version_rule(nb_pipe_kind kind, int n_stages, int stage, int step) {
     int v;
     switch (kind) {

@@ -26,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "backend/gemm.h"
 #include "nobubble/checkpoint.h"
 #include "nobubble/data.h"
 #include "nobubble/pipeline.h"
@@ -73,6 +72,11 @@ typedef struct {
     int pin;
 } run_shared;
 
+/* A stage's clocks at one moment: wall time, computing and evaluating so far. */
+typedef struct {
+    double t, busy, eval;
+} mark;
+
 struct worker {
     run_shared *sh;
     int s;
@@ -89,8 +93,8 @@ struct worker {
     int *tokens, *targets;
     int updates, copy_version;
     double loss_sum, grad_norm;
-    double t0, busy, eval, steady_t0, steady_busy0, steady_eval0;
-    double steady_t1, steady_busy1, steady_eval1;  /* at the window's end (0: not reached) */
+    double t0, busy, eval;
+    mark steady[2];     /* at the steady-state window's start and end (t = 0: not reached) */
     double op_time[3];  /* seconds spent in forwards, backwards, updates */
     double waited;      /* seconds waiting for messages inside updates (not computing) */
     long op_count[3];
@@ -128,6 +132,8 @@ static const float *weights_of(worker *w, int version) {
     if (!p) nb_fail("stage %d: weight version %d is not held after %d updates", w->s, version, w->updates);
     return p;
 }
+
+static mark mark_now(const worker *w) { return (mark){train_now(), w->busy, w->eval}; }
 
 static void count_op(worker *w, nb_pipe_op op, double seconds) {
     w->busy += seconds;
@@ -248,7 +254,7 @@ static int run_update(worker *w, int step) {
     if (mine.tau > 0) {
         const float *old = weights_of(w, step > (int)mine.tau ? step - (int)mine.tau : 0);
         if (!old) return -1;
-        mine.version_sq = train_distance_sq(st->params, old, st);
+        mine.version_sq = nb_distance_sq(st->params, old, st->tensors, st->n_tensors);
     }
     nb_optimizer_step(w->opt, st->grads, st->params, lr, aux_lr, w->d);
     nb_stash_apply(w->stash, st->params, w->d, step, NULL, NULL);
@@ -276,16 +282,8 @@ static int run_update(worker *w, int step) {
         w->grad_norms[step] = w->grad_norm;
         w->step_time[step] = train_now() - w->t0 - w->eval;
     }
-    if (step == sh->steady_from - 1) {
-        w->steady_t0 = train_now();
-        w->steady_busy0 = w->busy;
-        w->steady_eval0 = w->eval;
-    }
-    if (step == sh->steady_to - 1) {
-        w->steady_t1 = train_now();
-        w->steady_busy1 = w->busy;
-        w->steady_eval1 = w->eval;
-    }
+    if (step == sh->steady_from - 1) w->steady[0] = mark_now(w);
+    if (step == sh->steady_to - 1) w->steady[1] = mark_now(w);
     int last = step == sh->S - 1;
     if (o->save_dir && (last || (o->save_every && (step + 1) % o->save_every == 0)) && checkpoint(w, step)) return -1;
     if (is_first(w) && !last && train_stop_requested()) {
@@ -512,7 +510,8 @@ static int injected_fault(const worker *w, int step) {
 
 static int run_actions(worker *w) {
     const nb_pipe_schedule *sc = w->sh->sc;
-    w->t0 = w->steady_t0 = train_now();
+    w->t0 = train_now();
+    w->steady[0] = mark_now(w);
     for (size_t k = sc->start[w->s]; k < sc->start[w->s + 1]; k++) {
         const nb_pipe_action *a = &sc->actions[k];
         int rc;
@@ -527,9 +526,8 @@ static int run_actions(worker *w) {
 
 static stage_report report_of(const worker *w) {
     double now = train_now();
-    const int ended = w->steady_t1 > 0;
-    stage_report r = {w->busy, w->eval, now - w->t0, (ended ? w->steady_busy1 : w->busy) - w->steady_busy0,
-                      (ended ? w->steady_t1 : now) - w->steady_t0, (ended ? w->steady_eval1 : w->eval) - w->steady_eval0,
+    const mark end = w->steady[1].t > 0 ? w->steady[1] : (mark){now, w->busy, w->eval}, *start = &w->steady[0];
+    stage_report r = {w->busy, w->eval, now - w->t0, end.busy - start->busy, end.t - start->t, end.eval - start->eval,
                       worker_bytes(w), w->n_slots, 0, 0, 0};
     double *mean[3] = {&r.forward, &r.backward, &r.update};
     for (int op = 0; op < 3; op++) *mean[op] = w->op_count[op] ? w->op_time[op] / w->op_count[op] : 0;
@@ -568,6 +566,9 @@ static void *worker_main(void *arg) {
 
 /* ---- the first stage writes the run's files ---- */
 
+/* The share of the time (evaluation and checkpoints excluded) a stage was not computing. */
+static double idle_fraction(double busy, double wall, double eval) { return 1.0 - busy / (wall - eval); }
+
 static void print_report(const worker *w, const stage_report *rep, double tokens_per_s) {
     const run_shared *sh = w->sh;
     printf("pipeline %s, %d stage(s) on %s, %d GEMM thread(s) each: %.0f tok/s\n", nb_pipe_kind_name(sh->sc->kind),
@@ -578,8 +579,8 @@ static void print_report(const worker *w, const stage_report *rep, double tokens
                st->has_embed ? ", embedding" : "", st->has_head ? ", head and loss" : "");
     }
     for (int i = 0; i < sh->P; i++) {
-        double idle = 1.0 - rep[i].busy / (rep[i].wall - rep[i].eval);
-        double steady = 1.0 - rep[i].steady_busy / (rep[i].steady_wall - rep[i].steady_eval);
+        double idle = idle_fraction(rep[i].busy, rep[i].wall, rep[i].eval);
+        double steady = idle_fraction(rep[i].steady_busy, rep[i].steady_wall, rep[i].steady_eval);
         printf("  stage %d: busy %.2f s, idle %.1f%% (steady state, steps %d..%d: %.1f%%), %d activation slot(s), "
                "%.1f MiB\n", i, rep[i].busy, 100 * idle, sh->steady_from + 1, sh->steady_to, 100 * steady, (int)rep[i].slots,
                rep[i].bytes / 1048576.0);
@@ -614,8 +615,8 @@ static void summary_extra(const worker *w, const stage_report *rep, char *buf, s
                               "\"steady_idle_fraction\": %.6f, \"memory_bytes\": %.0f, \"forward_s\": %.6g, "
                               "\"backward_s\": %.6g, \"update_s\": %.6g}",
                               i ? ", " : "", rep[i].busy, rep[i].eval, rep[i].wall,
-                              1.0 - rep[i].busy / (rep[i].wall - rep[i].eval),
-                              1.0 - rep[i].steady_busy / (rep[i].steady_wall - rep[i].steady_eval), rep[i].bytes,
+                              idle_fraction(rep[i].busy, rep[i].wall, rep[i].eval),
+                              idle_fraction(rep[i].steady_busy, rep[i].steady_wall, rep[i].steady_eval), rep[i].bytes,
                               rep[i].forward, rep[i].backward, rep[i].update);
     if (n < size) snprintf(buf + n, size - n, "]}");
 }
@@ -685,11 +686,11 @@ static int finish(worker *w, stage_report *reports) {
 static int check_pipeline_options(const nb_train_options *o) {
     nb_pipe_kind kind = (nb_pipe_kind)o->pipeline;
     if ((unsigned)kind > NB_PIPE_2BW) return nb_fail("--pipeline %d: expected one of %s", o->pipeline, NB_PIPE_KINDS);
-    nb_delay_mode want = kind == NB_PIPE_2BW ? NB_DELAY_2BW : kind == NB_PIPE_PIPEDREAM ? NB_DELAY_PIPEDREAM : NB_DELAY_SYNC;
-    static const char *const modes[] = {"sync", "2bw", "pipedream", "fixed"};
-    if (o->delay.mode != want)
+    nb_delay_options want = o->delay;
+    nb_delay_parse(nb_pipe_delay_name(kind), &want);
+    if (o->delay.mode != want.mode)
         return nb_fail("--pipeline %s runs with --delay %s (its weight versions), not --delay %s", nb_pipe_kind_name(kind),
-                       modes[want], modes[o->delay.mode]);
+                       nb_delay_mode_name(want.mode), nb_delay_mode_name(o->delay.mode));
     if (kind == NB_PIPE_PIPEDREAM && o->microbatches != 1)
         return nb_fail("--pipeline pipedream updates after every micro-batch: expected --microbatches 1, got %d "
                        "(each update's batch is --batch sequences)", o->microbatches);

@@ -10,8 +10,6 @@ int train_make_dirs(const char *path);
 int train_check_options(const nb_train_options *o, int T);
 /* summary.json; extra (NULL: none) is one more `"key": value` member, written as given. */
 int train_write_summary(const nb_train_options *o, const nb_train_result *res, int T, const char *extra);
-/* ||a - b||^2 over a stage's tensors, a tied copy skipped. */
-double train_distance_sq(const float *a, const float *b, const nb_stage *s);
 
 /* One line of metrics.jsonl (grad_norm and val_loss NAN when absent). */
 typedef struct {

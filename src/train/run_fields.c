@@ -85,9 +85,8 @@ static void optim_fields(const nb_train_options *o, run_field *f, int *n) {
 static void delay_fields(const nb_train_options *o, int n_stages, run_field *f, int *n) {
     const nb_delay_options *d = &o->delay;
     const run_field_kind V = RUN_FIELD_OVERRIDE;
-    static const char *const modes[] = {"sync", "2bw", "pipedream", "fixed"};
     if (d->mode == NB_DELAY_FIXED) put(f, n, "delay", "--delay", V, "fixed:%d", d->tau);
-    else put(f, n, "delay", "--delay", V, "%s", modes[d->mode]);
+    else put(f, n, "delay", "--delay", V, "%s", nb_delay_mode_name(d->mode));
     if (d->ef) putf(f, n, "ef", "--ef", V, d->ef_alpha);
     else put(f, n, "ef", "--ef", V, "off");
     putf(f, n, "taylor", "--taylor", V, d->taylor);

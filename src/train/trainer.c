@@ -204,10 +204,9 @@ int train_write_summary(const nb_train_options *o, const nb_train_result *res, i
             o->optim.ns_steps, (double)o->optim.gamma, o->optim.precond_every, (unsigned long long)o->seed,
             (unsigned long long)o->data_seed, o->train_pattern, o->val_pattern ? o->val_pattern : "",
             omp_get_max_threads(), nb_gemm_backend());
-    static const char *const modes[] = {"sync", "2bw", "pipedream", "fixed"};
     fprintf(f, "  \"delay\": {\"mode\": \"%s\", \"tau\": %d, \"ef\": %s, \"ef_alpha\": %.7g, \"taylor\": %.7g, "
                "\"sync_start\": %d, \"sync_cooldown\": %d},\n",
-            modes[o->delay.mode], o->delay.tau, o->delay.ef ? "true" : "false", (double)o->delay.ef_alpha,
+            nb_delay_mode_name(o->delay.mode), o->delay.tau, o->delay.ef ? "true" : "false", (double)o->delay.ef_alpha,
             (double)o->delay.taylor, o->delay.sync_start, o->delay.sync_cooldown);
     if (extra) fprintf(f, "  %s,\n", extra);
     /* NaN when a resumed run had no step left to run: JSON has no NaN. */
@@ -249,24 +248,6 @@ static double clip_gradients(nb_model *m, float clip) {
     return norm;
 }
 
-/* ||a - b||^2 over a stage's tensors, a tied copy counted once (it is skipped). */
-double train_distance_sq(const float *a, const float *b, const nb_stage *s) {
-    double sum = 0.0;
-    for (int ti = 0; ti < s->n_tensors; ti++) {
-        const nb_tensor *t = &s->tensors[ti];
-        if (t->tied_copy) continue;
-        /* 8 partial sums, combined in a fixed order (vectorizes, stays deterministic). */
-        double lane[8] = {0};
-        const float *x = a + t->offset, *y = b + t->offset;
-        size_t k = 0;
-        for (; k + 8 <= t->numel; k += 8)
-            for (int j = 0; j < 8; j++) lane[j] += (double)(x[k + j] - y[k + j]) * (x[k + j] - y[k + j]);
-        for (; k < t->numel; k++) lane[k % 8] += (double)(x[k] - y[k]) * (x[k] - y[k]);
-        sum += ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-    }
-    return sum;
-}
-
 /* What one step measured, for the metrics file. */
 typedef struct {
     double loss, update_norm, version_distance, grad_norm;
@@ -302,7 +283,7 @@ static int train_step(run_state *r, const nb_train_options *o, int step, float l
     for (int i = 0; i < m->n_stages; i++) {
         nb_stage *s = &m->stages[i];
         float *d = r->step_buf[i];
-        if (r->weights[i] != s->params) version_sq += train_distance_sq(s->params, r->weights[i], s);
+        if (r->weights[i] != s->params) version_sq += nb_distance_sq(s->params, r->weights[i], s->tensors, s->n_tensors);
         nb_optimizer_step(r->opt[i], s->grads, s->params, lr, aux_lr, d);
         nb_stash_apply(r->stash[i], s->params, d, step, NULL, NULL);
         update_sq += nb_grad_sum_squares(d, s->tensors, s->n_tensors);
