@@ -92,17 +92,50 @@ expect_error "P > blocks" "stages = 3: expected 1 <= stages <= n_layers (2)" \
 expect_error "a conflicting --delay" "not --delay sync" "$bin" train "${small[@]}" --stages 2 --pipeline 2bw --delay sync --microbatches 2
 expect_error "pipedream with M > 1" "expected --microbatches 1" "$bin" train "${small[@]}" --stages 2 --pipeline pipedream --microbatches 2
 expect_error "--transport without --pipeline" "need --pipeline" "$bin" train "${small[@]}" --stages 2 --transport mpi
-expect_error "checkpoints of an MPI pipeline run" "with --transport mpi: not supported yet" \
-  "$bin" train "${small[@]}" --stages 2 --pipeline 2bw --microbatches 2 --transport mpi --save-dir "$work/ck"
+
+# Checkpoints of an MPI pipeline run: every rank writes its own part, the first completes the folder
+# (Hugging Face's sharded layout plus the state's index). Resuming from the middle, on MPI, on
+# threads or in one process, ends bitwise where the uninterrupted run ends; eval reads the parts.
+ckp=(--set n_layers=3 --stages 3 --pipeline 2bw --ef 1 --optimizer muon --microbatches 3 --steps 6)
+timeout 120 "${mpi[@]}" -np 3 "$bin" train "${small[@]}" "${ckp[@]}" --transport mpi --threads-per-stage 1 \
+  --save-dir "$work/mck" --save-every 3 --out "$work/mrun" > "$work/mck.log" 2>&1 || fail "MPI run with checkpoints: $(tail -5 "$work/mck.log")"
+full=$(hash_of "$work/mck.log")
+c3=$work/mck/step_000003
+for f in state.safetensors.index.json model.safetensors.index.json config.json state-00001-of-00003.safetensors \
+         state-00003-of-00003.safetensors model-00002-of-00003.safetensors; do
+  [ -f "$c3/$f" ] || fail "MPI checkpoint lacks $f: $(ls "$c3" 2>&1 | tr '\n' ' ')"
+done
+[ ! -e "$c3/state.safetensors" ] && [ ! -e "$work/mck/step_000003.partial" ] && ok || fail "MPI checkpoint: parts only, installed"
+timeout 120 "${mpi[@]}" -np 3 "$bin" train "${small[@]}" "${ckp[@]}" --transport mpi --threads-per-stage 1 \
+  --resume "$c3" > "$work/mres.log" 2>&1 || fail "MPI resume: $(tail -5 "$work/mres.log")"
+[ -n "$full" ] && [ "$(hash_of "$work/mres.log")" = "$full" ] && ok ||
+  fail "MPI resume from step 3 equals the uninterrupted run: $(hash_of "$work/mres.log") vs $full"
+"$bin" train "${small[@]}" "${ckp[@]}" --resume "$c3" > "$work/tres.log" 2>&1 || fail "threads resume of MPI parts: $(tail -3 "$work/tres.log")"
+[ "$(hash_of "$work/tres.log")" = "$full" ] && ok || fail "threads resume of MPI parts equals the uninterrupted run"
+OMP_NUM_THREADS=1 "$bin" train "${small[@]}" --set n_layers=3 --stages 3 --delay 2bw --ef 1 --optimizer muon --microbatches 3 \
+  --steps 6 --threads 1 --resume "$c3" > "$work/ores.log" 2>&1 || fail "one-process resume of MPI parts: $(tail -3 "$work/ores.log")"
+[ "$(hash_of "$work/ores.log")" = "$full" ] && ok || fail "one-process resume of MPI parts equals the uninterrupted run"
+got=$("$bin" eval --checkpoint "$work/mck/step_000006" --data "$work/data" --batch 2 --batches 2 --json |
+  sed -n 's/.*"val_loss": \([^,]*\),.*/\1/p')
+want=$(sed -n 's/.*"final_val_loss": \([^,]*\),/\1/p' "$work/mrun/summary.json")
+[ -n "$got" ] && [ "$got" = "$want" ] && ok || fail "eval of MPI parts: $got, the run's final validation loss: $want"
+# A part that is missing, or from another save, is named.
+cp -r "$c3" "$work/bad3"; rm "$work/bad3/state-00002-of-00003.safetensors"
+expect_error "a missing part" "part $work/bad3/state-00002-of-00003.safetensors is missing" \
+  "$bin" train "${small[@]}" "${ckp[@]}" --resume "$work/bad3"
+rm -rf "$work/bad3"; cp -r "$c3" "$work/bad3"
+cp "$work/mck/step_000006/state-00002-of-00003.safetensors" "$work/bad3/"
+expect_error "parts of two saves" "state-00002-of-00003.safetensors is of step 6, .* of step 3: parts of two checkpoints" \
+  "$bin" train "${small[@]}" "${ckp[@]}" --resume "$work/bad3"
 # A pipeline run on threads saves checkpoints; Ctrl-C (SIGINT) ends it cleanly, naming the newest.
 "$bin" train "${small[@]}" --set n_layers=2 --stages 2 --pipeline 2bw --microbatches 2 --steps 4 --save-dir "$work/ck" \
-  --save-every 2 > "$work/ck.log" 2>&1 && [ -f "$work/ck/step_000002/state.safetensors" ] && [ -f "$work/ck/step_000004/model.safetensors" ] &&
+  --save-every 2 > "$work/ck.log" 2>&1 && [ -f "$work/ck/step_000002/state.safetensors.index.json" ] && [ -f "$work/ck/step_000004/model.safetensors.index.json" ] &&
   grep -q "checkpoint saved $work/ck/step_000004" "$work/ck.log" && ok || fail "pipeline checkpoints: $(tail -3 "$work/ck.log")"
 rm -rf "$work/ck"
 "$bin" train "${small[@]}" --set n_layers=2 --stages 2 --pipeline 2bw --microbatches 2 --steps 100000 --save-dir "$work/ck" \
   --save-every 2 > "$work/int.log" 2>&1 &
 pid=$!
-for _ in $(seq 1 600); do [ -f "$work/ck/step_000002/state.safetensors" ] && break; sleep 0.1; done
+for _ in $(seq 1 600); do [ -f "$work/ck/step_000002/state.safetensors.index.json" ] && break; sleep 0.1; done
 kill -INT $pid; wait $pid; rc=$?
 [ $rc -ne 0 ] && grep -q "stopped on request after step [0-9]*; resume with --resume $work/ck/step_" "$work/int.log" && ok ||
   fail "SIGINT stops a pipeline run naming its newest checkpoint (rc $rc): $(tail -2 "$work/int.log")"

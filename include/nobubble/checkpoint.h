@@ -62,13 +62,45 @@ const char *nb_st_meta(const nb_st_file *f, const char *key);           /* NULL 
 int nb_st_read_f32(const nb_st_file *f, const char *name, float *out, size_t n);
 const char *nb_st_dtype_name(nb_st_dtype d);
 
+/* ---- sharded files: a part per stage and an index (Hugging Face's layout for large models) ---- */
+typedef struct nb_st_set {
+    int n;
+    nb_st_file *files;   /* the parts, in the index's order */
+} nb_st_set;
+/* Opens dir/BASE.safetensors when it exists, else every part that dir/BASE.safetensors.index.json
+ * names: the values of its "weight_map" (Hugging Face's index; each tensor must be in the part the
+ * map names) and, where "metadata" has "parts": N, BASE-0000k-of-0000N.safetensors for k = 1..N.
+ * Parts are plain file names in dir; no tensor may be in two parts; a missing part is an error
+ * naming it. */
+int nb_st_set_open(const char *dir, const char *base, nb_st_set *s);
+void nb_st_set_close(nb_st_set *s);
+/* The tensor name in whichever part holds it (*in: that part; may be NULL); NULL when absent. */
+const nb_st_entry *nb_st_set_find(const nb_st_set *s, const char *name, const nb_st_file **in);
+const char *nb_st_set_meta(const nb_st_set *s, const char *key);   /* the first part's that has it */
+int nb_st_set_read_f32(const nb_st_set *s, const char *name, float *out, size_t n);
+/* "BASE-0000k-of-0000n.safetensors", Hugging Face's name for part k (from 1) of n. */
+void nb_st_part_name(char *buf, size_t size, const char *base, int k, int n);
+typedef struct {
+    const char *name, *file;
+} nb_st_index_entry;
+/* Writes an index atomically: "metadata" with "parts" (when parts > 0) and "total_size" (the bytes of
+ * the tensors, when map is not NULL), and "weight_map" from map[n]. */
+int nb_st_write_index(const char *path, const nb_st_index_entry *map, int n, int parts, uint64_t total_size);
+
 /* ---- Hugging Face export ---- */
 /* Creates dir (and its parents) if needed and writes dir/model.safetensors (the model's tensors
  * under their Hugging Face Llama names, stage after stage; tied copies skipped, so a tied model
  * has no lm_head.weight) and dir/config.json (LlamaForCausalLM), each atomically. */
 int nb_export_hf(const nb_model *m, const char *dir);
+/* The same, sharded a part per stage, so that each stage (a thread or an MPI process holding only its
+ * own weights) writes its own: nb_export_hf_part writes stage's tensors as
+ * dir/model-0000k-of-0000P.safetensors (k = stage + 1), nb_export_hf_index writes dir/config.json and
+ * dir/model.safetensors.index.json from the tensor tables alone (no weights needed). Hugging Face's
+ * from_pretrained and nb_import_hf load the folder as they load model.safetensors. */
+int nb_export_hf_part(const nb_model *m, int stage, const char *dir);
+int nb_export_hf_index(const nb_model *m, const char *dir);
 /* Reads dir/config.json (its architecture fields must equal m's configuration; the error names
- * the field) and dir/model.safetensors into m, which may be split into any number of stages;
+ * the field) and dir/model.safetensors (or the parts its index names) into m, which may be split into any number of stages;
  * a tied copy is filled from the embedding. A missing tensor, a shape mismatch or an unexpected
  * tensor is an error naming it; nothing is written into m unless every tensor checks out. */
 int nb_import_hf(nb_model *m, const char *dir);

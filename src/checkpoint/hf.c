@@ -68,19 +68,17 @@ static char *join(const char *dir, const char *name) {
     return p;
 }
 
-int nb_export_hf(const nb_model *m, const char *dir) {
-    if (nbd_mkdir_p(dir)) return -1;
+/* Writes the tensors of stages [first, last] (tied copies skipped) as dir/file. */
+static int write_stages(const nb_model *m, int first, int last, const char *dir, const char *file) {
     int n = 0;
-    for (int si = 0; si < m->n_stages; si++) n += m->stages[si].n_tensors;
+    for (int si = first; si <= last; si++) n += m->stages[si].n_tensors;
     nb_st_tensor *t = calloc((size_t)(n ? n : 1), sizeof *t);
-    char *st_path = join(dir, "model.safetensors"), *cfg_path = join(dir, "config.json");
-    char *cfg = nb_hf_config_json(&m->cfg);
-    int r = 0;
-    if (!t || !st_path || !cfg_path || !cfg) r = nb_fail("%s: out of memory", dir);
-    int k = 0;
-    for (int si = 0; si < m->n_stages && !r; si++) {
+    char *path = join(dir, file);
+    int r = !t || !path ? nb_fail("%s: out of memory", dir) : 0, k = 0;
+    for (int si = first; si <= last && !r; si++) {
         const nb_stage *s = &m->stages[si];
-        for (int ti = 0; ti < s->n_tensors; ti++) {
+        if (!s->params) r = nb_fail("%s: stage %d's weights are not in this process", dir, si);
+        for (int ti = 0; ti < s->n_tensors && !r; ti++) {
             const nb_tensor *x = &s->tensors[ti];
             if (x->tied_copy) continue;
             t[k].name = x->name;
@@ -90,12 +88,53 @@ int nb_export_hf(const nb_model *m, const char *dir) {
             k++;
         }
     }
-    if (!r) r = nb_st_write(st_path, t, k, NULL, 0);
-    if (!r && nbd_write_file_atomic(cfg_path, cfg, strlen(cfg))) r = -1;
+    if (!r) r = nb_st_write(path, t, k, NULL, 0);
     free(t);
-    free(st_path);
-    free(cfg_path);
+    free(path);
+    return r;
+}
+
+static int write_config(const nb_model *m, const char *dir) {
+    char *path = join(dir, "config.json"), *cfg = nb_hf_config_json(&m->cfg);
+    int r = !path || !cfg ? nb_fail("%s: out of memory", dir) : nbd_write_file_atomic(path, cfg, strlen(cfg));
+    free(path);
     free(cfg);
+    return r;
+}
+
+int nb_export_hf(const nb_model *m, const char *dir) {
+    if (nbd_mkdir_p(dir)) return -1;
+    return write_stages(m, 0, m->n_stages - 1, dir, "model.safetensors") || write_config(m, dir);
+}
+
+int nb_export_hf_part(const nb_model *m, int stage, const char *dir) {
+    char file[256];
+    nb_st_part_name(file, sizeof file, "model", stage + 1, m->n_stages);
+    if (nbd_mkdir_p(dir)) return -1;
+    return write_stages(m, stage, stage, dir, file);
+}
+
+int nb_export_hf_index(const nb_model *m, const char *dir) {
+    int n = 0;
+    for (int si = 0; si < m->n_stages; si++) n += m->stages[si].n_tensors;
+    nb_st_index_entry *map = calloc((size_t)(n ? n : 1), sizeof *map);
+    char (*files)[64] = calloc((size_t)m->n_stages, sizeof *files);
+    char *path = join(dir, "model.safetensors.index.json");
+    int r = !map || !files || !path ? nb_fail("%s: out of memory", dir) : nbd_mkdir_p(dir), k = 0;
+    uint64_t bytes = 0;
+    for (int si = 0; si < m->n_stages && !r; si++) {
+        nb_st_part_name(files[si], sizeof files[si], "model", si + 1, m->n_stages);
+        for (int ti = 0; ti < m->stages[si].n_tensors; ti++) {
+            const nb_tensor *x = &m->stages[si].tensors[ti];
+            if (x->tied_copy) continue;
+            map[k++] = (nb_st_index_entry){x->name, files[si]};
+            bytes += sizeof(float) * (uint64_t)x->numel;
+        }
+    }
+    if (!r) r = nb_st_write_index(path, map, k, 0, bytes) || write_config(m, dir);
+    free(map);
+    free(files);
+    free(path);
     return r;
 }
 
@@ -184,17 +223,13 @@ static void shape_str(char *buf, size_t size, const int64_t *shape, int ndim) {
 }
 
 int nb_import_hf(nb_model *m, const char *dir) {
-    char *st_path = join(dir, "model.safetensors"), *cfg_path = join(dir, "config.json");
-    if (!st_path || !cfg_path) {
-        free(st_path);
-        free(cfg_path);
-        return nb_fail("%s: out of memory", dir);
-    }
+    char *cfg_path = join(dir, "config.json");
+    if (!cfg_path) return nb_fail("%s: out of memory", dir);
     int r = check_config(&m->cfg, cfg_path);
-    nb_st_file f;
+    nb_st_set set;
     int opened = 0;
     if (!r) {
-        r = nb_st_open(st_path, &f);
+        r = nb_st_set_open(dir, "model", &set);
         opened = !r;
     }
     /* every tensor present with its shape, and nothing unexpected, before writing anything */
@@ -203,9 +238,11 @@ int nb_import_hf(nb_model *m, const char *dir) {
         for (int ti = 0; ti < s->n_tensors && !r; ti++) {
             const nb_tensor *x = &s->tensors[ti];
             const char *name = x->tied_copy ? "model.embed_tokens.weight" : x->name;
-            const nb_st_entry *e = nb_st_find(&f, name);
+            const nb_st_file *in = NULL;
+            const nb_st_entry *e = nb_st_set_find(&set, name, &in);
             if (!e) {
-                r = nb_fail("%s: missing tensor '%s'", st_path, name);
+                r = nb_fail("%s: missing tensor '%s'%s", set.n == 1 ? set.files[0].path : dir, name,
+                            set.n == 1 ? "" : " (in no part the index names)");
                 break;
             }
             int64_t want[2] = {x->shape[0], x->shape[1]};
@@ -215,27 +252,29 @@ int nb_import_hf(nb_model *m, const char *dir) {
                 char a[128], b[128];
                 shape_str(a, sizeof a, e->shape, e->ndim);
                 shape_str(b, sizeof b, want, x->ndim);
-                r = nb_fail("%s: tensor '%s' has shape %s, the model expects %s", st_path, name, a, b);
+                r = nb_fail("%s: tensor '%s' has shape %s, the model expects %s", in->path, name, a, b);
             }
         }
     }
-    for (int i = 0; opened && !r && i < f.n; i++) {
-        const char *name = f.entries[i].name;
-        size_t len = strlen(name);
-        static const char inv[] = "rotary_emb.inv_freq";   /* older exports carry it; it is computed */
-        if (len >= sizeof inv - 1 && !strcmp(name + len - (sizeof inv - 1), inv)) continue;
-        if (m->cfg.tied && !strcmp(name, "lm_head.weight")) continue;   /* some exports repeat the tied head */
-        if (!wanted(m, name)) r = nb_fail("%s: unexpected tensor '%s' (not part of this model)", st_path, name);
-    }
+    for (int p = 0; opened && p < set.n; p++)
+        for (int i = 0; !r && i < set.files[p].n; i++) {
+            const char *name = set.files[p].entries[i].name;
+            size_t len = strlen(name);
+            static const char inv[] = "rotary_emb.inv_freq";   /* older exports carry it; it is computed */
+            if (len >= sizeof inv - 1 && !strcmp(name + len - (sizeof inv - 1), inv)) continue;
+            if (m->cfg.tied && !strcmp(name, "lm_head.weight")) continue;   /* some exports repeat the tied head */
+            if (!wanted(m, name))
+                r = nb_fail("%s: unexpected tensor '%s' (not part of this model)", set.files[p].path, name);
+        }
     for (int si = 0; si < m->n_stages && !r; si++) {
         nb_stage *s = &m->stages[si];
         for (int ti = 0; ti < s->n_tensors && !r; ti++) {
             const nb_tensor *x = &s->tensors[ti];
-            r = nb_st_read_f32(&f, x->tied_copy ? "model.embed_tokens.weight" : x->name, s->params + x->offset, x->numel);
+            r = nb_st_set_read_f32(&set, x->tied_copy ? "model.embed_tokens.weight" : x->name, s->params + x->offset,
+                                   x->numel);
         }
     }
-    if (opened) nb_st_close(&f);
-    free(st_path);
+    if (opened) nb_st_set_close(&set);
     free(cfg_path);
     return r;
 }

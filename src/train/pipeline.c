@@ -13,8 +13,8 @@
  *   STATS t              every -> first: what step t measured on that stage (metrics line)
  *   EVAL b / EVAL_LOSS t activations of validation batch b / last -> first: the loss
  *   DONE / PARAMS        every -> first at the end: timings, memory, (MPI) the final weights
- *   PAUSE t / RESUME t   a checkpoint after step t: every stage waits, after its update t, until the
- *                        first has saved the run's state (threads: the stages share one process) */
+ *   SAVED t              every -> first: the stage has written its part of the checkpoint after
+ *                        update t (or failed to: why); the first then completes the checkpoint */
 #define _GNU_SOURCE /* CPU sets, pthread_setaffinity_np */
 #include <errno.h>
 #include <math.h>
@@ -35,7 +35,7 @@
 #include "util/error.h"
 
 enum { TAG_ACT, TAG_GRAD, TAG_TIED_GRAD, TAG_TIED_W, TAG_NORM, TAG_STATS, TAG_EVAL, TAG_EVAL_LOSS, TAG_DONE, TAG_PARAMS,
-       TAG_PAUSE, TAG_RESUME };
+       TAG_SAVED };
 
 /* Indices wrap at 2^16: far more than the messages of one pair ever in flight at once. */
 static int tag(int kind, int index) { return kind + 16 * (index & 0xffff); }
@@ -326,22 +326,20 @@ static int evaluate(worker *w, int step, double *val) {
     return 0;
 }
 
-/* The run's state as the checkpoint code sees it: every stage's optimizer and weight versions (the
- * workers' own: threads share one process), and the first stage's loader. */
-static int parts_of(const run_shared *sh, train_parts *p) {
-    p->model = sh->model;
-    p->train = sh->workers[0].train;
-    p->opt = malloc(sizeof *p->opt * (size_t)sh->P);
-    p->stash = malloc(sizeof *p->stash * (size_t)sh->P);
+/* This stage's share of the run's state, as the checkpoint code sees it (its arrays are indexed by stage;
+ * a stage fills its own entry only): its optimizer and weight versions, and its loader if it has one. */
+static int own_parts(const worker *w, train_parts *p) {
+    p->model = w->sh->model;
+    p->train = w->train;
+    p->opt = calloc((size_t)w->sh->P, sizeof *p->opt);
+    p->stash = calloc((size_t)w->sh->P, sizeof *p->stash);
     if (!p->opt || !p->stash) {
         free(p->opt);
         free(p->stash);
         return nb_fail("out of memory");
     }
-    for (int i = 0; i < sh->P; i++) {
-        p->opt[i] = sh->workers[i].opt;
-        p->stash[i] = sh->workers[i].stash;
-    }
+    p->opt[w->s] = w->opt;
+    p->stash[w->s] = w->stash;
     return 0;
 }
 
@@ -350,40 +348,84 @@ static void free_parts(train_parts *p) {
     free(p->stash);
 }
 
-/* The whole run's state after update `step`, saved by the first stage while every other one waits
- * right after its own update `step` (a flush, for this step only), in the one-process checkpoint
- * format: a pipeline checkpoint resumes with any split, in a pipeline or in one process. The
- * first stage's loader has read ahead into the next step: its position is saved as it was at the
- * start of that step. */
+/* Writes this stage's part of the checkpoint after update `step`. The first stage's loader has read
+ * ahead into the next step: its position is saved as it was at the start of that step. */
+static int write_part(worker *w, int step, const char *dir) {
+    run_shared *sh = w->sh;
+    train_parts parts;
+    if (own_parts(w, &parts)) return -1;
+    const uint64_t now = w->train ? nb_loader_position(w->train) : 0;
+    int rc = 0;
+    if (is_first(w)) {
+        const uint64_t boundary = step + 1 < sh->S && w->step_pos[step + 1] != UINT64_MAX ? w->step_pos[step + 1] : now;
+        rc = nb_loader_seek(w->train, boundary);
+    }
+    rc = rc || train_state_save_part(dir, &parts, w->s, step + 1, sh->o);
+    if (is_first(w) && nb_loader_seek(w->train, now)) rc = -1;
+    free_parts(&parts);
+    return rc;
+}
+
+/* What a stage tells the first once it has written its part of a checkpoint. */
+typedef struct {
+    int failed;
+    char error[1024];
+} save_status;
+
+/* A checkpoint after update `step`: every stage writes its own part as soon as it has made that
+ * update (no stage waits for another, and no stage's state passes through another), then tells the
+ * first, which completes the checkpoint (its indexes, then the rename) once every part is there. A
+ * part that could not be written fails the run, naming the newest complete checkpoint. */
 static int checkpoint(worker *w, int step) {
     run_shared *sh = w->sh;
     const nb_train_options *o = sh->o;
-    int status = 0;
-    if (!is_first(w))
-        return nb_link_send(w->link, 0, tag(TAG_PAUSE, step), &status, sizeof status) ||
-               nb_link_recv(w->link, 0, tag(TAG_RESUME, step), &status, sizeof status);
-    for (int i = 1; i < sh->P; i++)
-        if (recv_waiting(w, i, tag(TAG_PAUSE, step), &status, sizeof status)) return -1;
-    train_parts parts;
-    if (parts_of(sh, &parts)) return -1;
-    nb_model_sync_tied_copy(sh->model);  /* the last stage's copy: not saved, but kept consistent */
-    const uint64_t now = nb_loader_position(w->train);
-    const uint64_t boundary = step + 1 < sh->S && w->step_pos[step + 1] != UINT64_MAX ? w->step_pos[step + 1] : now;
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/step_%06d", o->save_dir, step + 1);
     double t = train_now();
-    int rc = nb_loader_seek(w->train, boundary) || train_state_save(dir, &parts, step + 1, o) || nb_loader_seek(w->train, now);
-    free_parts(&parts);
-    if (rc) {
+    save_status mine = {0, ""};
+    if (write_part(w, step, dir)) {
+        mine.failed = 1;
+        snprintf(mine.error, sizeof mine.error, "stage %d: %s", w->s, nb_last_error());
+    }
+    if (!is_first(w)) {
+        w->eval += train_now() - t;  /* like evaluation, not training time */
+        return nb_link_send(w->link, 0, tag(TAG_SAVED, step), &mine, sizeof mine);
+    }
+    for (int i = 1; i < sh->P; i++) {
+        save_status part;
+        if (recv_waiting(w, i, tag(TAG_SAVED, step), &part, sizeof part)) return -1;
+        if (part.failed && !mine.failed) mine = part;
+    }
+    if (mine.failed ? nb_fail("%s", mine.error) : train_state_commit(dir, sh->model)) {
         train_save_failed(dir, sh->last_saved);
         return -1;
     }
     snprintf(sh->last_saved, sizeof sh->last_saved, "%s", dir);
     if (!o->quiet) train_report_checkpoint("saved", dir, train_now() - t);
     if (o->save_every && (step + 1) % o->save_every == 0) train_prune_checkpoints(o, step + 1, o->save_every);
-    w->eval += train_now() - t;  /* like evaluation, not training time */
-    for (int i = 1; i < sh->P; i++)
-        if (nb_link_send(w->link, i, tag(TAG_RESUME, step), &status, sizeof status)) return -1;
+    w->eval += train_now() - t;
+    return 0;
+}
+
+/* Loads this stage's share of the checkpoint --resume names (either layout, any split). */
+static int resume_stage(worker *w) {
+    run_shared *sh = w->sh;
+    const nb_train_options *o = sh->o;
+    train_parts parts;
+    int start = 0;
+    double t = train_now();
+    if (own_parts(w, &parts)) return -1;
+    int rc = train_state_load_stages(o->resume_dir, &parts, w->s, w->s, &start, o);
+    free_parts(&parts);
+    if (rc) return -1;
+    if (start > sh->S) return nb_fail("--resume %s: the checkpoint is at step %d, beyond --steps %d", o->resume_dir, start, sh->S);
+    sh->start = start;
+    w->updates = w->copy_version = start;
+    snprintf(sh->last_saved, sizeof sh->last_saved, "%s", o->resume_dir);
+    if (is_first(w) && !o->quiet) {
+        train_report_checkpoint("loaded", o->resume_dir, train_now() - t);
+        printf("resumed from %s at step %d\n", o->resume_dir, start);
+    }
     return 0;
 }
 
@@ -474,6 +516,7 @@ static int worker_setup(worker *w) {
     if (o->val_pattern && (is_first(w) || is_last(w)) &&
         nb_loader_open(&w->val, o->val_pattern, o->batch, sh->T, o->model.vocab_size, 0, 0, 1))
         return -1;
+    if (o->save_dir && train_make_dirs(o->save_dir)) return -1;
     if (is_first(w) && o->out_dir) {
         char path[4200];
         snprintf(path, sizeof path, "%s/metrics.jsonl", o->out_dir);
@@ -542,7 +585,9 @@ static void *worker_main(void *arg) {
     pin_worker(w);
     omp_set_num_threads(sh->threads);
     stage_report *reports = calloc((size_t)sh->P, sizeof *reports);
-    int rc = !reports ? nb_fail("out of memory") : w->ready ? 0 : worker_setup(w);
+    int rc = !reports ? nb_fail("out of memory")
+             : w->ready ? 0
+                        : worker_setup(w) || (sh->o->resume_dir && resume_stage(w));
     if (!rc) rc = run_actions(w);
     if (!rc) {
         reports[w->s] = report_of(w);
@@ -696,9 +741,6 @@ static int check_pipeline_options(const nb_train_options *o) {
                        "(each update's batch is --batch sequences)", o->microbatches);
     if (kind == NB_PIPE_GPIPE && (o->delay.sync_start || o->delay.sync_cooldown || o->delay.ef || o->delay.taylor > 0))
         return nb_fail("--pipeline gpipe is synchronous: --sync-start, --sync-cooldown, --ef and --taylor do not apply");
-    if ((o->save_dir || o->resume_dir) && o->transport == NB_TRANSPORT_MPI)
-        return nb_fail("--save-dir/--resume with --transport mpi: not supported yet (checkpoints of a pipeline run "
-                       "are saved on the threads transport; they resume with any split, in a pipeline or not)");
     if (o->transport != NB_TRANSPORT_THREADS && o->transport != NB_TRANSPORT_MPI)
         return nb_fail("--transport %d: expected one of %s", o->transport, NB_TRANSPORT_KINDS);
     if (o->threads_per_stage < 0) return nb_fail("--threads-per-stage %d: expected >= 0 (0: cores / stages)", o->threads_per_stage);
@@ -735,30 +777,10 @@ static int process_cpus(run_shared *sh) {
     return n;
 }
 
-/* Threads: every worker set up here, then the checkpoint (if any) loaded into all of them. */
+/* Threads: every worker set up here, then its share of the checkpoint (if any) loaded. */
 static int setup_and_resume(run_shared *sh, worker *ws) {
-    const nb_train_options *o = sh->o;
     for (int i = 0; i < sh->P; i++)
-        if (worker_setup(&ws[i])) return -1;
-    if (o->save_dir && train_make_dirs(o->save_dir)) return -1;
-    if (!o->resume_dir) return 0;
-    train_parts parts;
-    int start = 0;
-    double t = train_now();
-    if (parts_of(sh, &parts)) return -1;
-    int rc = train_state_load(o->resume_dir, &parts, &start, o);
-    free_parts(&parts);
-    if (rc) return -1;
-    /* The last stage reads the targets of the same windows. */
-    if (sh->P > 1 && nb_loader_seek(ws[sh->P - 1].train, nb_loader_position(ws[0].train))) return -1;
-    if (start > sh->S) return nb_fail("--resume %s: the checkpoint is at step %d, beyond --steps %d", o->resume_dir, start, sh->S);
-    sh->start = start;
-    for (int i = 0; i < sh->P; i++) ws[i].updates = ws[i].copy_version = start;
-    snprintf(sh->last_saved, sizeof sh->last_saved, "%s", o->resume_dir);
-    if (!o->quiet) {
-        train_report_checkpoint("loaded", o->resume_dir, train_now() - t);
-        printf("resumed from %s at step %d\n", o->resume_dir, start);
-    }
+        if (worker_setup(&ws[i]) || (sh->o->resume_dir && resume_stage(&ws[i]))) return -1;
     return 0;
 }
 

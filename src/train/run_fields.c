@@ -121,7 +121,7 @@ static int is_data_layout(const char *key) {
     return !strcmp(key, "batch") || !strcmp(key, "seq") || !strcmp(key, "data_seed");
 }
 
-int run_fields_check(const nb_st_file *f, const nb_train_options *o, int n_stages, uint64_t fingerprint,
+int run_fields_check(const nb_st_file *f, const nb_train_options *o, int n_stages, const uint64_t *fingerprint,
                      char *overridden, size_t size) {
     run_field fields[RUN_FIELDS_MAX];
     int n = run_fields(o, n_stages, fields), data_same_shape = 1;
@@ -138,8 +138,8 @@ int run_fields_check(const nb_st_file *f, const nb_train_options *o, int n_stage
      * with those equal, a different fingerprint means other training data. */
     const char *fp = nb_st_meta(f, "loader_fingerprint");
     char now[32];
-    snprintf(now, sizeof now, "%" PRIu64, fingerprint);
-    if (data_same_shape && (!fp || strcmp(fp, now))) {
+    if (fingerprint) snprintf(now, sizeof now, "%" PRIu64, *fingerprint);
+    if (fingerprint && data_same_shape && (!fp || strcmp(fp, now))) {
         size_t at = strlen(changed);
         snprintf(changed + at, sizeof changed - at, "%straining data (the shards' names or sizes differ)", at ? "; " : "");
     }

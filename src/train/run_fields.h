@@ -25,9 +25,10 @@ typedef struct {
 
 /* Fills f[RUN_FIELDS_MAX] with this run's fields; returns their count. */
 int run_fields(const nb_train_options *o, int n_stages, run_field *f);
-/* Compares this run with the checkpoint f (fingerprint: this run's training loader's). Fails naming
+/* Compares this run with the checkpoint f (fingerprint: this run's training loader's; NULL in a
+ * pipeline stage without a loader, whose first stage checks it). Fails naming
  * every differing field with both values when a fixed one differs, or an override one without
  * o->resume_override; otherwise writes the overridden fields' list into overridden ("" when none). */
-int run_fields_check(const nb_st_file *f, const nb_train_options *o, int n_stages, uint64_t fingerprint,
+int run_fields_check(const nb_st_file *f, const nb_train_options *o, int n_stages, const uint64_t *fingerprint,
                      char *overridden, size_t size);
 #endif

@@ -21,8 +21,19 @@
 
 #define STATE_FORMAT "2"
 static const char embed_name[] = "model.embed_tokens.weight";
-static const char *const checkpoint_files[] = {"state.safetensors", "model.safetensors", "config.json"};
-enum { N_CHECKPOINT_FILES = 3 };
+/* A checkpoint folder holds one process's files (state.safetensors, model.safetensors, config.json)
+ * or a pipeline's, a part per stage (state-0000k-of-0000P.safetensors, model-0000k-of-0000P.safetensors,
+ * config.json) with two indexes. The state file or index is the completion marker: written last,
+ * removed first. */
+static const char *const markers[] = {"state.safetensors", "state.safetensors.index.json"};
+
+/* Whether a folder entry is one of a checkpoint's files, or a killed write's temporary of one. */
+static int is_checkpoint_file(const char *name) {
+    static const char *const prefixes[] = {"state.", "state-", "model.", "model-", "config.json"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (!strncmp(name, prefixes[i], strlen(prefixes[i]))) return 1;
+    return 0;
+}
 
 /* ------------------------------------------------------------------ the buffers, tensor by tensor */
 typedef struct {
@@ -189,7 +200,18 @@ static int gather_stage(state_list *l, const train_parts *p, int i, int next_ste
     return rc;
 }
 
-static int gather_run(state_list *l, const train_parts *p, int next_step, const nb_train_options *o) {
+/* What every file of the state records: its format, the split, the step, the optimizer's steps (equal on
+ * every stage of [first, last]: each steps once per training step). */
+static int gather_step(state_list *l, const train_parts *p, int first, int last, int next_step) {
+    long steps = nb_optimizer_steps(p->opt[first]);
+    for (int i = first + 1; i <= last; i++)
+        if (nb_optimizer_steps(p->opt[i]) != steps) return nb_fail("stage %d's optimizer is at another step", i);
+    return add_meta(l, "state_format", STATE_FORMAT) || add_meta(l, "stages", "%d", p->model->n_stages) ||
+           add_meta(l, "next_step", "%d", next_step) || add_meta(l, "optimizer_steps", "%ld", steps);
+}
+
+/* The run's configuration and the loader's position: in the one file, or in the first stage's part. */
+static int gather_run(state_list *l, const train_parts *p, const nb_train_options *o) {
     run_field fields[RUN_FIELDS_MAX];
     int n = run_fields(o, p->model->n_stages, fields), rc = 0;
     char key[80];
@@ -197,36 +219,26 @@ static int gather_run(state_list *l, const train_parts *p, int next_step, const 
         snprintf(key, sizeof key, "run.%s", fields[i].key);
         rc = add_meta(l, key, "%s", fields[i].value);
     }
-    /* Every stage's optimizer steps once per training step. */
-    long steps = nb_optimizer_steps(p->opt[0]);
-    for (int i = 1; i < p->model->n_stages; i++)
-        if (nb_optimizer_steps(p->opt[i]) != steps) return nb_fail("stage %d's optimizer is at another step", i);
-    rc = rc || add_meta(l, "state_format", STATE_FORMAT);
-    rc = rc || add_meta(l, "stages", "%d", p->model->n_stages);
-    rc = rc || add_meta(l, "next_step", "%d", next_step);
-    rc = rc || add_meta(l, "optimizer_steps", "%ld", steps);
     rc = rc || add_meta(l, "loader_position", "%" PRIu64, nb_loader_position(p->train));
     rc = rc || add_meta(l, "loader_fingerprint", "%" PRIu64, nb_loader_fingerprint(p->train));
     return rc;
 }
 
-/* Removes a checkpoint folder written by train_state_save: the completion marker first (so that a
- * half-removed folder is never taken for a checkpoint), the other files, temporaries a killed save left,
- * then the folder. Anything else in it stays, and so does the folder then. */
+/* Removes a checkpoint folder written by train_state_save or a pipeline's parts: the completion marker
+ * first (so that a half-removed folder is never taken for a checkpoint), the other files, temporaries a
+ * killed save left, then the folder. Anything else in it stays, and so does the folder then. */
 void train_state_remove(const char *dir) {
     char path[4400];
-    for (int i = 0; i < N_CHECKPOINT_FILES; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, checkpoint_files[i]);
+    for (size_t i = 0; i < sizeof markers / sizeof markers[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, markers[i]);
         unlink(path);
     }
     DIR *d = opendir(dir);
-    for (struct dirent *e; d && (e = readdir(d));)
-        for (int i = 0; i < N_CHECKPOINT_FILES; i++) {
-            size_t n = strlen(checkpoint_files[i]);
-            if (strncmp(e->d_name, checkpoint_files[i], n) || strncmp(e->d_name + n, ".tmp.", 5)) continue;
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            unlink(path);
-        }
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!is_checkpoint_file(e->d_name)) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
     if (d) closedir(d);
     rmdir(dir);
 }
@@ -261,7 +273,7 @@ int train_state_save(const char *dir, const train_parts *p, int next_step, const
     memset(&l, 0, sizeof l);
     int rc = nb_export_hf(p->model, tmp);
     for (int i = 0; i < p->model->n_stages && !rc; i++) rc = gather_stage(&l, p, i, next_step);
-    if (!rc) rc = gather_run(&l, p, next_step, o);
+    if (!rc) rc = gather_step(&l, p, 0, p->model->n_stages - 1, next_step) || gather_run(&l, p, o);
     snprintf(path, sizeof path, "%s/state.safetensors", tmp);
     if (!rc) rc = nb_st_write(path, l.t, l.n, (const char *const *)l.meta, l.n_meta / 2);
     free_list(&l);
@@ -276,9 +288,87 @@ int train_state_save(const char *dir, const train_parts *p, int next_step, const
     return 0;
 }
 
+/* ------------------------------------------------------------------ a pipeline's parts */
+/* Stage `stage`'s part, written into DIR.partial as soon as that stage has made update next_step - 1:
+ * its weights (model-0000k-of-0000P.safetensors) and state (state-0000k-of-0000P.safetensors); the
+ * first stage's part also holds the run's configuration and loader position (p->train, positioned
+ * at the step boundary). Every part records the step, so that parts of two saves are never mixed.
+ * The stages write at the same time; nothing is complete until train_state_commit. */
+int train_state_save_part(const char *dir, const train_parts *p, int stage, int next_step, const nb_train_options *o) {
+    char tmp[4200], path[4500], file[256];
+    snprintf(tmp, sizeof tmp, "%s.partial", dir);
+    if (mkdir(tmp, 0777) && errno != EEXIST) return nb_fail("checkpoint %s: cannot create %s: %s", dir, tmp, strerror(errno));
+    state_list l;
+    memset(&l, 0, sizeof l);
+    int rc = nb_export_hf_part(p->model, stage, tmp) || gather_stage(&l, p, stage, next_step) ||
+             gather_step(&l, p, stage, stage, next_step) || add_meta(&l, "part", "%d", stage + 1) ||
+             (stage == 0 && gather_run(&l, p, o));
+    nb_st_part_name(file, sizeof file, "state", stage + 1, p->model->n_stages);
+    snprintf(path, sizeof path, "%s/%s", tmp, file);
+    if (!rc) rc = nb_st_write(path, l.t, l.n, (const char *const *)l.meta, l.n_meta / 2);
+    free_list(&l);
+    return rc;
+}
+
+/* Whether name is one of the files a P-part checkpoint consists of. */
+static int is_part_file(const char *name, int P) {
+    char want[256];
+    if (!strcmp(name, "config.json") || !strcmp(name, "model.safetensors.index.json")) return 1;
+    for (int k = 1; k <= P; k++) {
+        nb_st_part_name(want, sizeof want, "model", k, P);
+        if (!strcmp(name, want)) return 1;
+        nb_st_part_name(want, sizeof want, "state", k, P);
+        if (!strcmp(name, want)) return 1;
+    }
+    return 0;
+}
+
+/* Leftovers of a killed save of the same step (temporaries, parts of another split) are removed, so
+ * that the folder holds exactly this checkpoint. */
+static void remove_strays(const char *tmp, int P) {
+    char path[4500];
+    DIR *d = opendir(tmp);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!is_checkpoint_file(e->d_name) || is_part_file(e->d_name, P)) continue;
+        snprintf(path, sizeof path, "%s/%s", tmp, e->d_name);
+        unlink(path);
+    }
+    if (d) closedir(d);
+}
+
+/* Once every stage has written its part: config.json and the model's index (Hugging Face's sharded
+ * layout), the state's index last (the completion marker), then DIR.partial renamed to DIR. */
+int train_state_commit(const char *dir, const nb_model *m) {
+    char tmp[4200], path[4500];
+    snprintf(tmp, sizeof tmp, "%s.partial", dir);
+    remove_strays(tmp, m->n_stages);
+    int rc = 0;
+    for (int k = 1; k <= m->n_stages && !rc; k++)
+        for (int kind = 0; kind < 2 && !rc; kind++) {
+            char file[256];
+            struct stat st;
+            nb_st_part_name(file, sizeof file, kind ? "state" : "model", k, m->n_stages);
+            snprintf(path, sizeof path, "%s/%s", tmp, file);
+            if (stat(path, &st))
+                rc = nb_fail("checkpoint %s: part %s is missing (is --save-dir on a file system every process sees?)",
+                             dir, path);
+        }
+    snprintf(path, sizeof path, "%s/state.safetensors.index.json", tmp);
+    rc = rc || nb_export_hf_index(m, tmp) || nb_st_write_index(path, NULL, 0, m->n_stages, 0) || install(tmp, dir);
+    if (rc) {
+        train_state_remove(tmp);
+        return -1;
+    }
+    char *parent = nbd_dirname(dir);
+    if (parent) nbd_fsync_dir(parent);
+    free(parent);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ loading */
 typedef struct {
-    const nb_st_file *f;
+    const nb_st_set *set;      /* state.safetensors, or the parts its index names */
+    const char *where;         /* how errors name it */
     int override;
     int ef_found, ef_wanted;   /* EF buffers of the stage's own (not copied) tensors */
     int filled;                /* versions the checkpoint lacked, filled from newer ones (--override) */
@@ -294,11 +384,12 @@ static int read_buffer(const nb_st_file *f, const nb_st_entry *e, float *out, si
 
 static int visit_load(void *ctx, const state_buf *b) {
     load_ctx *c = ctx;
-    const nb_st_entry *e = nb_st_find(c->f, b->key);
+    const nb_st_file *in = NULL;
+    const nb_st_entry *e = nb_st_set_find(c->set, b->key, &in);
     if (b->ef) {   /* absent where EF did not run at the last step: it starts afresh there */
         c->ef_wanted += !b->copy;
         c->ef_found += e && !b->copy;
-        return e ? read_buffer(c->f, e, b->data, b->n) : 0;
+        return e ? read_buffer(in, e, b->data, b->n) : 0;
     }
     if (!e && b->age && c->override) {   /* another delay or split needs older versions than were kept */
         memcpy(b->data, b->newer, sizeof(float) * b->n);
@@ -307,34 +398,39 @@ static int visit_load(void *ctx, const state_buf *b) {
     }
     if (!e && b->age)
         return nb_fail("%s: no tensor '%s': the checkpoint keeps fewer weight versions than this run's delay needs",
-                       c->f->path, b->key);
-    if (!e) return nb_fail("%s: no tensor '%s' (the state of this model and optimizer)", c->f->path, b->key);
-    return read_buffer(c->f, e, b->data, b->n);
+                       c->where, b->key);
+    if (!e) return nb_fail("%s: no tensor '%s' (the state of this model and optimizer)", c->where, b->key);
+    return read_buffer(in, e, b->data, b->n);
 }
 
-static int meta_long(const nb_st_file *f, const char *key, long long *out) {
-    const char *v = nb_st_meta(f, key);
+static int parse_long(const char *where, const char *key, const char *v, long long *out) {
     char *end;
-    if (!v) return nb_fail("%s: no metadata '%s'", f->path, key);
+    *out = 0;
+    if (!v) return nb_fail("%s: no metadata '%s'", where, key);
     errno = 0;
     *out = strtoll(v, &end, 10);
     if (errno || end == v || *end || *out < 0)
-        return nb_fail("%s: metadata '%s' = '%s' is not an integer >= 0", f->path, key, v);
+        return nb_fail("%s: metadata '%s' = '%s' is not an integer >= 0", where, key, v);
     return 0;
 }
 
-/* Stage i's update counts and step count (steps: the saved optimizer step). */
-static int restore_counts(const nb_st_file *f, const train_parts *p, int i, long long steps) {
+static int meta_long(const nb_st_file *f, const char *key, long long *out) {
+    return parse_long(f->path, key, nb_st_meta(f, key), out);
+}
+
+/* Stage i's update counts and step count (steps: the saved optimizer step), from whichever part holds
+ * each tensor's. */
+static int restore_counts(const load_ctx *c, const train_parts *p, int i, long long steps) {
     nb_stage *s = &p->model->stages[i];
     long *counts = malloc(sizeof(long) * (size_t)(s->n_tensors ? s->n_tensors : 1));
     if (!counts) return nb_fail("out of memory");
     int rc = 0;
     char key[256];
     for (int t = 0; t < s->n_tensors && !rc; t++) {
-        long long c;
+        long long n;
         snprintf(key, sizeof key, "count:%s", saved_name(&s->tensors[t]));
-        rc = meta_long(f, key, &c);
-        counts[t] = (long)c;
+        rc = parse_long(c->where, key, nb_st_set_meta(c->set, key), &n);
+        counts[t] = (long)n;
     }
     if (!rc) nb_optimizer_restore(p->opt[i], counts, (long)steps);
     free(counts);
@@ -343,7 +439,7 @@ static int restore_counts(const nb_st_file *f, const train_parts *p, int i, long
 
 static int load_stage(load_ctx *c, const train_parts *p, int i, int next_step, long long steps) {
     c->ef_found = c->ef_wanted = 0;
-    if (visit_stage(p, i, next_step, visit_load, c) || restore_counts(c->f, p, i, steps)) return -1;
+    if (visit_stage(p, i, next_step, visit_load, c) || restore_counts(c, p, i, steps)) return -1;
     nb_stash_set_ef_running(p->stash[i], c->ef_wanted > 0 && c->ef_found == c->ef_wanted);
     return 0;
 }
@@ -359,7 +455,8 @@ static int seek_loader(const nb_st_file *f, const train_parts *p, const nb_train
     return nb_loader_seek(p->train, (uint64_t)position);
 }
 
-/* Everything before any buffer is read: the format, the configuration, the step. */
+/* Everything before any buffer is read: the format, the configuration, the step (f: the file or the
+ * first stage's part, which records the run). */
 static int check_checkpoint(const nb_st_file *f, const train_parts *p, const nb_train_options *o, char *overridden,
                             size_t size, long long *step) {
     const char *format = nb_st_meta(f, "state_format");
@@ -367,12 +464,25 @@ static int check_checkpoint(const nb_st_file *f, const train_parts *p, const nb_
         return nb_fail("%s: state format %s, this nobubble reads format %s (a state saved before tensors were "
                        "recorded by name cannot be resumed; its model.safetensors still loads)",
                        f->path, format ? format : "not recorded", STATE_FORMAT);
-    if (run_fields_check(f, o, p->model->n_stages, nb_loader_fingerprint(p->train), overridden, size) ||
+    uint64_t fingerprint = p->train ? nb_loader_fingerprint(p->train) : 0;
+    if (run_fields_check(f, o, p->model->n_stages, p->train ? &fingerprint : NULL, overridden, size) ||
         meta_long(f, "next_step", step))
         return -1;
     if (*step > o->steps)
         return nb_fail("--resume %s: the checkpoint is at step %lld, past this run's %d steps (--steps may grow, "
                        "not shrink below the checkpoint)", o->resume_dir, *step, o->steps);
+    return 0;
+}
+
+/* A pipeline's parts belong to one save: the same step in each. */
+static int check_parts(const nb_st_set *set, long long step) {
+    for (int i = 1; i < set->n; i++) {
+        long long other;
+        if (meta_long(&set->files[i], "next_step", &other)) return -1;
+        if (other != step)
+            return nb_fail("%s is of step %lld, %s of step %lld: parts of two checkpoints", set->files[i].path, other,
+                           set->files[0].path, step);
+    }
     return 0;
 }
 
@@ -389,19 +499,26 @@ static void report_load(const nb_st_file *f, const train_parts *p, const nb_trai
         printf("checkpoint of %s stage(s) mapped by tensor name onto %d\n", saved, p->model->n_stages);
 }
 
-int train_state_load(const char *dir, const train_parts *p, int *next_step, const nb_train_options *o) {
-    char path[4096], overridden[1024] = "";
-    snprintf(path, sizeof path, "%s/state.safetensors", dir);
-    nb_st_file f;
-    if (nb_st_open(path, &f)) return -1;
+int train_state_load_stages(const char *dir, const train_parts *p, int first, int last, int *next_step,
+                            const nb_train_options *o) {
+    char overridden[1024] = "", where[4200];
+    nb_st_set set;
+    if (nb_st_set_open(dir, "state", &set)) return -1;
+    const nb_st_file *head = &set.files[0];
+    if (set.n == 1) snprintf(where, sizeof where, "%s", head->path);
+    else snprintf(where, sizeof where, "%s/state.safetensors.index.json (its %d parts)", dir, set.n);
     long long step = 0, steps = 0;
-    int rc = check_checkpoint(&f, p, o, overridden, sizeof overridden, &step);
-    if (!rc) rc = meta_long(&f, "optimizer_steps", &steps);
-    load_ctx c = {&f, o->resume_override, 0, 0, 0};
-    for (int i = 0; i < p->model->n_stages && !rc; i++) rc = load_stage(&c, p, i, (int)step, steps);
-    if (!rc) rc = seek_loader(&f, p, o);
-    if (!rc) report_load(&f, p, o, overridden, c.filled);
+    int rc = check_checkpoint(head, p, o, overridden, sizeof overridden, &step) || check_parts(&set, step) ||
+             meta_long(head, "optimizer_steps", &steps);
+    load_ctx c = {&set, where, o->resume_override, 0, 0, 0};
+    for (int i = first; i <= last && !rc; i++) rc = load_stage(&c, p, i, (int)step, steps);
+    if (!rc && p->train) rc = seek_loader(head, p, o);
+    if (!rc && first == 0) report_load(head, p, o, overridden, c.filled);
     *next_step = (int)step;
-    nb_st_close(&f);
+    nb_st_set_close(&set);
     return rc;
+}
+
+int train_state_load(const char *dir, const train_parts *p, int *next_step, const nb_train_options *o) {
+    return train_state_load_stages(dir, p, 0, p->model->n_stages - 1, next_step, o);
 }

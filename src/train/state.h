@@ -2,7 +2,9 @@
  * checkpoint folder: DIR/model.safetensors + DIR/config.json (the weights, Hugging Face format)
  * and DIR/state.safetensors (every stage's weights, optimizer buffers, weight versions and EF
  * buffer; the step, the optimizer counts and the loader position in its metadata), written last,
- * so that a folder with state.safetensors is complete. */
+ * so that a folder with state.safetensors is complete. A pipeline run writes the same a part per
+ * stage with Hugging Face's index files; state.safetensors.index.json marks it complete. Either
+ * layout loads into any split. */
 #ifndef NB_TRAIN_STATE_H
 #define NB_TRAIN_STATE_H
 #include "nobubble/data.h"
@@ -24,6 +26,17 @@ int train_state_save(const char *dir, const train_parts *p, int next_step, const
  * refused, naming them, unless o->resume_override; run_fields.h); *next_step receives the step to run
  * next. */
 int train_state_load(const char *dir, const train_parts *p, int *next_step, const nb_train_options *o);
+/* A pipeline's checkpoint, a part per stage (each thread or process writes its own, concurrently):
+ * train_state_save_part writes stage's part into dir.partial after that stage's update next_step - 1
+ * (the first stage's p->train positioned at the step boundary; p->opt and p->stash need only entry
+ * `stage`); once every part is written, train_state_commit writes the indexes (the state's last: the
+ * completion marker) and renames dir.partial to dir. */
+int train_state_save_part(const char *dir, const train_parts *p, int stage, int next_step, const nb_train_options *o);
+int train_state_commit(const char *dir, const nb_model *m);
+/* train_state_load for stages first..last only (a pipeline process holds its own stage), from either
+ * layout; p->train may be NULL (a stage without a loader: the first stage checks the data). */
+int train_state_load_stages(const char *dir, const train_parts *p, int first, int last, int *next_step,
+                            const nb_train_options *o);
 /* Removes a checkpoint folder (its completion marker first) and a killed save's temporaries in it. */
 void train_state_remove(const char *dir);
 #endif

@@ -1,5 +1,6 @@
 /* The one-process trainer: data -> stages -> AdamW, with evaluation, progress lines and the
  * run's files (metrics.jsonl, summary.json). */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -26,14 +27,15 @@ int train_stop_requested(void) { return stop_requested; }
 
 /* "saved DIR: 123.4 MB in 0.12 s (1000 MB/s)": the size of the folder's files over the time. */
 void train_report_checkpoint(const char *what, const char *dir, double seconds) {
-    static const char *const files[] = {"state.safetensors", "model.safetensors", "config.json"};
     double bytes = 0;
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        char path[4300];
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char path[4400];
         struct stat st;
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        if (!stat(path, &st)) bytes += (double)st.st_size;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (!stat(path, &st) && S_ISREG(st.st_mode)) bytes += (double)st.st_size;
     }
+    if (d) closedir(d);
     printf("checkpoint %s %s: %.1f MB in %.3f s (%.0f MB/s)\n", what, dir, bytes / 1e6, seconds,
            seconds > 0 ? bytes / 1e6 / seconds : 0.0);
 }
@@ -55,18 +57,11 @@ void train_prune_checkpoints(const nb_train_options *o, int saved_step, int ever
     if (o->keep <= 0 || every <= 0) return;
     for (int k = o->keep; ; k++) {
         int old = saved_step - k * every;
-        if (old <= 0) break;
-        char dir[4200], file[4300];
+        char dir[4200];
+        struct stat st;
         snprintf(dir, sizeof dir, "%s/step_%06d", o->save_dir, old);
-        /* The completion marker goes first, so a half-removed folder is never taken for a checkpoint. */
-        static const char *const files[] = {"state.safetensors", "model.safetensors", "config.json"};
-        int existed = 0;
-        for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-            snprintf(file, sizeof file, "%s/%s", dir, files[i]);
-            existed |= unlink(file) == 0;
-        }
-        rmdir(dir);
-        if (!existed) break;
+        if (old <= 0 || stat(dir, &st)) break;
+        train_state_remove(dir);
     }
 }
 
