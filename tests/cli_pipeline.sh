@@ -132,11 +132,34 @@ expect_error "parts of two saves" "state-00002-of-00003.safetensors is of step 6
   --save-every 2 > "$work/ck.log" 2>&1 && [ -f "$work/ck/step_000002/state.safetensors.index.json" ] && [ -f "$work/ck/step_000004/model.safetensors.index.json" ] &&
   grep -q "checkpoint saved $work/ck/step_000004" "$work/ck.log" && ok || fail "pipeline checkpoints: $(tail -3 "$work/ck.log")"
 rm -rf "$work/ck"
-"$bin" train "${small[@]}" --set n_layers=2 --stages 2 --pipeline 2bw --microbatches 2 --steps 100000 --save-dir "$work/ck" \
-  --save-every 2 > "$work/int.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 600); do [ -f "$work/ck/step_000002/state.safetensors.index.json" ] && break; sleep 0.1; done
-kill -INT $pid; wait $pid; rc=$?
-[ $rc -ne 0 ] && grep -q "stopped on request after step [0-9]*; resume with --resume $work/ck/step_" "$work/int.log" && ok ||
-  fail "SIGINT stops a pipeline run naming its newest checkpoint (rc $rc): $(tail -2 "$work/int.log")"
+# Ctrl-C (SIGINT) stops a pipeline run a few steps later (every stage switches to the schedule cut
+# there), saves a checkpoint and names it; resuming from it ends bitwise where the uninterrupted run
+# ends. On MPI through mpirun, SIGUSR1 (mpirun forwards it; it kills the job on SIGINT).
+# stop_and_resume NAME SIGNAL LAUNCHER... -- FLAGS...
+stop_and_resume() {
+  local name=$1 sig=$2; shift 2
+  local launch=() flags
+  while [ "$1" != "--" ]; do launch+=("$1"); shift; done; shift
+  flags=("$@")
+  rm -rf "$work/sck"
+  timeout 300 "${launch[@]}" "$bin" train "${small[@]}" "${flags[@]}" --steps 200 > "$work/s_full.log" 2>&1 ||
+    { fail "$name: uninterrupted run: $(tail -3 "$work/s_full.log")"; return; }
+  # (no timeout(1) here: it would take the signal itself; ctest's timeout guards against a hang)
+  "${launch[@]}" "$bin" train "${small[@]}" "${flags[@]}" --steps 200 --save-dir "$work/sck" --save-every 5 \
+    > "$work/s_int.log" 2>&1 &
+  local pid=$! rc at
+  for _ in $(seq 1 600); do [ -f "$work/sck/step_000005/state.safetensors.index.json" ] && break; sleep 0.1; done
+  kill -"$sig" $pid; wait $pid; rc=$?
+  at=$(sed -n 's/.*stopped on request after step \([0-9]*\); resume with --resume .*/\1/p' "$work/s_int.log")
+  [ $rc -ne 0 ] && [ -n "$at" ] && [ "$at" -lt 200 ] && grep -q "resume with --resume $work/sck/step_$(printf %06d "$at")$" "$work/s_int.log" &&
+    ok || { fail "$name: $sig stops the run naming its checkpoint (rc $rc): $(tail -3 "$work/s_int.log")"; return; }
+  timeout 300 "${launch[@]}" "$bin" train "${small[@]}" "${flags[@]}" --steps 200 --resume "$work/sck/step_$(printf %06d "$at")" \
+    > "$work/s_res.log" 2>&1 || { fail "$name: resume: $(tail -3 "$work/s_res.log")"; return; }
+  local a b
+  a=$(hash_of "$work/s_full.log"); b=$(hash_of "$work/s_res.log")
+  [ -n "$a" ] && [ "$a" = "$b" ] && ok || fail "$name: stopped at step $at and resumed: weights $b, uninterrupted $a"
+}
+stop_and_resume "threads 1f1b P=2" INT env -- --set n_layers=2 --stages 2 --pipeline 1f1b --microbatches 2
+NB_PIPELINE_FAULT= stop_and_resume "MPI 2bw+EF P=3" USR1 "${mpi[@]}" -np 3 -- --set n_layers=3 --stages 3 --pipeline 2bw \
+  --ef 1 --microbatches 3 --transport mpi --threads-per-stage 1
 finish

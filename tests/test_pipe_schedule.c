@@ -388,7 +388,62 @@ static void test_version_tables(void) {
           "gpipe takes no table (%s)", nb_last_error());
 }
 
+/* The index of stage s's update `step` in its list (its length when absent). */
+static size_t update_index(const nb_pipe_schedule *sc, int s, int step) {
+    for (size_t k = sc->start[s]; k < sc->start[s + 1]; k++)
+        if (sc->actions[k].op == NB_PIPE_UPDATE && sc->actions[k].step == step) return k - sc->start[s];
+    return sc->start[s + 1] - sc->start[s];
+}
+
+/* A run stopped on request (src/train/pipeline.c): the first stage decides at its update t to end
+ * after step F = t + 2P + 2; every other stage learns it at its update t + P + 1 (the latest it
+ * can have reached meanwhile) and switches to the truncated schedule. That is sound only if the
+ * truncated lists start as the full ones up to those updates, and validate. Checked for every kind,
+ * depth and decision step, with the synchronous start and cooldown's mixed versions too. */
+static void test_truncation(void) {
+    int cases = 0, good = 0;
+    for (int ki = 0; ki < 4; ki++)
+        for (int P = 1; P <= 4; P++)
+            for (int M = P; M <= P + 1; M++)
+                for (int mixed = 0; mixed < 2; mixed++) {
+                    const nb_pipe_kind kind = kinds[ki];
+                    const int Mk = kind == NB_PIPE_PIPEDREAM ? 1 : M, S = 14 + 2 * P;
+                    if (mixed && kind == NB_PIPE_GPIPE) continue;
+                    int *v = malloc(sizeof(int) * (size_t)S * P);
+                    for (int t = 0; t < S; t++)  /* mixed: steps 2..4 synchronous, as after a sync start */
+                        for (int st = 0; st < P; st++)
+                            v[t * P + st] = mixed && t >= 2 && t <= 4 ? t : nb_pipe_version_rule(kind, P, st, t);
+                    nb_pipe_schedule full;
+                    int rc = kind == NB_PIPE_GPIPE ? nb_pipe_generate(&full, kind, P, Mk, S)
+                                                   : nb_pipe_generate_versions(&full, kind, P, Mk, S, v);
+                    free(v);
+                    if (rc) {
+                        CHECK(0, "%s P=%d M=%d: %s", nb_pipe_kind_name(kind), P, Mk, nb_last_error());
+                        continue;
+                    }
+                    for (int t = 0; t + 2 * P + 2 < S - 1; t++) {
+                        const int F = t + 2 * P + 2;
+                        nb_pipe_schedule cut;
+                        cases++;
+                        if (nb_pipe_truncate(&full, F + 1, &cut)) continue;
+                        int ok = !nb_pipe_validate(&cut) && cut.n_steps == F + 1;
+                        for (int st = 0; st < P && ok; st++) {
+                            size_t at = update_index(&full, st, st ? t + P + 1 : t);
+                            ok = nb_pipe_common_prefix(&full, &cut, st) > at &&
+                                 update_index(&cut, st, F) < cut.start[st + 1] - cut.start[st];
+                        }
+                        good += ok;
+                        if (!ok) fprintf(stderr, "  truncation fails: %s P=%d M=%d mixed=%d t=%d\n", nb_pipe_kind_name(kind), P, Mk, mixed, t);
+                        nb_pipe_free(&cut);
+                    }
+                    nb_pipe_free(&full);
+                }
+    CHECK(cases > 100 && good == cases, "a schedule cut at F + 1 steps runs as the full one until the stop is known (%d of %d)",
+          good, cases);
+}
+
 int main(void) {
+    test_truncation();
     test_version_tables();
     test_bubble_exact();
     test_2bw_steady_state();

@@ -61,6 +61,12 @@ int nb_pipe_generate_versions(nb_pipe_schedule *out, nb_pipe_kind kind, int n_st
                               const int *versions);
 /* The version stage s uses for step t: the schedule's table, or the kind's rule. */
 int nb_pipe_step_version(const nb_pipe_schedule *s, int stage, int step);
+/* The schedule of full's first n_steps steps, each on the same versions, that ends there (its
+ * last steps drain instead of streaming into the next): what a run stopped early runs. */
+int nb_pipe_truncate(const nb_pipe_schedule *full, int n_steps, nb_pipe_schedule *out);
+/* How many leading actions stage's lists in a and b have in common: a worker may switch from a to b
+ * while it has run fewer. */
+size_t nb_pipe_common_prefix(const nb_pipe_schedule *a, const nb_pipe_schedule *b, int stage);
 /* An empty schedule with room for the given number of actions per stage (counts[s]); the
  * caller fills actions (tests build hand-made schedules this way). */
 int nb_pipe_alloc(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int n_micro, int n_steps,

@@ -31,7 +31,9 @@ static int data_vocab(const char *dir) {
     return v;
 }
 
-/* SIGINT and SIGTERM finish the current step, save a checkpoint (with --save-dir) and exit. */
+/* SIGINT and SIGTERM finish the current step (a pipeline: a few steps more, see docs/pipeline.md),
+ * save a checkpoint (with --save-dir) and exit. SIGUSR1 too: Open MPI's mpirun forwards it to every
+ * rank, while it answers SIGINT and SIGTERM by killing the job after a few seconds. */
 static void on_signal(int sig) {
     (void)sig;
     nb_train_request_stop();
@@ -235,6 +237,7 @@ int cmd_train(int argc, char **argv) {
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
     /* Past a file-size limit a write then fails (EFBIG) and the run reports it like a full disk,
      * instead of being killed mid-checkpoint. */
     signal(SIGXFSZ, SIG_IGN);

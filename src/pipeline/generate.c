@@ -79,6 +79,29 @@ int nb_pipe_step_version(const nb_pipe_schedule *s, int stage, int step) {
     return nb_pipe_version_rule(s->kind, s->n_stages, stage, step);
 }
 
+int nb_pipe_truncate(const nb_pipe_schedule *full, int n_steps, nb_pipe_schedule *out) {
+    const int P = full->n_stages;
+    if (n_steps < 1 || n_steps > full->n_steps)
+        return nb_fail("truncating a schedule of %d steps to %d: expected 1 .. %d", full->n_steps, n_steps, full->n_steps);
+    if (full->kind == NB_PIPE_GPIPE) return nb_pipe_generate(out, full->kind, P, full->n_micro, n_steps);
+    int *versions = malloc(sizeof(int) * (size_t)n_steps * P);
+    if (!versions) return nb_fail("out of memory");
+    for (int t = 0; t < n_steps; t++)
+        for (int s = 0; s < P; s++) versions[(size_t)t * P + s] = nb_pipe_step_version(full, s, t);
+    int rc = nb_pipe_generate_versions(out, full->kind, P, full->n_micro, n_steps, versions);
+    free(versions);
+    return rc;
+}
+
+size_t nb_pipe_common_prefix(const nb_pipe_schedule *a, const nb_pipe_schedule *b, int stage) {
+    size_t n = 0, na = a->start[stage + 1] - a->start[stage], nb = b->start[stage + 1] - b->start[stage];
+    const nb_pipe_action *x = a->actions + a->start[stage], *y = b->actions + b->start[stage];
+    while (n < na && n < nb && x[n].op == y[n].op && x[n].mb == y[n].mb && x[n].step == y[n].step &&
+           x[n].version == y[n].version)
+        n++;
+    return n;
+}
+
 size_t nb_pipe_n_actions(const nb_pipe_schedule *s) { return s->start ? s->start[s->n_stages] : 0; }
 
 typedef struct {

@@ -14,7 +14,9 @@
  *   EVAL b / EVAL_LOSS t activations of validation batch b / last -> first: the loss
  *   DONE / PARAMS        every -> first at the end: timings, memory, (MPI) the final weights
  *   SAVED t              every -> first: the stage has written its part of the checkpoint after
- *                        update t (or failed to: why); the first then completes the checkpoint */
+ *                        update t (or failed to: why); the first then completes the checkpoint
+ *   END t                first -> every: after its update t, the step the run ends at (a stop on
+ *                        request moves it; see stop_on_request) */
 #define _GNU_SOURCE /* CPU sets, pthread_setaffinity_np */
 #include <errno.h>
 #include <math.h>
@@ -35,7 +37,7 @@
 #include "util/error.h"
 
 enum { TAG_ACT, TAG_GRAD, TAG_TIED_GRAD, TAG_TIED_W, TAG_NORM, TAG_STATS, TAG_EVAL, TAG_EVAL_LOSS, TAG_DONE, TAG_PARAMS,
-       TAG_SAVED };
+       TAG_SAVED, TAG_END };
 
 /* Indices wrap at 2^16: far more than the messages of one pair ever in flight at once. */
 static int tag(int kind, int index) { return kind + 16 * (index & 0xffff); }
@@ -56,6 +58,8 @@ typedef struct {
 } stage_report;
 
 typedef struct worker worker;
+
+enum { STOP_REPORTED = 2 };  /* worker.stopped: the run ended early on request, every stage done */
 
 typedef struct {
     const nb_train_options *o;
@@ -80,6 +84,11 @@ typedef struct {
 struct worker {
     run_shared *sh;
     int s;
+    const nb_pipe_schedule *sc;  /* the schedule this stage runs: the run's, or its cut at a stop */
+    nb_pipe_schedule cut;
+    size_t pos;     /* the running action's index in this stage's list */
+    int end;        /* the steps this run ends after: sh->S, or fewer when stopped on request */
+    int stopped;    /* the run ended early on request: the first stage's error says where to resume */
     int ready;      /* set up (by the main thread, on the threads transport) */
     uint64_t *step_pos;  /* first stage: the loader's position at the start of each step */
     nb_link *link;
@@ -233,6 +242,42 @@ static int evaluate(worker *w, int step, double *val);
 static void report_step(worker *w, int t);
 static int checkpoint(worker *w, int step);
 
+/* ---- stopping on request (SIGINT, SIGTERM) ----
+ * The stages are at different steps when the signal comes, and a pipeline cannot just stop: every
+ * message in flight must still be received. So the first stage, at its update t, picks the last
+ * step F = t + 2P + 2, and every stage switches to the schedule cut after F (nb_pipe_truncate),
+ * which drains there; the last step's checkpoint is then saved as usual. The others learn the end
+ * from END messages: the first sends END t after each update t, and stage s receives END u - P - 1
+ * at its update u. The first has always sent it by then (its update u - P - 1 comes before any
+ * forward of step u: no kind's versions are more than P steps old), and until the switch the cut
+ * schedule runs exactly as the full one (test_pipe_schedule checks every kind, depth and step). */
+static int switch_to_end(worker *w, int end) {
+    if (end == w->end) return 0;
+    if (w->stopped) return nb_fail("stage %d: asked to end after step %d, already ending after %d", w->s, end, w->end);
+    if (nb_pipe_truncate(w->sh->sc, end, &w->cut)) return -1;
+    if (nb_pipe_common_prefix(w->sc, &w->cut, w->s) <= w->pos)
+        return nb_fail("stage %d: cannot end after step %d from action %zu of its schedule", w->s, end, w->pos);
+    w->sc = &w->cut;
+    w->end = end;
+    w->stopped = 1;
+    return 0;
+}
+
+static int stop_on_request(worker *w, int step) {
+    run_shared *sh = w->sh;
+    const int P = sh->P;
+    if (is_first(w)) {
+        const int last = step + 2 * P + 2;
+        if (!w->stopped && train_stop_requested() && last < w->end - 1 && switch_to_end(w, last + 1)) return -1;
+        for (int i = 1; i < P && step <= w->end - P - 2; i++)  /* only the END messages some stage receives */
+            if (nb_link_send(w->link, i, tag(TAG_END, step), &w->end, sizeof w->end)) return -1;
+        return 0;
+    }
+    int end;
+    if (step - P - 1 < sh->start) return 0;
+    return recv_waiting(w, 0, tag(TAG_END, step - P - 1), &end, sizeof end) || switch_to_end(w, end);
+}
+
 /* Update t: the one-process train_step's second half, for this stage. */
 static int run_update(worker *w, int step) {
     run_shared *sh = w->sh;
@@ -284,12 +329,9 @@ static int run_update(worker *w, int step) {
     }
     if (step == sh->steady_from - 1) w->steady[0] = mark_now(w);
     if (step == sh->steady_to - 1) w->steady[1] = mark_now(w);
-    int last = step == sh->S - 1;
+    if (stop_on_request(w, step)) return -1;
+    int last = step == w->end - 1;
     if (o->save_dir && (last || (o->save_every && (step + 1) % o->save_every == 0)) && checkpoint(w, step)) return -1;
-    if (is_first(w) && !last && train_stop_requested()) {
-        if (sh->last_saved[0]) return nb_fail("stopped on request after step %d; resume with --resume %s", step + 1, sh->last_saved);
-        return nb_fail("stopped on request after step %d (no checkpoint saved)", step + 1);
-    }
     double val = NAN;
     if (o->val_pattern && (last || (o->eval_every && (step + 1) % o->eval_every == 0)) && evaluate(w, step, &val))
         return -1;
@@ -432,6 +474,7 @@ static int resume_stage(worker *w) {
 /* ---- one worker ---- */
 
 static void worker_free(worker *w) {
+    nb_pipe_free(&w->cut);
     for (int i = 0; w->slots && i < w->n_slots; i++) nb_acts_free(w->slots[i]);
     nb_acts_free(w->eval_slot);
     free(w->slots);
@@ -552,11 +595,11 @@ static int injected_fault(const worker *w, int step) {
 }
 
 static int run_actions(worker *w) {
-    const nb_pipe_schedule *sc = w->sh->sc;
     w->t0 = train_now();
     w->steady[0] = mark_now(w);
-    for (size_t k = sc->start[w->s]; k < sc->start[w->s + 1]; k++) {
-        const nb_pipe_action *a = &sc->actions[k];
+    /* w->sc may be cut short during an update (stop_on_request); its list starts as before. */
+    for (w->pos = 0; w->pos < w->sc->start[w->s + 1] - w->sc->start[w->s]; w->pos++) {
+        const nb_pipe_action *a = &w->sc->actions[w->sc->start[w->s] + w->pos];
         int rc;
         if (a->step < w->sh->start) continue;  /* done before the checkpoint this run resumed */
         if (a->op == NB_PIPE_FORWARD) rc = run_forward(w, a);
@@ -603,7 +646,7 @@ static void *worker_main(void *arg) {
     if (rc) {
         snprintf(w->error, sizeof w->error, "%s", nb_last_error());
         w->failed = 1;
-        nb_link_fail(w->link, w->error);
+        if (w->stopped != STOP_REPORTED) nb_link_fail(w->link, w->error);  /* the others have finished */
     }
     free(reports);
     return NULL;
@@ -699,6 +742,11 @@ static int finish(worker *w, stage_report *reports) {
                 nb_link_recv(w->link, i, tag(TAG_PARAMS, 0), st->params, sizeof(float) * st->n_params))
                 return -1;
         }
+    }
+    if (w->stopped) {
+        w->stopped = STOP_REPORTED;
+        if (o->save_dir) return nb_fail("stopped on request after step %d; resume with --resume %s", w->end, sh->last_saved);
+        return nb_fail("stopped on request after step %d (no --save-dir: nothing saved)", w->end);
     }
     nb_model_sync_tied_copy(sh->model);
     nb_train_result *res = w->res;
@@ -805,6 +853,7 @@ static int run_threads(run_shared *sh, worker *ws) {
     for (int i = 0; i < started; i++) pthread_join(tids[i], NULL);
     const char *failure = nb_hub_failure(hub);
     if (failure && !rc) rc = nb_fail("%s", failure);
+    if (!rc && ws[0].failed) rc = nb_fail("%s", ws[0].error);  /* stopped on request */
     nb_hub_free(hub);
     free(tids);
     return rc;
@@ -871,7 +920,8 @@ int train_pipeline(const nb_train_options *o, nb_train_result *res) {
     }
     if (make_schedule(o, &sc)) goto done;
     nb_model_init(&model, o->seed);
-    for (int i = 0; i < o->stages; i++) ws[i] = (worker){.sh = &sh, .s = i, .st = &model.stages[i], .res = res};
+    for (int i = 0; i < o->stages; i++)
+        ws[i] = (worker){.sh = &sh, .s = i, .sc = &sc, .end = S, .st = &model.stages[i], .res = res};
     sh.workers = ws;
     if (o->transport == NB_TRANSPORT_MPI) {
         rc = run_mpi(&sh, ws);
