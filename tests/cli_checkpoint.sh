@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Checkpoints from the command line: resuming with another split and another configuration, a full disk
 # while saving (the previous checkpoint stays intact and is named), runs killed with SIGKILL at varied
-# moments (the newest complete checkpoint always resumes to the uninterrupted run's weights), and
-# corrupt model.safetensors / state.safetensors / config.json refused with messages naming the problem.
+# moments (the newest complete checkpoint always resumes to the uninterrupted run's weights), metrics.jsonl
+# after a resume into a crashed run's folder (each step once), and corrupt model.safetensors /
+# state.safetensors / config.json (a flipped byte of tensor data too) refused with messages naming the problem.
 set -u
 bin=${1:?usage: cli_checkpoint.sh path/to/nobubble}
 source "$(dirname "$0")/support/cli_harness.sh"
@@ -39,6 +40,26 @@ train --steps 6 --lr 0.002 --resume "$work/s2/step_000003" --override > /dev/nul
 expect_error "another model refused even with --override" "model n_layers 1 (checkpoint: 2)" \
   "$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 --steps 6 --resume "$work/s2/step_000003" --override
 expect_error "--override without --resume" "--override needs --resume" train --steps 2 --override
+
+# ---- metrics.jsonl after a crash: the run went on past its checkpoint at step 3 (its lines of steps 4..6
+# are there, then a line cut by kill -9); resumed from step 3, each step has one line, equal to the
+# uninterrupted run's but for the timings. Once for each trainer (one process, and a real pipeline).
+steps_of() { sed -n 's/^{"step": \([0-9]*\),.*/\1/p' "$1/metrics.jsonl" | tr '\n' ' '; }
+untimed() { sed 's/"time_s": [^,]*, "tokens_per_s": [^,]*, //' "$1/metrics.jsonl"; }
+train --steps 6 --stages 2 --pipeline 2bw --microbatches 2 --save-dir "$work/p2" --save-every 3 --out "$work/pwhole" > /dev/null 2>&1 \
+  || fail "2-stage pipeline run"
+for kind in sim pipe; do
+  if [ $kind = sim ]; then src=whole; save=s2; extra=(); else src=pwhole; save=p2; extra=(--pipeline 2bw --microbatches 2); fi
+  rm -rf "$work/again"; cp -r "$work/$src" "$work/again"
+  printf '{"step": 7, "train_lo' >> "$work/again/metrics.jsonl"
+  train --steps 6 --stages 2 "${extra[@]}" --resume "$work/$save/step_000003" --out "$work/again" > "$work/again.log" 2>&1 \
+    || fail "$kind: resume into the crashed run's folder: $(cat "$work/again.log")"
+  [ "$(steps_of "$work/again")" = "1 2 3 4 5 6 " ] && ok \
+    || fail "$kind: metrics.jsonl has each step once, in order: steps $(steps_of "$work/again")"
+  check "$kind: metrics.jsonl equals the uninterrupted run's (timings aside)" \
+    diff <(untimed "$work/$src") <(untimed "$work/again")
+  check "$kind: no temporary left beside it" test -z "$(find "$work/again" -name '*.tmp.*')"
+done
 
 # ---- a full disk: a file-size limit (RLIMIT_FSIZE; nobubble ignores SIGXFSZ, so the write fails with
 # EFBIG as on a full disk) that model.safetensors (1 MB) fits under and state.safetensors (3 MB) does not.
@@ -118,6 +139,15 @@ corrupt; patch "$work/bad/state.safetensors" '"next_step":"6"' '"next_step":"x"'
 expect_error "bad metadata in the state" "metadata 'next_step' = 'x' is not an integer" resume_bad
 corrupt; patch "$work/bad/state.safetensors" '"state_format":"2"' '"state_format":"1"'
 expect_error "another state format" "state format 1, this nobubble reads format 2" resume_bad
+# flip BYTE_FROM_END FILE: flips a bit of a byte of the tensor data, counted from the end of the file
+flip() { local at b; at=$(( $(stat -c %s "$2") - $1 )); b=$(od -An -tu1 -j "$at" -N1 "$2" | tr -d ' ')
+         printf "\\$(printf '%03o' $(( b ^ 16 )))" | dd of="$2" bs=1 seek="$at" conv=notrunc status=none; }
+corrupt; flip 5 "$work/bad/state.safetensors"
+expect_error "a flipped byte in the state's tensor data" \
+  "state.safetensors: tensor '.*': data checksum mismatch (.*): the file is corrupt" resume_bad
+corrupt; flip 5 "$work/bad/model.safetensors"
+expect_error "a flipped byte in the model's tensor data" \
+  "model.safetensors: tensor '.*': data checksum mismatch (.*): the file is corrupt" eval_bad
 corrupt; truncate -s -100 "$work/bad/model.safetensors"
 expect_error "truncated model" "model.safetensors: tensor .* run past the end of the file" eval_bad
 corrupt; printf 'X' | dd of="$work/bad/model.safetensors" bs=1 seek=8 conv=notrunc status=none

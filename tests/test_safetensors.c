@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "check.h"
+#include "checkpoint/checksum.h"
 #include "data/dutil.h"
 #include "nobubble/checkpoint.h"
 
@@ -70,20 +71,22 @@ static void test_spec_bytes(void) {
     CHECK(nb_st_write(pathf("spec.safetensors"), &t, 1, NULL, 0) == 0, "write: %s", nb_last_error());
     size_t n;
     unsigned char *p = check_slurp(pathf("spec.safetensors"), &n);
-    /* JSON: 85 bytes by hand, padded with 3 spaces to 88; then 8 tensor bytes: 104 in all */
-    const char *json = "{\"__metadata__\":{\"format\":\"pt\"},\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
-    CHECK(strlen(json) == 85, "hand-computed JSON length");
-    CHECK(p && n == 104, "file size %zu, expected 8 + 88 + 8 = 104", n);
-    if (!p || n != 104) { free(p); return; }
-    unsigned char len8[8] = {88, 0, 0, 0, 0, 0, 0, 0};
-    CHECK(memcmp(p, len8, 8) == 0, "header length field is not 88 little-endian");
-    CHECK(memcmp(p + 8, json, 85) == 0, "header JSON differs: %.88s", (const char *)p + 8);
-    CHECK(memcmp(p + 8 + 85, "   ", 3) == 0, "padding is not 3 spaces");
+    /* JSON: 132 bytes by hand (the checksum is tools/reference/nbh64.py's for the 8 tensor bytes),
+     * padded with 4 spaces to 136; then 8 tensor bytes: 152 in all */
+    const char *json = "{\"__metadata__\":{\"format\":\"pt\",\"nobubble.checksum:a\":\"nbh64:311c57a2e0385f45\"},"
+                       "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+    CHECK(strlen(json) == 132, "hand-computed JSON length");
+    CHECK(p && n == 152, "file size %zu, expected 8 + 136 + 8 = 152", n);
+    if (!p || n != 152) { free(p); return; }
+    unsigned char len8[8] = {136, 0, 0, 0, 0, 0, 0, 0};
+    CHECK(memcmp(p, len8, 8) == 0, "header length field is not 136 little-endian");
+    CHECK(memcmp(p + 8, json, 132) == 0, "header JSON differs: %.136s", (const char *)p + 8);
+    CHECK(memcmp(p + 8 + 132, "    ", 4) == 0, "padding is not 4 spaces");
     /* 1.0f = 0x3F800000, -2.0f = 0xC0000000, little-endian */
     unsigned char data[8] = {0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x00, 0xC0};
-    CHECK(memcmp(p + 96, data, 8) == 0, "tensor bytes differ");
+    CHECK(memcmp(p + 144, data, 8) == 0, "tensor bytes differ");
     nbd_json root;
-    CHECK(nbd_json_parse((const char *)p + 8, 88, &root, "spec header") == 0, "header does not parse: %s", nb_last_error());
+    CHECK(nbd_json_parse((const char *)p + 8, 136, &root, "spec header") == 0, "header does not parse: %s", nb_last_error());
     const nbd_json *ta = nbd_json_get(&root, "a"), *md = nbd_json_get(&root, "__metadata__");
     CHECK(md && nbd_json_get(md, "format") && !strcmp(nbd_json_get(md, "format")->str, "pt"), "__metadata__.format != pt");
     const nbd_json *off = ta ? nbd_json_get(ta, "data_offsets") : NULL;
@@ -103,7 +106,8 @@ static void test_spec_bytes(void) {
     CHECK(nbd_json_parse((const char *)p + 8, N, &root, "meta header") == 0, "meta header parse: %s", nb_last_error());
     const nbd_json *ob = nbd_json_get(&root, "b"), *os = nbd_json_get(&root, "s");
     md = nbd_json_get(&root, "__metadata__");
-    CHECK(md && md->n == 3 && !strcmp(nbd_json_get(md, "producer")->str, "nobubble \"x\""), "metadata not written");
+    /* format, the two given, a checksum per tensor */
+    CHECK(md && md->n == 6 && !strcmp(nbd_json_get(md, "producer")->str, "nobubble \"x\""), "metadata not written");
     CHECK(ob && nbd_json_get(ob, "data_offsets")->items[1].i == 24, "b offsets");
     CHECK(os && nbd_json_get(os, "shape")->n == 0 && nbd_json_get(os, "data_offsets")->items[0].i == 24 &&
               nbd_json_get(os, "data_offsets")->items[1].i == 28, "scalar offsets");
@@ -125,6 +129,9 @@ static void test_spec_bytes(void) {
     CHECK(nb_st_write(pathf("dup.safetensors"), &five, 1, NULL, 0) == -1, "5-D written");
     const char *fmt[2] = {"format", "np"};
     CHECK(nb_st_write(pathf("dup.safetensors"), &t, 1, fmt, 1) == -1, "metadata format overridden");
+    const char *sum[2] = {"nobubble.checksum:a", "nbh64:0000000000000000"};
+    CHECK(nb_st_write(pathf("dup.safetensors"), &t, 1, sum, 1) == -1 && strstr(nb_last_error(), "reserved"),
+          "a checksum key given by the caller was written");
     CHECK(access(pathf("dup.safetensors"), F_OK) != 0, "a refused write left a file");
 }
 
@@ -181,6 +188,133 @@ static void test_half(void) {
               h[4] == 0.333251953125f && h[5] == 65504.0f,
           "F16 values %g %g %g %g %g %g", h[0], h[1], h[2], h[3], h[4], h[5]);
     nb_st_close(&f);
+}
+
+/* ------------------------------------------------------------ checksums */
+/* nbh64 as docs/checkpoints.md defines it, word by word with no streaming or blocks: the reference
+ * nb_st_checksum is checked against. */
+static uint64_t ref_mix(uint64_t x) {
+    x = (x ^ (x >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    x = (x ^ (x >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return x ^ (x >> 31);
+}
+
+static uint64_t ref_nbh64(const unsigned char *b, size_t n) {
+    const uint64_t G = UINT64_C(0x9E3779B97F4A7C15);
+    uint64_t lane[4] = {G, 2 * G, 3 * G, 4 * G}, h = n;
+    for (size_t j = 0; 8 * j < n; j++) {
+        uint64_t w = 0;
+        for (size_t k = 0; k < 8 && 8 * j + k < n; k++) w |= (uint64_t)b[8 * j + k] << (8 * k);
+        uint64_t x = (lane[j % 4] ^ w) * G;
+        lane[j % 4] = x ^ (x >> 29);
+    }
+    for (int i = 0; i < 4; i++) h = ref_mix(h ^ lane[i]);
+    return h;
+}
+
+static void test_checksum_values(void) {
+    /* from `python3 tools/reference/nbh64.py --vectors`: the first k of the bytes 0, 1, 2, ... */
+    static const struct { size_t k; uint64_t want; } vec[] = {
+        {0, UINT64_C(0xaaffdc6c8cf7420b)},  {1, UINT64_C(0x90422c49d61d2439)},  {7, UINT64_C(0x523f454400269fbe)},
+        {8, UINT64_C(0xef69074d4080fbeb)},  {31, UINT64_C(0xb7dfe298f250a2e5)}, {32, UINT64_C(0x6cfec7851e10fbf5)},
+        {33, UINT64_C(0x8753b1118af4f0ac)}, {100, UINT64_C(0xe4807bbd52e2127e)}};
+    unsigned char b[300];
+    for (int i = 0; i < 300; i++) b[i] = (unsigned char)i;
+    for (size_t v = 0; v < sizeof vec / sizeof vec[0]; v++)
+        CHECK(nb_st_checksum(b, vec[v].k) == vec[v].want, "nbh64 of %zu bytes: %016llx, python says %016llx", vec[v].k,
+              (unsigned long long)nb_st_checksum(b, vec[v].k), (unsigned long long)vec[v].want);
+    uint64_t x = 12345;
+    for (int i = 0; i < 300; i++) b[i] = (unsigned char)((x = x * 6364136223846793005ULL + 1442695040888963407ULL) >> 56);
+    int same = 1, streamed = 1;
+    for (size_t n = 0; n <= 300; n++) {
+        same &= nb_st_checksum(b, n) == ref_nbh64(b, n);
+        nbh64 h;   /* the same bytes in pieces of 1 to 37 bytes */
+        nbh64_init(&h);
+        for (size_t at = 0, piece = n % 37 + 1; at < n; at += piece) nbh64_update(&h, b + at, n - at < piece ? n - at : piece);
+        streamed &= nbh64_final(&h) == nb_st_checksum(b, n);
+    }
+    CHECK(same, "nb_st_checksum differs from the word-by-word reference");
+    CHECK(streamed, "the checksum in pieces differs from the one of the whole");
+    uint64_t whole = nb_st_checksum(b, 100);
+    int changed = 1;   /* every flipped bit changes it (each step is invertible) */
+    for (int bit = 0; bit < 800; bit++) {
+        b[bit / 8] ^= (unsigned char)(1 << bit % 8);
+        changed &= nb_st_checksum(b, 100) != whole;
+        b[bit / 8] ^= (unsigned char)(1 << bit % 8);
+    }
+    CHECK(changed, "a flipped bit left the checksum as it was");
+}
+
+static void flip_byte(const char *path, long at) {
+    FILE *f = fopen(path, "r+b");
+    if (!f) return;
+    fseek(f, at, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, at, SEEK_SET);
+    fputc(c ^ 0x10, f);
+    fclose(f);
+}
+
+/* Reads tensor name of path (n values) after flipping the byte `at` of its data; 0 when read. */
+static int read_flipped(const char *name, const char *tensor, size_t n, long at) {
+    nb_st_file f;
+    if (nb_st_open(pathf(name), &f)) {
+        CHECK(0, "open %s: %s", name, nb_last_error());
+        return -1;
+    }
+    const nb_st_entry *e = nb_st_find(&f, tensor);
+    if (at >= 0 && e) flip_byte(pathf(name), (long)(f.data_start + e->begin) + at);
+    float *out = malloc(sizeof(float) * (n ? n : 1));
+    int r = nb_st_read_f32(&f, tensor, out, n);
+    free(out);
+    nb_st_close(&f);
+    return r;
+}
+
+static void expect_mismatch(const char *name, const char *tensor, const char *what) {
+    const char *e = nb_last_error();
+    char want[300];
+    snprintf(want, sizeof want, "%s: tensor '%s': data checksum mismatch", pathf(name), tensor);
+    CHECK(strstr(e, want) && strstr(e, "the file is corrupt"), "%s: the error does not name file and tensor: %s", what, e);
+}
+
+static void test_checksum_file(void) {
+    enum { BIG = 300000 };   /* 1.2 MB: read in two pieces */
+    float small[3] = {1, 2, 3}, *big = malloc(sizeof(float) * BIG);
+    for (int i = 0; i < BIG; i++) big[i] = (float)i * 0.25f;
+    nb_st_tensor t[3] = {{"small", 1, {3}, small}, {"big", 1, {BIG}, big}, {"empty", 1, {0}, NULL}};
+    const char *names[3] = {"sum.safetensors", "sum_small.safetensors", "sum_big.safetensors"};
+    for (int i = 0; i < 3; i++) CHECK(nb_st_write(pathf(names[i]), t, 3, NULL, 0) == 0, "write: %s", nb_last_error());
+    free(big);
+    CHECK(!read_flipped(names[0], "small", 3, -1) && !read_flipped(names[0], "big", BIG, -1) &&
+              !read_flipped(names[0], "empty", 0, -1), "an intact file: %s", nb_last_error());
+    CHECK(read_flipped(names[1], "small", 3, 5) == -1, "a flipped byte in 'small' was read");
+    expect_mismatch(names[1], "small", "small");
+    CHECK(read_flipped(names[1], "big", BIG, -1) == 0, "the intact tensor next to it: %s", nb_last_error());
+    CHECK(read_flipped(names[2], "big", BIG, 1100000) == -1, "a flipped byte in the second piece of 'big' was read");
+    expect_mismatch(names[2], "big", "big");
+
+    /* no checksums (files from Hugging Face): read as before, a flipped byte unnoticed */
+    float a[2] = {1.0f, -2.0f};
+    write_raw("nosum.safetensors", "{\"__metadata__\":{\"format\":\"pt\"},\"a\":{\"dtype\":\"F32\",\"shape\":[2],"
+              "\"data_offsets\":[0,8]}}", REAL_LEN, a, 8);
+    CHECK(read_flipped("nosum.safetensors", "a", 2, 1) == 0, "a file without checksums: %s", nb_last_error());
+    /* a BF16 tensor with a checksum of its 2-byte values (the 16-bit reader hashes too) */
+    unsigned char h16[4] = {0x80, 0x3F, 0x40, 0xC0};
+    char header[300];
+    snprintf(header, sizeof header, "{\"__metadata__\":{\"nobubble.checksum:b\":\"nbh64:%016llx\"},"
+             "\"b\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]}}", (unsigned long long)nb_st_checksum(h16, 4));
+    write_raw("sum16.safetensors", header, REAL_LEN, h16, 4);
+    CHECK(read_flipped("sum16.safetensors", "b", 2, -1) == 0, "BF16 with its checksum: %s", nb_last_error());
+    CHECK(read_flipped("sum16.safetensors", "b", 2, 3) == -1, "a flipped BF16 byte was read");
+    expect_mismatch("sum16.safetensors", "b", "BF16");
+    /* a checksum for no tensor is ignored; a malformed one refused */
+    write_raw("orphan.safetensors", "{\"__metadata__\":{\"nobubble.checksum:x\":\"?\"},"
+              "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", REAL_LEN, a, 8);
+    CHECK(read_flipped("orphan.safetensors", "a", 2, -1) == 0, "a checksum of no tensor: %s", nb_last_error());
+    write_raw("badsum.safetensors", "{\"__metadata__\":{\"nobubble.checksum:a\":\"nbh64:12345\"},"
+              "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", REAL_LEN, a, 8);
+    expect_reject("badsum.safetensors", "metadata 'nobubble.checksum:a' = 'nbh64:12345' is not a checksum");
 }
 
 /* ------------------------------------------------------------ rejections */
@@ -536,6 +670,8 @@ int main(void) {
     test_spec_bytes();
     test_roundtrip();
     test_half();
+    test_checksum_values();
+    test_checksum_file();
     test_reject();
     test_export_import();
     test_same_file();

@@ -17,9 +17,15 @@ typedef struct nb_st_tensor {
     const float *data;                     /* prod(shape) floats, row-major */
 } nb_st_tensor;
 
+/* The metadata key of a tensor's checksum: NB_ST_CHECKSUM_KEY "<tensor name>", its value
+ * NB_ST_CHECKSUM_ALGO "<16 lowercase hex digits>" (nb_st_checksum of the tensor's bytes in the file). */
+#define NB_ST_CHECKSUM_KEY "nobubble.checksum:"
+#define NB_ST_CHECKSUM_ALGO "nbh64:"
+
 /* Writes path as safetensors: every tensor as F32, contiguous from 0 in the order given, and
  * "__metadata__": {"format": "pt"} plus n_meta extra string pairs (meta[2k] = key, meta[2k+1] =
- * value; a key may not be "format"; meta may be NULL when n_meta is 0). Atomic: a temporary
+ * value; a key may not be "format" nor begin with NB_ST_CHECKSUM_KEY; meta may be NULL when n_meta
+ * is 0), then each tensor's checksum. Atomic: a temporary
  * file in the same folder, flushed and fsync'ed, renamed over path, then the folder fsync'ed;
  * on failure path is untouched (a previous file stays as it was) and the temporary removed. */
 int nb_st_write(const char *path, const nb_st_tensor *tensors, int n, const char *const *meta, int n_meta);
@@ -36,6 +42,8 @@ typedef struct nb_st_entry {
     int64_t shape[NB_ST_MAX_DIMS];
     size_t numel;
     uint64_t begin, end;   /* byte offsets from the start of the tensor bytes */
+    int has_checksum;      /* the file's metadata holds one for this tensor (files nobubble writes) */
+    uint64_t checksum;
 } nb_st_entry;
 
 typedef struct nb_st_file {
@@ -51,16 +59,19 @@ typedef struct nb_st_file {
 
 /* Opens and validates path: the header length (within the file, at most 100 MB), the JSON,
  * each entry (dtype F32, F16 or BF16; shape; data_offsets matching dtype x shape), no
- * duplicate names, offsets contiguous from 0 to the end of the file without gaps or overlaps.
+ * duplicate names, offsets contiguous from 0 to the end of the file without gaps or overlaps,
+ * checksums well-formed (one for a tensor the file does not hold is ignored).
  * Errors name the file and the problem. The file stays open until nb_st_close. */
 int nb_st_open(const char *path, nb_st_file *f);
 void nb_st_close(nb_st_file *f);
 const nb_st_entry *nb_st_find(const nb_st_file *f, const char *name);   /* NULL when absent */
 const char *nb_st_meta(const nb_st_file *f, const char *key);           /* NULL when absent */
 /* Reads the tensor name into out[n] as float32 (F16 and BF16 converted exactly); n must be its
- * element count. */
+ * element count. When the file holds the tensor's checksum, the bytes read must match it. */
 int nb_st_read_f32(const nb_st_file *f, const char *name, float *out, size_t n);
 const char *nb_st_dtype_name(nb_st_dtype d);
+/* nbh64 of n bytes (docs/checkpoints.md): the checksum nb_st_write stores for each tensor. */
+uint64_t nb_st_checksum(const void *bytes, size_t n);
 
 /* ---- sharded files: a part per stage and an index (Hugging Face's layout for large models) ---- */
 typedef struct nb_st_set {

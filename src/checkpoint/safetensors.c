@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "checkpoint/checksum.h"
 #include "data/dutil.h"
 #include "nobubble/checkpoint.h"
 #include "util/error.h"
@@ -57,10 +58,26 @@ static int write_floats_le(FILE *f, const float *x, size_t n) {
     return 0;
 }
 
-int nb_st_write(const char *path, const nb_st_tensor *t, int n, const char *const *meta, int n_meta) {
-    if (n < 0 || n_meta < 0 || (n > 0 && !t) || (n_meta > 0 && !meta))
-        return nb_fail("%s: bad arguments to the safetensors writer", path);
-    /* validate every tensor before creating anything */
+/* nbh64 of the tensor's bytes as the file holds them (little-endian), converted in pieces on a
+ * big-endian host. */
+static uint64_t checksum_floats_le(const float *x, size_t n) {
+    if (host_is_le()) return nb_st_checksum(x, n * 4);
+    nbh64 h;
+    nbh64_init(&h);
+    unsigned char buf[4096];
+    for (size_t i = 0; i < n;) {
+        size_t k = 0;
+        for (; k < sizeof buf / 4 && i < n; k++, i++) {
+            uint32_t u;
+            memcpy(&u, &x[i], 4);
+            for (int b = 0; b < 4; b++) buf[4 * k + b] = (unsigned char)(u >> (8 * b));
+        }
+        nbh64_update(&h, buf, 4 * k);
+    }
+    return nbh64_final(&h);
+}
+
+static int check_tensors(const char *path, const nb_st_tensor *t, int n) {
     for (int i = 0; i < n; i++) {
         size_t numel = 0;
         if (!t[i].name || !t[i].name[0]) return nb_fail("%s: tensor %d has no name", path, i);
@@ -75,43 +92,78 @@ int nb_st_write(const char *path, const nb_st_tensor *t, int n, const char *cons
         for (int j = 0; j < i; j++)
             if (!strcmp(t[i].name, t[j].name)) return nb_fail("%s: tensor '%s' given twice", path, t[i].name);
     }
+    return 0;
+}
+
+static int check_meta(const char *path, const char *const *meta, int n_meta) {
     for (int k = 0; k < n_meta; k++) {
         if (!meta[2 * k] || !meta[2 * k + 1]) return nb_fail("%s: metadata entry %d is NULL", path, k);
         if (!strcmp(meta[2 * k], "format")) return nb_fail("%s: metadata key 'format' is reserved (always \"pt\")", path);
+        if (!strncmp(meta[2 * k], NB_ST_CHECKSUM_KEY, strlen(NB_ST_CHECKSUM_KEY)))
+            return nb_fail("%s: metadata key '%s': keys beginning with '%s' are reserved for the tensors' checksums",
+                           path, meta[2 * k], NB_ST_CHECKSUM_KEY);
         for (int j = 0; j < k; j++)
             if (!strcmp(meta[2 * k], meta[2 * j])) return nb_fail("%s: metadata key '%s' given twice", path, meta[2 * k]);
     }
+    return 0;
+}
 
-    nbd_buf h = {0};
-    int r = nbd_buf_put(&h, "{\"__metadata__\":{\"format\":\"pt\"", 30);
+/* ,"nobubble.checksum:<name>":"nbh64:<16 hex digits>" */
+static int put_checksum(nbd_buf *h, const char *name, uint64_t sum) {
+    nbd_buf key = {0};
+    int r = nbd_buf_printf(&key, "%s%s", NB_ST_CHECKSUM_KEY, name);
+    r = r || nbd_buf_put(h, ",", 1);
+    r = r || nbd_buf_json_str(h, key.p, key.n);
+    r = r || nbd_buf_printf(h, ":\"%s%016llx\"", NB_ST_CHECKSUM_ALGO, (unsigned long long)sum);
+    nbd_buf_free(&key);
+    return r;
+}
+
+/* The header: metadata (format, the caller's pairs, the checksums), the entries, spaces up to a
+ * multiple of 8. Non-zero when out of memory. */
+static int build_header(nbd_buf *h, const nb_st_tensor *t, int n, const char *const *meta, int n_meta) {
+    int r = nbd_buf_put(h, "{\"__metadata__\":{\"format\":\"pt\"", 30);
     for (int k = 0; k < n_meta && !r; k++) {
-        r = nbd_buf_put(&h, ",", 1);
-        r = r || nbd_buf_json_str(&h, meta[2 * k], strlen(meta[2 * k]));
-        r = r || nbd_buf_put(&h, ":", 1);
-        r = r || nbd_buf_json_str(&h, meta[2 * k + 1], strlen(meta[2 * k + 1]));
+        r = nbd_buf_put(h, ",", 1);
+        r = r || nbd_buf_json_str(h, meta[2 * k], strlen(meta[2 * k]));
+        r = r || nbd_buf_put(h, ":", 1);
+        r = r || nbd_buf_json_str(h, meta[2 * k + 1], strlen(meta[2 * k + 1]));
     }
-    r = r || nbd_buf_put(&h, "}", 1);
+    for (int i = 0; i < n && !r; i++) {
+        size_t numel = 0;
+        shape_numel(t[i].shape, t[i].ndim, &numel);
+        r = put_checksum(h, t[i].name, checksum_floats_le(t[i].data, numel));
+    }
+    r = r || nbd_buf_put(h, "}", 1);
     uint64_t off = 0;
     for (int i = 0; i < n && !r; i++) {
         size_t numel = 0;
         shape_numel(t[i].shape, t[i].ndim, &numel);
         uint64_t bytes = (uint64_t)numel * 4;
-        r = nbd_buf_put(&h, ",", 1);
-        r = r || nbd_buf_json_str(&h, t[i].name, strlen(t[i].name));
-        r = r || nbd_buf_put(&h, ":{\"dtype\":\"F32\",\"shape\":[", 25);
+        r = nbd_buf_put(h, ",", 1);
+        r = r || nbd_buf_json_str(h, t[i].name, strlen(t[i].name));
+        r = r || nbd_buf_put(h, ":{\"dtype\":\"F32\",\"shape\":[", 25);
         for (int d = 0; d < t[i].ndim && !r; d++)
-            r = nbd_buf_printf(&h, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
-        r = r || nbd_buf_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+            r = nbd_buf_printf(h, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
+        r = r || nbd_buf_printf(h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
                                 (unsigned long long)(off + bytes));
         off += bytes;
     }
-    r = r || nbd_buf_put(&h, "}", 1);
-    while (!r && h.n % 8) r = nbd_buf_put(&h, " ", 1);
-    if (r) {
+    r = r || nbd_buf_put(h, "}", 1);
+    while (!r && h->n % 8) r = nbd_buf_put(h, " ", 1);
+    return r;
+}
+
+int nb_st_write(const char *path, const nb_st_tensor *t, int n, const char *const *meta, int n_meta) {
+    if (n < 0 || n_meta < 0 || (n > 0 && !t) || (n_meta > 0 && !meta))
+        return nb_fail("%s: bad arguments to the safetensors writer", path);
+    /* validate everything before creating anything */
+    if (check_tensors(path, t, n) || check_meta(path, meta, n_meta)) return -1;
+    nbd_buf h = {0};
+    if (build_header(&h, t, n, meta, n_meta)) {
         nbd_buf_free(&h);
         return nb_fail("%s: out of memory building the header", path);
     }
-
     nbd_afile a;
     if (nbd_afile_open(&a, path)) {
         nbd_buf_free(&h);
@@ -295,6 +347,37 @@ static int parse_header(nb_st_file *f, const nbd_json *root) {
     return r ? r : index_names(f);
 }
 
+/* 16 lowercase hex digits after NB_ST_CHECKSUM_ALGO; -1 when the value is anything else. */
+static int parse_checksum(const char *v, uint64_t *out) {
+    size_t a = strlen(NB_ST_CHECKSUM_ALGO);
+    if (strncmp(v, NB_ST_CHECKSUM_ALGO, a) || strlen(v + a) != 16) return -1;
+    uint64_t x = 0;
+    for (const char *c = v + a; *c; c++) {
+        int d = *c >= '0' && *c <= '9' ? *c - '0' : *c >= 'a' && *c <= 'f' ? *c - 'a' + 10 : -1;
+        if (d < 0) return -1;
+        x = x << 4 | (uint64_t)d;
+    }
+    *out = x;
+    return 0;
+}
+
+/* Gives each entry the checksum the metadata holds for it. One for a tensor the file does not hold
+ * is ignored: the caller's own "no tensor" error then says better what is wrong. */
+static int attach_checksums(nb_st_file *f) {
+    size_t prefix = strlen(NB_ST_CHECKSUM_KEY);
+    for (int k = 0; k < f->n_meta; k++) {
+        const char *key = f->meta_keys[k];
+        if (strncmp(key, NB_ST_CHECKSUM_KEY, prefix)) continue;
+        nb_st_entry *e = (nb_st_entry *)nb_st_find(f, key + prefix);
+        if (!e) continue;
+        if (parse_checksum(f->meta_values[k], &e->checksum))
+            return nb_fail("%s: metadata '%s' = '%s' is not a checksum (expected '%s' and 16 lowercase hex digits)",
+                           f->path, key, f->meta_values[k], NB_ST_CHECKSUM_ALGO);
+        e->has_checksum = 1;
+    }
+    return 0;
+}
+
 int nb_st_open(const char *path, nb_st_file *f) {
     memset(f, 0, sizeof *f);
     f->fd = -1;
@@ -358,6 +441,7 @@ int nb_st_open(const char *path, nb_st_file *f) {
     }
     r = parse_header(f, &root);
     nbd_json_free(&root);
+    r = r ? r : attach_checksums(f);
     if (r) {
         nb_st_close(f);
         return -1;
@@ -401,34 +485,56 @@ static float f16_to_f32(uint16_t h) {
     return x;
 }
 
+/* Bytes are read and hashed in pieces of this size, so that hashing finds them in cache. */
+#define READ_PIECE (1u << 20)
+
+/* The F32 tensor e into out, hashed into h (NULL: not hashed). */
+static int read_f32_le(const nb_st_file *f, const nb_st_entry *e, float *out, nbh64 *h) {
+    unsigned char *p = (unsigned char *)out;
+    size_t bytes = e->numel * 4;
+    for (size_t i = 0; i < bytes; i += READ_PIECE) {
+        size_t k = bytes - i < READ_PIECE ? bytes - i : READ_PIECE;
+        if (read_full(f->fd, p + i, k, f->data_start + e->begin + i))
+            return nb_fail("%s: tensor '%s': read failed", f->path, e->name);
+        if (h) nbh64_update(h, p + i, k);
+    }
+    if (!host_is_le())
+        for (size_t i = 0; i < e->numel; i++) {
+            unsigned char t0 = p[4 * i], t1 = p[4 * i + 1];
+            p[4 * i] = p[4 * i + 3]; p[4 * i + 1] = p[4 * i + 2]; p[4 * i + 2] = t1; p[4 * i + 3] = t0;
+        }
+    return 0;
+}
+
+/* The F16 or BF16 tensor e widened into out, its bytes hashed into h (NULL: not hashed). */
+static int read_16(const nb_st_file *f, const nb_st_entry *e, float *out, nbh64 *h) {
+    unsigned char buf[8192];
+    for (size_t i = 0; i < e->numel;) {
+        size_t k = e->numel - i < sizeof buf / 2 ? e->numel - i : sizeof buf / 2;
+        if (read_full(f->fd, buf, 2 * k, f->data_start + e->begin + 2 * i))
+            return nb_fail("%s: tensor '%s': read failed", f->path, e->name);
+        if (h) nbh64_update(h, buf, 2 * k);
+        for (size_t j = 0; j < k; j++) {
+            uint16_t u = (uint16_t)(buf[2 * j] | buf[2 * j + 1] << 8);
+            out[i + j] = e->dtype == NB_ST_BF16 ? bf16_to_f32(u) : f16_to_f32(u);
+        }
+        i += k;
+    }
+    return 0;
+}
+
 int nb_st_read_f32(const nb_st_file *f, const char *name, float *out, size_t n) {
     const nb_st_entry *e = nb_st_find(f, name);
     if (!e) return nb_fail("%s: no tensor '%s'", f->path, name);
     if (n != e->numel)
         return nb_fail("%s: tensor '%s' has %zu elements, the caller expects %zu", f->path, name, e->numel, n);
-    if (!n) return 0;
-    uint64_t at = f->data_start + e->begin;
-    if (e->dtype == NB_ST_F32) {
-        if (read_full(f->fd, out, n * 4, at)) return nb_fail("%s: tensor '%s': read failed", f->path, name);
-        if (!host_is_le()) {
-            unsigned char *p = (unsigned char *)out;
-            for (size_t i = 0; i < n; i++) {
-                unsigned char t0 = p[4 * i], t1 = p[4 * i + 1];
-                p[4 * i] = p[4 * i + 3]; p[4 * i + 1] = p[4 * i + 2]; p[4 * i + 2] = t1; p[4 * i + 3] = t0;
-            }
-        }
-        return 0;
-    }
-    /* 16-bit: read in chunks, widen */
-    unsigned char buf[8192];
-    for (size_t i = 0; i < n;) {
-        size_t k = n - i < sizeof buf / 2 ? n - i : sizeof buf / 2;
-        if (read_full(f->fd, buf, 2 * k, at + 2 * i)) return nb_fail("%s: tensor '%s': read failed", f->path, name);
-        for (size_t j = 0; j < k; j++) {
-            uint16_t h = (uint16_t)(buf[2 * j] | buf[2 * j + 1] << 8);
-            out[i + j] = e->dtype == NB_ST_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
-        }
-        i += k;
-    }
+    nbh64 h;
+    nbh64_init(&h);
+    nbh64 *hp = e->has_checksum ? &h : NULL;   /* files without checksums (Hugging Face's) are read as before */
+    if ((e->dtype == NB_ST_F32 ? read_f32_le : read_16)(f, e, out, hp)) return -1;
+    if (hp && nbh64_final(hp) != e->checksum)
+        return nb_fail("%s: tensor '%s': data checksum mismatch (the bytes hash to %s%016llx, the header says "
+                       "%s%016llx): the file is corrupt", f->path, name, NB_ST_CHECKSUM_ALGO,
+                       (unsigned long long)nbh64_final(hp), NB_ST_CHECKSUM_ALGO, (unsigned long long)e->checksum);
     return 0;
 }

@@ -18,7 +18,6 @@
  *   END t                first -> every: after its update t, the step the run ends at (a stop on
  *                        request moves it; see stop_on_request) */
 #define _GNU_SOURCE /* CPU sets, pthread_setaffinity_np */
-#include <errno.h>
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
@@ -560,14 +559,6 @@ static int worker_setup(worker *w) {
         nb_loader_open(&w->val, o->val_pattern, o->batch, sh->T, o->model.vocab_size, 0, 0, 1))
         return -1;
     if (o->save_dir && train_make_dirs(o->save_dir)) return -1;
-    if (is_first(w) && o->out_dir) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/metrics.jsonl", o->out_dir);
-        if (train_make_dirs(o->out_dir)) return -1;
-        /* A resumed run continues the metrics of the run it resumes. */
-        if (!(w->metrics = fopen(path, o->resume_dir ? "a" : "w")))
-            return nb_fail("%s: cannot write: %s", path, strerror(errno));
-    }
     memset(st->grads, 0, sizeof(float) * st->n_params);
     if (st->tied_head_grad) memset(st->tied_head_grad, 0, sizeof(float) * embed_numel(w));
     w->ready = 1;
@@ -622,6 +613,16 @@ static stage_report report_of(const worker *w) {
 
 static int finish(worker *w, stage_report *reports);
 
+/* The first stage writes metrics.jsonl; opened once the step a resumed run starts at is known
+ * (threads: after setup_and_resume), since a resumed run keeps the lines of the steps before it only. */
+static int open_metrics(worker *w) {
+    const nb_train_options *o = w->sh->o;
+    if (!is_first(w) || !o->out_dir) return 0;
+    if (train_make_dirs(o->out_dir)) return -1;
+    w->metrics = train_open_metrics(o->out_dir, o->resume_dir ? w->sh->start : -1);
+    return w->metrics ? 0 : -1;
+}
+
 static void *worker_main(void *arg) {
     worker *w = arg;
     run_shared *sh = w->sh;
@@ -631,6 +632,7 @@ static void *worker_main(void *arg) {
     int rc = !reports ? nb_fail("out of memory")
              : w->ready ? 0
                         : worker_setup(w) || (sh->o->resume_dir && resume_stage(w));
+    if (!rc) rc = open_metrics(w);
     if (!rc) rc = run_actions(w);
     if (!rc) {
         reports[w->s] = report_of(w);

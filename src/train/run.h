@@ -19,6 +19,10 @@ typedef struct {
     double version_distance, grad_norm, val_loss;
 } train_metrics;
 void train_write_metrics(FILE *f, const train_metrics *m);
+/* Opens OUT_DIR/metrics.jsonl (src/train/metrics.c): emptied for a new run (resumed_at < 0); for a
+ * run resumed at step resumed_at, first rewritten atomically with only the whole lines of steps
+ * 1..resumed_at (the steps before the checkpoint), then opened to append. NULL on failure (nb_fail). */
+FILE *train_open_metrics(const char *out_dir, int resumed_at);
 
 /* Checkpoints: "checkpoint saved DIR: size in time"; a failed save's message (nb_fail), naming the
  * previous checkpoint ("" when none); removing this run's periodic checkpoints beyond --keep. */

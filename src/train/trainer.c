@@ -221,17 +221,6 @@ int train_write_summary(const nb_train_options *o, const nb_train_result *res, i
     return 0;
 }
 
-void train_write_metrics(FILE *f, const train_metrics *m) {
-    fprintf(f, "{\"step\": %d, \"train_loss\": %.9g, \"lr\": %.7g, \"tokens\": %.0f, \"time_s\": %.6f, "
-               "\"tokens_per_s\": %.1f, \"update_norm\": %.9g, \"tau\": %d, \"version_distance\": %.9g",
-            m->step + 1, m->loss, m->lr, m->tokens, m->time_s, m->tokens_per_s, m->update_norm, m->tau,
-            m->version_distance);
-    if (!isnan(m->grad_norm)) fprintf(f, ", \"grad_norm\": %.9g", m->grad_norm);
-    if (!isnan(m->val_loss)) fprintf(f, ", \"val_loss\": %.9g", m->val_loss);
-    fprintf(f, "}\n");
-    fflush(f);
-}
-
 /* Clips the gradients of all stages together to global norm o->clip; returns the norm. */
 static double clip_gradients(nb_model *m, float clip) {
     double sq = 0.0;
@@ -330,14 +319,9 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
     if (o->resume_dir && !o->quiet) train_report_checkpoint("loaded", o->resume_dir, train_now() - t_load);
     if (o->save_dir && train_make_dirs(o->save_dir)) goto done;
     if (o->out_dir) {
-        char path[4096];
         if (train_make_dirs(o->out_dir)) goto done;
-        snprintf(path, sizeof path, "%s/metrics.jsonl", o->out_dir);
         /* A resumed run continues the metrics of the run it resumes. */
-        if (!(r.metrics = fopen(path, o->resume_dir ? "a" : "w"))) {
-            nb_fail("%s: cannot write: %s", path, strerror(errno));
-            goto done;
-        }
+        if (!(r.metrics = train_open_metrics(o->out_dir, o->resume_dir ? start : -1))) goto done;
     }
     nb_schedule sched = o->schedule;
     sched.total_steps = o->steps;

@@ -1,0 +1,83 @@
+/* metrics.jsonl, one JSON line per step, shared by both trainers: writing a line, and opening the
+ * file so that a resumed run continues the lines of the steps it did not redo. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "data/dutil.h"
+#include "train/run.h"
+#include "util/error.h"
+
+void train_write_metrics(FILE *f, const train_metrics *m) {
+    fprintf(f, "{\"step\": %d, \"train_loss\": %.9g, \"lr\": %.7g, \"tokens\": %.0f, \"time_s\": %.6f, "
+               "\"tokens_per_s\": %.1f, \"update_norm\": %.9g, \"tau\": %d, \"version_distance\": %.9g",
+            m->step + 1, m->loss, m->lr, m->tokens, m->time_s, m->tokens_per_s, m->update_norm, m->tau,
+            m->version_distance);
+    if (!isnan(m->grad_norm)) fprintf(f, ", \"grad_norm\": %.9g", m->grad_norm);
+    if (!isnan(m->val_loss)) fprintf(f, ", \"val_loss\": %.9g", m->val_loss);
+    fprintf(f, "}\n");
+    fflush(f);
+}
+
+/* Whether a line of metrics.jsonl is a whole JSON object (newline included: a line cut by a kill is
+ * not) of a step 1..last_step. */
+static int keep_line(const char *line, size_t n, int last_step) {
+    if (n < 2 || line[n - 1] != '\n') return 0;
+    nbd_json v;
+    if (nbd_json_parse(line, n - 1, &v, "metrics.jsonl line")) return 0;
+    const nbd_json *step = nbd_json_get(&v, "step");
+    int keep = step && step->type == NBD_JNUM && step->is_int && step->i >= 1 && step->i <= last_step;
+    nbd_json_free(&v);
+    return keep;
+}
+
+/* Copies the lines to keep from `in` to `out`; non-zero on a write error. */
+static int copy_kept(FILE *in, FILE *out, int last_step) {
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int bad = 0;
+    while (!bad && (n = getline(&line, &cap, in)) > 0)
+        if (keep_line(line, (size_t)n, last_step)) bad = fwrite(line, 1, (size_t)n, out) != (size_t)n;
+    free(line);
+    return bad || ferror(in);
+}
+
+/* Rewrites path with only the lines of steps 1..last_step: into a temporary renamed over it, so that
+ * a crash meanwhile leaves the old file, whose lines are kept. */
+static int trim_metrics(const char *path, int last_step) {
+    FILE *in = fopen(path, "r");
+    if (!in) return errno == ENOENT ? 0 : nb_fail("%s: cannot read: %s", path, strerror(errno));
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        return nb_fail("%s: cannot write: %s", tmp, strerror(errno));
+    }
+    int bad = copy_kept(in, out, last_step);
+    fclose(in);
+    bad |= fflush(out) != 0 || fsync(fileno(out)) != 0;
+    bad |= fclose(out) != 0;
+    if (bad || rename(tmp, path)) {
+        int err = errno;
+        unlink(tmp);
+        return nb_fail("%s: cannot keep the lines of steps 1..%d for the resumed run: %s", path, last_step,
+                       strerror(err));
+    }
+    return 0;
+}
+
+FILE *train_open_metrics(const char *out_dir, int resumed_at) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", out_dir);
+    /* The run that saved the checkpoint may have gone on (and been killed) after it: its lines of the
+     * steps this run redoes go, else they would appear twice. */
+    if (resumed_at >= 0 && trim_metrics(path, resumed_at)) return NULL;
+    FILE *f = fopen(path, resumed_at >= 0 ? "a" : "w");
+    if (!f) nb_fail("%s: cannot write: %s", path, strerror(errno));
+    return f;
+}
