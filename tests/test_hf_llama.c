@@ -3,7 +3,8 @@
  * head; hf_tied, multi-query with a tied head) and the logits and loss transformers computes for
  * fixed tokens. nobubble imports each folder (nb_import_hf, into 1 and 2 stages) and its float32
  * forward must give the same logits and loss. Both sides run in float32, so the tolerance is
- * 2e-5 of the largest logit (the two differ only in the order of float32 operations). */
+ * 2e-5 of the largest logit (the two differ only in the order of float32 operations). The untied
+ * model saved sharded (max_shard_size 20 kB) must import to the same. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,10 +13,13 @@
 #include "nobubble/checkpoint.h"
 #include "nobubble/model.h"
 
-static void check_fixture(const char *name, int n_stages) {
+/* folder: the saved model (NULL: hf_NAME); the untied one is also saved sharded, as Hugging Face saves
+ * large models (model.safetensors.index.json and four parts). */
+static void check_fixture(const char *name, const char *folder, int n_stages) {
     char path[256], dir[256];
     snprintf(path, sizeof path, "tests/fixtures/hf_%s.nbfx", name);
-    snprintf(dir, sizeof dir, "tests/fixtures/hf_%s", name);
+    snprintf(dir, sizeof dir, "tests/fixtures/%s", folder ? folder : "");
+    if (!folder) snprintf(dir, sizeof dir, "tests/fixtures/hf_%s", name);
     nbfx *f = nbfx_load(path);
     CHECK(f != NULL, "%s: fixture loads", path);
     if (!f) return;
@@ -49,8 +53,9 @@ static void check_fixture(const char *name, int n_stages) {
 
 int main(void) {
     for (int stages = 1; stages <= 2; stages++) {
-        check_fixture("untied", stages);
-        check_fixture("tied", stages);
+        check_fixture("untied", NULL, stages);
+        check_fixture("tied", NULL, stages);
+        check_fixture("untied", "hf_untied_sharded", stages);
     }
     return check_summary();
 }

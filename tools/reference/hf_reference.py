@@ -14,10 +14,18 @@ Needs transformers 4.31 (the first with grouped-query attention; it works with D
 ignores rope_theta (its rotary base is fixed at 10000), so both configurations use 10000; other
 thetas are covered by tools/reference/llama_reference.py.
 
+The untied model is also saved sharded (tests/fixtures/hf_untied_sharded/: model.safetensors.index.json
+and parts of at most 20 kB, Hugging Face's layout for large models), which test_hf_llama.c loads and
+checks against the same logits.
+
 Optional: --nobubble PATH/TO/nobubble also exports a model with `nobubble export` and checks that
-LlamaForCausalLM.from_pretrained loads it (a manual check of the other direction; not in CI).
+LlamaForCausalLM.from_pretrained loads it; --check-folder DIR loads a nobubble folder (an export, or a
+pipeline checkpoint with a part per stage) with from_pretrained and checks that no weight is missing
+or unexpected and that every parameter equals the tensor in the folder's files (manual checks of the
+other direction; not in CI).
 
 Usage: /usr/bin/python3 tools/reference/hf_reference.py [--out-dir tests/fixtures] [--nobubble build/nobubble]
+       /usr/bin/python3 tools/reference/hf_reference.py --check-folder runs/x/ckpt/step_000100
 """
 import argparse
 import os
@@ -55,15 +63,44 @@ def build(c, seed):
     return model
 
 
+def check_folder(folder):
+    """from_pretrained loads every weight of a nobubble folder, each equal to the file's tensor."""
+    import json
+    from safetensors.numpy import load_file
+    m, info = LlamaForCausalLM.from_pretrained(folder, output_loading_info=True)
+    # rotary_emb.inv_freq is a buffer transformers 4.31 computes at construction, not a weight
+    bad = {k: [n for n in v if not n.endswith("rotary_emb.inv_freq")] for k, v in info.items()}
+    bad = {k: v for k, v in bad.items() if v}
+    if bad:
+        sys.exit("%s: from_pretrained reports %s" % (folder, bad))
+    index = os.path.join(folder, "model.safetensors.index.json")
+    files = sorted(set(json.load(open(index))["weight_map"].values())) if os.path.exists(index) else ["model.safetensors"]
+    tensors = {}
+    for f in files:
+        tensors.update(load_file(os.path.join(folder, f)))
+    state = m.state_dict()
+    for name, value in tensors.items():
+        if not np.array_equal(state[name].numpy(), value):
+            sys.exit("%s: parameter %s differs from the file's" % (folder, name))
+    print("%s: from_pretrained loaded %d tensors from %d file(s), each equal to the file's; %d parameters"
+          % (folder, len(tensors), len(files), sum(p.numel() for p in m.parameters())))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out-dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures"))
     ap.add_argument("--nobubble", default=None)
+    ap.add_argument("--check-folder", default=None)
     args = ap.parse_args()
+    if args.check_folder:
+        check_folder(args.check_folder)
+        return
     for i, (name, c) in enumerate(CONFIGS.items()):
         model = build(c, 100 + i)
         folder = os.path.join(args.out_dir, "hf_" + name)
         model.save_pretrained(folder, safe_serialization=True)
+        if name == "untied":
+            model.save_pretrained(folder + "_sharded", safe_serialization=True, max_shard_size="20KB")
         g = torch.Generator().manual_seed(200 + i)
         tokens = torch.randint(0, c["vocab"], (c["B"], c["T"]), generator=g)
         targets = torch.randint(0, c["vocab"], (c["B"], c["T"]), generator=g)

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Hugging Face's own loader against nobubble's output: transformers' LlamaForCausalLM.from_pretrained
+# loads a one-process export and a 3-stage pipeline checkpoint (Hugging Face's sharded layout, a part
+# per stage), with no weight missing or unexpected and every parameter equal to the file's
+# (tools/reference/hf_reference.py --check-folder). Run by .ci/run when transformers 4.31 and
+# Debian's torch can be installed; otherwise it says so and skips.
+# Usage: tools/ci/hf_load_check.sh path/to/nobubble
+set -euo pipefail
+bin=${1:?usage: hf_load_check.sh path/to/nobubble}
+py=/usr/bin/python3
+if ! "$py" -c "import transformers, torch" 2>/dev/null; then
+  if ! { apt-get install -y -qq python3-torch >/dev/null && "$py" -m pip install -q --break-system-packages transformers==4.31.0; }; then
+    echo "hf_load_check: skipped (could not install python3-torch and transformers 4.31)"
+    exit 0
+  fi
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+for i in $(seq 1 30); do
+  printf 'In the beginning God created the heaven and the earth. Verse %d.\n\nAnd the earth was without form. %d\n\n' "$i" "$((i * 3))"
+done > "$work/text.txt"
+"$bin" prepare --input "$work/text.txt" --vocab 300 --val-fraction 0.1 --out "$work/data" > /dev/null 2>&1
+small=(--data "$work/data" --model tiny --set context=32 --set d_model=64 --set d_ffn=128 --set n_heads=4 --set n_kv_heads=2
+       --set n_layers=3 --batch 2 --steps 3 --quiet)
+"$bin" train "${small[@]}" --set tied=0 --export "$work/export" > /dev/null
+"$bin" train "${small[@]}" --stages 3 --pipeline 2bw --microbatches 3 --save-dir "$work/ck" > /dev/null
+here=$(dirname "$0")
+"$py" "$here/../reference/hf_reference.py" --check-folder "$work/export" 2>/dev/null
+"$py" "$here/../reference/hf_reference.py" --check-folder "$work/ck/step_000003" 2>/dev/null
