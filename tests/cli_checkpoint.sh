@@ -79,43 +79,61 @@ check "no partial folder or temporary left" test -z "$(find "$work/full" -name '
 check "nothing left of it" test -z "$(ls -A "$work/full2")"
 
 # ---- SIGKILL at deterministic pseudo-random moments of a run saving every step: every step_N folder is
-# complete, and the newest resumes to the uninterrupted run's weights.
+# complete, and the newest resumes to the uninterrupted run's weights. Once in one process, once as a
+# 2-stage pipeline (each stage writes its part, the first completes the folder: a kill can fall between).
+# complete DIR: a one-process checkpoint's files, or a pipeline's indexes and every part they name.
+complete() {
+  if [ -e "$1/state.safetensors.index.json" ]; then
+    [ -s "$1/model.safetensors.index.json" ] && [ -s "$1/config.json" ] && [ -s "$1/state-00001-of-00002.safetensors" ] &&
+      [ -s "$1/state-00002-of-00002.safetensors" ] && [ -s "$1/model-00001-of-00002.safetensors" ] &&
+      [ -s "$1/model-00002-of-00002.safetensors" ]
+  else
+    [ -s "$1/state.safetensors" ] && [ -s "$1/model.safetensors" ] && [ -s "$1/config.json" ]
+  fi
+}
 steps=16
-train --steps $steps --save-dir "$work/ref" --save-every 1 --out "$work/ref" > /dev/null 2>&1 || fail "uninterrupted run"
-want=$(hash_of "$work/ref")
-# The kill moments spread over the span of one such run (this machine's speed).
-TIMEFORMAT=%R
-elapsed=$( { time train --steps $steps --save-dir "$work/timing" --save-every 1 > /dev/null 2>&1; } 2>&1 )
-span_ms=$(awk -v s="${elapsed:-1}" 'BEGIN { m = int(s * 1000); print (m < 200 ? 200 : m) }')
-seed=2024; kills=0; mid_save=0
-for trial in $(seq 1 10); do
-  seed=$(( (seed * 1103515245 + 12345) % 2147483648 ))
-  ms=$(( seed % span_ms ))
-  d="$work/crash$trial"; mkdir -p "$d"
-  "$bin" train "${small[@]}" --steps $steps --save-dir "$d/save" --save-every 1 > /dev/null 2>&1 &
-  pid=$!
-  sleep "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))"
-  kill -9 $pid 2>/dev/null && kills=$((kills + 1))
-  wait $pid 2>/dev/null
-  [ -n "$(find "$d/save" -name '*.partial' 2>/dev/null)" ] && mid_save=$((mid_save + 1))
-  incomplete=""
-  for c in "$d"/save/step_[0-9]*; do
-    case "$c" in *.partial) continue ;; esac
-    [ -e "$c" ] || continue
-    [ -s "$c/state.safetensors" ] && [ -s "$c/model.safetensors" ] && [ -s "$c/config.json" ] || incomplete="$incomplete $c"
+kill_trials() {
+  local mode=$1; shift
+  local flags=("$@")
+  train --steps $steps "${flags[@]}" --save-dir "$work/ref" --save-every 1 --out "$work/ref" > /dev/null 2>&1 || fail "$mode: uninterrupted run"
+  local want; want=$(hash_of "$work/ref"); rm -rf "$work/ref"
+  # The kill moments spread over the span of one such run (this machine's speed).
+  TIMEFORMAT=%R
+  local elapsed; elapsed=$( { time train --steps $steps "${flags[@]}" --save-dir "$work/timing" --save-every 1 > /dev/null 2>&1; } 2>&1 )
+  rm -rf "$work/timing"
+  local span_ms; span_ms=$(awk -v s="${elapsed:-1}" 'BEGIN { m = int(s * 1000); print (m < 200 ? 200 : m) }')
+  local seed=2024 kills=0 mid_save=0 trial ms d pid incomplete newest c
+  for trial in $(seq 1 10); do
+    seed=$(( (seed * 1103515245 + 12345) % 2147483648 ))
+    ms=$(( seed % span_ms ))
+    d="$work/crash$trial"; mkdir -p "$d"
+    "$bin" train "${small[@]}" --steps $steps "${flags[@]}" --save-dir "$d/save" --save-every 1 > /dev/null 2>&1 &
+    pid=$!
+    sleep "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))"
+    kill -9 $pid 2>/dev/null && kills=$((kills + 1))
+    wait $pid 2>/dev/null
+    [ -n "$(find "$d/save" -name '*.partial' 2>/dev/null)" ] && mid_save=$((mid_save + 1))
+    incomplete=""
+    for c in "$d"/save/step_[0-9]*; do
+      case "$c" in *.partial) continue ;; esac
+      [ -e "$c" ] || continue
+      complete "$c" || incomplete="$incomplete $c"
+    done
+    [ -z "$incomplete" ] && ok || fail "$mode trial $trial (killed after ${ms} ms): incomplete checkpoint folders:$incomplete"
+    newest=$(ls -d "$d"/save/step_[0-9]* 2>/dev/null | grep -v '\.partial$' | sort | tail -1)
+    resume=(); [ -n "$newest" ] && resume=(--resume "$newest")
+    train --steps $steps "${flags[@]}" --save-dir "$d/save" --save-every 1 --out "$d/out" "${resume[@]}" > "$d/log" 2>&1 \
+      || fail "$mode trial $trial: resuming from '${newest:-nothing}' failed: $(cat "$d/log")"
+    [ "$(hash_of "$d/out")" = "$want" ] && ok \
+      || fail "$mode trial $trial (killed after ${ms} ms, resumed from '${newest:-nothing}'): weights $(hash_of "$d/out"), uninterrupted $want"
+    check "$mode trial $trial: the resumed run cleared what the killed save left" \
+      test -z "$(find "$d/save" -name '*.partial' -o -name '*.tmp.*')"
+    rm -rf "$d"
   done
-  [ -z "$incomplete" ] && ok || fail "trial $trial (killed after ${ms} ms): incomplete checkpoint folders:$incomplete"
-  newest=$(ls -d "$d"/save/step_[0-9]* 2>/dev/null | grep -v '\.partial$' | sort | tail -1)
-  resume=(); [ -n "$newest" ] && resume=(--resume "$newest")
-  train --steps $steps --save-dir "$d/save" --save-every 1 --out "$d/out" "${resume[@]}" > "$d/log" 2>&1 \
-    || fail "trial $trial: resuming from '${newest:-nothing}' failed: $(cat "$d/log")"
-  [ "$(hash_of "$d/out")" = "$want" ] && ok \
-    || fail "trial $trial (killed after ${ms} ms, resumed from '${newest:-nothing}'): weights $(hash_of "$d/out"), uninterrupted $want"
-  check "trial $trial: the resumed run cleared what the killed save left" \
-    test -z "$(find "$d/save" -name '*.partial' -o -name '*.tmp.*')"
-  rm -rf "$d"
-done
-echo "SIGKILL: $kills of 10 runs killed ($mid_save while saving); run span ${span_ms} ms"
+  echo "SIGKILL ($mode): $kills of 10 runs killed ($mid_save while saving); run span ${span_ms} ms"
+}
+kill_trials "one process"
+kill_trials "pipeline" --stages 2 --pipeline 2bw --microbatches 2
 
 # ---- corrupt files: each refused naming the file and the problem
 ck="$work/s2/step_000006"
