@@ -448,6 +448,12 @@ static int checkpoint(worker *w, int step) {
     return 0;
 }
 
+static void report_resume(const run_shared *sh, double seconds) {
+    if (sh->o->quiet) return;
+    train_report_checkpoint("loaded", sh->o->resume_dir, seconds);
+    printf("resumed from %s at step %d\n", sh->o->resume_dir, sh->start);
+}
+
 /* Loads this stage's share of the checkpoint --resume names (either layout, any split). */
 static int resume_stage(worker *w) {
     run_shared *sh = w->sh;
@@ -463,10 +469,8 @@ static int resume_stage(worker *w) {
     sh->start = start;
     w->updates = w->copy_version = start;
     snprintf(sh->last_saved, sizeof sh->last_saved, "%s", o->resume_dir);
-    if (is_first(w) && !o->quiet) {
-        train_report_checkpoint("loaded", o->resume_dir, train_now() - t);
-        printf("resumed from %s at step %d\n", o->resume_dir, start);
-    }
+    /* MPI: the first rank's time (the others load theirs meanwhile); threads: setup_and_resume's */
+    if (is_first(w) && o->transport == NB_TRANSPORT_MPI) report_resume(sh, train_now() - t);
     return 0;
 }
 
@@ -830,7 +834,12 @@ static int process_cpus(run_shared *sh) {
 /* Threads: every worker set up here, then its share of the checkpoint (if any) loaded. */
 static int setup_and_resume(run_shared *sh, worker *ws) {
     for (int i = 0; i < sh->P; i++)
-        if (worker_setup(&ws[i]) || (sh->o->resume_dir && resume_stage(&ws[i]))) return -1;
+        if (worker_setup(&ws[i])) return -1;
+    if (!sh->o->resume_dir) return 0;
+    double t = train_now();
+    for (int i = 0; i < sh->P; i++)
+        if (resume_stage(&ws[i])) return -1;
+    report_resume(sh, train_now() - t);
     return 0;
 }
 
