@@ -78,6 +78,17 @@ check "no partial folder or temporary left" test -z "$(find "$work/full" -name '
   || fail "a first save that fails: $(cat "$work/full2.log")"
 check "nothing left of it" test -z "$(ls -A "$work/full2")"
 
+# The same for a pipeline: a stage's part that does not fit fails the save; the first stage names the
+# intact previous checkpoint and clears the partial folder.
+pipe2=(--stages 2 --pipeline 2bw --microbatches 2)
+train --steps 2 "${pipe2[@]}" --save-dir "$work/pfull" > /dev/null 2>&1 || fail "pipeline run before the full disk"
+(ulimit -f 1024; exec "$bin" train "${small[@]}" "${pipe2[@]}" --steps 4 --save-dir "$work/pfull" --save-every 2 \
+  --resume "$work/pfull/step_000002") > "$work/pfull.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -q "checkpoint $work/pfull/step_000004 not saved; the previous checkpoint at $work/pfull/step_000002 is intact" "$work/pfull.log" &&
+  grep -q "write failed" "$work/pfull.log" && ok || fail "a pipeline part that does not fit (rc $rc): $(tail -2 "$work/pfull.log")"
+check "nothing left of the failed pipeline save" test "$(ls "$work/pfull")" = "step_000002"
+
 # ---- SIGKILL at deterministic pseudo-random moments of a run saving every step: every step_N folder is
 # complete, and the newest resumes to the uninterrupted run's weights. Once in one process, once as a
 # 2-stage pipeline (each stage writes its part, the first completes the folder: a kill can fall between).

@@ -437,6 +437,11 @@ static int checkpoint(worker *w, int step) {
         if (recv_waiting(w, i, tag(TAG_SAVED, step), &part, sizeof part)) return -1;
         if (part.failed && !mine.failed) mine = part;
     }
+    if (mine.failed) {  /* every stage is done with the folder: clear it, as a one-process save does */
+        char tmp[4300];
+        snprintf(tmp, sizeof tmp, "%s.partial", dir);
+        train_state_remove(tmp);
+    }
     if (mine.failed ? nb_fail("%s", mine.error) : train_state_commit(dir, sh->model)) {
         train_save_failed(dir, sh->last_saved);
         return -1;
