@@ -43,17 +43,24 @@ static int shape_numel(const int64_t *shape, int ndim, size_t *out) {
     return 0;
 }
 
+/* Copies floats x[*i..] into buf as little-endian bytes until buf (4096 bytes) is full or x ends;
+ * returns the bytes copied. For big-endian hosts: a little-endian one uses x as it is. */
+static size_t next_le_bytes(const float *x, size_t n, size_t *i, unsigned char buf[4096]) {
+    size_t k = 0;
+    for (; k < 4096 / 4 && *i < n; k++, (*i)++) {
+        uint32_t u;
+        memcpy(&u, &x[*i], 4);
+        for (int b = 0; b < 4; b++) buf[4 * k + b] = (unsigned char)(u >> (8 * b));
+    }
+    return 4 * k;
+}
+
 static int write_floats_le(FILE *f, const float *x, size_t n) {
     if (host_is_le()) return n && fwrite(x, sizeof(float), n, f) != n ? -1 : 0;
     unsigned char buf[4096];
     for (size_t i = 0; i < n;) {
-        size_t k = 0;
-        for (; k < sizeof buf / 4 && i < n; k++, i++) {
-            uint32_t u;
-            memcpy(&u, &x[i], 4);
-            for (int b = 0; b < 4; b++) buf[4 * k + b] = (unsigned char)(u >> (8 * b));
-        }
-        if (fwrite(buf, 4, k, f) != k) return -1;
+        size_t bytes = next_le_bytes(x, n, &i, buf);
+        if (fwrite(buf, 1, bytes, f) != bytes) return -1;
     }
     return 0;
 }
@@ -65,15 +72,7 @@ static uint64_t checksum_floats_le(const float *x, size_t n) {
     nbh64 h;
     nbh64_init(&h);
     unsigned char buf[4096];
-    for (size_t i = 0; i < n;) {
-        size_t k = 0;
-        for (; k < sizeof buf / 4 && i < n; k++, i++) {
-            uint32_t u;
-            memcpy(&u, &x[i], 4);
-            for (int b = 0; b < 4; b++) buf[4 * k + b] = (unsigned char)(u >> (8 * b));
-        }
-        nbh64_update(&h, buf, 4 * k);
-    }
+    for (size_t i = 0; i < n;) nbh64_update(&h, buf, next_le_bytes(x, n, &i, buf));
     return nbh64_final(&h);
 }
 
