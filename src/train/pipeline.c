@@ -63,7 +63,6 @@ enum { STOP_REPORTED = 2 };  /* worker.stopped: the run ended early on request, 
 typedef struct {
     const nb_train_options *o;
     const nb_pipe_schedule *sc;
-    worker *workers;   /* every stage's (threads: the first stage saves checkpoints from them) */
     int start;         /* the first step this run runs (after --resume) */
     char last_saved[4200];  /* the newest complete checkpoint, named when a save fails */
     nb_model *model;
@@ -938,7 +937,6 @@ int train_pipeline(const nb_train_options *o, nb_train_result *res) {
     nb_model_init(&model, o->seed);
     for (int i = 0; i < o->stages; i++)
         ws[i] = (worker){.sh = &sh, .s = i, .sc = &sc, .end = S, .st = &model.stages[i], .res = res};
-    sh.workers = ws;
     if (o->transport == NB_TRANSPORT_MPI) {
         rc = run_mpi(&sh, ws);
     } else {
