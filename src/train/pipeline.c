@@ -436,11 +436,7 @@ static int checkpoint(worker *w, int step) {
         if (recv_waiting(w, i, tag(TAG_SAVED, step), &part, sizeof part)) return -1;
         if (part.failed && !mine.failed) mine = part;
     }
-    if (mine.failed) {  /* every stage is done with the folder: clear it, as a one-process save does */
-        char tmp[4300];
-        snprintf(tmp, sizeof tmp, "%s.partial", dir);
-        train_state_remove(tmp);
-    }
+    if (mine.failed) train_state_abort(dir);  /* every stage is done with the folder */
     if (mine.failed ? nb_fail("%s", mine.error) : train_state_commit(dir, sh->model)) {
         train_save_failed(dir, sh->last_saved);
         return -1;
@@ -468,8 +464,7 @@ static int resume_stage(worker *w) {
     if (own_parts(w, &parts)) return -1;
     int rc = train_state_load_stages(o->resume_dir, &parts, w->s, w->s, &start, o);
     free_parts(&parts);
-    if (rc) return -1;
-    if (start > sh->S) return nb_fail("--resume %s: the checkpoint is at step %d, beyond --steps %d", o->resume_dir, start, sh->S);
+    if (rc) return -1;  /* a checkpoint past --steps is refused there */
     sh->start = start;
     w->updates = w->copy_version = start;
     snprintf(sh->last_saved, sizeof sh->last_saved, "%s", o->resume_dir);

@@ -262,6 +262,20 @@ static int install(const char *tmp, const char *dir) {
     return nb_fail("checkpoint %s: cannot replace it with %s: %s", dir, tmp, strerror(errno));
 }
 
+/* The end of a save whose files are in tmp (rc: whether writing them failed): installed as dir, the
+ * rename itself made durable; or, on failure, tmp removed so that nothing else changed. */
+static int finish_save(int rc, const char *tmp, const char *dir) {
+    if (!rc) rc = install(tmp, dir);
+    if (rc) {
+        train_state_remove(tmp);
+        return -1;
+    }
+    char *parent = nbd_dirname(dir);
+    if (parent) nbd_fsync_dir(parent);
+    free(parent);
+    return 0;
+}
+
 /* Writes everything into DIR.partial (cleared of a killed save's leftovers first), then installs it:
  * a folder named DIR exists only complete, and a failed save (a full disk) changes nothing else. */
 int train_state_save(const char *dir, const train_parts *p, int next_step, const nb_train_options *o) {
@@ -277,15 +291,7 @@ int train_state_save(const char *dir, const train_parts *p, int next_step, const
     snprintf(path, sizeof path, "%s/state.safetensors", tmp);
     if (!rc) rc = nb_st_write(path, l.t, l.n, (const char *const *)l.meta, l.n_meta / 2);
     free_list(&l);
-    if (!rc) rc = install(tmp, dir);
-    if (rc) {
-        train_state_remove(tmp);
-        return -1;
-    }
-    char *parent = nbd_dirname(dir);   /* the rename itself made durable */
-    if (parent) nbd_fsync_dir(parent);
-    free(parent);
-    return 0;
+    return finish_save(rc, tmp, dir);
 }
 
 /* ------------------------------------------------------------------ a pipeline's parts */
@@ -354,15 +360,14 @@ int train_state_commit(const char *dir, const nb_model *m) {
                              dir, path);
         }
     snprintf(path, sizeof path, "%s/state.safetensors.index.json", tmp);
-    rc = rc || nb_export_hf_index(m, tmp) || nb_st_write_index(path, NULL, 0, m->n_stages, 0) || install(tmp, dir);
-    if (rc) {
-        train_state_remove(tmp);
-        return -1;
-    }
-    char *parent = nbd_dirname(dir);
-    if (parent) nbd_fsync_dir(parent);
-    free(parent);
-    return 0;
+    rc = rc || nb_export_hf_index(m, tmp) || nb_st_write_index(path, NULL, 0, m->n_stages, 0);
+    return finish_save(rc, tmp, dir);
+}
+
+void train_state_abort(const char *dir) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.partial", dir);
+    train_state_remove(tmp);
 }
 
 /* ------------------------------------------------------------------ loading */

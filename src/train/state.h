@@ -33,6 +33,8 @@ int train_state_load(const char *dir, const train_parts *p, int *next_step, cons
  * completion marker) and renames dir.partial to dir. */
 int train_state_save_part(const char *dir, const train_parts *p, int stage, int next_step, const nb_train_options *o);
 int train_state_commit(const char *dir, const nb_model *m);
+/* Removes dir.partial, once no stage writes into it any more (a part failed): nothing else changes. */
+void train_state_abort(const char *dir);
 /* train_state_load for stages first..last only (a pipeline process holds its own stage), from either
  * layout; p->train may be NULL (a stage without a loader: the first stage checks the data). */
 int train_state_load_stages(const char *dir, const train_parts *p, int first, int last, int *next_step,
