@@ -121,8 +121,41 @@ if [ $rc -ne 0 ] && grep -q "stopped on request after step" "$work/sig.log" && [
 else fail "SIGTERM: rc $rc, saved '$saved', log: $(cat "$work/sig.log")"; fi
 
 # A diverging run stops with a message instead of training on NaN.
-expect_error "loss becomes NaN" "training loss became" "$bin" train --data "$work/data" --set n_layers=1 --set context=16 \
+expect_error "loss becomes NaN" "became .* at step" "$bin" train --data "$work/data" --set n_layers=1 --set context=16 \
   --batch 2 --steps 30 --lr 1e6 --schedule constant
+# ... and keeps its good checkpoints: nothing of the diverged step is saved, and --keep 1 does not prune the
+# newest checkpoint a finite step ran on (whose validation loss eval then reports, exiting 0), for the
+# one-process run, its delay simulation and a real pipeline.
+for mode in "" "--delay 2bw --stages 2" "--pipeline 2bw --stages 2 --microbatches 2"; do
+  rm -rf "$work/div"
+  # shellcheck disable=SC2086
+  "$bin" train --data "$work/data" --set n_layers=2 --set context=16 --batch 2 --steps 30 --lr 1e6 --schedule constant \
+    --save-dir "$work/div" --save-every 1 --keep 1 --quiet $mode > "$work/div.log" 2>&1; rc=$?
+  grep -q "became .* at step [0-9]*: the run stopped before applying that step" "$work/div.log" && [ $rc -ne 0 ] && ok ||
+    fail "diverging run ($mode): rc $rc, $(cat "$work/div.log")"
+  oldest=$(ls "$work/div" | grep -v partial | head -1)
+  "$bin" eval --checkpoint "$work/div/$oldest" --data "$work/data" --batch 2 --batches 2 > "$work/div.eval" 2>&1 &&
+    grep -q "val loss [0-9]" "$work/div.eval" && ok ||
+    fail "diverging run ($mode): its oldest kept checkpoint '$oldest' is not good: $(cat "$work/div.eval")"
+done
+# eval refuses a model whose loss is not finite: a NaN weight in an exported model (checksums removed,
+# as in a file another tool wrote).
+python3 - "$work/hf/model.safetensors" "$work/nanhf/model.safetensors" <<'PY'
+import json, struct, sys, os
+data = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+header.pop("__metadata__", None)
+name = next(k for k in header if "norm" in k)
+off = header[name]["data_offsets"][0]
+body = bytearray(data[8 + n:])
+body[off:off + 4] = struct.pack("<f", float("nan"))
+h = json.dumps(header).encode()
+os.makedirs(os.path.dirname(sys.argv[2]), exist_ok=True)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + bytes(body))
+PY
+cp "$work/hf/config.json" "$work/nanhf/"
+expect_error "eval of NaN weights" "validation loss is .*nan" "$bin" eval --checkpoint "$work/nanhf" --data "$work/data" --batch 2 --batches 1
 
 # A shard with a wrong magic, and a truncated one.
 mkdir -p "$work/bad"

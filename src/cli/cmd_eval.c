@@ -58,6 +58,11 @@ int cmd_eval(int argc, char **argv) {
         !(acts = nb_acts_create(&m.stages[0], B, T)) || !inputs || !targets ||
         nb_evaluate(&m, &acts, loader, batches, inputs, targets, &loss))
         goto fail;
+    if (!isfinite(loss)) {  /* weights that diverged: a number, but no answer */
+        fprintf(stderr, "nobubble eval: %s: the validation loss is %g: the model's weights or outputs are not finite\n",
+                ckpt, loss);
+        goto release;
+    }
     if (json)
         printf("{\"checkpoint\": \"%s\", \"val_loss\": %.9g, \"perplexity\": %.9g, \"tokens\": %d}\n", ckpt, loss, exp(loss),
                B * T * batches);
@@ -66,6 +71,7 @@ int cmd_eval(int argc, char **argv) {
     rc = 0;
 fail:
     if (rc) fprintf(stderr, "nobubble eval: %s\n", nb_last_error());
+release:
     nb_acts_free(acts);
     if (loader) nb_loader_free(loader);
     nb_model_free(&m);

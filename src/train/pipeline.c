@@ -99,6 +99,7 @@ struct worker {
     nb_loader *train, *val;
     int *tokens, *targets;
     int updates, copy_version;
+    int proven;         /* first stage: see train_weights_proven */
     double loss_sum, grad_norm;
     double t0, busy, eval;
     mark steady[2];     /* at the steady-state window's start and end (t = 0: not reached) */
@@ -287,11 +288,17 @@ static int run_update(worker *w, int step) {
     if (is_last(w)) {
         mine.loss = w->loss_sum / sh->M;
         w->loss_sum = 0;
-        if (!isfinite(mine.loss)) return nb_fail("training loss became %g at step %d (try a lower --lr)", mine.loss, step);
+        /* The newest checkpoint is the first stage's to know: not named here (see train_diverged). */
+        if (!isfinite(mine.loss)) return train_diverged(step, "training loss", mine.loss, NULL);
     }
     if (sum_tied_grads(w, step)) return -1;
     nb_stash_taylor(w->stash, st->grads, st->params, step);
     if (o->clip > 0 && clip_gradients(w, step)) return -1;
+    /* Without clipping, each stage checks its own gradient: a non-finite one stops the run before any
+     * stage can save this step (a checkpoint needs every stage's part). */
+    const double grad_sq = o->clip > 0 ? w->grad_norm * w->grad_norm
+                                       : nb_grad_sum_squares(st->grads, st->tensors, st->n_tensors);
+    if (!isfinite(grad_sq)) return train_diverged(step, "the gradient norm", sqrt(grad_sq), NULL);
     float lr = nb_schedule_lr(&sh->sched, step);
     const float aux_lr = o->aux_lr * (lr / o->schedule.lr);
     if (mine.tau > 0) {
@@ -302,6 +309,7 @@ static int run_update(worker *w, int step) {
     nb_optimizer_step(w->opt, st->grads, st->params, lr, aux_lr, w->d);
     nb_stash_apply(w->stash, st->params, w->d, step, NULL, NULL);
     mine.update_sq = nb_grad_sum_squares(w->d, st->tensors, st->n_tensors);
+    if (!isfinite(mine.update_sq)) return train_diverged(step, "the update's norm", sqrt(mine.update_sq), NULL);
     memset(st->grads, 0, sizeof(float) * st->n_params);
     w->updates++;
     count_op(w, NB_PIPE_UPDATE, train_now() - t - (w->waited - waited0));
@@ -331,11 +339,16 @@ static int run_update(worker *w, int step) {
     int last = step == w->end - 1;
     if (o->save_dir && (last || (o->save_every && (step + 1) % o->save_every == 0)) && checkpoint(w, step)) return -1;
     double val = NAN;
-    if (o->val_pattern && (last || (o->eval_every && (step + 1) % o->eval_every == 0)) && evaluate(w, step, &val))
-        return -1;
+    if (o->val_pattern && (last || (o->eval_every && (step + 1) % o->eval_every == 0))) {
+        if (evaluate(w, step, &val)) return -1;
+        if (is_first(w) && !isfinite(val)) return train_diverged(step, "the validation loss", val, sh->last_saved);
+    }
     if (is_first(w)) {
         w->val_loss[step] = val;
         report_step(w, step);
+        /* Every stage ran step t with a finite loss and gradient (they reported after their checks), on
+         * versions no older than t - tau; the validation loss, on the weights after it. */
+        if (o->save_dir) train_weights_proven(o, isnan(val) ? step - (int)w->stats[step].tau : step + 1, &w->proven);
     }
     return 0;
 }
@@ -423,7 +436,12 @@ static int checkpoint(worker *w, int step) {
     snprintf(dir, sizeof dir, "%s/step_%06d", o->save_dir, step + 1);
     double t = train_now();
     save_status mine = {0, ""};
-    if (write_part(w, step, dir)) {
+    const double weights_sq = nb_grad_sum_squares(w->st->params, w->st->tensors, w->st->n_tensors);
+    if (!isfinite(weights_sq)) {  /* no checkpoint of non-finite weights, ever (see train_diverged) */
+        train_diverged(step, "the weights' sum of squares", weights_sq, NULL);
+        mine.failed = 1;
+        snprintf(mine.error, sizeof mine.error, "stage %d: %s", w->s, nb_last_error());
+    } else if (write_part(w, step, dir)) {
         mine.failed = 1;
         snprintf(mine.error, sizeof mine.error, "stage %d: %s", w->s, nb_last_error());
     }
@@ -443,7 +461,6 @@ static int checkpoint(worker *w, int step) {
     }
     snprintf(sh->last_saved, sizeof sh->last_saved, "%s", dir);
     if (!o->quiet) train_report_checkpoint("saved", dir, train_now() - t);
-    if (o->save_every && (step + 1) % o->save_every == 0) train_prune_checkpoints(o, step + 1, o->save_every);
     w->eval += train_now() - t;
     return 0;
 }

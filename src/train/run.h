@@ -29,6 +29,18 @@ FILE *train_open_metrics(const char *out_dir, int resumed_at);
 void train_report_checkpoint(const char *what, const char *dir, double seconds);
 void train_save_failed(const char *dir, const char *previous);
 void train_prune_checkpoints(const nb_train_options *o, int saved_step, int every);
+/* Divergence (docs/checkpoints.md, "A run that diverges"): a step whose loss, gradient norm or update is
+ * not finite stops the run before that step's update is applied (or, for the update, before anything
+ * is saved), and no non-finite weights are ever saved, so every checkpoint on disk is a good one.
+ * train_diverged fails (nb_fail) naming the step (1-based, as progress lines count), what became
+ * non-finite and the newest checkpoint ("" when none). */
+int train_diverged(int step, const char *what, double value, const char *newest);
+/* --keep prunes only behind proof: a checkpoint counts toward the newest K once a step has run on its
+ * weights with a finite loss and gradient (or its validation loss was finite), so a run that diverges
+ * right after a save keeps the good checkpoints before it. `version`: the oldest weight version the
+ * latest finite step ran on (step - tau), or the step just saved when its validation loss was finite;
+ * *proven: the newest proven checkpoint so far (0 at the start), updated. */
+void train_weights_proven(const nb_train_options *o, int version, int *proven);
 /* Whether SIGINT/SIGTERM asked the run to stop (nb_train_request_stop). */
 int train_stop_requested(void);
 

@@ -52,6 +52,25 @@ void train_save_failed(const char *dir, const char *previous) {
         nb_fail("checkpoint %s not saved, and this run has no earlier checkpoint: %s", dir, why);
 }
 
+int train_diverged(int step, const char *what, double value, const char *newest) {
+    if (newest && newest[0])
+        return nb_fail("%s became %g at step %d: the run stopped before applying that step or saving anything after "
+                       "it; the checkpoints before it are kept, the newest being %s (resume from it, or an earlier one, "
+                       "with a lower --lr and --override)", what, value, step + 1, newest);
+    return nb_fail("%s became %g at step %d: the run stopped before applying that step, and saved nothing of it or "
+                   "after it (resume from an earlier checkpoint with a lower --lr and --override, or start again with "
+                   "a lower --lr)", what, value, step + 1);
+}
+
+void train_weights_proven(const nb_train_options *o, int version, int *proven) {
+    const int every = o->save_every;
+    if (o->keep <= 0 || every <= 0 || version < every) return;
+    const int newest = version - version % every;  /* the newest periodic checkpoint at or before it */
+    if (newest <= *proven) return;
+    *proven = newest;
+    train_prune_checkpoints(o, newest, every);
+}
+
 /* Removes step folders of save_dir older than the newest `keep` this run wrote. */
 void train_prune_checkpoints(const nb_train_options *o, int saved_step, int every) {
     if (o->keep <= 0 || every <= 0) return;
@@ -138,6 +157,7 @@ typedef struct {
     nb_loader *train, *val;
     int *inputs, *targets;
     FILE *metrics;
+    const char *last_saved;    /* the newest complete checkpoint ("" when none), named if the run diverges */
 } run_state;
 
 static void run_free(run_state *r) {
@@ -221,7 +241,15 @@ int train_write_summary(const nb_train_options *o, const nb_train_result *res, i
     return 0;
 }
 
-/* Clips the gradients of all stages together to global norm o->clip; returns the norm. */
+/* Finite exactly when every weight is: squares of floats cannot overflow a double. */
+static double weights_sum_squares(const nb_model *m) {
+    double sq = 0;
+    for (int i = 0; i < m->n_stages; i++) sq += nb_grad_sum_squares(m->stages[i].params, m->stages[i].tensors, m->stages[i].n_tensors);
+    return sq;
+}
+
+/* Clips the gradients of all stages together to global norm `clip` (0: not at all); returns the norm
+ * before clipping. */
 static double clip_gradients(nb_model *m, float clip) {
     double sq = 0.0;
     for (int i = 0; i < m->n_stages; i++)
@@ -260,7 +288,11 @@ static int train_step(run_state *r, const nb_train_options *o, int step, float l
     }
     nb_model_sum_tied_grads(m);
     for (int i = 0; i < m->n_stages; i++) nb_stash_taylor(r->stash[i], m->stages[i].grads, m->stages[i].params, step);
-    if (o->clip > 0) st->grad_norm = clip_gradients(m, o->clip);
+    st->loss = total / o->microbatches;
+    if (!isfinite(st->loss)) return train_diverged(step, "training loss", st->loss, r->last_saved);
+    /* The norm before clipping: a non-finite gradient stops the run before the optimizer sees it. */
+    st->grad_norm = clip_gradients(m, o->clip);
+    if (!isfinite(st->grad_norm)) return train_diverged(step, "the gradient norm", st->grad_norm, r->last_saved);
     const float aux_lr = o->aux_lr * (lr / o->schedule.lr);
     /* The norms skip the last stage's copy of a tied embedding, so they do not depend on the split. */
     double update_sq = 0, version_sq = 0;
@@ -273,7 +305,7 @@ static int train_step(run_state *r, const nb_train_options *o, int step, float l
         update_sq += nb_grad_sum_squares(d, s->tensors, s->n_tensors);
     }
     nb_model_sync_tied_copy(m);
-    st->loss = total / o->microbatches;
+    if (!isfinite(update_sq)) return train_diverged(step, "the update's norm", sqrt(update_sq), r->last_saved);
     st->update_norm = sqrt(update_sq);
     st->version_distance = sqrt(version_sq);
     return 0;
@@ -342,6 +374,8 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
     double train_seconds = 0, loss = NAN;
     char last_saved[4200];   /* the newest complete checkpoint of this run, named when a save fails */
     snprintf(last_saved, sizeof last_saved, "%s", o->resume_dir ? o->resume_dir : "");
+    r.last_saved = last_saved;
+    int proven = 0;  /* --keep: the newest periodic checkpoint whose weights gave a finite step */
     for (int step = start; step < o->steps; step++) {
         float lr = nb_schedule_lr(&sched, step);
         double t0 = train_now();
@@ -350,11 +384,15 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
         loss = st.loss;
         double dt = train_now() - t0;
         train_seconds += dt;
-        if (!isfinite(loss)) { nb_fail("training loss became %g at step %d (try a lower --lr)", loss, step); goto done; }
         int last = step == o->steps - 1;
         double val = NAN;
-        if (r.val && (last || (o->eval_every && (step + 1) % o->eval_every == 0)))
+        if (r.val && (last || (o->eval_every && (step + 1) % o->eval_every == 0))) {
             if (evaluate(&r, o, &val)) goto done;
+            if (!isfinite(val)) {
+                train_diverged(step, "the validation loss", val, last_saved);
+                goto done;
+            }
+        }
         if (!o->quiet && (last || step % o->log_every == 0 || !isnan(val))) {
             printf("step %5d/%d | loss %.4f | lr %.3e | %6.0f tok/s | %5.1f GFLOP/s", step + 1, o->steps, loss, lr,
                    tokens_per_step / dt, tokens_per_step * flops_per_token / dt * 1e-9);
@@ -373,14 +411,21 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
             char dir[4200];
             snprintf(dir, sizeof dir, "%s/step_%06d", o->save_dir, step + 1);
             double t_save = train_now();
+            double weights_sq = weights_sum_squares(&r.model);
+            if (!isfinite(weights_sq)) {
+                train_diverged(step, "the weights' sum of squares", weights_sq, last_saved);
+                goto done;
+            }
             if (train_state_save(dir, &parts, step + 1, o)) {
                 train_save_failed(dir, last_saved);
                 goto done;
             }
             snprintf(last_saved, sizeof last_saved, "%s", dir);
             if (!o->quiet) train_report_checkpoint("saved", dir, train_now() - t_save);
-            if (o->save_every && (step + 1) % o->save_every == 0) train_prune_checkpoints(o, step + 1, o->save_every);
         }
+        /* This step's loss and gradients were finite on versions no older than step - max_tau; the
+         * validation loss, on the weights after it. */
+        train_weights_proven(o, isnan(val) ? step - st.max_tau : step + 1, &proven);
         if (stopping) {
             if (o->save_dir)
                 nb_fail("stopped on request after step %d; resume with --resume %s/step_%06d", step + 1, o->save_dir, step + 1);
