@@ -73,6 +73,15 @@ NB_PIPELINE_FAULT=2:1:kill timeout 120 "${mpi[@]}" -np 3 "$bin" train "${small[@
 rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qi "rank 2 .*signal 9\|rank 2 .*killed" "$work/kill.log" && ok ||
   fail "a killed rank ends the job, naming it (rc $rc): $(tail -8 "$work/kill.log")"
+# A rank that stalls (SIGSTOP: alive to MPI, but silent) is detected by the others within --peer-timeout:
+# the job ends naming the stage that was waited for, instead of hanging.
+NB_PIPELINE_FAULT=1:2:stall timeout 120 "${mpi[@]}" -np 3 "$bin" train "${small[@]}" --set n_layers=3 --stages 3 \
+  --pipeline 2bw --microbatches 3 --steps 6 --transport mpi --peer-timeout 2 > "$work/stall.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "no message from stage 1 .* for 2 s: that stage has stalled or died" "$work/stall.log" && ok ||
+  fail "a stalled rank ends the job, naming it (rc $rc): $(tail -5 "$work/stall.log")"
+expect_error "bad --peer-timeout" "peer-timeout -1: expected seconds" "$bin" train "${small[@]}" --stages 2 --pipeline 2bw \
+  --microbatches 2 --peer-timeout -1
 NB_PIPELINE_FAULT=0:1 timeout 60 "$bin" train "${small[@]}" --set n_layers=2 --stages 2 --pipeline 1f1b \
   --microbatches 2 --steps 3 > "$work/tfault.log" 2>&1
 rc=$?

@@ -218,7 +218,23 @@ static void check_bad_input(void) {
     }
 }
 
+/* The threads transport's receive timeout: a receive from a stage that sends nothing fails after the
+ * link's timeout, naming that stage; one whose message is there takes it; no timeout waits for ever
+ * (not tested: a receive that would hang). */
+static void check_receive_timeout(void) {
+    nb_hub *hub = nb_hub_create(2);
+    nb_link *a = nb_hub_link(hub, 0), *b = nb_hub_link(hub, 1);
+    nb_link_set_timeout(a, 0.05);
+    int x = 7, y = 0;
+    CHECK(nb_link_recv(a, 1, 3, &y, sizeof y) != 0 && strstr(nb_last_error(), "no message from stage 1 (tag 3) for 0.05 s"),
+          "a receive from a silent stage times out naming it (%s)", nb_last_error());
+    CHECK(nb_link_send(b, 0, 3, &x, sizeof x) == 0 && nb_link_recv(a, 1, 3, &y, sizeof y) == 0 && y == 7,
+          "a message that is there is taken despite the timeout");
+    nb_hub_free(hub);
+}
+
 int main(void) {
+    check_receive_timeout();
     if (kjv_make_data()) {
         fprintf(stderr, "test data: %s\n", nb_last_error());
         return 1;

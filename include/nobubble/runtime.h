@@ -28,6 +28,10 @@ int nb_link_count(const nb_link *l);
 int nb_link_send(nb_link *l, int to, int tag, const void *buf, size_t bytes);
 /* Waits for the message (from, tag) and copies it into buf, which must be exactly its size. */
 int nb_link_recv(nb_link *l, int from, int tag, void *buf, size_t bytes);
+/* A receive that waits more than `seconds` for its message fails, naming the stage it waited for, so
+ * that a peer that stalled (stopped, hung on a file system) or vanished without taking the job down
+ * cannot hold the others for ever (0, the default: no limit). */
+void nb_link_set_timeout(nb_link *l, double seconds);
 /* This stage failed with `message`: the other stages stop (see above). */
 void nb_link_fail(nb_link *l, const char *message);
 /* Releases this stage's end (waits for its sends to be delivered on MPI). */

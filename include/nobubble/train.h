@@ -48,6 +48,8 @@ typedef struct nb_train_options {
     int pipeline;               /* an nb_pipe_kind, or -1: one process simulates the delay (-1) */
     int transport;              /* an nb_transport_kind (threads) */
     int threads_per_stage;      /* GEMM threads per worker (0: the process's cores / stages, at least 1) */
+    float peer_timeout;         /* seconds a stage waits for a message before the run fails naming the
+                                   stage it waited for: a stalled or vanished MPI rank (300; 0: no limit) */
 } nb_train_options;
 
 typedef struct nb_train_result {

@@ -156,6 +156,7 @@ int cmd_train(int argc, char **argv) {
         {"--pipeline", OPT_STR, &pipeline, "KIND   real workers, one per stage: gpipe | 1f1b | pipedream | 2bw (sets --delay)"},
         {"--transport", OPT_STR, &transport, "NAME   threads (one process) | mpi (mpirun -np P, one process per stage) (threads)"},
         {"--threads-per-stage", OPT_INT, &o.threads_per_stage, "N      GEMM threads of each pipeline worker (cores / stages)"},
+        {"--peer-timeout", OPT_FLOAT, &o.peer_timeout, "S      a pipeline stage waiting S seconds for another fails the run, naming it (300; 0: no limit)"},
         {"--quiet", OPT_FLAG, &o.quiet, "       no progress lines"},
     };
     int rc = cli_parse(usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));

@@ -39,6 +39,13 @@ int nb_link_recv(nb_link *l, int from, int tag, void *buf, size_t bytes) {
     return l->ops->recv(l, from, tag, buf, bytes);
 }
 
+void nb_link_set_timeout(nb_link *l, double seconds) { l->timeout_s = seconds > 0 ? seconds : 0; }
+
+int nb_link_timed_out(const nb_link *l, int from, int tag) {
+    return nb_fail("stage %d: no message from stage %d (tag %d) for %g s: that stage has stalled or died, or is slower "
+                   "than --peer-timeout allows", l->stage, from, tag, l->timeout_s);
+}
+
 void nb_link_fail(nb_link *l, const char *message) { l->ops->fail(l, message); }
 
 void nb_link_close(nb_link *l) {

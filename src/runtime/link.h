@@ -15,5 +15,8 @@ struct nb_link {
     const nb_link_ops *ops;
     int stage, count;
     void *impl;
+    double timeout_s;  /* a receive fails after waiting this long (0: it waits for ever) */
 };
+/* The failure of a receive that waited longer than the link's timeout (nb_fail). */
+int nb_link_timed_out(const nb_link *l, int from, int tag);
 #endif

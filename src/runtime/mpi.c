@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "runtime/link.h"
 #include "util/error.h"
 
@@ -61,12 +62,35 @@ static int mpi_send(nb_link *l, int to, int tag, const void *buf, size_t bytes) 
     return 0;
 }
 
+static double seconds_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* MPI_Probe with the link's timeout: a rank that stalled (SIGSTOP, a hung file system) is no failure
+ * to MPI, and would hold this one for ever. It polls, as Open MPI's blocking probe does too; once a
+ * wait has lasted a few milliseconds (a stage idle anyway), it sleeps 50 us between polls. */
+static int probe(nb_link *l, int from, int tag, MPI_Status *st) {
+    if (l->timeout_s <= 0) return MPI_Probe(from, tag, MPI_COMM_WORLD, st) == MPI_SUCCESS ? 0 : -1;
+    const double start = seconds_now();
+    for (;;) {
+        int arrived = 0;
+        if (MPI_Iprobe(from, tag, MPI_COMM_WORLD, &arrived, st) != MPI_SUCCESS) return -1;
+        if (arrived) return 0;
+        const double waited = seconds_now() - start;
+        if (waited > l->timeout_s) return 1;
+        if (waited > 0.005) nanosleep(&(struct timespec){0, 50000}, NULL);
+    }
+}
+
 static int mpi_recv(nb_link *l, int from, int tag, void *buf, size_t bytes) {
     mpi_link *m = l->impl;
     reap(m, 0);
     MPI_Status st;
-    if (MPI_Probe(from, tag, MPI_COMM_WORLD, &st) != MPI_SUCCESS)
-        return nb_fail("stage %d: MPI_Probe for stage %d failed", l->stage, from);
+    int rc = probe(l, from, tag, &st);
+    if (rc > 0) return nb_link_timed_out(l, from, tag);
+    if (rc) return nb_fail("stage %d: MPI_Probe for stage %d failed", l->stage, from);
     int count = 0;
     MPI_Get_count(&st, MPI_BYTE, &count);
     if ((size_t)count != bytes)
@@ -115,7 +139,7 @@ int nb_mpi_link(nb_link **out, int n_stages) {
         free(m);
         return nb_fail("out of memory");
     }
-    *l = (nb_link){&mpi_ops, rank, size, m};
+    *l = (nb_link){&mpi_ops, rank, size, m, 0};
     *out = l;
     return 0;
 }

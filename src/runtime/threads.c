@@ -2,10 +2,13 @@
  * message appended to the receiver's mailbox; a receive takes the first message of its
  * (source, tag) pair, waiting on the mailbox's condition variable. A failure is broadcast to
  * every mailbox, so that no receiver waits for a message that will never come. */
+#include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "runtime/link.h"
 #include "util/error.h"
 
@@ -63,13 +66,30 @@ static message *take(mailbox *b, int from, int tag) {
     return NULL;
 }
 
+/* The moment `seconds` from now on the mailboxes' clock (CLOCK_MONOTONIC). */
+static struct timespec deadline(double seconds) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double whole = floor(seconds);
+    ts.tv_sec += (time_t)whole;
+    ts.tv_nsec += (long)((seconds - whole) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    return ts;
+}
+
 static int hub_recv(nb_link *l, int from, int tag, void *buf, size_t bytes) {
     nb_hub *h = l->impl;
     mailbox *b = &h->boxes[l->stage];
+    const struct timespec until = deadline(l->timeout_s);
+    int timed_out = 0;
     pthread_mutex_lock(&b->mu);
     message *m;
-    while (!(m = take(b, from, tag)) && !h->failed) pthread_cond_wait(&b->cv, &b->mu);
+    while (!(m = take(b, from, tag)) && !h->failed && !timed_out) {
+        if (l->timeout_s > 0) timed_out = pthread_cond_timedwait(&b->cv, &b->mu, &until) == ETIMEDOUT;
+        else pthread_cond_wait(&b->cv, &b->mu);
+    }
     pthread_mutex_unlock(&b->mu);
+    if (!m && timed_out && !h->failed) return nb_link_timed_out(l, from, tag);
     if (!m) return nb_fail("%s", h->failure);
     int rc = 0;
     if (m->bytes != bytes)
@@ -114,11 +134,15 @@ nb_hub *nb_hub_create(int n_stages) {
     }
     h->n = n_stages;
     pthread_mutex_init(&h->fail_mu, NULL);
+    pthread_condattr_t monotonic;  /* timed waits measure intervals: immune to changes of the wall clock */
+    pthread_condattr_init(&monotonic);
+    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
     for (int i = 0; i < n_stages; i++) {
         pthread_mutex_init(&h->boxes[i].mu, NULL);
-        pthread_cond_init(&h->boxes[i].cv, NULL);
-        h->links[i] = (nb_link){&hub_ops, i, n_stages, h};
+        pthread_cond_init(&h->boxes[i].cv, &monotonic);
+        h->links[i] = (nb_link){&hub_ops, i, n_stages, h, 0};
     }
+    pthread_condattr_destroy(&monotonic);
     return h;
 }
 

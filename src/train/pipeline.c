@@ -594,14 +594,19 @@ static void pin_worker(const worker *w) {
     pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 
-/* Test hook: NB_PIPELINE_FAULT=STAGE:STEP makes that stage fail (or, with :kill, die by
- * SIGKILL) at the start of that step's update, so that tests can check that the others stop. */
+/* Test hook: NB_PIPELINE_FAULT=STAGE:STEP makes that stage fail (or, with :kill, die by SIGKILL; with
+ * :stall, stop by SIGSTOP, as a hung process) at the start of that step's update, so that tests can
+ * check that the others stop. */
 static int injected_fault(const worker *w, int step) {
     const char *spec = getenv("NB_PIPELINE_FAULT");
     int fs = -1, ft = -1;
     char how[16] = "";
     if (!spec || sscanf(spec, "%d:%d:%15s", &fs, &ft, how) < 2 || fs != w->s || ft != step) return 0;
     if (!strcmp(how, "kill")) raise(SIGKILL);
+    if (!strcmp(how, "stall")) {
+        raise(SIGSTOP);
+        return 0;  /* continued: as if it had been slow */
+    }
     return nb_fail("injected fault (NB_PIPELINE_FAULT=%s)", spec);
 }
 
@@ -814,6 +819,8 @@ static int check_pipeline_options(const nb_train_options *o) {
     if (o->transport != NB_TRANSPORT_THREADS && o->transport != NB_TRANSPORT_MPI)
         return nb_fail("--transport %d: expected one of %s", o->transport, NB_TRANSPORT_KINDS);
     if (o->threads_per_stage < 0) return nb_fail("--threads-per-stage %d: expected >= 0 (0: cores / stages)", o->threads_per_stage);
+    if (!(o->peer_timeout >= 0 && o->peer_timeout <= 1e6))
+        return nb_fail("--peer-timeout %g: expected seconds in [0, 1e6] (0: wait for ever)", (double)o->peer_timeout);
     return 0;
 }
 
@@ -871,6 +878,7 @@ static int run_threads(run_shared *sh, worker *ws) {
     }
     for (; started < sh->P; started++) {
         ws[started].link = nb_hub_link(hub, started);
+        nb_link_set_timeout(ws[started].link, sh->o->peer_timeout);
         if (pthread_create(&tids[started], NULL, worker_main, &ws[started])) {
             nb_link_fail(ws[started].link, "could not start its thread");
             rc = nb_fail("could not start the thread of stage %d", started);
@@ -892,6 +900,7 @@ static int run_mpi(run_shared *sh, worker *ws) {
     int s = nb_link_stage(link);
     worker *w = &ws[s];
     w->link = link;
+    nb_link_set_timeout(link, sh->o->peer_timeout);
     nb_model_keep_only(sh->model, s);  /* this process holds its own stage only */
     worker_main(w);
     int rc = w->failed ? nb_fail("%s", w->error) : 0;

@@ -104,6 +104,7 @@ void nb_train_defaults(nb_train_options *o) {
     o->eval_batches = 8;
     o->log_every = 10;
     o->seed = 1;
+    o->peer_timeout = 300;
 }
 
 double train_now(void) {
