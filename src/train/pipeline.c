@@ -339,16 +339,18 @@ static int run_update(worker *w, int step) {
     int last = step == w->end - 1;
     if (o->save_dir && (last || (o->save_every && (step + 1) % o->save_every == 0)) && checkpoint(w, step)) return -1;
     double val = NAN;
-    if (o->val_pattern && (last || (o->eval_every && (step + 1) % o->eval_every == 0))) {
+    if (o->val_pattern && train_evaluates(o, step, last)) {
         if (evaluate(w, step, &val)) return -1;
         if (is_first(w) && !isfinite(val)) return train_diverged(step, "the validation loss", val, sh->last_saved);
     }
     if (is_first(w)) {
         w->val_loss[step] = val;
         report_step(w, step);
-        /* Every stage ran step t with a finite loss and gradient (they reported after their checks), on
-         * versions no older than t - tau; the validation loss, on the weights after it. */
-        if (o->save_dir) train_weights_proven(o, isnan(val) ? step - (int)w->stats[step].tau : step + 1, &w->proven);
+        /* The proof (see train_weights_proven): a finite validation loss of the weights after step t; or,
+         * without validation data, every stage ran step t with a finite loss and gradient (they reported
+         * after their checks) on versions no older than t - tau. */
+        if (!o->val_pattern) train_weights_proven(o, step - (int)w->stats[step].tau, &w->proven);
+        else if (!isnan(val)) train_weights_proven(o, step + 1, &w->proven);
     }
     return 0;
 }

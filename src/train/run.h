@@ -36,11 +36,15 @@ void train_prune_checkpoints(const nb_train_options *o, int saved_step, int ever
  * non-finite and the newest checkpoint ("" when none). */
 int train_diverged(int step, const char *what, double value, const char *newest);
 /* --keep prunes only behind proof: a checkpoint counts toward the newest K once a step has run on its
- * weights with a finite loss and gradient (or its validation loss was finite), so a run that diverges
- * right after a save keeps the good checkpoints before it. `version`: the oldest weight version the
- * latest finite step ran on (step - tau), or the step just saved when its validation loss was finite;
+ * weights with a finite loss and gradient, or, with validation data, once its validation loss was
+ * finite (training batches can be finite where validation ones are not), so a run that diverges right
+ * after a save keeps the good checkpoints before it. `version`: the oldest weight version the latest
+ * finite step ran on (step - tau), or the step just saved when its validation loss was finite;
  * *proven: the newest proven checkpoint so far (0 at the start), updated. */
 void train_weights_proven(const nb_train_options *o, int version, int *proven);
+/* Whether the validation loss is measured after step `step` (when there is validation data): at the
+ * end, every --eval-every steps, and with --keep at every periodic checkpoint, whose proof it is. */
+int train_evaluates(const nb_train_options *o, int step, int last);
 /* Whether SIGINT/SIGTERM asked the run to stop (nb_train_request_stop). */
 int train_stop_requested(void);
 

@@ -62,6 +62,11 @@ int train_diverged(int step, const char *what, double value, const char *newest)
                    "a lower --lr)", what, value, step + 1);
 }
 
+int train_evaluates(const nb_train_options *o, int step, int last) {
+    const int periodic_save = o->save_every && (step + 1) % o->save_every == 0;
+    return last || (o->eval_every && (step + 1) % o->eval_every == 0) || (o->keep > 0 && periodic_save);
+}
+
 void train_weights_proven(const nb_train_options *o, int version, int *proven) {
     const int every = o->save_every;
     if (o->keep <= 0 || every <= 0 || version < every) return;
@@ -387,7 +392,7 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
         train_seconds += dt;
         int last = step == o->steps - 1;
         double val = NAN;
-        if (r.val && (last || (o->eval_every && (step + 1) % o->eval_every == 0))) {
+        if (r.val && train_evaluates(o, step, last)) {
             if (evaluate(&r, o, &val)) goto done;
             if (!isfinite(val)) {
                 train_diverged(step, "the validation loss", val, last_saved);
@@ -424,9 +429,10 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
             snprintf(last_saved, sizeof last_saved, "%s", dir);
             if (!o->quiet) train_report_checkpoint("saved", dir, train_now() - t_save);
         }
-        /* This step's loss and gradients were finite on versions no older than step - max_tau; the
-         * validation loss, on the weights after it. */
-        train_weights_proven(o, isnan(val) ? step - st.max_tau : step + 1, &proven);
+        /* With validation data, the proof is a finite validation loss of the weights saved; without,
+         * this step's finite loss and gradients on versions no older than step - max_tau. */
+        if (!r.val) train_weights_proven(o, step - st.max_tau, &proven);
+        else if (!isnan(val)) train_weights_proven(o, step + 1, &proven);
         if (stopping) {
             if (o->save_dir)
                 nb_fail("stopped on request after step %d; resume with --resume %s/step_%06d", step + 1, o->save_dir, step + 1);
