@@ -34,6 +34,7 @@
 #include "train/run.h"
 #include "train/state.h"
 #include "util/error.h"
+#include "util/fs.h"
 
 enum { TAG_ACT, TAG_GRAD, TAG_TIED_GRAD, TAG_TIED_W, TAG_NORM, TAG_STATS, TAG_EVAL, TAG_EVAL_LOSS, TAG_DONE, TAG_PARAMS,
        TAG_SAVED, TAG_END };
@@ -561,7 +562,7 @@ static int worker_setup(worker *w) {
     if (o->val_pattern && (is_first(w) || is_last(w)) &&
         nb_loader_open(&w->val, o->val_pattern, o->batch, sh->T, o->model.vocab_size, 0, 0, 1))
         return -1;
-    if (o->save_dir && train_make_dirs(o->save_dir)) return -1;
+    if (o->save_dir && nb_fs_mkdirs(o->save_dir, "--save-dir")) return -1;
     memset(st->grads, 0, sizeof(float) * st->n_params);
     if (st->tied_head_grad) memset(st->tied_head_grad, 0, sizeof(float) * embed_numel(w));
     w->ready = 1;
@@ -621,7 +622,7 @@ static int finish(worker *w, stage_report *reports);
 static int open_metrics(worker *w) {
     const nb_train_options *o = w->sh->o;
     if (!is_first(w) || !o->out_dir) return 0;
-    if (train_make_dirs(o->out_dir)) return -1;
+    if (nb_fs_mkdirs(o->out_dir, "--out")) return -1;
     w->metrics = train_open_metrics(o->out_dir, o->resume_dir ? w->sh->start : -1);
     return w->metrics ? 0 : -1;
 }

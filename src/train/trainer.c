@@ -19,6 +19,7 @@
 #include "train/run.h"
 #include "train/state.h"
 #include "util/error.h"
+#include "util/fs.h"
 
 static volatile sig_atomic_t stop_requested;
 
@@ -91,19 +92,6 @@ double train_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-int train_make_dirs(const char *path) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0777) && errno != EEXIST) return nb_fail("--out %s: cannot create %s: %s", path, buf, strerror(errno));
-            *p = '/';
-        }
-    if (mkdir(buf, 0777) && errno != EEXIST) return nb_fail("--out %s: cannot create it: %s", path, strerror(errno));
-    return 0;
 }
 
 int train_check_options(const nb_train_options *o, int T) {
@@ -317,9 +305,9 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
     double t_load = train_now();
     if (o->resume_dir && train_state_load(o->resume_dir, &parts, &start, o)) goto done;
     if (o->resume_dir && !o->quiet) train_report_checkpoint("loaded", o->resume_dir, train_now() - t_load);
-    if (o->save_dir && train_make_dirs(o->save_dir)) goto done;
+    if (o->save_dir && nb_fs_mkdirs(o->save_dir, "--save-dir")) goto done;
     if (o->out_dir) {
-        if (train_make_dirs(o->out_dir)) goto done;
+        if (nb_fs_mkdirs(o->out_dir, "--out")) goto done;
         /* A resumed run continues the metrics of the run it resumes. */
         if (!(r.metrics = train_open_metrics(o->out_dir, o->resume_dir ? start : -1))) goto done;
     }
