@@ -73,6 +73,7 @@ typedef struct {
                                     without the last step, whose end drains the pipeline */
     int *cpus, n_cpus; /* the process's CPUs, for pinning thread workers */
     int pin;
+    nb_fs_lock locks[2];  /* the folders the run writes (train_lock_run): the first stage's process holds them */
 } run_shared;
 
 /* A stage's clocks at one moment: wall time, computing and evaluating so far. */
@@ -635,7 +636,8 @@ static void *worker_main(void *arg) {
     stage_report *reports = calloc((size_t)sh->P, sizeof *reports);
     int rc = !reports ? nb_fail("out of memory")
              : w->ready ? 0
-                        : worker_setup(w) || (sh->o->resume_dir && resume_stage(w));
+                        : (is_first(w) && train_lock_run(sh->o, sh->locks)) || worker_setup(w) ||
+                              (sh->o->resume_dir && resume_stage(w));
     if (!rc) rc = open_metrics(w);
     if (!rc) rc = run_actions(w);
     if (!rc) {
@@ -844,7 +846,7 @@ static int setup_and_resume(run_shared *sh, worker *ws) {
 }
 
 static int run_threads(run_shared *sh, worker *ws) {
-    if (setup_and_resume(sh, ws)) return -1;
+    if (train_lock_run(sh->o, sh->locks) || setup_and_resume(sh, ws)) return -1;
     nb_hub *hub = nb_hub_create(sh->P);
     pthread_t *tids = calloc((size_t)sh->P, sizeof *tids);
     int rc = 0, started = 0;
@@ -907,6 +909,8 @@ int train_pipeline(const nb_train_options *o, nb_train_result *res) {
                      .M = o->pipeline == NB_PIPE_PIPEDREAM ? 1 : o->microbatches, .S = S, .threads = 1,
                      .sched = o->schedule};
     sh.sched.total_steps = S;
+    nb_fs_lock_init(&sh.locks[0]);
+    nb_fs_lock_init(&sh.locks[1]);
     sh.steady_from = S / 2;
     sh.steady_to = S - 1 > sh.steady_from ? S - 1 : S;
     int n_cpus = process_cpus(&sh);
@@ -940,6 +944,7 @@ int train_pipeline(const nb_train_options *o, nb_train_result *res) {
     }
 done:
     for (int i = 0; ws && i < o->stages; i++) worker_free(&ws[i]);
+    train_unlock_run(sh.locks);
     free(ws);
     free(sh.cpus);
     nb_pipe_free(&sc);

@@ -29,6 +29,11 @@ FILE *train_open_metrics(const char *out_dir, int resumed_at);
 void train_report_checkpoint(const char *what, const char *dir, double seconds);
 void train_save_failed(const char *dir, const char *previous);
 void train_prune_checkpoints(const nb_train_options *o, int saved_step, int every);
+/* Creates the folders the run writes (--save-dir, --out) and takes their locks (.nobubble.lock, held for
+ * the run's life; nb_fs_lock_dir): a second run naming either folder is refused. locks[0]: --save-dir,
+ * locks[1]: --out; train_unlock_run releases them (safe on locks of a failed or absent lock). */
+int train_lock_run(const nb_train_options *o, nb_fs_lock locks[2]);
+void train_unlock_run(nb_fs_lock locks[2]);
 /* Whether SIGINT/SIGTERM asked the run to stop (nb_train_request_stop). */
 int train_stop_requested(void);
 

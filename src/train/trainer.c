@@ -61,9 +61,27 @@ void train_prune_checkpoints(const nb_train_options *o, int saved_step, int ever
         char dir[4200];
         struct stat st;
         snprintf(dir, sizeof dir, "%s/step_%06d", o->save_dir, old);
-        if (old <= 0 || stat(dir, &st)) break;
-        train_state_remove(dir);
+        if (old <= 0 || lstat(dir, &st)) break;
+        /* A link where this run's folder was is not pruned (nor what it points to): said, and left. */
+        if (train_state_remove(dir)) fprintf(stderr, "warning: --keep %d: %s\n", o->keep, nb_last_error());
     }
+}
+
+int train_lock_run(const nb_train_options *o, nb_fs_lock locks[2]) {
+    nb_fs_lock_init(&locks[0]);
+    nb_fs_lock_init(&locks[1]);
+    if (o->save_dir && (nb_fs_mkdirs(o->save_dir, "--save-dir") || nb_fs_lock_dir(&locks[0], o->save_dir, "--save-dir")))
+        return -1;
+    if (o->out_dir && (nb_fs_mkdirs(o->out_dir, "--out") || nb_fs_lock_dir(&locks[1], o->out_dir, "--out"))) {
+        nb_fs_unlock(&locks[0]);
+        return -1;
+    }
+    return 0;
+}
+
+void train_unlock_run(nb_fs_lock locks[2]) {
+    nb_fs_unlock(&locks[1]);
+    nb_fs_unlock(&locks[0]);
 }
 
 void nb_train_defaults(nb_train_options *o) {
@@ -272,6 +290,8 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
     int T = o->seq_len ? o->seq_len : o->model.context;
     if (nb_config_validate(&o->model) || train_check_options(o, T) || nb_delay_validate(&o->delay, o->steps, o->stages))
         return -1;
+    nb_fs_lock locks[2];
+    if (train_lock_run(o, locks)) return -1;
     run_state r;
     memset(&r, 0, sizeof r);
     memset(res, 0, sizeof *res);
@@ -388,5 +408,6 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
     rc = 0;
 done:
     run_free(&r);
+    train_unlock_run(locks);
     return rc;
 }
