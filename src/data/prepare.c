@@ -267,6 +267,11 @@ int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
     char *out = strdup(o->out_dir);
     if (!out) return nb_fail("out of memory");
     for (size_t l = strlen(out); l > 1 && out[l - 1] == '/'; l--) out[l - 1] = 0;
+    /* The shards are named <name>_train_NNNNNN.bin inside --out: the name must not lead out of it. */
+    if (o->name && nb_fs_check_name(o->name, "--name")) {
+        free(out);
+        return -1;
+    }
     int rc = 0;
     int exists = check_out_dir(out, o->force);
     char **bufs = NULL;
