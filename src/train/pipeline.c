@@ -239,7 +239,7 @@ static int clip_gradients(worker *w, int step) {
 }
 
 static int evaluate(worker *w, int step, double *val);
-static void report_step(worker *w, int t);
+static int report_step(worker *w, int t);
 static int checkpoint(worker *w, int step);
 
 /* ---- stopping on request (SIGINT, SIGTERM) ----
@@ -331,14 +331,15 @@ static int run_update(worker *w, int step) {
     if (step == sh->steady_to - 1) w->steady[1] = mark_now(w);
     if (stop_on_request(w, step)) return -1;
     int last = step == w->end - 1;
-    if (o->save_dir && (last || (o->save_every && (step + 1) % o->save_every == 0)) && checkpoint(w, step)) return -1;
     double val = NAN;
     if (o->val_pattern && (last || (o->eval_every && (step + 1) % o->eval_every == 0)) && evaluate(w, step, &val))
         return -1;
     if (is_first(w)) {
         w->val_loss[step] = val;
-        report_step(w, step);
+        if (report_step(w, step)) return -1;
     }
+    /* After the metrics line: a checkpoint never holds a step whose line a kill could still lose. */
+    if (o->save_dir && (last || (o->save_every && (step + 1) % o->save_every == 0)) && checkpoint(w, step)) return -1;
     return 0;
 }
 
@@ -437,6 +438,10 @@ static int checkpoint(worker *w, int step) {
         save_status part;
         if (recv_waiting(w, i, tag(TAG_SAVED, step), &part, sizeof part)) return -1;
         if (part.failed && !mine.failed) mine = part;
+    }
+    if (!mine.failed && train_sync_metrics(w->metrics, o->out_dir)) {
+        mine.failed = 1;
+        snprintf(mine.error, sizeof mine.error, "%s", nb_last_error());
     }
     if (mine.failed) train_state_abort(dir);  /* every stage is done with the folder */
     if (mine.failed ? nb_fail("%s", mine.error) : train_state_commit(dir, sh->model)) {
@@ -717,8 +722,9 @@ static void summary_extra(const worker *w, const stage_report *rep, char *buf, s
     if (n < size) snprintf(buf + n, size - n, "]}");
 }
 
-/* The first stage, after update t: the progress line and the metrics line of step t. */
-static void report_step(worker *w, int t) {
+/* The first stage, after update t: the progress line and the metrics line of step t (a failed write
+ * stops the run). */
+static int report_step(worker *w, int t) {
     const run_shared *sh = w->sh;
     const double tokens_per_step = (double)sh->o->batch * sh->T * sh->M;
     const double dt = w->step_time[t] - (t ? w->step_time[t - 1] : 0);
@@ -735,8 +741,9 @@ static void report_step(worker *w, int t) {
         train_metrics m = {t, s->loss, lr, tokens_per_step * (t + 1), w->step_time[t], dt > 0 ? tokens_per_step / dt : 0,
                            sqrt(s->update_sq), (int)s->tau, sqrt(s->version_sq),
                            sh->o->clip > 0 ? w->grad_norms[t] : NAN, w->val_loss[t]};
-        train_write_metrics(w->metrics, &m);
+        return train_write_metrics(w->metrics, sh->o->out_dir, &m);
     }
+    return 0;
 }
 
 static int finish(worker *w, stage_report *reports) {

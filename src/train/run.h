@@ -18,7 +18,12 @@ typedef struct {
     int tau;
     double version_distance, grad_norm, val_loss;
 } train_metrics;
-void train_write_metrics(FILE *f, const train_metrics *m);
+/* Writes and flushes the line; a failed write (a full disk) is an error naming OUT_DIR/metrics.jsonl,
+ * which stops the run at once. */
+int train_write_metrics(FILE *f, const char *out_dir, const train_metrics *m);
+/* Flushes the lines to disk (fdatasync): before the checkpoint that covers them is committed, so that
+ * no checkpoint is ever ahead of the metrics of the steps it holds. f NULL: nothing to do. */
+int train_sync_metrics(FILE *f, const char *out_dir);
 /* Opens OUT_DIR/metrics.jsonl (src/train/metrics.c): emptied for a new run (resumed_at < 0); for a
  * run resumed at step resumed_at, first rewritten atomically with only the whole lines of steps
  * 1..resumed_at (the steps before the checkpoint), then opened to append. NULL on failure (nb_fail). */

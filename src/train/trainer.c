@@ -373,7 +373,7 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
         if (r.metrics) {
             train_metrics m = {step, loss, lr, tokens_per_step * (step + 1), train_seconds, tokens_per_step / dt,
                                st.update_norm, st.max_tau, st.version_distance, o->clip > 0 ? st.grad_norm : NAN, val};
-            train_write_metrics(r.metrics, &m);
+            if (train_write_metrics(r.metrics, o->out_dir, &m)) goto done;
         }
         if (!isnan(val)) res->final_val_loss = val;
         int stopping = stop_requested && !last;
@@ -381,6 +381,8 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
             char dir[4200];
             snprintf(dir, sizeof dir, "%s/step_%06d", o->save_dir, step + 1);
             double t_save = train_now();
+            /* The metrics lines of the steps the checkpoint holds are on disk before it is. */
+            if (train_sync_metrics(r.metrics, o->out_dir)) goto done;
             if (train_state_save(dir, &parts, step + 1, o)) {
                 train_save_failed(dir, last_saved);
                 goto done;
