@@ -175,7 +175,7 @@ int nb_fs_check_name(const char *name, const char *what) {
     if (!strcmp(name, ".") || !strcmp(name, ".."))
         return nb_fail("%s '%s': expected a file name, not a reference to a folder", what, name);
     if (strchr(name, '/'))
-        return nb_fail("%s '%s': expected a file name without '/' (it names files inside the output folder)", what, name);
+        return nb_fail("%s '%s': expected a file name without '/' (a name inside its folder, not a path)", what, name);
     for (const unsigned char *c = (const unsigned char *)name; *c; c++)
         if (*c < 0x20 || *c == 0x7f) return nb_fail("%s: expected a file name without control characters", what);
     if (strlen(name) > 200) return nb_fail("%s '%.40s...': longer than 200 bytes", what, name);
