@@ -65,6 +65,12 @@ check "nothing written for a refused name" test ! -e "$work/n/a/data"
 "$bin" prepare --input "$work/text.txt" --vocab 300 --out "$work/n/ok" --name my-data > /dev/null 2>&1 \
   && test -e "$work/n/ok/my-data_train_000000.bin" && ok || fail "prepare --name my-data"
 
+# ---- a part name read from a checkpoint's index is a file name in its folder, not a path
+cp -r "$work/k3/step_000002" "$work/idx"
+sed -i 's|"model-00001-of-00002.safetensors"|"../model-00001-of-00002.safetensors"|' "$work/idx/model.safetensors.index.json"
+expect_error "an index naming a part outside its folder is refused" "part '../model-00001-of-00002.safetensors'" \
+  "$bin" eval --checkpoint "$work/idx" --data "$work/data" --batches 1
+
 # ---- locks: a second run on a --save-dir or --out in use is refused, naming the first's pid
 "$bin" train "${small[@]}" --steps 1000000 --save-dir "$work/L" --save-every 100000 --out "$work/O" > /dev/null 2>&1 &
 pid=$!
