@@ -6,11 +6,12 @@
 # A try fails when the final metrics.jsonl does not hold every step 1..N exactly once, in order, or when
 # its lines differ from an uninterrupted run's (timing fields aside). Prints, per mode: tries, runs
 # actually killed, failures, and the metrics lines lost in all.
-# Usage: tools/stress_kill_metrics.sh path/to/nobubble [tries per mode (100)] [steps (12)]
+# Usage: tools/stress_kill_metrics.sh path/to/nobubble [tries per mode (100)] [steps (12)] [modes ("one-process pipeline")]
 set -u
 bin=${1:?usage: stress_kill_metrics.sh path/to/nobubble [tries] [steps]}
 tries=${2:-100}
 steps=${3:-12}
+modes=${4:-one-process pipeline}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for i in $(seq 1 40); do
@@ -21,7 +22,7 @@ small=(--data "$work/data" --set n_layers=2 --set context=16 --batch 2 --threads
 untimed() { sed 's/"time_s": [^,]*, "tokens_per_s": [^,]*, //' "$1/metrics.jsonl"; }
 want_steps=$(seq 1 "$steps" | tr '\n' ' ')
 total_fail=0
-for mode in one-process pipeline; do
+for mode in $modes; do
   flags=(); [ $mode = pipeline ] && flags=(--stages 2 --pipeline 2bw --microbatches 2)
   "$bin" train "${small[@]}" "${flags[@]}" --save-dir "$work/ref/save" --save-every 1 --out "$work/ref/out" > /dev/null 2>&1 \
     || { echo "$mode: the uninterrupted run failed"; exit 1; }
