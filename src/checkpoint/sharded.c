@@ -11,6 +11,7 @@
 #include "data/dutil.h"
 #include "nobubble/checkpoint.h"
 #include "util/error.h"
+#include "util/fs.h"
 
 void nb_st_part_name(char *buf, size_t size, const char *base, int k, int n) {
     snprintf(buf, size, "%s-%05d-of-%05d.safetensors", base, k, n);
@@ -28,10 +29,11 @@ static int exists(const char *path) {
 }
 
 /* A part named by an index: a plain file name in the index's folder, never a path elsewhere. */
+/* A part's name, read from the index, is joined to the index's folder: it must not leave it. */
 static int check_part_name(const char *index, const char *name) {
-    if (!name[0] || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
-        return nb_fail("%s: part '%s' is not a file name in the index's folder", index, name);
-    return 0;
+    char what[4400];
+    snprintf(what, sizeof what, "%.4300s: part", index);
+    return nb_fs_check_name(name, what);
 }
 
 static int add_name(char ***names, int *n, const char *name) {

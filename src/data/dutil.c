@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "util/error.h"
+#include "util/fs.h"
 
 /* ------------------------------------------------------------ buffers */
 int nbd_buf_reserve(nbd_buf *b, size_t extra) {
@@ -191,24 +192,7 @@ int nbd_read_file(const char *path, char **data, size_t *n, const char *what) {
     return 0;
 }
 
-int nbd_mkdir_p(const char *path) {
-    char *p = strdup(path);
-    if (!p) return nb_fail("out of memory");
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/') continue;
-        *s = 0;
-        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-            nb_fail("%s: cannot create folder: %s", p, strerror(errno));
-            free(p);
-            return -1;
-        }
-        *s = '/';
-    }
-    int r = 0;
-    if (mkdir(p, 0755) != 0 && errno != EEXIST) r = nb_fail("%s: cannot create folder: %s", p, strerror(errno));
-    free(p);
-    return r;
-}
+int nbd_mkdir_p(const char *path) { return nb_fs_mkdirs(path, NULL); }
 
 /* ------------------------------------------------------------ hashes, random, time */
 uint64_t nbd_fnv1a(const void *data, size_t n, uint64_t h) {

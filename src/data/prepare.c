@@ -11,6 +11,7 @@
 #include "data/dutil.h"
 #include "nobubble/data.h"
 #include "util/error.h"
+#include "util/fs.h"
 
 #define BIBLE_CMD "bible -f Gen1:1-Rev22:21"
 #define BIBLE_DATA "/usr/lib/bible.data"
@@ -146,22 +147,15 @@ static int split_paragraphs(const char *text, size_t n, int src, docs_t *ds, siz
 }
 
 /* ------------------------------------------------------------ output folder */
+static int any_name(const char *name) { return name != NULL; }
+
+/* Removes a folder of files (a temporary, or the --out a new one replaced). Never through a symbolic
+ * link: a replaced --out that was a link loses the link only, not the files it pointed to. */
 static int remove_flat_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    struct dirent *e;
-    size_t dl = strlen(dir);
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char *p = malloc(dl + strlen(e->d_name) + 2);
-        if (!p) break;
-        sprintf(p, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(p, &st) == 0 && !S_ISDIR(st.st_mode)) unlink(p);
-        free(p);
-    }
-    closedir(d);
-    return rmdir(dir);
+    struct stat st;
+    if (nb_fs_is_link(dir)) return unlink(dir);
+    if (nb_fs_remove_files(dir, NULL, 0, any_name, "folder")) return -1;
+    return lstat(dir, &st) == 0 ? -1 : 0;
 }
 
 /* 0: absent, 1: replaceable (empty, or holds manifest.json), -1: error recorded */
@@ -273,6 +267,11 @@ int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
     char *out = strdup(o->out_dir);
     if (!out) return nb_fail("out of memory");
     for (size_t l = strlen(out); l > 1 && out[l - 1] == '/'; l--) out[l - 1] = 0;
+    /* The shards are named <name>_train_NNNNNN.bin inside --out: the name must not lead out of it. */
+    if (o->name && nb_fs_check_name(o->name, "--name")) {
+        free(out);
+        return -1;
+    }
     int rc = 0;
     int exists = check_out_dir(out, o->force);
     char **bufs = NULL;

@@ -2,6 +2,7 @@
  * file so that a resumed run continues the lines of the steps it did not redo. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,15 +12,29 @@
 #include "train/run.h"
 #include "util/error.h"
 
-void train_write_metrics(FILE *f, const train_metrics *m) {
-    fprintf(f, "{\"step\": %d, \"train_loss\": %.9g, \"lr\": %.7g, \"tokens\": %.0f, \"time_s\": %.6f, "
-               "\"tokens_per_s\": %.1f, \"update_norm\": %.9g, \"tau\": %d, \"version_distance\": %.9g",
-            m->step + 1, m->loss, m->lr, m->tokens, m->time_s, m->tokens_per_s, m->update_norm, m->tau,
-            m->version_distance);
-    if (!isnan(m->grad_norm)) fprintf(f, ", \"grad_norm\": %.9g", m->grad_norm);
-    if (!isnan(m->val_loss)) fprintf(f, ", \"val_loss\": %.9g", m->val_loss);
-    fprintf(f, "}\n");
-    fflush(f);
+int train_write_metrics(FILE *f, const char *out_dir, const train_metrics *m) {
+    errno = 0;
+    int bad = fprintf(f, "{\"step\": %d, \"train_loss\": %.9g, \"lr\": %.7g, \"tokens\": %.0f, \"time_s\": %.6f, "
+                         "\"tokens_per_s\": %.1f, \"update_norm\": %.9g, \"tau\": %d, \"version_distance\": %.9g",
+                      m->step + 1, m->loss, m->lr, m->tokens, m->time_s, m->tokens_per_s, m->update_norm, m->tau,
+                      m->version_distance) < 0;
+    if (!isnan(m->grad_norm)) bad |= fprintf(f, ", \"grad_norm\": %.9g", m->grad_norm) < 0;
+    if (!isnan(m->val_loss)) bad |= fprintf(f, ", \"val_loss\": %.9g", m->val_loss) < 0;
+    bad |= fprintf(f, "}\n") < 0;
+    bad |= fflush(f) != 0;
+    if (bad || ferror(f))
+        return nb_fail("%s/metrics.jsonl: cannot write the line of step %d: %s; the run stops here", out_dir,
+                       m->step + 1, errno ? strerror(errno) : "write error");
+    return 0;
+}
+
+int train_sync_metrics(FILE *f, const char *out_dir) {
+    if (!f) return 0;
+    errno = 0;
+    if (fflush(f) || ferror(f) || fdatasync(fileno(f)))
+        return nb_fail("%s/metrics.jsonl: cannot write it to disk: %s; the run stops here", out_dir,
+                       errno ? strerror(errno) : "write error");
+    return 0;
 }
 
 /* Whether a line of metrics.jsonl is a whole JSON object (newline included: a line cut by a kill is
@@ -77,7 +92,12 @@ FILE *train_open_metrics(const char *out_dir, int resumed_at) {
     /* The run that saved the checkpoint may have gone on (and been killed) after it: its lines of the
      * steps this run redoes go, else they would appear twice. */
     if (resumed_at >= 0 && trim_metrics(path, resumed_at)) return NULL;
-    FILE *f = fopen(path, resumed_at >= 0 ? "a" : "w");
-    if (!f) nb_fail("%s: cannot write: %s", path, strerror(errno));
+    /* O_NOFOLLOW: a symbolic link at the path is refused, never written (or emptied) through. */
+    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (resumed_at >= 0 ? O_APPEND : O_TRUNC), 0666);
+    FILE *f = fd >= 0 ? fdopen(fd, resumed_at >= 0 ? "a" : "w") : NULL;
+    if (!f) {
+        nb_fail("%s: cannot write: %s", path, errno == ELOOP ? "it is a symbolic link (remove it)" : strerror(errno));
+        if (fd >= 0) close(fd);
+    }
     return f;
 }

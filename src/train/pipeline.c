@@ -34,6 +34,7 @@
 #include "train/run.h"
 #include "train/state.h"
 #include "util/error.h"
+#include "util/fs.h"
 
 enum { TAG_ACT, TAG_GRAD, TAG_TIED_GRAD, TAG_TIED_W, TAG_NORM, TAG_STATS, TAG_EVAL, TAG_EVAL_LOSS, TAG_DONE, TAG_PARAMS,
        TAG_SAVED, TAG_END };
@@ -72,6 +73,7 @@ typedef struct {
                                     without the last step, whose end drains the pipeline */
     int *cpus, n_cpus; /* the process's CPUs, for pinning thread workers */
     int pin;
+    nb_fs_lock locks[2];  /* the folders the run writes (train_lock_run): the first stage's process holds them */
 } run_shared;
 
 /* A stage's clocks at one moment: wall time, computing and evaluating so far. */
@@ -238,7 +240,7 @@ static int clip_gradients(worker *w, int step) {
 }
 
 static int evaluate(worker *w, int step, double *val);
-static void report_step(worker *w, int t);
+static int report_step(worker *w, int t);
 static int checkpoint(worker *w, int step);
 
 /* ---- stopping on request (SIGINT, SIGTERM) ----
@@ -337,7 +339,6 @@ static int run_update(worker *w, int step) {
     if (step == sh->steady_to - 1) w->steady[1] = mark_now(w);
     if (stop_on_request(w, step)) return -1;
     int last = step == w->end - 1;
-    if (o->save_dir && (last || (o->save_every && (step + 1) % o->save_every == 0)) && checkpoint(w, step)) return -1;
     double val = NAN;
     if (o->val_pattern && train_evaluates(o, step, last)) {
         if (evaluate(w, step, &val)) return -1;
@@ -345,13 +346,15 @@ static int run_update(worker *w, int step) {
     }
     if (is_first(w)) {
         w->val_loss[step] = val;
-        report_step(w, step);
-        /* The proof (see train_weights_proven): a finite validation loss of the weights after step t; or,
-         * without validation data, every stage ran step t with a finite loss and gradient (they reported
-         * after their checks) on versions no older than t - tau. */
-        if (!o->val_pattern) train_weights_proven(o, step - (int)w->stats[step].tau, &w->proven);
-        else if (!isnan(val)) train_weights_proven(o, step + 1, &w->proven);
+        if (report_step(w, step)) return -1;
     }
+    /* After the metrics line: a checkpoint never holds a step whose line a kill could still lose. */
+    if (o->save_dir && (last || (o->save_every && (step + 1) % o->save_every == 0)) && checkpoint(w, step)) return -1;
+    /* Then --keep's proof (see train_weights_proven), which may prune older checkpoints: a finite
+     * validation loss of the weights after step t; or, without validation data, every stage ran step t
+     * with a finite loss and gradient (they reported after their checks) on versions no older than t - tau. */
+    if (is_first(w) && !o->val_pattern) train_weights_proven(o, step - (int)w->stats[step].tau, &w->proven);
+    else if (is_first(w) && !isnan(val)) train_weights_proven(o, step + 1, &w->proven);
     return 0;
 }
 
@@ -455,6 +458,10 @@ static int checkpoint(worker *w, int step) {
         save_status part;
         if (recv_waiting(w, i, tag(TAG_SAVED, step), &part, sizeof part)) return -1;
         if (part.failed && !mine.failed) mine = part;
+    }
+    if (!mine.failed && train_sync_metrics(w->metrics, o->out_dir)) {
+        mine.failed = 1;
+        snprintf(mine.error, sizeof mine.error, "%s", nb_last_error());
     }
     if (mine.failed) train_state_abort(dir);  /* every stage is done with the folder */
     if (mine.failed ? nb_fail("%s", mine.error) : train_state_commit(dir, sh->model)) {
@@ -580,7 +587,7 @@ static int worker_setup(worker *w) {
     if (o->val_pattern && (is_first(w) || is_last(w)) &&
         nb_loader_open(&w->val, o->val_pattern, o->batch, sh->T, o->model.vocab_size, 0, 0, 1))
         return -1;
-    if (o->save_dir && train_make_dirs(o->save_dir)) return -1;
+    if (o->save_dir && nb_fs_mkdirs(o->save_dir, "--save-dir")) return -1;
     memset(st->grads, 0, sizeof(float) * st->n_params);
     if (st->tied_head_grad) memset(st->tied_head_grad, 0, sizeof(float) * embed_numel(w));
     w->ready = 1;
@@ -645,7 +652,7 @@ static int finish(worker *w, stage_report *reports);
 static int open_metrics(worker *w) {
     const nb_train_options *o = w->sh->o;
     if (!is_first(w) || !o->out_dir) return 0;
-    if (train_make_dirs(o->out_dir)) return -1;
+    if (nb_fs_mkdirs(o->out_dir, "--out")) return -1;
     w->metrics = train_open_metrics(o->out_dir, o->resume_dir ? w->sh->start : -1);
     return w->metrics ? 0 : -1;
 }
@@ -658,7 +665,8 @@ static void *worker_main(void *arg) {
     stage_report *reports = calloc((size_t)sh->P, sizeof *reports);
     int rc = !reports ? nb_fail("out of memory")
              : w->ready ? 0
-                        : worker_setup(w) || (sh->o->resume_dir && resume_stage(w));
+                        : (is_first(w) && train_lock_run(sh->o, sh->locks)) || worker_setup(w) ||
+                              (sh->o->resume_dir && resume_stage(w));
     if (!rc) rc = open_metrics(w);
     if (!rc) rc = run_actions(w);
     if (!rc) {
@@ -738,8 +746,9 @@ static void summary_extra(const worker *w, const stage_report *rep, char *buf, s
     if (n < size) snprintf(buf + n, size - n, "]}");
 }
 
-/* The first stage, after update t: the progress line and the metrics line of step t. */
-static void report_step(worker *w, int t) {
+/* The first stage, after update t: the progress line and the metrics line of step t (a failed write
+ * stops the run). */
+static int report_step(worker *w, int t) {
     const run_shared *sh = w->sh;
     const double tokens_per_step = (double)sh->o->batch * sh->T * sh->M;
     const double dt = w->step_time[t] - (t ? w->step_time[t - 1] : 0);
@@ -756,8 +765,9 @@ static void report_step(worker *w, int t) {
         train_metrics m = {t, s->loss, lr, tokens_per_step * (t + 1), w->step_time[t], dt > 0 ? tokens_per_step / dt : 0,
                            sqrt(s->update_sq), (int)s->tau, sqrt(s->version_sq),
                            sh->o->clip > 0 ? w->grad_norms[t] : NAN, w->val_loss[t]};
-        train_write_metrics(w->metrics, &m);
+        return train_write_metrics(w->metrics, sh->o->out_dir, &m);
     }
+    return 0;
 }
 
 static int finish(worker *w, stage_report *reports) {
@@ -869,7 +879,7 @@ static int setup_and_resume(run_shared *sh, worker *ws) {
 }
 
 static int run_threads(run_shared *sh, worker *ws) {
-    if (setup_and_resume(sh, ws)) return -1;
+    if (train_lock_run(sh->o, sh->locks) || setup_and_resume(sh, ws)) return -1;
     nb_hub *hub = nb_hub_create(sh->P);
     pthread_t *tids = calloc((size_t)sh->P, sizeof *tids);
     int rc = 0, started = 0;
@@ -934,6 +944,8 @@ int train_pipeline(const nb_train_options *o, nb_train_result *res) {
                      .M = o->pipeline == NB_PIPE_PIPEDREAM ? 1 : o->microbatches, .S = S, .threads = 1,
                      .sched = o->schedule};
     sh.sched.total_steps = S;
+    nb_fs_lock_init(&sh.locks[0]);
+    nb_fs_lock_init(&sh.locks[1]);
     sh.steady_from = S / 2;
     sh.steady_to = S - 1 > sh.steady_from ? S - 1 : S;
     int n_cpus = process_cpus(&sh);
@@ -967,6 +979,7 @@ int train_pipeline(const nb_train_options *o, nb_train_result *res) {
     }
 done:
     for (int i = 0; ws && i < o->stages; i++) worker_free(&ws[i]);
+    train_unlock_run(sh.locks);
     free(ws);
     free(sh.cpus);
     nb_pipe_free(&sc);

@@ -4,9 +4,9 @@
 #define NB_TRAIN_RUN_H
 #include <stdio.h>
 #include "nobubble/train.h"
+#include "util/fs.h"
 
 double train_now(void);  /* monotonic seconds */
-int train_make_dirs(const char *path);
 int train_check_options(const nb_train_options *o, int T);
 /* summary.json; extra (NULL: none) is one more `"key": value` member, written as given. */
 int train_write_summary(const nb_train_options *o, const nb_train_result *res, int T, const char *extra);
@@ -18,7 +18,12 @@ typedef struct {
     int tau;
     double version_distance, grad_norm, val_loss;
 } train_metrics;
-void train_write_metrics(FILE *f, const train_metrics *m);
+/* Writes and flushes the line; a failed write (a full disk) is an error naming OUT_DIR/metrics.jsonl,
+ * which stops the run at once. */
+int train_write_metrics(FILE *f, const char *out_dir, const train_metrics *m);
+/* Flushes the lines to disk (fdatasync): before the checkpoint that covers them is committed, so that
+ * no checkpoint is ever ahead of the metrics of the steps it holds. f NULL: nothing to do. */
+int train_sync_metrics(FILE *f, const char *out_dir);
 /* Opens OUT_DIR/metrics.jsonl (src/train/metrics.c): emptied for a new run (resumed_at < 0); for a
  * run resumed at step resumed_at, first rewritten atomically with only the whole lines of steps
  * 1..resumed_at (the steps before the checkpoint), then opened to append. NULL on failure (nb_fail). */
@@ -45,6 +50,11 @@ void train_weights_proven(const nb_train_options *o, int version, int *proven);
 /* Whether the validation loss is measured after step `step` (when there is validation data): at the
  * end, every --eval-every steps, and with --keep at every periodic checkpoint, whose proof it is. */
 int train_evaluates(const nb_train_options *o, int step, int last);
+/* Creates the folders the run writes (--save-dir, --out) and takes their locks (.nobubble.lock, held for
+ * the run's life; nb_fs_lock_dir): a second run naming either folder is refused. locks[0]: --save-dir,
+ * locks[1]: --out; train_unlock_run releases them (safe on locks of a failed or absent lock). */
+int train_lock_run(const nb_train_options *o, nb_fs_lock locks[2]);
+void train_unlock_run(nb_fs_lock locks[2]);
 /* Whether SIGINT/SIGTERM asked the run to stop (nb_train_request_stop). */
 int train_stop_requested(void);
 

@@ -18,6 +18,7 @@
 #include "nobubble/checkpoint.h"
 #include "train/run_fields.h"
 #include "util/error.h"
+#include "util/fs.h"
 
 #define STATE_FORMAT "2"
 static const char embed_name[] = "model.embed_tokens.weight";
@@ -226,21 +227,18 @@ static int gather_run(state_list *l, const train_parts *p, const nb_train_option
 
 /* Removes a checkpoint folder written by train_state_save or a pipeline's parts: the completion marker
  * first (so that a half-removed folder is never taken for a checkpoint), the other files, temporaries a
- * killed save left, then the folder. Anything else in it stays, and so does the folder then. */
-void train_state_remove(const char *dir) {
-    char path[4400];
-    for (size_t i = 0; i < sizeof markers / sizeof markers[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, markers[i]);
-        unlink(path);
-    }
-    DIR *d = opendir(dir);
-    for (struct dirent *e; d && (e = readdir(d));) {
-        if (!is_checkpoint_file(e->d_name)) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
-    }
-    if (d) closedir(d);
-    rmdir(dir);
+ * killed save left, then the folder. Anything else in it stays, and so does the folder then. A folder
+ * that is a symbolic link is refused: nothing is deleted through it. */
+int train_state_remove(const char *dir) {
+    return nb_fs_remove_files(dir, markers, (int)(sizeof markers / sizeof markers[0]), is_checkpoint_file,
+                              "checkpoint folder");
+}
+
+/* Where a save is about to write or replace a folder of ours, a symbolic link is refused. */
+static int refuse_link(const char *dir, const char *path) {
+    if (!nb_fs_is_link(path)) return 0;
+    return nb_fail("checkpoint %s: %s is a symbolic link, not a folder nobubble wrote: refusing to write or delete "
+                   "through it (remove the link yourself)", dir, path);
 }
 
 /* Puts the finished folder tmp in place as dir: one rename when dir does not exist yet. An existing dir
@@ -248,6 +246,7 @@ void train_state_remove(const char *dir) {
  * that dir always holds one complete checkpoint; elsewhere its marker goes first (a crash in between
  * leaves it incomplete, never mixed). */
 static int install(const char *tmp, const char *dir) {
+    if (refuse_link(dir, dir)) return -1;
     if (rename(tmp, dir) == 0) return 0;
     if (errno != EEXIST && errno != ENOTEMPTY)
         return nb_fail("checkpoint %s: cannot rename %s into place: %s", dir, tmp, strerror(errno));
@@ -257,7 +256,7 @@ static int install(const char *tmp, const char *dir) {
         return 0;
     }
 #endif
-    train_state_remove(dir);
+    if (train_state_remove(dir)) return -1;
     if (rename(tmp, dir) == 0) return 0;
     return nb_fail("checkpoint %s: cannot replace it with %s: %s", dir, tmp, strerror(errno));
 }
@@ -281,7 +280,7 @@ static int finish_save(int rc, const char *tmp, const char *dir) {
 int train_state_save(const char *dir, const train_parts *p, int next_step, const nb_train_options *o) {
     char tmp[4200], path[4300];
     snprintf(tmp, sizeof tmp, "%s.partial", dir);
-    train_state_remove(tmp);
+    if (refuse_link(dir, tmp) || refuse_link(dir, dir) || train_state_remove(tmp)) return -1;
     if (mkdir(tmp, 0777)) return nb_fail("checkpoint %s: cannot create %s: %s", dir, tmp, strerror(errno));
     state_list l;
     memset(&l, 0, sizeof l);
@@ -304,6 +303,7 @@ int train_state_save_part(const char *dir, const train_parts *p, int stage, int 
     char tmp[4200], path[4500], file[256];
     snprintf(tmp, sizeof tmp, "%s.partial", dir);
     if (mkdir(tmp, 0777) && errno != EEXIST) return nb_fail("checkpoint %s: cannot create %s: %s", dir, tmp, strerror(errno));
+    if (refuse_link(dir, tmp)) return -1;
     state_list l;
     memset(&l, 0, sizeof l);
     int rc = nb_export_hf_part(p->model, stage, tmp) || gather_stage(&l, p, stage, next_step) ||
@@ -347,6 +347,7 @@ static void remove_strays(const char *tmp, int P) {
 int train_state_commit(const char *dir, const nb_model *m) {
     char tmp[4200], path[4500];
     snprintf(tmp, sizeof tmp, "%s.partial", dir);
+    if (refuse_link(dir, tmp)) return -1;
     remove_strays(tmp, m->n_stages);
     int rc = 0;
     for (int k = 1; k <= m->n_stages && !rc; k++)
@@ -367,7 +368,7 @@ int train_state_commit(const char *dir, const nb_model *m) {
 void train_state_abort(const char *dir) {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.partial", dir);
-    train_state_remove(tmp);
+    if (train_state_remove(tmp)) fprintf(stderr, "warning: %s\n", nb_last_error());
 }
 
 /* ------------------------------------------------------------------ loading */

@@ -39,6 +39,7 @@ void train_state_abort(const char *dir);
  * layout; p->train may be NULL (a stage without a loader: the first stage checks the data). */
 int train_state_load_stages(const char *dir, const train_parts *p, int first, int last, int *next_step,
                             const nb_train_options *o);
-/* Removes a checkpoint folder (its completion marker first) and a killed save's temporaries in it. */
-void train_state_remove(const char *dir);
+/* Removes a checkpoint folder (its completion marker first) and a killed save's temporaries in it; a
+ * folder that is a symbolic link is refused (an error naming it), nothing deleted through it. */
+int train_state_remove(const char *dir);
 #endif

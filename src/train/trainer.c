@@ -19,6 +19,7 @@
 #include "train/run.h"
 #include "train/state.h"
 #include "util/error.h"
+#include "util/fs.h"
 
 static volatile sig_atomic_t stop_requested;
 
@@ -84,9 +85,27 @@ void train_prune_checkpoints(const nb_train_options *o, int saved_step, int ever
         char dir[4200];
         struct stat st;
         snprintf(dir, sizeof dir, "%s/step_%06d", o->save_dir, old);
-        if (old <= 0 || stat(dir, &st)) break;
-        train_state_remove(dir);
+        if (old <= 0 || lstat(dir, &st)) break;
+        /* A link where this run's folder was is not pruned (nor what it points to): said, and left. */
+        if (train_state_remove(dir)) fprintf(stderr, "warning: --keep %d: %s\n", o->keep, nb_last_error());
     }
+}
+
+int train_lock_run(const nb_train_options *o, nb_fs_lock locks[2]) {
+    nb_fs_lock_init(&locks[0]);
+    nb_fs_lock_init(&locks[1]);
+    if (o->save_dir && (nb_fs_mkdirs(o->save_dir, "--save-dir") || nb_fs_lock_dir(&locks[0], o->save_dir, "--save-dir")))
+        return -1;
+    if (o->out_dir && (nb_fs_mkdirs(o->out_dir, "--out") || nb_fs_lock_dir(&locks[1], o->out_dir, "--out"))) {
+        nb_fs_unlock(&locks[0]);
+        return -1;
+    }
+    return 0;
+}
+
+void train_unlock_run(nb_fs_lock locks[2]) {
+    nb_fs_unlock(&locks[1]);
+    nb_fs_unlock(&locks[0]);
 }
 
 void nb_train_defaults(nb_train_options *o) {
@@ -116,19 +135,6 @@ double train_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-int train_make_dirs(const char *path) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0777) && errno != EEXIST) return nb_fail("--out %s: cannot create %s: %s", path, buf, strerror(errno));
-            *p = '/';
-        }
-    if (mkdir(buf, 0777) && errno != EEXIST) return nb_fail("--out %s: cannot create it: %s", path, strerror(errno));
-    return 0;
 }
 
 int train_check_options(const nb_train_options *o, int T) {
@@ -322,6 +328,8 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
     int T = o->seq_len ? o->seq_len : o->model.context;
     if (nb_config_validate(&o->model) || train_check_options(o, T) || nb_delay_validate(&o->delay, o->steps, o->stages))
         return -1;
+    nb_fs_lock locks[2];
+    if (train_lock_run(o, locks)) return -1;
     run_state r;
     memset(&r, 0, sizeof r);
     memset(res, 0, sizeof *res);
@@ -355,9 +363,9 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
     double t_load = train_now();
     if (o->resume_dir && train_state_load(o->resume_dir, &parts, &start, o)) goto done;
     if (o->resume_dir && !o->quiet) train_report_checkpoint("loaded", o->resume_dir, train_now() - t_load);
-    if (o->save_dir && train_make_dirs(o->save_dir)) goto done;
+    if (o->save_dir && nb_fs_mkdirs(o->save_dir, "--save-dir")) goto done;
     if (o->out_dir) {
-        if (train_make_dirs(o->out_dir)) goto done;
+        if (nb_fs_mkdirs(o->out_dir, "--out")) goto done;
         /* A resumed run continues the metrics of the run it resumes. */
         if (!(r.metrics = train_open_metrics(o->out_dir, o->resume_dir ? start : -1))) goto done;
     }
@@ -409,7 +417,7 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
         if (r.metrics) {
             train_metrics m = {step, loss, lr, tokens_per_step * (step + 1), train_seconds, tokens_per_step / dt,
                                st.update_norm, st.max_tau, st.version_distance, o->clip > 0 ? st.grad_norm : NAN, val};
-            train_write_metrics(r.metrics, &m);
+            if (train_write_metrics(r.metrics, o->out_dir, &m)) goto done;
         }
         if (!isnan(val)) res->final_val_loss = val;
         int stopping = stop_requested && !last;
@@ -422,6 +430,8 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
                 train_diverged(step, "the weights' sum of squares", weights_sq, last_saved);
                 goto done;
             }
+            /* The metrics lines of the steps the checkpoint holds are on disk before it is. */
+            if (train_sync_metrics(r.metrics, o->out_dir)) goto done;
             if (train_state_save(dir, &parts, step + 1, o)) {
                 train_save_failed(dir, last_saved);
                 goto done;
@@ -452,5 +462,6 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
     rc = 0;
 done:
     run_free(&r);
+    train_unlock_run(locks);
     return rc;
 }

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# The files a run writes, against a hostile folder: symbolic links where checkpoint folders are expected
+# (pruned by --keep, or a step_N.partial a failed save clears) never lead to deleting the files they point
+# to; prepare's --name cannot leave --out; a second run on a --save-dir or --out in use is refused naming
+# the first's pid; a metrics.jsonl that cannot be written stops the run at once, naming it; a kill -9 just
+# after a checkpoint is committed loses no metrics line (both trainers); --save-dir errors name --save-dir.
+set -u
+bin=${1:?usage: cli_files.sh path/to/nobubble}
+source "$(dirname "$0")/support/cli_harness.sh"
+
+for i in $(seq 1 40); do
+  printf 'In the beginning God created the heaven and the earth. Paragraph %d.\n\nAnd the earth was without form, and void; and darkness was upon the face of the deep. %d\n\n' "$i" "$((i * 7))"
+done > "$work/text.txt"
+"$bin" prepare --input "$work/text.txt" --vocab 300 --val-fraction 0.1 --out "$work/data" >/dev/null 2>&1 || fail "prepare"
+small=(--data "$work/data" --set n_layers=2 --set context=16 --batch 2 --threads 1 --quiet)
+pipe2=(--stages 2 --pipeline 2bw --microbatches 2)
+train() { "$bin" train "${small[@]}" "$@"; }
+# victim DIR: a folder of someone else's, holding files named like a checkpoint's.
+victim() {
+  mkdir -p "$1"
+  for f in config.json model.safetensors state.safetensors model-00001-of-00002.safetensors notes.txt; do
+    echo "not nobubble's $f" > "$1/$f"
+  done
+  cp -r "$1" "$1.before"
+}
+
+# ---- links: --keep pruning a step folder that is a link
+train --steps 2 --save-dir "$work/k1" --save-every 1 > /dev/null 2>&1 || fail "run before pruning"
+victim "$work/v1"
+rm -rf "$work/k1/step_000001" && ln -s "$work/v1" "$work/k1/step_000001"
+train --steps 4 --save-dir "$work/k1" --save-every 1 --keep 2 --resume "$work/k1/step_000002" > "$work/k1.log" 2>&1 \
+  || fail "--keep beside a linked step folder: $(cat "$work/k1.log")"
+check "--keep: the link's target keeps every file" diff -r "$work/v1.before" "$work/v1"
+check "--keep: the link is named: $(cat "$work/k1.log")" \
+  grep -q "$work/k1/step_000001 is a symbolic link" "$work/k1.log"
+check "--keep: the link itself is left" test -L "$work/k1/step_000001"
+
+# ---- links: a step_N.partial that is a link (one process: cleared before the save; a pipeline with a full
+# disk: its parts fail and the partial folder is cleared)
+train --steps 2 --save-dir "$work/k2" > /dev/null 2>&1 || fail "run before the linked partial"
+victim "$work/v2"
+ln -s "$work/v2" "$work/k2/step_000004.partial"
+train --steps 4 --save-dir "$work/k2" --save-every 2 --resume "$work/k2/step_000002" > "$work/k2.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -q "$work/k2/step_000004.partial is a symbolic link" "$work/k2.log" && ok \
+  || fail "a linked step_N.partial is refused, naming it (rc $rc): $(cat "$work/k2.log")"
+check "one process: the partial link's target keeps every file" diff -r "$work/v2.before" "$work/v2"
+train --steps 2 "${pipe2[@]}" --save-dir "$work/k3" > /dev/null 2>&1 || fail "pipeline run before the linked partial"
+victim "$work/v3"
+ln -s "$work/v3" "$work/k3/step_000004.partial"
+(ulimit -f 1024; exec "$bin" train "${small[@]}" "${pipe2[@]}" --steps 4 --save-dir "$work/k3" --save-every 2 \
+  --resume "$work/k3/step_000002") > "$work/k3.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -q "$work/k3/step_000004.partial is a symbolic link" "$work/k3.log" && ok \
+  || fail "pipeline: a linked step_N.partial is refused, naming it (rc $rc): $(cat "$work/k3.log")"
+check "pipeline, full disk: the partial link's target keeps every file, and gains none" diff -r "$work/v3.before" "$work/v3"
+
+# ---- prepare --name: a name, not a path
+for name in ../../escaped a/b .. ""; do
+  expect_error "prepare --name '$name' refused" "--name '$name'" \
+    "$bin" prepare --input "$work/text.txt" --vocab 300 --out "$work/n/a/data" --name "$name"
+done
+check "no shard escaped --out: $(find "$work" -name '*escaped*')" test -z "$(find "$work" -name '*escaped*')"
+check "nothing written for a refused name" test ! -e "$work/n/a/data"
+"$bin" prepare --input "$work/text.txt" --vocab 300 --out "$work/n/ok" --name my-data > /dev/null 2>&1 \
+  && test -e "$work/n/ok/my-data_train_000000.bin" && ok || fail "prepare --name my-data"
+
+# ---- a part name read from a checkpoint's index is a file name in its folder, not a path
+cp -r "$work/k3/step_000002" "$work/idx"
+sed -i 's|"model-00001-of-00002.safetensors"|"../model-00001-of-00002.safetensors"|' "$work/idx/model.safetensors.index.json"
+expect_error "an index naming a part outside its folder is refused" "part '../model-00001-of-00002.safetensors'" \
+  "$bin" eval --checkpoint "$work/idx" --data "$work/data" --batches 1
+
+# ---- locks: a second run on a --save-dir or --out in use is refused, naming the first's pid
+"$bin" train "${small[@]}" --steps 1000000 --save-dir "$work/L" --save-every 100000 --out "$work/O" > /dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do [ -s "$work/O/metrics.jsonl" ] && break; sleep 0.1; done
+expect_error "a second run on the same --save-dir" "--save-dir $work/L is in use by another nobubble run (pid $pid)" \
+  train --steps 2 --save-dir "$work/L"
+expect_error "a second run on the same --out" "--out $work/O is in use by another nobubble run (pid $pid)" \
+  train --steps 2 --out "$work/O"
+expect_error "a second pipeline run on the same --out" "--out $work/O is in use by another nobubble run (pid $pid)" \
+  train --steps 2 "${pipe2[@]}" --out "$work/O"
+kill -0 $pid 2>/dev/null && ok || fail "the first run went on meanwhile"
+kill -9 $pid 2>/dev/null
+wait $pid 2>/dev/null
+train --steps 2 --save-dir "$work/L" --out "$work/O" > "$work/L.log" 2>&1 && ok \
+  || fail "a run after one killed by kill -9 (its lock file left): $(cat "$work/L.log")"
+check "a run that ended leaves no lock file" test ! -e "$work/L/.nobubble.lock" -a ! -e "$work/O/.nobubble.lock"
+train --steps 2 "${pipe2[@]}" --save-dir "$work/same" --out "$work/same" > "$work/same.log" 2>&1 && ok \
+  || fail "--out and --save-dir one folder: $(cat "$work/same.log")"
+
+# ---- metrics.jsonl that cannot be written (a file-size limit; nobubble ignores SIGXFSZ): the run stops at once
+for kind in sim pipe; do
+  extra=(); [ $kind = pipe ] && extra=("${pipe2[@]}")
+  (ulimit -f 1; exec "$bin" train "${small[@]}" "${extra[@]}" --steps 40 --out "$work/m$kind") > "$work/m$kind.log" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -q "$work/m$kind/metrics.jsonl: cannot write the line of step [0-9]" "$work/m$kind.log" \
+    && ok || fail "$kind: a metrics write failure stops the run naming metrics.jsonl (rc $rc): $(cat "$work/m$kind.log")"
+  check "$kind: ... at once (no summary.json)" test ! -e "$work/m$kind/summary.json"
+done
+
+# ---- kill -9 just after a checkpoint is committed (a preloaded shim kills the process as the rename of
+# step_000003 returns): resumed from it, every step has one metrics line, equal to an uninterrupted run's.
+steps_of() { sed -n 's/^{"step": \([0-9]*\),.*/\1/p' "$1/metrics.jsonl" | tr '\n' ' '; }
+untimed() { sed 's/"time_s": [^,]*, "tokens_per_s": [^,]*, //' "$1/metrics.jsonl"; }
+if cc -shared -fPIC -o "$work/shim.so" tests/shim/kill_after_rename.c -ldl 2> "$work/cc.log"; then
+  for kind in sim pipe; do
+    extra=(); [ $kind = pipe ] && extra=("${pipe2[@]}")
+    train --steps 6 "${extra[@]}" --out "$work/c$kind.ref" > /dev/null 2>&1 || fail "$kind: uninterrupted run"
+    d="$work/c$kind"
+    { (export NB_KILL_AFTER_RENAME_TO="$d/save/step_000003" LD_PRELOAD="$work/shim.so" \
+         ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+       exec "$bin" train "${small[@]}" "${extra[@]}" --steps 6 --save-dir "$d/save" --save-every 3 --out "$d/out") \
+       > /dev/null 2>&1; rc=$?; } 2> /dev/null
+    [ $rc -eq 137 ] && ok || fail "$kind: the shim kills the run after committing step 3 (rc $rc)"
+    train --steps 6 "${extra[@]}" --save-dir "$d/save" --save-every 3 --out "$d/out" --resume "$d/save/step_000003" \
+      > "$d.log" 2>&1 || fail "$kind: resume after the kill: $(cat "$d.log")"
+    [ "$(steps_of "$d/out")" = "1 2 3 4 5 6 " ] && ok || fail "$kind: each step once after the kill: $(steps_of "$d/out")"
+    check "$kind: metrics.jsonl equals the uninterrupted run's (timings aside)" \
+      diff <(untimed "$work/c$kind.ref") <(untimed "$d/out")
+  done
+else
+  echo "skipped the kill-after-commit checks: no C compiler for the shim ($(head -1 "$work/cc.log"))"
+fi
+
+# ---- --save-dir errors name --save-dir
+expect_error "--save-dir that cannot be created names --save-dir" "--save-dir /proc/nobubble-x/y: cannot create" \
+  train --steps 1 --save-dir /proc/nobubble-x/y
+
+finish

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Stress loop (not part of ctest: minutes): runs killed with kill -9 at pseudo-random moments, each resumed
+# from its newest checkpoint into the same --out, then metrics.jsonl checked. Once for the one-process
+# trainer, once for a 2-stage 2BW pipeline on threads; a run saves every step (--save-every 1) so that
+# kills often land just before or after a checkpoint's commit.
+# A try fails when the final metrics.jsonl does not hold every step 1..N exactly once, in order, or when
+# its lines differ from an uninterrupted run's (timing fields aside). Prints, per mode: tries, runs
+# actually killed, failures, and the metrics lines lost in all.
+# Usage: tools/stress_kill_metrics.sh path/to/nobubble [tries per mode (100)] [steps (12)] [modes ("one-process pipeline")]
+set -u
+bin=${1:?usage: stress_kill_metrics.sh path/to/nobubble [tries] [steps]}
+tries=${2:-100}
+steps=${3:-12}
+modes=${4:-one-process pipeline}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+for i in $(seq 1 40); do
+  printf 'In the beginning God created the heaven and the earth. Paragraph %d.\n\nAnd the earth was without form, and void; and darkness was upon the face of the deep. %d\n\n' "$i" "$((i * 7))"
+done > "$work/text.txt"
+"$bin" prepare --input "$work/text.txt" --vocab 300 --val-fraction 0.1 --out "$work/data" > /dev/null 2>&1 || { echo "prepare failed"; exit 1; }
+small=(--data "$work/data" --set n_layers=2 --set context=16 --batch 2 --threads 1 --quiet --steps "$steps")
+untimed() { sed 's/"time_s": [^,]*, "tokens_per_s": [^,]*, //' "$1/metrics.jsonl"; }
+want_steps=$(seq 1 "$steps" | tr '\n' ' ')
+total_fail=0
+for mode in $modes; do
+  flags=(); [ $mode = pipeline ] && flags=(--stages 2 --pipeline 2bw --microbatches 2)
+  "$bin" train "${small[@]}" "${flags[@]}" --save-dir "$work/ref/save" --save-every 1 --out "$work/ref/out" > /dev/null 2>&1 \
+    || { echo "$mode: the uninterrupted run failed"; exit 1; }
+  untimed "$work/ref/out" > "$work/ref.lines"
+  TIMEFORMAT=%R
+  elapsed=$( { time "$bin" train "${small[@]}" "${flags[@]}" --save-dir "$work/t/save" --save-every 1 --out "$work/t/out" > /dev/null 2>&1; } 2>&1 )
+  span_ms=$(awk -v s="${elapsed:-1}" 'BEGIN { m = int(s * 1000); print (m < 100 ? 100 : m) }')
+  rm -rf "$work/ref" "$work/t"
+  seed=7919 kills=0 fails=0 lost=0
+  for trial in $(seq 1 "$tries"); do
+    seed=$(( (seed * 1103515245 + 12345) % 2147483648 ))
+    ms=$(( seed % span_ms ))
+    d="$work/try"; rm -rf "$d"; mkdir -p "$d"
+    "$bin" train "${small[@]}" "${flags[@]}" --save-dir "$d/save" --save-every 1 --out "$d/out" > /dev/null 2>&1 &
+    pid=$!
+    sleep "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))"
+    kill -9 $pid 2>/dev/null && kills=$((kills + 1))
+    wait $pid 2>/dev/null
+    newest=$(ls -d "$d"/save/step_[0-9]* 2>/dev/null | grep -v '\.partial$' | sort | tail -1)
+    resume=(); [ -n "$newest" ] && resume=(--resume "$newest")
+    if ! "$bin" train "${small[@]}" "${flags[@]}" --save-dir "$d/save" --save-every 1 --out "$d/out" "${resume[@]}" \
+         > "$d/log" 2>&1; then
+      fails=$((fails + 1)); echo "$mode try $trial: the resumed run failed: $(tail -1 "$d/log")"; continue
+    fi
+    got=$(sed -n 's/^{"step": \([0-9]*\),.*/\1/p' "$d/out/metrics.jsonl" | tr '\n' ' ')
+    missing=0
+    for s in $(seq 1 "$steps"); do grep -q "^{\"step\": $s," "$d/out/metrics.jsonl" || missing=$((missing + 1)); done
+    if [ "$got" != "$want_steps" ] || ! diff -q "$work/ref.lines" <(untimed "$d/out") > /dev/null; then
+      fails=$((fails + 1)); lost=$((lost + missing))
+      echo "$mode try $trial (killed after ${ms} ms, resumed from '${newest:-nothing}'): steps $got"
+    fi
+  done
+  echo "RESULT $mode: $tries tries, $kills killed, $fails failures, $lost metrics lines lost (run span ${span_ms} ms, $steps steps)"
+  total_fail=$((total_fail + fails))
+done
+[ $total_fail -eq 0 ]
