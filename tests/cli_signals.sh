@@ -4,7 +4,7 @@
 # signal thread (comm "nb-signals") blocks SIGINT, SIGTERM and SIGUSR1: the one-process trainer with
 # OpenMP threads, a pipeline on threads, and a sweep. A SIGTERM still stops the run cleanly with a
 # checkpoint that resumes bitwise to the uninterrupted run; a second SIGTERM exits at once (143).
-# The heap corruption itself is a matter of chance (see tools/stress_signals.sh); this checks the
+# The heap corruption itself is a matter of chance (see tools/reliability/stop_signals.sh); this checks the
 # mechanism, deterministically.
 set -u
 bin=${1:?usage: cli_signals.sh path/to/nobubble}
