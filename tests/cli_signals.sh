@@ -46,7 +46,7 @@ wait_lines "$work/one/metrics.jsonl" 2 || fail "one process: no progress"
 masks_ok "one process, --threads 2" $pid 3
 kill -TERM $pid; wait $pid; rc=$?
 at=$(sed -n 's/.*stopped on request after step \([0-9]*\); resume with --resume .*/\1/p' "$work/one.log")
-[ $rc -eq 1 ] && [ -n "$at" ] && [ "$at" -lt 30 ] && grep -q "SIGTERM: stopping after this step" "$work/one.log" &&
+[ $rc -eq 1 ] && [ -n "$at" ] && [ "$at" -lt 30 ] && grep -q "SIGTERM: stopping at the end of a step" "$work/one.log" &&
   ok || fail "one process: SIGTERM: rc $rc: $(tail -3 "$work/one.log")"
 "$bin" train "${run[@]}" --resume "$work/one_ck/step_$(printf %06d "${at:-0}")" > "$work/res.log" 2>&1 ||
   fail "resume: $(tail -3 "$work/res.log")"

@@ -44,7 +44,7 @@ static void on_signal(int sig, int count) {
         _exit(128 + sig);
     }
     if (count == 1)
-        fprintf(stderr, "nobubble train: %s: stopping after this step with a checkpoint (with --save-dir); "
+        fprintf(stderr, "nobubble train: %s: stopping at the end of a step, with a checkpoint (with --save-dir); "
                 "a second SIGINT or SIGTERM exits at once\n", name);
     nb_train_request_stop();
 }
