@@ -46,8 +46,9 @@ typedef struct {
  * sweep itself cannot go on (a folder it cannot write, a fork that fails); failed points are
  * counted in r->failed. */
 int nb_sweep_run(const nb_grid *g, const nb_sweep_options *o, nb_sweep_result *r);
-/* Asks a running sweep to stop: children are terminated, the sweep returns with the unfinished
- * points counted as interrupted. Async-signal-safe (call it from a SIGINT handler). */
+/* Asks a running sweep to stop: children are terminated (SIGTERM, SIGKILL after a grace time; a
+ * second call: SIGKILL at once), the sweep returns with the unfinished points counted as
+ * interrupted. Thread-safe and async-signal-safe (the CLI calls it from its signal thread). */
 void nb_sweep_request_stop(void);
 
 /* ------------------------------------------------------------ reports */

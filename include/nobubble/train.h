@@ -71,8 +71,9 @@ struct nb_loader;
 int nb_evaluate(nb_model *m, nb_acts **acts, struct nb_loader *val, int batches, int *inputs, int *targets,
                 double *loss);
 /* Asks a running nb_train to stop after the current step, saving a checkpoint first when it has a
- * save_dir (async-signal-safe: for SIGINT/SIGTERM handlers). nb_train then fails with a message
- * saying where it stopped. */
+ * save_dir. Thread-safe and async-signal-safe; the CLI calls it from a thread that takes the stop
+ * signals with sigwait (a handler interrupting oneDNN's GEMM can corrupt memory: util/signals.h).
+ * nb_train then fails with a message saying where it stopped. */
 void nb_train_request_stop(void);
 int nb_train(const nb_train_options *o, nb_train_result *r);
 #endif

@@ -1,12 +1,12 @@
 /* nobubble sweep: runs every point of a grid file as a `nobubble train` child process, J at a
  * time, skipping points already complete, and writes DIR/results.csv. See docs/experiments.md. */
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/positional.h"
 #include "nobubble/experiments.h"
+#include "util/signals.h"
 
 static const char usage[] =
     "usage: nobubble sweep GRID_FILE --out DIR [--jobs J] [--dry-run] [--quiet]\n"
@@ -15,9 +15,12 @@ static const char usage[] =
     "with the same command are skipped, so running the same command again continues an interrupted sweep.\n"
     "Grid format and presets: docs/experiments.md, experiments/.";
 
-/* Ctrl-C or SIGTERM: the sweep terminates its children and writes the results it has. */
-static void on_signal(int sig) {
+/* Ctrl-C or SIGTERM (or SIGUSR1): the sweep terminates its children and writes the results it
+ * has; a second signal kills the children at once instead of after the grace time. Called on the
+ * signal thread (util/signals.h), never in signal context. */
+static void on_signal(int sig, int count) {
     (void)sig;
+    (void)count;
     nb_sweep_request_stop();
 }
 
@@ -32,11 +35,11 @@ static void print_points(const nb_grid *g) {
 }
 
 static int run(const nb_grid *g, const char *out, int jobs, int quiet) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    /* Before any thread exists; the children start with the default mask (nb_signals_child_reset). */
+    if (nb_signals_start(on_signal)) {
+        fprintf(stderr, "nobubble sweep: %s\n", nb_last_error());
+        return 1;
+    }
     nb_sweep_options o = {"/proc/self/exe", out, jobs, quiet};
     nb_sweep_result r;
     if (!quiet) printf("sweep: %d points, %d at a time, into %s\n", nb_grid_n_points(g), jobs, out);

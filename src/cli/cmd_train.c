@@ -13,6 +13,7 @@
 #include "nobubble/pipeline.h"
 #include "nobubble/runtime.h"
 #include "nobubble/train.h"
+#include "util/signals.h"
 
 static const char usage[] =
     "usage: nobubble train [--data DIR | --train GLOB [--val GLOB]] [--model PRESET] [--set FIELD=VALUE]...\n"
@@ -33,9 +34,18 @@ static int data_vocab(const char *dir) {
 
 /* SIGINT and SIGTERM finish the current step (a pipeline: a few steps more, see docs/pipeline.md),
  * save a checkpoint (with --save-dir) and exit. SIGUSR1 too: Open MPI's mpirun forwards it to every
- * rank, while it answers SIGINT and SIGTERM by killing the job after a few seconds. */
-static void on_signal(int sig) {
-    (void)sig;
+ * rank, while it answers SIGINT and SIGTERM by killing the job after a few seconds. A second SIGINT
+ * or SIGTERM exits at once with 128 + the signal (the checkpoints saved before are intact: saves are
+ * atomic). Called on the signal thread (util/signals.h), never in signal context. */
+static void on_signal(int sig, int count) {
+    const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGUSR1";
+    if (count > 1 && sig != SIGUSR1) {
+        fprintf(stderr, "nobubble train: %s again: exiting at once, without a checkpoint\n", name);
+        _exit(128 + sig);
+    }
+    if (count == 1)
+        fprintf(stderr, "nobubble train: %s: stopping at the end of a step, with a checkpoint (with --save-dir); "
+                "a second SIGINT or SIGTERM exits at once\n", name);
     nb_train_request_stop();
 }
 
@@ -88,6 +98,12 @@ static int pipeline_options(const char *pipeline, const char *transport, const c
 }
 
 int cmd_train(int argc, char **argv) {
+    /* First, before any thread exists (OpenMP's, oneDNN's, MPI's, the pipeline's): every thread
+     * then inherits the mask that blocks the stop signals, and only the signal thread takes them. */
+    if (nb_signals_start(on_signal)) {
+        fprintf(stderr, "nobubble train: %s\n", nb_last_error());
+        return 1;
+    }
     nb_train_options o;
     nb_train_defaults(&o);
     const char *data = NULL, *preset = "tiny", *schedule = "cosine", *optimizer = "adamw";
@@ -233,12 +249,6 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "nobubble train: give --data or --train, not both\n");
         return 2;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
     /* Past a file-size limit a write then fails (EFBIG) and the run reports it like a full disk,
      * instead of being killed mid-checkpoint. */
     signal(SIGXFSZ, SIG_IGN);

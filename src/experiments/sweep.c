@@ -11,6 +11,7 @@
 #include <ftw.h>
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -23,14 +24,16 @@
 #include "experiments/exp.h"
 #include "nobubble/experiments.h"
 #include "util/error.h"
+#include "util/signals.h"
 
 extern char **environ;
 
 /* How long terminated children get to finish their step before SIGKILL. */
 #define STOP_GRACE_S 10.0
 
-static volatile sig_atomic_t stop_requested;
-void nb_sweep_request_stop(void) { stop_requested = 1; }
+/* Stop requests so far: 1 terminates the children (SIGKILL after the grace time), 2 kills them now. */
+static atomic_int stop_requested;
+void nb_sweep_request_stop(void) { atomic_fetch_add(&stop_requested, 1); }
 
 typedef enum { PT_PENDING, PT_RUNNING, PT_SKIPPED, PT_DONE, PT_FAILED, PT_INTERRUPTED } pt_state;
 
@@ -137,10 +140,12 @@ static char **child_env(int jobs) {
 
 /* Between fork and exec only async-signal-safe calls: the child's own process group (so that a
  * terminal's Ctrl-C reaches the sweep, which stops the children itself), death with the sweep
- * (so that a killed sweep leaves no orphan writing into a folder the next sweep replaces), and
- * its output into train.log. */
+ * (so that a killed sweep leaves no orphan writing into a folder the next sweep replaces), the
+ * default signal mask and dispositions (the sweep blocks the stop signals; a mask survives exec),
+ * and its output into train.log. */
 static void exec_child(const char *exe, char **argv, char **envp, int log_fd, pid_t parent) {
     setpgid(0, 0);
+    nb_signals_child_reset();
 #ifdef __linux__
     prctl(PR_SET_PDEATHSIG, SIGKILL);
 #endif
@@ -247,7 +252,7 @@ static void reap(sweep *s, pid_t pid, int status) {
         int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
         s->st[i].exit_status = code;
         if (code == 0 && exists(dir, "summary.json")) s->st[i].state = PT_DONE;
-        else s->st[i].state = stop_requested ? PT_INTERRUPTED : PT_FAILED;
+        else s->st[i].state = atomic_load(&stop_requested) ? PT_INTERRUPTED : PT_FAILED;
         if (code == 0 && s->st[i].state == PT_FAILED) s->st[i].exit_status = -1;  /* exit 0 but no summary */
         s->running--;
         report_finished(s, i);
@@ -257,10 +262,10 @@ static void reap(sweep *s, pid_t pid, int status) {
 
 static void sleep_briefly(void) {
     struct timespec ts = {0, 50 * 1000 * 1000};
-    nanosleep(&ts, NULL);  /* a signal cuts it short: fine, the loop looks again */
+    nanosleep(&ts, NULL);
 }
 
-/* Reaps one finished child, or sleeps a moment (a signal cuts the sleep short). */
+/* Reaps one finished child, or sleeps a moment. */
 static void wait_some(sweep *s) {
     int status;
     pid_t pid = waitpid(-1, &status, WNOHANG);
@@ -275,7 +280,7 @@ static void stop_children(sweep *s) {
     double t0 = nbd_now();
     int killed = 0;
     while (s->running > 0) {
-        if (!killed && nbd_now() - t0 > STOP_GRACE_S) {
+        if (!killed && (nbd_now() - t0 > STOP_GRACE_S || atomic_load(&stop_requested) > 1)) {
             for (int i = 0; i < s->n; i++)
                 if (s->st[i].state == PT_RUNNING) kill(s->st[i].pid, SIGKILL);
             killed = 1;
@@ -335,11 +340,11 @@ static int prepare(sweep *s) {
 static int run_points(sweep *s) {
     int next = 0;
     while (next < s->n || s->running > 0) {
-        if (stop_requested) {
+        if (atomic_load(&stop_requested)) {
             stop_children(s);
             break;
         }
-        while (!stop_requested && s->running < s->o->jobs && next < s->n)
+        while (!atomic_load(&stop_requested) && s->running < s->o->jobs && next < s->n)
             if (start_point(s, next++)) {
                 stop_children(s);
                 return -1;

@@ -35,6 +35,7 @@
 #include "train/state.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/signals.h"
 
 enum { TAG_ACT, TAG_GRAD, TAG_TIED_GRAD, TAG_TIED_W, TAG_NORM, TAG_STATS, TAG_EVAL, TAG_EVAL_LOSS, TAG_DONE, TAG_PARAMS,
        TAG_SAVED, TAG_END };
@@ -888,6 +889,10 @@ static int run_threads(run_shared *sh, worker *ws) {
         free(tids);
         return nb_fail("out of memory");
     }
+    /* The workers start with the stop signals blocked (they run the GEMMs; a signal is taken by
+     * the CLI's signal thread, or a handler on this thread, which only waits: util/signals.h). */
+    sigset_t old;
+    nb_signals_block(&old);
     for (; started < sh->P; started++) {
         ws[started].link = nb_hub_link(hub, started);
         nb_link_set_timeout(ws[started].link, sh->o->peer_timeout);
@@ -897,6 +902,7 @@ static int run_threads(run_shared *sh, worker *ws) {
             break;
         }
     }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     for (int i = 0; i < started; i++) pthread_join(tids[i], NULL);
     const char *failure = nb_hub_failure(hub);
     if (failure && !rc) rc = nb_fail("%s", failure);

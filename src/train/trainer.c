@@ -3,8 +3,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <omp.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,10 +21,11 @@
 #include "util/error.h"
 #include "util/fs.h"
 
-static volatile sig_atomic_t stop_requested;
+/* Set by the CLI's signal thread (or a handler: a lock-free atomic is async-signal-safe). */
+static atomic_int stop_requested;
 
-void nb_train_request_stop(void) { stop_requested = 1; }
-int train_stop_requested(void) { return stop_requested; }
+void nb_train_request_stop(void) { atomic_store(&stop_requested, 1); }
+int train_stop_requested(void) { return atomic_load(&stop_requested); }
 
 /* "saved DIR: 123.4 MB in 0.12 s (1000 MB/s)": the size of the folder's files over the time. */
 void train_report_checkpoint(const char *what, const char *dir, double seconds) {
@@ -420,7 +421,7 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
             if (train_write_metrics(r.metrics, o->out_dir, &m)) goto done;
         }
         if (!isnan(val)) res->final_val_loss = val;
-        int stopping = stop_requested && !last;
+        int stopping = train_stop_requested() && !last;
         if (o->save_dir && (last || stopping || (o->save_every && (step + 1) % o->save_every == 0))) {
             char dir[4200];
             snprintf(dir, sizeof dir, "%s/step_%06d", o->save_dir, step + 1);
