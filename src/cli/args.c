@@ -29,7 +29,7 @@ void cli_help(FILE *f, const char *usage, const cli_option *opts, int n_opts) {
 static int out_of_range(const char *cmd, const cli_option *o, const char *v, double x) {
     double lo, hi;
     if (!has_range(o, &lo, &hi) || (x >= lo && x <= hi)) return 0;
-    fprintf(stderr, "nobubble %s: %s '%s': out of range, expected %s from %.10g to %.10g\n", cmd, o->flag, v,
+    fprintf(stderr, "nobubble %s: %s %s: out of range, expected %s from %.10g to %.10g\n", cmd, o->flag, v,
             o->type == OPT_FLOAT ? "a number" : "an integer", lo, hi);
     return 1;
 }
