@@ -160,7 +160,7 @@ expect_error "a flipped byte in the state's header length" "state.safetensors: h
 corrupt; patch "$work/bad/state.safetensors" '"dtype":"F32"' '"dtype":"I32"'
 expect_error "a wrong dtype in the state" "state.safetensors: tensor .*: unsupported dtype 'I32'" resume_bad
 corrupt; patch "$work/bad/state.safetensors" '"param:model.norm.weight"' '"param:model.norm.weighX"'
-expect_error "a tensor missing from the state" "state.safetensors: no tensor 'param:model.norm.weight'" resume_bad
+expect_error "a tensor missing from the state" "state.safetensors: metadata 'nobubble.checksum:param:model.norm.weight' is the checksum of a tensor 'param:model.norm.weight' the file does not hold" resume_bad
 corrupt; patch "$work/bad/state.safetensors" '"run.d_ffn":"384"' '"run.d_ffn":"192"'
 expect_error "a state tensor of the wrong size" "tensor 'param:model.layers.0.mlp.gate_proj.weight' has 49152 values, this run needs 24576" \
   train --set d_ffn=192 --steps 8 --stages 2 --resume "$work/bad"
@@ -184,7 +184,7 @@ expect_error "a flipped byte in the model's header" "model.safetensors: header: 
 corrupt; patch "$work/bad/model.safetensors" '"dtype":"F32"' '"dtype":"I32"'
 expect_error "a wrong dtype in the model" "model.safetensors: tensor .*: unsupported dtype 'I32'" eval_bad
 corrupt; patch "$work/bad/model.safetensors" '"model.norm.weight"' '"model.norm.weighX"'
-expect_error "a tensor missing from the model" "model.safetensors: missing tensor 'model.norm.weight'" eval_bad
+expect_error "a tensor missing from the model" "model.safetensors: metadata 'nobubble.checksum:model.norm.weight' is the checksum of a tensor 'model.norm.weight' the file does not hold" eval_bad
 corrupt; patch "$work/bad/model.safetensors" '"shape":[300,128]' '"shape":[128,300]'
 expect_error "a model tensor of the wrong shape" "has shape \[128, 300\], the model expects \[300, 128\]" eval_bad
 corrupt; patch "$work/bad/config.json" '"hidden_size": 128' '"hidden_size": "x"'

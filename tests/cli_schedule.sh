@@ -66,7 +66,7 @@ check "per-stage costs: makespan 18" grep -q '"makespan": 18,' "$work/c.json"
 # Bad input.
 expect_error "unknown kind" "expected one of gpipe, 1f1b, pipedream, 2bw" "$bin" schedule --kind zerobubble --stages 2 --microbatches 2
 expect_error "missing kind" "--kind is required" "$bin" schedule --stages 2 --microbatches 2
-expect_error "P = 0" "--stages 0: expected P >= 1" "$bin" schedule --kind gpipe --stages 0 --microbatches 2
+expect_error "P = 0" "--stages 0: out of range, expected an integer from 1 to 1024" "$bin" schedule --kind gpipe --stages 0 --microbatches 2
 expect_error "P not a number" "--stages 'four': expected an integer" "$bin" schedule --kind gpipe --stages four --microbatches 2
 expect_error "M < P for 1f1b" "1f1b needs M >= P" "$bin" schedule --kind 1f1b --stages 4 --microbatches 3
 expect_error "M < P for 2bw" "2bw needs M >= P" "$bin" schedule --kind 2bw --stages 4 --microbatches 2

@@ -156,7 +156,7 @@ bad "--out in the grid" 'fixed: --out x\n' "bad.grid:1: --out: the sweep gives e
 bad "two points with one name" 'axis a: x_y x\naxis b: z y_z\n' "two points are both named 'x_y_z'"
 expect_error "missing grid file" "nowhere.grid" "$bin" sweep "$work/nowhere.grid" --out "$work/bad"
 expect_error "sweep without --out" "--out DIR is required" "$bin" sweep "$work/two.grid"
-expect_error "--jobs 0" "--jobs 0: expected 1 to 256" "$bin" sweep "$work/two.grid" --out "$work/bad" --jobs 0
+expect_error "--jobs 0" "--jobs 0: out of range, expected an integer from 1 to 256" "$bin" sweep "$work/two.grid" --out "$work/bad" --jobs 0
 check "a refused grid creates nothing" test ! -e "$work/bad"
 # A folder the sweep did not make is never removed.
 mkdir -p "$work/foreign/runs/sync" && touch "$work/foreign/runs/sync/precious"

@@ -308,10 +308,17 @@ static void test_checksum_file(void) {
     CHECK(read_flipped("sum16.safetensors", "b", 2, -1) == 0, "BF16 with its checksum: %s", nb_last_error());
     CHECK(read_flipped("sum16.safetensors", "b", 2, 3) == -1, "a flipped BF16 byte was read");
     expect_mismatch("sum16.safetensors", "b", "BF16");
-    /* a checksum for no tensor is ignored; a malformed one refused */
+    /* a checksum for no tensor (a flipped bit in its key's name), checksums for some tensors only, and a
+     * malformed one: refused */
     write_raw("orphan.safetensors", "{\"__metadata__\":{\"nobubble.checksum:x\":\"?\"},"
               "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", REAL_LEN, a, 8);
-    CHECK(read_flipped("orphan.safetensors", "a", 2, -1) == 0, "a checksum of no tensor: %s", nb_last_error());
+    expect_reject("orphan.safetensors", "metadata 'nobubble.checksum:x' is the checksum of a tensor 'x' the file does not hold");
+    snprintf(header, sizeof header, "{\"__metadata__\":{\"nobubble.checksum:a\":\"nbh64:%016llx\"},"
+             "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+             "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+             (unsigned long long)nb_st_checksum(a, 4));
+    write_raw("partsum.safetensors", header, REAL_LEN, a, 8);
+    expect_reject("partsum.safetensors", "tensor 'b' has no checksum while 1 other tensor(s) have one");
     write_raw("badsum.safetensors", "{\"__metadata__\":{\"nobubble.checksum:a\":\"nbh64:12345\"},"
               "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", REAL_LEN, a, 8);
     expect_reject("badsum.safetensors", "metadata 'nobubble.checksum:a' = 'nbh64:12345' is not a checksum");

@@ -107,8 +107,10 @@ int nb_export_hf(const nb_model *m, const char *dir);
  * own weights) writes its own: nb_export_hf_part writes stage's tensors as
  * dir/model-0000k-of-0000P.safetensors (k = stage + 1), nb_export_hf_index writes dir/config.json and
  * dir/model.safetensors.index.json from the tensor tables alone (no weights needed). Hugging Face's
- * from_pretrained and nb_import_hf load the folder as they load model.safetensors. */
-int nb_export_hf_part(const nb_model *m, int stage, const char *dir);
+ * from_pretrained and nb_import_hf load the folder as they load model.safetensors. next_step >= 0 is
+ * recorded in the part's metadata ("next_step"), so that parts of two saves are never read as one
+ * (nb_st_set_open refuses parts whose "next_step" differ); -1 records nothing. */
+int nb_export_hf_part(const nb_model *m, int stage, const char *dir, int next_step);
 int nb_export_hf_index(const nb_model *m, const char *dir);
 /* Reads dir/config.json (its architecture fields must equal m's configuration; the error names
  * the field) and dir/model.safetensors (or the parts its index names) into m, which may be split into any number of stages;

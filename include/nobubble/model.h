@@ -33,6 +33,11 @@ const char *nb_config_preset_names(void);
 int nb_config_override(nb_config *c, const char *assignment);
 /* Checks every field and their relations; the error names the field and the expectation. */
 int nb_config_validate(const nb_config *c);
+/* A micro-batch of B sequences of T tokens for this model: B, T >= 1, T <= context, and its largest
+ * activation (B x T x the largest of vocab_size, d_ffn, d_model values: the logits, as a rule) at most
+ * 2^31 - 1 values, which keeps GEMM dimensions and indices in 32 bits and the buffer under 8 GiB. Fails
+ * naming flags (--batch, --seq) and sizes. */
+int nb_config_check_batch(const nb_config *c, long long B, long long T);
 /* Writes the configuration as one JSON object into buf (always NUL-terminated). */
 void nb_config_json(const nb_config *c, char *buf, size_t size);
 /* The blocks per stage (n_stages entries, each >= 1) that best balance the stages' training

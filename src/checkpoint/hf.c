@@ -69,7 +69,8 @@ static char *join(const char *dir, const char *name) {
 }
 
 /* Writes the tensors of stages [first, last] (tied copies skipped) as dir/file. */
-static int write_stages(const nb_model *m, int first, int last, const char *dir, const char *file) {
+static int write_stages(const nb_model *m, int first, int last, const char *dir, const char *file,
+                        const char *const *meta, int n_meta) {
     int n = 0;
     for (int si = first; si <= last; si++) n += m->stages[si].n_tensors;
     nb_st_tensor *t = calloc((size_t)(n ? n : 1), sizeof *t);
@@ -88,7 +89,7 @@ static int write_stages(const nb_model *m, int first, int last, const char *dir,
             k++;
         }
     }
-    if (!r) r = nb_st_write(path, t, k, NULL, 0);
+    if (!r) r = nb_st_write(path, t, k, meta, n_meta);
     free(t);
     free(path);
     return r;
@@ -104,14 +105,16 @@ static int write_config(const nb_model *m, const char *dir) {
 
 int nb_export_hf(const nb_model *m, const char *dir) {
     if (nbd_mkdir_p(dir)) return -1;
-    return write_stages(m, 0, m->n_stages - 1, dir, "model.safetensors") || write_config(m, dir);
+    return write_stages(m, 0, m->n_stages - 1, dir, "model.safetensors", NULL, 0) || write_config(m, dir);
 }
 
-int nb_export_hf_part(const nb_model *m, int stage, const char *dir) {
-    char file[256];
+int nb_export_hf_part(const nb_model *m, int stage, const char *dir, int next_step) {
+    char file[256], step[32];
     nb_st_part_name(file, sizeof file, "model", stage + 1, m->n_stages);
+    snprintf(step, sizeof step, "%d", next_step);
+    const char *meta[] = {"next_step", step};
     if (nbd_mkdir_p(dir)) return -1;
-    return write_stages(m, stage, stage, dir, file);
+    return write_stages(m, stage, stage, dir, file, next_step >= 0 ? meta : NULL, next_step >= 0);
 }
 
 int nb_export_hf_index(const nb_model *m, const char *dir) {
@@ -182,7 +185,7 @@ int nb_hf_read_config(const char *dir, nb_config *out) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (read_config(path, out)) return -1;
-    if (nb_config_validate(out)) return nb_fail("%s: %s", path, nb_last_error());
+    if (nb_config_validate(out)) return nb_fail("%s: %s", path, nb_last_error());   /* safe: nb_fail copies */
     return 0;
 }
 

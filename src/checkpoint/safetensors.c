@@ -360,20 +360,31 @@ static int parse_checksum(const char *v, uint64_t *out) {
     return 0;
 }
 
-/* Gives each entry the checksum the metadata holds for it. One for a tensor the file does not hold
- * is ignored: the caller's own "no tensor" error then says better what is wrong. */
+/* Gives each entry the checksum the metadata holds for it. nobubble writes one for every tensor, and
+ * Hugging Face's files have none; so a checksum key naming no tensor of the file, or checksums for some
+ * tensors but not others, is a damaged file (e.g. a flipped bit in a key's name, which would otherwise
+ * silently drop that tensor's check) and is refused. */
 static int attach_checksums(nb_st_file *f) {
     size_t prefix = strlen(NB_ST_CHECKSUM_KEY);
+    int n_sums = 0;
     for (int k = 0; k < f->n_meta; k++) {
         const char *key = f->meta_keys[k];
         if (strncmp(key, NB_ST_CHECKSUM_KEY, prefix)) continue;
         nb_st_entry *e = (nb_st_entry *)nb_st_find(f, key + prefix);
-        if (!e) continue;
+        if (!e)
+            return nb_fail("%s: metadata '%s' is the checksum of a tensor '%s' the file does not hold (a damaged "
+                           "header?)", f->path, key, key + prefix);
+        if (e->has_checksum) return nb_fail("%s: tensor '%s' has two checksums", f->path, e->name);
         if (parse_checksum(f->meta_values[k], &e->checksum))
             return nb_fail("%s: metadata '%s' = '%s' is not a checksum (expected '%s' and 16 lowercase hex digits)",
                            f->path, key, f->meta_values[k], NB_ST_CHECKSUM_ALGO);
         e->has_checksum = 1;
+        n_sums++;
     }
+    for (int i = 0; n_sums && i < f->n; i++)
+        if (!f->entries[i].has_checksum)
+            return nb_fail("%s: tensor '%s' has no checksum while %d other tensor(s) have one (a file nobubble wrote "
+                           "has one for every tensor: a damaged header?)", f->path, f->entries[i].name, n_sums);
     return 0;
 }
 

@@ -96,6 +96,29 @@ static int check_disjoint(const nb_st_set *s) {
     return 0;
 }
 
+/* Parts of one save: a part that records its step ("next_step", as a pipeline's checkpoint parts do)
+ * must agree with every other part, and then every part must record it. */
+static int check_one_save(const nb_st_set *s) {
+    const nb_st_file *first = NULL;
+    for (int i = 0; i < s->n; i++)
+        if (nb_st_meta(&s->files[i], "next_step")) {
+            first = &s->files[i];
+            break;
+        }
+    if (!first) return 0;
+    const char *step = nb_st_meta(first, "next_step");
+    for (int i = 0; i < s->n; i++) {
+        const char *other = nb_st_meta(&s->files[i], "next_step");
+        if (!other)
+            return nb_fail("%s records no step while %s is of step %s: parts of two saves", s->files[i].path,
+                           first->path, step);
+        if (strcmp(other, step))
+            return nb_fail("%s is of step %s, %s of step %s: parts of two checkpoints", s->files[i].path, other,
+                           first->path, step);
+    }
+    return 0;
+}
+
 static int open_index(const char *dir, const char *path, const char *base, nb_st_set *s) {
     char *text;
     size_t len;
@@ -115,7 +138,7 @@ static int open_index(const char *dir, const char *path, const char *base, nb_st
         if (!exists(part)) r = nb_fail("%s: part %s is missing", path, part);
         else if (!(r = nb_st_open(part, &s->files[i]))) s->n++;
     }
-    if (!r) r = check_disjoint(s) || check_map(path, &root, s);
+    if (!r) r = check_disjoint(s) || check_map(path, &root, s) || check_one_save(s);
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
     nbd_json_free(&root);

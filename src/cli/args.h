@@ -17,11 +17,27 @@ typedef struct {
     const char *flag;   /* "--steps" */
     opt_type type;
     void *target;       /* int*, float*, unsigned long long*, const char**, int* (flag), opt_list* */
-    const char *help;   /* "N  optimizer steps" */
+    const char *help;   /* "N  optimizer steps (100) [1..100000000]" */
 } cli_option;
+/* A help line of an OPT_INT, OPT_FLOAT or OPT_U64 option may end in its range, "[MIN..MAX]": --help shows
+ * it and cli_parse refuses a value outside it, naming the flag, the value and the range. Build it with
+ * CLI_RANGE(MIN, MAX) from integer constants, e.g. "N      optimizer steps (100) " CLI_RANGE(1, 100000000). */
+#define CLI_STR_(x) #x
+#define CLI_RANGE(lo, hi) "[" CLI_STR_(lo) ".." CLI_STR_(hi) "]"
+
+/* The ranges the subcommands share (docs/limits.md lists every flag's). */
+#define CLI_MAX_THREADS 1024        /* --threads: and at most 4x the online cores, see cli_check_threads */
+#define CLI_MAX_STEPS 100000000     /* optimizer steps of one run (NB_TRAIN_MAX_STEPS) */
+#define CLI_MAX_BATCH 65536         /* sequences per micro-batch (NB_TRAIN_MAX_BATCH) */
+#define CLI_MAX_MICROBATCHES 4096   /* micro-batches per step and eval batches (NB_TRAIN_MAX_MICROBATCHES) */
+#define CLI_MAX_STAGES 1024         /* pipeline stages (train: also at most the model's layers) */
+#define CLI_MAX_SEQ 1048576         /* tokens per sequence (and at most the model's context) */
 
 /* Parses argv[1..argc) (argv[0] is the subcommand). Positional arguments are refused.
  * Returns 0 to go on, 1 when --help was printed, -1 after printing an error. */
 int cli_parse(const char *usage, int argc, char **argv, const cli_option *opts, int n_opts);
 void cli_help(FILE *f, const char *usage, const cli_option *opts, int n_opts);
+/* --threads N (0: leave OpenMP's default): 1 <= N <= min(CLI_MAX_THREADS, 4 x the online cores).
+ * Prints the error and returns -1 otherwise. */
+int cli_check_threads(const char *cmd, const char *flag, int n);
 #endif

@@ -100,11 +100,26 @@ static int bench_one(const nb_config *cfg, const nb_optim_params *op, const nb_d
     return 0;
 }
 
-/* Splits a comma-separated list in place; returns the count (at most max). */
-static int split_list(char *buf, const char **items, int max) {
+/* Splits flag's comma-separated list into buf (size bytes) and items; returns the count, 1 to max, or
+ * -1 after printing why (an empty list or item, too many items, too long). */
+static int split_list(const char *flag, const char *text, char *buf, size_t size, const char **items, int max) {
+    if ((size_t)snprintf(buf, size, "%s", text) >= size) {
+        fprintf(stderr, "nobubble bench: %s '%.40s...': longer than %zu characters\n", flag, text, size - 1);
+        return -1;
+    }
     int n = 0;
-    for (char *t = strtok(buf, ","); t && n < max; t = strtok(NULL, ",")) items[n++] = t;
-    return n;
+    for (char *p = buf;; n++) {
+        char *comma = strchr(p, ',');
+        if (comma) *comma = 0;
+        if (!*p || n == max) {
+            fprintf(stderr, "nobubble bench: %s '%s': %s\n", flag, text,
+                    n == max ? "too many items (at most 16)" : "expected a comma-separated list of non-empty items");
+            return -1;
+        }
+        items[n] = p;
+        if (!comma) return n + 1;
+        p = comma + 1;
+    }
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -115,8 +130,8 @@ int cmd_bench(int argc, char **argv) {
         {"--threads", OPT_STR, &threads_list, "LIST   comma-separated thread counts (1,2)"},
         {"--optimizers", OPT_STR, &optimizers, "LIST   optimizers of the timed steps (adamw)"},
         {"--delays", OPT_STR, &delays, "LIST   delays of the timed steps, e.g. sync,2bw,2bw+ef (sync)"},
-        {"--steps", OPT_INT, &steps, "N      timed steps per measurement, after 2 warm-up steps (5)"},
-        {"--tokens", OPT_INT, &tokens, "N      tokens per step: B = N / context sequences (2048)"},
+        {"--steps", OPT_INT, &steps, "N      timed steps per measurement, after 2 warm-up steps (5) " CLI_RANGE(1, 10000)},
+        {"--tokens", OPT_INT, &tokens, "N      tokens per step: B = N / context sequences (2048) " CLI_RANGE(1, 16777216)},
         {"--json", OPT_FLAG, &json, "       print the results as JSON"},
     };
     int rc = cli_parse(usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
@@ -127,12 +142,11 @@ int cmd_bench(int argc, char **argv) {
     }
     char tbuf[256], mbuf[256], obuf[256], dbuf[256];
     const char *titems[16], *mitems[16], *oitems[16], *ditems[16];
-    snprintf(tbuf, sizeof tbuf, "%s", threads_list);
-    snprintf(mbuf, sizeof mbuf, "%s", models);
-    snprintf(obuf, sizeof obuf, "%s", optimizers);
-    snprintf(dbuf, sizeof dbuf, "%s", delays);
-    int nt = split_list(tbuf, titems, 16), nm = split_list(mbuf, mitems, 16);
-    int no = split_list(obuf, oitems, 16), nd = split_list(dbuf, ditems, 16);
+    int nt = split_list("--threads", threads_list, tbuf, sizeof tbuf, titems, 16);
+    int nm = nt < 0 ? -1 : split_list("--models", models, mbuf, sizeof mbuf, mitems, 16);
+    int no = nm < 0 ? -1 : split_list("--optimizers", optimizers, obuf, sizeof obuf, oitems, 16);
+    int nd = no < 0 ? -1 : split_list("--delays", delays, dbuf, sizeof dbuf, ditems, 16);
+    if (nd < 0) return 2;
     int threads[16];
     nb_config cfgs[16];
     nb_optim_params ops[16];
@@ -140,18 +154,25 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 0; i < nt; i++) {
         char *end;
         long v = strtol(titems[i], &end, 10);
-        if (*end || v < 1 || v > 1024) {
+        if (end == titems[i] || *end || v < 1 || v > 1024) {
             fprintf(stderr, "nobubble bench: --threads '%s': expected a comma-separated list of positive integers\n",
                     threads_list);
             return 2;
         }
+        if (cli_check_threads("bench", "--threads", (int)v)) return 2;
         threads[i] = (int)v;
     }
-    for (int i = 0; i < nm; i++)
+    for (int i = 0; i < nm; i++) {
         if (nb_config_preset(mitems[i], &cfgs[i])) {
             fprintf(stderr, "nobubble bench: --models: %s\n", nb_last_error());
             return 2;
         }
+        const int T = cfgs[i].context, B = tokens / T > 0 ? tokens / T : 1;
+        if (nb_config_check_batch(&cfgs[i], B, T)) {
+            fprintf(stderr, "nobubble bench: --tokens %d with --models %s: %s\n", tokens, mitems[i], nb_last_error());
+            return 2;
+        }
+    }
     for (int i = 0; i < no; i++) {
         nb_optimizer_kind kind;
         if (nb_optimizer_parse(oitems[i], &kind)) {

@@ -20,9 +20,9 @@ int cmd_eval(int argc, char **argv) {
         {"--checkpoint", OPT_STR, &ckpt, "DIR    model.safetensors + config.json (required)"},
         {"--data", OPT_STR, &data, "DIR    prepared data: DIR/*_val_*.bin (data/bible)"},
         {"--val", OPT_STR, &val, "GLOB   validation shards (instead of --data)"},
-        {"--batch", OPT_INT, &B, "B      sequences per micro-batch (8)"},
-        {"--seq", OPT_INT, &T, "T      tokens per sequence (the model's context)"},
-        {"--batches", OPT_INT, &batches, "N      micro-batches evaluated (8)"},
+        {"--batch", OPT_INT, &B, "B      sequences per micro-batch (8) " CLI_RANGE(1, 65536)},
+        {"--seq", OPT_INT, &T, "T      tokens per sequence (the model's context) " CLI_RANGE(0, 1048576)},
+        {"--batches", OPT_INT, &batches, "N      micro-batches evaluated (8) " CLI_RANGE(1, 4096)},
         {"--json", OPT_FLAG, &json, "       print the result as JSON"},
     };
     int rc = cli_parse(usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
@@ -37,9 +37,9 @@ int cmd_eval(int argc, char **argv) {
         return 1;
     }
     if (!T) T = cfg.context;
-    if (B < 1 || batches < 1 || T < 1 || T > cfg.context) {
-        fprintf(stderr, "nobubble eval: --batch %d, --batches %d, --seq %d: expected >= 1, >= 1 and 1..%d (the context)\n",
-                B, batches, T, cfg.context);
+    if (batches < 1 || nb_config_check_batch(&cfg, B, T)) {
+        if (batches < 1) fprintf(stderr, "nobubble eval: --batches %d: expected >= 1\n", batches);
+        else fprintf(stderr, "nobubble eval: %s\n", nb_last_error());
         return 2;
     }
     char glob_buf[4096];

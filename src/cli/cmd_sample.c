@@ -57,9 +57,9 @@ int cmd_sample(int argc, char **argv) {
     const cli_option opts[] = {
         {"--checkpoint", OPT_STR, &ckpt, "DIR    model.safetensors + config.json (required)"},
         {"--prompt", OPT_STR, &prompt, "TEXT   the text to continue (required)"},
-        {"--tokens", OPT_INT, &n_new, "N      tokens to generate (64)"},
-        {"--temperature", OPT_FLOAT, &temperature, "T      sampling temperature; 0 = greedy (0.8)"},
-        {"--top-k", OPT_INT, &top_k, "K      sample among the K most likely tokens; 0 = all (40)"},
+        {"--tokens", OPT_INT, &n_new, "N      tokens to generate (64) " CLI_RANGE(1, 1048576)},
+        {"--temperature", OPT_FLOAT, &temperature, "T      sampling temperature; 0 = greedy (0.8) " CLI_RANGE(0, 100)},
+        {"--top-k", OPT_INT, &top_k, "K      sample among the K most likely tokens; 0 = all (40) " CLI_RANGE(0, 1000000000)},
         {"--seed", OPT_U64, &seed, "S      sampling seed (1)"},
         {"--tokenizer", OPT_STR, &tok_path, "FILE   tokenizer (DIR/tokenizer.json if present, else data/bible/tokenizer.json)"},
     };

@@ -24,6 +24,11 @@ static const char usage[] =
 #define SVG_MAX_ACTIONS 1000000
 
 /* One value for every stage, or one per stage; each a finite number > 0 (>= 0 when zero_ok). */
+/* Costs are finite, at most MAX_COST, so that every time the simulator adds up stays far from overflow. */
+#define MAX_COST 1e9
+/* Stages x micro-batches x steps at most this: the simulator keeps a few doubles per stage and micro-batch. */
+#define MAX_PASSES 10000000LL
+
 static double *parse_costs(const char *flag, const char *text, int P, int zero_ok) {
     double *out = malloc(sizeof(double) * (size_t)P);
     char *buf = strdup(text);
@@ -45,6 +50,10 @@ static double *parse_costs(const char *flag, const char *text, int P, int zero_o
         if (zero_ok ? v < 0 : v <= 0) {
             fprintf(stderr, "nobubble schedule: %s '%s': %g: expected %s\n", flag, text, v,
                     zero_ok ? "a cost >= 0" : "a cost > 0");
+            goto fail;
+        }
+        if (v > MAX_COST) {
+            fprintf(stderr, "nobubble schedule: %s '%s': %g: expected a cost of at most %g\n", flag, text, v, MAX_COST);
             goto fail;
         }
         if (n < P) out[n] = v;
@@ -83,11 +92,12 @@ static void print_costs(FILE *f, const char *name, const double *c, int P) {
 /* The text grid: one row per stage, one cell per `unit` of time. */
 static void print_grid(const nb_pipe_schedule *sc, const nb_pipe_sim *sim, double unit) {
     const int P = sc->n_stages;
-    const long cells = (long)ceil(sim->makespan / unit - 1e-9);
-    if (cells > GRID_MAX_CELLS || (double)cells * P > GRID_MAX_TOTAL) {
-        printf("(timeline grid skipped: %d stages x %ld cells is too large to print; use --svg or --json)\n", P, cells);
+    const double cells_d = ceil(sim->makespan / unit - 1e-9);   /* compared before any cast to an integer */
+    if (!(cells_d <= GRID_MAX_CELLS) || cells_d * P > GRID_MAX_TOTAL) {
+        printf("(timeline grid skipped: %d stages x %.4g cells is too large to print; use --svg or --json)\n", P, cells_d);
         return;
     }
+    const long cells = (long)cells_d;
     char *row = malloc((size_t)cells + 1);
     if (!row) return;
     printf("one cell = %g time unit%s; F forward, B backward, U update, followed by the micro-batch (step for U) "
@@ -191,9 +201,9 @@ int cmd_schedule(int argc, char **argv) {
     int P = 0, M = 0, S = 1, json = 0;
     const cli_option opts[] = {
         {"--kind", OPT_STR, &kind_s, "K      schedule: gpipe, 1f1b, pipedream or 2bw (required)"},
-        {"--stages", OPT_INT, &P, "P      pipeline stages (required)"},
-        {"--microbatches", OPT_INT, &M, "M      micro-batches per optimizer step (required; 1f1b and 2bw need M >= P)"},
-        {"--steps", OPT_INT, &S, "S      optimizer steps (1; pipedream: M x S micro-batches, one step each)"},
+        {"--stages", OPT_INT, &P, "P      pipeline stages (required) " CLI_RANGE(1, 1024)},
+        {"--microbatches", OPT_INT, &M, "M      micro-batches per optimizer step (required; 1f1b and 2bw need M >= P) " CLI_RANGE(1, 4096)},
+        {"--steps", OPT_INT, &S, "S      optimizer steps (1; pipedream: M x S micro-batches, one step each) " CLI_RANGE(1, 100000)},
         {"--forward-cost", OPT_STR, &fwd_s, "F[,F..] forward time per stage, > 0 (1)"},
         {"--backward-cost", OPT_STR, &bwd_s, "B[,B..] backward time per stage, > 0 (2)"},
         {"--update-cost", OPT_STR, &upd_s, "U[,U..] optimizer update time per stage, >= 0 (0)"},
@@ -222,6 +232,11 @@ int cmd_schedule(int argc, char **argv) {
     }
     if (S < 1) {
         fprintf(stderr, "nobubble schedule: --steps %d: expected S >= 1\n", S);
+        return 2;
+    }
+    if ((long long)P * M * S > MAX_PASSES) {
+        fprintf(stderr, "nobubble schedule: --stages %d x --microbatches %d x --steps %d = %lld: too many passes to "
+                "simulate (at most %lld)\n", P, M, S, (long long)P * M * S, MAX_PASSES);
         return 2;
     }
     if ((kind == NB_PIPE_1F1B || kind == NB_PIPE_2BW) && M < P) {

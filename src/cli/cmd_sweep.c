@@ -62,7 +62,7 @@ int cmd_sweep(int argc, char **argv) {
     int jobs = 1, dry_run = 0, quiet = 0;
     const cli_option opts[] = {
         {"--out", OPT_STR, &out, "DIR    DIR/runs/<point>/, DIR/results.csv (required)"},
-        {"--jobs", OPT_INT, &jobs, "J      points run at once (1)"},
+        {"--jobs", OPT_INT, &jobs, "J      points run at once (1) " CLI_RANGE(1, 256)},
         {"--dry-run", OPT_FLAG, &dry_run, "       print each point's name and command, run nothing"},
         {"--quiet", OPT_FLAG, &quiet, "       no progress lines (failures are still printed)"},
     };

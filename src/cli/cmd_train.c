@@ -1,4 +1,5 @@
 /* nobubble train: the command-line face of nb_train. */
+#include <glob.h>
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
@@ -47,6 +48,14 @@ static void on_signal(int sig, int count) {
         fprintf(stderr, "nobubble train: %s: stopping at the end of a step, with a checkpoint (with --save-dir); "
                 "a second SIGINT or SIGTERM exits at once\n", name);
     nb_train_request_stop();
+}
+
+static int matches_any(const char *pattern) {
+    glob_t g;
+    memset(&g, 0, sizeof g);
+    int found = glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+    globfree(&g);
+    return found;
 }
 
 /* "--split 3,1": exactly `stages` block counts (their sum is checked with the model). */
@@ -123,19 +132,19 @@ int cmd_train(int argc, char **argv) {
         {"--val", OPT_STR, &o.val_pattern, "GLOB   validation shards"},
         {"--model", OPT_STR, &preset, "NAME   tiny | small | medium | smollm-135m | smollm-360m (tiny)"},
         {"--set", OPT_LIST, &sets, "F=V    override a model field, e.g. --set n_layers=2 (repeatable)"},
-        {"--stages", OPT_INT, &o.stages, "P      split the model into P stages (1)"},
+        {"--stages", OPT_INT, &o.stages, "P      split the model into P stages (1) " CLI_RANGE(1, 1024)},
         {"--split", OPT_STR, &split, "A,B,.. blocks of each stage (even; with --pipeline: balanced by FLOPs, the head counted)"},
-        {"--batch", OPT_INT, &o.batch, "B      sequences per micro-batch (8)"},
-        {"--seq", OPT_INT, &o.seq_len, "T      tokens per sequence (the model's context)"},
-        {"--microbatches", OPT_INT, &o.microbatches, "M      micro-batches accumulated per step (1)"},
-        {"--steps", OPT_INT, &o.steps, "N      optimizer steps (100)"},
+        {"--batch", OPT_INT, &o.batch, "B      sequences per micro-batch (8) " CLI_RANGE(1, 65536)},
+        {"--seq", OPT_INT, &o.seq_len, "T      tokens per sequence (the model's context) " CLI_RANGE(0, 1048576)},
+        {"--microbatches", OPT_INT, &o.microbatches, "M      micro-batches accumulated per step (1) " CLI_RANGE(1, 4096)},
+        {"--steps", OPT_INT, &o.steps, "N      optimizer steps (100) " CLI_RANGE(1, 100000000)},
         {"--optimizer", OPT_STR, &optimizer, "NAME   sgd | adamw | muon | lion | adan | mars | soap (adamw)"},
         {"--lr", OPT_FLOAT, &lr, "LR     peak learning rate (sgd 0.05, adamw/adan/mars/soap 1e-3, muon 0.02, lion 3e-4)"},
         {"--aux-lr", OPT_FLOAT, &o.aux_lr, "LR     AdamW lr of embeddings and gains under muon, soap, mars (1e-3)"},
         {"--lr-min", OPT_FLOAT, &o.schedule.lr_min, "LR     final learning rate of cosine and wsd (0)"},
-        {"--warmup", OPT_INT, &o.schedule.warmup, "N      linear warmup steps (0)"},
+        {"--warmup", OPT_INT, &o.schedule.warmup, "N      linear warmup steps (0) " CLI_RANGE(0, 100000000)},
         {"--schedule", OPT_STR, &schedule, "NAME   cosine | wsd | constant (cosine)"},
-        {"--cooldown", OPT_FLOAT, &o.schedule.cooldown, "F      wsd: fraction of the steps spent decaying (0.2)"},
+        {"--cooldown", OPT_FLOAT, &o.schedule.cooldown, "F      wsd: fraction of the steps spent decaying (0.2) " CLI_RANGE(0, 1)},
         {"--clip", OPT_FLOAT, &o.clip, "C      clip the global gradient norm to C (0: off)"},
         {"--beta1", OPT_FLOAT, &beta1, "B1     beta1 (adamw 0.9, lion 0.9, adan 0.98, mars 0.95, soap 0.95)"},
         {"--beta2", OPT_FLOAT, &beta2, "B2     beta2 (adamw 0.95, lion 0.99, adan 0.92, mars 0.99, soap 0.95)"},
@@ -145,44 +154,43 @@ int cmd_train(int argc, char **argv) {
         {"--no-nesterov", OPT_FLAG, &no_nesterov, "       plain momentum (default for sgd)"},
         {"--eps", OPT_FLOAT, &eps, "EPS    epsilon (1e-8)"},
         {"--wd", OPT_FLOAT, &wd, "WD     decoupled weight decay, matrices and embeddings (0.1)"},
-        {"--ns-steps", OPT_INT, &ns_steps, "N      muon Newton-Schulz iterations (5)"},
+        {"--ns-steps", OPT_INT, &ns_steps, "N      muon Newton-Schulz iterations (5) " CLI_RANGE(1, 100)},
         {"--gamma", OPT_FLOAT, &gamma, "G      mars gradient-correction scale (0.025)"},
-        {"--precond-every", OPT_INT, &precond_every, "N      soap eigenbasis refresh interval (10)"},
-        {"--max-precond-dim", OPT_INT, &max_precond_dim, "N      soap: larger sides are not preconditioned (10000)"},
+        {"--precond-every", OPT_INT, &precond_every, "N      soap eigenbasis refresh interval (10) " CLI_RANGE(1, 100000000)},
+        {"--max-precond-dim", OPT_INT, &max_precond_dim, "N      soap: larger sides are not preconditioned (10000) " CLI_RANGE(1, 1000000)},
         {"--aux-beta1", OPT_FLOAT, &aux_beta1, "B1     beta1 of the auxiliary AdamW (0.9)"},
         {"--aux-beta2", OPT_FLOAT, &aux_beta2, "B2     beta2 of the auxiliary AdamW (0.95)"},
-        {"--eval-every", OPT_INT, &o.eval_every, "N      validation loss every N steps, and at the end (0: end only)"},
-        {"--eval-batches", OPT_INT, &o.eval_batches, "N      validation micro-batches per evaluation (8)"},
-        {"--log-every", OPT_INT, &o.log_every, "N      progress line every N steps (10)"},
+        {"--eval-every", OPT_INT, &o.eval_every, "N      validation loss every N steps, and at the end (0: end only) " CLI_RANGE(0, 100000000)},
+        {"--eval-batches", OPT_INT, &o.eval_batches, "N      validation micro-batches per evaluation (8) " CLI_RANGE(1, 4096)},
+        {"--log-every", OPT_INT, &o.log_every, "N      progress line every N steps (10) " CLI_RANGE(1, 100000000)},
         {"--seed", OPT_U64, &seed, "S      weight initialization seed (1)"},
         {"--data-seed", OPT_U64, &data_seed, "S      order of training windows, 0 = sequential (0)"},
         {"--delay", OPT_STR, &delay, "MODE   sync | 2bw | pipedream | fixed:TAU (sync); per stage of --stages"},
         {"--ef", OPT_STR, &ef, "ALPHA  error feedback on the step (the paper's correction: 1)"},
         {"--taylor", OPT_FLOAT, &o.delay.taylor, "LAMBDA delay-compensated gradient (DC-ASGD; 0: off)"},
-        {"--sync-start", OPT_INT, &o.delay.sync_start, "K      no delay for the first K steps (0)"},
-        {"--sync-cooldown", OPT_INT, &o.delay.sync_cooldown, "K      no delay for the last K steps (0)"},
-        {"--threads", OPT_INT, &threads, "N      OpenMP threads (all cores)"},
+        {"--sync-start", OPT_INT, &o.delay.sync_start, "K      no delay for the first K steps (0) " CLI_RANGE(0, 100000000)},
+        {"--sync-cooldown", OPT_INT, &o.delay.sync_cooldown, "K      no delay for the last K steps (0) " CLI_RANGE(0, 100000000)},
+        {"--threads", OPT_INT, &threads, "N      OpenMP threads (all cores) " CLI_RANGE(0, 1024)},
         {"--out", OPT_STR, &o.out_dir, "DIR    write DIR/metrics.jsonl and DIR/summary.json"},
         {"--save-dir", OPT_STR, &o.save_dir, "DIR    checkpoints DIR/step_NNNNNN (weights + full training state) at the end"},
-        {"--save-every", OPT_INT, &o.save_every, "N      also a checkpoint every N steps (needs --save-dir)"},
-        {"--keep", OPT_INT, &o.keep, "K      keep only the newest K periodic checkpoints (0: all)"},
+        {"--save-every", OPT_INT, &o.save_every, "N      also a checkpoint every N steps (needs --save-dir) " CLI_RANGE(0, 100000000)},
+        {"--keep", OPT_INT, &o.keep, "K      keep only the newest K periodic checkpoints (0: all) " CLI_RANGE(0, 1000000)},
         {"--resume", OPT_STR, &o.resume_dir, "DIR    continue from a checkpoint folder (same model, optimizer, delay, data; any --stages)"},
         {"--override", OPT_FLAG, &o.resume_override, "       --resume even where this run's settings differ (a warning lists them)"},
         {"--export", OPT_STR, &o.export_dir, "DIR    write the final weights as a Hugging Face folder (model.safetensors, config.json)"},
         {"--pipeline", OPT_STR, &pipeline, "KIND   real workers, one per stage: gpipe | 1f1b | pipedream | 2bw (sets --delay)"},
         {"--transport", OPT_STR, &transport, "NAME   threads (one process) | mpi (mpirun -np P, one process per stage) (threads)"},
-        {"--threads-per-stage", OPT_INT, &o.threads_per_stage, "N      GEMM threads of each pipeline worker (cores / stages)"},
-        {"--peer-timeout", OPT_FLOAT, &o.peer_timeout, "S      a pipeline stage waiting S seconds for another fails the run, naming it (300; 0: no limit)"},
+        {"--threads-per-stage", OPT_INT, &o.threads_per_stage, "N      GEMM threads of each pipeline worker (cores / stages) " CLI_RANGE(0, 1024)},
+        {"--peer-timeout", OPT_FLOAT, &o.peer_timeout, "S      a pipeline stage waiting S seconds for another fails the run, naming it (300; 0: no limit) " CLI_RANGE(0, 1000000)},
         {"--quiet", OPT_FLAG, &o.quiet, "       no progress lines"},
     };
     int rc = cli_parse(usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
     if (rc) return rc > 0 ? 0 : 2;
     o.seed = seed;
     o.data_seed = data_seed;
-    if (threads < 0) {
-        fprintf(stderr, "nobubble train: --threads %d: expected >= 1\n", threads);
+    if (cli_check_threads("train", "--threads", threads) ||
+        cli_check_threads("train", "--threads-per-stage", o.threads_per_stage))
         return 2;
-    }
     if (threads) omp_set_num_threads(threads);
     if (pipeline_options(pipeline, transport, delay, &o)) return 2;
     if (split && parse_split(split, o.stages, split_blocks)) return 2;
@@ -237,7 +245,12 @@ int cmd_train(int argc, char **argv) {
         snprintf(train_glob, sizeof train_glob, "%s/*_train_*.bin", data);
         snprintf(val_glob, sizeof val_glob, "%s/*_val_*.bin", data);
         o.train_pattern = train_glob;
-        if (!o.val_pattern) o.val_pattern = val_glob;
+        if (!o.val_pattern) {
+            /* prepare --val-fraction 0 writes no validation shards: train without validation, and say so. */
+            if (matches_any(val_glob) || !matches_any(train_glob)) o.val_pattern = val_glob;
+            else fprintf(stderr, "nobubble train: note: %s has no validation shards (%s; prepared with "
+                                 "--val-fraction 0?): training without a validation loss\n", data, val_glob);
+        }
         /* The model's vocabulary follows the data's tokenizer unless set explicitly. */
         int v = data_vocab(data);
         if (v < 0) {
@@ -260,8 +273,10 @@ int cmd_train(int argc, char **argv) {
         return 1;
     }
     if (!res.primary) return 0;  /* an MPI rank > 0: the first stage reports the run */
-    printf("done: %d steps, final train loss %.4f, val loss %.4f, %.0f tokens/s, weights %016llx\n", res.steps,
-           res.final_train_loss, res.final_val_loss, res.tokens_per_s, (unsigned long long)res.weights_hash);
+    char val_loss[32] = "none (no validation data)";
+    if (o.val_pattern) snprintf(val_loss, sizeof val_loss, "%.4f", res.final_val_loss);
+    printf("done: %d steps, final train loss %.4f, val loss %s, %.0f tokens/s, weights %016llx\n", res.steps,
+           res.final_train_loss, val_loss, res.tokens_per_s, (unsigned long long)res.weights_hash);
     if (o.out_dir) printf("wrote %s/metrics.jsonl and %s/summary.json\n", o.out_dir, o.out_dir);
     if (o.export_dir) {
         /* The data's tokenizer goes with the model, so that `nobubble sample` finds it. */

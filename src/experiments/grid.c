@@ -91,12 +91,22 @@ static char *skip_blanks(char *p) {
     return p;
 }
 
+/* --out and --resume, alone or as --out=X / --resume=X: the sweep's own. */
+static int sweep_flag(const char *arg) {
+    static const char *const own[] = {"--out", "--resume"};
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
+        size_t n = strlen(own[i]);
+        if (!strncmp(arg, own[i], n) && (!arg[n] || arg[n] == '=')) return 1;
+    }
+    return 0;
+}
+
 static int tokens(const nb_grid *g, int line, const char *text, nbx_strv *out) {
     char err[128];
     out->line = line;
     if (nbx_tokenize(text, out, err, sizeof err)) return nb_fail("%s:%d: %s", g->what, line, err);
     for (int i = 0; i < out->n; i++)
-        if (!strcmp(out->v[i], "--out") || !strncmp(out->v[i], "--out=", 6) || !strcmp(out->v[i], "--resume"))
+        if (sweep_flag(out->v[i]))
             return nb_fail("%s:%d: %s: the sweep gives each point its own --out DIR/runs/<point> (and starts it "
                            "afresh); leave it out of the grid", g->what, line, out->v[i]);
     return 0;
@@ -294,6 +304,12 @@ static int check_when(const nb_grid *g, const gwhen *w) {
 
 static int check_grid(const nb_grid *g) {
     long total = 1;
+    /* An empty grid would be one point of `nobubble train` with every default: surely not what was meant. */
+    int fixed_flags = 0;
+    for (int i = 0; i < g->n_fixed; i++) fixed_flags += g->fixed[i].n;
+    if (g->n_axes == 0 && fixed_flags == 0)
+        return nb_fail("%s: no `axis` and no flags in a `fixed:` line: an empty grid, which would run nobubble train "
+                       "with every default (see docs/experiments.md)", g->what);
     for (int a = 0; a < g->n_axes; a++) {
         const gaxis *ax = &g->axes[a];
         if (ax->n == 0)
@@ -359,6 +375,11 @@ static int make_point(const nb_grid *g, gpoint *pt, int index) {
     for (int a = 0; a < g->n_axes && !rc; a++) rc = add_args(g, pt, &g->axes[a].values[pt->value[a]].flags, &args);
     for (int i = 0; i < g->n_whens && !rc; i++)
         if (matches(g, &g->whens[i], pt->value)) rc = add_args(g, pt, &g->whens[i].flags, &args);
+    /* Again once {NAME} is replaced: `--{x}` with a label resume must not get through either. */
+    for (int i = 0; i < args.n && !rc; i++)
+        if (sweep_flag(args.v[i]))
+            rc = nb_fail("%s: point %s: %s: the sweep gives each point its own --out DIR/runs/<point> (and starts it "
+                         "afresh); leave it out of the grid", g->what, pt->name, args.v[i]);
     if (!rc) rc = nbx_strv_push(&args, NULL, 0);  /* the NULL that ends the list */
     pt->args = args.v;
     pt->argc = rc ? args.n : args.n - 1;

@@ -97,9 +97,26 @@ int nb_config_validate(const nb_config *c) {
     if (!(c->norm_eps > 0.0 && c->norm_eps < 1.0))
         return nb_fail("model field norm_eps = %g: expected 0 < eps < 1", c->norm_eps);
     if (c->tied != 0 && c->tied != 1) return nb_fail("model field tied = %d: expected 0 or 1", c->tied);
+    /* Sizes no model nobubble trains comes near, bounding the allocations before they are tried. */
+    if (c->n_layers > 4096) return nb_fail("model field n_layers = %d: expected at most 4096", c->n_layers);
+    if (c->context > 1048576) return nb_fail("model field context = %d: expected at most 1048576", c->context);
     /* Keep every buffer index inside 32-bit GEMM dimensions. */
     if ((long long)c->vocab_size * c->d_model > INT_MAX || (long long)c->d_ffn * 2 * c->d_model > INT_MAX)
         return nb_fail("model: vocab_size x d_model or d_ffn x d_model is too large");
+    return 0;
+}
+
+int nb_config_check_batch(const nb_config *c, long long B, long long T) {
+    if (B < 1) return nb_fail("--batch %lld: expected >= 1", B);
+    if (T < 1 || T > c->context) return nb_fail("--seq %lld: expected 1 <= seq <= the model's context (%d)", T, c->context);
+    long long width = c->vocab_size;
+    if (c->d_ffn > width) width = c->d_ffn;
+    if (c->d_model > width) width = c->d_model;
+    /* B <= 2^31, T <= 2^31, width <= 2^31: compared in double, exact enough at this size. */
+    if ((double)B * (double)T * (double)width > 2147483647.0)
+        return nb_fail("--batch %lld x --seq %lld x %lld (the widest activation: vocab_size, d_ffn or d_model) = %.4g "
+                       "values in one micro-batch: too large (at most 2^31 - 1); use a smaller --batch (more "
+                       "--microbatches) or --seq", B, T, width, (double)B * (double)T * (double)width);
     return 0;
 }
 

@@ -39,6 +39,9 @@ int nb_schedule_parse(const char *name, nb_schedule_kind *out) {
 int nb_schedule_validate(const nb_schedule *s) {
     if (!(s->lr > 0) || !isfinite(s->lr)) return nb_fail("--lr %g: expected a positive number", s->lr);
     if (!(s->lr_min >= 0) || !isfinite(s->lr_min)) return nb_fail("--lr-min %g: expected a number >= 0", s->lr_min);
+    if (s->lr_min > s->lr)
+        return nb_fail("--lr-min %g: above --lr %g (expected 0 <= lr-min <= lr: the schedule decays from lr to lr-min)",
+                       s->lr_min, s->lr);
     if (s->warmup < 0) return nb_fail("--warmup %d: expected >= 0", s->warmup);
     if (!(s->cooldown >= 0 && s->cooldown <= 1)) return nb_fail("--cooldown %g: expected a fraction in [0, 1]", s->cooldown);
     return 0;

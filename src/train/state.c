@@ -17,6 +17,7 @@
 #include "data/dutil.h"
 #include "nobubble/checkpoint.h"
 #include "train/run_fields.h"
+#include "train/state_meta.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -306,7 +307,7 @@ int train_state_save_part(const char *dir, const train_parts *p, int stage, int 
     if (refuse_link(dir, tmp)) return -1;
     state_list l;
     memset(&l, 0, sizeof l);
-    int rc = nb_export_hf_part(p->model, stage, tmp) || gather_stage(&l, p, stage, next_step) ||
+    int rc = nb_export_hf_part(p->model, stage, tmp, next_step) || gather_stage(&l, p, stage, next_step) ||
              gather_step(&l, p, stage, stage, next_step) || add_meta(&l, "part", "%d", stage + 1) ||
              (stage == 0 && gather_run(&l, p, o));
     nb_st_part_name(file, sizeof file, "state", stage + 1, p->model->n_stages);
@@ -409,43 +410,26 @@ static int visit_load(void *ctx, const state_buf *b) {
     return read_buffer(in, e, b->data, b->n);
 }
 
-static int parse_long(const char *where, const char *key, const char *v, long long *out) {
-    char *end;
-    *out = 0;
-    if (!v) return nb_fail("%s: no metadata '%s'", where, key);
-    errno = 0;
-    *out = strtoll(v, &end, 10);
-    if (errno || end == v || *end || *out < 0)
-        return nb_fail("%s: metadata '%s' = '%s' is not an integer >= 0", where, key, v);
-    return 0;
-}
-
-static int meta_long(const nb_st_file *f, const char *key, long long *out) {
-    return parse_long(f->path, key, nb_st_meta(f, key), out);
-}
-
 /* Stage i's update counts and step count (steps: the saved optimizer step), from whichever part holds
  * each tensor's. */
-static int restore_counts(const load_ctx *c, const train_parts *p, int i, long long steps) {
+static int restore_counts(const load_ctx *c, const train_parts *p, int i, const state_meta *sm) {
     nb_stage *s = &p->model->stages[i];
     long *counts = malloc(sizeof(long) * (size_t)(s->n_tensors ? s->n_tensors : 1));
     if (!counts) return nb_fail("out of memory");
     int rc = 0;
-    char key[256];
     for (int t = 0; t < s->n_tensors && !rc; t++) {
         long long n;
-        snprintf(key, sizeof key, "count:%s", saved_name(&s->tensors[t]));
-        rc = parse_long(c->where, key, nb_st_set_meta(c->set, key), &n);
+        rc = state_meta_count(c->set, c->where, sm, saved_name(&s->tensors[t]), &n);
         counts[t] = (long)n;
     }
-    if (!rc) nb_optimizer_restore(p->opt[i], counts, (long)steps);
+    if (!rc) nb_optimizer_restore(p->opt[i], counts, (long)sm->optimizer_steps);
     free(counts);
     return rc;
 }
 
-static int load_stage(load_ctx *c, const train_parts *p, int i, int next_step, long long steps) {
+static int load_stage(load_ctx *c, const train_parts *p, int i, const state_meta *sm) {
     c->ef_found = c->ef_wanted = 0;
-    if (visit_stage(p, i, next_step, visit_load, c) || restore_counts(c, p, i, steps)) return -1;
+    if (visit_stage(p, i, (int)sm->next_step, visit_load, c) || restore_counts(c, p, i, sm)) return -1;
     nb_stash_set_ef_running(p->stash[i], c->ef_wanted > 0 && c->ef_found == c->ef_wanted);
     return 0;
 }
@@ -453,18 +437,16 @@ static int load_stage(load_ctx *c, const train_parts *p, int i, int next_step, l
 /* The loader's position; with another batch shape (--override) the one that has seen about as many
  * tokens. */
 static int seek_loader(const nb_st_file *f, const train_parts *p, const nb_train_options *o) {
-    long long position, batch, seq;
-    if (meta_long(f, "loader_position", &position) || meta_long(f, "run.batch", &batch) || meta_long(f, "run.seq", &seq))
-        return -1;
-    double tokens = (double)batch * (double)seq, now = (double)o->batch * (o->seq_len ? o->seq_len : o->model.context);
-    if (tokens != now) position = (long long)((double)position * tokens / now);
+    unsigned long long position;
+    if (state_meta_loader(f, o->batch, o->seq_len ? o->seq_len : o->model.context, &position)) return -1;
     return nb_loader_seek(p->train, (uint64_t)position);
 }
 
 /* Everything before any buffer is read: the format, the configuration, the step (f: the file or the
  * first stage's part, which records the run). */
-static int check_checkpoint(const nb_st_file *f, const train_parts *p, const nb_train_options *o, char *overridden,
-                            size_t size, long long *step) {
+static int check_checkpoint(const nb_st_set *set, const train_parts *p, const nb_train_options *o, char *overridden,
+                            size_t size, state_meta *sm) {
+    const nb_st_file *f = &set->files[0];
     const char *format = nb_st_meta(f, "state_format");
     if (!format || strcmp(format, STATE_FORMAT))
         return nb_fail("%s: state format %s, this nobubble reads format %s (a state saved before tensors were "
@@ -472,23 +454,11 @@ static int check_checkpoint(const nb_st_file *f, const train_parts *p, const nb_
                        f->path, format ? format : "not recorded", STATE_FORMAT);
     uint64_t fingerprint = p->train ? nb_loader_fingerprint(p->train) : 0;
     if (run_fields_check(f, o, p->model->n_stages, p->train ? &fingerprint : NULL, overridden, size) ||
-        meta_long(f, "next_step", step))
+        state_meta_steps(set, sm))   /* a pipeline's parts belong to one save: the same step in each */
         return -1;
-    if (*step > o->steps)
+    if (sm->next_step > o->steps)
         return nb_fail("--resume %s: the checkpoint is at step %lld, past this run's %d steps (--steps may grow, "
-                       "not shrink below the checkpoint)", o->resume_dir, *step, o->steps);
-    return 0;
-}
-
-/* A pipeline's parts belong to one save: the same step in each. */
-static int check_parts(const nb_st_set *set, long long step) {
-    for (int i = 1; i < set->n; i++) {
-        long long other;
-        if (meta_long(&set->files[i], "next_step", &other)) return -1;
-        if (other != step)
-            return nb_fail("%s is of step %lld, %s of step %lld: parts of two checkpoints", set->files[i].path, other,
-                           set->files[0].path, step);
-    }
+                       "not shrink below the checkpoint)", o->resume_dir, sm->next_step, o->steps);
     return 0;
 }
 
@@ -513,14 +483,13 @@ int train_state_load_stages(const char *dir, const train_parts *p, int first, in
     const nb_st_file *head = &set.files[0];
     if (set.n == 1) snprintf(where, sizeof where, "%s", head->path);
     else snprintf(where, sizeof where, "%s/state.safetensors.index.json (its %d parts)", dir, set.n);
-    long long step = 0, steps = 0;
-    int rc = check_checkpoint(head, p, o, overridden, sizeof overridden, &step) || check_parts(&set, step) ||
-             meta_long(head, "optimizer_steps", &steps);
+    state_meta sm = {0, 0};
+    int rc = check_checkpoint(&set, p, o, overridden, sizeof overridden, &sm);
     load_ctx c = {&set, where, o->resume_override, 0, 0, 0};
-    for (int i = first; i <= last && !rc; i++) rc = load_stage(&c, p, i, (int)step, steps);
+    for (int i = first; i <= last && !rc; i++) rc = load_stage(&c, p, i, &sm);
     if (!rc && p->train) rc = seek_loader(head, p, o);
     if (!rc && first == 0) report_load(head, p, o, overridden, c.filled);
-    *next_step = (int)step;
+    *next_step = (int)sm.next_step;
     nb_st_set_close(&set);
     return rc;
 }

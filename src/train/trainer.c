@@ -138,12 +138,27 @@ double train_now(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* An int option in [lo, hi] (the ranges of train.h), else an error naming the flag. */
+static int in_range(const char *flag, int v, int lo, int hi) {
+    if (v >= lo && v <= hi) return 0;
+    return nb_fail("%s %d: expected %d to %d", flag, v, lo, hi);
+}
+
 int train_check_options(const nb_train_options *o, int T) {
-    if (o->batch < 1) return nb_fail("--batch %d: expected >= 1", o->batch);
+    if (in_range("--batch", o->batch, 1, NB_TRAIN_MAX_BATCH)) return -1;
     if (T < 1 || T > o->model.context)
         return nb_fail("--seq %d: expected 1 <= seq <= the model's context (%d)", T, o->model.context);
-    if (o->microbatches < 1) return nb_fail("--microbatches %d: expected >= 1", o->microbatches);
-    if (o->steps < 1) return nb_fail("--steps %d: expected >= 1", o->steps);
+    if (nb_config_check_batch(&o->model, o->batch, T)) return -1;
+    if (in_range("--microbatches", o->microbatches, 1, NB_TRAIN_MAX_MICROBATCHES) ||
+        in_range("--steps", o->steps, 1, NB_TRAIN_MAX_STEPS) ||
+        in_range("--warmup", o->schedule.warmup, 0, NB_TRAIN_MAX_STEPS) ||
+        in_range("--sync-start", o->delay.sync_start, 0, NB_TRAIN_MAX_STEPS) ||
+        in_range("--sync-cooldown", o->delay.sync_cooldown, 0, NB_TRAIN_MAX_STEPS) ||
+        in_range("--eval-every", o->eval_every, 0, NB_TRAIN_MAX_STEPS) ||
+        in_range("--eval-batches", o->eval_batches, 1, NB_TRAIN_MAX_MICROBATCHES) ||
+        in_range("--log-every", o->log_every, 1, NB_TRAIN_MAX_STEPS) ||
+        in_range("--save-every", o->save_every, 0, NB_TRAIN_MAX_STEPS))
+        return -1;
     if (nb_schedule_validate(&o->schedule) || nb_optim_validate(&o->optim)) return -1;
     if (!(o->aux_lr > 0) || !isfinite(o->aux_lr)) return nb_fail("--aux-lr %g: expected a positive number", o->aux_lr);
     if (!(o->clip >= 0) || !isfinite(o->clip)) return nb_fail("--clip %g: expected a number >= 0 (0: off)", o->clip);

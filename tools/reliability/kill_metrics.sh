@@ -6,9 +6,9 @@
 # A try fails when the final metrics.jsonl does not hold every step 1..N exactly once, in order, or when
 # its lines differ from an uninterrupted run's (timing fields aside). Prints, per mode: tries, runs
 # actually killed, failures, and the metrics lines lost in all.
-# Usage: tools/stress_kill_metrics.sh path/to/nobubble [tries per mode (100)] [steps (12)] [modes ("one-process pipeline")]
+# Usage: tools/reliability/kill_metrics.sh path/to/nobubble [tries per mode (100)] [steps (12)] [modes ("one-process pipeline")]
 set -u
-bin=${1:?usage: stress_kill_metrics.sh path/to/nobubble [tries] [steps]}
+bin=${1:?usage: reliability/kill_metrics.sh path/to/nobubble [tries] [steps]}
 tries=${2:-100}
 steps=${3:-12}
 modes=${4:-one-process pipeline}
