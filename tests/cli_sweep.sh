@@ -81,6 +81,9 @@ interrupt() {
     [ -f "$dir/runs/1/summary.json" ] && [ -s "$dir/runs/2/metrics.jsonl" ] && break
     sleep 0.05
   done
+  # One sweep per --out: a second one is refused while this one runs (its lock; a killed sweep's is free).
+  expect_error "$sig: a second sweep into the same --out" "--out $dir is in use by another nobubble run (pid $pid)" \
+    "$bin" sweep "$work/seeds.grid" --out "$dir"
   kill -$sig $pid
   wait $pid
 }

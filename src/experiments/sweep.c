@@ -24,6 +24,7 @@
 #include "experiments/exp.h"
 #include "nobubble/experiments.h"
 #include "util/error.h"
+#include "util/fs.h"
 #include "util/signals.h"
 
 extern char **environ;
@@ -50,6 +51,7 @@ typedef struct {
     pt_status *st;
     char **envp;
     int n, finished, running;
+    nb_fs_lock lock;   /* on --out, for the sweep's life */
 } sweep;
 
 /* ------------------------------------------------------------ files */
@@ -329,6 +331,8 @@ static int prepare(sweep *s) {
     char path[4200];
     snprintf(path, sizeof path, "%s/runs", s->o->out_dir);
     if (nbd_mkdir_p(path)) return -1;
+    /* One sweep per folder: a second would run the same points into the same run folders. */
+    if (nb_fs_lock_dir(&s->lock, s->o->out_dir, "--out")) return -1;
     snprintf(path, sizeof path, "%s/grid.txt", s->o->out_dir);
     const char *text = nb_grid_text(s->g);
     if (nbd_write_file_atomic(path, text, strlen(text))) return -1;
@@ -359,7 +363,7 @@ static int run_points(sweep *s) {
 int nb_sweep_run(const nb_grid *g, const nb_sweep_options *o, nb_sweep_result *r) {
     memset(r, 0, sizeof *r);
     if (o->jobs < 1) return nb_fail("--jobs %d: expected at least 1", o->jobs);
-    sweep s = {g, o, NULL, NULL, nb_grid_n_points(g), 0, 0};
+    sweep s = {g, o, NULL, NULL, nb_grid_n_points(g), 0, 0, {-1, ""}};
     int rc = prepare(&s);
     if (!rc) rc = run_points(&s);
     if (!rc) rc = write_results(&s);
@@ -372,5 +376,6 @@ int nb_sweep_run(const nb_grid *g, const nb_sweep_options *o, nb_sweep_result *r
     }
     free(s.st);
     free(s.envp);
+    nb_fs_unlock(&s.lock);
     return rc;
 }
