@@ -80,7 +80,7 @@ NB_PIPELINE_FAULT=1:2:stall timeout 120 "${mpi[@]}" -np 3 "$bin" train "${small[
 rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "no message from stage 1 .* for 2 s: that stage has stalled or died" "$work/stall.log" && ok ||
   fail "a stalled rank ends the job, naming it (rc $rc): $(tail -5 "$work/stall.log")"
-expect_error "bad --peer-timeout" "peer-timeout -1: expected seconds" "$bin" train "${small[@]}" --stages 2 --pipeline 2bw \
+expect_error "bad --peer-timeout" "--peer-timeout -1: out of range" "$bin" train "${small[@]}" --stages 2 --pipeline 2bw \
   --microbatches 2 --peer-timeout -1
 NB_PIPELINE_FAULT=0:1 timeout 60 "$bin" train "${small[@]}" --set n_layers=2 --stages 2 --pipeline 1f1b \
   --microbatches 2 --steps 3 > "$work/tfault.log" 2>&1
