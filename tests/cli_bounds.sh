@@ -10,10 +10,7 @@ source "$(dirname "$0")/support/cli_harness.sh"
 # (-k: train stops at the end of a step on SIGTERM, which a run of 2e9 micro-batches never reaches)
 nb() { timeout -k 5 "${NB_BOUNDS_TIMEOUT:-120}" "$bin" "$@"; }
 
-for i in $(seq 1 40); do
-  printf 'In the beginning God created the heaven and the earth. Paragraph %d.\n\nAnd the earth was without form, and void; and darkness was upon the face of the deep. %d\n\n' "$i" "$((i * 7))"
-done > "$work/text.txt"
-"$bin" prepare --input "$work/text.txt" --vocab 300 --val-fraction 0.1 --out "$work/data" --quiet >/dev/null 2>&1 || fail "prepare"
+small_corpus "$bin" "$work/data" || fail "prepare"
 small=(--data "$work/data" --set n_layers=2 --set context=16 --batch 2 --threads 1 --quiet)
 train() { nb train "${small[@]}" "$@"; }
 

@@ -8,10 +8,7 @@ set -u
 bin=${1:?usage: cli_files.sh path/to/nobubble}
 source "$(dirname "$0")/support/cli_harness.sh"
 
-for i in $(seq 1 40); do
-  printf 'In the beginning God created the heaven and the earth. Paragraph %d.\n\nAnd the earth was without form, and void; and darkness was upon the face of the deep. %d\n\n' "$i" "$((i * 7))"
-done > "$work/text.txt"
-"$bin" prepare --input "$work/text.txt" --vocab 300 --val-fraction 0.1 --out "$work/data" >/dev/null 2>&1 || fail "prepare"
+small_corpus "$bin" "$work/data" || fail "prepare"
 small=(--data "$work/data" --set n_layers=2 --set context=16 --batch 2 --threads 1 --quiet)
 pipe2=(--stages 2 --pipeline 2bw --microbatches 2)
 train() { "$bin" train "${small[@]}" "$@"; }

@@ -12,10 +12,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # so their leaks cannot be told apart (nobubble's own leaks are checked by the threads runs).
 mpi=(env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" mpirun --oversubscribe --bind-to none -x NB_PIPELINE_FAULT)
 
-for i in $(seq 1 30); do
-  printf 'In the beginning God created the heaven and the earth. Paragraph %d.\n\nAnd the earth was without form, and void; and darkness was upon the face of the deep. %d\n\n' "$i" "$((i * 7))"
-done > "$work/text.txt"
-"$bin" prepare --input "$work/text.txt" --vocab 300 --val-fraction 0.1 --out "$work/data" >/dev/null 2>&1 && ok || fail "prepare"
+small_corpus "$bin" "$work/data" 30 && ok || fail "prepare"
 small=(--data "$work/data" --model tiny --set context=32 --set d_model=64 --set d_ffn=128 --set n_heads=4
        --set n_kv_heads=2 --batch 2 --eval-batches 2 --eval-every 2)
 

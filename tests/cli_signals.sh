@@ -10,10 +10,7 @@ set -u
 bin=${1:?usage: cli_signals.sh path/to/nobubble}
 source "$(dirname "$0")/support/cli_harness.sh"
 
-for i in $(seq 1 300); do
-  printf 'In the beginning God created the heaven and the earth. Paragraph %d.\n\nAnd the earth was without form, and void; and darkness was upon the face of the deep. %d\n\n' "$i" "$((i * 7))"
-done > "$work/text.txt"
-"$bin" prepare --input "$work/text.txt" --vocab 300 --val-fraction 0.1 --out "$work/data" >/dev/null 2>&1 && ok || fail "prepare"
+small_corpus "$bin" "$work/data" 300 && ok || fail "prepare"
 
 # lines FILE: its line count (0 when absent). wait_lines FILE N: until FILE has N lines (20 s at most).
 lines() { cat "$1" 2>/dev/null | wc -l; }

@@ -14,10 +14,7 @@ for cmd in sweep report; do
 done
 
 # A small prepared corpus (as in cli_train.sh): real text, byte-level BPE vocab 300.
-for i in $(seq 1 40); do
-  printf 'In the beginning God created the heaven and the earth. Paragraph %d.\n\nAnd the earth was without form, and void; and darkness was upon the face of the deep. %d\n\n' "$i" "$((i * 7))"
-done > "$work/text.txt"
-"$bin" prepare --input "$work/text.txt" --vocab 300 --val-fraction 0.1 --out "$work/data" >/dev/null 2>&1 && ok || fail "prepare small text"
+small_corpus "$bin" "$work/data" && ok || fail "prepare small text"
 small="--data $work/data --set n_layers=1 --set context=16 --batch 2 --eval-batches 1"
 
 # A field of a JSON file written by the trainer (one line per key in summary.json).

@@ -12,10 +12,7 @@ done
 expect_error "unknown command" "unknown command" "$bin" frobnicate
 
 # A small prepared corpus: a few hundred paragraphs of real text, byte-level BPE vocab 300.
-for i in $(seq 1 40); do
-  printf 'In the beginning God created the heaven and the earth. Paragraph %d.\n\nAnd the earth was without form, and void; and darkness was upon the face of the deep. %d\n\n' "$i" "$((i * 7))"
-done > "$work/text.txt"
-"$bin" prepare --input "$work/text.txt" --vocab 300 --val-fraction 0.1 --out "$work/data" >/dev/null 2>&1 && ok || fail "prepare small text"
+small_corpus "$bin" "$work/data" && ok || fail "prepare small text"
 
 "$bin" train --data "$work/data" --model tiny --set n_layers=2 --set context=32 --batch 2 --steps 5 \
   --eval-every 5 --eval-batches 1 --out "$work/run" > "$work/train.log" 2>&1

@@ -16,3 +16,5 @@ expect_error() {
   if grep -q -- "$pattern" "$work/err"; then ok; else fail "$what: stderr lacks '$pattern': $(cat "$work/err")"; fi
 }
 finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; }
+# small_corpus BIN DIR [PARAGRAPHS]: a small prepared corpus (support/small_corpus.sh).
+source "$(dirname "${BASH_SOURCE[0]}")/small_corpus.sh"

@@ -10,10 +10,8 @@ set -u
 bin=${1:-build/nobubble}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-for i in $(seq 1 40); do
-  printf 'In the beginning God created the heaven and the earth. Paragraph %d.\n\nAnd the earth was without form, and void; and darkness was upon the face of the deep. %d\n\n' "$i" "$((i * 7))"
-done > "$work/text.txt"
-"$bin" prepare --input "$work/text.txt" --vocab 300 --val-fraction 0.1 --out "$work/data" > /dev/null 2>&1 || { echo "prepare failed"; exit 1; }
+source "$(dirname "$0")/../../tests/support/small_corpus.sh"
+small_corpus "$bin" "$work/data" || { echo "prepare failed"; exit 1; }
 runs=0 diverged=0 lost=0 silent=0 nan_accepted=0 never_saved=0
 for mode in "" "--delay 2bw --stages 2" "--pipeline 2bw --stages 2 --microbatches 2"; do
   for opt in adamw sgd lion muon adan mars soap; do

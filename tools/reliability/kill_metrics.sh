@@ -14,10 +14,8 @@ steps=${3:-12}
 modes=${4:-one-process pipeline}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-for i in $(seq 1 40); do
-  printf 'In the beginning God created the heaven and the earth. Paragraph %d.\n\nAnd the earth was without form, and void; and darkness was upon the face of the deep. %d\n\n' "$i" "$((i * 7))"
-done > "$work/text.txt"
-"$bin" prepare --input "$work/text.txt" --vocab 300 --val-fraction 0.1 --out "$work/data" > /dev/null 2>&1 || { echo "prepare failed"; exit 1; }
+source "$(dirname "$0")/../../tests/support/small_corpus.sh"
+small_corpus "$bin" "$work/data" || { echo "prepare failed"; exit 1; }
 small=(--data "$work/data" --set n_layers=2 --set context=16 --batch 2 --threads 1 --quiet --steps "$steps")
 untimed() { sed 's/"time_s": [^,]*, "tokens_per_s": [^,]*, //' "$1/metrics.jsonl"; }
 want_steps=$(seq 1 "$steps" | tr '\n' ' ')

@@ -20,11 +20,9 @@ RANDOM=${3:-1}
 work=${STRESS_WORK:-$(mktemp -d)}
 mkdir -p "$work/failures"
 export OMP_WAIT_POLICY=passive
+source "$(dirname "$0")/../../tests/support/small_corpus.sh"
 
-for i in $(seq 1 300); do
-  printf 'In the beginning God created the heaven and the earth. Paragraph %d.\n\nAnd the earth was without form, and void; and darkness was upon the face of the deep. %d\n\n' "$i" "$((i * 7))"
-done > "$work/text.txt"
-"$bin" prepare --input "$work/text.txt" --vocab 300 --val-fraction 0.1 --out "$work/data" > /dev/null 2>&1 ||
+small_corpus "$bin" "$work/data" 300 ||
   { echo "prepare failed" >&2; exit 2; }
 
 steps=40
