@@ -9,15 +9,11 @@
 #include <time.h>
 #include <unistd.h>
 #include "nobubble/checkpoint.h"
+#include "util/clock.h"
 
 #define BYTES (100u * 1000 * 1000)
 #define REPS 5
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -34,9 +30,9 @@ static double load_seconds(nb_st_file *f, float *out, int checked) {
     double t[REPS];
     f->entries[0].has_checksum = checked;
     for (int r = 0; r < REPS; r++) {
-        double t0 = now();
+        double t0 = nb_now();
         if (nb_st_read_f32(f, "x", out, BYTES / 4)) { fprintf(stderr, "%s\n", nb_last_error()); exit(1); }
-        t[r] = now() - t0;
+        t[r] = nb_now() - t0;
     }
     f->entries[0].has_checksum = 1;
     return median(t);
@@ -50,12 +46,12 @@ int main(int argc, char **argv) {
     double th[REPS], tm[REPS];
     volatile uint64_t sink = 0;
     for (int r = 0; r < REPS; r++) {
-        double t0 = now();
+        double t0 = nb_now();
         sink ^= nb_st_checksum(x, BYTES);
-        th[r] = now() - t0;
-        t0 = now();
+        th[r] = nb_now() - t0;
+        t0 = nb_now();
         memcpy(y, x, BYTES);
-        tm[r] = now() - t0;
+        tm[r] = nb_now() - t0;
     }
     printf("nbh64 of %u MB: %.2f GB/s (memcpy: %.2f GB/s), median of %d\n", BYTES / 1000000, BYTES / median(th) / 1e9,
            BYTES / median(tm) / 1e9, REPS);

@@ -5,12 +5,7 @@
 #include <string.h>
 #include <time.h>
 #include "nobubble/data.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "util/clock.h"
 
 int main(int argc, char **argv) {
     int vocab = argc > 1 ? atoi(argv[1]) : 4096;
@@ -22,24 +17,24 @@ int main(int argc, char **argv) {
     size_t *dl = malloc(nd * sizeof *dl);
     for (size_t i = 0; i < nd; i++) { dp[i] = text + off[i]; dl[i] = off[i + 1] - off[i]; }
     nb_tokenizer *t;
-    double t0 = now();
+    double t0 = nb_now();
     if (nb_tokenizer_train(&t, dp, dl, nd, vocab, 0)) { fprintf(stderr, "%s\n", nb_last_error()); return 1; }
-    double t_train = now() - t0;
+    double t_train = nb_now() - t0;
     uint32_t *ids = malloc(bytes * sizeof *ids);
     size_t n = 0;
     double best_cold = 0, best_warm = 1e30;
     for (int rep = 0; rep < 4; rep++) {
-        t0 = now();
+        t0 = nb_now();
         n = nb_tokenizer_encode(t, text, bytes, ids);
-        double dt = now() - t0;
+        double dt = nb_now() - t0;
         if (rep == 0) best_cold = dt; else if (dt < best_warm) best_warm = dt;
     }
     int *iv = malloc(n * sizeof *iv);
     for (size_t i = 0; i < n; i++) iv[i] = (int)ids[i];
     char *back = malloc(bytes + 1);
-    t0 = now();
+    t0 = nb_now();
     size_t m = nb_tokenizer_decode(t, iv, n, back, bytes + 1);
-    double t_dec = now() - t0;
+    double t_dec = nb_now() - t0;
     int ok = m == bytes && !memcmp(back, text, bytes);
     printf("corpus %.2f MB, %zu documents; vocab %d\n", bytes / 1e6, nd, vocab);
     printf("train: %.3f s\n", t_train);

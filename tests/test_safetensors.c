@@ -11,7 +11,8 @@
 #include <unistd.h>
 #include "check.h"
 #include "checkpoint/checksum.h"
-#include "data/dutil.h"
+#include "util/json.h"
+#include "util/clock.h"
 #include "nobubble/checkpoint.h"
 
 static char dir[256];
@@ -85,13 +86,13 @@ static void test_spec_bytes(void) {
     /* 1.0f = 0x3F800000, -2.0f = 0xC0000000, little-endian */
     unsigned char data[8] = {0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x00, 0xC0};
     CHECK(memcmp(p + 144, data, 8) == 0, "tensor bytes differ");
-    nbd_json root;
-    CHECK(nbd_json_parse((const char *)p + 8, 136, &root, "spec header") == 0, "header does not parse: %s", nb_last_error());
-    const nbd_json *ta = nbd_json_get(&root, "a"), *md = nbd_json_get(&root, "__metadata__");
-    CHECK(md && nbd_json_get(md, "format") && !strcmp(nbd_json_get(md, "format")->str, "pt"), "__metadata__.format != pt");
-    const nbd_json *off = ta ? nbd_json_get(ta, "data_offsets") : NULL;
+    nb_json root;
+    CHECK(nb_json_parse((const char *)p + 8, 136, &root, "spec header") == 0, "header does not parse: %s", nb_last_error());
+    const nb_json *ta = nb_json_get(&root, "a"), *md = nb_json_get(&root, "__metadata__");
+    CHECK(md && nb_json_get(md, "format") && !strcmp(nb_json_get(md, "format")->str, "pt"), "__metadata__.format != pt");
+    const nb_json *off = ta ? nb_json_get(ta, "data_offsets") : NULL;
     CHECK(off && off->n == 2 && off->items[0].i == 0 && off->items[1].i == 8, "data_offsets != [0, 8]");
-    nbd_json_free(&root);
+    nb_json_free(&root);
     free(p);
 
     /* every header is padded to 8, with extra metadata and several tensors; offsets follow order */
@@ -103,16 +104,16 @@ static void test_spec_bytes(void) {
     unsigned long long N = 0;
     for (int i = 0; i < 8; i++) N |= (unsigned long long)p[i] << (8 * i);
     CHECK(N % 8 == 0 && n == 8 + N + 28, "header length %llu not a multiple of 8 or size %zu wrong", N, n);
-    CHECK(nbd_json_parse((const char *)p + 8, N, &root, "meta header") == 0, "meta header parse: %s", nb_last_error());
-    const nbd_json *ob = nbd_json_get(&root, "b"), *os = nbd_json_get(&root, "s");
-    md = nbd_json_get(&root, "__metadata__");
+    CHECK(nb_json_parse((const char *)p + 8, N, &root, "meta header") == 0, "meta header parse: %s", nb_last_error());
+    const nb_json *ob = nb_json_get(&root, "b"), *os = nb_json_get(&root, "s");
+    md = nb_json_get(&root, "__metadata__");
     /* format, the two given, a checksum per tensor */
-    CHECK(md && md->n == 6 && !strcmp(nbd_json_get(md, "producer")->str, "nobubble \"x\""), "metadata not written");
-    CHECK(ob && nbd_json_get(ob, "data_offsets")->items[1].i == 24, "b offsets");
-    CHECK(os && nbd_json_get(os, "shape")->n == 0 && nbd_json_get(os, "data_offsets")->items[0].i == 24 &&
-              nbd_json_get(os, "data_offsets")->items[1].i == 28, "scalar offsets");
+    CHECK(md && md->n == 6 && !strcmp(nb_json_get(md, "producer")->str, "nobubble \"x\""), "metadata not written");
+    CHECK(ob && nb_json_get(ob, "data_offsets")->items[1].i == 24, "b offsets");
+    CHECK(os && nb_json_get(os, "shape")->n == 0 && nb_json_get(os, "data_offsets")->items[0].i == 24 &&
+              nb_json_get(os, "data_offsets")->items[1].i == 28, "scalar offsets");
     CHECK(memcmp(p + 8 + N, b, 24) == 0 && memcmp(p + 8 + N + 24, c, 4) == 0, "meta file data bytes");
-    nbd_json_free(&root);
+    nb_json_free(&root);
     free(p);
     nb_st_file f;
     CHECK(nb_st_open(pathf("meta.safetensors"), &f) == 0, "open meta: %s", nb_last_error());
@@ -476,38 +477,38 @@ static void test_config_json(void) {
         snprintf(p, sizeof p, "%s/config.json", pathf(sub));
         size_t n;
         unsigned char *text = check_slurp(p, &n);
-        nbd_json root;
-        if (!text || nbd_json_parse((char *)text, n, &root, "config.json")) {
+        nb_json root;
+        if (!text || nb_json_parse((char *)text, n, &root, "config.json")) {
             CHECK(0, "config.json missing or bad: %s", nb_last_error());
             free(text);
             continue;
         }
-        const nbd_json *v = nbd_json_get(&root, "architectures");
-        CHECK(v && v->type == NBD_JARR && v->n == 1 && !strcmp(v->items[0].str, "LlamaForCausalLM"), "architectures");
+        const nb_json *v = nb_json_get(&root, "architectures");
+        CHECK(v && v->type == NB_JARR && v->n == 1 && !strcmp(v->items[0].str, "LlamaForCausalLM"), "architectures");
         struct { const char *k; long long want; } ints[] = {
             {"vocab_size", 64}, {"hidden_size", 32}, {"intermediate_size", 48}, {"num_hidden_layers", 3},
             {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"max_position_embeddings", 16},
             {"head_dim", 8}, {"eos_token_id", 63}};
         for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-            v = nbd_json_get(&root, ints[i].k);
+            v = nb_json_get(&root, ints[i].k);
             CHECK(v && v->is_int && v->i == ints[i].want, "config.json %s != %lld", ints[i].k, ints[i].want);
         }
-        v = nbd_json_get(&root, "rms_norm_eps");
+        v = nb_json_get(&root, "rms_norm_eps");
         CHECK(v && v->num == 1e-5, "rms_norm_eps");
-        v = nbd_json_get(&root, "rope_theta");
+        v = nb_json_get(&root, "rope_theta");
         CHECK(v && v->num == 10000.0, "rope_theta");
-        v = nbd_json_get(&root, "tie_word_embeddings");
-        CHECK(v && v->type == NBD_JBOOL && v->b == tied, "tie_word_embeddings");
+        v = nb_json_get(&root, "tie_word_embeddings");
+        CHECK(v && v->type == NB_JBOOL && v->b == tied, "tie_word_embeddings");
         struct { const char *k, *want; } strs[] = {{"model_type", "llama"}, {"hidden_act", "silu"}, {"torch_dtype", "float32"}};
         for (size_t i = 0; i < 3; i++) {
-            v = nbd_json_get(&root, strs[i].k);
-            CHECK(v && v->type == NBD_JSTR && !strcmp(v->str, strs[i].want), "config.json %s", strs[i].k);
+            v = nb_json_get(&root, strs[i].k);
+            CHECK(v && v->type == NB_JSTR && !strcmp(v->str, strs[i].want), "config.json %s", strs[i].k);
         }
-        v = nbd_json_get(&root, "attention_bias");
-        CHECK(v && v->type == NBD_JBOOL && !v->b, "attention_bias false");
-        v = nbd_json_get(&root, "mlp_bias");
-        CHECK(v && v->type == NBD_JBOOL && !v->b, "mlp_bias false");
-        nbd_json_free(&root);
+        v = nb_json_get(&root, "attention_bias");
+        CHECK(v && v->type == NB_JBOOL && !v->b, "attention_bias false");
+        v = nb_json_get(&root, "mlp_bias");
+        CHECK(v && v->type == NB_JBOOL && !v->b, "mlp_bias false");
+        nb_json_free(&root);
         free(text);
     }
 }
@@ -636,14 +637,14 @@ static void test_atomic(void) {
  * comparing all pairs of names took; a duplicate among them, at the very end, is still found. */
 static void test_many_names(void) {
     const int n = 200000;
-    nbd_buf h = {0};
-    int r = nbd_buf_put(&h, "{", 1);
+    nb_buf h = {0};
+    int r = nb_buf_put(&h, "{", 1);
     for (int i = 0; i < n && !r; i++)
-        r = nbd_buf_printf(&h, "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}", i ? "," : "", i);
-    r = r || nbd_buf_put(&h, "}", 2);   /* with the NUL, for write_raw */
+        r = nb_buf_printf(&h, "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}", i ? "," : "", i);
+    r = r || nb_buf_put(&h, "}", 2);   /* with the NUL, for write_raw */
     CHECK(r == 0, "building the header");
     if (r) return;
-    double t0 = nbd_now();
+    double t0 = nb_now();
     write_raw("many.safetensors", h.p, REAL_LEN, NULL, 0);
     nb_st_file f;
     int ok = nb_st_open(pathf("many.safetensors"), &f) == 0;
@@ -657,15 +658,15 @@ static void test_many_names(void) {
     }
     CHECK(found == (n + 996) / 997 && (!ok || nb_st_find(&f, "t200000") == NULL), "names found by nb_st_find: %d", found);
     if (ok) nb_st_close(&f);
-    double seconds = nbd_now() - t0;
+    double seconds = nb_now() - t0;
     CHECK(seconds < 20, "opening 200,000 names took %.1f s", seconds);
     h.p[h.n - 2] = ',';   /* a repeated name at the very end */
     h.n--;
-    r = nbd_buf_printf(&h, "\"t3\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}");
-    CHECK(r == 0 && nbd_buf_put(&h, "", 1) == 0, "building the header");
+    r = nb_buf_printf(&h, "\"t3\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}");
+    CHECK(r == 0 && nb_buf_put(&h, "", 1) == 0, "building the header");
     write_raw("many_dup.safetensors", h.p, REAL_LEN, NULL, 0);
     expect_reject("many_dup.safetensors", "duplicate name 't3'");
-    nbd_buf_free(&h);
+    nb_buf_free(&h);
 }
 
 int main(void) {

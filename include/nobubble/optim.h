@@ -84,6 +84,7 @@ typedef struct nb_schedule {
 float nb_schedule_lr(const nb_schedule *s, int step);
 /* Parses "cosine", "wsd" or "constant". */
 int nb_schedule_parse(const char *name, nb_schedule_kind *out);
+const char *nb_schedule_name(nb_schedule_kind kind);   /* "cosine", "wsd", "constant" */
 int nb_schedule_validate(const nb_schedule *s);
 
 /* ---- gradient clipping ---- */

@@ -1,15 +1,11 @@
 #include "backend/peak.h"
+#include "util/clock.h"
 #include <omp.h>
 #include <time.h>
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* 12 independent accumulators hide the FMA latency (4 cycles x 2 or more pipes).
  * Returns the flops done; sink keeps the compiler from dropping the work. */
@@ -57,26 +53,26 @@ double nb_measure_fp32_peak(int threads, double seconds, const char **isa) {
 #endif
     float sink = 0;
     long iters = 1000;
-    double t0 = now();
+    double t0 = nb_now();
     fma_loop(iters, &sink);
     /* Grow the count until one run takes a tenth of the budget, then time the full budget. */
-    while (now() - t0 < seconds / 10) {
+    while (nb_now() - t0 < seconds / 10) {
         iters *= 2;
-        t0 = now();
+        t0 = nb_now();
         fma_loop(iters, &sink);
     }
     iters = (long)(iters * 10 / 3);
     /* The best of three: on a shared machine a neighbour can only make a run slower. */
     double best = 0;
     for (int trial = 0; trial < 3; trial++) {
-        double flops = 0, start = now();
+        double flops = 0, start = nb_now();
 #pragma omp parallel num_threads(threads) reduction(+ : flops)
         {
             float local;
             flops += fma_loop(iters, &local);
             if (local == 12345.0f) sink = local;
         }
-        double rate = flops / (now() - start) * 1e-9;
+        double rate = flops / (nb_now() - start) * 1e-9;
         best = rate > best ? rate : best;
     }
     (void)sink;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "checkpoint/checksum.h"
 #include "nobubble/checkpoint.h"
+#include "util/hash.h"
 
 #define GOLDEN UINT64_C(0x9E3779B97F4A7C15)
 
@@ -18,13 +19,6 @@ static uint64_t load_le64(const unsigned char *p) {
 static uint64_t round64(uint64_t lane, uint64_t word) {
     lane = (lane ^ word) * GOLDEN;
     return lane ^ (lane >> 29);
-}
-
-/* splitmix64's finalizer: an invertible avalanche. */
-static uint64_t mix64(uint64_t x) {
-    x = (x ^ (x >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    x = (x ^ (x >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return x ^ (x >> 31);
 }
 
 void nbh64_init(nbh64 *h) {
@@ -68,7 +62,7 @@ uint64_t nbh64_final(const nbh64 *h) {
     memcpy(last, h->pending, h->n_pending);
     for (size_t j = 0; j * 8 < h->n_pending; j++) lane[j] = round64(lane[j], load_le64(last + 8 * j));
     uint64_t x = h->n;
-    for (int i = 0; i < 4; i++) x = mix64(x ^ lane[i]);
+    for (int i = 0; i < 4; i++) x = nb_mix64(x ^ lane[i]);
     return x;
 }
 

@@ -6,7 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "data/dutil.h"
+#include "util/json.h"
+#include "util/fs.h"
 #include "nobubble/checkpoint.h"
 #include "util/error.h"
 
@@ -24,8 +25,8 @@ char *nb_hf_config_json(const nb_config *c) {
     char theta[40], eps[40];
     fmt_double(theta, sizeof theta, c->rope_theta);
     fmt_double(eps, sizeof eps, c->norm_eps);
-    nbd_buf b = {0};
-    int r = nbd_buf_printf(&b,
+    nb_buf b = {0};
+    int r = nb_buf_printf(&b,
                            "{\n"
                            "  \"architectures\": [\"LlamaForCausalLM\"],\n"
                            "  \"model_type\": \"llama\",\n"
@@ -55,7 +56,7 @@ char *nb_hf_config_json(const nb_config *c) {
                            c->d_model / c->n_heads, c->context, eps, theta, c->tied ? "true" : "false",
                            c->vocab_size - 1, c->vocab_size - 1);
     if (r) {
-        nbd_buf_free(&b);
+        nb_buf_free(&b);
         return NULL;
     }
     return b.p;
@@ -97,14 +98,14 @@ static int write_stages(const nb_model *m, int first, int last, const char *dir,
 
 static int write_config(const nb_model *m, const char *dir) {
     char *path = join(dir, "config.json"), *cfg = nb_hf_config_json(&m->cfg);
-    int r = !path || !cfg ? nb_fail("%s: out of memory", dir) : nbd_write_file_atomic(path, cfg, strlen(cfg));
+    int r = !path || !cfg ? nb_fail("%s: out of memory", dir) : nb_fs_write_atomic(path, cfg, strlen(cfg));
     free(path);
     free(cfg);
     return r;
 }
 
 int nb_export_hf(const nb_model *m, const char *dir) {
-    if (nbd_mkdir_p(dir)) return -1;
+    if (nb_fs_mkdirs(dir, NULL)) return -1;
     return write_stages(m, 0, m->n_stages - 1, dir, "model.safetensors", NULL, 0) || write_config(m, dir);
 }
 
@@ -113,7 +114,7 @@ int nb_export_hf_part(const nb_model *m, int stage, const char *dir, int next_st
     nb_st_part_name(file, sizeof file, "model", stage + 1, m->n_stages);
     snprintf(step, sizeof step, "%d", next_step);
     const char *meta[] = {"next_step", step};
-    if (nbd_mkdir_p(dir)) return -1;
+    if (nb_fs_mkdirs(dir, NULL)) return -1;
     return write_stages(m, stage, stage, dir, file, next_step >= 0 ? meta : NULL, next_step >= 0);
 }
 
@@ -123,7 +124,7 @@ int nb_export_hf_index(const nb_model *m, const char *dir) {
     nb_st_index_entry *map = calloc((size_t)(n ? n : 1), sizeof *map);
     char (*files)[64] = calloc((size_t)m->n_stages, sizeof *files);
     char *path = join(dir, "model.safetensors.index.json");
-    int r = !map || !files || !path ? nb_fail("%s: out of memory", dir) : nbd_mkdir_p(dir), k = 0;
+    int r = !map || !files || !path ? nb_fail("%s: out of memory", dir) : nb_fs_mkdirs(dir, NULL), k = 0;
     uint64_t bytes = 0;
     for (int si = 0; si < m->n_stages && !r; si++) {
         nb_st_part_name(files[si], sizeof files[si], "model", si + 1, m->n_stages);
@@ -146,13 +147,13 @@ int nb_export_hf_index(const nb_model *m, const char *dir) {
 static int read_config(const char *path, nb_config *c) {
     char *text;
     size_t len;
-    if (nbd_read_file(path, &text, &len, "config")) return -1;
-    nbd_json root;
-    int r = nbd_json_parse(text, len, &root, path);
+    if (nb_fs_read_file(path, &text, &len, "config")) return -1;
+    nb_json root;
+    int r = nb_json_parse(text, len, &root, path);
     free(text);
     if (r) return -1;
-    if (root.type != NBD_JOBJ) {
-        nbd_json_free(&root);
+    if (root.type != NB_JOBJ) {
+        nb_json_free(&root);
         return nb_fail("%s: not a JSON object", path);
     }
     nb_config_preset("tiny", c);
@@ -161,23 +162,23 @@ static int read_config(const char *path, nb_config *c) {
         {"num_hidden_layers", &c->n_layers}, {"num_attention_heads", &c->n_heads},
         {"num_key_value_heads", &c->n_kv_heads}, {"max_position_embeddings", &c->context}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0] && !r; i++) {
-        const nbd_json *v = nbd_json_get(&root, ints[i].key);
-        if (!v || v->type != NBD_JNUM || !v->is_int || v->i < INT_MIN || v->i > INT_MAX)
+        const nb_json *v = nb_json_get(&root, ints[i].key);
+        if (!v || v->type != NB_JNUM || !v->is_int || v->i < INT_MIN || v->i > INT_MAX)
             r = nb_fail("%s: missing or non-integer \"%s\"", path, ints[i].key);
         else *ints[i].field = (int)v->i;
     }
     struct { const char *key; double *field; } dbls[] = {{"rms_norm_eps", &c->norm_eps}, {"rope_theta", &c->rope_theta}};
     for (size_t i = 0; i < sizeof dbls / sizeof dbls[0] && !r; i++) {
-        const nbd_json *v = nbd_json_get(&root, dbls[i].key);
-        if (!v || v->type != NBD_JNUM) r = nb_fail("%s: missing or non-numeric \"%s\"", path, dbls[i].key);
+        const nb_json *v = nb_json_get(&root, dbls[i].key);
+        if (!v || v->type != NB_JNUM) r = nb_fail("%s: missing or non-numeric \"%s\"", path, dbls[i].key);
         else *dbls[i].field = v->num;
     }
     if (!r) {
-        const nbd_json *v = nbd_json_get(&root, "tie_word_embeddings");
-        if (v && v->type != NBD_JBOOL) r = nb_fail("%s: \"tie_word_embeddings\" is not true or false", path);
+        const nb_json *v = nb_json_get(&root, "tie_word_embeddings");
+        if (v && v->type != NB_JBOOL) r = nb_fail("%s: \"tie_word_embeddings\" is not true or false", path);
         else c->tied = v ? v->b : 1;
     }
-    nbd_json_free(&root);
+    nb_json_free(&root);
     return r;
 }
 

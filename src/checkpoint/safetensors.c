@@ -7,7 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "checkpoint/checksum.h"
-#include "data/dutil.h"
+#include "util/json.h"
+#include "util/fs.h"
 #include "nobubble/checkpoint.h"
 #include "util/error.h"
 
@@ -108,48 +109,48 @@ static int check_meta(const char *path, const char *const *meta, int n_meta) {
 }
 
 /* ,"nobubble.checksum:<name>":"nbh64:<16 hex digits>" */
-static int put_checksum(nbd_buf *h, const char *name, uint64_t sum) {
-    nbd_buf key = {0};
-    int r = nbd_buf_printf(&key, "%s%s", NB_ST_CHECKSUM_KEY, name);
-    r = r || nbd_buf_put(h, ",", 1);
-    r = r || nbd_buf_json_str(h, key.p, key.n);
-    r = r || nbd_buf_printf(h, ":\"%s%016llx\"", NB_ST_CHECKSUM_ALGO, (unsigned long long)sum);
-    nbd_buf_free(&key);
+static int put_checksum(nb_buf *h, const char *name, uint64_t sum) {
+    nb_buf key = {0};
+    int r = nb_buf_printf(&key, "%s%s", NB_ST_CHECKSUM_KEY, name);
+    r = r || nb_buf_put(h, ",", 1);
+    r = r || nb_buf_json_str(h, key.p, key.n);
+    r = r || nb_buf_printf(h, ":\"%s%016llx\"", NB_ST_CHECKSUM_ALGO, (unsigned long long)sum);
+    nb_buf_free(&key);
     return r;
 }
 
 /* The header: metadata (format, the caller's pairs, the checksums), the entries, spaces up to a
  * multiple of 8. Non-zero when out of memory. */
-static int build_header(nbd_buf *h, const nb_st_tensor *t, int n, const char *const *meta, int n_meta) {
-    int r = nbd_buf_put(h, "{\"__metadata__\":{\"format\":\"pt\"", 30);
+static int build_header(nb_buf *h, const nb_st_tensor *t, int n, const char *const *meta, int n_meta) {
+    int r = nb_buf_put(h, "{\"__metadata__\":{\"format\":\"pt\"", 30);
     for (int k = 0; k < n_meta && !r; k++) {
-        r = nbd_buf_put(h, ",", 1);
-        r = r || nbd_buf_json_str(h, meta[2 * k], strlen(meta[2 * k]));
-        r = r || nbd_buf_put(h, ":", 1);
-        r = r || nbd_buf_json_str(h, meta[2 * k + 1], strlen(meta[2 * k + 1]));
+        r = nb_buf_put(h, ",", 1);
+        r = r || nb_buf_json_str(h, meta[2 * k], strlen(meta[2 * k]));
+        r = r || nb_buf_put(h, ":", 1);
+        r = r || nb_buf_json_str(h, meta[2 * k + 1], strlen(meta[2 * k + 1]));
     }
     for (int i = 0; i < n && !r; i++) {
         size_t numel = 0;
         shape_numel(t[i].shape, t[i].ndim, &numel);
         r = put_checksum(h, t[i].name, checksum_floats_le(t[i].data, numel));
     }
-    r = r || nbd_buf_put(h, "}", 1);
+    r = r || nb_buf_put(h, "}", 1);
     uint64_t off = 0;
     for (int i = 0; i < n && !r; i++) {
         size_t numel = 0;
         shape_numel(t[i].shape, t[i].ndim, &numel);
         uint64_t bytes = (uint64_t)numel * 4;
-        r = nbd_buf_put(h, ",", 1);
-        r = r || nbd_buf_json_str(h, t[i].name, strlen(t[i].name));
-        r = r || nbd_buf_put(h, ":{\"dtype\":\"F32\",\"shape\":[", 25);
+        r = nb_buf_put(h, ",", 1);
+        r = r || nb_buf_json_str(h, t[i].name, strlen(t[i].name));
+        r = r || nb_buf_put(h, ":{\"dtype\":\"F32\",\"shape\":[", 25);
         for (int d = 0; d < t[i].ndim && !r; d++)
-            r = nbd_buf_printf(h, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
-        r = r || nbd_buf_printf(h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+            r = nb_buf_printf(h, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
+        r = r || nb_buf_printf(h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
                                 (unsigned long long)(off + bytes));
         off += bytes;
     }
-    r = r || nbd_buf_put(h, "}", 1);
-    while (!r && h->n % 8) r = nbd_buf_put(h, " ", 1);
+    r = r || nb_buf_put(h, "}", 1);
+    while (!r && h->n % 8) r = nb_buf_put(h, " ", 1);
     return r;
 }
 
@@ -158,20 +159,20 @@ int nb_st_write(const char *path, const nb_st_tensor *t, int n, const char *cons
         return nb_fail("%s: bad arguments to the safetensors writer", path);
     /* validate everything before creating anything */
     if (check_tensors(path, t, n) || check_meta(path, meta, n_meta)) return -1;
-    nbd_buf h = {0};
+    nb_buf h = {0};
     if (build_header(&h, t, n, meta, n_meta)) {
-        nbd_buf_free(&h);
+        nb_buf_free(&h);
         return nb_fail("%s: out of memory building the header", path);
     }
-    nbd_afile a;
-    if (nbd_afile_open(&a, path)) {
-        nbd_buf_free(&h);
+    nb_afile a;
+    if (nb_afile_open(&a, path)) {
+        nb_buf_free(&h);
         return -1;
     }
     unsigned char len8[8];
     for (int b = 0; b < 8; b++) len8[b] = (unsigned char)((uint64_t)h.n >> (8 * b));
     int bad = fwrite(len8, 1, 8, a.f) != 8 || fwrite(h.p, 1, h.n, a.f) != h.n;
-    nbd_buf_free(&h);
+    nb_buf_free(&h);
     for (int i = 0; i < n && !bad; i++) {
         size_t numel = 0;
         shape_numel(t[i].shape, t[i].ndim, &numel);
@@ -179,10 +180,10 @@ int nb_st_write(const char *path, const nb_st_tensor *t, int n, const char *cons
     }
     if (bad) {
         nb_fail("%s: write failed: %s", path, strerror(errno));
-        nbd_afile_abort(&a);
+        nb_afile_abort(&a);
         return -1;
     }
-    return nbd_afile_commit(&a);
+    return nb_afile_commit(&a);
 }
 
 /* ------------------------------------------------------------------ reader */
@@ -216,8 +217,8 @@ static int read_full(int fd, void *buf, size_t n, uint64_t at) {
     return 0;
 }
 
-static int get_u64(const nbd_json *v, uint64_t *out) {
-    if (!v || v->type != NBD_JNUM || !v->is_int || v->i < 0) return -1;
+static int get_u64(const nb_json *v, uint64_t *out) {
+    if (!v || v->type != NB_JNUM || !v->is_int || v->i < 0) return -1;
     *out = (uint64_t)v->i;
     return 0;
 }
@@ -259,9 +260,9 @@ static int index_names(nb_st_file *f) {
 }
 
 /* Fills the entries and metadata from the parsed header; f->path names the file. */
-static int parse_header(nb_st_file *f, const nbd_json *root) {
+static int parse_header(nb_st_file *f, const nb_json *root) {
     const char *P = f->path;
-    if (root->type != NBD_JOBJ) return nb_fail("%s: the header is not a JSON object", P);
+    if (root->type != NB_JOBJ) return nb_fail("%s: the header is not a JSON object", P);
     int oom;
     const char *dup = duplicate_key(root->keys, root->n, &oom);
     if (oom) return nb_fail("%s: out of memory", P);
@@ -270,14 +271,14 @@ static int parse_header(nb_st_file *f, const nbd_json *root) {
     if (!f->entries) return nb_fail("%s: out of memory", P);
     for (size_t k = 0; k < root->n; k++) {
         const char *name = root->keys[k];
-        const nbd_json *v = &root->items[k];
+        const nb_json *v = &root->items[k];
         if (!strcmp(name, "__metadata__")) {
-            if (v->type != NBD_JOBJ) return nb_fail("%s: __metadata__ is not an object", P);
+            if (v->type != NB_JOBJ) return nb_fail("%s: __metadata__ is not an object", P);
             f->meta_keys = calloc(v->n ? v->n : 1, sizeof(char *));
             f->meta_values = calloc(v->n ? v->n : 1, sizeof(char *));
             if (!f->meta_keys || !f->meta_values) return nb_fail("%s: out of memory", P);
             for (size_t m = 0; m < v->n; m++) {
-                if (v->items[m].type != NBD_JSTR)
+                if (v->items[m].type != NB_JSTR)
                     return nb_fail("%s: __metadata__ value of '%s' is not a string", P, v->keys[m]);
                 f->meta_keys[m] = strdup(v->keys[m]);
                 f->meta_values[m] = strdup(v->items[m].str);
@@ -291,15 +292,15 @@ static int parse_header(nb_st_file *f, const nbd_json *root) {
         e->name = strdup(name);
         if (!e->name) return nb_fail("%s: out of memory", P);
         f->n++;
-        if (v->type != NBD_JOBJ) return nb_fail("%s: tensor '%s': entry is not an object", P, name);
-        const nbd_json *dt = nbd_json_get(v, "dtype"), *sh = nbd_json_get(v, "shape"),
-                       *of = nbd_json_get(v, "data_offsets");
-        if (!dt || dt->type != NBD_JSTR) return nb_fail("%s: tensor '%s': missing or non-string dtype", P, name);
+        if (v->type != NB_JOBJ) return nb_fail("%s: tensor '%s': entry is not an object", P, name);
+        const nb_json *dt = nb_json_get(v, "dtype"), *sh = nb_json_get(v, "shape"),
+                       *of = nb_json_get(v, "data_offsets");
+        if (!dt || dt->type != NB_JSTR) return nb_fail("%s: tensor '%s': missing or non-string dtype", P, name);
         if (!strcmp(dt->str, "F32")) e->dtype = NB_ST_F32;
         else if (!strcmp(dt->str, "F16")) e->dtype = NB_ST_F16;
         else if (!strcmp(dt->str, "BF16")) e->dtype = NB_ST_BF16;
         else return nb_fail("%s: tensor '%s': unsupported dtype '%s' (F32, F16 and BF16 are read)", P, name, dt->str);
-        if (!sh || sh->type != NBD_JARR) return nb_fail("%s: tensor '%s': missing shape array", P, name);
+        if (!sh || sh->type != NB_JARR) return nb_fail("%s: tensor '%s': missing shape array", P, name);
         if (sh->n > NB_ST_MAX_DIMS) return nb_fail("%s: tensor '%s': %zu dimensions (at most %d)", P, name, sh->n, NB_ST_MAX_DIMS);
         e->ndim = (int)sh->n;
         for (size_t d = 0; d < sh->n; d++) {
@@ -309,7 +310,7 @@ static int parse_header(nb_st_file *f, const nbd_json *root) {
             e->shape[d] = (int64_t)u;
         }
         if (shape_numel(e->shape, e->ndim, &e->numel)) return nb_fail("%s: tensor '%s': shape too large", P, name);
-        if (!of || of->type != NBD_JARR || of->n != 2 || get_u64(&of->items[0], &e->begin) || get_u64(&of->items[1], &e->end))
+        if (!of || of->type != NB_JARR || of->n != 2 || get_u64(&of->items[0], &e->begin) || get_u64(&of->items[1], &e->end))
             return nb_fail("%s: tensor '%s': data_offsets must be [begin, end] with integers >= 0", P, name);
         if (e->end < e->begin) return nb_fail("%s: tensor '%s': data_offsets end %llu before begin %llu", P, name,
                                               (unsigned long long)e->end, (unsigned long long)e->begin);
@@ -440,17 +441,17 @@ int nb_st_open(const char *path, nb_st_file *f) {
         return -1;
     }
     text[N] = 0;
-    nbd_json root;
+    nb_json root;
     char what[600];
     snprintf(what, sizeof what, "%s: header", path);
-    int r = nbd_json_parse(text, (size_t)N, &root, what);
+    int r = nb_json_parse(text, (size_t)N, &root, what);
     free(text);
     if (r) {
         nb_st_close(f);
         return -1;
     }
     r = parse_header(f, &root);
-    nbd_json_free(&root);
+    nb_json_free(&root);
     r = r ? r : attach_checksums(f);
     if (r) {
         nb_st_close(f);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "data/dutil.h"
+#include "util/json.h"
 #include "nobubble/checkpoint.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -50,11 +50,11 @@ static int add_name(char ***names, int *n, const char *name) {
 /* The parts an index names, in order: "metadata": {"parts": N} names BASE-0000k-of-N for k = 1..N
  * (nobubble's training-state index, whose writer does not know every part's tensors); the values of
  * "weight_map" name the parts of Hugging Face's index, in the order they first appear. */
-static int index_parts(const char *path, const nbd_json *root, const char *base, char ***names, int *n) {
-    const nbd_json *meta = nbd_json_get(root, "metadata"), *map = nbd_json_get(root, "weight_map");
-    const nbd_json *parts = meta && meta->type == NBD_JOBJ ? nbd_json_get(meta, "parts") : NULL;
+static int index_parts(const char *path, const nb_json *root, const char *base, char ***names, int *n) {
+    const nb_json *meta = nb_json_get(root, "metadata"), *map = nb_json_get(root, "weight_map");
+    const nb_json *parts = meta && meta->type == NB_JOBJ ? nb_json_get(meta, "parts") : NULL;
     if (parts) {
-        if (parts->type != NBD_JNUM || !parts->is_int || parts->i < 1 || parts->i > 99999)
+        if (parts->type != NB_JNUM || !parts->is_int || parts->i < 1 || parts->i > 99999)
             return nb_fail("%s: \"metadata\".\"parts\" is not an integer from 1 to 99999", path);
         char name[512];
         for (int k = 1; k <= (int)parts->i; k++) {
@@ -62,9 +62,9 @@ static int index_parts(const char *path, const nbd_json *root, const char *base,
             if (add_name(names, n, name)) return -1;
         }
     }
-    if (map && map->type != NBD_JOBJ) return nb_fail("%s: \"weight_map\" is not an object", path);
+    if (map && map->type != NB_JOBJ) return nb_fail("%s: \"weight_map\" is not an object", path);
     for (size_t i = 0; map && i < map->n; i++) {
-        if (map->items[i].type != NBD_JSTR)
+        if (map->items[i].type != NB_JSTR)
             return nb_fail("%s: \"weight_map\".\"%s\" is not a file name", path, map->keys[i]);
         if (check_part_name(path, map->items[i].str) || add_name(names, n, map->items[i].str)) return -1;
     }
@@ -73,8 +73,8 @@ static int index_parts(const char *path, const nbd_json *root, const char *base,
 }
 
 /* Every tensor the map names is in the part it names. */
-static int check_map(const char *path, const nbd_json *root, const nb_st_set *s) {
-    const nbd_json *map = nbd_json_get(root, "weight_map");
+static int check_map(const char *path, const nb_json *root, const nb_st_set *s) {
+    const nb_json *map = nb_json_get(root, "weight_map");
     for (size_t i = 0; map && i < map->n; i++) {
         const nb_st_file *in = NULL;
         const nb_st_entry *e = nb_st_set_find(s, map->keys[i], &in);
@@ -122,14 +122,14 @@ static int check_one_save(const nb_st_set *s) {
 static int open_index(const char *dir, const char *path, const char *base, nb_st_set *s) {
     char *text;
     size_t len;
-    if (nbd_read_file(path, &text, &len, NULL)) return -1;
-    nbd_json root;
-    int r = nbd_json_parse(text, len, &root, path);
+    if (nb_fs_read_file(path, &text, &len, NULL)) return -1;
+    nb_json root;
+    int r = nb_json_parse(text, len, &root, path);
     free(text);
     if (r) return -1;
     char **names = NULL;
     int n = 0;
-    if (root.type != NBD_JOBJ) r = nb_fail("%s: not a JSON object", path);
+    if (root.type != NB_JOBJ) r = nb_fail("%s: not a JSON object", path);
     if (!r) r = index_parts(path, &root, base, &names, &n);
     if (!r && !(s->files = calloc((size_t)n, sizeof *s->files))) r = nb_fail("out of memory");
     for (int i = 0; i < n && !r; i++) {
@@ -141,7 +141,7 @@ static int open_index(const char *dir, const char *path, const char *base, nb_st
     if (!r) r = check_disjoint(s) || check_map(path, &root, s) || check_one_save(s);
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
-    nbd_json_free(&root);
+    nb_json_free(&root);
     if (r) nb_st_set_close(s);
     return r;
 }
@@ -188,21 +188,21 @@ int nb_st_set_read_f32(const nb_st_set *s, const char *name, float *out, size_t 
 }
 
 int nb_st_write_index(const char *path, const nb_st_index_entry *map, int n, int parts, uint64_t total_size) {
-    nbd_buf b = {0};
-    int r = nbd_buf_printf(&b, "{\n  \"metadata\": {");
-    if (parts > 0) r = r || nbd_buf_printf(&b, "\"parts\": %d%s", parts, map ? ", " : "");
-    if (map) r = r || nbd_buf_printf(&b, "\"total_size\": %llu", (unsigned long long)total_size);
-    r = r || nbd_buf_printf(&b, "},\n  \"weight_map\": {");
+    nb_buf b = {0};
+    int r = nb_buf_printf(&b, "{\n  \"metadata\": {");
+    if (parts > 0) r = r || nb_buf_printf(&b, "\"parts\": %d%s", parts, map ? ", " : "");
+    if (map) r = r || nb_buf_printf(&b, "\"total_size\": %llu", (unsigned long long)total_size);
+    r = r || nb_buf_printf(&b, "},\n  \"weight_map\": {");
     for (int i = 0; i < n && !r; i++) {
-        r = nbd_buf_printf(&b, "%s\n    ", i ? "," : "") || nbd_buf_json_str(&b, map[i].name, strlen(map[i].name)) ||
-            nbd_buf_printf(&b, ": ") || nbd_buf_json_str(&b, map[i].file, strlen(map[i].file));
+        r = nb_buf_printf(&b, "%s\n    ", i ? "," : "") || nb_buf_json_str(&b, map[i].name, strlen(map[i].name)) ||
+            nb_buf_printf(&b, ": ") || nb_buf_json_str(&b, map[i].file, strlen(map[i].file));
     }
-    r = r || nbd_buf_printf(&b, "%s}\n}\n", n ? "\n  " : "");
+    r = r || nb_buf_printf(&b, "%s}\n}\n", n ? "\n  " : "");
     if (r) {
-        nbd_buf_free(&b);
+        nb_buf_free(&b);
         return nb_fail("%s: out of memory", path);
     }
-    r = nbd_write_file_atomic(path, b.p, b.n);
-    nbd_buf_free(&b);
+    r = nb_fs_write_atomic(path, b.p, b.n);
+    nb_buf_free(&b);
     return r;
 }

@@ -13,6 +13,7 @@
 #include "backend/peak.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "util/clock.h"
 #include "nobubble/delay.h"
 #include "nobubble/model.h"
 #include "nobubble/optim.h"
@@ -23,11 +24,6 @@ static const char usage[] =
     "Times full training steps (forward, backward, optimizer, update) of each preset on random tokens.\n"
     "--delays takes sync, 2bw, pipedream, fixed:TAU, each optionally with +ef (e.g. sync,2bw,2bw+ef).";
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -69,7 +65,7 @@ static int bench_one(const nb_config *cfg, const nb_optim_params *op, const nb_d
     for (int i = 0; i < B * T; i++) { tok[i] = rand() % cfg->vocab_size; tgt[i] = rand() % cfg->vocab_size; }
     double *times = malloc(sizeof(double) * (size_t)(steps + 2)), *opt_times = malloc(sizeof(double) * (size_t)(steps + 2));
     for (int i = 0; i < steps + 2; i++) {
-        double t0 = now(), upd = 0, dist = 0;
+        double t0 = nb_now(), upd = 0, dist = 0;
         const float *w = nb_stash_weights(stash, s->params, i);
         float loss;
         nb_model_zero_grads(&m);
@@ -77,11 +73,11 @@ static int bench_one(const nb_config *cfg, const nb_optim_params *op, const nb_d
         nb_model_backward(&m, &w, &a, 1.0f);
         nb_model_sum_tied_grads(&m);
         nb_stash_taylor(stash, s->grads, s->params, i);
-        double t1 = now();
+        double t1 = nb_now();
         nb_optimizer_step(opt, s->grads, s->params, 1e-4f, 1e-4f, d);
         nb_stash_apply(stash, s->params, d, i, &upd, &dist);
-        times[i] = now() - t0;
-        opt_times[i] = now() - t1;
+        times[i] = nb_now() - t0;
+        opt_times[i] = nb_now() - t1;
     }
     out->B = B;
     out->T = T;

@@ -4,7 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "data/dutil.h"
+#include "util/json.h"
+#include "util/fs.h"
+#include "util/hash.h"
+#include "util/clock.h"
 #include "nobubble/data.h"
 #include "util/error.h"
 
@@ -71,17 +74,17 @@ typedef struct {
     uint64_t *hash;
     uint32_t *off, *len;
     size_t n, idcap;
-    nbd_buf arena;
+    nb_buf arena;
 } strmap;
 
 static uint64_t str_hash(const char *s, size_t n) {
-    uint64_t h = nbd_fnv1a(s, n, NBD_FNV_INIT);
+    uint64_t h = nb_fnv1a(NB_FNV_INIT, s, n);
     return h ^ (h >> 29);
 }
 
 static void strmap_free(strmap *m) {
     free(m->slots); free(m->hash); free(m->off); free(m->len);
-    nbd_buf_free(&m->arena);
+    nb_buf_free(&m->arena);
     memset(m, 0, sizeof *m);
 }
 
@@ -128,7 +131,7 @@ static int64_t strmap_get(strmap *m, const char *s, size_t n, int add, int *adde
     m->hash[id] = h;
     m->off[id] = (uint32_t)m->arena.n;
     m->len[id] = (uint32_t)n;
-    if (nbd_buf_put(&m->arena, s, n)) return -1;
+    if (nb_buf_put(&m->arena, s, n)) return -1;
     m->slots[k] = (uint32_t)id + 1;
     if (added) *added = 1;
     if (m->n * 2 > m->mask + 1 && strmap_grow(m)) return -1;
@@ -557,7 +560,7 @@ int nb_tokenizer_train(nb_tokenizer **out, const char *const *docs, const size_t
     if (vocab_size > NB_TOKENIZER_MAX_VOCAB)
         return nb_fail("vocabulary size %d is too large (at most %d)", vocab_size, NB_TOKENIZER_MAX_VOCAB);
     int n_merges = vocab_size - NB_TOKENIZER_MIN_VOCAB;
-    double t0 = nbd_now();
+    double t0 = nb_now();
     /* 1. distinct pre-tokens and their counts */
     strmap words = {0};
     int64_t *freq = NULL;
@@ -633,9 +636,9 @@ int nb_tokenizer_train(nb_tokenizer **out, const char *const *docs, const size_t
         merges[2 * k + 1] = top.b;
         if (apply_merge(&tr, (size_t)pidx, 256 + (uint32_t)k, (uint32_t)k + 1)) { rc = -1; goto done; }
         if (verbose && isatty(2) && ((k + 1) % 256 == 0 || k + 1 == n_merges))
-            fprintf(stderr, "\rtokenizer: %d/%d merges  %.1f s", k + 1, n_merges, nbd_now() - t0);
+            fprintf(stderr, "\rtokenizer: %d/%d merges  %.1f s", k + 1, n_merges, nb_now() - t0);
     }
-    if (verbose) fprintf(stderr, "%stokenizer: %d merges in %.2f s\n", isatty(2) ? "\r" : "", n_merges, nbd_now() - t0);
+    if (verbose) fprintf(stderr, "%stokenizer: %d merges in %.2f s\n", isatty(2) ? "\r" : "", n_merges, nb_now() - t0);
     rc = nb_tokenizer_from_merges(out, merges, n_merges);
 done:
     free(freq);
@@ -646,38 +649,38 @@ done:
 }
 
 /* ------------------------------------------------------------ the file */
-static int serialize(const nb_tokenizer *t, nbd_buf *b) {
-    int r = nbd_buf_printf(b,
+static int serialize(const nb_tokenizer *t, nb_buf *b) {
+    int r = nb_buf_printf(b,
                            "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"pretokenizer\": \"%s\",\n"
                            "  \"vocab_size\": %d,\n  \"n_merges\": %d,\n"
                            "  \"eot\": {\"id\": %d, \"text\": \"%s\"},\n  \"merges\": [",
                            FORMAT_NAME, FORMAT_VERSION, PRETOKENIZER_NAME, t->vocab_size, t->n_merges, t->eot,
                            NB_EOT_TEXT);
     for (int k = 0; k < t->n_merges && !r; k++)
-        r = nbd_buf_printf(b, "%s\n    [%u, %u]", k ? "," : "", t->merges[2 * k], t->merges[2 * k + 1]);
-    if (!r) r = nbd_buf_printf(b, "%s]\n}\n", t->n_merges ? "\n  " : "");
+        r = nb_buf_printf(b, "%s\n    [%u, %u]", k ? "," : "", t->merges[2 * k], t->merges[2 * k + 1]);
+    if (!r) r = nb_buf_printf(b, "%s]\n}\n", t->n_merges ? "\n  " : "");
     return r;
 }
 
 int nb_tokenizer_save(const nb_tokenizer *t, const char *path) {
-    nbd_buf b = {0};
+    nb_buf b = {0};
     int r = serialize(t, &b);
-    if (!r) r = nbd_write_file_atomic(path, b.p, b.n);
-    nbd_buf_free(&b);
+    if (!r) r = nb_fs_write_atomic(path, b.p, b.n);
+    nb_buf_free(&b);
     return r;
 }
 
 int nb_tokenizer_hash(const nb_tokenizer *t, char hex[65]) {
-    nbd_buf b = {0};
+    nb_buf b = {0};
     int r = serialize(t, &b);
-    if (!r) nbd_sha256_hex(b.p, b.n, hex);
-    nbd_buf_free(&b);
+    if (!r) nb_sha256_hex(b.p, b.n, hex);
+    nb_buf_free(&b);
     return r;
 }
 
-static int get_int(const nbd_json *root, const char *key, int64_t *v, const char *path) {
-    const nbd_json *j = nbd_json_get(root, key);
-    if (!j || j->type != NBD_JNUM || !j->is_int) return nb_fail("tokenizer %s: \"%s\" missing or not an integer", path, key);
+static int get_int(const nb_json *root, const char *key, int64_t *v, const char *path) {
+    const nb_json *j = nb_json_get(root, key);
+    if (!j || j->type != NB_JNUM || !j->is_int) return nb_fail("tokenizer %s: \"%s\" missing or not an integer", path, key);
     *v = j->i;
     return 0;
 }
@@ -686,18 +689,18 @@ int nb_tokenizer_load(nb_tokenizer **out, const char *path) {
     *out = NULL;
     char *text;
     size_t n;
-    if (nbd_read_file(path, &text, &n, "tokenizer")) return -1;
-    nbd_json root;
+    if (nb_fs_read_file(path, &text, &n, "tokenizer")) return -1;
+    nb_json root;
     char what[512];
     snprintf(what, sizeof what, "tokenizer %s", path);
-    int r = nbd_json_parse(text, n, &root, what);
+    int r = nb_json_parse(text, n, &root, what);
     free(text);
     if (r) return -1;
     uint32_t *merges = NULL;
-    const nbd_json *fmt = nbd_json_get(&root, "format"), *pre = nbd_json_get(&root, "pretokenizer");
-    const nbd_json *ms = nbd_json_get(&root, "merges"), *eot = nbd_json_get(&root, "eot");
+    const nb_json *fmt = nb_json_get(&root, "format"), *pre = nb_json_get(&root, "pretokenizer");
+    const nb_json *ms = nb_json_get(&root, "merges"), *eot = nb_json_get(&root, "eot");
     int64_t version = 0, vocab = 0, eot_id = 0;
-    if (root.type != NBD_JOBJ || !fmt || fmt->type != NBD_JSTR || strcmp(fmt->str, FORMAT_NAME)) {
+    if (root.type != NB_JOBJ || !fmt || fmt->type != NB_JSTR || strcmp(fmt->str, FORMAT_NAME)) {
         r = nb_fail("tokenizer %s: not a nobubble tokenizer (\"format\" must be \"%s\")", path, FORMAT_NAME);
         goto done;
     }
@@ -706,12 +709,12 @@ int nb_tokenizer_load(nb_tokenizer **out, const char *path) {
         r = nb_fail("tokenizer %s: unsupported version %lld (expected %d)", path, (long long)version, FORMAT_VERSION);
         goto done;
     }
-    if (!pre || pre->type != NBD_JSTR || strcmp(pre->str, PRETOKENIZER_NAME)) {
+    if (!pre || pre->type != NB_JSTR || strcmp(pre->str, PRETOKENIZER_NAME)) {
         r = nb_fail("tokenizer %s: unknown pretokenizer (expected \"%s\")", path, PRETOKENIZER_NAME);
         goto done;
     }
     if ((r = get_int(&root, "vocab_size", &vocab, path))) goto done;
-    if (!ms || ms->type != NBD_JARR) { r = nb_fail("tokenizer %s: \"merges\" missing or not a list", path); goto done; }
+    if (!ms || ms->type != NB_JARR) { r = nb_fail("tokenizer %s: \"merges\" missing or not a list", path); goto done; }
     if ((int64_t)ms->n + 257 != vocab) {
         r = nb_fail("tokenizer %s: vocab_size %lld does not match %zu merges (expected %zu)", path, (long long)vocab,
                     ms->n, ms->n + 257);
@@ -724,9 +727,9 @@ int nb_tokenizer_load(nb_tokenizer **out, const char *path) {
     merges = malloc((2 * ms->n + 1) * sizeof *merges);
     if (!merges) { r = nb_fail("out of memory"); goto done; }
     for (size_t k = 0; k < ms->n; k++) {
-        const nbd_json *m = &ms->items[k];
-        if (m->type != NBD_JARR || m->n != 2 || m->items[0].type != NBD_JNUM || !m->items[0].is_int ||
-            m->items[1].type != NBD_JNUM || !m->items[1].is_int || m->items[0].i < 0 || m->items[1].i < 0 ||
+        const nb_json *m = &ms->items[k];
+        if (m->type != NB_JARR || m->n != 2 || m->items[0].type != NB_JNUM || !m->items[0].is_int ||
+            m->items[1].type != NB_JNUM || !m->items[1].is_int || m->items[0].i < 0 || m->items[1].i < 0 ||
             m->items[0].i >= 256 + (int64_t)k || m->items[1].i >= 256 + (int64_t)k) {
             r = nb_fail("tokenizer %s: merge %zu must be [left, right] with ids below %zu", path, k, 256 + k);
             goto done;
@@ -742,6 +745,6 @@ int nb_tokenizer_load(nb_tokenizer **out, const char *path) {
     }
 done:
     free(merges);
-    nbd_json_free(&root);
+    nb_json_free(&root);
     return r;
 }

@@ -5,7 +5,7 @@
 #include <glob.h>
 #include <stdlib.h>
 #include <string.h>
-#include "data/dutil.h"
+#include "util/hash.h"
 #include "nobubble/data.h"
 #include "util/error.h"
 
@@ -26,7 +26,7 @@ struct nb_loader {
 
 static uint64_t rand_below(uint64_t *st, uint64_t n) {
     uint64_t limit = UINT64_MAX - UINT64_MAX % n, x;
-    do x = nbd_splitmix64(st); while (x >= limit);
+    do x = nb_splitmix64(st); while (x >= limit);
     return x % n;
 }
 
@@ -73,7 +73,7 @@ int nb_loader_open(nb_loader **out, const char *pattern, int B, int T, int vocab
     l->start = calloc(g.gl_pathc + 1, sizeof *l->start);
     if (!l->pattern || !l->shards || !l->start) { globfree(&g); nb_loader_free(l); return nb_fail("out of memory"); }
     l->B = B; l->T = T; l->rank = rank; l->n_ranks = n_ranks; l->seed = seed;
-    uint64_t fp = NBD_FNV_INIT;
+    uint64_t fp = NB_FNV_INIT;
     for (size_t i = 0; i < g.gl_pathc; i++) { /* glob sorts the names */
         if (nb_shard_open(g.gl_pathv[i], &l->shards[i])) { globfree(&g); nb_loader_free(l); return -1; }
         l->n_shards++;
@@ -90,9 +90,9 @@ int nb_loader_open(nb_loader **out, const char *pattern, int B, int T, int vocab
         l->start[i + 1] = l->start[i] + s->n_tokens;
         const char *base = strrchr(s->path, '/');
         base = base ? base + 1 : s->path;
-        fp = nbd_fnv1a(base, strlen(base) + 1, fp);
+        fp = nb_fnv1a(fp, base, strlen(base) + 1);
         uint64_t nt = s->n_tokens;
-        fp = nbd_fnv1a(&nt, sizeof nt, fp);
+        fp = nb_fnv1a(fp, &nt, sizeof nt);
     }
     globfree(&g);
     l->N = l->start[l->n_shards];
@@ -105,7 +105,7 @@ int nb_loader_open(nb_loader **out, const char *pattern, int B, int T, int vocab
         return -1;
     }
     int64_t params[5] = {B, T, rank, n_ranks, (int64_t)seed};
-    l->fingerprint = nbd_fnv1a(params, sizeof params, fp);
+    l->fingerprint = nb_fnv1a(fp, params, sizeof params);
     if (seed) {
         l->perm = malloc(l->W * sizeof *l->perm);
         if (!l->perm) { nb_loader_free(l); return nb_fail("out of memory (%llu windows)", (unsigned long long)l->W); }

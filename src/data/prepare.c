@@ -8,7 +8,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "data/dutil.h"
+#include "util/json.h"
+#include "util/hash.h"
+#include "util/clock.h"
 #include "nobubble/data.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -32,14 +34,14 @@ int nb_bible_documents(char **text, size_t **doc_off, size_t *n_docs) {
     *n_docs = 0;
     FILE *p = popen(BIBLE_CMD " 2>/dev/null", "r");
     if (!p) return nb_fail("default corpus: cannot run `%s`: %s", BIBLE_CMD, strerror(errno));
-    nbd_buf out = {0}, raw = {0};
+    nb_buf out = {0}, raw = {0};
     char chunk[1 << 16];
     size_t got;
     while ((got = fread(chunk, 1, sizeof chunk, p)) > 0)
-        if (nbd_buf_put(&raw, chunk, got)) break;
+        if (nb_buf_put(&raw, chunk, got)) break;
     int st = pclose(p);
     if (st != 0 || raw.n < 1000000) {
-        nbd_buf_free(&raw);
+        nb_buf_free(&raw);
         return nb_fail("default corpus: `%s` failed or printed too little (is Debian's bible-kjv package installed? "
                        "apt-get install bible-kjv; or pass --input FILE)", BIBLE_CMD);
     }
@@ -80,12 +82,12 @@ int nb_bible_documents(char **text, size_t **doc_off, size_t *n_docs) {
             prev_ch = ch;
         }
         size_t tl = len - (size_t)(sp + 1 - line);
-        if (nbd_buf_put(&out, sp + 1, tl) || nbd_buf_put(&out, "\n", 1)) rc = -1;
+        if (nb_buf_put(&out, sp + 1, tl) || nb_buf_put(&out, "\n", 1)) rc = -1;
     }
-    nbd_buf_free(&raw);
+    nb_buf_free(&raw);
     if (rc || n == 0) {
         free(offs);
-        nbd_buf_free(&out);
+        nb_buf_free(&out);
         return rc ? rc : nb_fail("default corpus: no verses");
     }
     offs[n] = out.n;
@@ -196,7 +198,7 @@ typedef struct {
     size_t n, cap;
     int shards;
     size_t total;
-    nbd_buf list;  /* manifest entries */
+    nb_buf list;  /* manifest entries */
 } sink_t;
 
 static int sink_flush(sink_t *s, size_t count) {
@@ -207,7 +209,7 @@ static int sink_flush(sink_t *s, size_t count) {
     int r = nb_shard_write(path, s->buf, count, s->vocab);
     free(path);
     if (r) return -1;
-    if (nbd_buf_printf(&s->list, "%s\n      {\"file\": \"%s\", \"tokens\": %zu}", s->shards ? "," : "", fname, count))
+    if (nb_buf_printf(&s->list, "%s\n      {\"file\": \"%s\", \"tokens\": %zu}", s->shards ? "," : "", fname, count))
         return -1;
     s->shards++;
     s->total += count;
@@ -239,7 +241,7 @@ typedef struct { double t0, last; size_t done, total; int verbose; } progress_t;
 static void progress(progress_t *pr, int final) {
     if (!pr->verbose) return;
     int tty = isatty(2);
-    double now = nbd_now();
+    double now = nb_now();
     if (!final && now - pr->last < (tty ? 0.2 : 5.0)) return;
     if (!final && pr->last == 0 && !tty) { pr->last = now; return; }
     pr->last = now;
@@ -250,7 +252,7 @@ static void progress(progress_t *pr, int final) {
 
 /* ------------------------------------------------------------ prepare */
 int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
-    double t_start = nbd_now();
+    double t_start = nb_now();
     nb_prepare_stats st = {0};
     if (!o->out_dir || !*o->out_dir) return nb_fail("--out: an output folder is required");
     if (!o->tokenizer && o->vocab_size < NB_TOKENIZER_MIN_VOCAB)
@@ -284,7 +286,7 @@ int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
     size_t *order = NULL;
     sink_t sinks[2];
     memset(sinks, 0, sizeof sinks);
-    nbd_buf man = {0};
+    nb_buf man = {0};
     int n_src = o->n_inputs ? o->n_inputs : 1;
     if (exists < 0) { rc = -1; goto done; }
 
@@ -302,7 +304,7 @@ int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
         sizes[0] = bible_off[nd];
     } else {
         for (int i = 0; i < o->n_inputs && !rc; i++) {
-            if (nbd_read_file(o->inputs[i], &bufs[i], &sizes[i], "--input")) { rc = -1; break; }
+            if (nb_fs_read_file(o->inputs[i], &bufs[i], &sizes[i], "--input")) { rc = -1; break; }
             if (sizes[i] == 0) { rc = nb_fail("--input %s is empty", o->inputs[i]); break; }
             rc = split_paragraphs(bufs[i], sizes[i], i, &ds, &per_src[i]);
             if (!rc && per_src[i] == 0) rc = nb_fail("--input %s has no text (only blank lines)", o->inputs[i]);
@@ -327,7 +329,7 @@ int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
     uint64_t rs = o->seed;
     for (size_t i = ds.n - 1; i > 0; i--) {
         uint64_t bound = (uint64_t)i + 1, limit = UINT64_MAX - UINT64_MAX % bound, x;
-        do x = nbd_splitmix64(&rs); while (x >= limit);
+        do x = nb_splitmix64(&rs); while (x >= limit);
         size_t j = (size_t)(x % bound), t = order[i];
         order[i] = order[j];
         order[j] = t;
@@ -337,7 +339,7 @@ int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
     st.train_docs = ds.n - n_val;
 
     /* 3. tokenizer */
-    double t_tok = nbd_now();
+    double t_tok = nb_now();
     if (o->tokenizer) {
         if (nb_tokenizer_load(&tok, o->tokenizer)) {
             char msg[1100];
@@ -362,13 +364,13 @@ int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
             goto done;
         }
     }
-    st.seconds_tokenizer = nbd_now() - t_tok;
+    st.seconds_tokenizer = nb_now() - t_tok;
     int vocab = nb_tokenizer_vocab_size(tok);
 
     /* 4. the temporary output folder */
-    parent = nbd_dirname(out);
+    parent = nb_fs_dirname(out);
     const char *base = strrchr(out, '/') ? strrchr(out, '/') + 1 : out;
-    if (!parent || nbd_mkdir_p(parent)) { rc = parent ? -1 : nb_fail("out of memory"); goto done; }
+    if (!parent || nb_fs_mkdirs(parent, NULL)) { rc = parent ? -1 : nb_fail("out of memory"); goto done; }
     size_t tl = strlen(parent) + strlen(base) + 32;
     tmp = malloc(tl);
     if (!tmp) { rc = nb_fail("out of memory"); goto done; }
@@ -398,7 +400,7 @@ int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
     }
     if (!name) { rc = nb_fail("out of memory"); goto done; }
     const char *split_names[2] = {"train", "val"};
-    progress_t pr = {nbd_now(), 0, 0, st.input_bytes, o->verbose};
+    progress_t pr = {nb_now(), 0, 0, st.input_bytes, o->verbose};
     for (int sp = 0; sp < 2 && !rc; sp++) {
         sink_t *s = &sinks[sp];
         s->dir = tmp; s->name = name; s->split = split_names[sp]; s->vocab = vocab; s->shard_tokens = shard_tokens;
@@ -426,30 +428,30 @@ int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
     char hash[65];
     if ((rc = nb_tokenizer_hash(tok, hash))) goto done;
     int u16 = vocab <= 65536;
-    rc |= nbd_buf_printf(&man, "{\n  \"format\": \"nobubble-prepare\",\n  \"version\": 1,\n  \"created_by\": \"nobubble %s\",\n"
+    rc |= nb_buf_printf(&man, "{\n  \"format\": \"nobubble-prepare\",\n  \"version\": 1,\n  \"created_by\": \"nobubble %s\",\n"
                          "  \"name\": ", NB_VERSION);
-    rc |= nbd_buf_json_str(&man, name, strlen(name));
-    rc |= nbd_buf_printf(&man, ",\n  \"tokenizer\": {\"file\": \"tokenizer.json\", \"sha256\": \"%s\", \"vocab_size\": %d, "
+    rc |= nb_buf_json_str(&man, name, strlen(name));
+    rc |= nb_buf_printf(&man, ",\n  \"tokenizer\": {\"file\": \"tokenizer.json\", \"sha256\": \"%s\", \"vocab_size\": %d, "
                          "\"eot_id\": %d, \"trained\": %s, \"reused_from\": ", hash, vocab, nb_tokenizer_eot(tok),
                          o->tokenizer ? "false" : "true");
-    if (o->tokenizer) rc |= nbd_buf_json_str(&man, o->tokenizer, strlen(o->tokenizer));
-    else rc |= nbd_buf_printf(&man, "null");
-    rc |= nbd_buf_printf(&man, "},\n  \"shard_format\": {\"magic\": %d, \"version\": %d, \"token_bytes\": %d},\n  \"sources\": [",
+    if (o->tokenizer) rc |= nb_buf_json_str(&man, o->tokenizer, strlen(o->tokenizer));
+    else rc |= nb_buf_printf(&man, "null");
+    rc |= nb_buf_printf(&man, "},\n  \"shard_format\": {\"magic\": %d, \"version\": %d, \"token_bytes\": %d},\n  \"sources\": [",
                          u16 ? NB_SHARD_MAGIC_U16 : NB_SHARD_MAGIC_U32, u16 ? NB_SHARD_VERSION_U16 : NB_SHARD_VERSION_U32,
                          u16 ? 2 : 4);
     if (o->n_inputs == 0) {
         struct stat bs;
         long long bytes = stat(BIBLE_DATA, &bs) == 0 ? (long long)bs.st_size : -1;
-        rc |= nbd_buf_printf(&man, "\n    {\"path\": \"%s\", \"bytes\": %lld, \"package\": \"bible-kjv\", \"extracted_with\": "
+        rc |= nb_buf_printf(&man, "\n    {\"path\": \"%s\", \"bytes\": %lld, \"package\": \"bible-kjv\", \"extracted_with\": "
                              "\"%s\", \"text_bytes\": %zu, \"documents\": %zu}", BIBLE_DATA, bytes, BIBLE_CMD, sizes[0], per_src[0]);
     } else {
         for (int i = 0; i < o->n_inputs; i++) {
-            rc |= nbd_buf_printf(&man, "%s\n    {\"path\": ", i ? "," : "");
-            rc |= nbd_buf_json_str(&man, o->inputs[i], strlen(o->inputs[i]));
-            rc |= nbd_buf_printf(&man, ", \"bytes\": %zu, \"documents\": %zu}", sizes[i], per_src[i]);
+            rc |= nb_buf_printf(&man, "%s\n    {\"path\": ", i ? "," : "");
+            rc |= nb_buf_json_str(&man, o->inputs[i], strlen(o->inputs[i]));
+            rc |= nb_buf_printf(&man, ", \"bytes\": %zu, \"documents\": %zu}", sizes[i], per_src[i]);
         }
     }
-    rc |= nbd_buf_printf(&man, "\n  ],\n  \"split\": {\n    \"documents\": \"%s\",\n"
+    rc |= nb_buf_printf(&man, "\n  ],\n  \"split\": {\n    \"documents\": \"%s\",\n"
                          "    \"separator\": \"every document is preceded by the end-of-text token\",\n"
                          "    \"selection\": \"Fisher-Yates shuffle of the document indices (splitmix64 seeded with seed); "
                          "the first round(val_fraction * documents) are validation (at least 1 when val_fraction > 0, at "
@@ -460,16 +462,16 @@ int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
                                           : "paragraphs: runs of non-blank lines, separated by blank lines; never across files",
                          o->val_fraction, (unsigned long long)o->seed, st.train_docs, st.val_docs);
     for (int sp = 0; sp < 2; sp++)
-        rc |= nbd_buf_printf(&man, "  \"%s\": {\"tokens\": %zu, \"shards\": [%s%s]}%s\n", split_names[sp], sinks[sp].total,
+        rc |= nb_buf_printf(&man, "  \"%s\": {\"tokens\": %zu, \"shards\": [%s%s]}%s\n", split_names[sp], sinks[sp].total,
                              sinks[sp].list.p ? sinks[sp].list.p : "", sinks[sp].shards ? "\n    " : "", sp ? "" : ",");
-    rc |= nbd_buf_printf(&man, "}\n");
+    rc |= nb_buf_printf(&man, "}\n");
     if (rc) { rc = -1; goto done; }
     char *mp = path_join(tmp, "manifest.json");
     if (!mp) { rc = nb_fail("out of memory"); goto done; }
-    rc = nbd_write_file_atomic(mp, man.p, man.n);
+    rc = nb_fs_write_atomic(mp, man.p, man.n);
     free(mp);
     if (rc) goto done;
-    nbd_fsync_dir(tmp);
+    nb_fs_fsync_dir(tmp);
 
     /* 7. into place */
     exists = check_out_dir(out, o->force);
@@ -493,7 +495,7 @@ int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
     }
     free(tmp);
     tmp = NULL;
-    nbd_fsync_dir(parent);
+    nb_fs_fsync_dir(parent);
     if (old && remove_flat_dir(old) != 0 && o->verbose)
         fprintf(stderr, "warning: could not remove the replaced folder %s\n", old);
 
@@ -503,8 +505,8 @@ done:
     free(old);
     free(parent);
     free(name);
-    for (int sp = 0; sp < 2; sp++) { free(sinks[sp].buf); nbd_buf_free(&sinks[sp].list); }
-    nbd_buf_free(&man);
+    for (int sp = 0; sp < 2; sp++) { free(sinks[sp].buf); nb_buf_free(&sinks[sp].list); }
+    nb_buf_free(&man);
     nb_tokenizer_free(tok);
     free(is_val);
     free(order);
@@ -516,7 +518,7 @@ done:
     free(bible_text);
     free(bible_off);
     free(out);
-    st.seconds_total = nbd_now() - t_start;
+    st.seconds_total = nb_now() - t_start;
     if (stats) *stats = st;
     return rc;
 }

@@ -7,7 +7,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "data/dutil.h"
+#include "util/fs.h"
 #include "nobubble/data.h"
 #include "util/error.h"
 
@@ -124,8 +124,8 @@ int nb_shard_write(const char *path, const uint32_t *tokens, size_t n, int vocab
                      (int32_t)n};
     for (int k = 0; k < 3; k++)
         for (int b = 0; b < 4; b++) header[4 * k + b] = (uint8_t)((uint32_t)hv[k] >> (8 * b));
-    nbd_afile a;
-    if (nbd_afile_open(&a, path)) return -1;
+    nb_afile a;
+    if (nb_afile_open(&a, path)) return -1;
     int bad = fwrite(header, 1, sizeof header, a.f) != sizeof header;
     uint8_t buf[1 << 16];
     size_t tb = u16 ? 2 : 4, per = sizeof buf / tb;
@@ -137,8 +137,8 @@ int nb_shard_write(const char *path, const uint32_t *tokens, size_t n, int vocab
     }
     if (bad) {
         nb_fail("shard %s: write failed: %s", path, strerror(errno));
-        nbd_afile_abort(&a);
+        nb_afile_abort(&a);
         return -1;
     }
-    return nbd_afile_commit(&a);
+    return nb_afile_commit(&a);
 }

@@ -8,16 +8,20 @@
 #include "nobubble/delay.h"
 #include "util/error.h"
 
+/* Indexed by nb_delay_mode. */
+static const char *const mode_names[] = {"sync", "2bw", "pipedream", "fixed"};
+
 const char *nb_delay_mode_name(nb_delay_mode mode) {
-    static const char *const names[] = {"sync", "2bw", "pipedream", "fixed"};
-    return (unsigned)mode < 4 ? names[mode] : "unknown";
+    return (unsigned)mode < 4 ? mode_names[mode] : "unknown";
 }
 
 int nb_delay_parse(const char *text, nb_delay_options *o) {
-    if (!strcmp(text, "sync")) o->mode = NB_DELAY_SYNC;
-    else if (!strcmp(text, "2bw")) o->mode = NB_DELAY_2BW;
-    else if (!strcmp(text, "pipedream")) o->mode = NB_DELAY_PIPEDREAM;
-    else if (!strncmp(text, "fixed:", 6)) {
+    for (int k = NB_DELAY_SYNC; k <= NB_DELAY_PIPEDREAM; k++)   /* fixed takes its TAU: fixed:TAU */
+        if (!strcmp(text, mode_names[k])) {
+            o->mode = (nb_delay_mode)k;
+            return 0;
+        }
+    if (!strncmp(text, "fixed:", 6)) {
         char *end;
         errno = 0;
         long tau = strtol(text + 6, &end, 10);

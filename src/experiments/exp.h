@@ -3,7 +3,8 @@
 #ifndef NB_EXPERIMENTS_EXP_H
 #define NB_EXPERIMENTS_EXP_H
 #include <stddef.h>
-#include "data/dutil.h"
+#include <stdio.h>
+#include "util/json.h"
 
 /* A growable list of malloc'ed strings; line is where it came from in a grid file. */
 typedef struct { char **v; int n, cap, line; } nbx_strv;
@@ -14,9 +15,9 @@ void nbx_strv_free(nbx_strv *s);
  * On an unbalanced quote returns -1 and writes why to err. */
 int nbx_tokenize(const char *text, nbx_strv *out, char *err, size_t err_size);
 /* Appends arg to b quoted for a POSIX shell when it needs quoting. */
-int nbx_shell_quote(nbd_buf *b, const char *arg);
+int nbx_shell_quote(nb_buf *b, const char *arg);
 /* Appends s with &, <, >, " escaped for HTML. */
-int nbx_html(nbd_buf *b, const char *s);
+int nbx_html(nb_buf *b, const char *s);
 
 /* What one finished run left behind: its metrics (one entry per line of metrics.jsonl; val_loss
  * NAN where a line has none) and its summary. */
@@ -42,6 +43,6 @@ int nbx_run_is_plain_async(const nbx_run *r);
 /* One line of a chart: n points (x, y); NAN y values break the line. color: palette index. */
 typedef struct { const char *name; int n; const double *x, *y; int color; } nbx_series;
 /* An SVG line chart (640 x 360) with axes, ticks, a legend and a title, appended to b. */
-int nbx_svg_chart(nbd_buf *b, const char *id, const char *cls, const char *title, const char *xlabel,
+int nbx_svg_chart(nb_buf *b, const char *id, const char *cls, const char *title, const char *xlabel,
                   const char *ylabel, const nbx_series *s, int n_series);
 #endif

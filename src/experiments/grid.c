@@ -9,7 +9,8 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
-#include "data/dutil.h"
+#include "util/json.h"
+#include "util/fs.h"
 #include "experiments/exp.h"
 #include "nobubble/experiments.h"
 #include "util/error.h"
@@ -129,25 +130,25 @@ static int add_value(nb_grid *g, gaxis *ax, int line, const char *label, const c
 /* A shorthand value: V (maybe quoted, maybe several words) gives `--NAME V` and the label made
  * of V's words, leading dashes dropped, other odd characters as '-': "2bw --ef 1" -> 2bw-ef-1. */
 static int add_short_value(nb_grid *g, gaxis *ax, int line, const char *v) {
-    nbd_buf flags = {0}, label = {0};
+    nb_buf flags = {0}, label = {0};
     int rc = -1;
-    if (nbd_buf_printf(&flags, "--%s %s", ax->name, v)) goto out;
+    if (nb_buf_printf(&flags, "--%s %s", ax->name, v)) goto out;
     for (const char *p = v; *p;) {
         while (*p == ' ' || *p == '\t') p++;
         if (!*p) break;
         while (*p == '-') p++;
-        if (label.n && nbd_buf_put(&label, "-", 1)) goto out;
+        if (label.n && nb_buf_put(&label, "-", 1)) goto out;
         for (; *p && *p != ' ' && *p != '\t'; p++)
-            if (nbd_buf_put(&label, label_char((unsigned char)*p) ? p : "-", 1)) goto out;
+            if (nb_buf_put(&label, label_char((unsigned char)*p) ? p : "-", 1)) goto out;
     }
-    if (nbd_buf_put(&label, "", 0)) goto out;
+    if (nb_buf_put(&label, "", 0)) goto out;
     if (bad_label(label.p))
         rc = nb_fail("%s:%d: axis %s: value '%s' makes no usable label (letters, digits, '.', '_', '+', '-'); "
                      "give it one with an `axis %s` block of `LABEL: FLAGS` lines", g->what, line, ax->name, v, ax->name);
     else rc = add_value(g, ax, line, label.p, flags.p);
 out:
-    nbd_buf_free(&flags);
-    nbd_buf_free(&label);
+    nb_buf_free(&flags);
+    nb_buf_free(&label);
     return rc;
 }
 
@@ -340,19 +341,19 @@ static int matches(const nb_grid *g, const gwhen *w, const int *value) {
 /* Appends the tokens of s to the point's arguments, {NAME} replaced by its label on NAME. */
 static int add_args(const nb_grid *g, gpoint *pt, const nbx_strv *s, nbx_strv *args) {
     for (int i = 0; i < s->n; i++) {
-        nbd_buf b = {0};
+        nb_buf b = {0};
         const char *p = s->v[i];
         for (const char *open; (open = strchr(p, '{'));) {
             const char *close = strchr(open, '}');
             int a = find_axis(g, open + 1, (size_t)(close - open - 1));
-            if (nbd_buf_put(&b, p, (size_t)(open - p)) || nbd_buf_printf(&b, "%s", g->axes[a].values[pt->value[a]].label)) goto oom;
+            if (nb_buf_put(&b, p, (size_t)(open - p)) || nb_buf_printf(&b, "%s", g->axes[a].values[pt->value[a]].label)) goto oom;
             p = close + 1;
         }
-        if (nbd_buf_printf(&b, "%s", p) || nbx_strv_push(args, b.p, b.n)) goto oom;
-        nbd_buf_free(&b);
+        if (nb_buf_printf(&b, "%s", p) || nbx_strv_push(args, b.p, b.n)) goto oom;
+        nb_buf_free(&b);
         continue;
     oom:
-        nbd_buf_free(&b);
+        nb_buf_free(&b);
         return -1;
     }
     return 0;
@@ -364,10 +365,10 @@ static int make_point(const nb_grid *g, gpoint *pt, int index) {
         pt->value[a] = index % g->axes[a].n;
         index /= g->axes[a].n;
     }
-    nbd_buf name = {0};
+    nb_buf name = {0};
     for (int a = 0; a < g->n_axes; a++)
-        if (nbd_buf_printf(&name, "%s%s", a ? "_" : "", g->axes[a].values[pt->value[a]].label)) goto fail;
-    if (nbd_buf_printf(&name, "%s", g->n_axes ? "" : "run")) goto fail;
+        if (nb_buf_printf(&name, "%s%s", a ? "_" : "", g->axes[a].values[pt->value[a]].label)) goto fail;
+    if (nb_buf_printf(&name, "%s", g->n_axes ? "" : "run")) goto fail;
     pt->name = name.p;
     nbx_strv args = {0};
     int rc = 0;
@@ -385,7 +386,7 @@ static int make_point(const nb_grid *g, gpoint *pt, int index) {
     pt->argc = rc ? args.n : args.n - 1;
     return rc;
 fail:
-    nbd_buf_free(&name);
+    nb_buf_free(&name);
     return -1;
 }
 
@@ -449,7 +450,7 @@ int nb_grid_load(nb_grid **g, const char *path) {
     char *text;
     size_t n;
     *g = NULL;
-    if (nbd_read_file(path, &text, &n, "grid file")) return -1;
+    if (nb_fs_read_file(path, &text, &n, "grid file")) return -1;
     if (strlen(text) != n) {
         free(text);
         return nb_fail("grid file %s: has a NUL byte (expected text)", path);

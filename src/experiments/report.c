@@ -10,6 +10,8 @@
 #include "experiments/exp.h"
 #include "nobubble/experiments.h"
 #include "util/error.h"
+#include "util/fs.h"
+#include "util/hash.h"
 
 typedef struct {
     char *point, **labels, *status;
@@ -89,7 +91,7 @@ static int read_results(report *r) {
     char path[4200];
     size_t n;
     snprintf(path, sizeof path, "%s/results.csv", r->dir);
-    if (nbd_read_file(path, &r->csv, &n, "results table")) return -1;
+    if (nb_fs_read_file(path, &r->csv, &n, "results table")) return -1;
     int lines = 1;
     for (size_t i = 0; i < n; i++) lines += r->csv[i] == '\n';
     if (!(r->rows = calloc((size_t)lines, sizeof *r->rows))) return nb_fail("out of memory");
@@ -133,26 +135,26 @@ static void assign_roles(report *r) {
 static int group_rows(report *r) {
     for (int i = 0; i < r->n_rows; i++) {
         rrow *row = &r->rows[i];
-        nbd_buf key = {0}, title = {0};
+        nb_buf key = {0}, title = {0};
         int rc = 0;
         for (int a = 0; a < r->n_axes && !rc; a++) {
             if (a == r->seed_axis || a == r->curve_axis) continue;
-            rc = nbd_buf_printf(&key, "%s%s", key.n ? "-" : "", row->labels[a]) ||
-                 nbd_buf_printf(&title, "%s%s=%s", title.n ? ", " : "", r->axes[a], row->labels[a]);
+            rc = nb_buf_printf(&key, "%s%s", key.n ? "-" : "", row->labels[a]) ||
+                 nb_buf_printf(&title, "%s%s=%s", title.n ? ", " : "", r->axes[a], row->labels[a]);
         }
-        if (!rc && !key.n) rc = nbd_buf_printf(&key, "all") || nbd_buf_printf(&title, "all runs");
+        if (!rc && !key.n) rc = nb_buf_printf(&key, "all") || nb_buf_printf(&title, "all runs");
         if (!rc) {
             /* Titles name the axes, so they are unique; keys (for ids) could repeat when labels
              * hold '-': a repeated key gets the panel's number. */
             row->panel = intern(&r->panel_titles, title.p);
             if (row->panel == r->panel_keys.n) {
-                if (index_of(&r->panel_keys, key.p) >= 0) rc = nbd_buf_printf(&key, "-%d", row->panel + 1);
+                if (index_of(&r->panel_keys, key.p) >= 0) rc = nb_buf_printf(&key, "-%d", row->panel + 1);
                 if (!rc) rc = nbx_strv_push(&r->panel_keys, key.p, key.n);
             }
             row->curve = intern(&r->curves, r->curve_axis >= 0 ? row->labels[r->curve_axis] : "run");
         }
-        nbd_buf_free(&key);
-        nbd_buf_free(&title);
+        nb_buf_free(&key);
+        nb_buf_free(&title);
         if (rc || row->panel < 0 || row->curve < 0) return -1;
     }
     return 0;
@@ -232,7 +234,7 @@ static const char style[] =
     "td:first-child,th:first-child{text-align:left}svg.chart{margin:6px;border:1px solid #eee}"
     "pre{background:#f6f6f6;padding:1em;overflow-x:auto}.note{color:#555;font-size:90%}";
 
-static int charts(nbd_buf *b, const report *r, cell *cells, const char *kind) {
+static int charts(nb_buf *b, const report *r, cell *cells, const char *kind) {
     int time = !strcmp(kind, "time");
     for (int p = 0; p < r->panel_keys.n; p++) {
         nbx_series s[64];
@@ -251,8 +253,8 @@ static int charts(nbd_buf *b, const report *r, cell *cells, const char *kind) {
     return 0;
 }
 
-static int number(nbd_buf *b, const char *fmt, double v) {
-    return isnan(v) ? nbd_buf_printf(b, "<td>&mdash;</td>") : nbd_buf_printf(b, fmt, v);
+static int number(nb_buf *b, const char *fmt, double v) {
+    return isnan(v) ? nb_buf_printf(b, "<td>&mdash;</td>") : nb_buf_printf(b, fmt, v);
 }
 
 /* The synchronous cell of a panel, and the plain delayed cell a mitigated one corrects. */
@@ -270,12 +272,12 @@ static int find_plain(const report *r, const cell *row, const nbx_run *like) {
     return -1;
 }
 
-static int gap_row(nbd_buf *b, const report *r, int p, const cell *row, int c) {
+static int gap_row(nb_buf *b, const report *r, int p, const cell *row, int c) {
     const cell *x = &row[c];
     int sync = find_sync(r, row), rc = 0;
-    rc |= nbd_buf_printf(b, "<tr><td>") || nbx_html(b, r->panel_titles.v[p]) || nbd_buf_printf(b, "</td><td>") ||
-          nbx_html(b, r->curves.v[c]) || nbd_buf_printf(b, "</td><td>%d</td>", x->n_final);
-    rc |= isnan(x->mean) ? nbd_buf_printf(b, "<td>&mdash;</td>") : nbd_buf_printf(b, "<td>%.4f &plusmn; %.4f</td>", x->mean, x->sd);
+    rc |= nb_buf_printf(b, "<tr><td>") || nbx_html(b, r->panel_titles.v[p]) || nb_buf_printf(b, "</td><td>") ||
+          nbx_html(b, r->curves.v[c]) || nb_buf_printf(b, "</td><td>%d</td>", x->n_final);
+    rc |= isnan(x->mean) ? nb_buf_printf(b, "<td>&mdash;</td>") : nb_buf_printf(b, "<td>%.4f &plusmn; %.4f</td>", x->mean, x->sd);
     rc |= number(b, "<td>%.4f</td>", x->best_mean);
     double gap = sync >= 0 && sync != c ? x->mean - row[sync].mean : NAN;
     rc |= number(b, "<td>%+.4f</td>", gap);
@@ -286,11 +288,11 @@ static int gap_row(nbd_buf *b, const report *r, int p, const cell *row, int c) {
         if (denom > 0) rec = 100 * (row[plain].mean - x->mean) / denom;
     }
     rc |= number(b, "<td>%.1f%%</td>", rec);
-    return rc || nbd_buf_printf(b, "</tr>\n");
+    return rc || nb_buf_printf(b, "</tr>\n");
 }
 
-static int gap_table(nbd_buf *b, const report *r, const cell *cells) {
-    if (nbd_buf_printf(b, "<h2>Final validation loss and the gap to synchronous training</h2>\n<p class=\"note\">Mean "
+static int gap_table(nb_buf *b, const report *r, const cell *cells) {
+    if (nb_buf_printf(b, "<h2>Final validation loss and the gap to synchronous training</h2>\n<p class=\"note\">Mean "
                           "&plusmn; sample standard deviation over the runs of each cell (seeds). Gap = this - sync "
                           "(the panel's synchronous runs). Recovery, for a mitigated delay (error feedback, Taylor, "
                           "synchronous phases) = (async - this) / (async - sync), async being the same delay without "
@@ -301,51 +303,51 @@ static int gap_table(nbd_buf *b, const report *r, const cell *cells) {
     for (int p = 0; p < r->panel_keys.n; p++)
         for (int c = 0; c < r->curves.n; c++)
             if (cells[p * r->curves.n + c].n_runs && gap_row(b, r, p, &cells[p * r->curves.n], c)) return -1;
-    return nbd_buf_printf(b, "</table>\n");
+    return nb_buf_printf(b, "</table>\n");
 }
 
-static int runs_table(nbd_buf *b, const report *r) {
-    if (nbd_buf_printf(b, "<h2>Runs</h2>\n<table id=\"runs-table\"><tr><th>point</th>")) return -1;
+static int runs_table(nb_buf *b, const report *r) {
+    if (nb_buf_printf(b, "<h2>Runs</h2>\n<table id=\"runs-table\"><tr><th>point</th>")) return -1;
     for (int a = 0; a < r->n_axes; a++)
-        if (nbd_buf_printf(b, "<th>") || nbx_html(b, r->axes[a]) || nbd_buf_printf(b, "</th>")) return -1;
-    if (nbd_buf_printf(b, "<th>status</th><th>final train loss</th><th>final val loss</th><th>best val loss</th>"
+        if (nb_buf_printf(b, "<th>") || nbx_html(b, r->axes[a]) || nb_buf_printf(b, "</th>")) return -1;
+    if (nb_buf_printf(b, "<th>status</th><th>final train loss</th><th>final val loss</th><th>best val loss</th>"
                           "<th>tokens</th><th>seconds</th></tr>\n"))
         return -1;
     for (int i = 0; i < r->n_rows; i++) {
         const rrow *row = &r->rows[i];
-        int rc = nbd_buf_printf(b, "<tr><td>") || nbx_html(b, row->point) || nbd_buf_printf(b, "</td>");
+        int rc = nb_buf_printf(b, "<tr><td>") || nbx_html(b, row->point) || nb_buf_printf(b, "</td>");
         for (int a = 0; a < r->n_axes && !rc; a++)
-            rc = nbd_buf_printf(b, "<td>") || nbx_html(b, row->labels[a]) || nbd_buf_printf(b, "</td>");
-        rc = rc || nbd_buf_printf(b, "<td>") || nbx_html(b, row->status) || nbd_buf_printf(b, "</td>");
+            rc = nb_buf_printf(b, "<td>") || nbx_html(b, row->labels[a]) || nb_buf_printf(b, "</td>");
+        rc = rc || nb_buf_printf(b, "<td>") || nbx_html(b, row->status) || nb_buf_printf(b, "</td>");
         if (row->done)
             rc = rc || number(b, "<td>%.4f</td>", row->run.final_train_loss) || number(b, "<td>%.4f</td>", row->run.final_val_loss) ||
                  number(b, "<td>%.4f</td>", row->run.best_val_loss) || number(b, "<td>%.0f</td>", row->run.tokens[row->run.n - 1]) ||
                  number(b, "<td>%.3f</td>", row->run.seconds);
-        else rc = rc || nbd_buf_printf(b, "<td></td><td></td><td></td><td></td><td></td>");
-        if (rc || nbd_buf_printf(b, "</tr>\n")) return -1;
+        else rc = rc || nb_buf_printf(b, "<td></td><td></td><td></td><td></td><td></td>");
+        if (rc || nb_buf_printf(b, "</tr>\n")) return -1;
     }
-    return nbd_buf_printf(b, "</table>\n");
+    return nb_buf_printf(b, "</table>\n");
 }
 
 /* Pipeline timelines (`nobubble schedule --svg`) a run folder holds as schedule.svg, each
  * distinct picture once. */
-static int schedules(nbd_buf *b, const report *r) {
+static int schedules(nb_buf *b, const report *r) {
     uint64_t seen[256];
     int n_seen = 0;
     for (int i = 0; i < r->n_rows && n_seen < 256; i++) {
         char path[4400], *svg;
         size_t n;
         snprintf(path, sizeof path, "%s/runs/%s/schedule.svg", r->dir, r->rows[i].point);
-        if (!r->rows[i].done || access(path, R_OK) || nbd_read_file(path, &svg, &n, NULL)) continue;
-        uint64_t h = nbd_fnv1a(svg, n, NBD_FNV_INIT);
+        if (!r->rows[i].done || access(path, R_OK) || nb_fs_read_file(path, &svg, &n, NULL)) continue;
+        uint64_t h = nb_fnv1a(NB_FNV_INIT, svg, n);
         int dup = 0;
         for (int k = 0; k < n_seen; k++) dup |= seen[k] == h;
         const char *start = strstr(svg, "<svg");
         int rc = 0;
         if (!dup && start) {
-            rc = (!n_seen && nbd_buf_printf(b, "<h2 id=\"schedules\">Pipeline schedules</h2>\n")) ||
-                 nbd_buf_printf(b, "<figure class=\"schedule\">%s<figcaption>", start) || nbx_html(b, r->rows[i].point) ||
-                 nbd_buf_printf(b, "</figcaption></figure>\n");
+            rc = (!n_seen && nb_buf_printf(b, "<h2 id=\"schedules\">Pipeline schedules</h2>\n")) ||
+                 nb_buf_printf(b, "<figure class=\"schedule\">%s<figcaption>", start) || nbx_html(b, r->rows[i].point) ||
+                 nb_buf_printf(b, "</figcaption></figure>\n");
             seen[n_seen++] = h;
         }
         free(svg);
@@ -354,35 +356,35 @@ static int schedules(nbd_buf *b, const report *r) {
     return 0;
 }
 
-static int grid_text(nbd_buf *b, const report *r) {
+static int grid_text(nb_buf *b, const report *r) {
     char path[4200], *text;
     size_t n;
     snprintf(path, sizeof path, "%s/grid.txt", r->dir);
-    if (access(path, R_OK) || nbd_read_file(path, &text, &n, NULL)) return 0;
-    int rc = nbd_buf_printf(b, "<h2>The grid</h2>\n<pre id=\"grid\">") || nbx_html(b, text) || nbd_buf_printf(b, "</pre>\n");
+    if (access(path, R_OK) || nb_fs_read_file(path, &text, &n, NULL)) return 0;
+    int rc = nb_buf_printf(b, "<h2>The grid</h2>\n<pre id=\"grid\">") || nbx_html(b, text) || nb_buf_printf(b, "</pre>\n");
     free(text);
     return rc;
 }
 
-static int page(nbd_buf *b, const report *r, cell *cells) {
+static int page(nb_buf *b, const report *r, cell *cells) {
     int done = 0;
     for (int i = 0; i < r->n_rows; i++) done += r->rows[i].done;
-    int rc = nbd_buf_printf(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>nobubble report: ") ||
-             nbx_html(b, r->dir) || nbd_buf_printf(b, "</title><style>%s</style></head><body>\n<h1>nobubble report: ", style) ||
+    int rc = nb_buf_printf(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>nobubble report: ") ||
+             nbx_html(b, r->dir) || nb_buf_printf(b, "</title><style>%s</style></head><body>\n<h1>nobubble report: ", style) ||
              nbx_html(b, r->dir) ||
-             nbd_buf_printf(b, "</h1>\n<p>%d runs, %d complete. Curves: %s; panels: one per %s; averaged over: %s.</p>\n",
+             nb_buf_printf(b, "</h1>\n<p>%d runs, %d complete. Curves: %s; panels: one per %s; averaged over: %s.</p>\n",
                             r->n_rows, done, r->curve_axis >= 0 ? r->axes[r->curve_axis] : "(one per panel)",
                             r->panel_keys.n > 1 ? "combination of the other axes" : "sweep",
                             r->seed_axis >= 0 ? "seed" : "nothing (no seed axis)");
-    rc = rc || nbd_buf_printf(b, "<h2>Validation loss</h2>\n<p class=\"note\">Mean over seeds at each evaluation.</p>\n") ||
+    rc = rc || nb_buf_printf(b, "<h2>Validation loss</h2>\n<p class=\"note\">Mean over seeds at each evaluation.</p>\n") ||
          charts(b, r, cells, "val");
     rc = rc || gap_table(b, r, cells);
-    rc = rc || nbd_buf_printf(b, "<h2>Validation loss against training time</h2>\n<p class=\"note\">Time is the "
+    rc = rc || nb_buf_printf(b, "<h2>Validation loss against training time</h2>\n<p class=\"note\">Time is the "
                                  "run's cumulative step time (time_s of metrics.jsonl, evaluation excluded), mean over "
                                  "seeds.</p>\n") ||
          charts(b, r, cells, "time");
     rc = rc || runs_table(b, r) || schedules(b, r) || grid_text(b, r);
-    return rc || nbd_buf_printf(b, "</body></html>\n");
+    return rc || nb_buf_printf(b, "</body></html>\n");
 }
 
 static void free_report(report *r) {
@@ -409,10 +411,10 @@ int nb_report_write(const char *dir, const char *out_path) {
     cell *cells = rc ? NULL : calloc((size_t)n_cells + 1, sizeof *cells);
     if (!rc && !cells) rc = nb_fail("out of memory");
     for (int k = 0; k < n_cells && !rc; k++) rc = make_cell(&r, k / r.curves.n, k % r.curves.n, &cells[k]);
-    nbd_buf b = {0};
+    nb_buf b = {0};
     if (!rc) rc = page(&b, &r, cells);
-    if (!rc) rc = nbd_write_file_atomic(out_path, b.p, b.n);
-    nbd_buf_free(&b);
+    if (!rc) rc = nb_fs_write_atomic(out_path, b.p, b.n);
+    nb_buf_free(&b);
     for (int k = 0; cells && k < n_cells; k++) free_cell(&cells[k]);
     free(cells);
     free_report(&r);

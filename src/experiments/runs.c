@@ -5,11 +5,12 @@
 #include <string.h>
 #include "experiments/exp.h"
 #include "util/error.h"
+#include "util/fs.h"
 
 /* A number field; NAN when absent or null (final_val_loss is null without validation data). */
-static double num(const nbd_json *obj, const char *key) {
-    const nbd_json *v = nbd_json_get(obj, key);
-    return v && v->type == NBD_JNUM ? v->num : NAN;
+static double num(const nb_json *obj, const char *key) {
+    const nb_json *v = nb_json_get(obj, key);
+    return v && v->type == NB_JNUM ? v->num : NAN;
 }
 
 static int read_summary(const char *dir, nbx_run *r) {
@@ -17,20 +18,20 @@ static int read_summary(const char *dir, nbx_run *r) {
     snprintf(path, sizeof path, "%s/summary.json", dir);
     char *text;
     size_t n;
-    nbd_json js;
-    if (nbd_read_file(path, &text, &n, "run summary")) return -1;
-    int rc = nbd_json_parse(text, n, &js, path);
+    nb_json js;
+    if (nb_fs_read_file(path, &text, &n, "run summary")) return -1;
+    int rc = nb_json_parse(text, n, &js, path);
     free(text);
     if (rc) return -1;
-    const nbd_json *run = nbd_json_get(&js, "run"), *delay = nbd_json_get(&js, "delay");
-    const nbd_json *opt = nbd_json_get(run, "optimizer"), *mode = nbd_json_get(delay, "mode"), *ef = nbd_json_get(delay, "ef");
+    const nb_json *run = nb_json_get(&js, "run"), *delay = nb_json_get(&js, "delay");
+    const nb_json *opt = nb_json_get(run, "optimizer"), *mode = nb_json_get(delay, "mode"), *ef = nb_json_get(delay, "ef");
     r->final_train_loss = num(&js, "final_train_loss");
     r->final_val_loss = num(&js, "final_val_loss");
     r->seconds = num(&js, "seconds");
     r->tokens_per_s = num(&js, "tokens_per_s");
-    if (!opt || opt->type != NBD_JSTR || !mode || mode->type != NBD_JSTR || !ef || ef->type != NBD_JBOOL ||
+    if (!opt || opt->type != NB_JSTR || !mode || mode->type != NB_JSTR || !ef || ef->type != NB_JBOOL ||
         isnan(r->final_train_loss) || isnan(r->seconds)) {
-        nbd_json_free(&js);
+        nb_json_free(&js);
         return nb_fail("%s: expected final_train_loss, seconds, run.optimizer, delay.mode and delay.ef "
                        "(a summary written by nobubble train)", path);
     }
@@ -41,7 +42,7 @@ static int read_summary(const char *dir, nbx_run *r) {
     r->taylor = num(delay, "taylor");
     r->sync_start = (int)num(delay, "sync_start");
     r->sync_cooldown = (int)num(delay, "sync_cooldown");
-    nbd_json_free(&js);
+    nb_json_free(&js);
     return 0;
 }
 
@@ -61,15 +62,15 @@ static int grow_metrics(nbx_run *r, int *cap) {
 static int read_metrics_line(nbx_run *r, const char *line, size_t len, const char *path, int lineno) {
     char what[4300];
     snprintf(what, sizeof what, "%s line %d", path, lineno);
-    nbd_json js;
-    if (nbd_json_parse(line, len, &js, what)) return -1;
+    nb_json js;
+    if (nb_json_parse(line, len, &js, what)) return -1;
     int i = r->n;
     r->step[i] = num(&js, "step");
     r->train_loss[i] = num(&js, "train_loss");
     r->tokens[i] = num(&js, "tokens");
     r->time_s[i] = num(&js, "time_s");
     r->val_loss[i] = num(&js, "val_loss");
-    nbd_json_free(&js);
+    nb_json_free(&js);
     if (isnan(r->step[i]) || isnan(r->train_loss[i]) || isnan(r->tokens[i]) || isnan(r->time_s[i]))
         return nb_fail("%s: expected the numbers step, train_loss, tokens and time_s", what);
     r->n++;
@@ -81,7 +82,7 @@ static int read_metrics(const char *dir, nbx_run *r) {
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
     char *text;
     size_t n;
-    if (nbd_read_file(path, &text, &n, "run metrics")) return -1;
+    if (nb_fs_read_file(path, &text, &n, "run metrics")) return -1;
     int cap = 0, lineno = 1, rc = 0;
     for (char *p = text; *p && !rc; lineno++) {
         char *nl = strchr(p, '\n');

@@ -23,6 +23,7 @@
 #endif
 #include "experiments/exp.h"
 #include "nobubble/experiments.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/signals.h"
@@ -66,20 +67,20 @@ static int exists(const char *dir, const char *file) {
 }
 
 /* The point's command as one line: `train ARGS`, each shell-quoted where needed. */
-static int command_text(const sweep *s, int i, nbd_buf *b) {
+static int command_text(const sweep *s, int i, nb_buf *b) {
     int argc;
     const char *const *argv = nb_grid_point_args(s->g, i, &argc);
-    if (nbd_buf_printf(b, "train")) return -1;
+    if (nb_buf_printf(b, "train")) return -1;
     for (int k = 0; k < argc; k++)
-        if (nbd_buf_put(b, " ", 1) || nbx_shell_quote(b, argv[k])) return -1;
-    return nbd_buf_put(b, "\n", 1);
+        if (nb_buf_put(b, " ", 1) || nbx_shell_quote(b, argv[k])) return -1;
+    return nb_buf_put(b, "\n", 1);
 }
 
 static int same_command(const char *dir, const char *cmd) {
     char path[4400], *text;
     size_t n;
     snprintf(path, sizeof path, "%s/command.txt", dir);
-    if (access(path, F_OK) || nbd_read_file(path, &text, &n, NULL)) return 0;
+    if (access(path, F_OK) || nb_fs_read_file(path, &text, &n, NULL)) return 0;
     int same = !strcmp(text, cmd);
     free(text);
     return same;
@@ -115,7 +116,7 @@ static void last_log_line(const char *dir, char *out, size_t size) {
     size_t n;
     snprintf(path, sizeof path, "%s/train.log", dir);
     snprintf(out, size, "(no output; see %.400s)", path);
-    if (access(path, F_OK) || nbd_read_file(path, &text, &n, NULL)) return;
+    if (access(path, F_OK) || nb_fs_read_file(path, &text, &n, NULL)) return;
     while (n && (text[n - 1] == '\n' || text[n - 1] == '\r')) text[--n] = 0;
     char *line = strrchr(text, '\n');
     if (n) snprintf(out, size, "%s", line ? line + 1 : text);
@@ -185,7 +186,7 @@ static int launch(sweep *s, int i, const char *dir) {
     close(fd);
     free(argv);
     if (pid < 0) return nb_fail("cannot start a child process: %s", strerror(e));
-    s->st[i] = (pt_status){PT_RUNNING, pid, 0, nbd_now()};
+    s->st[i] = (pt_status){PT_RUNNING, pid, 0, nb_now()};
     s->running++;
     sweep_log(s, "start", i, NULL);
     return 0;
@@ -194,7 +195,7 @@ static int launch(sweep *s, int i, const char *dir) {
 /* Starts point i, or skips it when its run is complete with the same command. */
 static int start_point(sweep *s, int i) {
     char dir[4200];
-    nbd_buf cmd = {0};
+    nb_buf cmd = {0};
     run_dir(s, i, dir, sizeof dir);
     int rc = command_text(s, i, &cmd);
     if (!rc && exists(dir, "summary.json") && same_command(dir, cmd.p)) {
@@ -206,11 +207,11 @@ static int start_point(sweep *s, int i) {
         char cpath[4400];
         snprintf(cpath, sizeof cpath, "%s/command.txt", dir);
         if (!rc && access(dir, F_OK) == 0) rc = remove_run(dir);
-        if (!rc) rc = nbd_mkdir_p(dir);
-        if (!rc) rc = nbd_write_file_atomic(cpath, cmd.p, cmd.n);
+        if (!rc) rc = nb_fs_mkdirs(dir, NULL);
+        if (!rc) rc = nb_fs_write_atomic(cpath, cmd.p, cmd.n);
         if (!rc) rc = launch(s, i, dir);
     }
-    nbd_buf_free(&cmd);
+    nb_buf_free(&cmd);
     return rc;
 }
 
@@ -223,12 +224,12 @@ static void report_finished(sweep *s, int i) {
     if (p->state == PT_DONE) {
         nbx_run r;
         char extra[64];
-        snprintf(extra, sizeof extra, "%.1fs", nbd_now() - p->started);
+        snprintf(extra, sizeof extra, "%.1fs", nb_now() - p->started);
         sweep_log(s, "done", i, extra);
         if (s->o->quiet) return;
         if (nbx_run_read(dir, &r) == 0) {
             printf("[%d/%d] %s: done in %.1f s, train loss %.4f, val loss %.4f\n", s->finished, s->n, name,
-                   nbd_now() - p->started, r.final_train_loss, r.final_val_loss);
+                   nb_now() - p->started, r.final_train_loss, r.final_val_loss);
             nbx_run_free(&r);
         } else {
             printf("[%d/%d] %s: done, but %s\n", s->finished, s->n, name, nb_last_error());
@@ -279,10 +280,10 @@ static void wait_some(sweep *s) {
 static void stop_children(sweep *s) {
     for (int i = 0; i < s->n; i++)
         if (s->st[i].state == PT_RUNNING) kill(s->st[i].pid, SIGTERM);
-    double t0 = nbd_now();
+    double t0 = nb_now();
     int killed = 0;
     while (s->running > 0) {
-        if (!killed && (nbd_now() - t0 > STOP_GRACE_S || atomic_load(&stop_requested) > 1)) {
+        if (!killed && (nb_now() - t0 > STOP_GRACE_S || atomic_load(&stop_requested) > 1)) {
             for (int i = 0; i < s->n; i++)
                 if (s->st[i].state == PT_RUNNING) kill(s->st[i].pid, SIGKILL);
             killed = 1;
@@ -292,37 +293,37 @@ static void stop_children(sweep *s) {
 }
 
 /* ------------------------------------------------------------ results.csv */
-static int result_row(const sweep *s, int i, nbd_buf *b) {
+static int result_row(const sweep *s, int i, nb_buf *b) {
     char dir[4200];
     run_dir(s, i, dir, sizeof dir);
-    if (nbd_buf_printf(b, "%s", nb_grid_point_name(s->g, i))) return -1;
+    if (nb_buf_printf(b, "%s", nb_grid_point_name(s->g, i))) return -1;
     for (int a = 0; a < nb_grid_n_axes(s->g); a++)
-        if (nbd_buf_printf(b, ",%s", nb_grid_point_label(s->g, i, a))) return -1;
+        if (nb_buf_printf(b, ",%s", nb_grid_point_label(s->g, i, a))) return -1;
     const pt_status *p = &s->st[i];
     if (p->state == PT_DONE || p->state == PT_SKIPPED) {
         nbx_run r;
         if (nbx_run_read(dir, &r)) return -1;
-        int rc = nbd_buf_printf(b, ",%.9g,", r.final_train_loss) ||
-                 (!isnan(r.final_val_loss) && nbd_buf_printf(b, "%.9g", r.final_val_loss)) || nbd_buf_put(b, ",", 1) ||
-                 (!isnan(r.best_val_loss) && nbd_buf_printf(b, "%.9g", r.best_val_loss)) ||
-                 nbd_buf_printf(b, ",%.0f,%.3f,done,0\n", r.tokens[r.n - 1], r.seconds);
+        int rc = nb_buf_printf(b, ",%.9g,", r.final_train_loss) ||
+                 (!isnan(r.final_val_loss) && nb_buf_printf(b, "%.9g", r.final_val_loss)) || nb_buf_put(b, ",", 1) ||
+                 (!isnan(r.best_val_loss) && nb_buf_printf(b, "%.9g", r.best_val_loss)) ||
+                 nb_buf_printf(b, ",%.0f,%.3f,done,0\n", r.tokens[r.n - 1], r.seconds);
         nbx_run_free(&r);
         return rc ? -1 : 0;
     }
-    if (p->state == PT_FAILED) return nbd_buf_printf(b, ",,,,,,failed,%d\n", p->exit_status);
-    return nbd_buf_printf(b, ",,,,,,%s,\n", p->state == PT_INTERRUPTED ? "interrupted" : "not_run");
+    if (p->state == PT_FAILED) return nb_buf_printf(b, ",,,,,,failed,%d\n", p->exit_status);
+    return nb_buf_printf(b, ",,,,,,%s,\n", p->state == PT_INTERRUPTED ? "interrupted" : "not_run");
 }
 
 static int write_results(const sweep *s) {
-    nbd_buf b = {0};
+    nb_buf b = {0};
     char path[4200];
     snprintf(path, sizeof path, "%s/results.csv", s->o->out_dir);
-    int rc = nbd_buf_printf(&b, "point");
-    for (int a = 0; a < nb_grid_n_axes(s->g) && !rc; a++) rc = nbd_buf_printf(&b, ",%s", nb_grid_axis_name(s->g, a));
-    if (!rc) rc = nbd_buf_printf(&b, ",%s\n", NBX_RESULT_COLUMNS);
+    int rc = nb_buf_printf(&b, "point");
+    for (int a = 0; a < nb_grid_n_axes(s->g) && !rc; a++) rc = nb_buf_printf(&b, ",%s", nb_grid_axis_name(s->g, a));
+    if (!rc) rc = nb_buf_printf(&b, ",%s\n", NBX_RESULT_COLUMNS);
     for (int i = 0; i < s->n && !rc; i++) rc = result_row(s, i, &b);
-    if (!rc) rc = nbd_write_file_atomic(path, b.p, b.n);
-    nbd_buf_free(&b);
+    if (!rc) rc = nb_fs_write_atomic(path, b.p, b.n);
+    nb_buf_free(&b);
     return rc;
 }
 
@@ -330,12 +331,12 @@ static int write_results(const sweep *s) {
 static int prepare(sweep *s) {
     char path[4200];
     snprintf(path, sizeof path, "%s/runs", s->o->out_dir);
-    if (nbd_mkdir_p(path)) return -1;
+    if (nb_fs_mkdirs(path, NULL)) return -1;
     /* One sweep per folder: a second would run the same points into the same run folders. */
     if (nb_fs_lock_dir(&s->lock, s->o->out_dir, "--out")) return -1;
     snprintf(path, sizeof path, "%s/grid.txt", s->o->out_dir);
     const char *text = nb_grid_text(s->g);
-    if (nbd_write_file_atomic(path, text, strlen(text))) return -1;
+    if (nb_fs_write_atomic(path, text, strlen(text))) return -1;
     if (!(s->st = calloc((size_t)s->n, sizeof *s->st)) || !(s->envp = child_env(s->o->jobs)))
         return nb_fail("out of memory");
     return 0;

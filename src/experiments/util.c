@@ -27,60 +27,60 @@ void nbx_strv_free(nbx_strv *s) {
 }
 
 int nbx_tokenize(const char *text, nbx_strv *out, char *err, size_t err_size) {
-    nbd_buf tok = {0};
+    nb_buf tok = {0};
     const char *p = text;
     for (;;) {
         while (*p == ' ' || *p == '\t') p++;
         if (!*p) break;
         tok.n = 0;
-        if (nbd_buf_put(&tok, "", 0)) goto oom;
+        if (nb_buf_put(&tok, "", 0)) goto oom;
         while (*p && *p != ' ' && *p != '\t') {
             if (*p != '"' && *p != '\'') {
-                if (nbd_buf_put(&tok, p++, 1)) goto oom;
+                if (nb_buf_put(&tok, p++, 1)) goto oom;
                 continue;
             }
             char q = *p++;
             while (*p && *p != q) {
                 if (q == '"' && *p == '\\' && (p[1] == '"' || p[1] == '\\')) p++;
-                if (nbd_buf_put(&tok, p++, 1)) goto oom;
+                if (nb_buf_put(&tok, p++, 1)) goto oom;
             }
             if (!*p) {
                 snprintf(err, err_size, "unbalanced %c quote (expected a closing %c on the same line)", q, q);
-                nbd_buf_free(&tok);
+                nb_buf_free(&tok);
                 return -1;
             }
             p++;
         }
         if (nbx_strv_push(out, tok.p, tok.n)) goto oom;
     }
-    nbd_buf_free(&tok);
+    nb_buf_free(&tok);
     return 0;
 oom:
-    nbd_buf_free(&tok);
+    nb_buf_free(&tok);
     snprintf(err, err_size, "out of memory");
     return -1;
 }
 
-int nbx_shell_quote(nbd_buf *b, const char *arg) {
+int nbx_shell_quote(nb_buf *b, const char *arg) {
     int plain = *arg != 0;
     for (const char *p = arg; *p; p++)
         plain &= strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%", *p) != NULL;
-    if (plain) return nbd_buf_printf(b, "%s", arg);
-    if (nbd_buf_put(b, "'", 1)) return -1;
+    if (plain) return nb_buf_printf(b, "%s", arg);
+    if (nb_buf_put(b, "'", 1)) return -1;
     for (const char *p = arg; *p; p++)
-        if (*p == '\'' ? nbd_buf_printf(b, "'\\''") : nbd_buf_put(b, p, 1)) return -1;
-    return nbd_buf_put(b, "'", 1);
+        if (*p == '\'' ? nb_buf_printf(b, "'\\''") : nb_buf_put(b, p, 1)) return -1;
+    return nb_buf_put(b, "'", 1);
 }
 
-int nbx_html(nbd_buf *b, const char *s) {
+int nbx_html(nb_buf *b, const char *s) {
     for (; *s; s++) {
         int r;
         switch (*s) {
-        case '&': r = nbd_buf_printf(b, "&amp;"); break;
-        case '<': r = nbd_buf_printf(b, "&lt;"); break;
-        case '>': r = nbd_buf_printf(b, "&gt;"); break;
-        case '"': r = nbd_buf_printf(b, "&quot;"); break;
-        default: r = nbd_buf_put(b, s, 1);
+        case '&': r = nb_buf_printf(b, "&amp;"); break;
+        case '<': r = nb_buf_printf(b, "&lt;"); break;
+        case '>': r = nb_buf_printf(b, "&gt;"); break;
+        case '"': r = nb_buf_printf(b, "&quot;"); break;
+        default: r = nb_buf_put(b, s, 1);
         }
         if (r) return -1;
     }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "model/stage.h"
 #include "util/error.h"
+#include "util/hash.h"
 #include "util/rng.h"
 
 int nb_model_create(nb_model *m, const nb_config *cfg, int n_stages, const int *blocks_per_stage) {

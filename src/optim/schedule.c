@@ -28,12 +28,20 @@ float nb_schedule_lr(const nb_schedule *s, int step) {
     }
 }
 
+/* Indexed by nb_schedule_kind. */
+static const char *const schedule_names[] = {"cosine", "wsd", "constant"};
+
+const char *nb_schedule_name(nb_schedule_kind kind) {
+    return (unsigned)kind < 3 ? schedule_names[kind] : "unknown";
+}
+
 int nb_schedule_parse(const char *name, nb_schedule_kind *out) {
-    if (!strcmp(name, "cosine")) *out = NB_SCHEDULE_COSINE;
-    else if (!strcmp(name, "wsd")) *out = NB_SCHEDULE_WSD;
-    else if (!strcmp(name, "constant")) *out = NB_SCHEDULE_CONSTANT;
-    else return nb_fail("--schedule '%s': expected cosine, wsd or constant", name);
-    return 0;
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(name, schedule_names[k])) {
+            *out = (nb_schedule_kind)k;
+            return 0;
+        }
+    return nb_fail("--schedule '%s': expected cosine, wsd or constant", name);
 }
 
 int nb_schedule_validate(const nb_schedule *s) {

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 #include "runtime/link.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 int nb_mpi_launched(void) {
@@ -62,23 +63,18 @@ static int mpi_send(nb_link *l, int to, int tag, const void *buf, size_t bytes) 
     return 0;
 }
 
-static double seconds_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* MPI_Probe with the link's timeout: a rank that stalled (SIGSTOP, a hung file system) is no failure
  * to MPI, and would hold this one for ever. It polls, as Open MPI's blocking probe does too; once a
  * wait has lasted a few milliseconds (a stage idle anyway), it sleeps 50 us between polls. */
 static int probe(nb_link *l, int from, int tag, MPI_Status *st) {
     if (l->timeout_s <= 0) return MPI_Probe(from, tag, MPI_COMM_WORLD, st) == MPI_SUCCESS ? 0 : -1;
-    const double start = seconds_now();
+    const double start = nb_now();
     for (;;) {
         int arrived = 0;
         if (MPI_Iprobe(from, tag, MPI_COMM_WORLD, &arrived, st) != MPI_SUCCESS) return -1;
         if (arrived) return 0;
-        const double waited = seconds_now() - start;
+        const double waited = nb_now() - start;
         if (waited > l->timeout_s) return 1;
         if (waited > 0.005) nanosleep(&(struct timespec){0, 50000}, NULL);
     }

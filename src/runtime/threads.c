@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include "runtime/link.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 typedef struct message {
@@ -66,21 +67,10 @@ static message *take(mailbox *b, int from, int tag) {
     return NULL;
 }
 
-/* The moment `seconds` from now on the mailboxes' clock (CLOCK_MONOTONIC). */
-static struct timespec deadline(double seconds) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    double whole = floor(seconds);
-    ts.tv_sec += (time_t)whole;
-    ts.tv_nsec += (long)((seconds - whole) * 1e9);
-    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-    return ts;
-}
-
 static int hub_recv(nb_link *l, int from, int tag, void *buf, size_t bytes) {
     nb_hub *h = l->impl;
     mailbox *b = &h->boxes[l->stage];
-    const struct timespec until = deadline(l->timeout_s);
+    const struct timespec until = nb_deadline(l->timeout_s);
     int timed_out = 0;
     pthread_mutex_lock(&b->mu);
     message *m;

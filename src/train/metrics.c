@@ -8,9 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "data/dutil.h"
 #include "train/run.h"
 #include "util/error.h"
+#include "util/fs.h"
+#include "util/json.h"
 
 int train_write_metrics(FILE *f, const char *out_dir, const train_metrics *m) {
     errno = 0;
@@ -41,11 +42,11 @@ int train_sync_metrics(FILE *f, const char *out_dir) {
  * not) of a step 1..last_step. */
 static int keep_line(const char *line, size_t n, int last_step) {
     if (n < 2 || line[n - 1] != '\n') return 0;
-    nbd_json v;
-    if (nbd_json_parse(line, n - 1, &v, "metrics.jsonl line")) return 0;
-    const nbd_json *step = nbd_json_get(&v, "step");
-    int keep = step && step->type == NBD_JNUM && step->is_int && step->i >= 1 && step->i <= last_step;
-    nbd_json_free(&v);
+    nb_json v;
+    if (nb_json_parse(line, n - 1, &v, "metrics.jsonl line")) return 0;
+    const nb_json *step = nb_json_get(&v, "step");
+    int keep = step && step->type == NB_JNUM && step->is_int && step->i >= 1 && step->i <= last_step;
+    nb_json_free(&v);
     return keep;
 }
 
@@ -66,23 +67,22 @@ static int copy_kept(FILE *in, FILE *out, int last_step) {
 static int trim_metrics(const char *path, int last_step) {
     FILE *in = fopen(path, "r");
     if (!in) return errno == ENOENT ? 0 : nb_fail("%s: cannot read: %s", path, strerror(errno));
-    char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *out = fopen(tmp, "w");
-    if (!out) {
+    nb_afile out;
+    if (nb_afile_open(&out, path)) {
         fclose(in);
-        return nb_fail("%s: cannot write: %s", tmp, strerror(errno));
+        return -1;
     }
-    int bad = copy_kept(in, out, last_step);
+    int bad = copy_kept(in, out.f, last_step);
+    int err = errno;
     fclose(in);
-    bad |= fflush(out) != 0 || fsync(fileno(out)) != 0;
-    bad |= fclose(out) != 0;
-    if (bad || rename(tmp, path)) {
-        int err = errno;
-        unlink(tmp);
+    if (bad) {
+        nb_afile_abort(&out);
         return nb_fail("%s: cannot keep the lines of steps 1..%d for the resumed run: %s", path, last_step,
                        strerror(err));
     }
+    if (nb_afile_commit(&out))
+        return nb_fail("%s: cannot keep the lines of steps 1..%d for the resumed run: %s", path, last_step,
+                       nb_last_error());
     return 0;
 }
 

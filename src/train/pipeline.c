@@ -33,6 +33,7 @@
 #include "nobubble/runtime.h"
 #include "train/run.h"
 #include "train/state.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/signals.h"
@@ -144,7 +145,7 @@ static const float *weights_of(worker *w, int version) {
     return p;
 }
 
-static mark mark_now(const worker *w) { return (mark){train_now(), w->busy, w->eval}; }
+static mark mark_now(const worker *w) { return (mark){nb_now(), w->busy, w->eval}; }
 
 static void count_op(worker *w, nb_pipe_op op, double seconds) {
     w->busy += seconds;
@@ -154,9 +155,9 @@ static void count_op(worker *w, nb_pipe_op op, double seconds) {
 
 /* A receive inside an update: its waiting is idle time, not the update's. */
 static int recv_waiting(worker *w, int from, int tag_, void *buf, size_t bytes) {
-    double t = train_now();
+    double t = nb_now();
     int rc = nb_link_recv(w->link, from, tag_, buf, bytes);
-    w->waited += train_now() - t;
+    w->waited += nb_now() - t;
     return rc;
 }
 
@@ -176,10 +177,10 @@ static int run_forward(worker *w, const nb_pipe_action *a) {
     if (is_first(w) && a->mb % sh->M == 0) w->step_pos[a->step] = nb_loader_position(w->train);
     if ((is_first(w) || is_last(w)) && nb_loader_next(w->train, w->tokens, w->targets)) return -1;
     if (!is_first(w) && nb_link_recv(w->link, w->s - 1, tag(TAG_ACT, a->mb), w->x_in, act_bytes(sh))) return -1;
-    double t = train_now();
+    double t = nb_now();
     float loss = 0;
     if (nb_stage_forward(w->st, wt, w->slots[slot], w->tokens, w->x_in, w->targets, &loss)) return -1;
-    count_op(w, NB_PIPE_FORWARD, train_now() - t);
+    count_op(w, NB_PIPE_FORWARD, nb_now() - t);
     w->slot_mb[slot] = a->mb;
     if (is_last(w)) w->loss_sum += loss;
     else if (nb_link_send(w->link, w->s + 1, tag(TAG_ACT, a->mb), nb_acts_output(w->slots[slot]), act_bytes(sh)))
@@ -194,9 +195,9 @@ static int run_backward(worker *w, const nb_pipe_action *a) {
     if (!wt) return -1;
     if (slot < 0) return nb_fail("stage %d: backward of micro-batch %d, which has no activations", w->s, a->mb);
     if (!is_last(w) && nb_link_recv(w->link, w->s + 1, tag(TAG_GRAD, a->mb), w->dout, act_bytes(sh))) return -1;
-    double t = train_now();
+    double t = nb_now();
     if (nb_stage_backward(w->st, wt, w->slots[slot], is_last(w) ? NULL : w->dout, 1.0f / sh->M)) return -1;
-    count_op(w, NB_PIPE_BACKWARD, train_now() - t);
+    count_op(w, NB_PIPE_BACKWARD, nb_now() - t);
     w->slot_mb[slot] = -1;
     if (!is_first(w) &&
         nb_link_send(w->link, w->s - 1, tag(TAG_GRAD, a->mb), nb_acts_input_grad(w->slots[slot]), act_bytes(sh)))
@@ -286,7 +287,7 @@ static int run_update(worker *w, int step) {
     const nb_train_options *o = sh->o;
     nb_stage *st = w->st;
     if (ensure_tied_copy(w)) return -1;  /* w_t, with its copy, is about to be kept as a version */
-    double t = train_now(), waited0 = w->waited;
+    double t = nb_now(), waited0 = w->waited;
     step_stats mine = {0, 0, 0, nb_stash_tau(w->stash, step)};
     if (is_last(w)) {
         mine.loss = w->loss_sum / sh->M;
@@ -315,7 +316,7 @@ static int run_update(worker *w, int step) {
     if (!isfinite(mine.update_sq)) return train_diverged(step, "the update's norm", sqrt(mine.update_sq), NULL);
     memset(st->grads, 0, sizeof(float) * st->n_params);
     w->updates++;
-    count_op(w, NB_PIPE_UPDATE, train_now() - t - (w->waited - waited0));
+    count_op(w, NB_PIPE_UPDATE, nb_now() - t - (w->waited - waited0));
     if (tied_split(w) && is_first(w) &&
         nb_link_send(w->link, sh->P - 1, tag(TAG_TIED_W, w->updates), st->params + st->tensors[0].offset,
                      sizeof(float) * embed_numel(w)))
@@ -334,7 +335,7 @@ static int run_update(worker *w, int step) {
         }
         w->stats[step] = sum;
         w->grad_norms[step] = w->grad_norm;
-        w->step_time[step] = train_now() - w->t0 - w->eval;
+        w->step_time[step] = nb_now() - w->t0 - w->eval;
     }
     if (step == sh->steady_from - 1) w->steady[0] = mark_now(w);
     if (step == sh->steady_to - 1) w->steady[1] = mark_now(w);
@@ -364,7 +365,7 @@ static int run_update(worker *w, int step) {
 static int evaluate(worker *w, int step, double *val) {
     run_shared *sh = w->sh;
     const nb_train_options *o = sh->o;
-    double t = train_now(), total = 0;
+    double t = nb_now(), total = 0;
     if (ensure_tied_copy(w)) return -1;
     if (w->val) nb_loader_reset(w->val);
     for (int b = 0; b < o->eval_batches; b++) {
@@ -381,7 +382,7 @@ static int evaluate(worker *w, int step, double *val) {
     if (sh->P > 1 && is_first(w) && nb_link_recv(w->link, sh->P - 1, tag(TAG_EVAL_LOSS, step), &loss, sizeof loss))
         return -1;
     *val = loss;
-    w->eval += train_now() - t;
+    w->eval += nb_now() - t;
     return 0;
 }
 
@@ -440,7 +441,7 @@ static int checkpoint(worker *w, int step) {
     const nb_train_options *o = sh->o;
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/step_%06d", o->save_dir, step + 1);
-    double t = train_now();
+    double t = nb_now();
     save_status mine = {0, ""};
     const double weights_sq = nb_grad_sum_squares(w->st->params, w->st->tensors, w->st->n_tensors);
     if (!isfinite(weights_sq)) {  /* no checkpoint of non-finite weights, ever (see train_diverged) */
@@ -452,7 +453,7 @@ static int checkpoint(worker *w, int step) {
         snprintf(mine.error, sizeof mine.error, "stage %d: %s", w->s, nb_last_error());
     }
     if (!is_first(w)) {
-        w->eval += train_now() - t;  /* like evaluation, not training time */
+        w->eval += nb_now() - t;  /* like evaluation, not training time */
         return nb_link_send(w->link, 0, tag(TAG_SAVED, step), &mine, sizeof mine);
     }
     for (int i = 1; i < sh->P; i++) {
@@ -470,8 +471,8 @@ static int checkpoint(worker *w, int step) {
         return -1;
     }
     snprintf(sh->last_saved, sizeof sh->last_saved, "%s", dir);
-    if (!o->quiet) train_report_checkpoint("saved", dir, train_now() - t);
-    w->eval += train_now() - t;
+    if (!o->quiet) train_report_checkpoint("saved", dir, nb_now() - t);
+    w->eval += nb_now() - t;
     return 0;
 }
 
@@ -487,7 +488,7 @@ static int resume_stage(worker *w) {
     const nb_train_options *o = sh->o;
     train_parts parts;
     int start = 0;
-    double t = train_now();
+    double t = nb_now();
     if (own_parts(w, &parts)) return -1;
     int rc = train_state_load_stages(o->resume_dir, &parts, w->s, w->s, &start, o);
     free_parts(&parts);
@@ -496,7 +497,7 @@ static int resume_stage(worker *w) {
     w->updates = w->copy_version = start;
     snprintf(sh->last_saved, sizeof sh->last_saved, "%s", o->resume_dir);
     /* MPI: the first rank's time (the others load theirs meanwhile); threads: setup_and_resume's */
-    if (is_first(w) && o->transport == NB_TRANSPORT_MPI) report_resume(sh, train_now() - t);
+    if (is_first(w) && o->transport == NB_TRANSPORT_MPI) report_resume(sh, nb_now() - t);
     return 0;
 }
 
@@ -621,7 +622,7 @@ static int injected_fault(const worker *w, int step) {
 }
 
 static int run_actions(worker *w) {
-    w->t0 = train_now();
+    w->t0 = nb_now();
     w->steady[0] = mark_now(w);
     /* w->sc may be cut short during an update (stop_on_request); its list starts as before. */
     for (w->pos = 0; w->pos < w->sc->start[w->s + 1] - w->sc->start[w->s]; w->pos++) {
@@ -637,7 +638,7 @@ static int run_actions(worker *w) {
 }
 
 static stage_report report_of(const worker *w) {
-    double now = train_now();
+    double now = nb_now();
     const mark end = w->steady[1].t > 0 ? w->steady[1] : (mark){now, w->busy, w->eval}, *start = &w->steady[0];
     stage_report r = {w->busy, w->eval, now - w->t0, end.busy - start->busy, end.t - start->t, end.eval - start->eval,
                       worker_bytes(w), w->n_slots, 0, 0, 0};
@@ -872,10 +873,10 @@ static int setup_and_resume(run_shared *sh, worker *ws) {
     for (int i = 0; i < sh->P; i++)
         if (worker_setup(&ws[i])) return -1;
     if (!sh->o->resume_dir) return 0;
-    double t = train_now();
+    double t = nb_now();
     for (int i = 0; i < sh->P; i++)
         if (resume_stage(&ws[i])) return -1;
-    report_resume(sh, train_now() - t);
+    report_resume(sh, nb_now() - t);
     return 0;
 }
 

@@ -6,7 +6,6 @@
 #include "nobubble/train.h"
 #include "util/fs.h"
 
-double train_now(void);  /* monotonic seconds */
 int train_check_options(const nb_train_options *o, int T);
 /* summary.json; extra (NULL: none) is one more `"key": value` member, written as given. */
 int train_write_summary(const nb_train_options *o, const nb_train_result *res, int T, const char *extra);

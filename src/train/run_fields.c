@@ -58,8 +58,7 @@ static void optim_fields(const nb_train_options *o, run_field *f, int *n) {
     const run_field_kind V = RUN_FIELD_OVERRIDE;
     put(f, n, "optimizer", "--optimizer", RUN_FIELD_FIXED, "%s", nb_optimizer_name(p->kind));
     put(f, n, "max_precond_dim", "--max-precond-dim", RUN_FIELD_FIXED, "%d", p->max_precond_dim);
-    static const char *const schedules[] = {"cosine", "wsd", "constant"};
-    put(f, n, "schedule", "--schedule", V, "%s", schedules[o->schedule.kind]);
+    put(f, n, "schedule", "--schedule", V, "%s", nb_schedule_name(o->schedule.kind));
     putf(f, n, "lr", "--lr", V, o->schedule.lr);
     putf(f, n, "lr_min", "--lr-min", V, o->schedule.lr_min);
     put(f, n, "warmup", "--warmup", V, "%d", o->schedule.warmup);

@@ -14,7 +14,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "data/dutil.h"
 #include "nobubble/checkpoint.h"
 #include "train/run_fields.h"
 #include "train/state_meta.h"
@@ -270,8 +269,8 @@ static int finish_save(int rc, const char *tmp, const char *dir) {
         train_state_remove(tmp);
         return -1;
     }
-    char *parent = nbd_dirname(dir);
-    if (parent) nbd_fsync_dir(parent);
+    char *parent = nb_fs_dirname(dir);
+    if (parent) nb_fs_fsync_dir(parent);
     free(parent);
     return 0;
 }

@@ -18,6 +18,7 @@
 #include "nobubble/train.h"
 #include "train/run.h"
 #include "train/state.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -132,12 +133,6 @@ void nb_train_defaults(nb_train_options *o) {
     o->peer_timeout = 300;
 }
 
-double train_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* An int option in [lo, hi] (the ranges of train.h), else an error naming the flag. */
 static int in_range(const char *flag, int v, int lo, int hi) {
     if (v >= lo && v <= hi) return 0;
@@ -223,14 +218,12 @@ static int evaluate(run_state *r, const nb_train_options *o, double *loss_out) {
     return nb_evaluate(&r->model, r->acts, r->val, o->eval_batches, r->inputs, r->targets, loss_out);
 }
 
-static const char *const schedule_names[] = {"cosine", "wsd", "constant"};
-
 int train_write_summary(const nb_train_options *o, const nb_train_result *res, int T, const char *extra) {
-    char path[4096], tmp[4200], cfg[1024];
+    char path[4096], cfg[1024];
     snprintf(path, sizeof path, "%s/summary.json", o->out_dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) return nb_fail("%s: cannot write: %s", tmp, strerror(errno));
+    nb_afile a;
+    if (nb_afile_open(&a, path)) return -1;
+    FILE *f = a.f;
     nb_config_json(&o->model, cfg, sizeof cfg);
     fprintf(f, "{\n  \"nobubble\": \"%s\",\n  \"model\": %s,\n", NB_VERSION, cfg);
     fprintf(f, "  \"run\": {\"stages\": %d, \"batch\": %d, \"seq_len\": %d, \"microbatches\": %d, \"steps\": %d, "
@@ -241,7 +234,7 @@ int train_write_summary(const nb_train_options *o, const nb_train_result *res, i
                "\"train\": \"%s\", \"val\": \"%s\", \"threads\": %d, \"gemm\": \"%s\"},\n",
             o->stages, o->batch, T, o->microbatches, o->steps, nb_optimizer_name(o->optim.kind),
             (double)o->schedule.lr, (double)o->aux_lr, (double)o->schedule.lr_min, o->schedule.warmup,
-            schedule_names[o->schedule.kind], (double)o->schedule.cooldown, (double)o->clip,
+            nb_schedule_name(o->schedule.kind), (double)o->schedule.cooldown, (double)o->clip,
             (double)o->optim.beta1, (double)o->optim.beta2, (double)o->optim.beta3, (double)o->optim.eps,
             (double)o->optim.weight_decay, (double)o->optim.momentum, o->optim.nesterov ? "true" : "false",
             o->optim.ns_steps, (double)o->optim.gamma, o->optim.precond_every, (unsigned long long)o->seed,
@@ -259,14 +252,7 @@ int train_write_summary(const nb_train_options *o, const nb_train_result *res, i
     else fprintf(f, "  \"final_val_loss\": %.9g,\n", res->final_val_loss);
     fprintf(f, "  \"tokens_per_s\": %.1f,\n  \"seconds\": %.3f,\n  \"weights_hash\": \"%016llx\"\n}\n",
             res->tokens_per_s, res->seconds, (unsigned long long)res->weights_hash);
-    int bad = ferror(f);
-    bad |= fflush(f) != 0 || fsync(fileno(f)) != 0;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path)) {
-        unlink(tmp);
-        return nb_fail("%s: cannot write: %s", path, strerror(errno));
-    }
-    return 0;
+    return nb_afile_commit(&a);   /* "PATH: write failed: ..." */
 }
 
 /* Finite exactly when every weight is: squares of floats cannot overflow a double. */
@@ -376,9 +362,9 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
     }
     train_parts parts = {&r.model, r.opt, r.stash, r.train};
     int start = 0;
-    double t_load = train_now();
+    double t_load = nb_now();
     if (o->resume_dir && train_state_load(o->resume_dir, &parts, &start, o)) goto done;
-    if (o->resume_dir && !o->quiet) train_report_checkpoint("loaded", o->resume_dir, train_now() - t_load);
+    if (o->resume_dir && !o->quiet) train_report_checkpoint("loaded", o->resume_dir, nb_now() - t_load);
     if (o->save_dir && nb_fs_mkdirs(o->save_dir, "--save-dir")) goto done;
     if (o->out_dir) {
         if (nb_fs_mkdirs(o->out_dir, "--out")) goto done;
@@ -408,11 +394,11 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
     int proven = 0;  /* --keep: the newest periodic checkpoint whose weights gave a finite step */
     for (int step = start; step < o->steps; step++) {
         float lr = nb_schedule_lr(&sched, step);
-        double t0 = train_now();
+        double t0 = nb_now();
         step_stats st;
         if (train_step(&r, o, step, lr, &st)) goto done;
         loss = st.loss;
-        double dt = train_now() - t0;
+        double dt = nb_now() - t0;
         train_seconds += dt;
         int last = step == o->steps - 1;
         double val = NAN;
@@ -440,7 +426,7 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
         if (o->save_dir && (last || stopping || (o->save_every && (step + 1) % o->save_every == 0))) {
             char dir[4200];
             snprintf(dir, sizeof dir, "%s/step_%06d", o->save_dir, step + 1);
-            double t_save = train_now();
+            double t_save = nb_now();
             double weights_sq = weights_sum_squares(&r.model);
             if (!isfinite(weights_sq)) {
                 train_diverged(step, "the weights' sum of squares", weights_sq, last_saved);
@@ -453,7 +439,7 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
                 goto done;
             }
             snprintf(last_saved, sizeof last_saved, "%s", dir);
-            if (!o->quiet) train_report_checkpoint("saved", dir, train_now() - t_save);
+            if (!o->quiet) train_report_checkpoint("saved", dir, nb_now() - t_save);
         }
         /* With validation data, the proof is a finite validation loss of the weights saved; without,
          * this step's finite loss and gradients on versions no older than step - max_tau. */

@@ -181,3 +181,127 @@ int nb_fs_check_name(const char *name, const char *what) {
     if (strlen(name) > 200) return nb_fail("%s '%.40s...': longer than 200 bytes", what, name);
     return 0;
 }
+/* ------------------------------------------------------------ atomic files, whole-file reads */
+char *nb_fs_dirname(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return strdup(".");
+    if (slash == path) return strdup("/");
+    size_t n = (size_t)(slash - path);
+    char *d = malloc(n + 1);
+    if (!d) return NULL;
+    memcpy(d, path, n);
+    d[n] = 0;
+    return d;
+}
+
+int nb_fs_fsync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY);
+    if (fd < 0) return nb_fail("%s: cannot open folder: %s", dir, strerror(errno));
+    fsync(fd);  /* some file systems refuse fsync on folders: not an error */
+    close(fd);
+    return 0;
+}
+
+int nb_afile_open(nb_afile *a, const char *path) {
+    memset(a, 0, sizeof *a);
+    size_t n = strlen(path);
+    a->path = strdup(path);
+    a->tmp = malloc(n + 16);
+    if (!a->path || !a->tmp) {
+        free(a->path);
+        free(a->tmp);
+        return nb_fail("out of memory");
+    }
+    snprintf(a->tmp, n + 16, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(a->tmp);
+    if (fd < 0) {
+        int e = errno;
+        free(a->path);
+        free(a->tmp);
+        a->path = a->tmp = NULL;
+        return nb_fail("%s: cannot create a temporary file next to it: %s", path, strerror(e));
+    }
+    fchmod(fd, 0644);
+    a->f = fdopen(fd, "wb");
+    if (!a->f) {
+        close(fd);
+        unlink(a->tmp);
+        free(a->path);
+        free(a->tmp);
+        a->path = a->tmp = NULL;
+        return nb_fail("%s: fdopen failed", path);
+    }
+    return 0;
+}
+
+void nb_afile_abort(nb_afile *a) {
+    if (a->f) fclose(a->f);
+    if (a->tmp) unlink(a->tmp);
+    free(a->tmp);
+    free(a->path);
+    memset(a, 0, sizeof *a);
+}
+
+int nb_afile_commit(nb_afile *a) {
+    int bad = ferror(a->f) || fflush(a->f) != 0 || fsync(fileno(a->f)) != 0;
+    int e = errno;
+    if (fclose(a->f) != 0) bad = 1;
+    a->f = NULL;
+    if (bad) {
+        nb_fail("%s: write failed: %s", a->path, strerror(e));
+        nb_afile_abort(a);
+        return -1;
+    }
+    if (rename(a->tmp, a->path) != 0) {
+        nb_fail("%s: cannot rename the temporary file into place: %s", a->path, strerror(errno));
+        nb_afile_abort(a);
+        return -1;
+    }
+    char *dir = nb_fs_dirname(a->path);
+    if (dir) nb_fs_fsync_dir(dir);
+    free(dir);
+    free(a->tmp);
+    free(a->path);
+    memset(a, 0, sizeof *a);
+    return 0;
+}
+
+int nb_fs_write_atomic(const char *path, const void *data, size_t n) {
+    nb_afile a;
+    if (nb_afile_open(&a, path)) return -1;
+    if (n && fwrite(data, 1, n, a.f) != n) {
+        nb_fail("%s: write failed: %s", path, strerror(errno));
+        nb_afile_abort(&a);
+        return -1;
+    }
+    return nb_afile_commit(&a);
+}
+
+int nb_fs_read_file(const char *path, char **data, size_t *n, const char *what) {
+    const char *w = what ? what : "file";
+    FILE *f = fopen(path, "rb");
+    if (!f) return nb_fail("%s %s: cannot open: %s", w, path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return nb_fail("%s %s: not a regular file", w, path);
+    }
+    size_t size = (size_t)st.st_size;
+    char *p = malloc(size + 1);
+    if (!p) {
+        fclose(f);
+        return nb_fail("%s %s: out of memory (%zu bytes)", w, path, size);
+    }
+    size_t got = fread(p, 1, size, f);
+    int err = ferror(f);
+    fclose(f);
+    if (err || got != size) {
+        free(p);
+        return nb_fail("%s %s: read failed", w, path);
+    }
+    p[size] = 0;
+    *data = p;
+    *n = size;
+    return 0;
+}
+

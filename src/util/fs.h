@@ -1,13 +1,31 @@
-/* Internal: the small file utilities every part that writes a folder shares: mkdir -p, a run's lock
- * on a folder, removing a folder's files without ever following a symbolic link, and checking that a
- * name given by a user or read from a file stays in its folder. Each reports errors through nb_fail,
- * naming the flag (e.g. "--save-dir") and the path. */
+/* Internal: the small file utilities every part that writes a folder shares: mkdir -p, atomic file
+ * writes (a temporary, fsync, rename), whole-file reads, a run's lock on a folder, removing a
+ * folder's files without ever following a symbolic link, and checking that a name given by a user or
+ * read from a file stays in its folder. Each reports errors through nb_fail, naming the flag (e.g.
+ * "--save-dir") and the path. */
 #ifndef NB_UTIL_FS_H
 #define NB_UTIL_FS_H
+#include <stddef.h>
+#include <stdio.h>
 
 /* mkdir -p: creates path and its missing parents. flag (may be NULL) names where path came from in
  * errors ("--save-dir PATH: cannot create ..."). A path that exists and is not a folder is an error. */
 int nb_fs_mkdirs(const char *path, const char *flag);
+
+/* A file written under a temporary name in the same folder (PATH.tmp.XXXXXX, mode 0644), then
+ * flushed, fsync'ed and renamed over path, and the folder fsync'ed: readers see the old file or the
+ * whole new one. Write to a.f between open and commit; abort removes the temporary. */
+typedef struct { FILE *f; char *tmp; char *path; } nb_afile;
+int nb_afile_open(nb_afile *a, const char *path);
+int nb_afile_commit(nb_afile *a);    /* on failure the temporary file is removed */
+void nb_afile_abort(nb_afile *a);
+/* A whole buffer written atomically (nb_afile). */
+int nb_fs_write_atomic(const char *path, const void *data, size_t n);
+int nb_fs_fsync_dir(const char *dir);    /* the folder holding path entries */
+char *nb_fs_dirname(const char *path);   /* malloc'ed; "." when there is no slash */
+/* Reads a whole file (NUL-terminated, *n excludes the NUL). what: how to name it in errors
+ * (e.g. "--input"), may be NULL. */
+int nb_fs_read_file(const char *path, char **data, size_t *n, const char *what);
 
 /* The lock file a run holds in a folder it writes (--out, --save-dir) for its whole life. */
 #define NB_FS_LOCK_NAME ".nobubble.lock"

@@ -1,27 +1,14 @@
 #include "util/rng.h"
 #include <math.h>
 #include <string.h>
-
-uint64_t nb_fnv1a(uint64_t h, const void *data, size_t n) {
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
+#include "util/hash.h"
 
 nb_rng nb_rng_keyed(uint64_t seed, const char *key) {
     nb_rng r = {nb_fnv1a(NB_FNV_INIT ^ (seed * 0x9e3779b97f4a7c15ULL), key, strlen(key))};
     return r;
 }
 
-uint64_t nb_rng_u64(nb_rng *r) {
-    uint64_t z = (r->state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+uint64_t nb_rng_u64(nb_rng *r) { return nb_splitmix64(&r->state); }
 
 double nb_rng_uniform(nb_rng *r) { return (double)(nb_rng_u64(r) >> 11) * 0x1.0p-53; }
 

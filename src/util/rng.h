@@ -1,4 +1,4 @@
-/* Internal: a small, seeded, reproducible random generator (splitmix64 stream). */
+/* Internal: a small, seeded, reproducible random generator (splitmix64 stream, util/hash.h). */
 #ifndef NB_UTIL_RNG_H
 #define NB_UTIL_RNG_H
 #include <stddef.h>
@@ -13,7 +13,4 @@ uint64_t nb_rng_u64(nb_rng *r);
 double nb_rng_uniform(nb_rng *r);
 /* Standard normal (Box-Muller, one value per call). */
 double nb_rng_normal(nb_rng *r);
-/* FNV-1a 64 over bytes, continuing from h (start with NB_FNV_INIT). */
-#define NB_FNV_INIT 0xcbf29ce484222325ULL
-uint64_t nb_fnv1a(uint64_t h, const void *data, size_t n);
 #endif
