@@ -365,12 +365,8 @@ int nb_train(const nb_train_options *o, nb_train_result *res) {
     double t_load = nb_now();
     if (o->resume_dir && train_state_load(o->resume_dir, &parts, &start, o)) goto done;
     if (o->resume_dir && !o->quiet) train_report_checkpoint("loaded", o->resume_dir, nb_now() - t_load);
-    if (o->save_dir && nb_fs_mkdirs(o->save_dir, "--save-dir")) goto done;
-    if (o->out_dir) {
-        if (nb_fs_mkdirs(o->out_dir, "--out")) goto done;
-        /* A resumed run continues the metrics of the run it resumes. */
-        if (!(r.metrics = train_open_metrics(o->out_dir, o->resume_dir ? start : -1))) goto done;
-    }
+    /* (train_lock_run made --save-dir and --out.) A resumed run continues the metrics of the run it resumes. */
+    if (o->out_dir && !(r.metrics = train_open_metrics(o->out_dir, o->resume_dir ? start : -1))) goto done;
     nb_schedule sched = o->schedule;
     sched.total_steps = o->steps;
     const double tokens_per_step = (double)o->batch * T * o->microbatches;
