@@ -3,7 +3,6 @@
  * (source, tag) pair, waiting on the mailbox's condition variable. A failure is broadcast to
  * every mailbox, so that no receiver waits for a message that will never come. */
 #include <errno.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
