@@ -13,7 +13,8 @@
 #include <stddef.h>
 #include "nobubble/common.h"
 
-typedef enum { NB_PIPE_GPIPE, NB_PIPE_1F1B, NB_PIPE_PIPEDREAM, NB_PIPE_2BW } nb_pipe_kind;
+/* SEQUENTIAL is the one-process run's order (nb_pipe_generate_sequential): no overlap between stages. */
+typedef enum { NB_PIPE_GPIPE, NB_PIPE_1F1B, NB_PIPE_PIPEDREAM, NB_PIPE_2BW, NB_PIPE_SEQUENTIAL } nb_pipe_kind;
 #define NB_PIPE_KINDS "gpipe, 1f1b, pipedream, 2bw"
 
 typedef enum { NB_PIPE_FORWARD, NB_PIPE_BACKWARD, NB_PIPE_UPDATE } nb_pipe_op;
@@ -108,4 +109,119 @@ typedef struct {
  * stage is free). O(actions) time and memory. Free the result with nb_pipe_sim_free. */
 int nb_pipe_simulate(const nb_pipe_schedule *s, const nb_pipe_costs *costs, nb_pipe_sim *out);
 void nb_pipe_sim_free(nb_pipe_sim *sim);
+
+/* ---- Lowering: every message made explicit (docs/executor.md) ----
+ * A run is executed as per-endpoint lists of low-level actions: endpoints 0 .. P-1 are the stages,
+ * endpoint P is the coordinator (statistics, progress and metrics lines, evaluation results,
+ * checkpoint commit, stop decisions, the summary), which computes nothing. nb_pipe_lower turns a
+ * schedule (forward, backward, update, with weight versions) into these lists; every message a
+ * run exchanges is a SEND in one list and its RECV in another, so the validator sees all of them
+ * and the simulator costs them. The executor (src/train) runs the lists as they are: a worker is a
+ * flat loop over its actions.
+ *
+ * The lowered update of step t on stage s, in list order:
+ *   [tied split, last]  SEND TIED_GRAD(t) -> 0        [tied split, first] RECV TIED_GRAD(t) <- P-1
+ *   GRADS(t)            the gradient complete: the tied sum (first stage), Taylor; its squared norm
+ *   [clip]              SEND NORM(t) -> every other stage in stage order, then RECV NORM(t) <- each, in order
+ *   APPLY(t)            global clipping, divergence checks, the optimizer's step, the delay's apply
+ *   [tied split, first] SEND TIED_W(t + 1) -> P-1     (the last stage receives it right before it
+ *                       next reads its current weights: RECV TIED_W(v) <- 0)
+ *   SEND STATS(t) -> coordinator
+ *   [eval after t]      per validation batch b: [s > 0] RECV EVAL_ACT(b) <- s-1, EVAL(b),
+ *                       [s < P-1] SEND EVAL_ACT(b) -> s+1; the last stage then SEND EVAL_LOSS(t) -> coordinator
+ *   [t >= from + lag]   RECV END(t - lag) <- coordinator: the number of steps the run ends after
+ *   [save after t]      SAVE(t) (this stage's part), SEND SAVED(t) -> coordinator
+ *                       (save_whole: SEND SAVED(t), then RECV COMMITTED(t) <- coordinator)
+ * and a forward / backward of micro-batch j: [s > 0] RECV ACT(j) <- s-1, FORWARD(j),
+ * [s < P-1] SEND ACT(j) -> s+1; [s < P-1] RECV GRAD(j) <- s+1, BACKWARD(j), [s > 0] SEND GRAD(j) -> s-1.
+ * At the end of a stage's list: [tied split, last] its pending RECV TIED_W, SEND DONE -> coordinator,
+ * [gather_params, s > 0] SEND PARAMS -> coordinator.
+ * The coordinator, per step t: RECV STATS(t) <- 0 .. P-1, [eval] RECV EVAL_LOSS(t) <- P-1, REPORT(t),
+ * [some stage receives END(t)] DECIDE(t) and SEND END(t) -> 0 .. P-1, [save] RECV SAVED(t) <- 0 .. P-1,
+ * COMMIT(t) ([save_whole] SEND COMMITTED(t) -> 0 .. P-1); at the end RECV DONE <- 0 .. P-1,
+ * [gather_params] RECV PARAMS <- 1 .. P-1, FINISH. */
+typedef enum {
+    NB_MSG_ACT,        /* s -> s+1: the activations of micro-batch `index` */
+    NB_MSG_GRAD,       /* s+1 -> s: their gradient */
+    NB_MSG_TIED_GRAD,  /* last -> first: the head's part of the tied embedding's gradient, step `index` */
+    NB_MSG_TIED_W,     /* first -> last: the embedding after `index` updates (the head's version `index`) */
+    NB_MSG_NORM,       /* stage -> stage: its squared gradient norm of step `index` (global clipping) */
+    NB_MSG_STATS,      /* stage -> coordinator: what step `index` measured on the stage */
+    NB_MSG_EVAL_ACT,   /* s -> s+1: the activations of validation batch `index` */
+    NB_MSG_EVAL_LOSS,  /* last -> coordinator: the validation loss after step `index` */
+    NB_MSG_SAVED,      /* stage -> coordinator: its checkpoint part after step `index` written (or why not) */
+    NB_MSG_COMMITTED,  /* coordinator -> stage: the checkpoint after step `index` is complete (save_whole) */
+    NB_MSG_END,        /* coordinator -> stage: decided after step `index`: the steps the run ends after */
+    NB_MSG_DONE,       /* stage -> coordinator: the stage's report at the end */
+    NB_MSG_PARAMS,     /* stage -> coordinator: its final weights (gather_params) */
+    NB_MSG_KINDS
+} nb_msg_kind;
+
+typedef enum {
+    NB_LOW_SEND,      /* msg to peer, index */
+    NB_LOW_RECV,      /* msg from peer, index */
+    NB_LOW_FORWARD,   /* micro-batch mb of step, on weight version `version` */
+    NB_LOW_BACKWARD,  /* the same */
+    NB_LOW_GRADS,     /* step: the gradient complete (tied sum, Taylor), its squared norm */
+    NB_LOW_APPLY,     /* step: clip, check, optimizer step, delay apply (makes version step + 1) */
+    NB_LOW_EVAL,      /* validation batch `index` forward on the current weights, after step */
+    NB_LOW_SAVE,      /* this stage's checkpoint part after step */
+    NB_LOW_REPORT,    /* coordinator: step's progress and metrics lines */
+    NB_LOW_DECIDE,    /* coordinator: after step, the steps the run ends after (a stop request moves it) */
+    NB_LOW_COMMIT,    /* coordinator: the checkpoint after step completed (or the save failed) */
+    NB_LOW_FINISH,    /* coordinator: results, summary, export */
+    NB_LOW_OPS
+} nb_low_op;
+
+typedef struct {
+    nb_low_op op;
+    nb_msg_kind msg;  /* SEND, RECV */
+    int peer;         /* SEND, RECV: the other endpoint (0 .. P; P is the coordinator) */
+    int index;        /* SEND, RECV: the message's index (see nb_msg_kind); EVAL: the validation batch */
+    int step;         /* the optimizer step the action belongs to (-1 for the end's actions) */
+    int mb, version;  /* FORWARD, BACKWARD (else -1) */
+} nb_low_action;
+
+typedef struct {
+    int tied;                     /* the model ties embedding and head: with P > 1, the tied messages */
+    int clip;                     /* global-norm clipping: the NORM exchange */
+    int eval_batches;             /* validation batches per evaluation (0: no validation data) */
+    const unsigned char *eval_at; /* [full run's steps]: evaluate after step t (NULL: never) */
+    const unsigned char *save_at; /* [full run's steps]: save after step t (NULL: never) */
+    int save_final;               /* also save after the schedule's last step (a run with --save-dir) */
+    int save_whole;               /* one process holds every stage: the coordinator writes the whole
+                                     checkpoint at COMMIT while the stages wait (COMMITTED) */
+    int from_step;                /* a resumed run starts here: actions of earlier steps are left out */
+    int gather_params;            /* stages 1 .. P-1 send their final weights to the coordinator (MPI) */
+} nb_low_options;
+
+typedef struct {
+    int n_stages;                 /* P; the coordinator is endpoint P */
+    int n_steps;                  /* the schedule's steps */
+    int end_lag;                  /* a stage receives END(u - end_lag) at its update u */
+    size_t *start;                /* P + 2 offsets: endpoint e's actions are actions[start[e] .. start[e+1]) */
+    nb_low_action *actions;
+} nb_low_schedule;
+
+/* The sequential order of a one-process run: per step, each micro-batch forward through every
+ * stage and back, then every stage's update; stage s uses versions[t * P + s] for step t (copied;
+ * 0 <= version <= t). Any P, M >= 1. Its lowered lists, driven by one worker, compute exactly what
+ * a pipeline with the same versions computes. */
+int nb_pipe_generate_sequential(nb_pipe_schedule *out, int n_stages, int n_micro, int n_steps, const int *versions);
+
+int nb_pipe_lower(const nb_pipe_schedule *s, const nb_low_options *o, nb_low_schedule *out);
+void nb_low_free(nb_low_schedule *l);
+/* How many leading actions endpoint e's lists in a and b have in common. */
+size_t nb_low_common_prefix(const nb_low_schedule *a, const nb_low_schedule *b, int endpoint);
+/* The index in endpoint e's list of the first action with this op, step and (SEND/RECV) msg and
+ * index, or (size_t)-1. */
+size_t nb_low_find(const nb_low_schedule *l, int endpoint, nb_low_op op, nb_msg_kind msg, int step, int index);
+const char *nb_msg_kind_name(nb_msg_kind kind);
+const char *nb_low_op_name(nb_low_op op);
+/* 0 when the lowered lists are sound: every SEND has exactly one matching RECV (same kind and
+ * index, from its sender) and the reverse, peers in range and never the endpoint itself, and the
+ * lists run to their ends without deadlock when sends never wait (a receive waits for its send).
+ * Otherwise -1 with a message naming the endpoint, the action index and the problem (an unmatched
+ * message, or for a deadlock every endpoint's blocked receive). */
+int nb_low_validate(const nb_low_schedule *l);
 #endif
