@@ -6,10 +6,12 @@
 #include "nobubble/pipeline.h"
 #include "util/error.h"
 
-static const char *const kind_names[] = {"gpipe", "1f1b", "pipedream", "2bw"};
+/* "sequential" is the one-process run's order: accepted, though not one of the pipelines NB_PIPE_KINDS lists. */
+static const char *const kind_names[] = {"gpipe", "1f1b", "pipedream", "2bw", "sequential"};
+#define N_KINDS 5
 
 int nb_pipe_kind_parse(const char *text, nb_pipe_kind *out) {
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < N_KINDS; k++)
         if (!strcmp(text, kind_names[k])) {
             *out = (nb_pipe_kind)k;
             return 0;
@@ -18,7 +20,7 @@ int nb_pipe_kind_parse(const char *text, nb_pipe_kind *out) {
 }
 
 const char *nb_pipe_kind_name(nb_pipe_kind kind) {
-    return (unsigned)kind < 4 ? kind_names[kind] : "unknown";
+    return (unsigned)kind < N_KINDS ? kind_names[kind] : "unknown";
 }
 
 const char *nb_pipe_delay_name(nb_pipe_kind kind) {
@@ -30,7 +32,7 @@ int nb_pipe_version_rule(nb_pipe_kind kind, int n_stages, int stage, int step) {
     switch (kind) {
     case NB_PIPE_2BW: v = step - 1; break;
     case NB_PIPE_PIPEDREAM: v = step - (n_stages - 1 - stage); break;
-    case NB_PIPE_GPIPE: case NB_PIPE_1F1B: default: v = step; break;
+    case NB_PIPE_GPIPE: case NB_PIPE_1F1B: case NB_PIPE_SEQUENTIAL: default: v = step; break;
     }
     return v < 0 ? 0 : v;
 }
@@ -38,7 +40,7 @@ int nb_pipe_version_rule(nb_pipe_kind kind, int n_stages, int stage, int step) {
 int nb_pipe_alloc(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int n_micro, int n_steps,
                   const size_t *counts) {
     memset(out, 0, sizeof *out);
-    if ((unsigned)kind >= 4) return nb_fail("schedule kind %d: expected one of %s", (int)kind, NB_PIPE_KINDS);
+    if ((unsigned)kind >= N_KINDS) return nb_fail("schedule kind %d: expected one of %s", (int)kind, NB_PIPE_KINDS);
     if (n_stages < 1) return nb_fail("stages = %d: expected P >= 1", n_stages);
     if (n_micro < 1) return nb_fail("micro-batches = %d: expected M >= 1", n_micro);
     if (n_steps < 1) return nb_fail("steps = %d: expected S >= 1", n_steps);
@@ -147,6 +149,19 @@ static void gen_1f1b(emitter *e) {
     }
 }
 
+/* Sequential: per step, each micro-batch forward and at once backward (through every stage, in the
+ * one-process order), then the update: one activation slot per stage, for any P and M. */
+static void gen_sequential(emitter *e) {
+    const int M = e->sc->n_micro;
+    for (int t = 0; t < e->sc->n_steps; t++) {
+        for (int i = 0; i < M; i++) {
+            emit(e, NB_PIPE_FORWARD, t * M + i, t);
+            emit(e, NB_PIPE_BACKWARD, t * M + i, t);
+        }
+        emit(e, NB_PIPE_UPDATE, -1, t);
+    }
+}
+
 /* 2BW and PipeDream: one 1F1B stream over all micro-batches with no flush; the update of step t
  * right after the stage's last backward of step t (for PipeDream every micro-batch is a step). */
 static void gen_stream(emitter *e) {
@@ -184,8 +199,8 @@ static void gen_versioned(emitter *e) {
 int nb_pipe_generate_versions(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int n_micro, int n_steps,
                               const int *versions) {
     memset(out, 0, sizeof *out);
-    if (kind != NB_PIPE_1F1B && kind != NB_PIPE_2BW && kind != NB_PIPE_PIPEDREAM)
-        return nb_fail("schedule %s: a version table needs a stream schedule (1f1b, 2bw or pipedream)",
+    if (kind != NB_PIPE_1F1B && kind != NB_PIPE_2BW && kind != NB_PIPE_PIPEDREAM && kind != NB_PIPE_SEQUENTIAL)
+        return nb_fail("schedule %s: a version table needs a stream schedule (1f1b, 2bw, pipedream or sequential)",
                        nb_pipe_kind_name(kind));
     if (kind == NB_PIPE_PIPEDREAM && n_micro != 1)
         return nb_fail("pipedream updates after every micro-batch: expected M = 1 with a version table, got %d", n_micro);
@@ -203,7 +218,7 @@ int nb_pipe_generate_versions(nb_pipe_schedule *out, nb_pipe_kind kind, int n_st
         return nb_fail("out of memory for a version table of %d steps", n_steps);
     }
     memcpy(out->versions, versions, bytes);
-    for (int s = 0; s < n_stages; s++) {
+    for (int s = 0; s < n_stages && kind != NB_PIPE_SEQUENTIAL; s++) {  /* its order needs no change */
         emitter e = {out, out->actions + out->start[s], s};
         gen_versioned(&e);
         /* A flush has the same actions in another order: the count is unchanged. */
@@ -245,7 +260,12 @@ int nb_pipe_generate(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int
         case NB_PIPE_GPIPE: gen_gpipe(&e); break;
         case NB_PIPE_1F1B: gen_1f1b(&e); break;
         case NB_PIPE_PIPEDREAM: case NB_PIPE_2BW: gen_stream(&e); break;
+        case NB_PIPE_SEQUENTIAL: gen_sequential(&e); break;
         }
     }
     return 0;
+}
+
+int nb_pipe_generate_sequential(nb_pipe_schedule *out, int n_stages, int n_micro, int n_steps, const int *versions) {
+    return nb_pipe_generate_versions(out, NB_PIPE_SEQUENTIAL, n_stages, n_micro, n_steps, versions);
 }
