@@ -97,6 +97,13 @@ static int mpi_recv(nb_link *l, int from, int tag, void *buf, size_t bytes) {
     return 0;
 }
 
+static int mpi_poll(nb_link *l, int from, int tag) {
+    int arrived = 0;
+    if (MPI_Iprobe(from, tag, MPI_COMM_WORLD, &arrived, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        return nb_fail("stage %d: MPI_Iprobe for stage %d failed", l->stage, from);
+    return arrived != 0;
+}
+
 static void mpi_fail(nb_link *l, const char *why) {
     fprintf(stderr, "nobubble: stage %d failed: %s\n", l->stage, why);
     fflush(stderr);
@@ -110,7 +117,7 @@ static void mpi_close(nb_link *l) {
     free(l);
 }
 
-static const nb_link_ops mpi_ops = {mpi_send, mpi_recv, mpi_fail, mpi_close};
+static const nb_link_ops mpi_ops = {mpi_send, mpi_recv, mpi_poll, mpi_fail, mpi_close};
 
 int nb_mpi_available(void) { return 1; }
 
