@@ -64,6 +64,16 @@ void nb_hub_free(nb_hub *h);
  * built without MPI or when the world size is not n_stages. */
 int nb_mpi_available(void);
 int nb_mpi_link(nb_link **out, int n_stages);
+/* MPI with endpoints beyond the stages: the world size must be n_stages (one rank per stage);
+ * endpoints n_stages..n_endpoints-1 live on rank 0. On rank 0, links[0] is endpoint 0 and links[1..]
+ * are the extra endpoints in order (links must hold 1 + n_endpoints - n_stages); elsewhere links[0]
+ * is the rank's stage. *n_links says how many were made. Every link's nb_link_stage() is its
+ * endpoint and nb_link_count() is n_endpoints. Messages between two endpoints of one process go
+ * through an in-process queue (no MPI; any size); to another rank they go over MPI with the
+ * endpoint pair in the MPI tag (fails at once, naming MPI_TAG_UB, when it does not fit). All links
+ * of a process must be driven by one thread; nb_link_close each, then nb_mpi_finish once.
+ * nb_mpi_link is this with n_endpoints == n_stages. */
+int nb_mpi_links(nb_link **links, int *n_links, int n_stages, int n_endpoints);
 /* MPI_Finalize, after the links are closed (no-op without MPI or when it was never started). */
 void nb_mpi_finish(void);
 /* Whether this process was started by an MPI launcher (mpirun sets its rank variables). */
