@@ -1,4 +1,5 @@
-/* The MPI transport with a coordinator endpoint, run by tests/link_mpi.sh as `mpirun -np P link_mpi P`:
+/* The MPI transport with a coordinator endpoint (and the refusals of a wrong world size and of tags
+ * beyond MPI_TAG_UB; Open MPI's is 2^31 - 1, so 60 extra endpoints exceed it), run by tests/link_mpi.sh as `mpirun -np P link_mpi P`:
  * rank 0 drives endpoint 0 and the coordinator (endpoint P) with polls, as the executor will; every
  * rank runs its endpoints' part of the protocol of tests/support/link_script.c (which test_link
  * also runs on the threads hub). A failed check calls nb_link_fail, which aborts the whole job.
@@ -28,6 +29,8 @@ static int run(int P) {
     int n = 0;
     CHECK(nb_mpi_links(links, &n, P + 1, P + 2) != 0 && strstr(nb_last_error(), "expected one process per stage"),
           "a world size other than the stages is refused (%s)", nb_last_error());
+    CHECK(nb_mpi_links(links, &n, P, P + 60) != 0 && strstr(nb_last_error(), "MPI_TAG_UB") && n == 0,
+          "endpoint pairs whose tags exceed MPI_TAG_UB are refused (%s)", nb_last_error());
     if (nb_mpi_links(links, &n, P, P + 1)) {
         fprintf(stderr, "link_mpi: %s\n", nb_last_error());
         return 1;
