@@ -1,6 +1,6 @@
-/* The MPI transport with a coordinator endpoint (and the refusals of a wrong world size and of tags
- * beyond MPI_TAG_UB; Open MPI's is 2^31 - 1, so 60 extra endpoints exceed it), run by tests/link_mpi.sh as `mpirun -np P link_mpi P`:
- * rank 0 drives endpoint 0 and the coordinator (endpoint P) with polls, as the executor will; every
+/* The MPI transport with a coordinator endpoint, run by tests/link_mpi.sh as
+ * `mpirun -np P link_mpi P` (and the refusals of a wrong world size and of tags beyond MPI_TAG_UB;
+ * Open MPI's is 2^31 - 1, so 60 extra endpoints exceed it): rank 0 drives endpoint 0 and the coordinator (endpoint P) with polls, as the executor will; every
  * rank runs its endpoints' part of the protocol of tests/support/link_script.c (which test_link
  * also runs on the threads hub). A failed check calls nb_link_fail, which aborts the whole job.
  * `link_mpi --available` exits 77 (skipped) when nobubble was built without MPI. */
