@@ -74,6 +74,7 @@ typedef struct nb_train_result {
                                    one stage and leave the results above unset) */
 } nb_train_result;
 
+/* The settings table's defaults (adamw's where they differ by optimizer) and the tiny model. */
 void nb_train_defaults(nb_train_options *o);
 /* The validation loss as training reports it: the loader reset, then the mean over `batches`
  * micro-batches of their mean cross-entropy, on the current weights (inputs and targets: room
