@@ -306,6 +306,9 @@ static void test_messages(void) {
               o.schedule.lr == 0.5f && o.optim.momentum == 0.95f && o.optim.nesterov == 1,
           "a given --lr stays, whatever the order; muon's own defaults fill the rest");
     nb_train_defaults(&o);
+    nb_settings_begin(&a, &o);
+    CHECK(!nb_settings_arg(&a, "--ef", "0") && o.delay.ef == 1 && o.delay.ef_alpha == 0, "--ef 0: on, with alpha 0");
+    nb_train_defaults(&o);
     o.batch = 0;
     CHECK(nb_settings_check(&o) && strstr(nb_last_error(), "--batch 0: out of range"), "nb_settings_check: the range");
 }

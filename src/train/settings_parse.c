@@ -1,7 +1,6 @@
 /* A setting's value: from a flag's text (with its range), as text, as a --help line, and the
  * defaults that depend on other settings. The rows are in settings.c. */
 #include <errno.h>
-#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -20,14 +19,14 @@ void setting_set_number(const nb_setting *s, nb_train_options *o, double v) {
     void *f = setting_field(s, o);
     switch (s->type) {
     case NB_SET_INT: case NB_SET_BOOL: case NB_SET_ENUM: case NB_SET_DELAY: {
-        int x = (int)v;   /* a delay's number is its mode (tau stays) */
+        int x = (int)v;   /* a delay's number is its mode, nb_delay_options' first field (tau stays) */
         memcpy(f, &x, sizeof x);
         break;
     }
     case NB_SET_U64: *(uint64_t *)f = (uint64_t)v; break;
     case NB_SET_FLOAT: *(float *)f = (float)v; break;
     case NB_SET_DOUBLE: *(double *)f = v; break;
-    case NB_SET_EF: ((nb_delay_options *)f)->ef = v != 0 ? 1 : 0; break;  /* the default: off */
+    case NB_SET_EF: ((nb_delay_options *)f)->ef = v != 0 ? 1 : 0; break;  /* 0: off (the default); see parse_number */
     case NB_SET_STRING: *(const char **)f = NULL; break;
     }
 }
@@ -50,7 +49,7 @@ static int enum_count(const nb_setting *s) {
     return n;
 }
 
-/* "0.001", "(0..1e+09]", "[1..65536]" */
+/* "[1..65536]", "(0..1000000000]", "[0..1)" */
 static void format_range(const nb_setting *s, char *buf, size_t size) {
     if (s->type == NB_SET_U64) {
         snprintf(buf, size, "[0..2^64-1]");
@@ -105,8 +104,13 @@ static int parse_number(const nb_setting *s, const char *flag, const char *text,
         x = v;
     }
     if (nb_setting_has_range(s) && !in_range(s, x)) return out_of_range(s, flag, text);
+    if (s->type == NB_SET_EF) {   /* --ef ALPHA turns error feedback on, also with alpha 0 */
+        nb_delay_options *d = setting_field(s, o);
+        d->ef = 1;
+        d->ef_alpha = (float)x;
+        return 0;
+    }
     setting_set_number(s, o, x);
-    if (s->type == NB_SET_EF) ((nb_delay_options *)setting_field(s, o))->ef_alpha = (float)x;
     return 0;
 }
 
