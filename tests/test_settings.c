@@ -362,6 +362,37 @@ static void test_limits_doc(void) {
     free(doc);
 }
 
+/* The line of docs/checkpoints.md's resume table that ends with `ending`, or NULL. */
+static char *doc_line(char *doc, const char *ending) {
+    char *at = strstr(doc, ending);
+    if (!at) return NULL;
+    while (at > doc && at[-1] != '\n') at--;
+    char *end = strchr(at, '\n');
+    if (end) *end = 0;
+    return at;
+}
+
+/* docs/checkpoints.md names each recorded setting in the row of its resume policy. */
+static void test_checkpoints_doc(void) {
+    size_t n;
+    char *doc = (char *)check_slurp("docs/checkpoints.md", &n);
+    char *copy = doc ? strdup(doc) : NULL;
+    char *never = doc ? doc_line(doc, "| never: they fix the saved tensors' shapes") : NULL;
+    char *override = copy ? doc_line(copy, "| only with `--override`, which prints") : NULL;
+    CHECK(never && override, "docs/checkpoints.md has the resume table");
+    for (int i = 0; never && override && i < nb_settings_count; i++) {
+        const nb_setting *s = &nb_settings[i];
+        if (!s->checkpoint_key || s->resume == NB_RESUME_SPLIT) continue;
+        char name[64];
+        if (s->flag) snprintf(name, sizeof name, "`%s`", s->flag);
+        else snprintf(name, sizeof name, "`%s`", s->name);
+        const char *line = s->resume == NB_RESUME_FIXED ? never : override;
+        CHECK(strstr(line, name) != NULL, "docs/checkpoints.md: %s in the row of its policy", name);
+    }
+    free(doc);
+    free(copy);
+}
+
 int main(void) {
     char dir[] = "/tmp/nb_test_settings_XXXXXX";
     if (!mkdtemp(dir)) return 1;
@@ -374,6 +405,7 @@ int main(void) {
     test_messages();
     test_help_shows_the_table();
     test_limits_doc();
+    test_checkpoints_doc();
     char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     check_run(cmd);
