@@ -88,7 +88,7 @@ rc=$?
 # Bad input, before any work.
 expect_error "world size differs from --stages" "with 2 MPI processes: expected one process per stage" \
   "${mpi[@]}" -np 2 "$bin" train "${small[@]}" --set n_layers=3 --stages 3 --pipeline 2bw --microbatches 3 --steps 2 --transport mpi
-expect_error "unknown schedule" "--kind 'zigzag': expected one of gpipe, 1f1b, pipedream, 2bw" \
+expect_error "unknown schedule" "--pipeline 'zigzag': expected one of gpipe, 1f1b, pipedream, 2bw" \
   "$bin" train "${small[@]}" --stages 2 --pipeline zigzag
 expect_error "unknown transport" "--transport 'tcp': expected one of threads, mpi" \
   "$bin" train "${small[@]}" --stages 2 --pipeline 2bw --microbatches 2 --transport tcp

@@ -111,9 +111,9 @@ axis lr: 1e-3 -1
 EOF
 "$bin" sweep "$work/fail.grid" --out "$work/fail" > "$work/fail.log" 2>&1
 rc=$?
-[ $rc -ne 0 ] && grep -q "FAILED (exit status 1): .*--lr -1" "$work/fail.log" && ok || fail "failed point: rc $rc: $(cat "$work/fail.log")"
+[ $rc -ne 0 ] && grep -q "FAILED (exit status 2): .*--lr -1" "$work/fail.log" && ok || fail "failed point: rc $rc: $(cat "$work/fail.log")"
 check "the other point completes" test "$(csv_field "$work/fail/results.csv" 1e-3 status)" = done
-check "the failure and its exit status are recorded" test "$(csv_field "$work/fail/results.csv" 1 status),$(csv_field "$work/fail/results.csv" 1 exit_status)" = "failed,1"
+check "the failure and its exit status are recorded" test "$(csv_field "$work/fail/results.csv" 1 status),$(csv_field "$work/fail/results.csv" 1 exit_status)" = "failed,2"
 
 # ---------------------------------------------------------------- grid expansion (--dry-run)
 cat > "$work/expand.grid" <<'EOF'

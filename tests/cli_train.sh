@@ -66,7 +66,7 @@ expect_error "negative beta2" "--beta2 -0.5" "$bin" train --data "$work/data" --
 expect_error "negative weight decay" "--wd -1" "$bin" train --data "$work/data" --wd -1
 expect_error "SOAP refresh interval 0" "--precond-every 0" "$bin" train --data "$work/data" --optimizer soap --precond-every 0
 expect_error "negative clip" "--clip -1" "$bin" train --data "$work/data" --clip -1
-expect_error "unknown schedule" "cosine, wsd or constant" "$bin" train --data "$work/data" --schedule linear
+expect_error "unknown schedule" "--schedule 'linear': expected one of cosine, wsd, constant" "$bin" train --data "$work/data" --schedule linear
 
 # Delays and mitigations: a short delayed run records them; bad ones are refused.
 "$bin" train --data "$work/data" --set n_layers=2 --set context=16 --batch 2 --steps 4 --stages 2 --delay pipedream \
@@ -80,7 +80,7 @@ expect_error "negative tau" "fixed:TAU with an integer TAU >= 0" "$bin" train --
 expect_error "sync start longer than the run" "--sync-start 50" "$bin" train --data "$work/data" --steps 10 --delay 2bw --sync-start 50
 expect_error "sync cooldown longer than the run" "--sync-cooldown 50" "$bin" train --data "$work/data" --steps 10 --delay 2bw --sync-cooldown 50
 expect_error "more stages than blocks" "stages = 9" "$bin" train --data "$work/data" --set n_layers=2 --stages 9 --delay pipedream
-expect_error "negative EF alpha" "--ef '-1'" "$bin" train --data "$work/data" --delay 2bw --ef -1
+expect_error "negative EF alpha" "--ef -1: out of range, expected a number from 0 to" "$bin" train --data "$work/data" --delay 2bw --ef -1
 "$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 --steps 1 --ef 1 --quiet > /dev/null 2> "$work/warn.log"
 grep -q "warning: --ef with no delay does nothing" "$work/warn.log" && ok || fail "--ef with sync warns: $(cat "$work/warn.log")"
 

@@ -5,6 +5,7 @@
  * what a PipeDream or PipeDream-2BW pipeline computes. */
 #ifndef NOBUBBLE_TRAIN_H
 #define NOBUBBLE_TRAIN_H
+#include <stddef.h>
 #include <stdint.h>
 #include "nobubble/delay.h"
 #include "nobubble/model.h"
@@ -73,6 +74,7 @@ typedef struct nb_train_result {
                                    one stage and leave the results above unset) */
 } nb_train_result;
 
+/* The settings table's defaults (adamw's where they differ by optimizer) and the tiny model. */
 void nb_train_defaults(nb_train_options *o);
 /* The validation loss as training reports it: the loader reset, then the mean over `batches`
  * micro-batches of their mean cross-entropy, on the current weights (inputs and targets: room
@@ -86,4 +88,84 @@ int nb_evaluate(nb_model *m, nb_acts **acts, struct nb_loader *val, int batches,
  * nb_train then fails with a message saying where it stopped. */
 void nb_train_request_stop(void);
 int nb_train(const nb_train_options *o, nb_train_result *r);
+
+/* ---- the settings of a training run, as one table (src/train/settings.c) ----
+ *
+ * Every setting of `nobubble train` is one row: its name, its flag, its type, where it lives in
+ * nb_train_options, its default (per optimizer where the optimizers differ), its range, its help
+ * line, what a resume may do with it, and its keys in summary.json and in a checkpoint's run
+ * metadata. The flag parser, --help, nb_train_defaults, the range checks of nb_train, summary.json
+ * and the checkpoint's "run.KEY" metadata all walk this table (src/train/settings*.c), so a setting
+ * is added or changed in one place. Model fields are rows too (no flag of their own: `--set
+ * NAME=VALUE`, validated by nb_config_validate, which config.json shares). */
+typedef enum {
+    NB_SET_INT,      /* int */
+    NB_SET_U64,      /* uint64_t */
+    NB_SET_FLOAT,    /* float */
+    NB_SET_DOUBLE,   /* double (model fields) */
+    NB_SET_BOOL,     /* int 0/1: the flag sets 1, its off_flag 0; summary true/false */
+    NB_SET_STRING,   /* const char * (NULL: none) */
+    NB_SET_ENUM,     /* an int-sized enum, by name; -1 (when the default) means none */
+    NB_SET_DELAY,    /* nb_delay_options' mode and tau: "sync" | "2bw" | "pipedream" | "fixed:TAU" */
+    NB_SET_EF,       /* nb_delay_options' ef and ef_alpha: --ef ALPHA turns error feedback on */
+} nb_setting_type;
+
+/* What a run resumed from a checkpoint may do with a setting that differs from the checkpoint's:
+ *   FIXED     never (it shapes the saved tensors: the model's shape, the optimizer);
+ *   OVERRIDE  only with --override, which prints a warning naming it (what the run computes);
+ *   FREE      anything (not compared);
+ *   SPLIT     free, except under --delay pipedream, where it is OVERRIDE (the stages: stage s of a
+ *             PipeDream run computes on weights P-1-s steps old; any other split is bitwise equal). */
+typedef enum { NB_RESUME_FIXED, NB_RESUME_OVERRIDE, NB_RESUME_FREE, NB_RESUME_SPLIT } nb_resume_policy;
+
+typedef struct nb_setting {
+    const char *name;          /* "lr"; model fields: their --set name */
+    const char *flag;          /* "--lr"; NULL: none of its own (model fields, parts of another flag) */
+    const char *off_flag;      /* NB_SET_BOOL: the flag that sets 0 ("--no-nesterov"), or NULL */
+    nb_setting_type type;
+    size_t offset;             /* offsetof(nb_train_options, ...) */
+    const char *const *names;  /* NB_SET_ENUM: the names by value, NULL-terminated */
+    double def;                /* the default (an enum's value; strings: none) */
+    const double *by_optimizer;  /* NULL, or the default per nb_optimizer_kind (when not given) */
+    double min, max;           /* the range (numbers, --ef); min > max: none (checked elsewhere) */
+    int min_open, max_open;    /* 1: that end is excluded, "(0..1e+09]" */
+    const char *metavar;       /* "LR" */
+    const char *help;          /* "peak learning rate" */
+    const char *zero_means;    /* what 0 means ("the model's context"), shown by --help, or NULL */
+    nb_resume_policy resume;
+    const char *checkpoint_key;  /* "lr" for metadata "run.lr", or NULL: not recorded */
+    const char *summary_key;     /* "run.lr": SECTION.KEY in summary.json, or NULL: not written */
+} nb_setting;
+
+extern const nb_setting nb_settings[];
+extern const int nb_settings_count;
+enum { NB_SETTINGS_MAX = 96 };
+
+/* The row with this flag (or off_flag); NULL when none. */
+const nb_setting *nb_setting_by_flag(const char *flag);
+/* The row with this name; NULL when none. */
+const nb_setting *nb_setting_by_name(const char *name);
+/* Whether the row has a range to check. */
+int nb_setting_has_range(const nb_setting *s);
+
+/* Parsing a run's flags: nb_train_defaults, then one call per flag, then nb_settings_finish. */
+typedef struct {
+    nb_train_options *o;
+    unsigned char given[NB_SETTINGS_MAX];   /* by row: given on the command line */
+} nb_settings_args;
+void nb_settings_begin(nb_settings_args *a, nb_train_options *o);
+/* Applies `flag VALUE` (value NULL for a boolean flag). Fails (nb_fail) naming the flag, the value and
+ * what was expected: "--batch 0: out of range, expected an integer from 1 to 65536". */
+int nb_settings_arg(nb_settings_args *a, const char *flag, const char *value);
+/* The defaults that depend on other settings: per-optimizer values of the rows not given (--lr,
+ * --beta1, ...), and --pipeline's delay (an explicit --delay must agree with it). */
+int nb_settings_finish(nb_settings_args *a);
+
+/* The --help line of a row (without the flag): "LR     peak learning rate (adamw 0.001, ...) (0..1e+09]". */
+void nb_setting_help(const nb_setting *s, char *buf, size_t size);
+/* The value as text, the way a checkpoint records it ("0.001", "fixed:2", "off", "1"). */
+void nb_setting_format(const nb_setting *s, const nb_train_options *o, char *buf, size_t size);
+/* Checks every row with a range and a flag against it (what the parser checks, for callers of
+ * nb_train that fill the options themselves); the error names the flag like the parser's. */
+int nb_settings_check(const nb_train_options *o);
 #endif

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "nobubble/common.h"
+#include "nobubble/train.h"
 
 /* The range a help line ends in ("... [MIN..MAX]"); 0 when it names none. */
 static int has_range(const cli_option *o, double *lo, double *hi) {
@@ -75,10 +77,14 @@ static int parse_value(const char *cmd, const cli_option *o, const char *v) {
         l->items[l->n++] = v;
         return 0;
     }
+    case OPT_SETTING:
+        if (!nb_settings_arg(o->target, o->flag, v)) return 0;
+        fprintf(stderr, "nobubble %s: %s\n", cmd, nb_last_error());
+        return -1;
     case OPT_FLAG:
         break;
     }
-    static const char *const expected[] = {"an integer", "a finite number", "a non-negative integer", "", "", ""};
+    static const char *const expected[] = {"an integer", "a finite number", "a non-negative integer", "", "", "", ""};
     double lo, hi;
     fprintf(stderr, "nobubble %s: %s '%s': expected %s", cmd, o->flag, v, expected[o->type]);
     if (has_range(o, &lo, &hi)) fprintf(stderr, " from %.10g to %.10g", lo, hi);
@@ -93,6 +99,11 @@ int cli_check_threads(const char *cmd, const char *flag, int n) {
     fprintf(stderr, "nobubble %s: %s %d: expected 1 to %ld threads (4 x the %ld online cores, at most %d)\n", cmd,
             flag, n, cap, cores, CLI_MAX_THREADS);
     return -1;
+}
+
+static int takes_no_value(const cli_option *o) {
+    if (o->type == OPT_SETTING) return nb_setting_by_flag(o->flag)->type == NB_SET_BOOL;
+    return o->type == OPT_FLAG;
 }
 
 int cli_parse(const char *usage, int argc, char **argv, const cli_option *opts, int n_opts) {
@@ -111,12 +122,13 @@ int cli_parse(const char *usage, int argc, char **argv, const cli_option *opts, 
             fprintf(stderr, "nobubble %s: unknown option '%s' (see --help)\n", argv[0], a);
             return -1;
         }
-        if (o->type == OPT_FLAG) {
+        if (takes_no_value(o)) {
             if (eq) {
                 fprintf(stderr, "nobubble %s: %s takes no value\n", argv[0], o->flag);
                 return -1;
             }
-            *(int *)o->target = 1;
+            if (o->type == OPT_FLAG) *(int *)o->target = 1;
+            else if (parse_value(argv[0], o, NULL)) return -1;
             continue;
         }
         const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);

@@ -5,7 +5,9 @@
 #define NB_CLI_ARGS_H
 #include <stdio.h>
 
-typedef enum { OPT_INT, OPT_FLOAT, OPT_U64, OPT_STR, OPT_FLAG, OPT_LIST } opt_type;
+/* OPT_SETTING: a row of the run's settings table (nobubble/train.h) under its flag or off_flag;
+ * target is the nb_settings_args that collects them, and the table parses and checks the value. */
+typedef enum { OPT_INT, OPT_FLOAT, OPT_U64, OPT_STR, OPT_FLAG, OPT_LIST, OPT_SETTING } opt_type;
 
 #define OPT_LIST_MAX 64
 typedef struct {
@@ -16,7 +18,8 @@ typedef struct {
 typedef struct {
     const char *flag;   /* "--steps" */
     opt_type type;
-    void *target;       /* int*, float*, unsigned long long*, const char**, int* (flag), opt_list* */
+    void *target;       /* int*, float*, unsigned long long*, const char**, int* (flag), opt_list*,
+                           nb_settings_args* */
     const char *help;   /* "N  optimizer steps (100) [1..100000000]" */
 } cli_option;
 /* A help line of an OPT_INT, OPT_FLOAT or OPT_U64 option may end in its range, "[MIN..MAX]": --help shows

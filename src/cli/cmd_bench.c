@@ -17,6 +17,7 @@
 #include "nobubble/delay.h"
 #include "nobubble/model.h"
 #include "nobubble/optim.h"
+#include "nobubble/train.h"
 
 static const char usage[] =
     "usage: nobubble bench [--models tiny,small,medium] [--threads 1,2] [--optimizers adamw] [--delays sync]\n"
@@ -170,13 +171,16 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     for (int i = 0; i < no; i++) {
-        nb_optimizer_kind kind;
-        if (nb_optimizer_parse(oitems[i], &kind)) {
-            fprintf(stderr, "nobubble bench: %s\n", nb_last_error());
+        /* The optimizer as `nobubble train --optimizer NAME` runs it: the settings table's defaults. */
+        nb_train_options run;
+        nb_settings_args given;
+        nb_train_defaults(&run);
+        nb_settings_begin(&given, &run);
+        if (nb_settings_arg(&given, "--optimizer", oitems[i]) || nb_settings_finish(&given)) {
+            fprintf(stderr, "nobubble bench: --optimizers: %s\n", nb_last_error());
             return 2;
         }
-        ops[i] = nb_optim_defaults(kind);
-        ops[i].weight_decay = 0.1f;
+        ops[i] = run.optim;
     }
     for (int i = 0; i < nd; i++) {
         char mode[64];

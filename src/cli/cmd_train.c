@@ -1,7 +1,5 @@
 /* nobubble train: the command-line face of nb_train. */
 #include <glob.h>
-#include <limits.h>
-#include <math.h>
 #include <omp.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -78,32 +76,46 @@ static int parse_split(const char *text, int stages, int *blocks) {
     return -1;
 }
 
-/* --pipeline sets the delay its schedule imposes; an explicit --delay must agree with it. */
-static int pipeline_options(const char *pipeline, const char *transport, const char *delay, nb_train_options *o) {
-    nb_pipe_kind kind;
-    nb_transport_kind tk;
-    if (nb_delay_parse(delay ? delay : "sync", &o->delay) ||
-        (pipeline && (nb_pipe_kind_parse(pipeline, &kind) || nb_transport_parse(transport, &tk)))) {
-        fprintf(stderr, "nobubble train: %s\n", nb_last_error());
-        return -1;
+/* The command's options: what only the command line has (data folders, the model preset and --set,
+ * the split, OpenMP threads), then every setting of the run, from the settings table (train.h),
+ * which parses, checks and documents them. help: room for each row's generated --help line. */
+enum { CLI_ONLY = 5, HELP_SIZE = 256 };
+typedef struct {
+    const char *data, *preset, *split;
+    opt_list sets;
+    int threads;
+    nb_settings_args settings;
+    cli_option opts[CLI_ONLY + 2 * NB_SETTINGS_MAX];
+    char help[2 * NB_SETTINGS_MAX][HELP_SIZE];
+    int n_opts;
+} train_args;
+
+static void add_setting_flag(train_args *t, const char *flag, const char *help) {
+    char *line = t->help[t->n_opts - CLI_ONLY];
+    snprintf(line, HELP_SIZE, "%s", help);
+    t->opts[t->n_opts++] = (cli_option){flag, OPT_SETTING, &t->settings, line};
+}
+
+static void train_options(train_args *t, nb_train_options *o) {
+    const cli_option own[CLI_ONLY] = {
+        {"--data", OPT_STR, &t->data, "DIR    prepared data: DIR/*_train_*.bin, DIR/*_val_*.bin (data/bible)"},
+        {"--model", OPT_STR, &t->preset, "NAME   tiny | small | medium | smollm-135m | smollm-360m (tiny)"},
+        {"--set", OPT_LIST, &t->sets, "F=V    override a model field, e.g. --set n_layers=2 (repeatable)"},
+        {"--split", OPT_STR, &t->split, "A,B,.. blocks of each stage (even; with --pipeline: balanced by FLOPs, the head counted)"},
+        {"--threads", OPT_INT, &t->threads, "N      OpenMP threads (all cores) " CLI_RANGE(0, 1024)},
+    };
+    t->preset = "tiny";
+    memcpy(t->opts, own, sizeof own);
+    t->n_opts = CLI_ONLY;
+    nb_settings_begin(&t->settings, o);
+    for (int i = 0; i < nb_settings_count; i++) {
+        const nb_setting *s = &nb_settings[i];
+        char help[HELP_SIZE];
+        if (!s->flag) continue;
+        nb_setting_help(s, help, sizeof help);
+        add_setting_flag(t, s->flag, help);
+        if (s->off_flag) add_setting_flag(t, s->off_flag, "       the opposite of the flag above");
     }
-    if (!pipeline) {
-        if (strcmp(transport, "threads") || nb_mpi_launched()) {
-            fprintf(stderr, "nobubble train: --transport and mpirun need --pipeline KIND (one process per stage)\n");
-            return -1;
-        }
-        return 0;
-    }
-    const char *own = nb_pipe_delay_name(kind);
-    if (delay && strcmp(delay, own)) {
-        fprintf(stderr, "nobubble train: --pipeline %s runs with the delay %s, not --delay %s (leave --delay out)\n",
-                pipeline, own, delay);
-        return -1;
-    }
-    nb_delay_parse(own, &o->delay);
-    o->pipeline = (int)kind;
-    o->transport = (int)tk;
-    return 0;
 }
 
 int cmd_train(int argc, char **argv) {
@@ -115,130 +127,37 @@ int cmd_train(int argc, char **argv) {
     }
     nb_train_options o;
     nb_train_defaults(&o);
-    const char *data = NULL, *preset = "tiny", *schedule = "cosine", *optimizer = "adamw";
-    /* Optimizer hyperparameters: NAN / -1 until given, then the optimizer's own defaults. */
-    float lr = NAN, beta1 = NAN, beta2 = NAN, beta3 = NAN, eps = NAN, wd = NAN, momentum = NAN, gamma = NAN;
-    float aux_beta1 = NAN, aux_beta2 = NAN;
-    int ns_steps = INT_MIN, precond_every = INT_MIN, nesterov = 0, no_nesterov = 0, max_precond_dim = INT_MIN;
-    opt_list sets = {0};
-    int threads = 0, has_vocab_override = 0;
-    const char *split = NULL;
-    int split_blocks[256];
-    const char *delay = NULL, *ef = NULL, *pipeline = NULL, *transport = "threads";
-    unsigned long long seed = o.seed, data_seed = o.data_seed;
-    const cli_option opts[] = {
-        {"--data", OPT_STR, &data, "DIR    prepared data: DIR/*_train_*.bin, DIR/*_val_*.bin (data/bible)"},
-        {"--train", OPT_STR, &o.train_pattern, "GLOB   training shards (instead of --data)"},
-        {"--val", OPT_STR, &o.val_pattern, "GLOB   validation shards"},
-        {"--model", OPT_STR, &preset, "NAME   tiny | small | medium | smollm-135m | smollm-360m (tiny)"},
-        {"--set", OPT_LIST, &sets, "F=V    override a model field, e.g. --set n_layers=2 (repeatable)"},
-        {"--stages", OPT_INT, &o.stages, "P      split the model into P stages (1) " CLI_RANGE(1, 1024)},
-        {"--split", OPT_STR, &split, "A,B,.. blocks of each stage (even; with --pipeline: balanced by FLOPs, the head counted)"},
-        {"--batch", OPT_INT, &o.batch, "B      sequences per micro-batch (8) " CLI_RANGE(1, 65536)},
-        {"--seq", OPT_INT, &o.seq_len, "T      tokens per sequence (the model's context) " CLI_RANGE(0, 1048576)},
-        {"--microbatches", OPT_INT, &o.microbatches, "M      micro-batches accumulated per step (1) " CLI_RANGE(1, 4096)},
-        {"--steps", OPT_INT, &o.steps, "N      optimizer steps (100) " CLI_RANGE(1, 100000000)},
-        {"--optimizer", OPT_STR, &optimizer, "NAME   sgd | adamw | muon | lion | adan | mars | soap (adamw)"},
-        {"--lr", OPT_FLOAT, &lr, "LR     peak learning rate (sgd 0.05, adamw/adan/mars/soap 1e-3, muon 0.02, lion 3e-4)"},
-        {"--aux-lr", OPT_FLOAT, &o.aux_lr, "LR     AdamW lr of embeddings and gains under muon, soap, mars (1e-3)"},
-        {"--lr-min", OPT_FLOAT, &o.schedule.lr_min, "LR     final learning rate of cosine and wsd (0)"},
-        {"--warmup", OPT_INT, &o.schedule.warmup, "N      linear warmup steps (0) " CLI_RANGE(0, 100000000)},
-        {"--schedule", OPT_STR, &schedule, "NAME   cosine | wsd | constant (cosine)"},
-        {"--cooldown", OPT_FLOAT, &o.schedule.cooldown, "F      wsd: fraction of the steps spent decaying (0.2) " CLI_RANGE(0, 1)},
-        {"--clip", OPT_FLOAT, &o.clip, "C      clip the global gradient norm to C (0: off)"},
-        {"--beta1", OPT_FLOAT, &beta1, "B1     beta1 (adamw 0.9, lion 0.9, adan 0.98, mars 0.95, soap 0.95)"},
-        {"--beta2", OPT_FLOAT, &beta2, "B2     beta2 (adamw 0.95, lion 0.99, adan 0.92, mars 0.99, soap 0.95)"},
-        {"--beta3", OPT_FLOAT, &beta3, "B3     adan beta3 (0.99)"},
-        {"--momentum", OPT_FLOAT, &momentum, "MU     sgd (0.9) and muon (0.95) momentum"},
-        {"--nesterov", OPT_FLAG, &nesterov, "       Nesterov momentum (default for muon)"},
-        {"--no-nesterov", OPT_FLAG, &no_nesterov, "       plain momentum (default for sgd)"},
-        {"--eps", OPT_FLOAT, &eps, "EPS    epsilon (1e-8)"},
-        {"--wd", OPT_FLOAT, &wd, "WD     decoupled weight decay, matrices and embeddings (0.1)"},
-        {"--ns-steps", OPT_INT, &ns_steps, "N      muon Newton-Schulz iterations (5) " CLI_RANGE(1, 100)},
-        {"--gamma", OPT_FLOAT, &gamma, "G      mars gradient-correction scale (0.025)"},
-        {"--precond-every", OPT_INT, &precond_every, "N      soap eigenbasis refresh interval (10) " CLI_RANGE(1, 100000000)},
-        {"--max-precond-dim", OPT_INT, &max_precond_dim, "N      soap: larger sides are not preconditioned (10000) " CLI_RANGE(1, 1000000)},
-        {"--aux-beta1", OPT_FLOAT, &aux_beta1, "B1     beta1 of the auxiliary AdamW (0.9)"},
-        {"--aux-beta2", OPT_FLOAT, &aux_beta2, "B2     beta2 of the auxiliary AdamW (0.95)"},
-        {"--eval-every", OPT_INT, &o.eval_every, "N      validation loss every N steps, and at the end (0: end only) " CLI_RANGE(0, 100000000)},
-        {"--eval-batches", OPT_INT, &o.eval_batches, "N      validation micro-batches per evaluation (8) " CLI_RANGE(1, 4096)},
-        {"--log-every", OPT_INT, &o.log_every, "N      progress line every N steps (10) " CLI_RANGE(1, 100000000)},
-        {"--seed", OPT_U64, &seed, "S      weight initialization seed (1)"},
-        {"--data-seed", OPT_U64, &data_seed, "S      order of training windows, 0 = sequential (0)"},
-        {"--delay", OPT_STR, &delay, "MODE   sync | 2bw | pipedream | fixed:TAU (sync); per stage of --stages"},
-        {"--ef", OPT_STR, &ef, "ALPHA  error feedback on the step (the paper's correction: 1)"},
-        {"--taylor", OPT_FLOAT, &o.delay.taylor, "LAMBDA delay-compensated gradient (DC-ASGD; 0: off)"},
-        {"--sync-start", OPT_INT, &o.delay.sync_start, "K      no delay for the first K steps (0) " CLI_RANGE(0, 100000000)},
-        {"--sync-cooldown", OPT_INT, &o.delay.sync_cooldown, "K      no delay for the last K steps (0) " CLI_RANGE(0, 100000000)},
-        {"--threads", OPT_INT, &threads, "N      OpenMP threads (all cores) " CLI_RANGE(0, 1024)},
-        {"--out", OPT_STR, &o.out_dir, "DIR    write DIR/metrics.jsonl and DIR/summary.json"},
-        {"--save-dir", OPT_STR, &o.save_dir, "DIR    checkpoints DIR/step_NNNNNN (weights + full training state) at the end"},
-        {"--save-every", OPT_INT, &o.save_every, "N      also a checkpoint every N steps (needs --save-dir) " CLI_RANGE(0, 100000000)},
-        {"--keep", OPT_INT, &o.keep, "K      keep only the newest K periodic checkpoints (0: all) " CLI_RANGE(0, 1000000)},
-        {"--resume", OPT_STR, &o.resume_dir, "DIR    continue from a checkpoint folder (same model, optimizer, delay, data; any --stages)"},
-        {"--override", OPT_FLAG, &o.resume_override, "       --resume even where this run's settings differ (a warning lists them)"},
-        {"--export", OPT_STR, &o.export_dir, "DIR    write the final weights as a Hugging Face folder (model.safetensors, config.json)"},
-        {"--pipeline", OPT_STR, &pipeline, "KIND   real workers, one per stage: gpipe | 1f1b | pipedream | 2bw (sets --delay)"},
-        {"--transport", OPT_STR, &transport, "NAME   threads (one process) | mpi (mpirun -np P, one process per stage) (threads)"},
-        {"--threads-per-stage", OPT_INT, &o.threads_per_stage, "N      GEMM threads of each pipeline worker (cores / stages) " CLI_RANGE(0, 1024)},
-        {"--peer-timeout", OPT_FLOAT, &o.peer_timeout, "S      a pipeline stage waiting S seconds for another fails the run, naming it (300; 0: no limit) " CLI_RANGE(0, 1000000)},
-        {"--quiet", OPT_FLAG, &o.quiet, "       no progress lines"},
-    };
-    int rc = cli_parse(usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
+    static train_args t;   /* about 50 KB of help lines: not on the stack */
+    memset(&t, 0, sizeof t);
+    train_options(&t, &o);
+    int rc = cli_parse(usage, argc, argv, t.opts, t.n_opts);
     if (rc) return rc > 0 ? 0 : 2;
-    o.seed = seed;
-    o.data_seed = data_seed;
-    if (cli_check_threads("train", "--threads", threads) ||
-        cli_check_threads("train", "--threads-per-stage", o.threads_per_stage))
-        return 2;
-    if (threads) omp_set_num_threads(threads);
-    if (pipeline_options(pipeline, transport, delay, &o)) return 2;
-    if (split && parse_split(split, o.stages, split_blocks)) return 2;
-    if (split) o.split = split_blocks;
-    if (ef) {
-        char *end;
-        o.delay.ef = 1;
-        o.delay.ef_alpha = strtof(ef, &end);
-        if (end == ef || *end || !isfinite(o.delay.ef_alpha) || o.delay.ef_alpha < 0) {
-            fprintf(stderr, "nobubble train: --ef '%s': expected alpha >= 0 (the paper's correction is --ef 1)\n", ef);
-            return 2;
-        }
-        if (o.delay.mode == NB_DELAY_SYNC || (o.delay.mode == NB_DELAY_FIXED && o.delay.tau == 0))
-            fprintf(stderr, "nobubble train: warning: --ef with no delay does nothing (it corrects delayed steps only)\n");
-    }
-    nb_optimizer_kind kind;
-    if (nb_config_preset(preset, &o.model) || nb_schedule_parse(schedule, &o.schedule.kind) ||
-        nb_optimizer_parse(optimizer, &kind)) {
+    if (nb_settings_finish(&t.settings)) {
         fprintf(stderr, "nobubble train: %s\n", nb_last_error());
         return 2;
     }
-    if (nesterov && no_nesterov) {
-        fprintf(stderr, "nobubble train: give --nesterov or --no-nesterov, not both\n");
+    if (cli_check_threads("train", "--threads", t.threads) ||
+        cli_check_threads("train", "--threads-per-stage", o.threads_per_stage))
+        return 2;
+    if (t.threads) omp_set_num_threads(t.threads);
+    int split_blocks[256];
+    if (t.split && parse_split(t.split, o.stages, split_blocks)) return 2;
+    if (t.split) o.split = split_blocks;
+    if (o.delay.ef && (o.delay.mode == NB_DELAY_SYNC || (o.delay.mode == NB_DELAY_FIXED && o.delay.tau == 0)))
+        fprintf(stderr, "nobubble train: warning: --ef with no delay does nothing (it corrects delayed steps only)\n");
+    if (nb_config_preset(t.preset, &o.model)) {
+        fprintf(stderr, "nobubble train: %s\n", nb_last_error());
         return 2;
     }
-    static const float default_lr[NB_OPT_COUNT] = {0.05f, 1e-3f, 0.02f, 3e-4f, 1e-3f, 1e-3f, 1e-3f};
-    o.optim = nb_optim_defaults(kind);
-    o.optim.weight_decay = 0.1f;
-    o.schedule.lr = isnan(lr) ? default_lr[kind] : lr;
-    struct { float given, *field; } overrides[] = {
-        {beta1, &o.optim.beta1}, {beta2, &o.optim.beta2}, {beta3, &o.optim.beta3}, {eps, &o.optim.eps},
-        {wd, &o.optim.weight_decay}, {momentum, &o.optim.momentum}, {gamma, &o.optim.gamma},
-        {aux_beta1, &o.optim.aux_beta1}, {aux_beta2, &o.optim.aux_beta2},
-    };
-    for (size_t i = 0; i < sizeof overrides / sizeof overrides[0]; i++)
-        if (!isnan(overrides[i].given)) *overrides[i].field = overrides[i].given;
-    if (ns_steps != INT_MIN) o.optim.ns_steps = ns_steps;
-    if (precond_every != INT_MIN) o.optim.precond_every = precond_every;
-    if (max_precond_dim != INT_MIN) o.optim.max_precond_dim = max_precond_dim;
-    if (nesterov) o.optim.nesterov = 1;
-    if (no_nesterov) o.optim.nesterov = 0;
-    for (int i = 0; i < sets.n; i++) {
-        if (nb_config_override(&o.model, sets.items[i])) {
+    int has_vocab_override = 0;
+    for (int i = 0; i < t.sets.n; i++) {
+        if (nb_config_override(&o.model, t.sets.items[i])) {
             fprintf(stderr, "nobubble train: --set %s\n", nb_last_error());
             return 2;
         }
-        if (!strncmp(sets.items[i], "vocab_size=", 11)) has_vocab_override = 1;
+        if (!strncmp(t.sets.items[i], "vocab_size=", 11)) has_vocab_override = 1;
     }
+    const char *data = t.data;
     char train_glob[4096], val_glob[4096];
     if (!o.train_pattern) {
         if (!data) data = "data/bible";

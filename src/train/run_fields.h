@@ -1,5 +1,6 @@
 /* Internal: the run's configuration, field by field, as a checkpoint records it ("run.FIELD" in
- * state.safetensors' metadata), and what may differ when a run resumes from it:
+ * state.safetensors' metadata: the settings table's rows with a checkpoint key), and what may differ
+ * when a run resumes from it (the rows' resume policy):
  *   fixed     the shape of the saved state (model shape, optimizer): never;
  *   override  what the run computes (hyperparameters, delay, batch shape, data, seeds): only with
  *             --override, which then prints a warning listing them;
@@ -18,7 +19,7 @@ enum { RUN_FIELDS_MAX = 64 };
 
 typedef struct {
     const char *key;     /* metadata "run.<key>" */
-    const char *shown;   /* how messages name it: the flag, or "model d_model" */
+    const nb_setting *setting;   /* its row in the settings table */
     run_field_kind kind;
     char value[64];
 } run_field;

@@ -111,60 +111,15 @@ void train_unlock_run(nb_fs_lock locks[2]) {
     nb_fs_unlock(&locks[0]);
 }
 
-void nb_train_defaults(nb_train_options *o) {
-    memset(o, 0, sizeof *o);
-    nb_config_preset("tiny", &o->model);
-    o->stages = 1;
-    o->pipeline = -1;
-    o->batch = 8;
-    o->microbatches = 1;
-    o->steps = 100;
-    o->optim = nb_optim_defaults(NB_OPT_ADAMW);
-    o->optim.weight_decay = 0.1f;
-    o->schedule.kind = NB_SCHEDULE_COSINE;
-    o->schedule.lr = 1e-3f;
-    o->schedule.cooldown = 0.2f;
-    o->aux_lr = 1e-3f;
-    o->delay.mode = NB_DELAY_SYNC;
-    o->delay.ef_alpha = 1.0f;
-    o->eval_every = 0;
-    o->eval_batches = 8;
-    o->log_every = 10;
-    o->seed = 1;
-    o->peer_timeout = 300;
-}
-
-/* An int option in [lo, hi] (the ranges of train.h), else an error naming the flag. */
-static int in_range(const char *flag, int v, int lo, int hi) {
-    if (v >= lo && v <= hi) return 0;
-    return nb_fail("%s %d: expected %d to %d", flag, v, lo, hi);
-}
-
 int train_check_options(const nb_train_options *o, int T) {
-    if (in_range("--batch", o->batch, 1, NB_TRAIN_MAX_BATCH)) return -1;
+    /* Every flag's range (the settings table), then what depends on other values. */
+    if (nb_settings_check(o)) return -1;
     if (T < 1 || T > o->model.context)
         return nb_fail("--seq %d: expected 1 <= seq <= the model's context (%d)", T, o->model.context);
     if (nb_config_check_batch(&o->model, o->batch, T)) return -1;
-    if (in_range("--microbatches", o->microbatches, 1, NB_TRAIN_MAX_MICROBATCHES) ||
-        in_range("--steps", o->steps, 1, NB_TRAIN_MAX_STEPS) ||
-        in_range("--warmup", o->schedule.warmup, 0, NB_TRAIN_MAX_STEPS) ||
-        in_range("--sync-start", o->delay.sync_start, 0, NB_TRAIN_MAX_STEPS) ||
-        in_range("--sync-cooldown", o->delay.sync_cooldown, 0, NB_TRAIN_MAX_STEPS) ||
-        in_range("--eval-every", o->eval_every, 0, NB_TRAIN_MAX_STEPS) ||
-        in_range("--eval-batches", o->eval_batches, 1, NB_TRAIN_MAX_MICROBATCHES) ||
-        in_range("--log-every", o->log_every, 1, NB_TRAIN_MAX_STEPS) ||
-        in_range("--save-every", o->save_every, 0, NB_TRAIN_MAX_STEPS))
-        return -1;
     if (nb_schedule_validate(&o->schedule) || nb_optim_validate(&o->optim)) return -1;
-    if (!(o->aux_lr > 0) || !isfinite(o->aux_lr)) return nb_fail("--aux-lr %g: expected a positive number", o->aux_lr);
-    if (!(o->clip >= 0) || !isfinite(o->clip)) return nb_fail("--clip %g: expected a number >= 0 (0: off)", o->clip);
-    if (o->eval_every < 0 || o->eval_batches < 1)
-        return nb_fail("--eval-every %d / --eval-batches %d: expected >= 0 and >= 1", o->eval_every, o->eval_batches);
-    if (o->log_every < 1) return nb_fail("--log-every %d: expected >= 1", o->log_every);
     if (!o->train_pattern) return nb_fail("no training data given");
-    if (o->save_every < 0) return nb_fail("--save-every %d: expected >= 0", o->save_every);
     if (o->save_every > 0 && !o->save_dir) return nb_fail("--save-every needs --save-dir");
-    if (o->keep < 0) return nb_fail("--keep %d: expected >= 0 (0: keep every checkpoint)", o->keep);
     if (o->keep > 0 && o->save_every <= 0) return nb_fail("--keep needs --save-every");
     if (o->resume_override && !o->resume_dir) return nb_fail("--override needs --resume");
     return 0;
@@ -181,41 +136,4 @@ int nb_evaluate(nb_model *m, nb_acts **acts, nb_loader *val, int batches, int *i
     }
     *loss = total / batches;
     return 0;
-}
-
-int train_write_summary(const nb_train_options *o, const nb_train_result *res, int T, const char *extra) {
-    char path[4096], cfg[1024];
-    snprintf(path, sizeof path, "%s/summary.json", o->out_dir);
-    nb_afile a;
-    if (nb_afile_open(&a, path)) return -1;
-    FILE *f = a.f;
-    nb_config_json(&o->model, cfg, sizeof cfg);
-    fprintf(f, "{\n  \"nobubble\": \"%s\",\n  \"model\": %s,\n", NB_VERSION, cfg);
-    fprintf(f, "  \"run\": {\"stages\": %d, \"batch\": %d, \"seq_len\": %d, \"microbatches\": %d, \"steps\": %d, "
-               "\"optimizer\": \"%s\", \"lr\": %.7g, \"aux_lr\": %.7g, \"lr_min\": %.7g, \"warmup\": %d, "
-               "\"schedule\": \"%s\", \"cooldown\": %.7g, \"clip\": %.7g, \"beta1\": %.7g, \"beta2\": %.7g, "
-               "\"beta3\": %.7g, \"eps\": %.7g, \"wd\": %.7g, \"momentum\": %.7g, \"nesterov\": %s, "
-               "\"ns_steps\": %d, \"gamma\": %.7g, \"precond_every\": %d, \"seed\": %llu, \"data_seed\": %llu, "
-               "\"train\": \"%s\", \"val\": \"%s\", \"threads\": %d, \"gemm\": \"%s\"},\n",
-            o->stages, o->batch, T, o->microbatches, o->steps, nb_optimizer_name(o->optim.kind),
-            (double)o->schedule.lr, (double)o->aux_lr, (double)o->schedule.lr_min, o->schedule.warmup,
-            nb_schedule_name(o->schedule.kind), (double)o->schedule.cooldown, (double)o->clip,
-            (double)o->optim.beta1, (double)o->optim.beta2, (double)o->optim.beta3, (double)o->optim.eps,
-            (double)o->optim.weight_decay, (double)o->optim.momentum, o->optim.nesterov ? "true" : "false",
-            o->optim.ns_steps, (double)o->optim.gamma, o->optim.precond_every, (unsigned long long)o->seed,
-            (unsigned long long)o->data_seed, o->train_pattern, o->val_pattern ? o->val_pattern : "",
-            omp_get_max_threads(), nb_gemm_backend());
-    fprintf(f, "  \"delay\": {\"mode\": \"%s\", \"tau\": %d, \"ef\": %s, \"ef_alpha\": %.7g, \"taylor\": %.7g, "
-               "\"sync_start\": %d, \"sync_cooldown\": %d},\n",
-            nb_delay_mode_name(o->delay.mode), o->delay.tau, o->delay.ef ? "true" : "false", (double)o->delay.ef_alpha,
-            (double)o->delay.taylor, o->delay.sync_start, o->delay.sync_cooldown);
-    if (extra) fprintf(f, "  %s,\n", extra);
-    /* NaN when a resumed run had no step left to run: JSON has no NaN. */
-    if (isnan(res->final_train_loss)) fprintf(f, "  \"final_train_loss\": null,\n");
-    else fprintf(f, "  \"final_train_loss\": %.9g,\n", res->final_train_loss);
-    if (isnan(res->final_val_loss)) fprintf(f, "  \"final_val_loss\": null,\n");
-    else fprintf(f, "  \"final_val_loss\": %.9g,\n", res->final_val_loss);
-    fprintf(f, "  \"tokens_per_s\": %.1f,\n  \"seconds\": %.3f,\n  \"weights_hash\": \"%016llx\"\n}\n",
-            res->tokens_per_s, res->seconds, (unsigned long long)res->weights_hash);
-    return nb_afile_commit(&a);   /* "PATH: write failed: ..." */
 }

@@ -1,0 +1,250 @@
+/* The table of a training run's settings (train.h, "the settings of a training run") and the
+ * defaults it gives. The parser, --help, the checks, summary.json and the checkpoint's run metadata
+ * walk it (settings_parse.c, summary.c, run_fields.c). */
+#include <stddef.h>
+#include <string.h>
+#include "nobubble/train.h"
+#include "train/settings_value.h"
+
+#define AT(field) offsetof(nb_train_options, field)
+#define STEPS ((double)NB_TRAIN_MAX_STEPS)
+/* An upper bound for rates and scales that have no natural one: far past any useful value, it only
+ * keeps infinities and typos such as 1e30 out. */
+#define HUGE_RATE 1e9
+
+static const char *const optimizer_names[] = {"sgd", "adamw", "muon", "lion", "adan", "mars", "soap", NULL};
+static const char *const schedule_names[] = {"cosine", "wsd", "constant", NULL};
+static const char *const pipeline_names[] = {"gpipe", "1f1b", "pipedream", "2bw", NULL};
+static const char *const transport_names[] = {"threads", "mpi", NULL};
+
+/* Per-optimizer defaults, by nb_optimizer_kind: sgd, adamw, muon, lion, adan, mars, soap. The learning
+ * rates are nobubble's (docs/optimizers.md); the rest are the sheet's (nb_optim_defaults, which
+ * tests/test_settings.c holds them equal to). */
+static const double lr_by_opt[NB_OPT_COUNT] = {0.05, 1e-3, 0.02, 3e-4, 1e-3, 1e-3, 1e-3};
+static const double beta1_by_opt[NB_OPT_COUNT] = {0.9, 0.9, 0.9, 0.9, 0.98, 0.95, 0.95};
+static const double beta2_by_opt[NB_OPT_COUNT] = {0.95, 0.95, 0.95, 0.99, 0.92, 0.99, 0.95};
+static const double beta3_by_opt[NB_OPT_COUNT] = {0, 0, 0, 0, 0.99, 0, 0};
+static const double momentum_by_opt[NB_OPT_COUNT] = {0.9, 0.9, 0.95, 0.9, 0.9, 0.9, 0.9};
+static const double nesterov_by_opt[NB_OPT_COUNT] = {0, 0, 1, 0, 0, 0, 0};
+
+/* Shorthands for the rows: a model field, an integer in [lo, hi], a number in [lo, hi]. */
+#define MODEL(n, t, pol) \
+    {.name = #n, .type = t, .offset = AT(model.n), .min = 1, .max = 0, .resume = pol, .checkpoint_key = #n, \
+     .summary_key = "model." #n}
+#define INT_RANGE(lo, hi) .type = NB_SET_INT, .min = (lo), .max = (hi)
+#define NUM_RANGE(lo, hi) .type = NB_SET_FLOAT, .min = (lo), .max = (hi)
+#define BETA .type = NB_SET_FLOAT, .min = 0, .max = 1, .max_open = 1
+#define NO_RANGE .min = 1, .max = 0
+
+const nb_setting nb_settings[] = {
+    /* The model: its shape fixes the saved tensors' sizes; context, rope theta and the norm's epsilon
+     * do not (they change what the weights compute, so they may change only with --override). */
+    MODEL(vocab_size, NB_SET_INT, NB_RESUME_FIXED),
+    MODEL(d_model, NB_SET_INT, NB_RESUME_FIXED),
+    MODEL(n_layers, NB_SET_INT, NB_RESUME_FIXED),
+    MODEL(n_heads, NB_SET_INT, NB_RESUME_FIXED),
+    MODEL(n_kv_heads, NB_SET_INT, NB_RESUME_FIXED),
+    MODEL(d_ffn, NB_SET_INT, NB_RESUME_FIXED),
+    MODEL(context, NB_SET_INT, NB_RESUME_OVERRIDE),
+    MODEL(rope_theta, NB_SET_DOUBLE, NB_RESUME_OVERRIDE),
+    MODEL(norm_eps, NB_SET_DOUBLE, NB_RESUME_OVERRIDE),
+    MODEL(tied, NB_SET_BOOL, NB_RESUME_FIXED),
+
+    /* The run's shape. */
+    {.name = "stages", .flag = "--stages", INT_RANGE(1, 1024), .offset = AT(stages), .def = 1, .metavar = "P",
+     .help = "split the model into P stages", .resume = NB_RESUME_SPLIT, .checkpoint_key = "stages",
+     .summary_key = "run.stages"},
+    {.name = "batch", .flag = "--batch", INT_RANGE(1, NB_TRAIN_MAX_BATCH), .offset = AT(batch), .def = 8,
+     .metavar = "B", .help = "sequences per micro-batch", .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "batch",
+     .summary_key = "run.batch"},
+    {.name = "seq", .flag = "--seq", INT_RANGE(0, 1048576), .offset = AT(seq_len), .def = 0, .metavar = "T",
+     .help = "tokens per sequence", .zero_means = "the model's context", .resume = NB_RESUME_OVERRIDE,
+     .checkpoint_key = "seq", .summary_key = "run.seq_len"},
+    {.name = "microbatches", .flag = "--microbatches", INT_RANGE(1, NB_TRAIN_MAX_MICROBATCHES),
+     .offset = AT(microbatches), .def = 1, .metavar = "M", .help = "micro-batches accumulated per step",
+     .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "microbatches", .summary_key = "run.microbatches"},
+    {.name = "steps", .flag = "--steps", INT_RANGE(1, STEPS), .offset = AT(steps), .def = 100, .metavar = "N",
+     .help = "optimizer steps", .resume = NB_RESUME_FREE, .summary_key = "run.steps"},
+
+    /* The optimizer and its schedule: the kind (and SOAP's largest preconditioned side) fixes which
+     * buffers a checkpoint holds; the rest is what the run computes. */
+    {.name = "optimizer", .flag = "--optimizer", .type = NB_SET_ENUM, NO_RANGE, .offset = AT(optim.kind),
+     .names = optimizer_names, .def = NB_OPT_ADAMW, .metavar = "NAME", .help = "the update rule",
+     .resume = NB_RESUME_FIXED, .checkpoint_key = "optimizer", .summary_key = "run.optimizer"},
+    {.name = "lr", .flag = "--lr", NUM_RANGE(0, HUGE_RATE), .min_open = 1, .offset = AT(schedule.lr),
+     .def = 1e-3, .by_optimizer = lr_by_opt, .metavar = "LR", .help = "peak learning rate",
+     .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "lr", .summary_key = "run.lr"},
+    {.name = "aux_lr", .flag = "--aux-lr", NUM_RANGE(0, HUGE_RATE), .min_open = 1, .offset = AT(aux_lr),
+     .def = 1e-3, .metavar = "LR", .help = "AdamW lr of embeddings and gains under muon, soap, mars",
+     .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "aux_lr", .summary_key = "run.aux_lr"},
+    {.name = "lr_min", .flag = "--lr-min", NUM_RANGE(0, HUGE_RATE), .offset = AT(schedule.lr_min), .def = 0,
+     .metavar = "LR", .help = "final learning rate of cosine and wsd (at most --lr)",
+     .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "lr_min", .summary_key = "run.lr_min"},
+    {.name = "warmup", .flag = "--warmup", INT_RANGE(0, STEPS), .offset = AT(schedule.warmup), .def = 0,
+     .metavar = "N", .help = "linear warmup steps", .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "warmup",
+     .summary_key = "run.warmup"},
+    {.name = "schedule", .flag = "--schedule", .type = NB_SET_ENUM, NO_RANGE, .offset = AT(schedule.kind),
+     .names = schedule_names, .def = NB_SCHEDULE_COSINE, .metavar = "NAME", .help = "learning-rate schedule",
+     .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "schedule", .summary_key = "run.schedule"},
+    {.name = "cooldown", .flag = "--cooldown", NUM_RANGE(0, 1), .offset = AT(schedule.cooldown), .def = 0.2,
+     .metavar = "F", .help = "wsd: fraction of the steps spent decaying", .resume = NB_RESUME_OVERRIDE,
+     .checkpoint_key = "cooldown", .summary_key = "run.cooldown"},
+    {.name = "clip", .flag = "--clip", NUM_RANGE(0, HUGE_RATE), .offset = AT(clip), .def = 0, .metavar = "C",
+     .help = "clip the global gradient norm to C", .zero_means = "off", .resume = NB_RESUME_OVERRIDE,
+     .checkpoint_key = "clip", .summary_key = "run.clip"},
+    {.name = "beta1", .flag = "--beta1", BETA, .offset = AT(optim.beta1), .def = 0.9, .by_optimizer = beta1_by_opt,
+     .metavar = "B1", .help = "beta1", .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "beta1",
+     .summary_key = "run.beta1"},
+    {.name = "beta2", .flag = "--beta2", BETA, .offset = AT(optim.beta2), .def = 0.95, .by_optimizer = beta2_by_opt,
+     .metavar = "B2", .help = "beta2", .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "beta2",
+     .summary_key = "run.beta2"},
+    {.name = "beta3", .flag = "--beta3", BETA, .offset = AT(optim.beta3), .def = 0, .by_optimizer = beta3_by_opt,
+     .metavar = "B3", .help = "adan's beta3", .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "beta3",
+     .summary_key = "run.beta3"},
+    {.name = "eps", .flag = "--eps", NUM_RANGE(0, 1), .min_open = 1, .offset = AT(optim.eps), .def = 1e-8,
+     .metavar = "EPS", .help = "epsilon", .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "eps",
+     .summary_key = "run.eps"},
+    {.name = "wd", .flag = "--wd", NUM_RANGE(0, HUGE_RATE), .offset = AT(optim.weight_decay), .def = 0.1,
+     .metavar = "WD", .help = "decoupled weight decay of matrices and embeddings (every optimizer)",
+     .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "wd", .summary_key = "run.wd"},
+    {.name = "momentum", .flag = "--momentum", BETA, .offset = AT(optim.momentum), .def = 0.9,
+     .by_optimizer = momentum_by_opt, .metavar = "MU", .help = "sgd and muon momentum",
+     .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "momentum", .summary_key = "run.momentum"},
+    {.name = "nesterov", .flag = "--nesterov", .off_flag = "--no-nesterov", .type = NB_SET_BOOL, NO_RANGE,
+     .offset = AT(optim.nesterov), .def = 0, .by_optimizer = nesterov_by_opt, .metavar = "",
+     .help = "Nesterov momentum (--no-nesterov: plain)", .resume = NB_RESUME_OVERRIDE,
+     .checkpoint_key = "nesterov", .summary_key = "run.nesterov"},
+    {.name = "ns_steps", .flag = "--ns-steps", INT_RANGE(1, 100), .offset = AT(optim.ns_steps), .def = 5,
+     .metavar = "N", .help = "muon Newton-Schulz iterations", .resume = NB_RESUME_OVERRIDE,
+     .checkpoint_key = "ns_steps", .summary_key = "run.ns_steps"},
+    {.name = "gamma", .flag = "--gamma", NUM_RANGE(0, HUGE_RATE), .offset = AT(optim.gamma), .def = 0.025,
+     .metavar = "G", .help = "mars gradient-correction scale", .resume = NB_RESUME_OVERRIDE,
+     .checkpoint_key = "gamma", .summary_key = "run.gamma"},
+    {.name = "precond_every", .flag = "--precond-every", INT_RANGE(1, STEPS), .offset = AT(optim.precond_every),
+     .def = 10, .metavar = "N", .help = "soap eigenbasis refresh interval", .resume = NB_RESUME_OVERRIDE,
+     .checkpoint_key = "precond_every", .summary_key = "run.precond_every"},
+    {.name = "max_precond_dim", .flag = "--max-precond-dim", INT_RANGE(1, 1000000),
+     .offset = AT(optim.max_precond_dim), .def = 10000, .metavar = "N",
+     .help = "soap: larger sides are not preconditioned", .resume = NB_RESUME_FIXED,
+     .checkpoint_key = "max_precond_dim", .summary_key = "run.max_precond_dim"},
+    {.name = "aux_beta1", .flag = "--aux-beta1", BETA, .offset = AT(optim.aux_beta1), .def = 0.9, .metavar = "B1",
+     .help = "beta1 of the auxiliary AdamW", .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "aux_beta1",
+     .summary_key = "run.aux_beta1"},
+    {.name = "aux_beta2", .flag = "--aux-beta2", BETA, .offset = AT(optim.aux_beta2), .def = 0.95,
+     .metavar = "B2", .help = "beta2 of the auxiliary AdamW", .resume = NB_RESUME_OVERRIDE,
+     .checkpoint_key = "aux_beta2", .summary_key = "run.aux_beta2"},
+
+    /* Seeds and data. */
+    {.name = "seed", .flag = "--seed", .type = NB_SET_U64, .min = 0, .max = 18446744073709551615.0,
+     .offset = AT(seed), .def = 1, .metavar = "S", .help = "weight initialization seed",
+     .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "seed", .summary_key = "run.seed"},
+    {.name = "data_seed", .flag = "--data-seed", .type = NB_SET_U64, .min = 0, .max = 18446744073709551615.0,
+     .offset = AT(data_seed), .def = 0, .metavar = "S", .help = "order of training windows",
+     .zero_means = "sequential", .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "data_seed",
+     .summary_key = "run.data_seed"},
+    {.name = "train", .flag = "--train", .type = NB_SET_STRING, NO_RANGE, .offset = AT(train_pattern),
+     .metavar = "GLOB", .help = "training shards (instead of --data)", .resume = NB_RESUME_FREE,
+     .summary_key = "run.train"},
+    {.name = "val", .flag = "--val", .type = NB_SET_STRING, NO_RANGE, .offset = AT(val_pattern), .metavar = "GLOB",
+     .help = "validation shards", .resume = NB_RESUME_FREE, .summary_key = "run.val"},
+    {.name = "eval_every", .flag = "--eval-every", INT_RANGE(0, STEPS), .offset = AT(eval_every), .def = 0,
+     .metavar = "N", .help = "validation loss every N steps, and at the end", .zero_means = "at the end only",
+     .resume = NB_RESUME_FREE, .summary_key = "run.eval_every"},
+    {.name = "eval_batches", .flag = "--eval-batches", INT_RANGE(1, NB_TRAIN_MAX_MICROBATCHES),
+     .offset = AT(eval_batches), .def = 8, .metavar = "N", .help = "validation micro-batches per evaluation",
+     .resume = NB_RESUME_FREE, .summary_key = "run.eval_batches"},
+    {.name = "log_every", .flag = "--log-every", INT_RANGE(1, STEPS), .offset = AT(log_every), .def = 10,
+     .metavar = "N", .help = "progress line every N steps", .resume = NB_RESUME_FREE},
+
+    /* The delay and its mitigations. --delay and --ef each set two fields; the rows without a flag
+     * are their second halves, kept for summary.json's keys. */
+    {.name = "delay", .flag = "--delay", .type = NB_SET_DELAY, NO_RANGE, .offset = AT(delay), .def = NB_DELAY_SYNC,
+     .metavar = "MODE", .help = "sync | 2bw | pipedream | fixed:TAU, per stage of --stages",
+     .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "delay", .summary_key = "delay.mode"},
+    {.name = "tau", .type = NB_SET_INT, NO_RANGE, .offset = AT(delay.tau), .def = 0, .resume = NB_RESUME_FREE,
+     .summary_key = "delay.tau"},
+    {.name = "ef", .flag = "--ef", .type = NB_SET_EF, .min = 0, .max = HUGE_RATE, .offset = AT(delay), .def = 0,
+     .metavar = "ALPHA", .help = "error feedback on the step (the paper's correction: 1)", .zero_means = NULL,
+     .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "ef", .summary_key = "delay.ef"},
+    {.name = "ef_alpha", .type = NB_SET_FLOAT, NO_RANGE, .offset = AT(delay.ef_alpha), .def = 1,
+     .resume = NB_RESUME_FREE, .summary_key = "delay.ef_alpha"},
+    {.name = "taylor", .flag = "--taylor", NUM_RANGE(0, HUGE_RATE), .offset = AT(delay.taylor), .def = 0,
+     .metavar = "LAMBDA", .help = "delay-compensated gradient (DC-ASGD)", .zero_means = "off",
+     .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "taylor", .summary_key = "delay.taylor"},
+    {.name = "sync_start", .flag = "--sync-start", INT_RANGE(0, STEPS), .offset = AT(delay.sync_start), .def = 0,
+     .metavar = "K", .help = "no delay for the first K steps", .resume = NB_RESUME_OVERRIDE,
+     .checkpoint_key = "sync_start", .summary_key = "delay.sync_start"},
+    {.name = "sync_cooldown", .flag = "--sync-cooldown", INT_RANGE(0, STEPS), .offset = AT(delay.sync_cooldown),
+     .def = 0, .metavar = "K", .help = "no delay for the last K steps", .resume = NB_RESUME_OVERRIDE,
+     .checkpoint_key = "sync_cooldown", .summary_key = "delay.sync_cooldown"},
+
+    /* Files and checkpoints: where the run writes, never what it computes. */
+    {.name = "out", .flag = "--out", .type = NB_SET_STRING, NO_RANGE, .offset = AT(out_dir), .metavar = "DIR",
+     .help = "write DIR/metrics.jsonl and DIR/summary.json", .resume = NB_RESUME_FREE},
+    {.name = "export", .flag = "--export", .type = NB_SET_STRING, NO_RANGE, .offset = AT(export_dir),
+     .metavar = "DIR", .help = "write the final weights as a Hugging Face folder (model.safetensors, config.json)",
+     .resume = NB_RESUME_FREE},
+    {.name = "save_dir", .flag = "--save-dir", .type = NB_SET_STRING, NO_RANGE, .offset = AT(save_dir),
+     .metavar = "DIR", .help = "checkpoints DIR/step_NNNNNN (weights + full training state) at the end",
+     .resume = NB_RESUME_FREE},
+    {.name = "save_every", .flag = "--save-every", INT_RANGE(0, STEPS), .offset = AT(save_every), .def = 0,
+     .metavar = "N", .help = "also a checkpoint every N steps (needs --save-dir)", .zero_means = "only at the end",
+     .resume = NB_RESUME_FREE},
+    {.name = "keep", .flag = "--keep", INT_RANGE(0, 1000000), .offset = AT(keep), .def = 0, .metavar = "K",
+     .help = "keep only the newest K periodic checkpoints", .zero_means = "all", .resume = NB_RESUME_FREE},
+    {.name = "resume", .flag = "--resume", .type = NB_SET_STRING, NO_RANGE, .offset = AT(resume_dir),
+     .metavar = "DIR", .help = "continue from a checkpoint folder (same model, optimizer, delay, data; any --stages)",
+     .resume = NB_RESUME_FREE},
+    {.name = "override", .flag = "--override", .type = NB_SET_BOOL, NO_RANGE, .offset = AT(resume_override),
+     .def = 0, .metavar = "", .help = "--resume even where this run's settings differ (a warning lists them)",
+     .resume = NB_RESUME_FREE},
+    {.name = "quiet", .flag = "--quiet", .type = NB_SET_BOOL, NO_RANGE, .offset = AT(quiet), .def = 0,
+     .metavar = "", .help = "no progress lines", .resume = NB_RESUME_FREE},
+
+    /* Real pipeline workers. */
+    {.name = "pipeline", .flag = "--pipeline", .type = NB_SET_ENUM, NO_RANGE, .offset = AT(pipeline),
+     .names = pipeline_names, .def = -1, .metavar = "KIND",
+     .help = "real workers, one per stage (sets --delay)", .resume = NB_RESUME_FREE},
+    {.name = "transport", .flag = "--transport", .type = NB_SET_ENUM, NO_RANGE, .offset = AT(transport),
+     .names = transport_names, .def = 0, .metavar = "NAME",
+     .help = "one process (threads) or one process per stage (mpi: mpirun -np P)", .resume = NB_RESUME_FREE},
+    {.name = "threads_per_stage", .flag = "--threads-per-stage", INT_RANGE(0, 1024), .offset = AT(threads_per_stage),
+     .def = 0, .metavar = "N", .help = "GEMM threads of each pipeline worker", .zero_means = "cores / stages",
+     .resume = NB_RESUME_FREE},
+    {.name = "peer_timeout", .flag = "--peer-timeout", NUM_RANGE(0, 1000000), .offset = AT(peer_timeout), .def = 300,
+     .metavar = "S", .help = "a pipeline stage waiting S seconds for another fails the run, naming it",
+     .zero_means = "no limit", .resume = NB_RESUME_FREE},
+};
+const int nb_settings_count = (int)(sizeof nb_settings / sizeof nb_settings[0]);
+_Static_assert(sizeof nb_settings / sizeof nb_settings[0] <= NB_SETTINGS_MAX, "NB_SETTINGS_MAX is too small");
+/* Enum settings are stored through an int. */
+_Static_assert(sizeof(nb_optimizer_kind) == sizeof(int) && sizeof(nb_schedule_kind) == sizeof(int),
+               "enums stored as int");
+
+const nb_setting *nb_setting_by_flag(const char *flag) {
+    for (int i = 0; i < nb_settings_count; i++) {
+        const nb_setting *s = &nb_settings[i];
+        if ((s->flag && !strcmp(s->flag, flag)) || (s->off_flag && !strcmp(s->off_flag, flag))) return s;
+    }
+    return NULL;
+}
+
+const nb_setting *nb_setting_by_name(const char *name) {
+    for (int i = 0; i < nb_settings_count; i++)
+        if (!strcmp(nb_settings[i].name, name)) return &nb_settings[i];
+    return NULL;
+}
+
+int nb_setting_has_range(const nb_setting *s) { return s->min <= s->max; }
+
+/* Model fields take their defaults from the preset, not from the table. */
+static int is_model_field(const nb_setting *s) {
+    return s->offset - offsetof(nb_train_options, model) < sizeof(nb_config);   /* unsigned: below wraps */
+}
+
+void nb_train_defaults(nb_train_options *o) {
+    memset(o, 0, sizeof *o);
+    nb_config_preset("tiny", &o->model);
+    for (int i = 0; i < nb_settings_count; i++)
+        if (!is_model_field(&nb_settings[i])) setting_set_default(&nb_settings[i], o);
+}

@@ -1,0 +1,301 @@
+/* A setting's value: from a flag's text (with its range), as text, as a --help line, and the
+ * defaults that depend on other settings. The rows are in settings.c. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "nobubble/pipeline.h"
+#include "nobubble/runtime.h"
+#include "nobubble/train.h"
+#include "train/settings_value.h"
+#include "util/error.h"
+
+void *setting_field(const nb_setting *s, const nb_train_options *o) { return (char *)o + s->offset; }
+
+void setting_set_number(const nb_setting *s, nb_train_options *o, double v) {
+    void *f = setting_field(s, o);
+    switch (s->type) {
+    case NB_SET_INT: case NB_SET_BOOL: case NB_SET_ENUM: case NB_SET_DELAY: {
+        int x = (int)v;   /* a delay's number is its mode, nb_delay_options' first field (tau stays) */
+        memcpy(f, &x, sizeof x);
+        break;
+    }
+    case NB_SET_U64: *(uint64_t *)f = (uint64_t)v; break;
+    case NB_SET_FLOAT: *(float *)f = (float)v; break;
+    case NB_SET_DOUBLE: *(double *)f = v; break;
+    case NB_SET_EF: ((nb_delay_options *)f)->ef = v != 0 ? 1 : 0; break;  /* 0: off (the default); see parse_number */
+    case NB_SET_STRING: *(const char **)f = NULL; break;
+    }
+}
+
+void setting_set_default(const nb_setting *s, nb_train_options *o) {
+    const int kind = o->optim.kind;
+    setting_set_number(s, o, s->by_optimizer && kind >= 0 && kind < NB_OPT_COUNT ? s->by_optimizer[kind] : s->def);
+}
+
+void setting_format_float(char *buf, size_t size, float v) {
+    for (int p = 1; p <= 9; p++) {
+        snprintf(buf, size, "%.*g", p, (double)v);
+        if (strtof(buf, NULL) == v) return;
+    }
+}
+
+static int enum_count(const nb_setting *s) {
+    int n = 0;
+    while (s->names[n]) n++;
+    return n;
+}
+
+/* "[1..65536]", "(0..1000000000]", "[0..1)" */
+static void format_range(const nb_setting *s, char *buf, size_t size) {
+    if (s->type == NB_SET_U64) {
+        snprintf(buf, size, "[0..2^64-1]");
+        return;
+    }
+    snprintf(buf, size, "%c%.10g..%.10g%c", s->min_open ? '(' : '[', s->min, s->max, s->max_open ? ')' : ']');
+}
+
+static const char *expected_kind(const nb_setting *s) {
+    return s->type == NB_SET_INT ? "an integer" : s->type == NB_SET_U64 ? "a non-negative integer" : "a number";
+}
+
+static int in_range(const nb_setting *s, double x) {
+    return (s->min_open ? x > s->min : x >= s->min) && (s->max_open ? x < s->max : x <= s->max);
+}
+
+/* "--steps 0: out of range, expected an integer from 1 to 100000000"; an open end is written as an
+ * interval: "--beta1 1: out of range, expected a number in [0, 1)". */
+static int out_of_range(const nb_setting *s, const char *flag, const char *text) {
+    if (!s->min_open && !s->max_open)
+        return nb_fail("%s %s: out of range, expected %s from %.10g to %.10g", flag, text, expected_kind(s), s->min,
+                       s->max);
+    return nb_fail("%s %s: out of range, expected %s in %c%.10g, %.10g%c", flag, text, expected_kind(s),
+                   s->min_open ? '(' : '[', s->min, s->max, s->max_open ? ')' : ']');
+}
+
+static int malformed(const nb_setting *s, const char *flag, const char *text) {
+    const char *what = s->type == NB_SET_FLOAT || s->type == NB_SET_EF ? "a finite number" : expected_kind(s);
+    if (!nb_setting_has_range(s)) return nb_fail("%s '%s': expected %s", flag, text, what);
+    char range[64];
+    format_range(s, range, sizeof range);
+    return nb_fail("%s '%s': expected %s in %s", flag, text, what, range);
+}
+
+/* A number flag: well-formed, then in range (a well-formed integer past long long is out of range). */
+static int parse_number(const nb_setting *s, const char *flag, const char *text, nb_train_options *o) {
+    char *end;
+    errno = 0;
+    double x;
+    if (s->type == NB_SET_INT) {
+        long long v = strtoll(text, &end, 10);
+        if (end == text || *end) return malformed(s, flag, text);
+        x = errno == ERANGE ? (*text == '-' ? -HUGE_VAL : HUGE_VAL) : (double)v;
+    } else if (s->type == NB_SET_U64) {
+        unsigned long long v = strtoull(text, &end, 10);
+        if (*text == '-' || errno || end == text || *end) return malformed(s, flag, text);
+        *(uint64_t *)setting_field(s, o) = v;   /* exactly: a double cannot hold every u64 */
+        return 0;
+    } else {
+        float v = strtof(text, &end);
+        if (errno || end == text || *end || !isfinite(v)) return malformed(s, flag, text);
+        x = v;
+    }
+    if (nb_setting_has_range(s) && !in_range(s, x)) return out_of_range(s, flag, text);
+    if (s->type == NB_SET_EF) {   /* --ef ALPHA turns error feedback on, also with alpha 0 */
+        nb_delay_options *d = setting_field(s, o);
+        d->ef = 1;
+        d->ef_alpha = (float)x;
+        return 0;
+    }
+    setting_set_number(s, o, x);
+    return 0;
+}
+
+static int parse_enum(const nb_setting *s, const char *flag, const char *text, nb_train_options *o) {
+    char names[256] = "";
+    for (int i = 0; s->names[i]; i++) {
+        if (!strcmp(s->names[i], text)) {
+            setting_set_number(s, o, i);
+            return 0;
+        }
+        size_t at = strlen(names);
+        snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "", s->names[i]);
+    }
+    return nb_fail("%s '%s': expected one of %s", flag, text, names);
+}
+
+void nb_settings_begin(nb_settings_args *a, nb_train_options *o) {
+    memset(a, 0, sizeof *a);
+    a->o = o;
+}
+
+int nb_settings_arg(nb_settings_args *a, const char *flag, const char *value) {
+    const nb_setting *s = nb_setting_by_flag(flag);
+    if (!s) return nb_fail("unknown option '%s'", flag);
+    unsigned char *given = &a->given[s - nb_settings];
+    switch (s->type) {
+    case NB_SET_BOOL: {
+        const int on = !s->off_flag || strcmp(flag, s->off_flag);
+        if (*given && *(int *)setting_field(s, a->o) != on)
+            return nb_fail("give %s or %s, not both", s->flag, s->off_flag);
+        setting_set_number(s, a->o, on);
+        break;
+    }
+    case NB_SET_STRING: *(const char **)setting_field(s, a->o) = value; break;
+    case NB_SET_ENUM:
+        if (parse_enum(s, flag, value, a->o)) return -1;
+        break;
+    case NB_SET_DELAY:
+        if (nb_delay_parse(value, setting_field(s, a->o))) return -1;
+        break;
+    default:
+        if (parse_number(s, flag, value, a->o)) return -1;
+    }
+    *given = 1;
+    return 0;
+}
+
+/* --pipeline sets the delay its schedule imposes; an explicit --delay must agree with it. Without
+ * --pipeline there is one process: no other transport, and not under mpirun. */
+static int pipeline_delay(nb_settings_args *a) {
+    nb_train_options *o = a->o;
+    const nb_setting *delay = nb_setting_by_name("delay");
+    if (o->pipeline < 0) {
+        if (o->transport != NB_TRANSPORT_THREADS || nb_mpi_launched())
+            return nb_fail("--transport and mpirun need --pipeline KIND (one process per stage)");
+        return 0;
+    }
+    const char *own = nb_pipe_delay_name((nb_pipe_kind)o->pipeline);
+    char given[32];
+    nb_setting_format(delay, o, given, sizeof given);
+    if (a->given[delay - nb_settings] && strcmp(given, own))
+        return nb_fail("--pipeline %s runs with the delay %s, not --delay %s (leave --delay out)",
+                       nb_pipe_kind_name((nb_pipe_kind)o->pipeline), own, given);
+    return nb_delay_parse(own, &o->delay);
+}
+
+int nb_settings_finish(nb_settings_args *a) {
+    for (int i = 0; i < nb_settings_count; i++)
+        if (nb_settings[i].by_optimizer && !a->given[i]) setting_set_default(&nb_settings[i], a->o);
+    return pipeline_delay(a);
+}
+
+void setting_format_display(const nb_setting *s, const nb_train_options *o, char *buf, size_t size) {
+    if (s->type != NB_SET_FLOAT) {
+        nb_setting_format(s, o, buf, size);
+        if (s->type == NB_SET_BOOL) snprintf(buf, size, "%s", *(const int *)setting_field(s, o) ? "on" : "off");
+        return;
+    }
+    const float v = *(const float *)setting_field(s, o);
+    setting_format_float(buf, size, v);
+    /* The shortest text of 300 is 3e+02: whole numbers are written whole. */
+    if (strchr(buf, 'e') && fabsf(v) >= 1 && fabsf(v) < 1e9f && v == truncf(v)) snprintf(buf, size, "%.0f", (double)v);
+}
+
+void nb_setting_format(const nb_setting *s, const nb_train_options *o, char *buf, size_t size) {
+    const void *f = setting_field(s, o);
+    const nb_delay_options *d = f;
+    switch (s->type) {
+    case NB_SET_INT: case NB_SET_BOOL: snprintf(buf, size, "%d", *(const int *)f); break;
+    case NB_SET_U64: snprintf(buf, size, "%llu", (unsigned long long)*(const uint64_t *)f); break;
+    case NB_SET_FLOAT: setting_format_float(buf, size, *(const float *)f); break;
+    case NB_SET_DOUBLE: snprintf(buf, size, "%.17g", *(const double *)f); break;
+    case NB_SET_STRING: snprintf(buf, size, "%s", *(const char *const *)f ? *(const char *const *)f : ""); break;
+    case NB_SET_ENUM: {
+        int v = *(const int *)f;
+        snprintf(buf, size, "%s", v >= 0 && v < enum_count(s) ? s->names[v] : "none");
+        break;
+    }
+    case NB_SET_DELAY:
+        if (d->mode == NB_DELAY_FIXED) snprintf(buf, size, "fixed:%d", d->tau);
+        else snprintf(buf, size, "%s", nb_delay_mode_name(d->mode));
+        break;
+    case NB_SET_EF:
+        if (d->ef) setting_format_float(buf, size, d->ef_alpha);
+        else snprintf(buf, size, "off");
+        break;
+    }
+}
+
+/* Appends formatted text to buf (cut at its size). */
+static void append(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t size, const char *fmt, ...) {
+    size_t at = strlen(buf);
+    va_list ap;
+    va_start(ap, fmt);
+    if (at < size) vsnprintf(buf + at, size - at, fmt, ap);
+    va_end(ap);
+}
+
+/* The default for optimizer kind (NB_OPT_COUNT: the table's own default) as text. */
+static void default_text(const nb_setting *s, int kind, char *buf, size_t size) {
+    nb_train_options o;
+    memset(&o, 0, sizeof o);
+    o.optim.kind = (nb_optimizer_kind)kind;
+    if (kind == NB_OPT_COUNT) setting_set_number(s, &o, s->def);
+    else setting_set_default(s, &o);
+    setting_format_display(s, &o, buf, size);
+}
+
+/* "0.2", "sgd 0.05, muon 0.02, lion 0.0003, others 0.001", "0: off", "300; 0: no limit" */
+static void format_default(const nb_setting *s, char *buf, size_t size) {
+    char own[64], v[64];
+    default_text(s, NB_OPT_COUNT, own, sizeof own);
+    buf[0] = 0;
+    if (s->type == NB_SET_STRING || (s->type == NB_SET_ENUM && s->def < 0)) snprintf(own, sizeof own, "none");
+    for (int k = 0; s->by_optimizer && k < NB_OPT_COUNT; k++) {
+        if (s->by_optimizer[k] == s->def) continue;
+        default_text(s, k, v, sizeof v);
+        append(buf, size, "%s %s, ", nb_optimizer_name((nb_optimizer_kind)k), v);
+    }
+    if (s->by_optimizer) append(buf, size, "others %s", own);
+    else if (s->type == NB_SET_BOOL) return;   /* a plain switch: off unless given */
+    else if (s->zero_means && !strcmp(own, "0")) append(buf, size, "0: %s", s->zero_means);
+    else if (s->zero_means) append(buf, size, "%s; 0: %s", own, s->zero_means);
+    else append(buf, size, "%s", own);
+}
+
+void nb_setting_help(const nb_setting *s, char *buf, size_t size) {
+    char def[160];
+    format_default(s, def, sizeof def);
+    snprintf(buf, size, "%-6s %s", s->metavar ? s->metavar : "", s->help ? s->help : "");
+    if (s->names) {
+        append(buf, size, ": ");
+        for (int i = 0; s->names[i]; i++) append(buf, size, "%s%s", i ? " | " : "", s->names[i]);
+    }
+    if (def[0]) append(buf, size, " (%s)", def);
+    if (nb_setting_has_range(s)) {
+        char range[64];
+        format_range(s, range, sizeof range);
+        append(buf, size, " %s", range);
+    }
+}
+
+/* The value of a numeric row as a double, for the range check (u64 rows: their range is the type's). */
+static double number_of(const nb_setting *s, const nb_train_options *o) {
+    const void *f = setting_field(s, o);
+    switch (s->type) {
+    case NB_SET_INT: return *(const int *)f;
+    case NB_SET_FLOAT: return *(const float *)f;
+    case NB_SET_EF: return ((const nb_delay_options *)f)->ef_alpha;
+    default: return 0;
+    }
+}
+
+int nb_settings_check(const nb_train_options *o) {
+    for (int i = 0; i < nb_settings_count; i++) {
+        const nb_setting *s = &nb_settings[i];
+        if (!s->flag || !nb_setting_has_range(s) || s->type == NB_SET_U64) continue;
+        if (s->type == NB_SET_EF && !o->delay.ef) continue;
+        const double x = number_of(s, o);
+        if (in_range(s, x) && !isnan(x)) continue;
+        char text[64];
+        nb_setting_format(s, o, text, sizeof text);
+        if (s->type == NB_SET_FLOAT && !isfinite(x)) return malformed(s, s->flag, text);
+        return out_of_range(s, s->flag, text);
+    }
+    return 0;
+}
