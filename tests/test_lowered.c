@@ -1,0 +1,355 @@
+/* Lowered lists (include/nobubble/pipeline.h, "Lowering"): the validator catches every broken message
+ * (dropped, duplicated, from itself, out of range, a deadlock) in hand-made lists, and the simulator
+ * costs the messages. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "check.h"
+#include "nobubble/pipeline.h"
+
+/* Hand-made lists: up to 8 endpoints of up to 256 actions, turned into an nb_low_schedule. */
+#define HAND_ENDPOINTS 8
+#define HAND_ACTIONS 256
+typedef struct {
+    int P;
+    size_t n[HAND_ENDPOINTS];
+    nb_low_action a[HAND_ENDPOINTS][HAND_ACTIONS];
+} hand;
+
+static void put(hand *h, int e, nb_low_action x) {
+    if (h->n[e] < HAND_ACTIONS) h->a[e][h->n[e]++] = x;
+}
+static void compute(hand *h, int e, nb_low_op op, int step) { put(h, e, (nb_low_action){op, 0, -1, -1, step, -1, -1}); }
+static void pass(hand *h, int e, nb_low_op op, int mb) { put(h, e, (nb_low_action){op, 0, -1, -1, 0, mb, 0}); }
+static void send(hand *h, int e, nb_msg_kind k, int to, int index) {
+    put(h, e, (nb_low_action){NB_LOW_SEND, k, to, index, index < 0 ? -1 : 0, -1, -1});
+}
+static void recv(hand *h, int e, nb_msg_kind k, int from, int index) {
+    put(h, e, (nb_low_action){NB_LOW_RECV, k, from, index, 0, -1, -1});
+}
+
+/* GPipe of one step as a lowering would write it: P stages, M micro-batches, and the coordinator. */
+static void hand_gpipe(hand *h, int P, int M) {
+    memset(h, 0, sizeof *h);
+    h->P = P;
+    for (int s = 0; s < P; s++) {
+        for (int j = 0; j < M; j++) {
+            if (s > 0) recv(h, s, NB_MSG_ACT, s - 1, j);
+            pass(h, s, NB_LOW_FORWARD, j);
+            if (s < P - 1) send(h, s, NB_MSG_ACT, s + 1, j);
+        }
+        for (int j = 0; j < M; j++) {
+            if (s < P - 1) recv(h, s, NB_MSG_GRAD, s + 1, j);
+            pass(h, s, NB_LOW_BACKWARD, j);
+            if (s > 0) send(h, s, NB_MSG_GRAD, s - 1, j);
+        }
+        compute(h, s, NB_LOW_GRADS, 0);
+        compute(h, s, NB_LOW_APPLY, 0);
+        send(h, s, NB_MSG_STATS, P, 0);
+        send(h, s, NB_MSG_DONE, P, 0);
+    }
+    for (int s = 0; s < P; s++) recv(h, P, NB_MSG_STATS, s, 0);
+    compute(h, P, NB_LOW_REPORT, 0);
+    for (int s = 0; s < P; s++) recv(h, P, NB_MSG_DONE, s, 0);
+    compute(h, P, NB_LOW_FINISH, -1);
+}
+
+static void to_lists(const hand *h, nb_low_schedule *l) {
+    size_t total = 0;
+    for (int e = 0; e <= h->P; e++) total += h->n[e];
+    l->n_stages = h->P;
+    l->n_steps = 1;
+    l->end_lag = 0;
+    l->start = malloc(sizeof(size_t) * ((size_t)h->P + 2));
+    l->actions = malloc(sizeof(nb_low_action) * (total ? total : 1));
+    size_t at = 0;
+    for (int e = 0; e <= h->P; e++) {
+        l->start[e] = at;
+        memcpy(l->actions + at, h->a[e], sizeof(nb_low_action) * h->n[e]);
+        at += h->n[e];
+    }
+    l->start[h->P + 1] = at;
+}
+
+static void free_lists(nb_low_schedule *l) {
+    free(l->start);
+    free(l->actions);
+    l->start = NULL;
+    l->actions = NULL;
+}
+
+/* The validator's message on a hand-made list, or "" when it passes (a static copy). */
+static const char *verdict_of(const hand *h) {
+    static char msg[1024];
+    nb_low_schedule l;
+    to_lists(h, &l);
+    snprintf(msg, sizeof msg, "%s", nb_low_validate(&l) ? nb_last_error() : "");
+    free_lists(&l);
+    return msg;
+}
+
+static void remove_at(hand *h, int e, size_t k) {
+    memmove(&h->a[e][k], &h->a[e][k + 1], sizeof(nb_low_action) * (h->n[e] - k - 1));
+    h->n[e]--;
+}
+
+static void insert_at(hand *h, int e, size_t k, nb_low_action x) {
+    memmove(&h->a[e][k + 1], &h->a[e][k], sizeof(nb_low_action) * (h->n[e] - k));
+    h->a[e][k] = x;
+    h->n[e]++;
+}
+
+/* The index in endpoint e's hand-made list of the first SEND/RECV of this kind and index. */
+static size_t find(const hand *h, int e, nb_low_op op, nb_msg_kind k, int index) {
+    for (size_t i = 0; i < h->n[e]; i++)
+        if (h->a[e][i].op == op && h->a[e][i].msg == k && h->a[e][i].index == index) return i;
+    return (size_t)-1;
+}
+
+static void expect_error(const hand *h, const char *what, const char *const *parts) {
+    const char *msg = verdict_of(h);
+    int ok = *msg != 0;
+    for (int i = 0; parts[i] && ok; i++) ok = strstr(msg, parts[i]) != NULL;
+    CHECK(ok, "%s: the validator's message should name %s ...; got '%s'", what, parts[0], msg);
+}
+
+static void test_valid_passes(void) {
+    hand h;
+    for (int P = 1; P <= 4; P++)
+        for (int M = 1; M <= 3; M++) {
+            hand_gpipe(&h, P, M);
+            const char *msg = verdict_of(&h);
+            CHECK(!*msg, "hand-made GPipe P=%d M=%d validates: %s", P, M, msg);
+        }
+}
+
+static void test_dropped_send(void) {
+    hand h;
+    hand_gpipe(&h, 2, 2);
+    const size_t k = find(&h, 1, NB_LOW_SEND, NB_MSG_GRAD, 1), r = find(&h, 0, NB_LOW_RECV, NB_MSG_GRAD, 1);
+    remove_at(&h, 1, k);
+    char where[64];
+    snprintf(where, sizeof where, "stage 0 action %zu (RECV GRAD(1) <- stage 1)", r);
+    const char *parts[] = {where, "no matching SEND in stage 1's list", NULL};
+    expect_error(&h, "a dropped SEND GRAD(1)", parts);
+    /* a dropped SEND to the coordinator: its RECV is named */
+    hand_gpipe(&h, 3, 1);
+    remove_at(&h, 2, find(&h, 2, NB_LOW_SEND, NB_MSG_STATS, 0));
+    const char *coord[] = {"coordinator action 2 (RECV STATS(0) <- stage 2)", "no matching SEND", NULL};
+    expect_error(&h, "a dropped SEND STATS(0)", coord);
+}
+
+static void test_dropped_recv(void) {
+    hand h;
+    hand_gpipe(&h, 2, 1);
+    remove_at(&h, 1, find(&h, 1, NB_LOW_RECV, NB_MSG_ACT, 0));
+    const char *parts[] = {"stage 0 action 1 (SEND ACT(0) -> stage 1)", "no matching RECV in stage 1's list", NULL};
+    expect_error(&h, "a dropped RECV ACT(0)", parts);
+}
+
+static void test_swapped_receives_deadlock(void) {
+    hand h;
+    hand_gpipe(&h, 3, 1);  /* stage 1: RECV ACT(0), FORWARD, SEND ACT(0), RECV GRAD(0), BACKWARD, SEND GRAD(0) */
+    const size_t a = find(&h, 1, NB_LOW_RECV, NB_MSG_ACT, 0), g = find(&h, 1, NB_LOW_RECV, NB_MSG_GRAD, 0);
+    nb_low_action x = h.a[1][a];
+    h.a[1][a] = h.a[1][g];
+    h.a[1][g] = x;
+    char blocked[96];
+    snprintf(blocked, sizeof blocked, "stage 1 action %zu (RECV GRAD(0) <- stage 2) waits for stage 2", a);
+    const char *parts[] = {"deadlock", "a cycle of waits: stage 1 -> stage 2 -> stage 1", blocked,
+                           "stage 2 action 0 (RECV ACT(0) <- stage 1) waits for stage 1",
+                           "stage 0 action 2 (RECV GRAD(0) <- stage 1)", "coordinator action 0 (RECV STATS(0) <- stage 0)",
+                           NULL};
+    expect_error(&h, "two swapped receives", parts);
+}
+
+static void test_duplicated_send(void) {
+    hand h;
+    hand_gpipe(&h, 2, 2);
+    const size_t k = find(&h, 0, NB_LOW_SEND, NB_MSG_ACT, 1);
+    insert_at(&h, 0, k + 1, h.a[0][k]);
+    char where[64];
+    snprintf(where, sizeof where, "stage 0 action %zu (SEND ACT(1) -> stage 1)", k + 1);
+    const char *parts[] = {where, "no matching RECV in stage 1's list (2 SEND and 1 RECV of ACT(1)", NULL};
+    expect_error(&h, "a duplicated SEND", parts);
+}
+
+static void test_bad_peers(void) {
+    hand h;
+    hand_gpipe(&h, 2, 1);
+    const size_t k = find(&h, 1, NB_LOW_RECV, NB_MSG_ACT, 0);
+    h.a[1][k].peer = 1;
+    const char *self[] = {"stage 1 action 0 (RECV ACT(0) <- stage 1)", "its own endpoint", NULL};
+    expect_error(&h, "a receive from itself", self);
+    for (int bad = -1; bad <= 3; bad += 4) {
+        hand_gpipe(&h, 2, 1);
+        h.a[0][find(&h, 0, NB_LOW_SEND, NB_MSG_ACT, 0)].peer = bad;
+        const char *range[] = {"stage 0 action 1", "peer", "out of range: expected 0 .. 2", NULL};
+        expect_error(&h, "a peer out of range", range);
+    }
+    hand_gpipe(&h, 2, 1);
+    h.a[2][1].peer = 0;  /* two STATS from stage 0, none from 1 */
+    const char *twice[] = {"no matching", NULL};
+    expect_error(&h, "a receive from the wrong stage", twice);
+    hand_gpipe(&h, 3, 1);
+    h.a[0][find(&h, 0, NB_LOW_SEND, NB_MSG_ACT, 0)].peer = 2;  /* skips stage 1 */
+    const char *skip[] = {"stage 0 action 1", "ACT goes from stage s to stage s+1", NULL};
+    expect_error(&h, "an ACT past the next stage", skip);
+}
+
+static void test_bad_fields(void) {
+    hand h;
+    hand_gpipe(&h, 2, 1);
+    compute(&h, 0, NB_LOW_REPORT, 0);
+    const char *report[] = {"stage 0 action", "REPORT runs on the coordinator only", NULL};
+    expect_error(&h, "a REPORT on a stage", report);
+    hand_gpipe(&h, 2, 1);
+    h.a[0][0].version = 1;  /* FORWARD of step 0 on version 1 */
+    const char *version[] = {"stage 0 action 0 (FORWARD mb 0 (step 0, version 1))", "expected 0 .. 0", NULL};
+    expect_error(&h, "a version from the future", version);
+    hand_gpipe(&h, 2, 1);
+    h.a[1][0].msg = (nb_msg_kind)NB_MSG_KINDS;
+    const char *kind[] = {"stage 1 action 0", "unknown message kind", NULL};
+    expect_error(&h, "an unknown message kind", kind);
+    hand_gpipe(&h, 2, 1);
+    h.a[2][1].index = -3;
+    const char *index[] = {"coordinator action 1", "message index -3", NULL};
+    expect_error(&h, "a negative index", index);
+    nb_low_schedule empty = {0};
+    CHECK(nb_low_validate(&empty) && strstr(nb_last_error(), "empty"), "an empty schedule is refused (%s)", nb_last_error());
+}
+
+/* Small deterministic generator for the permutation tests (splitmix64). */
+static unsigned long long mix(unsigned long long *x) {
+    unsigned long long z = (*x += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static void shuffle(nb_low_action *a, size_t n, unsigned long long *seed) {
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t)(mix(seed) % i);
+        nb_low_action x = a[i - 1];
+        a[i - 1] = a[j];
+        a[j] = x;
+    }
+}
+
+/* Random orders of one endpoint's list: each either validates (and simulates) or fails with a message
+ * that names an endpoint; never a crash (run under ASan by -DNB_SANITIZE=ON). */
+static void permutations_of(const nb_low_schedule *base, int rounds, unsigned long long seed, int *passed, int *failed) {
+    const size_t total = base->start[base->n_stages + 1];
+    nb_low_schedule l = *base;
+    l.actions = malloc(sizeof(nb_low_action) * total);
+    for (int r = 0; r < rounds; r++) {
+        memcpy(l.actions, base->actions, sizeof(nb_low_action) * total);
+        const int e = (int)(mix(&seed) % (unsigned long long)(base->n_stages + 1));
+        shuffle(l.actions + l.start[e], l.start[e + 1] - l.start[e], &seed);
+        if (nb_low_validate(&l)) {
+            const char *msg = nb_last_error();
+            CHECK(!strncmp(msg, "lowered: ", 9) && strstr(msg, "action"), "a permutation fails cleanly: %s", msg);
+            ++*failed;
+            continue;
+        }
+        nb_low_costs costs = {0};
+        nb_low_sim sim;
+        CHECK(!nb_low_simulate(&l, &costs, &sim), "a valid permutation simulates: %s", nb_last_error());
+        nb_low_sim_free(&sim);
+        ++*passed;
+    }
+    free(l.actions);
+}
+
+static void test_permutations_hand(void) {
+    hand h;
+    hand_gpipe(&h, 3, 3);
+    nb_low_schedule l;
+    to_lists(&h, &l);
+    int passed = 0, failed = 0;
+    permutations_of(&l, 400, 1, &passed, &failed);
+    CHECK(failed > 0, "random orders of a hand-made list: %d valid, %d refused", passed, failed);
+    free_lists(&l);
+}
+
+/* The simulator on a hand-made 1F1B of 2 stages and 2 micro-batches equals nb_pipe_simulate's. */
+static void test_simulate_hand(void) {
+    hand h;
+    hand_gpipe(&h, 2, 2);
+    /* stage 1 as 1F1B: RECV ACT(0), F0, B0, SEND GRAD(0), RECV ACT(1), F1, B1, SEND GRAD(1) */
+    nb_low_action s1[8] = {h.a[1][0], h.a[1][1], h.a[1][4], h.a[1][5], h.a[1][2], h.a[1][3], h.a[1][6], h.a[1][7]};
+    memcpy(h.a[1], s1, sizeof s1);
+    nb_low_schedule l;
+    to_lists(&h, &l);
+    const double f[] = {1, 1}, b[] = {2, 2}, u[] = {0.5, 0.5};
+    for (int comm = 0; comm < 2; comm++) {
+        nb_low_costs c = {f, b, u, NULL, 0, 0, comm * 0.25, 0, 0, {0}};
+        nb_low_sim sim;
+        nb_pipe_schedule sc;
+        nb_pipe_sim ref;
+        nb_pipe_costs pc = {f, b, u, comm * 0.25};
+        if (nb_low_simulate(&l, &c, &sim) || nb_pipe_generate(&sc, NB_PIPE_1F1B, 2, 2, 1) || nb_pipe_simulate(&sc, &pc, &ref)) {
+            CHECK(0, "simulate the hand-made 1F1B: %s", nb_last_error());
+            free_lists(&l);
+            return;
+        }
+        CHECK(sim.makespan == ref.makespan, "hand-made 1F1B, comm %g: makespan %g, nb_pipe_simulate's %g", comm * 0.25,
+              sim.makespan, ref.makespan);
+        CHECK(sim.busy[0] == ref.busy[0] && sim.busy[1] == ref.busy[1] && sim.busy[2] == 0,
+              "busy per endpoint as nb_pipe_simulate's (%g, %g; coordinator %g)", sim.busy[0], sim.busy[1], sim.busy[2]);
+        CHECK(sim.msg_count[NB_MSG_ACT] == 2 && sim.msg_count[NB_MSG_GRAD] == 2 && sim.msg_count[NB_MSG_STATS] == 2 &&
+                  sim.msg_count[NB_MSG_DONE] == 2 && sim.msg_count[NB_MSG_END] == 0,
+              "messages counted per kind");
+        nb_low_sim_free(&sim);
+        nb_pipe_sim_free(&ref);
+        nb_pipe_free(&sc);
+    }
+    /* bytes over a link: 100-byte activations at 50 bytes/s add 2 per hop; STATS cost nothing */
+    nb_low_costs c = {f, b, u, NULL, 0, 0, 0, 0, 50, {0}};
+    c.bytes[NB_MSG_ACT] = c.bytes[NB_MSG_GRAD] = 100;
+    nb_low_sim sim;
+    if (!nb_low_simulate(&l, &c, &sim)) {
+        /* stage 1: F0 at 3..4, B0 4..6; GRAD(0) at stage 0 from 8: B0 8..10; ACT(1) sent at 2, F1 at 6..7,
+         * B1 7..9; GRAD(1) arrives at 11: B1 11..13, APPLY 13..13.5 */
+        CHECK(sim.makespan == 13.5, "bandwidth: makespan %g, expected 13.5", sim.makespan);
+        CHECK(sim.msg_bytes[NB_MSG_ACT] == 200 && sim.msg_bytes[NB_MSG_GRAD] == 200 && sim.msg_bytes[NB_MSG_STATS] == 0,
+              "bytes per kind (ACT %g, GRAD %g)", sim.msg_bytes[NB_MSG_ACT], sim.msg_bytes[NB_MSG_GRAD]);
+        nb_low_sim_free(&sim);
+    } else CHECK(0, "simulate with bandwidth: %s", nb_last_error());
+    /* the coordinator's messages have their own latency: it hears of the last APPLY (9.5) a second later */
+    nb_low_costs slow = {f, b, u, NULL, 0, 0, 0, 1, 0, {0}};
+    if (!nb_low_simulate(&l, &slow, &sim)) {
+        CHECK(sim.makespan == 10.5 && sim.t_finish[l.start[3] - 1] == 10.5,
+              "coordinator latency: makespan %g, expected 10.5 (FINISH then)", sim.makespan);
+        nb_low_sim_free(&sim);
+    } else CHECK(0, "simulate with a coordinator latency: %s", nb_last_error());
+    c.latency = -1;
+    CHECK(nb_low_simulate(&l, &c, &sim) && strstr(nb_last_error(), "latency"), "a negative latency is refused (%s)",
+          nb_last_error());
+    free_lists(&l);
+}
+
+int main(void) {
+    test_valid_passes();
+    test_dropped_send();
+    test_dropped_recv();
+    test_swapped_receives_deadlock();
+    test_duplicated_send();
+    test_bad_peers();
+    test_bad_fields();
+    test_permutations_hand();
+    test_simulate_hand();
+    return check_summary();
+}
+
+/* TEMPORARY until src/pipeline/lower.c lands (it defines these): the names, so that this test links. */
+const char *nb_msg_kind_name(nb_msg_kind kind) {
+    static const char *const n[NB_MSG_KINDS] = {"ACT", "GRAD", "TIED_GRAD", "TIED_W", "NORM", "STATS", "EVAL_ACT",
+                                                "EVAL_LOSS", "SAVED", "COMMITTED", "END", "DONE", "PARAMS"};
+    return (unsigned)kind < NB_MSG_KINDS ? n[kind] : "?";
+}
+const char *nb_low_op_name(nb_low_op op) {
+    static const char *const n[NB_LOW_OPS] = {"SEND", "RECV", "FORWARD", "BACKWARD", "GRADS", "APPLY",
+                                              "EVAL", "SAVE", "REPORT", "DECIDE", "COMMIT", "FINISH"};
+    return (unsigned)op < NB_LOW_OPS ? n[op] : "?";
+}
