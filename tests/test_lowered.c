@@ -297,6 +297,9 @@ static void test_simulate_hand(void) {
               sim.makespan, ref.makespan);
         CHECK(sim.busy[0] == ref.busy[0] && sim.busy[1] == ref.busy[1] && sim.busy[2] == 0,
               "busy per endpoint as nb_pipe_simulate's (%g, %g; coordinator %g)", sim.busy[0], sim.busy[1], sim.busy[2]);
+        const size_t send0 = l.start[0] + 1, recv0 = l.start[1];  /* stage 0's SEND ACT(0), stage 1's RECV ACT(0) */
+        CHECK(sim.match[send0] == recv0 && sim.match[recv0] == send0 && sim.match[0] == (size_t)-1,
+              "match pairs SEND and RECV (%zu, %zu), -1 for a FORWARD", sim.match[send0], sim.match[recv0]);
         CHECK(sim.msg_count[NB_MSG_ACT] == 2 && sim.msg_count[NB_MSG_GRAD] == 2 && sim.msg_count[NB_MSG_STATS] == 2 &&
                   sim.msg_count[NB_MSG_DONE] == 2 && sim.msg_count[NB_MSG_END] == 0,
               "messages counted per kind");
@@ -329,6 +332,165 @@ static void test_simulate_hand(void) {
     free_lists(&l);
 }
 
+/* ---- Lowerings of generated schedules (nb_pipe_lower) ---- */
+
+static const nb_pipe_kind all_kinds[] = {NB_PIPE_GPIPE, NB_PIPE_1F1B, NB_PIPE_PIPEDREAM, NB_PIPE_2BW, NB_PIPE_SEQUENTIAL};
+#define N_ALL_KINDS 5
+
+/* The lowering options tried: each alone, then all together. */
+enum { OPT_NONE, OPT_TIED, OPT_CLIP, OPT_EVAL, OPT_SAVE, OPT_SAVE_WHOLE, OPT_FROM, OPT_GATHER, OPT_ALL, N_OPTION_SETS };
+static const char *const option_names[N_OPTION_SETS] = {"none", "tied", "clip", "eval every 2 (2 batches)", "save every 2",
+                                                        "save_whole", "from_step 1", "gather_params", "all"};
+
+/* Options of set `which` for a schedule of S steps; every2 (S entries) marks the steps after which
+ * evaluation and saving happen. */
+static nb_low_options options_for(int which, unsigned char *every2, int S) {
+    for (int t = 0; t < S; t++) every2[t] = (t + 1) % 2 == 0;
+    const int all = which == OPT_ALL;
+    nb_low_options o = {0};
+    o.tied = all || which == OPT_TIED;
+    o.clip = all || which == OPT_CLIP;
+    if (all || which == OPT_EVAL) o.eval_batches = 2, o.eval_at = every2;
+    if (all || which == OPT_SAVE || which == OPT_SAVE_WHOLE) o.save_at = every2, o.save_final = 1;
+    o.save_whole = all || which == OPT_SAVE_WHOLE;
+    o.from_step = (all || which == OPT_FROM) && S > 1 ? 1 : 0;
+    o.gather_params = all || which == OPT_GATHER;
+    return o;
+}
+
+/* Generates and lowers; *sc and *l are to be freed (also on failure). */
+static int lower_case(nb_pipe_kind kind, int P, int M, int S, int which, nb_pipe_schedule *sc, nb_low_schedule *l) {
+    memset(l, 0, sizeof *l);
+    if (nb_pipe_generate(sc, kind, P, M, S)) return -1;
+    unsigned char *every2 = malloc((size_t)sc->n_steps);
+    nb_low_options o = options_for(which, every2, sc->n_steps);
+    int rc = nb_pipe_lower(sc, &o, l);
+    free(every2);
+    return rc;
+}
+
+static void test_lowerings_validate(void) {
+    int cases = 0, bad = 0;
+    for (int ki = 0; ki < N_ALL_KINDS; ki++)
+        for (int P = 1; P <= 5; P++)
+            for (int M = P; M <= P + 1; M++)
+                for (int S = 1; S <= 4; S++)
+                    for (int which = 0; which < N_OPTION_SETS; which++) {
+                        nb_pipe_schedule sc;
+                        nb_low_schedule l;
+                        cases++;
+                        if (lower_case(all_kinds[ki], P, M, S, which, &sc, &l) || nb_low_validate(&l)) {
+                            if (bad++ < 10)
+                                CHECK(0, "%s P=%d M=%d S=%d options %s: %s", nb_pipe_kind_name(all_kinds[ki]), P, M, S,
+                                      option_names[which], nb_last_error());
+                        }
+                        nb_low_free(&l);
+                        nb_pipe_free(&sc);
+                    }
+    CHECK(bad == 0, "every kind x P 1..5 x M in {P, P+1} x S 1..4 x option set lowers to valid lists (%d of %d bad)", bad,
+          cases);
+}
+
+/* The global index of endpoint e's first RECV of this kind (the list's end when there is none). */
+static size_t first_recv(const nb_low_schedule *l, int e, nb_msg_kind kind) {
+    size_t g = l->start[e];
+    while (g < l->start[e + 1] && !(l->actions[g].op == NB_LOW_RECV && l->actions[g].msg == kind)) g++;
+    return g;
+}
+
+/* Dropping any one SEND of a small lowering is caught, and so is moving a middle stage's first
+ * RECV GRAD before its first RECV ACT (two receives swapped). */
+static void test_broken_lowerings_caught(void) {
+    for (int ki = 0; ki < N_ALL_KINDS; ki++) {
+        nb_pipe_schedule sc;
+        nb_low_schedule l;
+        if (lower_case(all_kinds[ki], 3, 3, 2, OPT_ALL, &sc, &l)) {
+            CHECK(0, "lower %s: %s", nb_pipe_kind_name(all_kinds[ki]), nb_last_error());
+            nb_pipe_free(&sc);
+            continue;
+        }
+        const size_t total = l.start[l.n_stages + 1];
+        nb_low_schedule cut = l;
+        cut.start = malloc(sizeof(size_t) * ((size_t)l.n_stages + 2));
+        cut.actions = malloc(sizeof(nb_low_action) * total);
+        int sends = 0, caught = 0;
+        for (int e = 0; e <= l.n_stages; e++)
+            for (size_t g = l.start[e]; g < l.start[e + 1]; g++) {
+                if (l.actions[g].op != NB_LOW_SEND) continue;
+                sends++;
+                memcpy(cut.actions, l.actions, sizeof(nb_low_action) * g);
+                memcpy(cut.actions + g, l.actions + g + 1, sizeof(nb_low_action) * (total - g - 1));
+                for (int x = 0; x <= l.n_stages + 1; x++) cut.start[x] = l.start[x] - (x > e);
+                caught += nb_low_validate(&cut) != 0 && strstr(nb_last_error(), "no matching SEND") != NULL;
+            }
+        CHECK(sends > 20 && caught == sends, "%s: each of the %d SENDs dropped is caught (%d)", nb_pipe_kind_name(all_kinds[ki]),
+              sends, caught);
+        memcpy(cut.actions, l.actions, sizeof(nb_low_action) * total);
+        memcpy(cut.start, l.start, sizeof(size_t) * ((size_t)l.n_stages + 2));
+        const size_t a = first_recv(&l, 1, NB_MSG_ACT), g = first_recv(&l, 1, NB_MSG_GRAD);
+        if (a < g && g < l.start[2]) {
+            nb_low_action x = cut.actions[a];
+            cut.actions[a] = cut.actions[g];
+            cut.actions[g] = x;
+            CHECK(nb_low_validate(&cut) && strstr(nb_last_error(), "deadlock") && strstr(nb_last_error(), "RECV GRAD(") &&
+                      strstr(nb_last_error(), "stage 2 action"),
+                  "%s: swapping stage 1's first RECV ACT and RECV GRAD deadlocks (%s)", nb_pipe_kind_name(all_kinds[ki]),
+                  nb_last_error());
+        } else CHECK(0, "%s: stage 1 receives an ACT, then a GRAD", nb_pipe_kind_name(all_kinds[ki]));
+        free(cut.start);
+        free(cut.actions);
+        nb_low_free(&l);
+        nb_pipe_free(&sc);
+    }
+}
+
+static void test_permutations_lowered(void) {
+    nb_pipe_schedule sc;
+    nb_low_schedule l;
+    if (lower_case(NB_PIPE_2BW, 3, 3, 2, OPT_ALL, &sc, &l)) CHECK(0, "lower 2bw: %s", nb_last_error());
+    else {
+        int passed = 0, failed = 0;
+        permutations_of(&l, 300, 7, &passed, &failed);
+        CHECK(failed > 0, "random orders of a lowered 2bw list: %d valid, %d refused", passed, failed);
+    }
+    nb_low_free(&l);
+    nb_pipe_free(&sc);
+}
+
+/* Without tied, clip, eval or save, and with messages costing only the stages' latency, the lowered
+ * lists take exactly the schedule's time: the messages the lowering adds (stats, END, DONE) never hold a
+ * stage up. */
+static void test_makespan_matches(void) {
+    const double f[] = {1, 1.5, 1, 2, 1}, b[] = {2, 3, 2.5, 2, 2}, u[] = {0.5, 0, 0.25, 0.5, 1};
+    int cases = 0, bad = 0;
+    for (int ki = 0; ki < N_ALL_KINDS; ki++)
+        for (int P = 1; P <= 5; P++)
+            for (int M = P; M <= P + 1; M++)
+                for (int S = 1; S <= 4; S += 3)
+                    for (int comm = 0; comm < 2; comm++) {
+                        nb_pipe_schedule sc;
+                        nb_low_schedule l;
+                        nb_pipe_sim ref;
+                        nb_low_sim sim;
+                        nb_pipe_costs pc = {f, b, u, comm * 0.5};
+                        nb_low_costs lc = {f, b, u, NULL, 0, 0, comm * 0.5, 0, 0, {0}};
+                        cases++;
+                        if (lower_case(all_kinds[ki], P, M, S, OPT_NONE, &sc, &l) || nb_pipe_simulate(&sc, &pc, &ref)) {
+                            CHECK(0, "%s P=%d M=%d: %s", nb_pipe_kind_name(all_kinds[ki]), P, M, nb_last_error());
+                        } else {
+                            if (nb_low_simulate(&l, &lc, &sim)) CHECK(0, "simulate: %s", nb_last_error());
+                            else if (sim.makespan != ref.makespan && bad++ < 10)
+                                CHECK(0, "%s P=%d M=%d S=%d comm %g: lowered makespan %.17g, nb_pipe_simulate's %.17g",
+                                      nb_pipe_kind_name(all_kinds[ki]), P, M, S, comm * 0.5, sim.makespan, ref.makespan);
+                            nb_low_sim_free(&sim);
+                            nb_pipe_sim_free(&ref);
+                        }
+                        nb_low_free(&l);
+                        nb_pipe_free(&sc);
+                    }
+    CHECK(bad == 0, "lowered makespan equals nb_pipe_simulate's for every kind (%d of %d differ)", bad, cases);
+}
+
 int main(void) {
     test_valid_passes();
     test_dropped_send();
@@ -339,17 +501,9 @@ int main(void) {
     test_bad_fields();
     test_permutations_hand();
     test_simulate_hand();
+    test_lowerings_validate();
+    test_broken_lowerings_caught();
+    test_permutations_lowered();
+    test_makespan_matches();
     return check_summary();
-}
-
-/* TEMPORARY until src/pipeline/lower.c lands (it defines these): the names, so that this test links. */
-const char *nb_msg_kind_name(nb_msg_kind kind) {
-    static const char *const n[NB_MSG_KINDS] = {"ACT", "GRAD", "TIED_GRAD", "TIED_W", "NORM", "STATS", "EVAL_ACT",
-                                                "EVAL_LOSS", "SAVED", "COMMITTED", "END", "DONE", "PARAMS"};
-    return (unsigned)kind < NB_MSG_KINDS ? n[kind] : "?";
-}
-const char *nb_low_op_name(nb_low_op op) {
-    static const char *const n[NB_LOW_OPS] = {"SEND", "RECV", "FORWARD", "BACKWARD", "GRADS", "APPLY",
-                                              "EVAL", "SAVE", "REPORT", "DECIDE", "COMMIT", "FINISH"};
-    return (unsigned)op < NB_LOW_OPS ? n[op] : "?";
 }

@@ -252,6 +252,7 @@ typedef struct {
     double *t_start, *t_finish;        /* per action, indexed like l->actions */
     long long msg_count[NB_MSG_KINDS]; /* messages of each kind */
     double msg_bytes[NB_MSG_KINDS];    /* and their bytes */
+    size_t *match;                     /* per action: a SEND's RECV, a RECV's SEND (global indices); else -1 */
 } nb_low_sim;
 
 /* Validates (nb_low_validate) and simulates the lists: each action starts when its endpoint is free

@@ -34,6 +34,7 @@ void nb_low_sim_free(nb_low_sim *sim) {
     free(sim->idle);
     free(sim->t_start);
     free(sim->t_finish);
+    free(sim->match);
     memset(sim, 0, sizeof *sim);
 }
 
@@ -73,7 +74,13 @@ int nb_low_simulate(const nb_low_schedule *l, const nb_low_costs *costs, nb_low_
         rc = nb_fail("out of memory simulating a lowered schedule of %zu actions", total);
     else if (!(rc = lowered_run(l, partner, costs, out->t_start, out->t_finish)))
         summarize(l, costs, out);
-    free(partner);
-    if (rc) nb_low_sim_free(out);
-    return rc;
+    if (rc) {
+        free(partner);
+        nb_low_sim_free(out);
+        return rc;
+    }
+    for (size_t g = 0; g < total; g++)  /* the pairing filled only the messages' entries */
+        if (!lowered_is_message(l->actions[g].op)) partner[g] = (size_t)-1;
+    out->match = partner;
+    return 0;
 }
