@@ -1,17 +1,25 @@
-/* nobubble: the runtime's transport. Pipeline stages exchange messages (activations, their
- * gradients, the tied embedding, small statistics) through a link: one stage's end of a
- * transport. Two implementations share the interface: threads in one process (a hub of
- * mailboxes) and MPI processes (one rank per stage). The training code above it is the same for
- * both (src/train/pipeline.c).
+/* nobubble: the runtime's transport. Endpoints exchange messages (activations, their gradients,
+ * the tied embedding, small statistics) through links: a link is one endpoint's end of a
+ * transport. Endpoints 0..P-1 are the pipeline stages; a run may have more (endpoint P: the
+ * coordinator, which computes nothing). The messages below say "stage S" for any endpoint S. Two
+ * implementations share the interface: threads in one process (a hub of mailboxes) and MPI
+ * processes (one rank per stage; extra endpoints live on rank 0). The training code above it is
+ * the same for both (src/train/pipeline.c).
  *
  * Semantics, on both transports:
- * - a message is addressed by (source stage, tag); receives match exactly that pair, so messages
+ * - a message is addressed by (source endpoint, tag); receives match exactly that pair, so messages
  *   of different tags may be taken in any order, and two of the same pair arrive in send order;
  * - send never waits for the receiver (the bytes are copied or queued): a schedule that the
  *   simulator runs without deadlock runs without deadlock here;
  * - when a stage fails it calls nb_link_fail: every other stage's pending and future receive
  *   returns -1 with a message naming the failed stage (threads), or the whole MPI job is
- *   aborted with the message (MPI), so that no stage waits forever. */
+ *   aborted with the message (MPI), so that no stage waits forever;
+ * - links belong to no thread: one thread may drive several endpoints (the one-process run drives
+ *   all of a hub's; an MPI rank 0 drives its stage and the coordinator) by polling each for what
+ *   it needs next and receiving only what is there. A receive of a message not yet sent by another
+ *   endpoint of the same thread would wait for ever (threads: until the timeout; MPI: it fails at
+ *   once, since both endpoints are in one process). nb_last_error() is per thread: the driving
+ *   thread reads the failures of all its links. */
 #ifndef NOBUBBLE_RUNTIME_H
 #define NOBUBBLE_RUNTIME_H
 #include <stddef.h>
@@ -24,20 +32,27 @@ const char *nb_transport_name(nb_transport_kind kind);
 typedef struct nb_link nb_link;
 int nb_link_stage(const nb_link *l);
 int nb_link_count(const nb_link *l);
-/* Copies bytes to stage `to` under `tag` (0 <= tag < 2^20). */
+/* Copies bytes to endpoint `to` under `tag` (0 <= tag < 2^20). */
 int nb_link_send(nb_link *l, int to, int tag, const void *buf, size_t bytes);
 /* Waits for the message (from, tag) and copies it into buf, which must be exactly its size. */
 int nb_link_recv(nb_link *l, int from, int tag, void *buf, size_t bytes);
+/* 1 when the message (from, tag) is waiting, so that nb_link_recv of it would not wait; 0 when not
+ * (yet); -1 when the run has failed (threads: another endpoint called nb_link_fail; nb_last_error()
+ * names it, "stage S failed: ..."; a failure outranks a waiting message) or the transport did.
+ * Never waits. */
+int nb_link_poll(nb_link *l, int from, int tag);
 /* A receive that waits more than `seconds` for its message fails, naming the stage it waited for, so
  * that a peer that stalled (stopped, hung on a file system) or vanished without taking the job down
  * cannot hold the others for ever (0, the default: no limit). */
 void nb_link_set_timeout(nb_link *l, double seconds);
-/* This stage failed with `message`: the other stages stop (see above). */
+/* This endpoint failed with `message`: the others stop (see above). */
 void nb_link_fail(nb_link *l, const char *message);
-/* Releases this stage's end (waits for its sends to be delivered on MPI). */
+/* Releases this endpoint's end (on MPI, the process's last link to close waits for its sends to be
+ * delivered). */
 void nb_link_close(nb_link *l);
 
-/* Threads: a hub for n stages and its links, one per worker thread. */
+/* Threads: a hub for n endpoints and its links, one per endpoint; any thread may drive any of
+ * them, one thread several. */
 typedef struct nb_hub nb_hub;
 nb_hub *nb_hub_create(int n_stages);
 nb_link *nb_hub_link(nb_hub *h, int stage);
@@ -49,6 +64,16 @@ void nb_hub_free(nb_hub *h);
  * built without MPI or when the world size is not n_stages. */
 int nb_mpi_available(void);
 int nb_mpi_link(nb_link **out, int n_stages);
+/* MPI with endpoints beyond the stages: the world size must be n_stages (one rank per stage);
+ * endpoints n_stages..n_endpoints-1 live on rank 0. On rank 0, links[0] is endpoint 0 and links[1..]
+ * are the extra endpoints in order (links must hold 1 + n_endpoints - n_stages); elsewhere links[0]
+ * is the rank's stage. *n_links says how many were made. Every link's nb_link_stage() is its
+ * endpoint and nb_link_count() is n_endpoints. Messages between two endpoints of one process go
+ * through an in-process queue (no MPI; any size); to another rank they go over MPI with the
+ * endpoint pair in the MPI tag (fails at once, naming MPI_TAG_UB, when it does not fit). All links
+ * of a process must be driven by one thread; nb_link_close each, then nb_mpi_finish once.
+ * nb_mpi_link is this with n_endpoints == n_stages. */
+int nb_mpi_links(nb_link **links, int *n_links, int n_stages, int n_endpoints);
 /* MPI_Finalize, after the links are closed (no-op without MPI or when it was never started). */
 void nb_mpi_finish(void);
 /* Whether this process was started by an MPI launcher (mpirun sets its rank variables). */

@@ -218,9 +218,10 @@ int nb_pipe_generate_versions(nb_pipe_schedule *out, nb_pipe_kind kind, int n_st
         return nb_fail("out of memory for a version table of %d steps", n_steps);
     }
     memcpy(out->versions, versions, bytes);
-    for (int s = 0; s < n_stages && kind != NB_PIPE_SEQUENTIAL; s++) {  /* its order needs no change */
+    for (int s = 0; s < n_stages; s++) {  /* again, each action on its version from the table */
         emitter e = {out, out->actions + out->start[s], s};
-        gen_versioned(&e);
+        if (kind == NB_PIPE_SEQUENTIAL) gen_sequential(&e);
+        else gen_versioned(&e);
         /* A flush has the same actions in another order: the count is unchanged. */
         if (e.a != out->actions + out->start[s + 1]) {
             nb_pipe_free(out);

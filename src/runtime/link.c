@@ -25,7 +25,7 @@ static int check_peer(const nb_link *l, int peer, int tag) {
     if (peer < 0 || peer >= l->count || peer == l->stage)
         return nb_fail("stage %d: message to/from stage %d: expected another stage of 0..%d", l->stage, peer,
                        l->count - 1);
-    if (tag < 0 || tag >= (1 << 20)) return nb_fail("stage %d: tag %d out of range [0, 2^20)", l->stage, tag);
+    if (tag < 0 || tag >= NB_LINK_TAGS) return nb_fail("stage %d: tag %d out of range [0, 2^20)", l->stage, tag);
     return 0;
 }
 
@@ -37,6 +37,11 @@ int nb_link_send(nb_link *l, int to, int tag, const void *buf, size_t bytes) {
 int nb_link_recv(nb_link *l, int from, int tag, void *buf, size_t bytes) {
     if (check_peer(l, from, tag)) return -1;
     return l->ops->recv(l, from, tag, buf, bytes);
+}
+
+int nb_link_poll(nb_link *l, int from, int tag) {
+    if (check_peer(l, from, tag)) return -1;
+    return l->ops->poll(l, from, tag);
 }
 
 void nb_link_set_timeout(nb_link *l, double seconds) { l->timeout_s = seconds > 0 ? seconds : 0; }

@@ -1,7 +1,9 @@
 /* The threads transport: one mailbox per stage in a shared hub. A send copies the bytes into a
  * message appended to the receiver's mailbox; a receive takes the first message of its
  * (source, tag) pair, waiting on the mailbox's condition variable. A failure is broadcast to
- * every mailbox, so that no receiver waits for a message that will never come. */
+ * every mailbox, so that no receiver waits for a message that will never come. Nothing here belongs
+ * to a thread: any thread may use any link, so one thread may drive several endpoints (poll, then
+ * receive only what is there). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -9,20 +11,14 @@
 #include <string.h>
 #include <time.h>
 #include "runtime/link.h"
+#include "runtime/queue.h"
 #include "util/clock.h"
 #include "util/error.h"
-
-typedef struct message {
-    struct message *next;
-    int from, tag;
-    size_t bytes;
-    unsigned char data[];
-} message;
 
 typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    message *head, *tail;
+    nb_queue q;
 } mailbox;
 
 struct nb_hub {
@@ -36,34 +32,14 @@ struct nb_hub {
 
 static int hub_send(nb_link *l, int to, int tag, const void *buf, size_t bytes) {
     nb_hub *h = l->impl;
-    message *m = malloc(sizeof *m + bytes);
-    if (!m) return nb_fail("stage %d: out of memory sending %zu bytes to stage %d", l->stage, bytes, to);
-    m->next = NULL;
-    m->from = l->stage;
-    m->tag = tag;
-    m->bytes = bytes;
-    if (bytes) memcpy(m->data, buf, bytes);
+    nb_msg *m = nb_msg_new(l->stage, l->stage, to, tag, buf, bytes);  /* copied outside the lock */
+    if (!m) return -1;
     mailbox *b = &h->boxes[to];
     pthread_mutex_lock(&b->mu);
-    if (b->tail) b->tail->next = m;
-    else b->head = m;
-    b->tail = m;
+    nb_queue_push(&b->q, m);
     pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);
     return 0;
-}
-
-/* Unlinks and returns the first message of (from, tag), or NULL. Called with b->mu held. */
-static message *take(mailbox *b, int from, int tag) {
-    message *prev = NULL;
-    for (message *m = b->head; m; prev = m, m = m->next)
-        if (m->from == from && m->tag == tag) {
-            if (prev) prev->next = m->next;
-            else b->head = m->next;
-            if (b->tail == m) b->tail = prev;
-            return m;
-        }
-    return NULL;
 }
 
 static int hub_recv(nb_link *l, int from, int tag, void *buf, size_t bytes) {
@@ -72,22 +48,26 @@ static int hub_recv(nb_link *l, int from, int tag, void *buf, size_t bytes) {
     const struct timespec until = nb_deadline(l->timeout_s);
     int timed_out = 0;
     pthread_mutex_lock(&b->mu);
-    message *m;
-    while (!(m = take(b, from, tag)) && !h->failed && !timed_out) {
+    nb_msg *m;
+    while (!(m = nb_queue_take(&b->q, from, tag)) && !h->failed && !timed_out) {
         if (l->timeout_s > 0) timed_out = pthread_cond_timedwait(&b->cv, &b->mu, &until) == ETIMEDOUT;
         else pthread_cond_wait(&b->cv, &b->mu);
     }
     pthread_mutex_unlock(&b->mu);
     if (!m && timed_out && !h->failed) return nb_link_timed_out(l, from, tag);
     if (!m) return nb_fail("%s", h->failure);
-    int rc = 0;
-    if (m->bytes != bytes)
-        rc = nb_fail("stage %d: message from stage %d (tag %d) has %zu bytes, expected %zu", l->stage, from, tag,
-                     m->bytes, bytes);
-    else if (bytes)
-        memcpy(buf, m->data, bytes);
-    free(m);
-    return rc;
+    return nb_msg_deliver(m, l->stage, buf, bytes);
+}
+
+/* A failure outranks a waiting message: the run is over, and a driver that polls learns it at once
+ * (a receive still takes a message that is there, as it always has). */
+static int hub_poll(nb_link *l, int from, int tag) {
+    nb_hub *h = l->impl;
+    mailbox *b = &h->boxes[l->stage];
+    pthread_mutex_lock(&b->mu);
+    const int failed = h->failed, there = nb_queue_find(&b->q, from, tag) != NULL;
+    pthread_mutex_unlock(&b->mu);
+    return failed ? nb_fail("%s", h->failure) : there;
 }
 
 static void hub_fail(nb_link *l, const char *why) {
@@ -106,7 +86,7 @@ static void hub_fail(nb_link *l, const char *why) {
 
 static void hub_close(nb_link *l) { (void)l; }
 
-static const nb_link_ops hub_ops = {hub_send, hub_recv, hub_fail, hub_close};
+static const nb_link_ops hub_ops = {hub_send, hub_recv, hub_poll, hub_fail, hub_close};
 
 nb_hub *nb_hub_create(int n_stages) {
     if (n_stages < 1) {
@@ -147,10 +127,7 @@ const char *nb_hub_failure(nb_hub *h) {
 void nb_hub_free(nb_hub *h) {
     if (!h) return;
     for (int i = 0; i < h->n; i++) {
-        for (message *m = h->boxes[i].head, *next; m; m = next) {
-            next = m->next;
-            free(m);
-        }
+        nb_queue_clear(&h->boxes[i].q);
         pthread_mutex_destroy(&h->boxes[i].mu);
         pthread_cond_destroy(&h->boxes[i].cv);
     }

@@ -56,7 +56,4 @@ int train_lock_run(const nb_train_options *o, nb_fs_lock locks[2]);
 void train_unlock_run(nb_fs_lock locks[2]);
 /* Whether SIGINT/SIGTERM asked the run to stop (nb_train_request_stop). */
 int train_stop_requested(void);
-
-/* nb_train with o->pipeline set: one worker per stage (src/train/pipeline.c). */
-int train_pipeline(const nb_train_options *o, nb_train_result *res);
 #endif

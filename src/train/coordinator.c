@@ -1,0 +1,309 @@
+/* The coordinator role of the executor (endpoint P): it computes nothing and keeps the run's books.
+ * From the stages' messages it makes the progress and metrics lines, checks the validation loss,
+ * completes checkpoints (once every stage's part is written, after the metrics lines they cover are
+ * on disk), proves checkpoints before --keep prunes, decides where a run stopped on request ends, and
+ * at the end writes the results, summary.json and the Hugging Face export. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "nobubble/checkpoint.h"
+#include "train/exec.h"
+#include "train/run.h"
+#include "train/state.h"
+#include "util/clock.h"
+#include "util/error.h"
+
+typedef struct {
+    exec_run *run;
+    exec_endpoint **stages;  /* when they share this process */
+    nb_train_result *res;
+    exec_stats *in;          /* this step's statistics, one per stage */
+    exec_saved *saved;       /* this checkpoint's parts, one per stage */
+    exec_report *reports;    /* at the end, one per stage */
+    double val;              /* this step's validation loss (NAN: none) */
+    int end_msg, committed_msg;
+    FILE *metrics;
+    double t0, commit_aside;  /* when the run started; seconds this driver spent committing */
+    double train_s;           /* training seconds up to the last step reported */
+    double last_loss;
+    int proven, stopped, reported;
+} coordinator;
+
+static double tokens_per_step(const exec_run *run) { return (double)run->o->batch * run->T * run->M; }
+
+/* Seconds spent evaluating and saving, not training: every stage's when one thread drives them all, else
+ * the stage that spent the most (they evaluate together). */
+static double aside_seconds(const coordinator *c) {
+    double sum = 0, most = 0;
+    for (int i = 0; i < c->run->P; i++) {
+        sum += c->in[i].aside;
+        if (c->in[i].aside > most) most = c->in[i].aside;
+    }
+    return c->run->single_driver ? sum + c->commit_aside : most;
+}
+
+static void newest_checkpoint(coordinator *c, char *buf, size_t size) { exec_last_saved(c->run, buf, size); }
+
+/* --keep's proof (train_weights_proven): with validation data, a finite validation loss of the weights
+ * after step t; without, every stage ran step t with a finite loss and gradient on versions no older
+ * than t - tau. */
+static void prove(coordinator *c, int t, double tau) {
+    const nb_train_options *o = c->run->o;
+    if (!o->val_pattern) train_weights_proven(o, t - (int)tau, &c->proven);
+    else if (!isnan(c->val)) train_weights_proven(o, t + 1, &c->proven);
+}
+
+static int saves_at(const exec_endpoint *e, int t) {
+    const exec_run *run = e->run;
+    return run->o->save_dir && ((run->save_at && run->save_at[t]) || t == e->end - 1);
+}
+
+/* Step t: the stages' statistics summed in stage order, the progress line and the metrics line (a failed
+ * write stops the run), the validation loss checked. */
+static int report(exec_endpoint *e, int t) {
+    coordinator *c = e->role;
+    exec_run *run = c->run;
+    const nb_train_options *o = run->o;
+    exec_stats sum = c->in[0];
+    for (int i = 1; i < run->P; i++) {
+        sum.update_sq += c->in[i].update_sq;
+        sum.version_sq += c->in[i].version_sq;
+        if (c->in[i].tau > sum.tau) sum.tau = c->in[i].tau;
+    }
+    sum.loss = c->in[run->P - 1].loss;
+    const double train_s = nb_now() - c->t0 - aside_seconds(c), dt = train_s - c->train_s;
+    c->train_s = train_s;
+    c->last_loss = sum.loss;
+    c->reported = t + 1;
+    char newest[4200];
+    newest_checkpoint(c, newest, sizeof newest);
+    if (!isnan(c->val) && !isfinite(c->val)) return train_diverged(t, "the validation loss", c->val, newest);
+    const float lr = nb_schedule_lr(&run->sched, t);
+    const double tps = dt > 0 ? tokens_per_step(run) / dt : 0;
+    const int last = t == e->end - 1;
+    if (!o->quiet && (last || t % o->log_every == 0 || !isnan(c->val))) {
+        const double flops = nb_model_train_flops_per_token(&o->model, run->T);
+        printf("step %5d/%d | loss %.4f | lr %.3e | %6.0f tok/s | %5.1f GFLOP/s", t + 1, run->S, sum.loss, lr, tps,
+               tps * flops * 1e-9);
+        if (!isnan(c->val)) printf(" | val %.4f", c->val);
+        printf("\n");
+        fflush(stdout);
+    }
+    if (!isnan(c->val)) c->res->final_val_loss = c->val;
+    if (c->metrics) {
+        train_metrics m = {t, sum.loss, lr, tokens_per_step(run) * (t + 1), train_s, tps, sqrt(sum.update_sq),
+                           (int)sum.tau, sqrt(sum.version_sq), o->clip > 0 ? sum.grad_norm : NAN, c->val};
+        if (train_write_metrics(c->metrics, o->out_dir, &m)) return -1;
+    }
+    if (!saves_at(e, t)) prove(c, t, sum.tau);  /* else after the commit: it may be this step's checkpoint */
+    c->in[0].tau = sum.tau;                     /* kept for the commit's proof */
+    return 0;
+}
+
+/* After step t, where the run ends: a stop on request moves the end to the first step every endpoint
+ * can still end after (exec_stop_end), which saves a checkpoint. */
+static int decide(exec_endpoint *e, int t) {
+    coordinator *c = e->role;
+    if (!c->stopped && train_stop_requested()) {
+        const int end = exec_stop_end(c->run, t);
+        if (end < 0) return -1;
+        if (end < c->run->S) {
+            if (exec_switch_end(e, end)) return -1;
+            c->stopped = 1;
+        }
+    }
+    c->end_msg = e->end;
+    return 0;
+}
+
+/* The checkpoint after step t: the metrics lines it covers flushed to disk first; then the stages' parts
+ * completed (or, when this process holds every stage, the whole state written). A failure fails the run,
+ * naming the newest complete checkpoint, which is intact. */
+static int commit(exec_endpoint *e, int t) {
+    coordinator *c = e->role;
+    exec_run *run = c->run;
+    const nb_train_options *o = run->o;
+    const double t0 = nb_now();
+    char dir[4200], previous[4200];
+    snprintf(dir, sizeof dir, "%s/step_%06d", o->save_dir, t + 1);
+    newest_checkpoint(c, previous, sizeof previous);
+    int rc = train_sync_metrics(c->metrics, o->out_dir);
+    if (run->low_opt.save_whole) {
+        rc = rc || exec_stages_save_whole(run, c->stages, dir, t);
+    } else {
+        for (int i = 0; i < run->P && !rc; i++)
+            if (c->saved[i].failed) rc = nb_fail("%s", c->saved[i].error);
+        if (rc) train_state_abort(dir);  /* every stage is done with the folder */
+        rc = rc || train_state_commit(dir, run->model);
+    }
+    if (rc) {
+        train_save_failed(dir, previous);
+        return -1;
+    }
+    exec_set_last_saved(run, dir);
+    if (!o->quiet) train_report_checkpoint("saved", dir, nb_now() - t0);
+    c->committed_msg = 1;
+    c->commit_aside += nb_now() - t0;
+    prove(c, t, c->in[0].tau);
+    return 0;
+}
+
+/* ---- the end ---- */
+
+/* The share of the time (evaluation and checkpoints excluded) a stage was not computing. */
+static double idle_fraction(double busy, double wall, double aside) { return 1.0 - busy / (wall - aside); }
+
+static void print_pipeline(const coordinator *c, double tokens_per_s) {
+    const exec_run *run = c->run;
+    const nb_train_options *o = run->o;
+    printf("pipeline %s, %d stage(s) on %s, %d GEMM thread(s) each: %.0f tok/s\n", nb_pipe_kind_name(run->sc.kind),
+           run->P, nb_transport_name((nb_transport_kind)o->transport), run->threads, tokens_per_s);
+    for (int i = 0; i < run->P; i++) {
+        const nb_stage *st = &run->model->stages[i];
+        printf("  stage %d: blocks %d..%d%s%s\n", i, st->first_block, st->first_block + st->n_blocks - 1,
+               st->has_embed ? ", embedding" : "", st->has_head ? ", head and loss" : "");
+    }
+    for (int i = 0; i < run->P; i++) {
+        const exec_report *r = &c->reports[i];
+        printf("  stage %d: busy %.2f s, idle %.1f%% (steady state, steps %d..%d: %.1f%%), %d activation slot(s), "
+               "%.1f MiB\n", i, r->busy, 100 * idle_fraction(r->busy, r->wall, r->aside), run->steady_from + 1,
+               run->steady_to, 100 * idle_fraction(r->steady_busy, r->steady_wall, r->steady_aside), (int)r->slots,
+               r->bytes / 1048576.0);
+    }
+    /* The measured costs as a `nobubble schedule` command, to project the run to other depths. */
+    printf("  measured costs (ms): nobubble schedule --kind %s --stages %d --microbatches %d",
+           nb_pipe_kind_name(run->sc.kind), run->P, run->sc.n_micro);
+    const char *flags[3] = {"--forward-cost", "--backward-cost", "--update-cost"};
+    for (int op = 0; op < 3; op++) {
+        printf(" %s ", flags[op]);
+        for (int i = 0; i < run->P; i++) {
+            const exec_report *r = &c->reports[i];
+            printf("%s%.3f", i ? "," : "", 1e3 * (op == 0 ? r->forward : op == 1 ? r->backward : r->update));
+        }
+    }
+    printf("\n");
+}
+
+static void pipeline_summary(const coordinator *c, char *buf, size_t size) {
+    const exec_run *run = c->run;
+    size_t n = (size_t)snprintf(buf, size, "\"pipeline\": {\"kind\": \"%s\", \"transport\": \"%s\", "
+                                "\"threads_per_stage\": %d, \"steady_steps\": [%d, %d], \"stages\": [",
+                                nb_pipe_kind_name(run->sc.kind), nb_transport_name((nb_transport_kind)run->o->transport),
+                                run->threads, run->steady_from + 1, run->steady_to);
+    for (int i = 0; i < run->P && n < size; i++) {
+        const exec_report *r = &c->reports[i];
+        n += (size_t)snprintf(buf + n, size - n,
+                              "%s{\"busy_s\": %.6f, \"eval_s\": %.6f, \"wall_s\": %.6f, \"idle_fraction\": %.6f, "
+                              "\"steady_idle_fraction\": %.6f, \"memory_bytes\": %.0f, \"forward_s\": %.6g, "
+                              "\"backward_s\": %.6g, \"update_s\": %.6g}",
+                              i ? ", " : "", r->busy, r->aside, r->wall, idle_fraction(r->busy, r->wall, r->aside),
+                              idle_fraction(r->steady_busy, r->steady_wall, r->steady_aside), r->bytes, r->forward,
+                              r->backward, r->update);
+    }
+    if (n < size) snprintf(buf + n, size - n, "]}");
+}
+
+/* The run's results, summary.json and the export; a run stopped on request fails here, saying where to
+ * resume from. */
+static int finish(exec_endpoint *e) {
+    coordinator *c = e->role;
+    exec_run *run = c->run;
+    const nb_train_options *o = run->o;
+    char newest[4200];
+    newest_checkpoint(c, newest, sizeof newest);
+    if (c->stopped) {
+        if (o->save_dir) return nb_fail("stopped on request after step %d; resume with --resume %s", e->end, newest);
+        return nb_fail("stopped on request after step %d (no --save-dir: nothing saved)", e->end);
+    }
+    nb_train_result *res = c->res;
+    const int ran = run->S - run->start;
+    res->steps = run->S;
+    res->final_train_loss = ran > 0 ? c->last_loss : NAN;
+    res->seconds = ran > 0 ? c->train_s : 0;
+    res->tokens_per_s = res->seconds > 0 ? tokens_per_step(run) * ran / res->seconds : 0;
+    res->weights_hash = nb_model_weights_hash(run->model);
+    res->primary = 1;
+    char extra[8192];
+    const int pipeline = o->pipeline >= 0;
+    if (pipeline) pipeline_summary(c, extra, sizeof extra);
+    if (pipeline && !o->quiet) {
+        print_pipeline(c, res->tokens_per_s);
+        fflush(stdout);
+    }
+    if (c->metrics && (ferror(c->metrics) || fflush(c->metrics))) return nb_fail("%s/metrics.jsonl: write failed", o->out_dir);
+    if (o->out_dir && train_write_summary(o, res, run->T, pipeline ? extra : NULL)) return -1;
+    if (o->export_dir && nb_export_hf(run->model, o->export_dir)) return -1;
+    return 0;
+}
+
+static int coordinator_act(exec_endpoint *e, const nb_low_action *a) {
+    switch (a->op) {
+    case NB_LOW_REPORT: return report(e, a->step);
+    case NB_LOW_DECIDE: return decide(e, a->step);
+    case NB_LOW_COMMIT: return commit(e, a->step);
+    case NB_LOW_FINISH: return finish(e);
+    default: return nb_fail("coordinator: action %s is a stage's", nb_low_op_name(a->op));
+    }
+}
+
+static int coordinator_buffer(exec_endpoint *e, const nb_low_action *a, void **data, size_t *bytes) {
+    coordinator *c = e->role;
+    const int i = a->peer;
+    nb_stage *st;
+    switch (a->msg) {
+    case NB_MSG_STATS: return *data = &c->in[i], *bytes = sizeof c->in[i], 0;
+    case NB_MSG_EVAL_LOSS: return *data = &c->val, *bytes = sizeof c->val, 0;
+    case NB_MSG_END: return *data = &c->end_msg, *bytes = sizeof c->end_msg, 0;
+    case NB_MSG_SAVED: return *data = &c->saved[i], *bytes = sizeof c->saved[i], 0;
+    case NB_MSG_COMMITTED: return *data = &c->committed_msg, *bytes = sizeof c->committed_msg, 0;
+    case NB_MSG_DONE: return *data = &c->reports[i], *bytes = sizeof c->reports[i], 0;
+    case NB_MSG_PARAMS:
+        /* A process holds only its own stage's weights: the others arrive here at the end. */
+        st = &c->run->model->stages[i];
+        if (!st->params && nb_model_alloc_stage(c->run->model, i)) return -1;
+        return *data = st->params, *bytes = sizeof(float) * st->n_params, 0;
+    default: return nb_fail("coordinator: message kind %s", nb_msg_kind_name(a->msg));
+    }
+}
+
+/* A new step's validation loss is absent until its EVAL_LOSS arrives. */
+static int coordinator_received(exec_endpoint *e, const nb_low_action *a) {
+    coordinator *c = e->role;
+    if (a->msg == NB_MSG_STATS && a->peer == 0) c->val = NAN;
+    return 0;
+}
+
+int exec_coordinator_init(exec_endpoint *e, exec_run *run, exec_endpoint **stages, nb_train_result *res) {
+    const int P = run->P;
+    coordinator *c = calloc(1, sizeof *c);
+    if (!c) return nb_fail("out of memory");
+    *e = (exec_endpoint){.run = run, .id = P, .low = &run->low, .end = run->S, .buffer = coordinator_buffer,
+                         .act = coordinator_act, .received = coordinator_received, .role = c};
+    c->run = run;
+    c->stages = stages;
+    c->res = res;
+    c->val = NAN;
+    c->in = calloc((size_t)P, sizeof *c->in);
+    c->saved = calloc((size_t)P, sizeof *c->saved);
+    c->reports = calloc((size_t)P, sizeof *c->reports);
+    if (!c->in || !c->saved || !c->reports) return nb_fail("out of memory");
+    /* A resumed run continues the metrics of the run it resumes. */
+    if (run->o->out_dir && !(c->metrics = train_open_metrics(run->o->out_dir, run->o->resume_dir ? run->start : -1)))
+        return -1;
+    c->t0 = nb_now();
+    return 0;
+}
+
+void exec_coordinator_free(exec_endpoint *e) {
+    coordinator *c = e ? e->role : NULL;
+    if (!c) return;
+    nb_low_free(&e->cut);
+    free(c->in);
+    free(c->saved);
+    free(c->reports);
+    if (c->metrics) fclose(c->metrics);
+    free(c);
+    e->role = NULL;
+}

@@ -1,0 +1,161 @@
+/* The executor's driver: endpoints run their lowered lists, a flat loop over actions (exec.h). */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include "train/exec.h"
+#include "util/clock.h"
+#include "util/error.h"
+
+void exec_last_saved(exec_run *run, char *buf, size_t size) {
+    pthread_mutex_lock(&run->saved_mu);
+    snprintf(buf, size, "%s", run->last_saved);
+    pthread_mutex_unlock(&run->saved_mu);
+}
+
+void exec_set_last_saved(exec_run *run, const char *dir) {
+    pthread_mutex_lock(&run->saved_mu);
+    snprintf(run->last_saved, sizeof run->last_saved, "%s", dir);
+    pthread_mutex_unlock(&run->saved_mu);
+}
+
+int exec_tag(const nb_low_action *a) { return (int)a->msg + 16 * (a->index & 0xffff); }
+
+static size_t list_length(const exec_endpoint *e) { return e->low->start[e->id + 1] - e->low->start[e->id]; }
+static const nb_low_action *action_at(const exec_endpoint *e, size_t k) { return &e->low->actions[e->low->start[e->id] + k]; }
+
+/* The run cut after `end` steps, lowered like the run. */
+static int lower_cut(const exec_run *run, int end, nb_low_schedule *out) {
+    nb_pipe_schedule cut;
+    if (nb_pipe_truncate(&run->sc, end, &cut)) return -1;
+    int rc = nb_pipe_lower(&cut, &run->low_opt, out);
+    nb_pipe_free(&cut);
+    return rc;
+}
+
+int exec_switch_end(exec_endpoint *e, int end) {
+    if (end == e->end) return 0;
+    const char *who = e->id == e->run->P ? "coordinator" : "stage";
+    if (end > e->end) return nb_fail("%s %d: asked to end after step %d, already ending after %d", who, e->id, end, e->end);
+    nb_low_free(&e->cut);
+    if (lower_cut(e->run, end, &e->cut)) return -1;
+    /* It has run actions 0 .. pos (this one included): the cut must have them too. */
+    if (nb_low_common_prefix(e->low, &e->cut, e->id) <= e->pos)
+        return nb_fail("%s %d: cannot end after step %d from action %zu of its list", who, e->id, end, e->pos);
+    e->low = &e->cut;
+    e->end = end;
+    return 0;
+}
+
+/* Whether a run cut after `end` steps agrees with the whole run's lists up to where each endpoint
+ * learns of the decision taken after step t: a stage where it receives END(t), the coordinator at
+ * DECIDE(t). */
+static int can_end(const exec_run *run, int t, int end, int *ok) {
+    nb_low_schedule cut;
+    if (lower_cut(run, end, &cut)) return -1;
+    *ok = 1;
+    for (int e = 0; e <= run->P && *ok; e++) {
+        size_t at = e < run->P ? nb_low_find(&run->low, e, NB_LOW_RECV, NB_MSG_END, t + run->low.end_lag, t)
+                               : nb_low_find(&run->low, e, NB_LOW_DECIDE, 0, t, 0);
+        *ok = at != (size_t)-1 && nb_low_common_prefix(&run->low, &cut, e) > at;
+    }
+    nb_low_free(&cut);
+    return 0;
+}
+
+int exec_stop_end(exec_run *run, int t) {
+    for (int end = t + 1; end < run->S; end++) {
+        int ok;
+        if (can_end(run, t, end, &ok)) return -1;
+        if (ok) return end;
+    }
+    return run->S;
+}
+
+static int step_action(exec_endpoint *e, const nb_low_action *a) {
+    if (a->op != NB_LOW_SEND && a->op != NB_LOW_RECV) return e->act(e, a);
+    void *data;
+    size_t bytes;
+    if (e->buffer(e, a, &data, &bytes)) return -1;
+    if (a->op == NB_LOW_SEND) return nb_link_send(e->link, a->peer, exec_tag(a), data, bytes);
+    if (nb_link_recv(e->link, a->peer, exec_tag(a), data, bytes)) return -1;
+    return e->received ? e->received(e, a) : 0;
+}
+
+/* The others learn of the failure (their receives fail), then the caller. */
+static int failed(exec_endpoint *e) {
+    char why[1200];
+    snprintf(why, sizeof why, "%s", nb_last_error());
+    nb_link_fail(e->link, why);
+    return nb_fail("%s", why);
+}
+
+static int drive_one(exec_endpoint *e) {
+    for (e->pos = 0; e->pos < list_length(e); e->pos++)
+        if (step_action(e, action_at(e, e->pos))) return failed(e);
+    return 0;
+}
+
+/* Runs e as far as its messages allow: 1 when it moved, 0 when not, -1 on failure. */
+static int drive_some(exec_endpoint *e) {
+    int moved = 0;
+    while (e->pos < list_length(e)) {
+        const nb_low_action *a = action_at(e, e->pos);
+        if (a->op == NB_LOW_RECV) {
+            int ready = nb_link_poll(e->link, a->peer, exec_tag(a));
+            if (ready < 0) return -1;
+            if (!ready) break;
+        }
+        if (step_action(e, a)) return failed(e), -1;
+        e->pos++;
+        moved = 1;
+    }
+    return moved;
+}
+
+/* No endpoint can move: each waits for a message. */
+static int stuck(exec_endpoint **eps, int n, const char *why) {
+    char buf[1024];
+    size_t k = 0;
+    for (int i = 0; i < n && k < sizeof buf; i++) {
+        const exec_endpoint *e = eps[i];
+        if (e->pos >= list_length(e)) continue;
+        const nb_low_action *a = action_at(e, e->pos);
+        k += (size_t)snprintf(buf + k, sizeof buf - k, "%s endpoint %d waits at action %zu for %s(%d) from %d", k ? ";" : "",
+                              e->id, e->pos, nb_msg_kind_name(a->msg), a->index, a->peer);
+    }
+    return nb_fail("%s: %s", why, buf);
+}
+
+int exec_drive(exec_endpoint **eps, int n, int all_local) {
+    if (n == 1) return drive_one(eps[0]);
+    for (int i = 0; i < n; i++) eps[i]->pos = 0;
+    const double timeout = eps[0]->run->o->peer_timeout;
+    double idle_since = 0;
+    for (;;) {
+        int moved = 0, running = 0;
+        for (int i = 0; i < n; i++) {
+            int rc = drive_some(eps[i]);
+            if (rc < 0) return -1;
+            moved |= rc;
+            running |= eps[i]->pos < list_length(eps[i]);
+        }
+        if (!running) return 0;
+        if (moved) {
+            idle_since = 0;
+            continue;
+        }
+        /* Every endpoint here waits: with no other endpoint anywhere, none ever will send. */
+        if (all_local) {
+            stuck(eps, n, "internal: the run's lists deadlock");
+            return failed(eps[0]);
+        }
+        const double now = nb_now();
+        if (!idle_since) idle_since = now;
+        if (timeout > 0 && now - idle_since > timeout)
+        {
+            stuck(eps, n, "no message for longer than --peer-timeout");
+            return failed(eps[0]);
+        }
+        if (now - idle_since > 0.005) nanosleep(&(struct timespec){0, 50000}, NULL);
+    }
+}

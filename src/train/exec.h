@@ -1,0 +1,107 @@
+/* Internal: the executor. Every run, with or without --pipeline, is the lowered lists of its schedule
+ * (include/nobubble/pipeline.h, "Lowering") run by endpoints over a link: stages 0 .. P-1 compute,
+ * endpoint P, the coordinator, keeps the books. A driver runs one endpoint's list (a pipeline's worker
+ * thread or MPI rank), or several in turn (the one-process run drives every endpoint over a hub from
+ * one thread; an MPI rank 0 drives stage 0 and the coordinator). Each endpoint is a flat loop over its
+ * actions: a SEND or RECV moves the bytes of the buffer its message kind names (exec_buffer), every
+ * other action is the role's (worker.c for the stages, coordinator.c). docs/executor.md. */
+#ifndef NB_TRAIN_EXEC_H
+#define NB_TRAIN_EXEC_H
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "nobubble/data.h"
+#include "nobubble/pipeline.h"
+#include "nobubble/runtime.h"
+#include "nobubble/train.h"
+#include "util/fs.h"
+
+/* What a run's endpoints share in this process. Read-only while the lists run, but for last_saved. */
+typedef struct {
+    const nb_train_options *o;
+    nb_model *model;
+    nb_pipe_schedule sc;     /* the schedule of the whole run */
+    nb_low_options low_opt;  /* how it is lowered (a stop lowers its cut the same way) */
+    unsigned char *eval_at, *save_at;  /* per step of sc */
+    nb_low_schedule low;     /* sc lowered */
+    int T, P, M, S;          /* sequence length, stages, micro-batches per step, steps of sc */
+    int start;               /* the first step this run runs (after --resume) */
+    nb_schedule sched;       /* the learning rate over the S steps */
+    int single_driver;       /* one thread drives every endpoint (the one-process run) */
+    int shared_memory;       /* every stage's weights are in this process (not MPI) */
+    int threads;             /* GEMM threads per driver */
+    int steady_from, steady_to;  /* the steady-state window of steps [from, to): a pipeline's report */
+    nb_fs_lock locks[2];     /* --save-dir's and --out's (train_lock_run), held by the coordinator's process */
+    pthread_mutex_t saved_mu;
+    char last_saved[4200];   /* the newest complete checkpoint ("" when none), named if the run fails */
+} exec_run;
+
+/* The newest complete checkpoint, copied (a stage that fails names it; the coordinator writes it). */
+void exec_last_saved(exec_run *run, char *buf, size_t size);
+void exec_set_last_saved(exec_run *run, const char *dir);
+
+/* What a stage tells the coordinator after its update t. */
+typedef struct {
+    double update_sq, version_sq;  /* the update's and the version distance's squared norms */
+    double loss;                   /* the mean over the step's micro-batches (the last stage) */
+    double grad_norm;              /* before clipping, over all stages (with --clip) */
+    double tau;                    /* the delay of the version the step ran on */
+    double aside;                  /* seconds so far spent evaluating and saving, not training */
+} exec_stats;
+
+/* What a stage reports at the end (a pipeline's per-stage table and summary). */
+typedef struct {
+    double busy, aside, wall;                        /* seconds: computing, evaluating/saving, in all */
+    double steady_busy, steady_wall, steady_aside;   /* over the steady-state window */
+    double bytes, slots;                             /* memory held, activation slots */
+    double forward, backward, update;                /* mean seconds of each kind of action */
+} exec_report;
+
+/* A stage's part of a checkpoint, as it tells the coordinator. */
+typedef struct {
+    int failed;
+    char error[1024];
+} exec_saved;
+
+typedef struct exec_endpoint exec_endpoint;
+struct exec_endpoint {
+    exec_run *run;
+    int id;                       /* 0 .. P-1: a stage; P: the coordinator */
+    nb_link *link;
+    const nb_low_schedule *low;   /* the lists it follows: the run's, or its own cut after a stop */
+    nb_low_schedule cut;
+    size_t pos;                   /* the running action's index in its list */
+    int end;                      /* the steps the run ends after (END moves it) */
+    /* the role: what a SEND/RECV of a kind moves, and every other action */
+    int (*buffer)(exec_endpoint *e, const nb_low_action *a, void **data, size_t *bytes);
+    int (*act)(exec_endpoint *e, const nb_low_action *a);
+    int (*received)(exec_endpoint *e, const nb_low_action *a);  /* after a RECV (NULL: nothing) */
+    void *role;
+};
+
+/* The message tag of a lowered SEND/RECV: its kind and index (indices wrap at 2^16, far more than are
+ * ever in flight between two endpoints). */
+int exec_tag(const nb_low_action *a);
+/* Switches e to the run cut after `end` steps (a stop on request), which must agree with what it has
+ * run so far. */
+int exec_switch_end(exec_endpoint *e, int end);
+/* The smallest end after step t that every endpoint can still switch to when the decision of step t
+ * reaches it (docs/executor.md, "Stopping"), or run->S when none. */
+int exec_stop_end(exec_run *run, int t);
+/* Runs the endpoints' lists to their ends. One endpoint: in order, receives waiting. Several: in turn,
+ * each as far as its messages allow; when none can go on, waits for a message (or fails as a deadlock
+ * when every endpoint of the run is here). Fails at the first failing action (after nb_link_fail). */
+int exec_drive(exec_endpoint **eps, int n, int all_local);
+
+/* The roles (worker.c, coordinator.c): set up an endpoint, free it. */
+int exec_stage_init(exec_endpoint *e, exec_run *run, int stage);
+int exec_stage_resume(exec_endpoint *e);
+void exec_stage_free(exec_endpoint *e);
+/* The bytes of the stage's older weight versions and error-feedback buffer. */
+size_t exec_stage_stash_bytes(const exec_endpoint *e);
+/* One process holds every stage (save_whole): the whole checkpoint after step t, in the one-file layout. */
+int exec_stages_save_whole(exec_run *run, exec_endpoint **stages, const char *dir, int t);
+/* stages: every stage's endpoint when they share this process (NULL on MPI). */
+int exec_coordinator_init(exec_endpoint *e, exec_run *run, exec_endpoint **stages, nb_train_result *res);
+void exec_coordinator_free(exec_endpoint *e);
+#endif

@@ -1,0 +1,313 @@
+/* nb_train: a run's setup. The model, the schedule (the one-process run's sequential order, or a
+ * pipeline's), its lowering, and the endpoints on a transport: the one-process run drives every
+ * endpoint from this thread over a hub; a threads pipeline runs a thread per stage and the coordinator
+ * here; an MPI pipeline runs a rank per stage, rank 0 driving stage 0 and the coordinator. */
+#define _GNU_SOURCE /* CPU sets, pthread_setaffinity_np */
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "nobubble/data.h"
+#include "train/exec.h"
+#include "train/run.h"
+#include "util/clock.h"
+#include "util/error.h"
+#include "util/signals.h"
+
+static int check_pipeline_options(const nb_train_options *o) {
+    nb_pipe_kind kind = (nb_pipe_kind)o->pipeline;
+    if ((unsigned)kind > NB_PIPE_2BW) return nb_fail("--pipeline %d: expected one of %s", o->pipeline, NB_PIPE_KINDS);
+    nb_delay_options want = o->delay;
+    nb_delay_parse(nb_pipe_delay_name(kind), &want);
+    if (o->delay.mode != want.mode)
+        return nb_fail("--pipeline %s runs with --delay %s (its weight versions), not --delay %s", nb_pipe_kind_name(kind),
+                       nb_delay_mode_name(want.mode), nb_delay_mode_name(o->delay.mode));
+    if (kind == NB_PIPE_PIPEDREAM && o->microbatches != 1)
+        return nb_fail("--pipeline pipedream updates after every micro-batch: expected --microbatches 1, got %d "
+                       "(each update's batch is --batch sequences)", o->microbatches);
+    if (kind == NB_PIPE_GPIPE && (o->delay.sync_start || o->delay.sync_cooldown || o->delay.ef || o->delay.taylor > 0))
+        return nb_fail("--pipeline gpipe is synchronous: --sync-start, --sync-cooldown, --ef and --taylor do not apply");
+    if (o->transport != NB_TRANSPORT_THREADS && o->transport != NB_TRANSPORT_MPI)
+        return nb_fail("--transport %d: expected one of %s", o->transport, NB_TRANSPORT_KINDS);
+    if (o->threads_per_stage < 0) return nb_fail("--threads-per-stage %d: expected >= 0 (0: cores / stages)", o->threads_per_stage);
+    if (!(o->peer_timeout >= 0 && o->peer_timeout <= 1e6))
+        return nb_fail("--peer-timeout %g: expected seconds in [0, 1e6] (0: wait for ever)", (double)o->peer_timeout);
+    if (o->transport == NB_TRANSPORT_MPI && !nb_mpi_available())
+        return nb_fail("--transport mpi: this nobubble was built without MPI (install libopenmpi-dev and rebuild)");
+    return 0;
+}
+
+/* The schedule: GPipe as generated; the others with each step's version from the delay options
+ * (synchronous start and cooldown make some steps flush; the one-process run any delay at all). */
+static int make_schedule(const nb_train_options *o, int S, nb_pipe_schedule *sc) {
+    const int P = o->stages;
+    const nb_pipe_kind kind = o->pipeline >= 0 ? (nb_pipe_kind)o->pipeline : NB_PIPE_SEQUENTIAL;
+    if (kind == NB_PIPE_GPIPE) return nb_pipe_generate(sc, kind, P, o->microbatches, o->steps) || nb_pipe_validate(sc);
+    int *versions = malloc(sizeof(int) * (size_t)S * P);
+    if (!versions) return nb_fail("out of memory");
+    for (int t = 0; t < S; t++)
+        for (int s = 0; s < P; s++) {
+            int v = t - nb_delay_tau(&o->delay, s, P, t, S);
+            versions[(size_t)t * P + s] = v > 0 ? v : 0;  /* versions before 0 are w_0 */
+        }
+    const int M = kind == NB_PIPE_PIPEDREAM ? 1 : o->microbatches;
+    int rc = kind == NB_PIPE_SEQUENTIAL ? nb_pipe_generate_sequential(sc, P, M, S, versions)
+                                        : nb_pipe_generate_versions(sc, kind, P, M, S, versions);
+    free(versions);
+    return rc || nb_pipe_validate(sc);
+}
+
+/* When the run evaluates and saves (train_evaluates; every --save-every steps and at the end). */
+static int plan_steps(exec_run *run) {
+    const nb_train_options *o = run->o;
+    run->eval_at = calloc((size_t)run->S, 1);
+    run->save_at = calloc((size_t)run->S, 1);
+    if (!run->eval_at || !run->save_at) return nb_fail("out of memory");
+    for (int t = 0; t < run->S; t++) {
+        run->eval_at[t] = o->val_pattern && train_evaluates(o, t, t == run->S - 1);
+        run->save_at[t] = o->save_dir && o->save_every && (t + 1) % o->save_every == 0;
+    }
+    run->low_opt = (nb_low_options){.tied = o->model.tied, .clip = o->clip > 0,
+                                    .eval_batches = o->val_pattern ? o->eval_batches : 0, .eval_at = run->eval_at,
+                                    .save_at = run->save_at, .save_final = o->save_dir != NULL,
+                                    .save_whole = run->single_driver,
+                                    .gather_params = o->pipeline >= 0 && o->transport == NB_TRANSPORT_MPI};
+    return 0;
+}
+
+static int cpu_count(int **cpus) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set)) return 1;
+    int n = CPU_COUNT(&set);
+    if (!(*cpus = malloc(sizeof(int) * (size_t)(n ? n : 1)))) return 1;
+    for (int c = 0, k = 0; c < CPU_SETSIZE && k < n; c++)
+        if (CPU_ISSET(c, &set)) (*cpus)[k++] = c;
+    return n;
+}
+
+/* GEMM threads per driver: the one-process run all of OpenMP's; a threads pipeline the cores over the
+ * stages; an MPI rank the CPUs mpirun bound it to (or its share of the node's when unbound). */
+static int threads_per_driver(const nb_train_options *o, int n_cpus) {
+    int n;
+    if (o->pipeline < 0) return omp_get_max_threads();
+    if (o->threads_per_stage) return o->threads_per_stage;
+    if (o->transport == NB_TRANSPORT_MPI) {
+        const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+        int per_node = local && atoi(local) > 0 ? atoi(local) : 1;
+        n = n_cpus >= sysconf(_SC_NPROCESSORS_ONLN) ? n_cpus / per_node : n_cpus;
+    } else {
+        n = n_cpus / o->stages;
+    }
+    return n < 1 ? 1 : n;
+}
+
+/* The run's first lines: the model and batch, the delay and the memory its versions take here. */
+static void print_start(const exec_run *run, const exec_endpoint *eps, int first, int last) {
+    const nb_train_options *o = run->o;
+    if (o->quiet) return;
+    printf("model %zu parameters, %d stage(s), %d thread(s), batch %d x %d tokens x %d micro-batches = %.0f tokens/step, "
+           "optimizer %s\n", nb_config_param_count(&o->model), run->P, run->threads, o->batch, run->T, run->M,
+           (double)o->batch * run->T * run->M, nb_optimizer_name(o->optim.kind));
+    char delay[256];
+    nb_delay_describe(&o->delay, delay, sizeof delay);
+    size_t extra = 0;
+    for (int s = first; s <= last; s++) extra += exec_stage_stash_bytes(&eps[s]);
+    printf("%s; %.1f MiB of weight versions and EF buffers\n", delay, extra / 1048576.0);
+    fflush(stdout);
+}
+
+/* The stages this process holds (first .. last), set up, resumed, and the run lowered from where it
+ * resumes. */
+static int setup_stages(exec_run *run, exec_endpoint *eps, int first, int last) {
+    for (int s = first; s <= last; s++)
+        if (exec_stage_init(&eps[s], run, s)) return -1;
+    if (run->o->resume_dir) {
+        const double t = nb_now();
+        for (int s = first; s <= last; s++)
+            if (exec_stage_resume(&eps[s])) return -1;
+        exec_set_last_saved(run, run->o->resume_dir);
+        if (!run->o->quiet && first == 0) {
+            train_report_checkpoint("loaded", run->o->resume_dir, nb_now() - t);
+            printf("resumed from %s at step %d\n", run->o->resume_dir, run->start);
+        }
+    }
+    run->low_opt.from_step = run->start;
+    return nb_pipe_lower(&run->sc, &run->low_opt, &run->low);
+}
+
+/* ---- the three ways to run the endpoints ---- */
+
+static int run_one_process(exec_run *run, exec_endpoint *eps, nb_train_result *res) {
+    const int P = run->P;
+    exec_endpoint *all[1025];
+    for (int i = 0; i <= P; i++) all[i] = &eps[i];
+    if (setup_stages(run, eps, 0, P - 1) || exec_coordinator_init(&eps[P], run, all, res)) return -1;
+    nb_hub *hub = nb_hub_create(P + 1);
+    if (!hub) return nb_fail("out of memory");
+    for (int i = 0; i <= P; i++) eps[i].link = nb_hub_link(hub, i);
+    print_start(run, eps, 0, P - 1);
+    int rc = exec_drive(all, P + 1, 1);
+    nb_hub_free(hub);
+    return rc;
+}
+
+typedef struct {
+    exec_endpoint *e;
+    const int *cpus;
+    int n_cpus, pin;
+} stage_thread;
+
+static void *stage_main(void *arg) {
+    stage_thread *t = arg;
+    const exec_run *run = t->e->run;
+    if (t->pin && t->n_cpus > 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        for (int k = 0; k < run->threads; k++) CPU_SET(t->cpus[(t->e->id * run->threads + k) % t->n_cpus], &set);
+        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    }
+    omp_set_num_threads(run->threads);
+    exec_drive(&t->e, 1, 0);
+    return NULL;
+}
+
+static int run_threads(exec_run *run, exec_endpoint *eps, nb_train_result *res, const int *cpus, int n_cpus) {
+    const int P = run->P;
+    exec_endpoint *all[1025];
+    for (int i = 0; i <= P; i++) all[i] = &eps[i];
+    if (setup_stages(run, eps, 0, P - 1) || exec_coordinator_init(&eps[P], run, all, res)) return -1;
+    nb_hub *hub = nb_hub_create(P + 1);
+    pthread_t *tids = calloc((size_t)P, sizeof *tids);
+    stage_thread *ts = calloc((size_t)P, sizeof *ts);
+    int rc = 0, started = 0;
+    if (!hub || !tids || !ts) rc = nb_fail("out of memory");
+    for (int i = 0; !rc && i <= P; i++) {
+        eps[i].link = nb_hub_link(hub, i);
+        nb_link_set_timeout(eps[i].link, run->o->peer_timeout);
+    }
+    print_start(run, eps, 0, P - 1);
+    /* The workers start with the stop signals blocked (they run the GEMMs; a signal is taken by the CLI's
+     * signal thread, or a handler on this thread, which only waits: util/signals.h). */
+    sigset_t old;
+    nb_signals_block(&old);
+    for (; !rc && started < P; started++) {
+        ts[started] = (stage_thread){&eps[started], cpus, n_cpus, 1};
+        if (pthread_create(&tids[started], NULL, stage_main, &ts[started])) {
+            nb_link_fail(eps[started].link, "could not start its thread");
+            rc = nb_fail("could not start the thread of stage %d", started);
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!rc) rc = exec_drive(&all[P], 1, 0);
+    char why[1200];
+    snprintf(why, sizeof why, "%s", nb_last_error());
+    for (int i = 0; i < started; i++) pthread_join(tids[i], NULL);
+    /* The first failure is the cause: a stage's, or the coordinator's own (a stop on request). */
+    const char *failure = hub ? nb_hub_failure(hub) : NULL;
+    char own[64];
+    snprintf(own, sizeof own, "stage %d failed: ", P);
+    if (rc) rc = failure && strncmp(failure, own, strlen(own)) ? nb_fail("%s", failure) : nb_fail("%s", why);
+    else if (failure) rc = nb_fail("%s", failure);
+    nb_hub_free(hub);
+    free(tids);
+    free(ts);
+    return rc;
+}
+
+static int run_mpi(exec_run *run, exec_endpoint *eps, nb_train_result *res) {
+    const int P = run->P;
+    nb_link *links[2];
+    int n_links = 0;
+    if (nb_mpi_links(links, &n_links, P, P + 1)) return -1;
+    const int s = nb_link_stage(links[0]);
+    nb_model_keep_only(run->model, s);  /* this process holds its own stage only */
+    exec_endpoint *mine[2] = {&eps[s], &eps[P]};
+    int rc = s == 0 && train_lock_run(run->o, run->locks);
+    rc = rc || setup_stages(run, eps, s, s) || (s == 0 && exec_coordinator_init(&eps[P], run, NULL, res));
+    for (int i = 0; i < n_links; i++) {
+        mine[i]->link = links[i];
+        nb_link_set_timeout(links[i], run->o->peer_timeout);
+    }
+    omp_set_num_threads(run->threads);
+    if (!rc && s == 0) print_start(run, eps, 0, 0);
+    if (rc) nb_link_fail(links[0], nb_last_error());
+    else rc = exec_drive(mine, n_links, 0);
+    for (int i = 0; i < n_links; i++) nb_link_close(links[i]);
+    return rc;
+}
+
+/* ---- the run ---- */
+
+static int make_run(exec_run *run, const nb_train_options *o, int T, int S) {
+    const int pipeline = o->pipeline >= 0;
+    run->o = o;
+    run->T = T;
+    run->P = o->stages;
+    run->M = o->pipeline == NB_PIPE_PIPEDREAM ? 1 : o->microbatches;
+    run->S = S;
+    run->sched = o->schedule;
+    run->sched.total_steps = S;
+    run->single_driver = !pipeline;
+    run->shared_memory = !pipeline || o->transport == NB_TRANSPORT_THREADS;
+    run->steady_from = S / 2;
+    run->steady_to = S - 1 > run->steady_from ? S - 1 : S;
+    /* Without --split a pipeline's stages are balanced by their FLOPs (the last also runs the head); the
+     * one-process run splits evenly. Any split gives the same weights. */
+    int balanced[1024];
+    const int *split = o->split;
+    if (!split && pipeline && o->stages <= 1024) {
+        if (nb_config_balanced_split(&o->model, T, o->stages, balanced)) return -1;
+        split = balanced;
+    }
+    if (nb_model_create(run->model, &o->model, o->stages, split)) return -1;
+    nb_model_init(run->model, o->seed);
+    return make_schedule(o, S, &run->sc) || plan_steps(run);
+}
+
+int nb_train(const nb_train_options *o, nb_train_result *res) {
+    memset(res, 0, sizeof *res);
+    res->final_val_loss = NAN;
+    const int T = o->seq_len ? o->seq_len : o->model.context;
+    if (nb_config_validate(&o->model) || train_check_options(o, T)) return -1;
+    if (o->pipeline >= 0 && check_pipeline_options(o)) return -1;
+    if (o->stages < 1 || o->stages > 1024) return nb_fail("--stages %d: expected 1 to 1024", o->stages);
+    const int S = o->steps * (o->pipeline == NB_PIPE_PIPEDREAM ? o->microbatches : 1);
+    if (nb_delay_validate(&o->delay, S, o->stages)) return -1;
+    nb_model model;
+    memset(&model, 0, sizeof model);
+    exec_run run;
+    memset(&run, 0, sizeof run);
+    run.model = &model;
+    pthread_mutex_init(&run.saved_mu, NULL);
+    nb_fs_lock_init(&run.locks[0]);
+    nb_fs_lock_init(&run.locks[1]);
+    int *cpus = NULL, n_cpus = cpu_count(&cpus);
+    run.threads = threads_per_driver(o, n_cpus);
+    exec_endpoint *eps = calloc((size_t)o->stages + 1, sizeof *eps);
+    int rc = -1;
+    const int mpi = o->pipeline >= 0 && o->transport == NB_TRANSPORT_MPI;
+    if (!eps) nb_fail("out of memory");
+    else if (!mpi && train_lock_run(o, run.locks)) ;
+    else if (make_run(&run, o, T, S)) ;
+    else if (o->pipeline < 0) rc = run_one_process(&run, eps, res);
+    else if (!mpi) rc = run_threads(&run, eps, res, cpus, n_cpus);
+    else rc = run_mpi(&run, eps, res);
+    for (int i = 0; eps && i < o->stages; i++) exec_stage_free(&eps[i]);
+    if (eps) exec_coordinator_free(&eps[o->stages]);
+    free(eps);
+    free(cpus);
+    free(run.eval_at);
+    free(run.save_at);
+    nb_low_free(&run.low);
+    nb_pipe_free(&run.sc);
+    nb_model_free(&model);
+    train_unlock_run(run.locks);
+    pthread_mutex_destroy(&run.saved_mu);
+    return rc;
+}

@@ -1,0 +1,463 @@
+/* The stage role of the executor: one pipeline stage's weights, optimizer, weight versions and
+ * activation slots, and what each of its lowered actions does. A stage computes; it never decides:
+ * progress, metrics, checkpoints' completion and the end of the run are the coordinator's.
+ * Weight stashing: a forward and its backward run on the version their action names, held by the
+ * stage's nb_stash; the update of step t is the same on every stage (tied sum, Taylor, global
+ * clipping, optimizer, error feedback), so that any split and any schedule with the same versions
+ * end on bitwise the same weights. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "train/exec.h"
+#include "train/run.h"
+#include "train/state.h"
+#include "util/clock.h"
+#include "util/error.h"
+
+/* A stage's clocks at one moment: wall time, computing, and evaluating or saving so far. */
+typedef struct {
+    double t, busy, aside;
+} mark;
+
+typedef struct {
+    exec_run *run;
+    int s;
+    nb_stage *st;
+    nb_acts **slots, *eval_slot;
+    int *slot_mb, n_slots, freed_slot;  /* freed_slot: the slot of the backward that ran last */
+    nb_optimizer *opt;
+    nb_stash *stash;
+    float *d, *x_in, *dout, *tied_buf;
+    double *norms;                      /* the squared gradient norms of every stage, this step */
+    nb_loader *train, *val;
+    int *tokens, *targets;
+    uint64_t *step_pos;                 /* first stage: the loader's position at the start of each step */
+    int updates;
+    double loss_sum, eval_sum, eval_loss;
+    exec_stats stats;
+    exec_saved saved;
+    exec_report report;
+    int end_msg, committed;
+    double t0, busy, aside;
+    mark steady[2];
+    double op_time[3];
+    long op_count[3];
+} stage;
+
+static int is_first(const stage *w) { return w->s == 0; }
+static int is_last(const stage *w) { return w->s == w->run->P - 1; }
+static size_t act_bytes(const stage *w) {
+    return sizeof(float) * (size_t)w->run->o->batch * w->run->T * w->run->o->model.d_model;
+}
+static size_t embed_numel(const stage *w) { return (size_t)w->run->o->model.vocab_size * w->run->o->model.d_model; }
+static float *embedding(const stage *w, float *base) { return base + w->st->tensors[0].offset; }
+/* The last stage's copy of a tied embedding: its last tensor. */
+static float *tied_copy(const stage *w, float *base) { return base + w->st->tensors[w->st->n_tensors - 1].offset; }
+static mark mark_now(const stage *w) { return (mark){nb_now(), w->busy, w->aside}; }
+
+static void count_op(stage *w, int op, double seconds) {
+    w->busy += seconds;
+    w->op_time[op] += seconds;
+    w->op_count[op]++;
+}
+
+/* A divergence names the newest checkpoint, where this process knows it. */
+static int diverged(stage *w, int step, const char *what, double value) {
+    char newest[4200];
+    exec_last_saved(w->run, newest, sizeof newest);
+    return train_diverged(step, what, value, newest);
+}
+
+static const float *weights_of(stage *w, int version) {
+    const float *p = nb_stash_version(w->stash, w->st->params, version, w->updates);
+    if (!p) nb_fail("stage %d: weight version %d is not held after %d updates", w->s, version, w->updates);
+    return p;
+}
+
+static int find_slot(const stage *w, int mb) {
+    for (int i = 0; i < w->n_slots; i++)
+        if (w->slot_mb[i] == mb) return i;
+    return -1;
+}
+
+static int forward(stage *w, const nb_low_action *a) {
+    const exec_run *run = w->run;
+    const float *wt = weights_of(w, a->version);
+    int slot = find_slot(w, -1);
+    if (!wt) return -1;
+    if (slot < 0) return nb_fail("stage %d: no free activation slot for micro-batch %d", w->s, a->mb);
+    if (is_first(w) && a->mb % run->M == 0) w->step_pos[a->step] = nb_loader_position(w->train);
+    if ((is_first(w) || is_last(w)) && nb_loader_next(w->train, w->tokens, w->targets)) return -1;
+    double t = nb_now();
+    float loss = 0;
+    if (nb_stage_forward(w->st, wt, w->slots[slot], w->tokens, w->x_in, w->targets, &loss)) return -1;
+    count_op(w, 0, nb_now() - t);
+    w->slot_mb[slot] = a->mb;
+    if (is_last(w)) w->loss_sum += loss;
+    return 0;
+}
+
+static int backward(stage *w, const nb_low_action *a) {
+    const float *wt = weights_of(w, a->version);
+    int slot = find_slot(w, a->mb);
+    if (!wt) return -1;
+    if (slot < 0) return nb_fail("stage %d: backward of micro-batch %d, which has no activations", w->s, a->mb);
+    double t = nb_now();
+    if (nb_stage_backward(w->st, wt, w->slots[slot], is_last(w) ? NULL : w->dout, 1.0f / w->run->M)) return -1;
+    count_op(w, 1, nb_now() - t);
+    w->slot_mb[slot] = -1;
+    w->freed_slot = slot;
+    return 0;
+}
+
+/* Test hook: NB_PIPELINE_FAULT=STAGE:STEP makes that stage fail (or, with :kill, die by SIGKILL; with
+ * :stall, stop by SIGSTOP, as a hung process) at the start of that step's update, so that tests can
+ * check that the others stop. */
+static int injected_fault(const stage *w, int step) {
+    const char *spec = getenv("NB_PIPELINE_FAULT");
+    int fs = -1, ft = -1;
+    char how[16] = "";
+    if (!spec || sscanf(spec, "%d:%d:%15s", &fs, &ft, how) < 2 || fs != w->s || ft != step) return 0;
+    if (!strcmp(how, "kill")) raise(SIGKILL);
+    if (!strcmp(how, "stall")) {
+        raise(SIGSTOP);
+        return 0;  /* continued: as if it had been slow */
+    }
+    return nb_fail("injected fault (NB_PIPELINE_FAULT=%s)", spec);
+}
+
+/* The gradient of step t complete: the tied embedding's head part added to the embedding's (held by
+ * this stage, or received from the last), in the order of the one-stage sum; Taylor; its squared norm. */
+static int grads(stage *w, int t) {
+    if (injected_fault(w, t)) return -1;
+    nb_stage *st = w->st;
+    const double t0 = nb_now();
+    memset(&w->stats, 0, sizeof w->stats);
+    w->stats.tau = nb_stash_tau(w->stash, t);
+    if (is_last(w)) {
+        w->stats.loss = w->loss_sum / w->run->M;
+        w->loss_sum = 0;
+        if (!isfinite(w->stats.loss)) return diverged(w, t, "training loss", w->stats.loss);
+    }
+    if (w->run->o->model.tied) {
+        const float *head = st->tied_head_grad ? st->tied_head_grad : is_first(w) && w->run->P > 1 ? w->tied_buf : NULL;
+        float *embed = embedding(w, st->grads);
+        for (size_t i = 0; head && i < embed_numel(w); i++) embed[i] += head[i];
+        if (st->tied_head_grad) memset(st->tied_head_grad, 0, sizeof(float) * embed_numel(w));
+    }
+    nb_stash_taylor(w->stash, st->grads, st->params, t);
+    w->norms[w->s] = nb_grad_sum_squares(st->grads, st->tensors, st->n_tensors);
+    w->op_time[2] += nb_now() - t0;
+    w->busy += nb_now() - t0;
+    return 0;
+}
+
+/* Update t: global clipping by the norms of every stage summed in stage order (each stage sums the same
+ * numbers in the same order), the checks that stop a diverging run before anything of it is applied or
+ * saved, the optimizer's step, the delay's apply (error feedback). */
+static int apply(stage *w, int t) {
+    exec_run *run = w->run;
+    const nb_train_options *o = run->o;
+    nb_stage *st = w->st;
+    const double t0 = nb_now();
+    double sq = 0;
+    for (int i = 0; i < run->P; i++) sq += o->clip > 0 || i == w->s ? w->norms[i] : 0;
+    const double norm = sqrt(sq);
+    if (!isfinite(norm)) return diverged(w, t, "the gradient norm", norm);
+    if (o->clip > 0 && norm > o->clip) nb_scale(st->grads, st->n_params, (float)(o->clip / norm));
+    w->stats.grad_norm = norm;
+    const float lr = nb_schedule_lr(&run->sched, t);
+    const float aux_lr = o->aux_lr * (lr / o->schedule.lr);
+    if (w->stats.tau > 0) {
+        const float *old = weights_of(w, t > (int)w->stats.tau ? t - (int)w->stats.tau : 0);
+        if (!old) return -1;
+        w->stats.version_sq = nb_distance_sq(st->params, old, st->tensors, st->n_tensors);
+    }
+    nb_optimizer_step(w->opt, st->grads, st->params, lr, aux_lr, w->d);
+    nb_stash_apply(w->stash, st->params, w->d, t, NULL, NULL);
+    w->stats.update_sq = nb_grad_sum_squares(w->d, st->tensors, st->n_tensors);
+    if (!isfinite(w->stats.update_sq)) return diverged(w, t, "the update's norm", sqrt(w->stats.update_sq));
+    memset(st->grads, 0, sizeof(float) * st->n_params);
+    w->updates++;
+    count_op(w, 2, nb_now() - t0);
+    w->stats.aside = w->aside;
+    if (t == run->steady_from - 1) w->steady[0] = mark_now(w);
+    if (t == run->steady_to - 1) w->steady[1] = mark_now(w);
+    return 0;
+}
+
+/* Validation batch b after step t on the current weights, as nb_evaluate computes it. */
+static int eval(stage *w, const nb_low_action *a) {
+    const double t0 = nb_now();
+    if (a->index == 0) {
+        if (w->val) nb_loader_reset(w->val);
+        w->eval_sum = 0;
+    }
+    float loss = 0;
+    if ((is_first(w) || is_last(w)) && nb_loader_next(w->val, w->tokens, w->targets)) return -1;
+    if (nb_stage_forward(w->st, w->st->params, w->eval_slot, w->tokens, w->x_in, w->targets, &loss)) return -1;
+    w->eval_sum += loss;
+    w->eval_loss = w->eval_sum / w->run->o->eval_batches;
+    w->aside += nb_now() - t0;
+    return 0;
+}
+
+/* This stage's share of the run's state as the checkpoint code sees it (arrays indexed by stage; entry
+ * s only): its optimizer and weight versions, and its loader if it has one. */
+static int own_parts(const stage *w, train_parts *p, nb_optimizer **opt, nb_stash **stash) {
+    memset(opt, 0, sizeof(*opt) * (size_t)w->run->P);
+    memset(stash, 0, sizeof(*stash) * (size_t)w->run->P);
+    opt[w->s] = w->opt;
+    stash[w->s] = w->stash;
+    *p = (train_parts){w->run->model, opt, stash, w->train};
+    return 0;
+}
+
+/* The first stage's loader has read ahead into the next step: a checkpoint holds its position at the
+ * start of the step after `t`. Returns the position to go back to. */
+static uint64_t loader_to_boundary(stage *w, int t, int *rc) {
+    const uint64_t now = w->train ? nb_loader_position(w->train) : 0;
+    if (is_first(w)) {
+        const uint64_t b = t + 1 < w->run->S && w->step_pos[t + 1] != UINT64_MAX ? w->step_pos[t + 1] : now;
+        if (nb_loader_seek(w->train, b)) *rc = -1;
+    }
+    return now;
+}
+
+/* This stage's part of the checkpoint after update t; a failure is told to the coordinator, which
+ * fails the run naming the newest complete checkpoint. No checkpoint of non-finite weights, ever. */
+static int save(stage *w, int t) {
+    const nb_train_options *o = w->run->o;
+    const double t0 = nb_now();
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/step_%06d", o->save_dir, t + 1);
+    memset(&w->saved, 0, sizeof w->saved);
+    const double weights_sq = nb_grad_sum_squares(w->st->params, w->st->tensors, w->st->n_tensors);
+    int rc = 0;
+    if (!isfinite(weights_sq)) {
+        rc = train_diverged(t, "the weights' sum of squares", weights_sq, NULL);
+    } else {
+        nb_optimizer *opt[1024];
+        nb_stash *stash[1024];
+        train_parts parts;
+        own_parts(w, &parts, opt, stash);
+        const uint64_t now = loader_to_boundary(w, t, &rc);
+        rc = rc || train_state_save_part(dir, &parts, w->s, t + 1, o);
+        if (is_first(w) && nb_loader_seek(w->train, now)) rc = -1;
+    }
+    if (rc) {
+        w->saved.failed = 1;
+        snprintf(w->saved.error, sizeof w->saved.error, "stage %d: %s", w->s, nb_last_error());
+    }
+    w->aside += nb_now() - t0;
+    return 0;
+}
+
+int exec_stages_save_whole(exec_run *run, exec_endpoint **stages, const char *dir, int t) {
+    const int P = run->P;
+    nb_optimizer *opt[1024];
+    nb_stash *stash[1024];
+    for (int s = 0; s < P; s++) {
+        const stage *w = stages[s]->role;
+        const double sq = nb_grad_sum_squares(w->st->params, w->st->tensors, w->st->n_tensors);
+        if (!isfinite(sq)) return train_diverged(t, "the weights' sum of squares", sq, NULL);
+        opt[s] = w->opt;
+        stash[s] = w->stash;
+    }
+    stage *first = stages[0]->role;
+    int rc = 0;
+    const uint64_t now = loader_to_boundary(first, t, &rc);
+    train_parts parts = {run->model, opt, stash, first->train};
+    rc = rc || train_state_save(dir, &parts, t + 1, run->o);
+    if (nb_loader_seek(first->train, now)) rc = -1;
+    return rc;
+}
+
+static double stage_bytes(const stage *w) {
+    const exec_run *run = w->run;
+    double b = 2.0 * sizeof(float) * w->st->n_params + nb_stash_bytes(w->stash) + sizeof(float) * w->st->n_params;
+    for (int i = 0; i < nb_optimizer_state_count(w->opt); i++) {
+        const char *name;
+        float *data;
+        size_t n;
+        if (!nb_optimizer_state(w->opt, i, &name, &data, &n)) b += sizeof(float) * (double)n;
+    }
+    b += (double)(w->n_slots + (w->eval_slot ? 1 : 0)) * nb_acts_bytes(w->st, run->o->batch, run->T) + 2.0 * act_bytes(w);
+    return b;
+}
+
+static void make_report(stage *w) {
+    const double now = nb_now();
+    const mark end = w->steady[1].t > 0 ? w->steady[1] : mark_now(w), *start = &w->steady[0];
+    exec_report r = {w->busy, w->aside, now - w->t0, end.busy - start->busy, end.t - start->t,
+                     end.aside - start->aside, stage_bytes(w), w->n_slots, 0, 0, 0};
+    double *mean[3] = {&r.forward, &r.backward, &r.update};
+    for (int op = 0; op < 3; op++) *mean[op] = w->op_count[op] ? w->op_time[op] / w->op_count[op] : 0;
+    w->report = r;
+}
+
+static int stage_act(exec_endpoint *e, const nb_low_action *a) {
+    stage *w = e->role;
+    switch (a->op) {
+    case NB_LOW_FORWARD: return forward(w, a);
+    case NB_LOW_BACKWARD: return backward(w, a);
+    case NB_LOW_GRADS: return grads(w, a->step);
+    case NB_LOW_APPLY: return apply(w, a->step);
+    case NB_LOW_EVAL: return eval(w, a);
+    case NB_LOW_SAVE: return save(w, a->step);
+    default: return nb_fail("stage %d: action %s is the coordinator's", w->s, nb_low_op_name(a->op));
+    }
+}
+
+/* What a message of each kind carries from or into this stage. */
+static int stage_buffer(exec_endpoint *e, const nb_low_action *a, void **data, size_t *bytes) {
+    stage *w = e->role;
+    const int out = a->op == NB_LOW_SEND;
+    nb_stage *st = w->st;
+    const size_t embed = sizeof(float) * embed_numel(w);
+    int slot;
+    switch (a->msg) {
+    case NB_MSG_ACT:
+        if (!out) return *data = w->x_in, *bytes = act_bytes(w), 0;
+        if ((slot = find_slot(w, a->index)) < 0)
+            return nb_fail("stage %d: no activations of micro-batch %d to send", w->s, a->index);
+        return *data = (void *)nb_acts_output(w->slots[slot]), *bytes = act_bytes(w), 0;
+    case NB_MSG_GRAD:
+        if (!out) return *data = w->dout, *bytes = act_bytes(w), 0;
+        return *data = (void *)nb_acts_input_grad(w->slots[w->freed_slot]), *bytes = act_bytes(w), 0;
+    case NB_MSG_TIED_GRAD: return *data = out ? tied_copy(w, st->grads) : w->tied_buf, *bytes = embed, 0;
+    case NB_MSG_TIED_W: return *data = out ? embedding(w, st->params) : tied_copy(w, st->params), *bytes = embed, 0;
+    case NB_MSG_NORM: return *data = &w->norms[out ? w->s : a->peer], *bytes = sizeof(double), 0;
+    case NB_MSG_STATS: return *data = &w->stats, *bytes = sizeof w->stats, 0;
+    case NB_MSG_EVAL_ACT:
+        return *data = out ? (void *)nb_acts_output(w->eval_slot) : w->x_in, *bytes = act_bytes(w), 0;
+    case NB_MSG_EVAL_LOSS: return *data = &w->eval_loss, *bytes = sizeof w->eval_loss, 0;
+    case NB_MSG_SAVED: return *data = &w->saved, *bytes = sizeof w->saved, 0;
+    case NB_MSG_COMMITTED: return *data = &w->committed, *bytes = sizeof w->committed, 0;
+    case NB_MSG_END: return *data = &w->end_msg, *bytes = sizeof w->end_msg, 0;
+    case NB_MSG_DONE:
+        make_report(w);
+        return *data = &w->report, *bytes = sizeof w->report, 0;
+    case NB_MSG_PARAMS: return *data = st->params, *bytes = sizeof(float) * st->n_params, 0;
+    default: return nb_fail("stage %d: message kind %d", w->s, (int)a->msg);
+    }
+}
+
+static int stage_received(exec_endpoint *e, const nb_low_action *a) {
+    stage *w = e->role;
+    if (a->msg == NB_MSG_END) return exec_switch_end(e, w->end_msg);
+    if (a->msg == NB_MSG_COMMITTED && !w->committed) return nb_fail("stage %d: checkpoint after step %d failed", w->s, a->step + 1);
+    return 0;
+}
+
+/* ---- setting up ---- */
+
+/* The most forwards in flight (done, backward not yet) in this stage's schedule. */
+static int slots_needed(const nb_pipe_schedule *sc, int s) {
+    int inflight = 0, peak = 1;
+    for (size_t k = sc->start[s]; k < sc->start[s + 1]; k++) {
+        if (sc->actions[k].op == NB_PIPE_FORWARD && ++inflight > peak) peak = inflight;
+        if (sc->actions[k].op == NB_PIPE_BACKWARD) inflight--;
+    }
+    return peak;
+}
+
+static int stage_alloc(stage *w) {
+    const exec_run *run = w->run;
+    const nb_train_options *o = run->o;
+    nb_stage *st = w->st;
+    const size_t BT = (size_t)o->batch * run->T;
+    w->n_slots = slots_needed(&run->sc, w->s);
+    w->slots = calloc((size_t)w->n_slots, sizeof *w->slots);
+    w->slot_mb = malloc(sizeof(int) * (size_t)w->n_slots);
+    w->d = calloc(st->n_params, sizeof(float));
+    w->x_in = malloc(act_bytes(w));
+    w->dout = malloc(act_bytes(w));
+    w->tokens = calloc(BT, sizeof(int));
+    w->targets = calloc(BT, sizeof(int));
+    w->norms = calloc((size_t)run->P, sizeof(double));
+    if (o->model.tied && is_first(w) && run->P > 1) w->tied_buf = calloc(embed_numel(w), sizeof(float));
+    if (is_first(w) && (w->step_pos = malloc(sizeof(uint64_t) * (size_t)run->S)))
+        for (int t = 0; t < run->S; t++) w->step_pos[t] = UINT64_MAX;
+    if (!w->slots || !w->slot_mb || !w->d || !w->x_in || !w->dout || !w->tokens || !w->targets || !w->norms ||
+        (o->model.tied && is_first(w) && run->P > 1 && !w->tied_buf) || (is_first(w) && !w->step_pos))
+        return nb_fail("out of memory");
+    for (int i = 0; i < w->n_slots; i++) {
+        w->slot_mb[i] = -1;
+        if (!(w->slots[i] = nb_acts_create(st, o->batch, run->T))) return -1;
+    }
+    return 0;
+}
+
+int exec_stage_init(exec_endpoint *e, exec_run *run, int s) {
+    const nb_train_options *o = run->o;
+    stage *w = calloc(1, sizeof *w);
+    if (!w) return nb_fail("out of memory");
+    *e = (exec_endpoint){.run = run, .id = s, .low = &run->low, .end = run->S, .buffer = stage_buffer,
+                         .act = stage_act, .received = stage_received, .role = w};
+    w->run = run;
+    w->s = s;
+    w->st = &run->model->stages[s];
+    if (stage_alloc(w)) return -1;
+    if (o->val_pattern && !(w->eval_slot = nb_acts_create(w->st, o->batch, run->T))) return -1;
+    if (nb_optimizer_create(&w->opt, &o->optim, w->st->tensors, w->st->n_tensors, w->st->n_params)) return -1;
+    if (nb_stash_create(&w->stash, &o->delay, s, run->P, run->S, w->st->params, w->st->n_params)) return -1;
+    if ((is_first(w) || is_last(w)) &&
+        nb_loader_open(&w->train, o->train_pattern, o->batch, run->T, o->model.vocab_size, o->data_seed, 0, 1))
+        return -1;
+    if (o->val_pattern && (is_first(w) || is_last(w)) &&
+        nb_loader_open(&w->val, o->val_pattern, o->batch, run->T, o->model.vocab_size, 0, 0, 1))
+        return -1;
+    memset(w->st->grads, 0, sizeof(float) * w->st->n_params);
+    if (w->st->tied_head_grad) memset(w->st->tied_head_grad, 0, sizeof(float) * embed_numel(w));
+    w->t0 = nb_now();
+    w->steady[0] = mark_now(w);
+    return 0;
+}
+
+/* Loads this stage's share of the checkpoint --resume names (either layout, any split); the step to
+ * run next goes to run->start. */
+int exec_stage_resume(exec_endpoint *e) {
+    stage *w = e->role;
+    nb_optimizer *opt[1024];
+    nb_stash *stash[1024];
+    train_parts parts;
+    int start = 0;
+    own_parts(w, &parts, opt, stash);
+    if (train_state_load_stages(w->run->o->resume_dir, &parts, w->s, w->s, &start, w->run->o)) return -1;
+    w->run->start = start;
+    w->updates = start;
+    return 0;
+}
+
+size_t exec_stage_stash_bytes(const exec_endpoint *e) {
+    const stage *w = e->role;
+    return w ? nb_stash_bytes(w->stash) : 0;
+}
+
+void exec_stage_free(exec_endpoint *e) {
+    stage *w = e ? e->role : NULL;
+    if (!w) return;
+    nb_low_free(&e->cut);
+    for (int i = 0; w->slots && i < w->n_slots; i++) nb_acts_free(w->slots[i]);
+    nb_acts_free(w->eval_slot);
+    free(w->slots);
+    free(w->slot_mb);
+    nb_optimizer_free(w->opt);
+    nb_stash_free(w->stash);
+    free(w->d);
+    free(w->x_in);
+    free(w->dout);
+    free(w->tied_buf);
+    free(w->norms);
+    if (w->train) nb_loader_free(w->train);
+    if (w->val) nb_loader_free(w->val);
+    free(w->tokens);
+    free(w->targets);
+    free(w->step_pos);
+    free(w);
+    e->role = NULL;
+}
