@@ -457,6 +457,36 @@ static void test_permutations_lowered(void) {
     nb_pipe_free(&sc);
 }
 
+/* A run that stops early switches to the lowering of its schedule cut after the last step
+ * (nb_pipe_truncate, src/train/exec.c): those lists must validate too, for every cut. */
+static void test_cut_lowerings_validate(void) {
+    int cases = 0, bad = 0;
+    for (int ki = 0; ki < N_ALL_KINDS; ki++)
+        for (int P = 1; P <= 4; P++)
+            for (int which = 0; which < N_OPTION_SETS; which += OPT_ALL) {
+                nb_pipe_schedule full;
+                const int S = 6;
+                if (nb_pipe_generate(&full, all_kinds[ki], P, P, S)) {
+                    CHECK(0, "%s P=%d: %s", nb_pipe_kind_name(all_kinds[ki]), P, nb_last_error());
+                    continue;
+                }
+                unsigned char every2[64];
+                nb_low_options o = options_for(which, every2, full.n_steps);
+                for (int F = 1; F <= full.n_steps; F++) {
+                    nb_pipe_schedule cut;
+                    nb_low_schedule l = {0};
+                    cases++;
+                    if ((nb_pipe_truncate(&full, F, &cut) || nb_pipe_lower(&cut, &o, &l) || nb_low_validate(&l)) && bad++ < 5)
+                        CHECK(0, "%s P=%d cut after %d steps, options %s: %s", nb_pipe_kind_name(all_kinds[ki]), P, F,
+                              option_names[which], nb_last_error());
+                    nb_low_free(&l);
+                    nb_pipe_free(&cut);
+                }
+                nb_pipe_free(&full);
+            }
+    CHECK(cases > 200 && bad == 0, "the lowerings of every cut schedule validate (%d of %d bad)", bad, cases);
+}
+
 /* Without tied, clip, eval or save, and with messages costing only the stages' latency, the lowered
  * lists take exactly the schedule's time: the messages the lowering adds (stats, END, DONE) never hold a
  * stage up. */
@@ -502,6 +532,7 @@ int main(void) {
     test_permutations_hand();
     test_simulate_hand();
     test_lowerings_validate();
+    test_cut_lowerings_validate();
     test_broken_lowerings_caught();
     test_permutations_lowered();
     test_makespan_matches();
