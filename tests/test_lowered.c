@@ -11,7 +11,7 @@
 #define HAND_ENDPOINTS 8
 #define HAND_ACTIONS 256
 typedef struct {
-    int P;
+    int P, steps;  /* steps: 0 for 1 */
     size_t n[HAND_ENDPOINTS];
     nb_low_action a[HAND_ENDPOINTS][HAND_ACTIONS];
 } hand;
@@ -58,7 +58,7 @@ static void to_lists(const hand *h, nb_low_schedule *l) {
     size_t total = 0;
     for (int e = 0; e <= h->P; e++) total += h->n[e];
     l->n_stages = h->P;
-    l->n_steps = 1;
+    l->n_steps = h->steps ? h->steps : 1;
     l->end_lag = 0;
     l->start = malloc(sizeof(size_t) * ((size_t)h->P + 2));
     l->actions = malloc(sizeof(nb_low_action) * (total ? total : 1));
@@ -104,6 +104,16 @@ static size_t find(const hand *h, int e, nb_low_op op, nb_msg_kind k, int index)
     for (size_t i = 0; i < h->n[e]; i++)
         if (h->a[e][i].op == op && h->a[e][i].msg == k && h->a[e][i].index == index) return i;
     return (size_t)-1;
+}
+
+/* One stage of two steps running `acts`, and a coordinator that only finishes. Returns h. */
+static const hand *one_stage(hand *h, const nb_low_action *acts, int n) {
+    memset(h, 0, sizeof *h);
+    h->P = 1;
+    h->steps = 2;
+    for (int i = 0; i < n; i++) put(h, 0, acts[i]);
+    compute(h, 1, NB_LOW_FINISH, -1);
+    return h;
 }
 
 static void expect_error(const hand *h, const char *what, const char *const *parts) {
@@ -215,6 +225,18 @@ static void test_bad_fields(void) {
     h.a[2][1].index = -3;
     const char *index[] = {"coordinator action 1", "message index -3", NULL};
     expect_error(&h, "a negative index", index);
+    /* one stage, two steps: updates out of order, an APPLY without its GRADS, a version from the future */
+    const nb_low_action grads0 = {NB_LOW_GRADS, 0, -1, -1, 0, -1, -1}, apply0 = {NB_LOW_APPLY, 0, -1, -1, 0, -1, -1};
+    const nb_low_action grads1 = {NB_LOW_GRADS, 0, -1, -1, 1, -1, -1}, apply1 = {NB_LOW_APPLY, 0, -1, -1, 1, -1, -1};
+    const nb_low_action forward1 = {NB_LOW_FORWARD, 0, -1, -1, 1, 1, 1};
+    const nb_low_action swapped[] = {grads1, apply1, grads0, apply0}, no_grads[] = {apply0, grads1, apply1},
+                        early[] = {forward1, grads0, apply0};
+    const char *order[] = {"stage 0 action 3 (APPLY(0)): expected APPLY(2) next (updates in step order)", NULL};
+    expect_error(one_stage(&h, swapped, 4), "updates out of step order", order);
+    const char *missing[] = {"stage 0 action 0 (APPLY(0)): no GRADS(0) since the previous update", NULL};
+    expect_error(one_stage(&h, no_grads, 3), "an APPLY without its GRADS", missing);
+    const char *future[] = {"stage 0 action 0 (FORWARD mb 1 (step 1, version 1)): version 1 used with only version 0 made", NULL};
+    expect_error(one_stage(&h, early, 3), "a version from the future", future);
     nb_low_schedule empty = {0};
     CHECK(nb_low_validate(&empty) && strstr(nb_last_error(), "empty"), "an empty schedule is refused (%s)", nb_last_error());
 }

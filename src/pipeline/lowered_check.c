@@ -98,6 +98,27 @@ static int check_compute(const nb_low_schedule *l, int e, size_t k, const nb_low
     return 0;
 }
 
+/* A stage's updates and versions: APPLY in step order from its first one (the step a resumed run starts
+ * at), each after its GRADS, and no FORWARD or BACKWARD on a version its updates have not made yet. */
+static int check_versions(const nb_low_schedule *l, int e) {
+    const nb_low_action *a = l->actions + l->start[e];
+    const size_t n = l->start[e + 1] - l->start[e];
+    int version = -1, grads = -1;  /* the weights' version once known (the first APPLY's step); the last GRADS */
+    for (size_t k = 0; k < n && version < 0; k++)
+        if (a[k].op == NB_LOW_APPLY) version = a[k].step;
+    for (size_t k = 0; k < n; k++) {
+        if (a[k].op == NB_LOW_GRADS) grads = a[k].step;
+        if ((a[k].op == NB_LOW_FORWARD || a[k].op == NB_LOW_BACKWARD) && version >= 0 && a[k].version > version)
+            return fail_at(l, e, k, "version %d used with only version %d made (a version from the future)", a[k].version,
+                           version);
+        if (a[k].op != NB_LOW_APPLY) continue;
+        if (a[k].step != version) return fail_at(l, e, k, "expected APPLY(%d) next (updates in step order)", version);
+        if (grads != version) return fail_at(l, e, k, "no GRADS(%d) since the previous update", version);
+        version++;
+    }
+    return 0;
+}
+
 int lowered_check_fields(const nb_low_schedule *l) {
     if (!l || !l->start || !l->actions) return nb_fail("lowered: empty (not lowered)");
     if (l->n_stages < 1 || l->n_steps < 0)
@@ -110,6 +131,7 @@ int lowered_check_fields(const nb_low_schedule *l) {
             if ((unsigned)a->op >= NB_LOW_OPS) return fail_at(l, e, k, "unknown op %d", (int)a->op);
             if (lowered_is_message(a->op) ? check_message(l, e, k, a) : check_compute(l, e, k, a)) return -1;
         }
+        if (e < l->n_stages && check_versions(l, e)) return -1;
     }
     return 0;
 }
