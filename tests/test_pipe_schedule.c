@@ -395,7 +395,7 @@ static size_t update_index(const nb_pipe_schedule *sc, int s, int step) {
     return sc->start[s + 1] - sc->start[s];
 }
 
-/* A run stopped on request (src/train/pipeline.c): the first stage decides at its update t to end
+/* A run stopped on request (docs/executor.md) once decided at a stage's update t to end
  * after step F = t + 2P + 2; every other stage learns it at its update t + P + 1 (the latest it
  * can have reached meanwhile) and switches to the truncated schedule. That is sound only if the
  * truncated lists start as the full ones up to those updates, and validate. Checked for every kind,

@@ -51,8 +51,8 @@ typedef struct nb_train_options {
     int resume_override;        /* resume even when the configuration differs (a warning lists what); see
                                    docs/checkpoints.md for what may change without it */
     int quiet;                  /* no progress lines */
-    /* Real pipeline workers (src/train/pipeline.c): one per stage of `stages`, running the
-     * schedule's actions and exchanging activations through a transport. Bitwise equal to the
+    /* Real pipeline workers (docs/executor.md): one per stage of `stages`, running the
+     * schedule's lowered actions and exchanging activations through a transport. Bitwise equal to the
      * one-process run with the schedule's delay (gpipe, 1f1b: sync; 2bw; pipedream) when each
      * worker has as many GEMM threads as the one-process run. */
     int pipeline;               /* an nb_pipe_kind, or -1: one process simulates the delay (-1) */

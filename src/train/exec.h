@@ -28,7 +28,6 @@ typedef struct {
     int start;               /* the first step this run runs (after --resume) */
     nb_schedule sched;       /* the learning rate over the S steps */
     int single_driver;       /* one thread drives every endpoint (the one-process run) */
-    int shared_memory;       /* every stage's weights are in this process (not MPI) */
     int threads;             /* GEMM threads per driver */
     int steady_from, steady_to;  /* the steady-state window of steps [from, to): a pipeline's report */
     nb_fs_lock locks[2];     /* --save-dir's and --out's (train_lock_run), held by the coordinator's process */

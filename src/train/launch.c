@@ -166,7 +166,7 @@ typedef struct {
 static void *stage_main(void *arg) {
     stage_thread *t = arg;
     const exec_run *run = t->e->run;
-    if (t->pin && t->n_cpus > 0) {
+    if (t->pin && t->cpus && t->n_cpus > 0) {
         cpu_set_t set;
         CPU_ZERO(&set);
         for (int k = 0; k < run->threads; k++) CPU_SET(t->cpus[(t->e->id * run->threads + k) % t->n_cpus], &set);
@@ -254,7 +254,6 @@ static int make_run(exec_run *run, const nb_train_options *o, int T, int S) {
     run->sched = o->schedule;
     run->sched.total_steps = S;
     run->single_driver = !pipeline;
-    run->shared_memory = !pipeline || o->transport == NB_TRANSPORT_THREADS;
     run->steady_from = S / 2;
     run->steady_to = S - 1 > run->steady_from ? S - 1 : S;
     /* Without --split a pipeline's stages are balanced by their FLOPs (the last also runs the head); the

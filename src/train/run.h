@@ -1,5 +1,5 @@
-/* Internal: what the one-process trainer (trainer.c) and the pipeline trainer (pipeline.c)
- * share: option checks, the run's files and the measures they write. */
+/* Internal: the rules every run follows, whoever drives it (trainer.c, metrics.c): option checks, the
+ * run's files and the measures they write, divergence, --keep's proof, stopping. */
 #ifndef NB_TRAIN_RUN_H
 #define NB_TRAIN_RUN_H
 #include <stdio.h>

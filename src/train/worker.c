@@ -47,8 +47,13 @@ typedef struct {
     long op_count[3];
 } stage;
 
-static int is_first(const stage *w) { return w->s == 0; }
-static int is_last(const stage *w) { return w->s == w->run->P - 1; }
+/* What a stage reads besides messages follows from what it holds: the embedding's stage reads the
+ * tokens (and records where each step starts in them, for checkpoints), the head's stage the targets;
+ * each runs its own loader with the same seed, so no tokens travel. */
+static int reads_tokens(const stage *w) { return w->st->has_embed; }
+static int reads_targets(const stage *w) { return w->st->has_head; }
+/* With a tied embedding split over stages, the embedding's stage adds the head's gradient it receives. */
+static int takes_head_grad(const stage *w) { return w->run->o->model.tied && w->st->has_embed && !w->st->has_head; }
 static size_t act_bytes(const stage *w) {
     return sizeof(float) * (size_t)w->run->o->batch * w->run->T * w->run->o->model.d_model;
 }
@@ -89,14 +94,14 @@ static int forward(stage *w, const nb_low_action *a) {
     int slot = find_slot(w, -1);
     if (!wt) return -1;
     if (slot < 0) return nb_fail("stage %d: no free activation slot for micro-batch %d", w->s, a->mb);
-    if (is_first(w) && a->mb % run->M == 0) w->step_pos[a->step] = nb_loader_position(w->train);
-    if ((is_first(w) || is_last(w)) && nb_loader_next(w->train, w->tokens, w->targets)) return -1;
+    if (reads_tokens(w) && a->mb % run->M == 0) w->step_pos[a->step] = nb_loader_position(w->train);
+    if ((reads_tokens(w) || reads_targets(w)) && nb_loader_next(w->train, w->tokens, w->targets)) return -1;
     double t = nb_now();
     float loss = 0;
     if (nb_stage_forward(w->st, wt, w->slots[slot], w->tokens, w->x_in, w->targets, &loss)) return -1;
     count_op(w, 0, nb_now() - t);
     w->slot_mb[slot] = a->mb;
-    if (is_last(w)) w->loss_sum += loss;
+    if (reads_targets(w)) w->loss_sum += loss;
     return 0;
 }
 
@@ -106,7 +111,7 @@ static int backward(stage *w, const nb_low_action *a) {
     if (!wt) return -1;
     if (slot < 0) return nb_fail("stage %d: backward of micro-batch %d, which has no activations", w->s, a->mb);
     double t = nb_now();
-    if (nb_stage_backward(w->st, wt, w->slots[slot], is_last(w) ? NULL : w->dout, 1.0f / w->run->M)) return -1;
+    if (nb_stage_backward(w->st, wt, w->slots[slot], reads_targets(w) ? NULL : w->dout, 1.0f / w->run->M)) return -1;
     count_op(w, 1, nb_now() - t);
     w->slot_mb[slot] = -1;
     w->freed_slot = slot;
@@ -137,13 +142,13 @@ static int grads(stage *w, int t) {
     const double t0 = nb_now();
     memset(&w->stats, 0, sizeof w->stats);
     w->stats.tau = nb_stash_tau(w->stash, t);
-    if (is_last(w)) {
+    if (reads_targets(w)) {
         w->stats.loss = w->loss_sum / w->run->M;
         w->loss_sum = 0;
         if (!isfinite(w->stats.loss)) return diverged(w, t, "training loss", w->stats.loss);
     }
     if (w->run->o->model.tied) {
-        const float *head = st->tied_head_grad ? st->tied_head_grad : is_first(w) && w->run->P > 1 ? w->tied_buf : NULL;
+        const float *head = st->tied_head_grad ? st->tied_head_grad : takes_head_grad(w) ? w->tied_buf : NULL;
         float *embed = embedding(w, st->grads);
         for (size_t i = 0; head && i < embed_numel(w); i++) embed[i] += head[i];
         if (st->tied_head_grad) memset(st->tied_head_grad, 0, sizeof(float) * embed_numel(w));
@@ -197,7 +202,7 @@ static int eval(stage *w, const nb_low_action *a) {
         w->eval_sum = 0;
     }
     float loss = 0;
-    if ((is_first(w) || is_last(w)) && nb_loader_next(w->val, w->tokens, w->targets)) return -1;
+    if ((reads_tokens(w) || reads_targets(w)) && nb_loader_next(w->val, w->tokens, w->targets)) return -1;
     if (nb_stage_forward(w->st, w->st->params, w->eval_slot, w->tokens, w->x_in, w->targets, &loss)) return -1;
     w->eval_sum += loss;
     w->eval_loss = w->eval_sum / w->run->o->eval_batches;
@@ -220,7 +225,7 @@ static int own_parts(const stage *w, train_parts *p, nb_optimizer **opt, nb_stas
  * start of the step after `t`. Returns the position to go back to. */
 static uint64_t loader_to_boundary(stage *w, int t, int *rc) {
     const uint64_t now = w->train ? nb_loader_position(w->train) : 0;
-    if (is_first(w)) {
+    if (reads_tokens(w)) {
         const uint64_t b = t + 1 < w->run->S && w->step_pos[t + 1] != UINT64_MAX ? w->step_pos[t + 1] : now;
         if (nb_loader_seek(w->train, b)) *rc = -1;
     }
@@ -246,7 +251,7 @@ static int save(stage *w, int t) {
         own_parts(w, &parts, opt, stash);
         const uint64_t now = loader_to_boundary(w, t, &rc);
         rc = rc || train_state_save_part(dir, &parts, w->s, t + 1, o);
-        if (is_first(w) && nb_loader_seek(w->train, now)) rc = -1;
+        if (reads_tokens(w) && nb_loader_seek(w->train, now)) rc = -1;
     }
     if (rc) {
         w->saved.failed = 1;
@@ -379,11 +384,11 @@ static int stage_alloc(stage *w) {
     w->tokens = calloc(BT, sizeof(int));
     w->targets = calloc(BT, sizeof(int));
     w->norms = calloc((size_t)run->P, sizeof(double));
-    if (o->model.tied && is_first(w) && run->P > 1) w->tied_buf = calloc(embed_numel(w), sizeof(float));
-    if (is_first(w) && (w->step_pos = malloc(sizeof(uint64_t) * (size_t)run->S)))
+    if (takes_head_grad(w)) w->tied_buf = calloc(embed_numel(w), sizeof(float));
+    if (reads_tokens(w) && (w->step_pos = malloc(sizeof(uint64_t) * (size_t)run->S)))
         for (int t = 0; t < run->S; t++) w->step_pos[t] = UINT64_MAX;
     if (!w->slots || !w->slot_mb || !w->d || !w->x_in || !w->dout || !w->tokens || !w->targets || !w->norms ||
-        (o->model.tied && is_first(w) && run->P > 1 && !w->tied_buf) || (is_first(w) && !w->step_pos))
+        (takes_head_grad(w) && !w->tied_buf) || (reads_tokens(w) && !w->step_pos))
         return nb_fail("out of memory");
     for (int i = 0; i < w->n_slots; i++) {
         w->slot_mb[i] = -1;
@@ -405,10 +410,10 @@ int exec_stage_init(exec_endpoint *e, exec_run *run, int s) {
     if (o->val_pattern && !(w->eval_slot = nb_acts_create(w->st, o->batch, run->T))) return -1;
     if (nb_optimizer_create(&w->opt, &o->optim, w->st->tensors, w->st->n_tensors, w->st->n_params)) return -1;
     if (nb_stash_create(&w->stash, &o->delay, s, run->P, run->S, w->st->params, w->st->n_params)) return -1;
-    if ((is_first(w) || is_last(w)) &&
+    if ((reads_tokens(w) || reads_targets(w)) &&
         nb_loader_open(&w->train, o->train_pattern, o->batch, run->T, o->model.vocab_size, o->data_seed, 0, 1))
         return -1;
-    if (o->val_pattern && (is_first(w) || is_last(w)) &&
+    if (o->val_pattern && (reads_tokens(w) || reads_targets(w)) &&
         nb_loader_open(&w->val, o->val_pattern, o->batch, run->T, o->model.vocab_size, 0, 0, 1))
         return -1;
     memset(w->st->grads, 0, sizeof(float) * w->st->n_params);
