@@ -9,25 +9,6 @@
 #include "pipeline/lowered_run.h"
 #include "util/error.h"
 
-char *nb_low_endpoint_text(int e, int n_stages, char *buf, size_t size) {
-    if (e == n_stages) snprintf(buf, size, "coordinator");
-    else snprintf(buf, size, "stage %d", e);
-    return buf;
-}
-
-char *nb_low_action_text(const nb_low_action *a, int n_stages, char *buf, size_t size) {
-    char peer[32];
-    if (lowered_is_message(a->op))
-        snprintf(buf, size, "%s %s(%d) %s %s", nb_low_op_name(a->op), nb_msg_kind_name(a->msg), a->index,
-                 a->op == NB_LOW_SEND ? "->" : "<-", nb_low_endpoint_text(a->peer, n_stages, peer, sizeof peer));
-    else if (a->op == NB_LOW_FORWARD || a->op == NB_LOW_BACKWARD)
-        snprintf(buf, size, "%s mb %d (step %d, version %d)", nb_low_op_name(a->op), a->mb, a->step, a->version);
-    else if (a->op == NB_LOW_EVAL) snprintf(buf, size, "EVAL(%d) after step %d", a->index, a->step);
-    else if (a->op == NB_LOW_FINISH) snprintf(buf, size, "FINISH");
-    else snprintf(buf, size, "%s(%d)", nb_low_op_name(a->op), a->step);
-    return buf;
-}
-
 /* Records "lowered: ENDPOINT action K (ACTION): PROBLEM" and returns -1. k is the index in e's list. */
 static int fail_at(const nb_low_schedule *l, int e, size_t k, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int fail_at(const nb_low_schedule *l, int e, size_t k, const char *fmt, ...) {
