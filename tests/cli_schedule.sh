@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # nobubble schedule: the text timeline and numbers, a well-formed SVG with one box per action,
-# JSON, a P = 1024 projection, and bad input refused with a clear message and a non-zero exit.
+# JSON, a P = 1024 projection, the lowered lists (text, JSON, SVG), and bad input refused with a clear message and a non-zero exit.
 set -u
 bin=${1:?usage: cli_schedule.sh path/to/nobubble}
 source "$(dirname "$0")/support/cli_harness.sh"
@@ -63,7 +63,51 @@ check "P=1024 table" test "$(grep -c '^[0-9]' "$work/l.txt")" -eq 1024
   || fail "cost lists"
 check "per-stage costs: makespan 18" grep -q '"makespan": 18,' "$work/c.json"
 
+# Sequential (the one-process order): no overlap, so every stage idles while the others work.
+"$bin" schedule --kind sequential --stages 3 --microbatches 2 >"$work/q.txt" 2>"$work/err" || fail "sequential: $(cat "$work/err")"
+check "sequential makespan 18" grep -q "^makespan 18;" "$work/q.txt"
+
+# Lowered: the lists a run executes, every message a SEND and its RECV, and the coordinator.
+"$bin" schedule --kind 1f1b --stages 2 --microbatches 2 --lowered >"$work/lo.txt" 2>"$work/err" || fail "lowered: $(cat "$work/err")"
+check "lowered: stage 0 sends ACT(0)" grep -Eq '^ +1 +1 +SEND ACT\(0\) -> stage 1$' "$work/lo.txt"
+check "lowered: stage 1 receives it" grep -Eq '^ +0 +1 +RECV ACT\(0\) <- stage 0$' "$work/lo.txt"
+check "lowered: the coordinator's list" grep -q '^coordinator: 6 actions' "$work/lo.txt"
+check "lowered: makespan as the schedule's" grep -q '^makespan 9$' "$work/lo.txt"
+check "lowered: message table" grep -Eq '^STATS +2 +0$' "$work/lo.txt"
+for kind in gpipe 1f1b 2bw pipedream sequential; do
+  a=$("$bin" schedule --kind $kind --stages 3 --microbatches 4 --steps 2 --comm-cost 0.5 --update-cost 0.25 | sed -n 's/^makespan \([0-9.]*\);.*/\1/p')
+  b=$("$bin" schedule --kind $kind --stages 3 --microbatches 4 --steps 2 --comm-cost 0.5 --update-cost 0.25 --lowered | sed -n 's/^makespan //p')
+  check "lowered $kind: makespan $b equals the schedule's $a" test -n "$a" -a "$a" = "$b"
+done
+"$bin" schedule --kind 2bw --stages 2 --microbatches 2 --steps 4 --lowered --tied --clip --eval-every 2 --eval-batches 2 \
+  --save-every 2 >"$work/lo2.txt" 2>"$work/err" || fail "lowered with options: $(cat "$work/err")"
+for m in 'SEND TIED_GRAD(0) -> stage 0' 'RECV TIED_W(1) <- stage 0' 'SEND NORM(0) -> stage 1' 'RECV EVAL_ACT(1) <- stage 0' \
+         'SEND EVAL_LOSS(1) -> coordinator' 'SEND SAVED(3) -> coordinator' 'RECV END(0) <- coordinator' 'COMMIT(3)'; do
+  check "lowered with options: $m" grep -qF "$m" "$work/lo2.txt"
+done
+"$bin" schedule --kind gpipe --stages 3 --microbatches 2 --steps 2 --lowered --clip --act-bytes 100 --bandwidth 50 --json \
+  --svg "$work/lo.svg" >"$work/lo.json" 2>"$work/err" || fail "lowered json: $(cat "$work/err")"
+check "lowered json: lowered" grep -q '"lowered": true' "$work/lo.json"
+check "lowered json: ACT bytes" grep -q '"ACT": {"count": 8, "bytes": 800}' "$work/lo.json"
+if command -v python3 >/dev/null; then
+  check "lowered json: P + 1 endpoints, every SEND with its RECV" python3 -c '
+import json, sys, collections
+d = json.load(open(sys.argv[1])); e = d["endpoints"]; assert len(e) == 4 and e[3]["name"] == "coordinator"
+c = collections.Counter()
+for i, x in enumerate(e):
+    for a in x["actions"]:
+        if a["op"] == "SEND": c[(i, a["peer"], a["msg"], a["index"])] += 1
+        if a["op"] == "RECV": c[(a["peer"], i, a["msg"], a["index"])] -= 1
+assert not any(c.values()), c' "$work/lo.json"
+fi
+msgs=$(grep -o '"count": [0-9]*' "$work/lo.json" | awk '{n += $2} END {print n}')
+check "lowered svg: one arrow per message ($msgs)" test "$(count 'class="msg"' "$work/lo.svg")" -eq "$msgs"
+check "lowered svg: coordinator row" grep -q '>coordinator</text>' "$work/lo.svg"
+if command -v xmllint >/dev/null; then check "lowered svg is well-formed XML" xmllint --noout "$work/lo.svg"; fi
+
 # Bad input.
+expect_error "lowering flag without --lowered" "add --lowered" "$bin" schedule --kind gpipe --stages 2 --microbatches 2 --clip
+expect_error "eval batches 0" "--eval-batches 0: out of range" "$bin" schedule --kind gpipe --stages 2 --microbatches 2 --lowered --eval-every 1 --eval-batches 0
 expect_error "unknown kind" "expected one of gpipe, 1f1b, pipedream, 2bw" "$bin" schedule --kind zerobubble --stages 2 --microbatches 2
 expect_error "missing kind" "--kind is required" "$bin" schedule --stages 2 --microbatches 2
 expect_error "P = 0" "--stages 0: out of range, expected an integer from 1 to 1024" "$bin" schedule --kind gpipe --stages 0 --microbatches 2

@@ -224,4 +224,42 @@ const char *nb_low_op_name(nb_low_op op);
  * Otherwise -1 with a message naming the endpoint, the action index and the problem (an unmatched
  * message, or for a deadlock every endpoint's blocked receive). */
 int nb_low_validate(const nb_low_schedule *l);
+/* An action as the validator's messages and `nobubble schedule --lowered` write it, e.g.
+ * "RECV GRAD(7) <- stage 2", "FORWARD mb 7 (step 1, version 0)", "APPLY(3)"; endpoint n_stages is
+ * "coordinator". Returns buf. */
+char *nb_low_action_text(const nb_low_action *a, int n_stages, char *buf, size_t size);
+/* "stage e", or "coordinator" for e = n_stages. Returns buf. */
+char *nb_low_endpoint_text(int e, int n_stages, char *buf, size_t size);
+
+/* Costs of a lowered run (docs/schedules.md, "The lowered form"). Per-stage arrays have n_stages
+ * entries, NULL meaning 0; every cost is finite and >= 0. */
+typedef struct {
+    const double *forward, *backward;  /* FORWARD, BACKWARD */
+    const double *update;              /* APPLY (GRADS costs 0: the update's time is the optimizer's) */
+    const double *eval;                /* one EVAL (a validation batch's forward) */
+    double save;                       /* SAVE, on every stage */
+    double action;                     /* every SEND and every coordinator action (REPORT .. FINISH) */
+    double latency;                    /* a message between stages: from its send's finish to its arrival */
+    double coordinator_latency;        /* the same for a message to or from the coordinator */
+    double bytes_per_second;           /* link bandwidth; 0: bytes take no time */
+    double bytes[NB_MSG_KINDS];        /* the size of one message of each kind */
+} nb_low_costs;
+
+typedef struct {
+    int n_endpoints;                   /* P + 1: the stages, then the coordinator */
+    double makespan;
+    double *busy, *idle;               /* per endpoint; idle = makespan - busy */
+    double *t_start, *t_finish;        /* per action, indexed like l->actions */
+    long long msg_count[NB_MSG_KINDS]; /* messages of each kind */
+    double msg_bytes[NB_MSG_KINDS];    /* and their bytes */
+    size_t *match;                     /* per action: a SEND's RECV, a RECV's SEND (global indices); else -1 */
+} nb_low_sim;
+
+/* Validates (nb_low_validate) and simulates the lists: each action starts when its endpoint is free
+ * and, for a RECV, its message has arrived (the SEND's finish + latency + bytes / bandwidth); a RECV
+ * itself takes no time. With zero message costs the lowering of a schedule without tied, clip,
+ * eval or save has nb_pipe_simulate's makespan (comm = latency). O(actions log actions).
+ * Free the result with nb_low_sim_free. */
+int nb_low_simulate(const nb_low_schedule *l, const nb_low_costs *costs, nb_low_sim *out);
+void nb_low_sim_free(nb_low_sim *sim);
 #endif

@@ -9,15 +9,20 @@
 #include <string.h>
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/schedule_lowered.h"
 #include "nobubble/pipeline.h"
 
 static const char usage[] =
-    "usage: nobubble schedule --kind gpipe|1f1b|pipedream|2bw --stages P --microbatches M [--steps S]\n"
+    "usage: nobubble schedule --kind gpipe|1f1b|pipedream|2bw|sequential --stages P --microbatches M [--steps S]\n"
     "                         [--forward-cost F[,F...]] [--backward-cost B[,B...]] [--update-cost U[,U...]]\n"
     "                         [--comm-cost C] [--svg FILE] [--json]\n"
+    "                         [--lowered [--tied] [--clip] [--eval-every N [--eval-batches B]] [--save-every N]\n"
+    "                                    [--act-bytes A] [--bandwidth BW]]\n"
     "Simulates a pipeline schedule lock-step and prints its timeline, bubble fraction, idle fraction,\n"
     "peak in-flight activations and weight versions per stage. A cost list has one value or one per stage.\n"
-    "PipeDream updates after every micro-batch: it runs M x S micro-batches (M x S optimizer steps).";
+    "PipeDream updates after every micro-batch: it runs M x S micro-batches (M x S optimizer steps).\n"
+    "--lowered shows instead the lists a run executes: per stage and for the coordinator, every action with\n"
+    "every message as a SEND and its RECV, validated and simulated with the messages' costs.";
 
 #define GRID_MAX_CELLS 2000
 #define GRID_MAX_TOTAL 200000
@@ -80,15 +85,6 @@ fail:
     return NULL;
 }
 
-static void print_costs(FILE *f, const char *name, const double *c, int P) {
-    int same = 1;
-    for (int s = 1; s < P; s++) same &= c[s] == c[0];
-    fprintf(f, "%s ", name);
-    if (same) fprintf(f, "%g", c[0]);
-    else
-        for (int s = 0; s < P; s++) fprintf(f, "%s%g", s ? "," : "", c[s]);
-}
-
 /* The text grid: one row per stage, one cell per `unit` of time. */
 static void print_grid(const nb_pipe_schedule *sc, const nb_pipe_sim *sim, double unit) {
     const int P = sc->n_stages;
@@ -149,9 +145,7 @@ static int write_svg(const char *path, const nb_pipe_schedule *sc, const nb_pipe
     const double px = sim->makespan > 0 ? plot_w / sim->makespan : 1;
     const double row_h = P <= 48 ? 20 : (900.0 / P > 1 ? 900.0 / P : 1), box_h = row_h > 4 ? row_h - 2 : row_h;
     const double width = left + plot_w + 20, height = top + P * row_h + 30;
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
-            "font-family=\"sans-serif\" font-size=\"11\">\n", width, height, width, height);
-    fprintf(f, "<title>%s</title>\n", title);
+    schedule_svg_begin(f, width, height, title);
     fprintf(f, "<text x=\"%g\" y=\"20\" font-size=\"14\">%s</text>\n", left, title);
     static const char *const names[] = {"forward", "backward", "update", "idle"};
     static const char *const colors[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e6e6e6"};
@@ -198,9 +192,10 @@ static int write_svg(const char *path, const nb_pipe_schedule *sc, const nb_pipe
 
 int cmd_schedule(int argc, char **argv) {
     const char *kind_s = NULL, *fwd_s = "1", *bwd_s = "2", *upd_s = "0", *comm_s = "0", *svg = NULL;
-    int P = 0, M = 0, S = 1, json = 0;
+    int P = 0, M = 0, S = 1, json = 0, lowered = 0, tied = 0, clip = 0, eval_every = 0, eval_batches = 1, save_every = 0;
+    float act_bytes = 0, bandwidth = 0;
     const cli_option opts[] = {
-        {"--kind", OPT_STR, &kind_s, "K      schedule: gpipe, 1f1b, pipedream or 2bw (required)"},
+        {"--kind", OPT_STR, &kind_s, "K      schedule: gpipe, 1f1b, pipedream, 2bw or sequential (required)"},
         {"--stages", OPT_INT, &P, "P      pipeline stages (required) " CLI_RANGE(1, 1024)},
         {"--microbatches", OPT_INT, &M, "M      micro-batches per optimizer step (required; 1f1b and 2bw need M >= P) " CLI_RANGE(1, 4096)},
         {"--steps", OPT_INT, &S, "S      optimizer steps (1; pipedream: M x S micro-batches, one step each) " CLI_RANGE(1, 100000)},
@@ -210,6 +205,14 @@ int cmd_schedule(int argc, char **argv) {
         {"--comm-cost", OPT_STR, &comm_s, "C      latency of a send between neighbours, >= 0 (0)"},
         {"--svg", OPT_STR, &svg, "FILE   write the timeline as an SVG picture"},
         {"--json", OPT_FLAG, &json, "       print the numbers as JSON instead of text"},
+        {"--lowered", OPT_FLAG, &lowered, "       show the lowered lists (every message explicit, and the coordinator)"},
+        {"--tied", OPT_FLAG, &tied, "       lowered: a tied embedding (its gradient and weights between the end stages)"},
+        {"--clip", OPT_FLAG, &clip, "       lowered: global-norm clipping (every stage's norm to every other)"},
+        {"--eval-every", OPT_INT, &eval_every, "N      lowered: evaluate after every N-th step (0: never) " CLI_RANGE(0, 100000)},
+        {"--eval-batches", OPT_INT, &eval_batches, "B      lowered: validation batches per evaluation (1) " CLI_RANGE(1, 4096)},
+        {"--save-every", OPT_INT, &save_every, "N      lowered: save after every N-th step and the last (0: never) " CLI_RANGE(0, 100000)},
+        {"--act-bytes", OPT_FLOAT, &act_bytes, "A      lowered: bytes of an ACT, GRAD or EVAL_ACT message (0) " CLI_RANGE(0, 1000000000000)},
+        {"--bandwidth", OPT_FLOAT, &bandwidth, "BW     lowered: bytes per unit of time on a link (0: unlimited) " CLI_RANGE(0, 1000000000000000)},
     };
     int rc = cli_parse(usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
     if (rc) return rc > 0 ? 0 : 2;
@@ -234,6 +237,11 @@ int cmd_schedule(int argc, char **argv) {
         fprintf(stderr, "nobubble schedule: --steps %d: expected S >= 1\n", S);
         return 2;
     }
+    if (!lowered && (tied || clip || eval_every || eval_batches != 1 || save_every || act_bytes || bandwidth)) {
+        fprintf(stderr, "nobubble schedule: --tied, --clip, --eval-every, --eval-batches, --save-every, --act-bytes and "
+                "--bandwidth describe the lowered lists: add --lowered\n");
+        return 2;
+    }
     if ((long long)P * M * S > MAX_PASSES) {
         fprintf(stderr, "nobubble schedule: --stages %d x --microbatches %d x --steps %d = %lld: too many passes to "
                 "simulate (at most %lld)\n", P, M, S, (long long)P * M * S, MAX_PASSES);
@@ -252,6 +260,12 @@ int cmd_schedule(int argc, char **argv) {
     if (!cc) goto out;
     if (nb_pipe_generate(&sc, kind, P, M, S) || nb_pipe_validate(&sc)) {
         fprintf(stderr, "nobubble schedule: %s\n", nb_last_error());
+        goto out;
+    }
+    if (lowered) {
+        const schedule_lowered_args la = {tied, clip, eval_every, eval_batches, save_every, act_bytes, bandwidth,
+                                          f, b, u, cc[0], svg, json};
+        status = schedule_lowered(&sc, kind_s, &la);
         goto out;
     }
     nb_pipe_costs costs = {f, b, u, cc[0]};
@@ -280,9 +294,9 @@ int cmd_schedule(int argc, char **argv) {
     } else {
         printf("schedule %s: %d stages, %d micro-batches per step, %d steps (%d micro-batches, %d optimizer steps)\ncosts: ",
                kind_s, P, sc.n_micro, sc.n_steps, N, sc.n_steps);
-        print_costs(stdout, "forward", f, P);
-        print_costs(stdout, ", backward", b, P);
-        print_costs(stdout, ", update", u, P);
+        schedule_print_costs(stdout, "forward", f, P);
+        schedule_print_costs(stdout, ", backward", b, P);
+        schedule_print_costs(stdout, ", update", u, P);
         printf(", comm %g\n", cc[0]);
         double unit = 1;
         for (int s = 0; s < P; s++) {
