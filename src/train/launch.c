@@ -138,7 +138,8 @@ static int setup_stages(exec_run *run, exec_endpoint *eps, int first, int last) 
         }
     }
     run->low_opt.from_step = run->start;
-    return nb_pipe_lower(&run->sc, &run->low_opt, &run->low);
+    /* Nothing runs unless every message sent is received and nothing deadlocks. */
+    return nb_pipe_lower(&run->sc, &run->low_opt, &run->low) || nb_low_validate(&run->low);
 }
 
 /* ---- the three ways to run the endpoints ---- */
