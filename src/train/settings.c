@@ -236,15 +236,3 @@ const nb_setting *nb_setting_by_name(const char *name) {
 }
 
 int nb_setting_has_range(const nb_setting *s) { return s->min <= s->max; }
-
-/* Model fields take their defaults from the preset, not from the table. */
-static int is_model_field(const nb_setting *s) {
-    return s->offset - offsetof(nb_train_options, model) < sizeof(nb_config);   /* unsigned: below wraps */
-}
-
-void nb_train_defaults(nb_train_options *o) {
-    memset(o, 0, sizeof *o);
-    nb_config_preset("tiny", &o->model);
-    for (int i = 0; i < nb_settings_count; i++)
-        if (!is_model_field(&nb_settings[i])) setting_set_default(&nb_settings[i], o);
-}

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -298,4 +299,18 @@ int nb_settings_check(const nb_train_options *o) {
         return out_of_range(s, s->flag, text);
     }
     return 0;
+}
+
+/* nb_train_defaults: every row's default (here, with the code that sets a row's value, so that the
+ * table's file stays data that this one reads). */
+/* Model fields take their defaults from the preset, not from the table. */
+static int is_model_field(const nb_setting *s) {
+    return s->offset - offsetof(nb_train_options, model) < sizeof(nb_config);   /* unsigned: below wraps */
+}
+
+void nb_train_defaults(nb_train_options *o) {
+    memset(o, 0, sizeof *o);
+    nb_config_preset("tiny", &o->model);
+    for (int i = 0; i < nb_settings_count; i++)
+        if (!is_model_field(&nb_settings[i])) setting_set_default(&nb_settings[i], o);
 }
