@@ -14,6 +14,11 @@ small_corpus "$bin" "$work/data" || fail "prepare"
 small=(--data "$work/data" --set n_layers=2 --set context=16 --batch 2 --threads 1 --quiet)
 train() { nb train "${small[@]}" "$@"; }
 
+# ---- the environment: an unknown GEMM backend is refused by every command, not replaced by the default
+expect_error "NB_GEMM=cublas" "NB_GEMM: GEMM backend 'cublas': expected onednn, openblas or hybrid" env NB_GEMM=cublas "$bin" train "${small[@]}" --steps 1
+expect_error "NB_GEMM=OneDNN (eval)" "NB_GEMM: GEMM backend 'OneDNN'" env NB_GEMM=OneDNN "$bin" eval --checkpoint "$work/none"
+NB_GEMM=openblas "$bin" train "${small[@]}" --steps 1 >/dev/null 2>&1 && ok || fail "NB_GEMM=openblas: a valid backend runs"
+
 # ---- train: every number in range (the parser's [MIN..MAX], shown by --help)
 expect_error "--threads 100000" "train: --threads 100000: out of range, expected an integer from 0 to 1024" train --threads 100000 --steps 1
 cores=$(getconf _NPROCESSORS_ONLN)

@@ -29,7 +29,8 @@ static const struct {
 static int active = 2;  /* index into backends */
 static pthread_once_t from_env = PTHREAD_ONCE_INIT;
 
-/* NB_GEMM is read once, before the first GEMM; an unknown name keeps the default. */
+/* NB_GEMM is read once, before the first GEMM; an unknown name keeps the default here (the nobubble
+ * binary refuses it before any command runs: src/cli/main.c). */
 static void read_env(void) {
     const char *e = getenv("NB_GEMM");
     if (e && *e) nb_gemm_select(e);

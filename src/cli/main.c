@@ -1,6 +1,8 @@
 /* nobubble: the command line. One binary, one subcommand per job. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include "backend/gemm.h"
 #include "cli/commands.h"
 #include "nobubble/common.h"
 
@@ -29,13 +31,22 @@ static void usage(FILE *f) {
     fprintf(f, "  %-9s %s\n", "version", "print the version");
 }
 
+/* NB_GEMM picks the GEMM of every command: a name that is not a backend is an error, not the default
+ * (the library keeps its default for a caller that sets a wrong one). */
+static int check_gemm_env(void) {
+    const char *name = getenv("NB_GEMM");
+    if (!name || !*name || !nb_gemm_select(name)) return 0;
+    fprintf(stderr, "nobubble: environment variable NB_GEMM: %s\n", nb_last_error());
+    return -1;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) { printf("nobubble %s\n", NB_VERSION); return 0; }
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
-        if (!strcmp(cmd, subcommands[i].name)) return subcommands[i].run(argc - 1, argv + 1);
+        if (!strcmp(cmd, subcommands[i].name)) return check_gemm_env() ? 2 : subcommands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "nobubble: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;
