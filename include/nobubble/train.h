@@ -14,11 +14,13 @@
 /* The ranges nb_train checks before it allocates or runs anything (docs/limits.md lists every flag's):
  * steps, warmup, eval/log/save intervals and the sync phases up to NB_TRAIN_MAX_STEPS; batch 1 to
  * NB_TRAIN_MAX_BATCH sequences; micro-batches per step and eval batches 1 to NB_TRAIN_MAX_MICROBATCHES;
+ * stages 1 to NB_TRAIN_MAX_STAGES (the executor keeps per-stage tables of that size on the stack);
  * and a micro-batch's largest activation, batch x seq x max(vocab_size, d_ffn, d_model) values, at most
  * NB_TRAIN_MAX_ACT_VALUES (2^31 - 1: GEMM dimensions are 32-bit; 8 GiB of floats). */
 #define NB_TRAIN_MAX_STEPS 100000000
 #define NB_TRAIN_MAX_BATCH 65536
 #define NB_TRAIN_MAX_MICROBATCHES 4096
+#define NB_TRAIN_MAX_STAGES 1024
 #define NB_TRAIN_MAX_ACT_VALUES 2147483647LL
 
 typedef struct nb_train_options {

@@ -28,7 +28,8 @@ typedef struct {
     double t0, commit_aside;  /* when the run started; seconds this driver spent committing */
     double train_s;           /* training seconds up to the last step reported */
     double last_loss;
-    int proven, stopped, reported;
+    double step_tau;          /* the reported step's largest delay, for --keep's proof after its commit */
+    int proven, stopped;
 } coordinator;
 
 static double tokens_per_step(const exec_run *run) { return (double)run->o->batch * run->T * run->M; }
@@ -76,7 +77,6 @@ static int report(exec_endpoint *e, int t) {
     const double train_s = nb_now() - c->t0 - aside_seconds(c), dt = train_s - c->train_s;
     c->train_s = train_s;
     c->last_loss = sum.loss;
-    c->reported = t + 1;
     char newest[4200];
     newest_checkpoint(c, newest, sizeof newest);
     if (!isnan(c->val) && !isfinite(c->val)) return train_diverged(t, "the validation loss", c->val, newest);
@@ -97,8 +97,8 @@ static int report(exec_endpoint *e, int t) {
                            (int)sum.tau, sqrt(sum.version_sq), o->clip > 0 ? sum.grad_norm : NAN, c->val};
         if (train_write_metrics(c->metrics, o->out_dir, &m)) return -1;
     }
+    c->step_tau = sum.tau;
     if (!saves_at(e, t)) prove(c, t, sum.tau);  /* else after the commit: it may be this step's checkpoint */
-    c->in[0].tau = sum.tau;                     /* kept for the commit's proof */
     return 0;
 }
 
@@ -146,7 +146,7 @@ static int commit(exec_endpoint *e, int t) {
     if (!o->quiet) train_report_checkpoint("saved", dir, nb_now() - t0);
     c->committed_msg = 1;
     c->commit_aside += nb_now() - t0;
-    prove(c, t, c->in[0].tau);
+    prove(c, t, c->step_tau);
     return 0;
 }
 

@@ -51,7 +51,7 @@ const nb_setting nb_settings[] = {
     MODEL(tied, NB_SET_BOOL, NB_RESUME_FIXED),
 
     /* The run's shape. */
-    {.name = "stages", .flag = "--stages", INT_RANGE(1, 1024), .offset = AT(stages), .def = 1, .metavar = "P",
+    {.name = "stages", .flag = "--stages", INT_RANGE(1, NB_TRAIN_MAX_STAGES), .offset = AT(stages), .def = 1, .metavar = "P",
      .help = "split the model into P stages", .resume = NB_RESUME_SPLIT, .checkpoint_key = "stages",
      .summary_key = "run.stages"},
     {.name = "batch", .flag = "--batch", INT_RANGE(1, NB_TRAIN_MAX_BATCH), .offset = AT(batch), .def = 8,

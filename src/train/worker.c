@@ -212,13 +212,18 @@ static int eval(stage *w, const nb_low_action *a) {
 
 /* This stage's share of the run's state as the checkpoint code sees it (arrays indexed by stage; entry
  * s only): its optimizer and weight versions, and its loader if it has one. */
-static int own_parts(const stage *w, train_parts *p, nb_optimizer **opt, nb_stash **stash) {
+static void own_parts(const stage *w, train_parts *p, nb_optimizer **opt, nb_stash **stash) {
     memset(opt, 0, sizeof(*opt) * (size_t)w->run->P);
     memset(stash, 0, sizeof(*stash) * (size_t)w->run->P);
     opt[w->s] = w->opt;
     stash[w->s] = w->stash;
     *p = (train_parts){w->run->model, opt, stash, w->train};
-    return 0;
+}
+
+/* No checkpoint of non-finite weights, ever (train_diverged names step t). */
+static int weights_finite(const stage *w, int t) {
+    const double sq = nb_grad_sum_squares(w->st->params, w->st->tensors, w->st->n_tensors);
+    return isfinite(sq) ? 0 : train_diverged(t, "the weights' sum of squares", sq, NULL);
 }
 
 /* The first stage's loader has read ahead into the next step: a checkpoint holds its position at the
@@ -233,20 +238,17 @@ static uint64_t loader_to_boundary(stage *w, int t, int *rc) {
 }
 
 /* This stage's part of the checkpoint after update t; a failure is told to the coordinator, which
- * fails the run naming the newest complete checkpoint. No checkpoint of non-finite weights, ever. */
+ * fails the run naming the newest complete checkpoint. */
 static int save(stage *w, int t) {
     const nb_train_options *o = w->run->o;
     const double t0 = nb_now();
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/step_%06d", o->save_dir, t + 1);
     memset(&w->saved, 0, sizeof w->saved);
-    const double weights_sq = nb_grad_sum_squares(w->st->params, w->st->tensors, w->st->n_tensors);
-    int rc = 0;
-    if (!isfinite(weights_sq)) {
-        rc = train_diverged(t, "the weights' sum of squares", weights_sq, NULL);
-    } else {
-        nb_optimizer *opt[1024];
-        nb_stash *stash[1024];
+    int rc = weights_finite(w, t);
+    if (!rc) {
+        nb_optimizer *opt[NB_TRAIN_MAX_STAGES];
+        nb_stash *stash[NB_TRAIN_MAX_STAGES];
         train_parts parts;
         own_parts(w, &parts, opt, stash);
         const uint64_t now = loader_to_boundary(w, t, &rc);
@@ -263,12 +265,11 @@ static int save(stage *w, int t) {
 
 int exec_stages_save_whole(exec_run *run, exec_endpoint **stages, const char *dir, int t) {
     const int P = run->P;
-    nb_optimizer *opt[1024];
-    nb_stash *stash[1024];
+    nb_optimizer *opt[NB_TRAIN_MAX_STAGES];
+    nb_stash *stash[NB_TRAIN_MAX_STAGES];
     for (int s = 0; s < P; s++) {
         const stage *w = stages[s]->role;
-        const double sq = nb_grad_sum_squares(w->st->params, w->st->tensors, w->st->n_tensors);
-        if (!isfinite(sq)) return train_diverged(t, "the weights' sum of squares", sq, NULL);
+        if (weights_finite(w, t)) return -1;
         opt[s] = w->opt;
         stash[s] = w->stash;
     }
@@ -427,8 +428,8 @@ int exec_stage_init(exec_endpoint *e, exec_run *run, int s) {
  * run next goes to run->start. */
 int exec_stage_resume(exec_endpoint *e) {
     stage *w = e->role;
-    nb_optimizer *opt[1024];
-    nb_stash *stash[1024];
+    nb_optimizer *opt[NB_TRAIN_MAX_STAGES];
+    nb_stash *stash[NB_TRAIN_MAX_STAGES];
     train_parts parts;
     int start = 0;
     own_parts(w, &parts, opt, stash);
