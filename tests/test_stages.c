@@ -154,10 +154,10 @@ static void check_bad_input(void) {
     nb_acts *a = nb_acts_create(&m.stages[0], 1, 4);
     int tok[4] = {1, 2, base.vocab_size, 3}, tgt[4] = {1, 2, 3, 4};
     float loss;
-    CHECK(nb_stage_forward(&m.stages[0], m.stages[0].params, a, tok, NULL, tgt, &loss) == -1 &&
+    CHECK(nb_stage_forward(&m.stages[0], m.stages[0].params, NB_VERSION_NONE, a, tok, NULL, tgt, &loss) == -1 &&
               strstr(nb_last_error(), "vocabulary"), "token outside the vocabulary: %s", nb_last_error());
     tok[2] = -1;
-    CHECK(nb_stage_forward(&m.stages[0], m.stages[0].params, a, tok, NULL, tgt, &loss) == -1, "negative token id");
+    CHECK(nb_stage_forward(&m.stages[0], m.stages[0].params, NB_VERSION_NONE, a, tok, NULL, tgt, &loss) == -1, "negative token id");
     int split[2] = {3, 3};
     nb_model bad;
     CHECK(nb_model_create(&bad, &base, 2, split) == -1 && strstr(nb_last_error(), "n_layers"), "bad split: %s", nb_last_error());
