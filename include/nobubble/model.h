@@ -94,6 +94,11 @@ typedef struct nb_stage {
      * versions cast to bf16 and the stage's scratch (src/model/precision.c). */
     int precision;
     struct nb_bf16_state *bf16;
+    /* The last stage computes the logits of at most this many rows at once (0: automatic, all the
+     * micro-batch's rows when their float32 logits take at most 64 MiB, else as many as fit). When a
+     * slot holds a chunk only, backward recomputes each chunk's logits (one more head product) and
+     * nb_acts_logits gives NULL. Set before making slots. */
+    int logit_rows;
 } nb_stage;
 
 typedef struct nb_model {
@@ -129,7 +134,8 @@ void nb_acts_free(nb_acts *a);
 size_t nb_acts_bytes(const nb_stage *s, int B, int T);
 /* The stage's output [B*T*d_model] after forward (a non-last stage). */
 const float *nb_acts_output(const nb_acts *a);
-/* The logits [B*T*vocab] after forward, until backward (the last stage). */
+/* The logits [B*T*vocab] after forward, until backward (the last stage), or NULL when the slot keeps
+ * one chunk of rows only (nb_stage.logit_rows). */
 const float *nb_acts_logits(const nb_acts *a);
 /* The mean cross-entropy of the last forward (the last stage). */
 float nb_acts_loss(const nb_acts *a);

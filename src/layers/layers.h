@@ -57,9 +57,12 @@ void swiglu_forward(float *h, const float *gu, int N, int F);
 /* dgu (overwritten) from dh */
 void swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int F);
 
-/* Mean cross-entropy of logits[N][V] against targets; lse[N] receives each row's log-sum-exp.
- * Returns the mean loss (summed in double, in row order). */
+/* Cross-entropy of logits[N][V] against targets, summed over the N rows (in double, in row order, so
+ * that sums of consecutive chunks added in order equal the whole sum); lse[N] receives each row's
+ * log-sum-exp. The mean loss is the sum over all rows divided by their count. */
 double cross_entropy_forward(float *lse, const float *logits, const int *targets, int N, int V);
-/* In place: logits becomes scale/N * (softmax(logits) - onehot(target)). */
-void cross_entropy_backward(float *logits, const float *lse, const int *targets, int N, int V, float scale);
+/* In place: logits becomes scale/n_mean * (softmax(logits) - onehot(target)) for its N rows, where
+ * n_mean is the number of rows the mean loss runs over (N, or more when N rows are one chunk). */
+void cross_entropy_backward(float *logits, const float *lse, const int *targets, int N, int V, float scale,
+                            int n_mean);
 #endif

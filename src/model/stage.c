@@ -124,6 +124,7 @@ typedef struct {
 
 struct nb_acts {
     int B, T, n_blocks, d, precision;
+    int logit_rows;      /* rows of logits held at once: B*T, or a chunk (stage_logit_rows) */
     size_t bytes;
     void *memory;
     int *tokens, *targets;
@@ -169,7 +170,7 @@ static size_t carve(nb_acts *a, const nb_stage *s, char *base) {
         TAKE(a->lnf, float, f32 * N * m.d);
         TAKE(a->lnfb, nb_bf16, b16 * N * m.d);
         TAKE(a->rstdf, float, N);
-        TAKE(a->logits, float, N * m.V);
+        TAKE(a->logits, float, (size_t)a->logit_rows * m.V);
         TAKE(a->ce_lse, float, N);
     }
     TAKE(a->dres, float, N * m.d);
@@ -183,8 +184,18 @@ static size_t carve(nb_acts *a, const nb_stage *s, char *base) {
     return off;
 }
 
+/* Whole micro-batches' logits up to this many bytes; beyond, chunks of rows that fit. */
+#define LOGIT_BUDGET ((size_t)64 << 20)
+
+static int stage_logit_rows(const nb_stage *s, int N) {
+    if (!s->has_head) return 0;
+    if (s->logit_rows > 0) return s->logit_rows < N ? s->logit_rows : N;
+    size_t fit = LOGIT_BUDGET / (sizeof(float) * (size_t)s->cfg.vocab_size);
+    return fit >= (size_t)N ? N : fit > 0 ? (int)fit : 1;
+}
+
 size_t nb_acts_bytes(const nb_stage *s, int B, int T) {
-    nb_acts a = {.B = B, .T = T, .precision = s->precision};
+    nb_acts a = {.B = B, .T = T, .precision = s->precision, .logit_rows = stage_logit_rows(s, B * T)};
     return carve(&a, s, NULL) + sizeof(nb_acts) + sizeof(block_acts) * (size_t)s->n_blocks;
 }
 
@@ -200,6 +211,7 @@ nb_acts *nb_acts_create(const nb_stage *s, int B, int T) {
     a->n_blocks = s->n_blocks;
     a->d = s->cfg.d_model;
     a->precision = s->precision;
+    a->logit_rows = stage_logit_rows(s, B * T);
     a->blocks = checked_calloc((size_t)(s->n_blocks ? s->n_blocks : 1), sizeof(block_acts));
     a->bytes = carve(a, s, NULL);
     a->memory = aligned_alloc(64, a->bytes ? a->bytes : 64);
@@ -220,7 +232,7 @@ void nb_acts_free(nb_acts *a) {
 }
 
 const float *nb_acts_output(const nb_acts *a) { return a->res + (size_t)a->n_blocks * a->B * a->T * a->d; }
-const float *nb_acts_logits(const nb_acts *a) { return a->logits; }
+const float *nb_acts_logits(const nb_acts *a) { return a->logit_rows == a->B * a->T ? a->logits : NULL; }
 const float *nb_acts_input_grad(const nb_acts *a) { return a->dinput; }
 float nb_acts_loss(const nb_acts *a) { return a->loss; }
 
@@ -348,6 +360,42 @@ static void block_backward_bf16(const nb_stage *s, const block_weights *w, const
     rmsnorm_backward(dres, (float *)g->ln1, a->dln, x, w->ln1, b->rstd1, N, m.d);
 }
 
+/* ---- the head and the loss, by chunks of rows ---- */
+
+/* Where the logits of rows r0.. go: their place in the whole micro-batch's logits, or the one chunk. */
+static float *chunk_logits(const nb_stage *s, nb_acts *a, int r0) {
+    return a->logit_rows == a->B * a->T ? a->logits + (size_t)r0 * s->cfg.vocab_size : a->logits;
+}
+
+/* z = the logits of `rows` rows from r0: the final norm's output times the head. */
+static void head_product(const nb_stage *s, const float *w, const nb_bf16 *w16, const nb_acts *a, float *z, int r0,
+                         int rows) {
+    dims m = stage_dims(&s->cfg);
+    const float *head = head_weights(s, w);
+    if (w16) linear_forward_bf16(z, 0.0f, a->lnfb + (size_t)r0 * m.d, w16 + (head - w), rows, m.d, m.V);
+    else linear_forward(z, 0.0f, a->lnf + (size_t)r0 * m.d, head, rows, m.d, m.V);
+}
+
+/* The loss's gradient through the head, chunk by chunk: dln (the final norm's output gradient) and the
+ * head's weight gradient. A slot that keeps one chunk recomputes its logits first. */
+static void head_backward(nb_stage *s, const float *w, const nb_bf16 *w16, nb_acts *a, float loss_scale) {
+    dims m = stage_dims(&s->cfg);
+    const int N = a->B * a->T;
+    float *dhead = s->tied_head_grad ? s->tied_head_grad : s->grads + s->tensors[s->n_tensors - 1].offset;
+    const float *head = head_weights(s, w);
+    for (int r0 = 0; r0 < N; r0 += a->logit_rows) {
+        const int rows = N - r0 < a->logit_rows ? N - r0 : a->logit_rows;
+        float *z = chunk_logits(s, a, r0), *dln = a->dln + (size_t)r0 * m.d;
+        if (a->logit_rows < N) head_product(s, w, w16, a, z, r0, rows);
+        cross_entropy_backward(z, a->ce_lse + r0, a->targets + r0, rows, m.V, loss_scale, N);
+        if (w16)
+            linear_backward_bf16(dln, 0.0f, dhead, z, a->lnfb + (size_t)r0 * m.d, w16 + (head - w), rows, m.d, m.V,
+                                 stage_dy16_scratch(s, (size_t)rows * m.V));
+        else
+            linear_backward(dln, 0.0f, dhead, z, a->lnf + (size_t)r0 * m.d, head, rows, m.d, m.V);
+    }
+}
+
 /* The blocks, then (last stage) the final norm, head and loss. */
 static void stage_body_forward(const nb_stage *s, const float *w, long version, nb_acts *a) {
     dims m = stage_dims(&s->cfg);
@@ -367,14 +415,16 @@ static void stage_body_forward(const nb_stage *s, const float *w, long version, 
     if (!s->has_head) return;
     const float *xf = a->res + (size_t)s->n_blocks * N * m.d;
     const float *gain = w + s->tensors[final_norm_index(s)].offset;
-    if (w16) {
-        rmsnorm_forward_to_bf16(s, a->lnfb, a->rstdf, xf, gain, N, m.d);
-        linear_forward_bf16(a->logits, 0.0f, a->lnfb, w16 + (head_weights(s, w) - w), N, m.d, m.V);
-    } else {
-        rmsnorm_forward(a->lnf, a->rstdf, xf, gain, N, m.d, (float)s->cfg.norm_eps);
-        linear_forward(a->logits, 0.0f, a->lnf, head_weights(s, w), N, m.d, m.V);
+    if (w16) rmsnorm_forward_to_bf16(s, a->lnfb, a->rstdf, xf, gain, N, m.d);
+    else rmsnorm_forward(a->lnf, a->rstdf, xf, gain, N, m.d, (float)s->cfg.norm_eps);
+    double total = 0.0;
+    for (int r0 = 0; r0 < N; r0 += a->logit_rows) {
+        const int rows = N - r0 < a->logit_rows ? N - r0 : a->logit_rows;
+        float *z = chunk_logits(s, a, r0);
+        head_product(s, w, w16, a, z, r0, rows);
+        total += cross_entropy_forward(a->ce_lse + r0, z, a->targets + r0, rows, m.V);
     }
-    a->loss = (float)cross_entropy_forward(a->ce_lse, a->logits, a->targets, N, m.V);
+    a->loss = (float)(total / N);
 }
 
 int nb_stage_forward(const nb_stage *s, const float *w, long version, nb_acts *a, const int *tokens,
@@ -415,13 +465,7 @@ int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, con
     if (s->has_head) {
         int norm_index = final_norm_index(s);
         const float *xf = a->res + (size_t)s->n_blocks * N * m.d;
-        float *dhead = s->tied_head_grad ? s->tied_head_grad : s->grads + s->tensors[s->n_tensors - 1].offset;
-        cross_entropy_backward(a->logits, a->ce_lse, a->targets, N, m.V, loss_scale);
-        if (w16)
-            linear_backward_bf16(a->dln, 0.0f, dhead, a->logits, a->lnfb, w16 + (head_weights(s, w) - w), N, m.d, m.V,
-                                 stage_dy16_scratch(s, (size_t)N * m.V));
-        else
-            linear_backward(a->dln, 0.0f, dhead, a->logits, a->lnf, head_weights(s, w), N, m.d, m.V);
+        head_backward(s, w, w16, a, loss_scale);
         memset(a->dres, 0, sizeof(float) * (size_t)N * m.d);
         rmsnorm_backward(a->dres, s->grads + s->tensors[norm_index].offset, a->dln, xf,
                          w + s->tensors[norm_index].offset, a->rstdf, N, m.d);
