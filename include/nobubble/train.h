@@ -61,6 +61,8 @@ typedef struct nb_train_options {
     int pipeline;               /* an nb_pipe_kind, or -1: one process simulates the delay (-1) */
     int transport;              /* an nb_transport_kind (threads) */
     int threads_per_stage;      /* GEMM threads per worker (0: the process's cores / stages, at least 1) */
+    nb_precision precision;     /* fp32, bf16, or auto (resolved by nb_train before it runs: bf16 where the
+                                   CPU has bf16 instructions, fp32 elsewhere) (fp32) */
     float peer_timeout;         /* seconds a stage waits for a message before the run fails naming the
                                    stage it waited for: a stalled or vanished MPI rank (300; 0: no limit) */
 } nb_train_options;
@@ -136,6 +138,8 @@ typedef struct nb_setting {
     const char *zero_means;    /* what 0 means ("the model's context"), shown by --help, or NULL */
     nb_resume_policy resume;
     const char *checkpoint_key;  /* "lr" for metadata "run.lr", or NULL: not recorded */
+    const char *unrecorded;      /* the value of a checkpoint written before this row existed ("fp32"), or
+                                    NULL: such a checkpoint differs */
     const char *summary_key;     /* "run.lr": SECTION.KEY in summary.json, or NULL: not written */
 } nb_setting;
 

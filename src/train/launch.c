@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "backend/gemm.h"
 #include "nobubble/data.h"
 #include "train/exec.h"
 #include "train/run.h"
@@ -116,6 +117,13 @@ static void print_start(const exec_run *run, const exec_endpoint *eps, int first
     size_t extra = 0;
     for (int s = first; s <= last; s++) extra += exec_stage_stash_bytes(&eps[s]);
     printf("%s; %.1f MiB of weight versions and EF buffers\n", delay, extra / 1048576.0);
+    if (o->precision == NB_PRECISION_BF16) {
+        size_t copies = 0;
+        for (int s = first; s <= last; s++) copies += sizeof(nb_bf16) * run->model->stages[s].n_params;
+        printf("precision bf16: GEMM operands bf16, accumulation, weights, gradients and optimizer state fp32; "
+               "%.1f MiB per weight version cast to bf16 (%d version(s) at most)\n", copies / 1048576.0,
+               nb_delay_tau_max(&o->delay, 0, run->P) + 2);
+    }
     fflush(stdout);
 }
 
@@ -267,7 +275,24 @@ static int make_run(exec_run *run, const nb_train_options *o, int T, int S) {
     return make_schedule(o, S, &run->sc) || plan_steps(run);
 }
 
-int nb_train(const nb_train_options *o, nb_train_result *res) {
+/* auto: bf16 where oneDNN reports bf16 instructions, fp32 elsewhere; the choice is what summary.json and
+ * checkpoints record. bf16 without them runs, widened to fp32 GEMMs (no faster than fp32): said once. */
+static nb_train_options *resolve_precision(const nb_train_options *o, nb_train_options *copy) {
+    *copy = *o;
+    const int native = nb_bf16_native();
+    if (o->precision == NB_PRECISION_AUTO) copy->precision = native ? NB_PRECISION_BF16 : NB_PRECISION_FP32;
+    if (!o->quiet && o->precision == NB_PRECISION_AUTO)
+        printf("precision: auto chose %s (oneDNN reports %s: %s)\n", nb_precision_name(copy->precision),
+               nb_cpu_isa_name(), native ? "bf16 instructions" : "no bf16 instructions");
+    else if (!o->quiet && o->precision == NB_PRECISION_BF16 && !native)
+        printf("precision: bf16 emulated (oneDNN reports %s, no bf16 instructions): bf16 numbers from fp32 GEMMs, "
+               "no faster than fp32\n", nb_cpu_isa_name());
+    return copy;
+}
+
+int nb_train(const nb_train_options *given, nb_train_result *res) {
+    nb_train_options resolved;
+    const nb_train_options *o = resolve_precision(given, &resolved);
     memset(res, 0, sizeof *res);
     res->final_val_loss = NAN;
     const int T = o->seq_len ? o->seq_len : o->model.context;

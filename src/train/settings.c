@@ -16,6 +16,7 @@ static const char *const optimizer_names[] = {"sgd", "adamw", "muon", "lion", "a
 static const char *const schedule_names[] = {"cosine", "wsd", "constant", NULL};
 static const char *const pipeline_names[] = {"gpipe", "1f1b", "pipedream", "2bw", NULL};
 static const char *const transport_names[] = {"threads", "mpi", NULL};
+static const char *const precision_names[] = {"fp32", "bf16", "auto", NULL};  /* by nb_precision */
 
 /* Per-optimizer defaults, by nb_optimizer_kind: sgd, adamw, muon, lion, adan, mars, soap. The learning
  * rates are nobubble's (docs/optimizers.md); the rest are the sheet's (nb_optim_defaults, which
@@ -201,6 +202,14 @@ const nb_setting nb_settings[] = {
     {.name = "quiet", .flag = "--quiet", .type = NB_SET_BOOL, NO_RANGE, .offset = AT(quiet), .def = 0,
      .metavar = "", .help = "no progress lines", .resume = NB_RESUME_FREE},
 
+    /* The arithmetic: bf16 changes what the weights compute, so a resume may change it only with --override;
+     * checkpoints from before this row ran fp32. summary.json and checkpoints record auto's choice. */
+    {.name = "precision", .flag = "--precision", .type = NB_SET_ENUM, NO_RANGE, .offset = AT(precision),
+     .names = precision_names, .def = NB_PRECISION_FP32, .metavar = "P",
+     .help = "GEMM operands fp32 or bf16 (fp32 accumulation, master weights and optimizer state); auto: bf16 where "
+             "the CPU has bf16 instructions",
+     .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "precision", .unrecorded = "fp32", .summary_key = "run.precision"},
+
     /* Real pipeline workers. */
     {.name = "pipeline", .flag = "--pipeline", .type = NB_SET_ENUM, NO_RANGE, .offset = AT(pipeline),
      .names = pipeline_names, .def = -1, .metavar = "KIND",
@@ -218,7 +227,8 @@ const nb_setting nb_settings[] = {
 const int nb_settings_count = (int)(sizeof nb_settings / sizeof nb_settings[0]);
 _Static_assert(sizeof nb_settings / sizeof nb_settings[0] <= NB_SETTINGS_MAX, "NB_SETTINGS_MAX is too small");
 /* Enum settings are stored through an int. */
-_Static_assert(sizeof(nb_optimizer_kind) == sizeof(int) && sizeof(nb_schedule_kind) == sizeof(int),
+_Static_assert(sizeof(nb_optimizer_kind) == sizeof(int) && sizeof(nb_schedule_kind) == sizeof(int) &&
+                   sizeof(nb_precision) == sizeof(int),
                "enums stored as int");
 
 const nb_setting *nb_setting_by_flag(const char *flag) {

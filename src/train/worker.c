@@ -98,7 +98,7 @@ static int forward(stage *w, const nb_low_action *a) {
     if ((reads_tokens(w) || reads_targets(w)) && nb_loader_next(w->train, w->tokens, w->targets)) return -1;
     double t = nb_now();
     float loss = 0;
-    if (nb_stage_forward(w->st, wt, w->slots[slot], w->tokens, w->x_in, w->targets, &loss)) return -1;
+    if (nb_stage_forward(w->st, wt, a->version, w->slots[slot], w->tokens, w->x_in, w->targets, &loss)) return -1;
     count_op(w, 0, nb_now() - t);
     w->slot_mb[slot] = a->mb;
     if (reads_targets(w)) w->loss_sum += loss;
@@ -111,7 +111,7 @@ static int backward(stage *w, const nb_low_action *a) {
     if (!wt) return -1;
     if (slot < 0) return nb_fail("stage %d: backward of micro-batch %d, which has no activations", w->s, a->mb);
     double t = nb_now();
-    if (nb_stage_backward(w->st, wt, w->slots[slot], reads_targets(w) ? NULL : w->dout, 1.0f / w->run->M)) return -1;
+    if (nb_stage_backward(w->st, wt, a->version, w->slots[slot], reads_targets(w) ? NULL : w->dout, 1.0f / w->run->M)) return -1;
     count_op(w, 1, nb_now() - t);
     w->slot_mb[slot] = -1;
     w->freed_slot = slot;
@@ -203,7 +203,7 @@ static int eval(stage *w, const nb_low_action *a) {
     }
     float loss = 0;
     if ((reads_tokens(w) || reads_targets(w)) && nb_loader_next(w->val, w->tokens, w->targets)) return -1;
-    if (nb_stage_forward(w->st, w->st->params, w->eval_slot, w->tokens, w->x_in, w->targets, &loss)) return -1;
+    if (nb_stage_forward(w->st, w->st->params, w->updates, w->eval_slot, w->tokens, w->x_in, w->targets, &loss)) return -1;
     w->eval_sum += loss;
     w->eval_loss = w->eval_sum / w->run->o->eval_batches;
     w->aside += nb_now() - t0;
@@ -407,6 +407,8 @@ int exec_stage_init(exec_endpoint *e, exec_run *run, int s) {
     w->run = run;
     w->s = s;
     w->st = &run->model->stages[s];
+    /* bf16: the versions its forwards and backwards use (tau_max + 1), and the current one for evaluation. */
+    if (nb_stage_set_precision(w->st, o->precision, nb_delay_tau_max(&o->delay, s, run->P) + 2)) return -1;
     if (stage_alloc(w)) return -1;
     if (o->val_pattern && !(w->eval_slot = nb_acts_create(w->st, o->batch, run->T))) return -1;
     if (nb_optimizer_create(&w->opt, &o->optim, w->st->tensors, w->st->n_tensors, w->st->n_params)) return -1;
