@@ -8,6 +8,7 @@ packages=(
   cmake             # the build (3.25)
   libdnnl-dev       # oneDNN: the default CPU GEMM backend
   libopenblas-openmp-dev  # OpenBLAS (OpenMP build): the second CPU GEMM backend (NB_GEMM=openblas)
+  libxxhash-dev     # XXH3: the checksums of the safetensors files nobubble writes
   bible-kjv         # the default corpus (the King James Bible)
   libopenmpi-dev openmpi-bin  # MPI: pipeline stages as processes (--transport mpi)
 )
