@@ -4,7 +4,7 @@
 # metrics.jsonl of the same run (one process with --clip, and a 2-stage 2BW pipeline with evaluations).
 # Run by .ci/run; installs the tensorboard package (pip, --break-system-packages) when it is missing,
 # and skips saying so when it cannot.
-# Usage: tools/ci/tensorboard_check.sh path/to/nobubble
+# Usage: tools/ci/tensorboard_check.sh path/to/nobubble   (NB_TB_PYTHON: another python, e.g. a venv's)
 set -euo pipefail
 bin=${1:?usage: tensorboard_check.sh path/to/nobubble}
 py=${NB_TB_PYTHON:-/usr/bin/python3}
