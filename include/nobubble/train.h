@@ -47,6 +47,7 @@ typedef struct nb_train_options {
     uint64_t data_seed;         /* order of training windows (0: sequential) */
     const char *out_dir;        /* metrics.jsonl and summary.json (NULL: none) */
     const char *export_dir;     /* the final weights as a Hugging Face folder (NULL: none) */
+    const char *tensorboard_dir; /* the metrics also as TensorBoard event files there (NULL: none) */
     const char *save_dir;       /* checkpoints: save_dir/step_NNNNNN every save_every steps and at the end */
     int save_every;             /* (0: only at the end, when save_dir is given) */
     int keep;                   /* keep only the newest K checkpoints of this run (0: all) */
