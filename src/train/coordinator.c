@@ -26,6 +26,7 @@ typedef struct {
     exec_saved *saved;       /* this checkpoint's parts, one per stage */
     exec_report *reports;    /* at the end, one per stage */
     double val;              /* this step's validation loss (NAN: none) */
+    exec_eval eval_in;       /* the last stage's EVAL_LOSS message */
     int end_msg, committed_msg;
     FILE *metrics;
     train_tb tb;              /* --tensorboard's event file (tb.f NULL: none) */
@@ -296,7 +297,7 @@ static int coordinator_buffer(exec_endpoint *e, const nb_low_action *a, void **d
     nb_stage *st;
     switch (a->msg) {
     case NB_MSG_STATS: return *data = &c->in[i], *bytes = sizeof c->in[i], 0;
-    case NB_MSG_EVAL_LOSS: return *data = &c->val, *bytes = sizeof c->val, 0;
+    case NB_MSG_EVAL_LOSS: return *data = &c->eval_in, *bytes = sizeof c->eval_in, 0;
     case NB_MSG_END: return *data = &c->end_msg, *bytes = sizeof c->end_msg, 0;
     case NB_MSG_SAVED: return *data = &c->saved[i], *bytes = sizeof c->saved[i], 0;
     case NB_MSG_COMMITTED: return *data = &c->committed_msg, *bytes = sizeof c->committed_msg, 0;
@@ -310,10 +311,15 @@ static int coordinator_buffer(exec_endpoint *e, const nb_low_action *a, void **d
     }
 }
 
-/* A new step's validation loss is absent until its EVAL_LOSS arrives. */
+/* A new step's validation loss is absent until its EVAL_LOSS arrives; the evaluation's seconds, which the
+ * step's STATS could not carry, come with it. */
 static int coordinator_received(exec_endpoint *e, const nb_low_action *a) {
     coordinator *c = e->role;
     if (a->msg == NB_MSG_STATS && a->peer == 0) c->val = NAN;
+    if (a->msg == NB_MSG_EVAL_LOSS) {
+        c->val = c->eval_in.loss;
+        if (c->eval_in.aside > c->in[a->peer].aside) c->in[a->peer].aside = c->eval_in.aside;
+    }
     return 0;
 }
 

@@ -36,7 +36,8 @@ typedef struct {
     int *tokens, *targets;
     uint64_t *step_pos;                 /* first stage: the loader's position at the start of each step */
     int updates;
-    double loss_sum, eval_sum, eval_loss;
+    double loss_sum, eval_sum;
+    exec_eval eval_msg;
     exec_stats stats;
     exec_saved saved;
     exec_report report;
@@ -205,8 +206,8 @@ static int eval(stage *w, const nb_low_action *a) {
     if ((reads_tokens(w) || reads_targets(w)) && nb_loader_next(w->val, w->tokens, w->targets)) return -1;
     if (nb_stage_forward(w->st, w->st->params, w->updates, w->eval_slot, w->tokens, w->x_in, w->targets, &loss)) return -1;
     w->eval_sum += loss;
-    w->eval_loss = w->eval_sum / w->run->o->eval_batches;
     w->aside += nb_now() - t0;
+    w->eval_msg = (exec_eval){w->eval_sum / w->run->o->eval_batches, w->aside};
     return 0;
 }
 
@@ -340,7 +341,7 @@ static int stage_buffer(exec_endpoint *e, const nb_low_action *a, void **data, s
     case NB_MSG_STATS: return *data = &w->stats, *bytes = sizeof w->stats, 0;
     case NB_MSG_EVAL_ACT:
         return *data = out ? (void *)nb_acts_output(w->eval_slot) : w->x_in, *bytes = act_bytes(w), 0;
-    case NB_MSG_EVAL_LOSS: return *data = &w->eval_loss, *bytes = sizeof w->eval_loss, 0;
+    case NB_MSG_EVAL_LOSS: return *data = &w->eval_msg, *bytes = sizeof w->eval_msg, 0;
     case NB_MSG_SAVED: return *data = &w->saved, *bytes = sizeof w->saved, 0;
     case NB_MSG_COMMITTED: return *data = &w->committed, *bytes = sizeof w->committed, 0;
     case NB_MSG_END: return *data = &w->end_msg, *bytes = sizeof w->end_msg, 0;
