@@ -2,7 +2,7 @@
  * (tests/fixtures/hf5_untied, hf5_tied: tools/reference/hf_import_reference.py). The training data is
  * the fixture's token stream, so the first step's batch is exactly the fixture's tokens and targets:
  * step 0's loss (on the imported weights, before any update) must be transformers' loss for them.
- * Then: the steps that follow train (the loss falls on this one batch), a run from the seed instead
+ * `nobubble eval` of the folder on the same tokens gives it too. Then: the steps that follow train (the loss falls on this one batch), a run from the seed instead
  * differs, a 2BW pipeline on threads (each stage loading its own layers) ends bitwise equal to the
  * one-process run with the same delay, and a model that contradicts config.json is refused. */
 #include <math.h>
@@ -53,6 +53,26 @@ static nb_train_options run_options(const char *folder, const nb_config *cfg, in
     return o;
 }
 
+/* `nobubble eval` of the folder on the stream (work's validation shard) gives transformers' loss. */
+static void check_eval(const char *dir, int B, int T, double ref) {
+    const char *bin = getenv("NB_BIN");
+    if (!bin) {
+        CHECK(0, "NB_BIN (the nobubble binary) is not set");
+        return;
+    }
+    char cmd[512], line[512] = "";
+    snprintf(cmd, sizeof cmd, "%s eval --checkpoint %s --data %s --batch %d --seq %d --batches 1 --json", bin, dir, work,
+             B, T);
+    FILE *p = popen(cmd, "r");
+    if (p && !fgets(line, sizeof line, p)) line[0] = 0;
+    int rc = p ? pclose(p) : -1;
+    const char *at = strstr(line, "\"val_loss\": ");
+    const double loss = at ? strtod(at + 12, NULL) : NAN;
+    printf("%s: nobubble eval %.7f (transformers %.7f)\n", dir, loss, ref);
+    CHECK(rc == 0 && fabs(loss - ref) <= 1e-5 * ref, "%s: eval's loss %.7f is transformers' %.7f (exit %d)", dir, loss,
+          ref, rc);
+}
+
 static void check_model(const char *name) {
     char dir[128], path[128], out[128];
     snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
@@ -71,8 +91,11 @@ static void check_model(const char *name) {
     for (size_t i = 0; i < s->numel; i++) tokens[i] = (uint32_t)s->i32[i];
     snprintf(path, sizeof path, "%s/d_train_000000.bin", work);
     CHECK(nb_shard_write(path, tokens, s->numel, cfg.vocab_size) == 0, "shard: %s", nb_last_error());
+    snprintf(path, sizeof path, "%s/d_val_000000.bin", work);
+    CHECK(nb_shard_write(path, tokens, s->numel, cfg.vocab_size) == 0, "shard: %s", nb_last_error());
     free(tokens);
     const double ref = nbfx_get(f, "loss")->f64[0];
+    check_eval(dir, B, T, ref);
 
     /* from the folder: step 0 is transformers' loss; later steps train */
     double loss[4] = {0}, fresh[4] = {0};
