@@ -120,10 +120,17 @@ int nb_export_hf_index(const nb_model *m, const char *dir);
 /* Reads dir/config.json (its architecture fields must equal m's configuration; the error names
  * the field) and dir/model.safetensors (or the parts its index names) into m, which may be split into any number of stages;
  * a tied copy is filled from the embedding. A missing tensor, a shape mismatch or an unexpected
- * tensor is an error naming it; nothing is written into m unless every tensor checks out. */
+ * tensor is an error naming it; nothing is written into m unless every tensor checks out.
+ * nb_import_hf_stages fills stages first..last only (each must hold its weights here: a pipeline's
+ * process or thread loads its own layers), still checking the whole folder. */
 int nb_import_hf(nb_model *m, const char *dir);
-/* Reads dir/config.json (LlamaForCausalLM) into a configuration (context from
- * max_position_embeddings), validated. */
+int nb_import_hf_stages(nb_model *m, const char *dir, int first, int last);
+/* Reads dir/config.json of a LlamaForCausalLM saved by transformers 4.x or 5.x (rope_theta at the top
+ * or in rope_parameters) into a configuration (context from max_position_embeddings; a missing field
+ * takes LlamaConfig's default), validated. A field that would change what the weights compute and that
+ * nobubble does not implement (RoPE scaling, an activation other than silu, biases, sliding windows,
+ * another model type, ...) is refused, naming the file, the field, its value and what is supported
+ * (docs/checkpoints.md, "Importing a Hugging Face model"). */
 int nb_hf_read_config(const char *dir, nb_config *out);
 /* Writes the config.json text for c into a malloc'ed string (NULL when out of memory). */
 char *nb_hf_config_json(const nb_config *c);

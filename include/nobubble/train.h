@@ -54,6 +54,9 @@ typedef struct nb_train_options {
     const char *resume_dir;     /* a checkpoint folder to continue from (NULL: a fresh start) */
     int resume_override;        /* resume even when the configuration differs (a warning lists what); see
                                    docs/checkpoints.md for what may change without it */
+    const char *init_from;      /* a Hugging Face folder whose weights start the run (step 0, fresh optimizer
+                                   state; model must equal its config.json); with resume_dir, only the model
+                                   comes from it (NULL: weights from seed) */
     int quiet;                  /* no progress lines */
     /* Real pipeline workers (docs/executor.md): one per stage of `stages`, running the
      * schedule's lowered actions and exchanging activations through a transport. Bitwise equal to the

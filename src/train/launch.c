@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "backend/gemm.h"
+#include "nobubble/checkpoint.h"
 #include "nobubble/data.h"
 #include "train/exec.h"
 #include "train/run.h"
@@ -130,6 +131,13 @@ static void print_start(const exec_run *run, const exec_endpoint *eps, int first
 /* The stages this process holds (first .. last), set up, resumed, and the run lowered from where it
  * resumes. */
 static int setup_stages(exec_run *run, exec_endpoint *eps, int first, int last) {
+    /* --init-from: each process reads its own stages' weights, before the stages copy them as w_0 */
+    if (run->o->init_from && !run->o->resume_dir) {
+        const double t = nb_now();
+        if (nb_import_hf_stages(run->model, run->o->init_from, first, last)) return -1;
+        if (!run->o->quiet && first == 0)
+            printf("initialized from %s (%.1f s): step 0, fresh optimizer state\n", run->o->init_from, nb_now() - t);
+    }
     for (int s = first; s <= last; s++)
         if (exec_stage_init(&eps[s], run, s)) return -1;
     if (run->o->resume_dir) {
@@ -271,7 +279,7 @@ static int make_run(exec_run *run, const nb_train_options *o, int T, int S) {
         split = balanced;
     }
     if (nb_model_create(run->model, &o->model, o->stages, split)) return -1;
-    nb_model_init(run->model, o->seed);
+    if (!o->init_from || o->resume_dir) nb_model_init(run->model, o->seed);   /* else the weights are imported */
     return make_schedule(o, S, &run->sc) || plan_steps(run);
 }
 

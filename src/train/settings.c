@@ -202,6 +202,9 @@ const nb_setting nb_settings[] = {
     {.name = "override", .flag = "--override", .type = NB_SET_BOOL, NO_RANGE, .offset = AT(resume_override),
      .def = 0, .metavar = "", .help = "--resume even where this run's settings differ (a warning lists them)",
      .resume = NB_RESUME_FREE},
+    {.name = "init_from", .flag = "--init-from", .type = NB_SET_STRING, NO_RANGE, .offset = AT(init_from),
+     .metavar = "DIR", .help = "start from a Hugging Face model's weights (DIR/config.json gives the model; step 0)",
+     .resume = NB_RESUME_FREE, .summary_key = "run.init_from"},
     {.name = "quiet", .flag = "--quiet", .type = NB_SET_BOOL, NO_RANGE, .offset = AT(quiet), .def = 0,
      .metavar = "", .help = "no progress lines", .resume = NB_RESUME_FREE},
 
