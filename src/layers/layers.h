@@ -15,6 +15,8 @@ void embedding_backward(float *dtable, const float *dout, const int *tokens, int
 
 /* out = x / sqrt(mean(x^2) + eps) * gain, row by row; rstd[n] keeps 1/sqrt(mean + eps). */
 void rmsnorm_forward(float *out, float *rstd, const float *x, const float *gain, int N, int d, float eps);
+/* The same, out cast to bf16 in the same pass (a product's operand under bf16). */
+void rmsnorm_forward_bf16(nb_bf16 *out, float *rstd, const float *x, const float *gain, int N, int d, float eps);
 /* dx += d(out)/dx^T dout; dgain += sum_n dout * x * rstd */
 void rmsnorm_backward(float *dx, float *dgain, const float *dout, const float *x, const float *gain,
                       const float *rstd, int N, int d);
@@ -54,6 +56,8 @@ void attention_backward(float *dqkv, const float *dout, const float *out, const 
 
 /* gu[N][2F] holds (gate | up); h = silu(gate) * up */
 void swiglu_forward(float *h, const float *gu, int N, int F);
+/* The same, h cast to bf16 in the same pass. */
+void swiglu_forward_bf16(nb_bf16 *h, const float *gu, int N, int F);
 /* dgu (overwritten) from dh */
 void swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int F);
 

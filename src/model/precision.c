@@ -14,9 +14,8 @@ struct nb_bf16_state {
     long *version, *last_use, clock;  /* version -2: empty */
     nb_bf16 **copy;
     nb_bf16 *unnamed;                 /* weights the caller could not name: cast on every call */
-    float *f32;                       /* an output before its cast to bf16 */
     nb_bf16 *x16, *dy16;              /* an activation, and a gradient, cast for one product */
-    size_t f32_count, x16_count, dy16_count;
+    size_t x16_count, dy16_count;
 };
 
 static void *alloc_or_die(size_t bytes) {
@@ -39,7 +38,6 @@ static void free_state(struct nb_bf16_state *b) {
     free(b->version);
     free(b->last_use);
     free(b->unnamed);
-    free(b->f32);
     free(b->x16);
     free(b->dy16);
     free(b);
@@ -107,11 +105,6 @@ static void *grown(void *p, size_t *count, size_t n, size_t size) {
     free(p);
     *count = n;
     return alloc_or_die(n * size);
-}
-
-float *stage_f32_scratch(const nb_stage *s, size_t n) {
-    struct nb_bf16_state *b = s->bf16;
-    return b->f32 = grown(b->f32, &b->f32_count, n, sizeof(float));
 }
 
 nb_bf16 *stage_x16_scratch(const nb_stage *s, size_t n) {

@@ -311,9 +311,7 @@ static block_weights16 weights16_of_block(const nb_stage *s, const nb_bf16 *w16,
 /* out = rmsnorm(x) * gain, kept as bf16 only. */
 static void rmsnorm_forward_to_bf16(const nb_stage *s, nb_bf16 *out, float *rstd, const float *x, const float *gain,
                                     int N, int d) {
-    float *tmp = stage_f32_scratch(s, (size_t)N * d);
-    rmsnorm_forward(tmp, rstd, x, gain, N, d, (float)s->cfg.norm_eps);
-    nb_bf16_cast(out, tmp, (size_t)N * d);
+    rmsnorm_forward_bf16(out, rstd, x, gain, N, d, (float)s->cfg.norm_eps);
 }
 
 static void block_forward_bf16(const nb_stage *s, const block_weights *w, const block_weights16 *w16, block_acts *b,
@@ -331,9 +329,7 @@ static void block_forward_bf16(const nb_stage *s, const block_weights *w, const 
     linear_forward_bf16(b->mid, 1.0f, att16, w16->wo, N, m.dq, m.d);
     rmsnorm_forward_to_bf16(s, b->ln2b, b->rstd2, b->mid, w->ln2, N, m.d);
     linear_forward_bf16(b->gu, 0.0f, b->ln2b, w16->wgu, N, m.d, 2 * m.F);
-    float *h = stage_f32_scratch(s, (size_t)N * m.F);
-    swiglu_forward(h, b->gu, N, m.F);
-    nb_bf16_cast(b->hb, h, (size_t)N * m.F);
+    swiglu_forward_bf16(b->hb, b->gu, N, m.F);
     memcpy(out, b->mid, sizeof(float) * (size_t)N * m.d);
     linear_forward_bf16(out, 1.0f, b->hb, w16->wdown, N, m.F, m.d);
 }

@@ -17,7 +17,6 @@ const float *head_weights(const nb_stage *s, const float *w);        /* the last
 
 /* A bf16 stage's weight versions and scratch (precision.c). */
 const nb_bf16 *stage_bf16_weights(const nb_stage *s, const float *w, long version);
-float *stage_f32_scratch(const nb_stage *s, size_t n);
 nb_bf16 *stage_x16_scratch(const nb_stage *s, size_t n);
 nb_bf16 *stage_dy16_scratch(const nb_stage *s, size_t n);
 /* Bytes of bf16 weight copies the stage may hold (its capacity, once filled). */
