@@ -9,6 +9,7 @@ packages=(
   libdnnl-dev       # oneDNN: the default CPU GEMM backend
   libopenblas-openmp-dev  # OpenBLAS (OpenMP build): the second CPU GEMM backend (NB_GEMM=openblas)
   bible-kjv         # the default corpus (the King James Bible)
+  libpcre2-dev      # PCRE2: the regex pre-tokenizers of Hugging Face tokenizer.json files
   libopenmpi-dev openmpi-bin  # MPI: pipeline stages as processes (--transport mpi)
 )
 # With --test: what only the tests need as well.
