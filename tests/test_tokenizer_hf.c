@@ -70,18 +70,19 @@ static void test_fixtures(void) {
         snprintf(path, sizeof path, "tests/fixtures/tokenizers/%s.json", kinds[k].name);
         snprintf(ids, sizeof ids, "tests/fixtures/tokenizers/%s.ids", kinds[k].name);
         nb_tokenizer *t = NULL;
-        CHECK(nb_tokenizer_load(&t, path) == 0, "load %s: %s", path, nb_last_error());
+        int r = nb_tokenizer_load(&t, path);
+        CHECK(r == 0, "load %s: %s", path, r ? nb_last_error() : "");
         if (!t) continue;
         CHECK(nb_tokenizer_vocab_size(t) == kinds[k].vocab && nb_tokenizer_eot(t) == kinds[k].eot,
               "%s: %d tokens (want %d), end-of-text %d (want %d)", kinds[k].name, nb_tokenizer_vocab_size(t),
               kinds[k].vocab, nb_tokenizer_eot(t), kinds[k].eot);
-        CHECK(check_fixture(t, ids, kinds[k].name) == 20, "%s: 20 test strings", kinds[k].name);
+        CHECK(check_fixture(t, ids, kinds[k].name) == 22, "%s: 22 test strings", kinds[k].name);
         /* nobubble's own writing of the same tokenizer reads back with the same ids */
         snprintf(saved, sizeof saved, "%s/%s.json", dir, kinds[k].name);
         nb_tokenizer *u = NULL;
-        CHECK(nb_tokenizer_save(t, saved) == 0 && nb_tokenizer_load(&u, saved) == 0, "%s: save and load: %s",
-              kinds[k].name, nb_last_error());
-        if (u) CHECK(check_fixture(u, ids, kinds[k].name) == 20, "%s: saved and loaded again", kinds[k].name);
+        r = nb_tokenizer_save(t, saved) || nb_tokenizer_load(&u, saved);
+        CHECK(r == 0, "%s: save and load: %s", kinds[k].name, r ? nb_last_error() : "");
+        if (u) CHECK(check_fixture(u, ids, kinds[k].name) == 22, "%s: saved and loaded again", kinds[k].name);
         nb_tokenizer_free(u);
         nb_tokenizer_free(t);
     }

@@ -50,6 +50,8 @@ TESTS = [
     " ",
     "\n",
     "'s 're 've 'll 'd 'm 't",
+    "Unicode spaces: no\u00a0break\u3000ideographic\u2003em \u00a0\u00a0 twice\u2028line",
+    "digits \u0661\u0662\u0663 \u00b2 \u2163 and x\u00a0's",
 ]
 
 
