@@ -336,8 +336,8 @@ int nb_bpe_load_hf(nb_tokenizer **out, const nb_json *root, const char *path) {
     const char *pattern = NULL;
     int ignore_merges = 0;
     const nb_json *model = nb_json_get(root, "model");
-    if (read_model_options(model, path, &ignore_merges) || read_pretokenizer(root, path, &pattern) ||
-        read_surroundings(root, path))
+    if (read_model_options(model, path, &ignore_merges) || read_surroundings(root, path) ||
+        read_pretokenizer(root, path, &pattern))
         return -1;
     const nb_json *merges = nb_json_get(model, "merges");
     if (!merges || merges->type != NB_JARR || merges->n > NB_TOKENIZER_MAX_VOCAB)
