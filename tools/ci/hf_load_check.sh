@@ -20,9 +20,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for i in $(seq 1 30); do
   printf 'In the beginning God created the heaven and the earth. Verse %d.\n\nAnd the earth was without form. %d\n\n' "$i" "$((i * 3))"
-  printf "It's %d o'clock; they're sure we'll see it.  Caf\u00e9 na\u00efve \u0395\u03bd \u03b1\u03c1\u03c7\u03ae %d\u5e74\t \u00a0!!\n\n" "$i" "$((2000 + i))"
+  # UTF-8 written as bytes, so that the text does not depend on the locale
+  printf "It's %d o'clock; they're sure we'll see it.  Caf\xc3\xa9\xc2\xa0au\xc2\xa0lait, na\xc3\xafve \xce\x95\xce\xbd \xce\xb1\xcf\x81\xcf\x87\xce\xae %d\xe5\xb9\xb4\t \xc2\xa0!!\n\n" "$i" "$((2000 + i))"
 done > "$work/text.txt"
-"$bin" prepare --input "$work/text.txt" --vocab 300 --val-fraction 0.1 --out "$work/data" > /dev/null 2>&1
+"$bin" prepare --input "$work/text.txt" --vocab 300 --val-fraction 0.3 --out "$work/data" > /dev/null 2>&1
 small=(--data "$work/data" --model tiny --set context=32 --set d_model=64 --set d_ffn=128 --set n_heads=4 --set n_kv_heads=2
        --set n_layers=3 --batch 2 --steps 3 --quiet)
 "$bin" train "${small[@]}" --set tied=0 --export "$work/export" > /dev/null

@@ -98,6 +98,12 @@ def read_shard(path):
     return np.fromfile(path, dtype=dtype, offset=1024)[:count].tolist()
 
 
+def fail(message):
+    """Says why on stdout (CI's script keeps stdout; transformers' warnings fill stderr) and exits 1."""
+    print(message)
+    sys.exit(1)
+
+
 def check_tokenizer(folder, data):
     """AutoTokenizer and tokenizers load nobubble's tokenizer and encode the validation documents to nobubble's ids."""
     import glob
@@ -107,7 +113,7 @@ def check_tokenizer(folder, data):
     raw = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
     eot = auto.convert_tokens_to_ids(auto.eos_token)
     if raw.token_to_id(auto.eos_token) != eot:
-        sys.exit("%s: tokenizer_config.json's eos_token %r is not the tokenizer's id %d" % (folder, auto.eos_token, eot))
+        fail("%s: tokenizer_config.json's eos_token %r is not the tokenizer's id %d" % (folder, auto.eos_token, eot))
     shards = sorted(glob.glob(os.path.join(data, "*_val_*.bin")))
     docs, doc = [], []
     for shard in shards:
@@ -121,14 +127,16 @@ def check_tokenizer(folder, data):
     if doc:
         docs.append(doc)
     if not docs:
-        sys.exit("%s: no validation documents in %s" % (data, shards))
+        fail("%s: no validation documents in %s" % (data, shards))
     for k, ids in enumerate(docs):
         text = raw.decode(ids)
         by_auto = auto(text, add_special_tokens=False)["input_ids"]
         by_raw = raw.encode(text, add_special_tokens=False).ids
         if by_auto != ids or by_raw != ids:
-            sys.exit("%s: validation document %d encodes differently: nobubble %s..., AutoTokenizer %s..., "
-                     "tokenizers %s..." % (data, k, ids[:12], by_auto[:12], by_raw[:12]))
+            other = by_auto if by_auto != ids else by_raw
+            at = next((i for i, (a, b) in enumerate(zip(ids, other)) if a != b), min(len(ids), len(other)))
+            fail("%s: validation document %d encodes differently from token %d on: nobubble %s, %s %s"
+                 % (data, k, at, ids[at:at + 8], "AutoTokenizer" if by_auto != ids else "tokenizers", other[at:at + 8]))
     print("%s: AutoTokenizer (%s) and tokenizers encode all %d validation documents (%d tokens) to nobubble's ids"
           % (folder, type(auto).__name__, len(docs), sum(map(len, docs))))
 
