@@ -145,6 +145,22 @@ static void test_ignore_merges(void) {
         }
 }
 
+/* Llama 3's post_processor, a Sequence of ByteLevel and TemplateProcessing, is read (and not applied). */
+static void test_llama3_post_processor(void) {
+    char *json = hand_file("", "", EOT_ADDED, "", GPT2_PRE);
+    const char *tail = "\"decoder\": {\"type\": \"ByteLevel\"},";
+    char *at = strstr(json, tail), *full = malloc(strlen(json) + 256);
+    if (!at || !full) { CHECK(0, "hand file"); free(json); free(full); return; }
+    sprintf(full, "%.*s\"post_processor\": {\"type\": \"Sequence\", \"processors\": [{\"type\": \"ByteLevel\"}, "
+            "{\"type\": \"TemplateProcessing\", \"single\": []}]}, %s", (int)(at - json), json, at);
+    nb_tokenizer *t = load_text(full, "post.json");
+    static const uint32_t want[] = {'h', 'i'};
+    CHECK(t && encodes_to(t, "hi", 2, want, 2), "a Sequence post-processor: %s", t ? "" : nb_last_error());
+    nb_tokenizer_free(t);
+    free(json);
+    free(full);
+}
+
 static void test_refusals(void) {
     const char *split = "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": \"a*\"}, "
                         "\"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", \"use_regex\": false}]}";
@@ -181,6 +197,9 @@ static void test_refusals(void) {
          "\"vocab\": {}, \"merges\": []}}", "decoder Metaspace is not supported"},
         {"{\"pre_tokenizer\": " GPT2_PRE ", \"added_tokens\": [" EOT_ADDED "], \"model\": {\"type\": \"BPE\", "
          "\"vocab\": {\"a\": 0}, \"merges\": []}}", "no token for the byte 0x00"},
+        {"{\"pre_tokenizer\": " GPT2_PRE ", \"post_processor\": {\"type\": \"Sequence\", \"processors\": [{\"type\": "
+         "\"ByteLevel\"}, {\"type\": \"BertProcessing\"}]}, \"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}}",
+         "post_processor BertProcessing is not supported"},
         {"{\"hello\": 1}", "neither a Hugging Face tokenizer.json"},
     };
     int n_hand = 16;   /* the first cases come from hand_file */
@@ -269,6 +288,7 @@ int main(void) {
     if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
     test_fixtures();
     test_ignore_merges();
+    test_llama3_post_processor();
     test_refusals();
     test_native_regex();
     test_native_round_trip();

@@ -337,7 +337,7 @@ int nb_tokenizer_from_merges(nb_tokenizer **out, const uint32_t *merges, int n_m
     special[eot] = 1;
     nb_bpe_spec s = {.vocab_size = (int)V, .bytes = bytes, .off = off, .len = len, .special = special,
                      .merges = m3, .n_merges = n_merges, .eot = (int)eot};
-    r = nb_bpe_build(out, &s, "(merges)");
+    r = nb_bpe_build(out, &s, "built from merges");
     if (!r) (*out)->native = 1;
 done:
     free(off); free(len); free(m3); free(special); free(bytes);

@@ -108,10 +108,15 @@ static int read_surroundings(const nb_json *root, const char *path) {
     if (!is_null(dec) && !is_type(dec, "ByteLevel"))
         return nb_fail("tokenizer %s: decoder %s is not supported (only ByteLevel)", path, type_of(dec));
     /* A post-processor only adds special tokens around an encoding (nobubble never does: documents
-     * are separated by the end-of-text token) or computes offsets. */
-    if (!is_null(post) && !is_type(post, "ByteLevel") && !is_type(post, "TemplateProcessing"))
-        return nb_fail("tokenizer %s: post_processor %s is not supported (only ByteLevel or TemplateProcessing)", path,
-                       type_of(post));
+     * are separated by the end-of-text token) or computes offsets. Llama 3's is a Sequence of both. */
+    const nb_json *steps = is_type(post, "Sequence") ? nb_json_get(post, "processors") : NULL;
+    size_t n = steps && steps->type == NB_JARR ? steps->n : 1;
+    for (size_t i = 0; i < n && !is_null(post); i++) {
+        const nb_json *p = steps && steps->type == NB_JARR ? &steps->items[i] : post;
+        if (!is_type(p, "ByteLevel") && !is_type(p, "TemplateProcessing"))
+            return nb_fail("tokenizer %s: post_processor %s is not supported (only ByteLevel, TemplateProcessing or a "
+                           "Sequence of them)", path, type_of(p));
+    }
     return 0;
 }
 
