@@ -105,8 +105,9 @@ static int write_config(const nb_model *m, const char *dir) {
 }
 
 /* generation_config.json: what transformers' generate() reads for its special tokens (the same ids
- * as config.json's); without it, transformers derives one and warns. */
-static int write_generation_config(const nb_model *m, const char *dir) {
+ * as config.json's); without it, transformers derives one and warns. Exports only: a checkpoint
+ * folder holds a fixed set of files (src/train/state.c). */
+int nb_export_hf_generation_config(const nb_model *m, const char *dir) {
     char *path = join(dir, "generation_config.json"), text[160];
     int eot = m->cfg.vocab_size - 1;
     int n = snprintf(text, sizeof text, "{\n  \"bos_token_id\": %d,\n  \"eos_token_id\": %d\n}\n", eot, eot);
@@ -117,8 +118,7 @@ static int write_generation_config(const nb_model *m, const char *dir) {
 
 int nb_export_hf(const nb_model *m, const char *dir) {
     if (nb_fs_mkdirs(dir, NULL)) return -1;
-    return write_stages(m, 0, m->n_stages - 1, dir, "model.safetensors", NULL, 0) || write_config(m, dir) ||
-           write_generation_config(m, dir);
+    return write_stages(m, 0, m->n_stages - 1, dir, "model.safetensors", NULL, 0) || write_config(m, dir);
 }
 
 int nb_export_hf_part(const nb_model *m, int stage, const char *dir, int next_step) {
