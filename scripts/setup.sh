@@ -11,6 +11,7 @@ packages=(
   libxxhash-dev     # XXH3: the checksums of the safetensors files nobubble writes
   pkg-config        # nobubble.pc, for programs that use the installed library (tests/cli_install.sh)
   bible-kjv         # the default corpus (the King James Bible)
+  libpcre2-dev      # PCRE2: the regex pre-tokenizers of Hugging Face tokenizer.json files
   libopenmpi-dev openmpi-bin  # MPI: pipeline stages as processes (--transport mpi)
 )
 # With --test: what only the tests need as well.

@@ -13,7 +13,8 @@ check "model.safetensors written" test -s "$work/hf/a/model.safetensors"
 check "config.json written" grep -q '"model_type": "llama"' "$work/hf/a/config.json"
 check "two layers" grep -q '"num_hidden_layers": 2' "$work/hf/a/config.json"
 check "tied" grep -q '"tie_word_embeddings": true' "$work/hf/a/config.json"
-check "no temporary left" test "$(ls "$work/hf/a" | wc -l)" -eq 2
+check "generation_config.json: eos is the last id" grep -q '"eos_token_id": 2047' "$work/hf/a/generation_config.json"
+check "no temporary left" test "$(ls "$work/hf/a" | wc -l)" -eq 3
 # tiny with 2 layers, tied: 2048*128 + 2*(2*128 + 4*128*128 + 3*384*128) + 128 floats
 params=$((2048 * 128 + 2 * (2 * 128 + 4 * 128 * 128 + 3 * 384 * 128) + 128))
 size=$(stat -c %s "$work/hf/a/model.safetensors")
@@ -26,6 +27,14 @@ check "same seed, same bytes" cmp -s "$work/hf/a/model.safetensors" "$work/hf/b/
 expect_error "missing --out" "--out DIR is required" "$bin" export --model tiny
 expect_error "bad preset" "huge" "$bin" export --model huge --out "$work/x"
 expect_error "bad override" "n_layers" "$bin" export --set n_layers=-1 --out "$work/x"
+# sample with a Hugging Face tokenizer.json (GPT-2's kind; 600 tokens, end-of-text id 0)
+fix=$(dirname "$0")/fixtures/tokenizers
+"$bin" export --model tiny --set n_layers=1 --set vocab_size=600 --out "$work/hf/v600" >/dev/null 2>&1
+text=$("$bin" sample --checkpoint "$work/hf/v600" --tokenizer "$fix/gpt2.json" --prompt "Café, it's" --tokens 4 --seed 2 2>"$work/err")
+case "$text" in "Café, it's"*) ok ;; *) fail "sample --tokenizer gpt2.json: '$text' $(cat "$work/err")" ;; esac
+printf '{"model": {"type": "WordPiece", "vocab": {}}}' > "$work/wp.json"
+expect_error "sample with a WordPiece tokenizer" "wp.json: model.type WordPiece is not supported" \
+  "$bin" sample --checkpoint "$work/hf/v600" --tokenizer "$work/wp.json" --prompt "x"
 touch "$work/file"
 expect_error "out is a file" "$work/file" "$bin" export --set n_layers=1 --out "$work/file/sub"
 finish

@@ -4,6 +4,7 @@
 # nothing left behind). Usage: bash tests/cli_prepare.sh path/to/nobubble
 set -u
 NB=${1:?usage: cli_prepare.sh path/to/nobubble}
+FIX=$(cd "$(dirname "$0")" && pwd)/fixtures/tokenizers
 T=$(mktemp -d /tmp/nb_cli_prepare.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fails=0; passes=0
@@ -64,7 +65,7 @@ sha=$(sha256sum "$T/out/tokenizer.json" | cut -d' ' -f1)
 check "grep -q \"\\\"sha256\\\": \\\"$sha\\\"\" '$T/out/manifest.json'" "manifest sha256 != sha256sum tokenizer.json"
 size=$(stat -c %s "$T/small.txt")
 check "grep -q \"\\\"bytes\\\": $size,\" '$T/out/manifest.json'" "manifest source size"
-check "grep -q '\"vocab_size\": 300' '$T/out/tokenizer.json'" "tokenizer vocab_size"
+check "grep -q '{\"id\": 299, \"content\": \"<|endoftext|>\"' '$T/out/tokenizer.json'" "tokenizer.json: the end-of-text token is id 299 (vocab 300)"
 
 # --- determinism, seeds, reuse
 "$NB" prepare --input "$T/small.txt" --vocab 300 --out "$T/out2" --quiet > /dev/null 2>&1
@@ -74,6 +75,16 @@ check "! cmp -s '$T/out/small_val_000000.bin' '$T/out3/small_val_000000.bin'" "-
 "$NB" prepare --input "$T/small.txt" --tokenizer "$T/out/tokenizer.json" --out "$T/out4" --quiet > /dev/null 2>&1
 check "[ $? -eq 0 ] && cmp -s '$T/out/small_train_000000.bin' '$T/out4/small_train_000000.bin'" "--tokenizer reuse gives other tokens"
 check "grep -q '\"trained\": false' '$T/out4/manifest.json'" "manifest records the reused tokenizer"
+# a Hugging Face tokenizer.json (GPT-2's kind, its <|endoftext|> at id 0): one id 0 per document
+"$NB" prepare --input "$T/small.txt" --tokenizer "$FIX/gpt2.json" --out "$T/hf" --quiet > "$T/run.txt" 2>&1
+check "[ $? -eq 0 ]" "prepare --tokenizer gpt2.json: $(cat "$T/run.txt")"
+zeros=$(od -An -v -t u2 -j 1024 "$T/hf/small_train_000000.bin" | tr -s ' ' '\n' | grep -c '^0$')
+check "[ '$zeros' = 38 ] && grep -q '\"eot_id\": 0,' '$T/hf/manifest.json'" "gpt2.json: 38 end-of-text ids 0 in the train shard, got $zeros"
+# nobubble's earlier format still loads: "hi" = 256, "his" = 257, end-of-text 258
+printf '{"format": "nobubble-bpe", "version": 1, "pretokenizer": "nobubble-gpt2-bytes-v1", "vocab_size": 259, "eot": {"id": 258}, "merges": [[104, 105], [256, 115]]}' > "$T/old.json"
+printf 'his hi his\n' > "$T/his.txt"
+"$NB" prepare --input "$T/his.txt" --tokenizer "$T/old.json" --val-fraction 0 --out "$T/old" --quiet > "$T/run.txt" 2>&1
+check "[ $? -eq 0 ] && [ \"\$(od -An -v -t u2 -j 1024 '$T/old/his_train_000000.bin' | tr -s ' ')\" = ' 258 257 32 256 32 257 10' ]" "the earlier format: $(cat "$T/run.txt")"
 "$NB" prepare --input "$T/small.txt" "$T/small.txt" --vocab 300 --val-fraction 0 --shard-tokens 500 --name two --out "$T/out5" --quiet > /dev/null 2>&1
 check "[ $? -eq 0 ] && [ -s '$T/out5/two_train_000001.bin' ] && [ ! -e '$T/out5/two_val_000000.bin' ]" "two inputs, --shard-tokens, --val-fraction 0"
 check "[ \$(ntok '$T/out5/two_train_000000.bin') -eq 500 ]" "--shard-tokens 500: first shard holds 500 tokens"
@@ -93,16 +104,20 @@ expect_error "bad fraction" "--val-fraction" --input "$T/small.txt" --val-fracti
 expect_error "no --out" "--out" --input "$T/small.txt"
 expect_error "unknown option" "--bogus" --bogus
 expect_error "bad tokenizer" "--tokenizer" --input "$T/small.txt" --tokenizer "$T/small.txt" --out "$T/e8"
+printf '{"model": {"type": "Unigram", "vocab": []}}' > "$T/unigram.json"
+expect_error "a Unigram tokenizer" "unigram.json: model.type Unigram is not supported" --input "$T/small.txt" --tokenizer "$T/unigram.json" --out "$T/e9"
+printf '{"normalizer": {"type": "NFKC"}, "model": {"type": "BPE", "vocab": {}, "merges": []}}' > "$T/nfkc.json"
+expect_error "a normalizer" "nfkc.json: normalizer NFKC is not supported" --input "$T/small.txt" --tokenizer "$T/nfkc.json" --out "$T/e10"
 mkdir "$T/precious"; echo keep > "$T/precious/file.txt"
 expect_error "force on a foreign folder" "not a prepare output" --input "$T/small.txt" --vocab 300 --out "$T/precious" --force
 check "[ -f '$T/precious/file.txt' ]" "--force deleted a folder prepare did not make"
-for d in e1 e2 e3 e4 e5 e6 e7 e8; do check "[ ! -e '$T/$d' ]" "$d was created by a failed run"; done
+for d in e1 e2 e3 e4 e5 e6 e7 e8 e9 e10; do check "[ ! -e '$T/$d' ]" "$d was created by a failed run"; done
 check "[ -z \"\$(ls -A '$T' | grep -E '\\.(tmp|old)-')\" ]" "temporary folders left behind: $(ls -A "$T")"
 
 # --- --force replaces a prepare output
 before=$(sha256sum "$T/out/small_train_000000.bin")
 "$NB" prepare --input "$T/small.txt" --vocab 280 --out "$T/out" --force --quiet > /dev/null 2>&1
-check "[ $? -eq 0 ] && grep -q '\"vocab_size\": 280' '$T/out/tokenizer.json'" "--force did not replace the output"
+check "[ $? -eq 0 ] && grep -q '{\"id\": 279, \"content\": \"<|endoftext|>\"' '$T/out/tokenizer.json'" "--force did not replace the output"
 check "[ \"\$(sha256sum '$T/out/small_train_000000.bin')\" != \"$before\" ]" "--force kept the old shard"
 check "[ -z \"\$(ls -A '$T' | grep -E '\\.(tmp|old)-')\" ]" "--force left folders behind: $(ls -A "$T")"
 

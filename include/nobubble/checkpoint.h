@@ -108,6 +108,8 @@ int nb_st_write_index(const char *path, const nb_st_index_entry *map, int n, int
  * under their Hugging Face Llama names, stage after stage; tied copies skipped, so a tied model
  * has no lm_head.weight) and dir/config.json (LlamaForCausalLM), each atomically. */
 int nb_export_hf(const nb_model *m, const char *dir);
+/* Writes dir/generation_config.json (bos and eos: the last id, as config.json says); for exports. */
+int nb_export_hf_generation_config(const nb_model *m, const char *dir);
 /* The same, sharded a part per stage, so that each stage (a thread or an MPI process holding only its
  * own weights) writes its own: nb_export_hf_part writes stage's tensors as
  * dir/model-0000k-of-0000P.safetensors (k = stage + 1), nb_export_hf_index writes dir/config.json and

@@ -44,8 +44,9 @@ uint32_t nb_shard_max_token(const nb_shard *s);
 int nb_shard_write(const char *path, const uint32_t *tokens, size_t n, int vocab_size);
 
 /* ---------------------------------------------------------------- BPE tokenizer */
-/* Byte-level BPE: ids 0..255 are the bytes, id 256 + k is merge k, the last id
- * (vocab_size - 1) is the end-of-text token "<|endoftext|>". */
+/* Byte-level BPE. nobubble's own (trained) tokenizers: ids 0..255 are the bytes, id 256 + k is
+ * merge k, the last id (vocab_size - 1) is the end-of-text token "<|endoftext|>". One read from a
+ * Hugging Face tokenizer.json (GPT-2's or Llama 3's kind, docs/data.md) keeps that file's ids. */
 typedef struct nb_tokenizer nb_tokenizer;
 
 #define NB_EOT_TEXT "<|endoftext|>"
@@ -66,19 +67,24 @@ int nb_tokenizer_train(nb_tokenizer **out, const char *const *docs, const size_t
 /* Builds a tokenizer from a merge list: merges[2k], merges[2k+1] are the left and right ids of
  * merge k (each < 256 + k); vocab_size = 256 + n_merges + 1. */
 int nb_tokenizer_from_merges(nb_tokenizer **out, const uint32_t *merges, int n_merges);
+/* Reads a Hugging Face tokenizer.json or nobubble's earlier own format; refuses, naming the file
+ * and the field, what it does not implement. */
 int nb_tokenizer_load(nb_tokenizer **out, const char *path);
-/* Writes the JSON file (docs/data.md) atomically. */
+/* Writes Hugging Face's tokenizer.json (docs/data.md) atomically. */
 int nb_tokenizer_save(const nb_tokenizer *t, const char *path);
+/* Writes DIR/tokenizer_config.json, which transformers' AutoTokenizer reads beside tokenizer.json. */
+int nb_tokenizer_save_config(const nb_tokenizer *t, const char *dir);
 /* SHA-256 (64 hex digits + NUL) of the exact bytes nb_tokenizer_save writes. */
 int nb_tokenizer_hash(const nb_tokenizer *t, char hex[65]);
 void nb_tokenizer_free(nb_tokenizer *t);
 
 int nb_tokenizer_vocab_size(const nb_tokenizer *t);
-int nb_tokenizer_eot(const nb_tokenizer *t);            /* = vocab_size - 1 */
+int nb_tokenizer_eot(const nb_tokenizer *t);   /* nobubble's own: vocab_size - 1 */
 int nb_tokenizer_n_merges(const nb_tokenizer *t);
-/* Left and right ids of merge k (0 <= k < n_merges), which made id 256 + k. */
+/* Left and right ids of merge k (0 <= k < n_merges), which made id 256 + k in nobubble's own. */
 int nb_tokenizer_merge(const nb_tokenizer *t, int k, uint32_t *left, uint32_t *right);
-/* The bytes of one token (the EOT token's are "<|endoftext|>"); NULL for an id out of range. */
+/* The bytes of one token (a special token's are its text, e.g. "<|endoftext|>"; an id no token
+ * has, possible in a Hugging Face file, has none); NULL for an id out of range. */
 const char *nb_tokenizer_token_bytes(const nb_tokenizer *t, int id, size_t *len);
 
 /* Encodes len bytes into out, which must have room for len ids (a token is at least one

@@ -103,6 +103,18 @@ static int write_config(const nb_model *m, const char *dir) {
     return r;
 }
 
+/* generation_config.json: what transformers' generate() reads for its special tokens (the same ids
+ * as config.json's); without it, transformers derives one and warns. Exports only: a checkpoint
+ * folder holds a fixed set of files (src/train/state.c). */
+int nb_export_hf_generation_config(const nb_model *m, const char *dir) {
+    char *path = join(dir, "generation_config.json"), text[160];
+    int eot = m->cfg.vocab_size - 1;
+    int n = snprintf(text, sizeof text, "{\n  \"bos_token_id\": %d,\n  \"eos_token_id\": %d\n}\n", eot, eot);
+    int r = !path ? nb_fail("%s: out of memory", dir) : nb_fs_write_atomic(path, text, (size_t)n);
+    free(path);
+    return r;
+}
+
 int nb_export_hf(const nb_model *m, const char *dir) {
     if (nb_fs_mkdirs(dir, NULL)) return -1;
     return write_stages(m, 0, m->n_stages - 1, dir, "model.safetensors", NULL, 0) || write_config(m, dir);

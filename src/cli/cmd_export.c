@@ -1,5 +1,5 @@
 /* nobubble export: writes a freshly initialized model (a preset with overrides, a seed) as a
- * Hugging Face folder: model.safetensors + config.json (see docs/checkpoints.md). Exporting a
+ * Hugging Face folder: model.safetensors + config.json + generation_config.json (see docs/checkpoints.md). Exporting a
  * trained model needs the checkpoints of issue 7; this is the format's smoke test. */
 #include <stdio.h>
 #include <string.h>
@@ -9,7 +9,8 @@
 
 static const char usage[] =
     "usage: nobubble export [--model tiny] [--set FIELD=VALUE]... [--seed S] --out DIR\n"
-    "Writes a freshly initialized model as DIR/model.safetensors and DIR/config.json\n"
+    "Writes a freshly initialized model as DIR/model.safetensors, DIR/config.json and\n"
+    "DIR/generation_config.json\n"
     "(Hugging Face LlamaForCausalLM).";
 
 int cmd_export(int argc, char **argv) {
@@ -45,9 +46,9 @@ int cmd_export(int argc, char **argv) {
         return 2;
     }
     nb_model_init(&m, (uint64_t)seed);
-    r = nb_export_hf(&m, out);
+    r = nb_export_hf(&m, out) || nb_export_hf_generation_config(&m, out);
     if (r) fprintf(stderr, "nobubble export: %s\n", nb_last_error());
-    else printf("wrote %s/model.safetensors and %s/config.json (weights hash %016llx)\n", out, out,
+    else printf("wrote %s/model.safetensors, config.json and generation_config.json (weights hash %016llx)\n", out,
                 (unsigned long long)nb_model_weights_hash(&m));
     nb_model_free(&m);
     return r ? 1 : 0;

@@ -253,14 +253,19 @@ int cmd_train(int argc, char **argv) {
         snprintf(to, sizeof to, "%s/tokenizer.json", o.export_dir);
         nb_tokenizer *t;
         if (data && access(from, R_OK) == 0) {
-            if (nb_tokenizer_load(&t, from) || nb_tokenizer_save(t, to)) {
+            if (nb_tokenizer_load(&t, from) || nb_tokenizer_save(t, to) || nb_tokenizer_save_config(t, o.export_dir)) {
                 fprintf(stderr, "nobubble train: %s\n", nb_last_error());
+                nb_tokenizer_free(t);
                 return 1;
             }
+            if (nb_tokenizer_eot(t) != o.model.vocab_size - 1)
+                fprintf(stderr, "nobubble train: note: the tokenizer's end-of-text id is %d; config.json and "
+                        "generation_config.json name the last id, %d, as bos and eos\n", nb_tokenizer_eot(t),
+                        o.model.vocab_size - 1);
             nb_tokenizer_free(t);
         }
-        printf("wrote %s/model.safetensors and %s/config.json%s\n", o.export_dir, o.export_dir,
-               data && access(to, R_OK) == 0 ? " (and the data's tokenizer.json)" : "");
+        printf("wrote %s/model.safetensors, config.json and generation_config.json%s\n", o.export_dir,
+               data && access(to, R_OK) == 0 ? " (and the data's tokenizer.json and tokenizer_config.json)" : "");
     }
     return 0;
 }

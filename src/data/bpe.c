@@ -1,5 +1,7 @@
 /* Byte-level BPE: pre-tokenizer, training on word types, encoding with a word cache,
- * decoding, and the JSON tokenizer file. The rules are in docs/data.md. */
+ * decoding, and nobubble's own tokenizer file. Tokens may have any ids (Hugging Face's files,
+ * bpe_hf.c); nobubble's own have the bytes first, then the merges, then the end-of-text token.
+ * The rules are in docs/data.md. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,8 @@
 #include "util/clock.h"
 #include "nobubble/data.h"
 #include "util/error.h"
+#include "data/bpe_internal.h"
+#include "data/regex.h"
 
 #define FORMAT_NAME "nobubble-bpe"
 #define FORMAT_VERSION 1
@@ -141,12 +145,20 @@ static int64_t strmap_get(strmap *m, const char *s, size_t n, int add, int *adde
 /* ------------------------------------------------------------ the tokenizer */
 struct nb_tokenizer {
     int vocab_size, n_merges, eot;
-    uint32_t *merges;            /* 2 per merge */
+    int native;                  /* nobubble's layout (bytes, merges 256 + k, EOT last) and pre-tokenizer */
+    int ignore_merges;
+    uint32_t byte_id[256];       /* the token of each single byte */
+    uint32_t *merges;            /* 3 per merge, in priority order: left, right, result */
     uint32_t *tok_off, *tok_len; /* per id */
     char *tok_bytes;
-    uint64_t *mkey;              /* merge lookup: (left << 32 | right) -> new id */
+    uint8_t *special;            /* per id */
+    uint64_t *mkey;              /* merge lookup: (left << 32 | right) -> priority */
     uint32_t *mval;
     size_t mmask;
+    strmap whole;                /* ignore_merges: a token's bytes -> index into whole_id */
+    uint32_t *whole_id;
+    nb_regex *re;                /* the pre-tokenizer when not native */
+    char *pattern;
     /* encode cache: word -> ids */
     strmap cache;
     uint32_t *cache_off, *cache_n;
@@ -161,6 +173,7 @@ static inline size_t pair_slot(uint64_t key, size_t mask) {
     return (size_t)((key * 0x9E3779B97F4A7C15ULL) >> 20) & mask;
 }
 
+/* The priority of merge (a, b), UINT32_MAX when there is none. */
 static inline uint32_t merge_lookup(const nb_tokenizer *t, uint32_t a, uint32_t b) {
     uint64_t key = pair_key(a, b);
     size_t k = pair_slot(key, t->mmask);
@@ -174,97 +187,176 @@ static inline uint32_t merge_lookup(const nb_tokenizer *t, uint32_t a, uint32_t 
 
 void nb_tokenizer_free(nb_tokenizer *t) {
     if (!t) return;
-    free(t->merges); free(t->tok_off); free(t->tok_len); free(t->tok_bytes);
+    free(t->merges); free(t->tok_off); free(t->tok_len); free(t->tok_bytes); free(t->special);
     free(t->mkey); free(t->mval);
+    strmap_free(&t->whole); free(t->whole_id);
+    nb_regex_free(t->re); free(t->pattern);
     strmap_free(&t->cache);
     free(t->cache_off); free(t->cache_n); free(t->cache_ids);
     free(t);
+}
+
+/* The token table: every id's bytes, which ids are special, and the byte tokens. */
+static int build_tokens(nb_tokenizer *t, const nb_bpe_spec *s, const char *path) {
+    size_t V = (size_t)s->vocab_size, total = 1;
+    for (size_t id = 0; id < V; id++) total += s->len[id];
+    t->tok_off = malloc(V * sizeof *t->tok_off);
+    t->tok_len = malloc(V * sizeof *t->tok_len);
+    t->special = calloc(V, 1);
+    t->tok_bytes = malloc(total);
+    if (!t->tok_off || !t->tok_len || !t->special || !t->tok_bytes) return nb_fail("out of memory");
+    if (total > UINT32_MAX) return nb_fail("tokenizer %s: tokens too long in total", path);
+    size_t off = 0;
+    for (int b = 0; b < 256; b++) t->byte_id[b] = UINT32_MAX;
+    for (size_t id = 0; id < V; id++) {
+        t->tok_off[id] = (uint32_t)off;
+        t->tok_len[id] = (uint32_t)s->len[id];
+        memcpy(t->tok_bytes + off, s->bytes + s->off[id], s->len[id]);
+        off += s->len[id];
+        t->special[id] = s->special ? s->special[id] : 0;
+        if (s->len[id] == 1 && !t->special[id]) t->byte_id[(unsigned char)s->bytes[s->off[id]]] = (uint32_t)id;
+    }
+    for (int b = 0; b < 256; b++)
+        if (t->byte_id[b] == UINT32_MAX)
+            return nb_fail("tokenizer %s: no token for the byte 0x%02x (a byte-level BPE has one for each of the 256 "
+                           "bytes)", path, b);
+    if (s->eot < 0 || (size_t)s->eot >= V || !t->special[s->eot])
+        return nb_fail("tokenizer %s: the end-of-text id %d is not a special token", path, s->eot);
+    return 0;
+}
+
+/* The merge table: (left, right) -> priority; each result must be left's bytes then right's. */
+static int build_merges(nb_tokenizer *t, const nb_bpe_spec *s, const char *path) {
+    size_t n = (size_t)s->n_merges, mcap = 1024;
+    while (mcap < 2 * n + 2) mcap *= 2;
+    t->mmask = mcap - 1;
+    t->merges = malloc((3 * n + 1) * sizeof *t->merges);
+    t->mkey = malloc(mcap * sizeof *t->mkey);
+    t->mval = malloc(mcap * sizeof *t->mval);
+    if (!t->merges || !t->mkey || !t->mval) return nb_fail("out of memory");
+    for (size_t k = 0; k < mcap; k++) t->mkey[k] = MKEY_EMPTY;
+    if (n) memcpy(t->merges, s->merges, 3 * n * sizeof *t->merges);
+    for (size_t k = 0; k < n; k++) {
+        uint32_t a = s->merges[3 * k], b = s->merges[3 * k + 1], r = s->merges[3 * k + 2];
+        if (a >= (uint32_t)s->vocab_size || b >= (uint32_t)s->vocab_size || r >= (uint32_t)s->vocab_size ||
+            t->special[a] || t->special[b] || t->special[r] || t->tok_len[r] != t->tok_len[a] + t->tok_len[b] ||
+            memcmp(t->tok_bytes + t->tok_off[r], t->tok_bytes + t->tok_off[a], t->tok_len[a]) ||
+            memcmp(t->tok_bytes + t->tok_off[r] + t->tok_len[a], t->tok_bytes + t->tok_off[b], t->tok_len[b]))
+            return nb_fail("tokenizer %s: merge %zu (%u, %u -> %u) does not join two tokens into a third", path, k, a, b,
+                           r);
+        uint64_t key = pair_key(a, b);
+        size_t slot = pair_slot(key, t->mmask);
+        while (t->mkey[slot] != MKEY_EMPTY && t->mkey[slot] != key) slot = (slot + 1) & t->mmask;
+        if (t->mkey[slot] == key)
+            return nb_fail("tokenizer %s: merge %zu (%u, %u) repeats merge %u", path, k, a, b, t->mval[slot]);
+        t->mkey[slot] = key;
+        t->mval[slot] = (uint32_t)k;
+    }
+    return 0;
+}
+
+/* ignore_merges: every ordinary token findable by its bytes. */
+static int build_whole(nb_tokenizer *t) {
+    t->whole_id = malloc(((size_t)t->vocab_size + 1) * sizeof *t->whole_id);
+    if (!t->whole_id) return nb_fail("out of memory");
+    for (int id = 0; id < t->vocab_size; id++) {
+        if (t->special[id] || !t->tok_len[id]) continue;
+        int added;
+        int64_t k = strmap_get(&t->whole, t->tok_bytes + t->tok_off[id], t->tok_len[id], 1, &added);
+        if (k < 0) return -1;
+        if (added) t->whole_id[k] = (uint32_t)id;
+    }
+    return 0;
+}
+
+int nb_bpe_build(nb_tokenizer **out, const nb_bpe_spec *s, const char *path) {
+    *out = NULL;
+    if (s->vocab_size < NB_TOKENIZER_MIN_VOCAB || s->vocab_size > NB_TOKENIZER_MAX_VOCAB || s->n_merges < 0)
+        return nb_fail("tokenizer %s: %d tokens is out of range (%d to %d)", path, s->vocab_size,
+                       NB_TOKENIZER_MIN_VOCAB, NB_TOKENIZER_MAX_VOCAB);
+    nb_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return nb_fail("out of memory");
+    t->vocab_size = s->vocab_size;
+    t->n_merges = s->n_merges;
+    t->eot = s->eot;
+    t->ignore_merges = s->ignore_merges;
+    int r = build_tokens(t, s, path);
+    if (!r) r = build_merges(t, s, path);
+    if (!r && t->ignore_merges) r = build_whole(t);
+    if (!r && s->pattern) {
+        t->pattern = strdup(s->pattern);
+        r = !t->pattern ? nb_fail("out of memory") : nb_regex_compile(&t->re, s->pattern, path);
+    }
+    if (r) { nb_tokenizer_free(t); return -1; }
+    *out = t;
+    return 0;
 }
 
 int nb_tokenizer_from_merges(nb_tokenizer **out, const uint32_t *merges, int n_merges) {
     *out = NULL;
     if (n_merges < 0 || (size_t)n_merges + 257 > NB_TOKENIZER_MAX_VOCAB)
         return nb_fail("tokenizer: %d merges is out of range (0 to %d)", n_merges, NB_TOKENIZER_MAX_VOCAB - 257);
-    nb_tokenizer *t = calloc(1, sizeof *t);
-    if (!t) return nb_fail("out of memory");
-    t->n_merges = n_merges;
-    t->vocab_size = 256 + n_merges + 1;
-    t->eot = t->vocab_size - 1;
-    size_t V = (size_t)t->vocab_size;
-    size_t mcap = 1024;
-    while (mcap < 2 * (size_t)n_merges + 2) mcap *= 2;
-    t->mmask = mcap - 1;
-    t->merges = malloc(2 * ((size_t)n_merges + 1) * sizeof *t->merges);
-    t->tok_off = malloc(V * sizeof *t->tok_off);
-    t->tok_len = malloc(V * sizeof *t->tok_len);
-    t->mkey = malloc(mcap * sizeof *t->mkey);
-    t->mval = malloc(mcap * sizeof *t->mval);
-    if (!t->merges || !t->tok_off || !t->tok_len || !t->mkey || !t->mval) goto oom;
-    for (size_t k = 0; k < mcap; k++) t->mkey[k] = MKEY_EMPTY;
-    if (n_merges) memcpy(t->merges, merges, 2 * (size_t)n_merges * sizeof *merges);
-    /* token byte lengths first, then the bytes */
+    size_t V = 256 + (size_t)n_merges + 1, eot = V - 1;
+    size_t *off = malloc(V * sizeof *off), *len = malloc(V * sizeof *len);
+    uint32_t *m3 = malloc((3 * (size_t)n_merges + 1) * sizeof *m3);
+    uint8_t *special = calloc(V, 1);
+    char *bytes = NULL;
+    int r = 0;
+    if (!off || !len || !m3 || !special) { r = nb_fail("out of memory"); goto done; }
+    for (size_t i = 0; i < 256; i++) len[i] = 1;
     size_t total = 256 + sizeof NB_EOT_TEXT;
-    for (int k = 0; k < n_merges; k++) {
+    for (int k = 0; k < n_merges && !r; k++) {
         uint32_t a = merges[2 * k], b = merges[2 * k + 1], id = 256 + (uint32_t)k;
         if (a >= id || b >= id) {
-            nb_tokenizer_free(t);
-            return nb_fail("tokenizer: merge %d (%u, %u) refers to an id not yet defined (must be < %u)", k, a, b,
-                           id);
+            r = nb_fail("tokenizer: merge %d (%u, %u) refers to an id not yet defined (must be < %u)", k, a, b, id);
+            break;
         }
-        uint64_t key = pair_key(a, b);
-        size_t s = pair_slot(key, t->mmask);
-        while (t->mkey[s] != MKEY_EMPTY && t->mkey[s] != key) s = (s + 1) & t->mmask;
-        if (t->mkey[s] == key) {
-            uint32_t prev = t->mval[s] - 256;
-            nb_tokenizer_free(t);
-            return nb_fail("tokenizer: merge %d (%u, %u) repeats merge %u", k, a, b, prev);
-        }
-        t->mkey[s] = key;
-        t->mval[s] = id;
-    }
-    for (uint32_t i = 0; i < 256; i++) t->tok_len[i] = 1;
-    for (int k = 0; k < n_merges; k++) {
-        uint64_t l = (uint64_t)t->tok_len[merges[2 * k]] + t->tok_len[merges[2 * k + 1]];
         /* Merges join tokens inside one pre-token, so no token is longer than a pre-token; without this
          * bound a few self-merges in a tiny file would make the token bytes below exponentially large. */
-        if (l > NB_PRETOKEN_MAX_BYTES) {
-            nb_tokenizer_free(t);
-            return nb_fail("tokenizer: merge %d (%u, %u) makes a token of %llu bytes, longer than a pre-token can be "
-                           "(%d bytes)", k, merges[2 * k], merges[2 * k + 1], (unsigned long long)l, NB_PRETOKEN_MAX_BYTES);
-        }
-        t->tok_len[256 + k] = (uint32_t)l;
+        uint64_t l = (uint64_t)len[a] + len[b];
+        if (l > NB_PRETOKEN_MAX_BYTES)
+            r = nb_fail("tokenizer: merge %d (%u, %u) makes a token of %llu bytes, longer than a pre-token can be "
+                        "(%d bytes)", k, a, b, (unsigned long long)l, NB_PRETOKEN_MAX_BYTES);
+        len[id] = (size_t)l;
         total += l;
+        m3[3 * k] = a; m3[3 * k + 1] = b; m3[3 * k + 2] = id;
     }
-    t->tok_len[t->eot] = (uint32_t)strlen(NB_EOT_TEXT);
-    t->tok_bytes = malloc(total);
-    if (!t->tok_bytes) goto oom;
-    size_t off = 0;
-    for (uint32_t i = 0; i < 256; i++) { t->tok_off[i] = (uint32_t)off; t->tok_bytes[off++] = (char)i; }
+    if (r || !(bytes = malloc(total))) { r = r ? r : nb_fail("out of memory"); goto done; }
+    size_t o = 0;
+    for (size_t i = 0; i < 256; i++) { off[i] = o; bytes[o++] = (char)i; }
     for (int k = 0; k < n_merges; k++) {
-        uint32_t a = merges[2 * k], b = merges[2 * k + 1];
-        if (off > UINT32_MAX) { nb_tokenizer_free(t); return nb_fail("tokenizer: tokens too long in total"); }
-        t->tok_off[256 + k] = (uint32_t)off;
-        memcpy(t->tok_bytes + off, t->tok_bytes + t->tok_off[a], t->tok_len[a]);
-        memcpy(t->tok_bytes + off + t->tok_len[a], t->tok_bytes + t->tok_off[b], t->tok_len[b]);
-        off += t->tok_len[256 + k];
+        size_t a = merges[2 * k], b = merges[2 * k + 1], id = 256 + (size_t)k;
+        off[id] = o;
+        memcpy(bytes + o, bytes + off[a], len[a]);
+        memcpy(bytes + o + len[a], bytes + off[b], len[b]);
+        o += len[id];
     }
-    t->tok_off[t->eot] = (uint32_t)off;
-    memcpy(t->tok_bytes + off, NB_EOT_TEXT, strlen(NB_EOT_TEXT));
-    *out = t;
-    return 0;
-oom:
-    nb_tokenizer_free(t);
-    return nb_fail("out of memory");
+    off[eot] = o;
+    len[eot] = strlen(NB_EOT_TEXT);
+    memcpy(bytes + o, NB_EOT_TEXT, len[eot]);
+    special[eot] = 1;
+    nb_bpe_spec s = {.vocab_size = (int)V, .bytes = bytes, .off = off, .len = len, .special = special,
+                     .merges = m3, .n_merges = n_merges, .eot = (int)eot};
+    r = nb_bpe_build(out, &s, "built from merges");
+    if (!r) (*out)->native = 1;
+done:
+    free(off); free(len); free(m3); free(special); free(bytes);
+    return r;
 }
 
 int nb_tokenizer_vocab_size(const nb_tokenizer *t) { return t->vocab_size; }
 int nb_tokenizer_eot(const nb_tokenizer *t) { return t->eot; }
 int nb_tokenizer_n_merges(const nb_tokenizer *t) { return t->n_merges; }
+int nb_bpe_is_native(const nb_tokenizer *t) { return t->native; }
+const char *nb_bpe_pattern(const nb_tokenizer *t) { return t->native ? NB_NATIVE_REGEX : t->pattern; }
+int nb_bpe_ignore_merges(const nb_tokenizer *t) { return t->ignore_merges; }
+int nb_bpe_is_special(const nb_tokenizer *t, int id) { return id >= 0 && id < t->vocab_size && t->special[id]; }
+uint32_t nb_bpe_merge_result(const nb_tokenizer *t, int k) { return t->merges[3 * k + 2]; }
 
 int nb_tokenizer_merge(const nb_tokenizer *t, int k, uint32_t *left, uint32_t *right) {
     if (k < 0 || k >= t->n_merges) return nb_fail("tokenizer: merge %d out of range (%d merges)", k, t->n_merges);
-    *left = t->merges[2 * k];
-    *right = t->merges[2 * k + 1];
+    *left = t->merges[3 * k];
+    *right = t->merges[3 * k + 1];
     return 0;
 }
 
@@ -275,22 +367,26 @@ const char *nb_tokenizer_token_bytes(const nb_tokenizer *t, int id, size_t *len)
 }
 
 /* ------------------------------------------------------------ encode / decode */
-/* Merges the pair with the lowest merge id, all its occurrences left to right, until no
- * adjacent pair has a merge: the same result as applying the merges in training order. */
+/* Merges the pair with the highest priority (the earliest merge), all its occurrences left to
+ * right, until no adjacent pair has a merge: the same result as applying the merges in order. */
 static size_t encode_word(const nb_tokenizer *t, const unsigned char *w, size_t n, uint32_t *out) {
-    for (size_t i = 0; i < n; i++) out[i] = w[i];
+    if (t->ignore_merges) {
+        int64_t k = strmap_get((strmap *)&t->whole, (const char *)w, n, 0, NULL);
+        if (k >= 0) { out[0] = t->whole_id[k]; return 1; }
+    }
+    for (size_t i = 0; i < n; i++) out[i] = t->byte_id[w[i]];
     size_t m = n;
     while (m >= 2) {
         uint32_t best = UINT32_MAX;
         for (size_t j = 0; j + 1 < m; j++) {
-            uint32_t id = merge_lookup(t, out[j], out[j + 1]);
-            if (id < best) best = id;
+            uint32_t rank = merge_lookup(t, out[j], out[j + 1]);
+            if (rank < best) best = rank;
         }
         if (best == UINT32_MAX) break;
-        uint32_t A = t->merges[2 * (best - 256)], B = t->merges[2 * (best - 256) + 1];
+        uint32_t A = t->merges[3 * best], B = t->merges[3 * best + 1], R = t->merges[3 * best + 2];
         size_t r = 0;
         for (size_t j = 0; j < m;) {
-            if (j + 1 < m && out[j] == A && out[j + 1] == B) { out[r++] = best; j += 2; }
+            if (j + 1 < m && out[j] == A && out[j + 1] == B) { out[r++] = R; j += 2; }
             else out[r++] = out[j++];
         }
         m = r;
@@ -306,15 +402,18 @@ static void cache_clear(nb_tokenizer *t) {
     t->cache_ids_n = 0;
 }
 
+static size_t next_piece(const nb_tokenizer *t, const char *text, size_t len, size_t pos) {
+    return t->re ? nb_regex_next(t->re, text, len, pos) : nb_pretokenize_next(text, len, pos);
+}
+
 size_t nb_tokenizer_encode(nb_tokenizer *t, const char *text, size_t len, uint32_t *out) {
     size_t n = 0, pos = 0;
     while (pos < len) {
-        size_t end = nb_pretokenize_next(text, len, pos);
+        size_t end = next_piece(t, text, len, pos);
         size_t wl = end - pos;
         const char *w = text + pos;
         pos = end;
-        if (wl == 1) { out[n++] = (unsigned char)w[0]; continue; }
-        if (wl > CACHE_MAX_WORD) { n += encode_word(t, (const unsigned char *)w, wl, out + n); continue; }
+        if (wl == 1) { out[n++] = t->byte_id[(unsigned char)w[0]]; continue; }
         int added;
         if (t->cache.n >= CACHE_MAX_WORDS) cache_clear(t);
         int64_t id = strmap_get(&t->cache, w, wl, 1, &added);
@@ -363,7 +462,6 @@ size_t nb_tokenizer_decode(const nb_tokenizer *t, const int *ids, size_t n, char
     }
     return total;
 }
-
 /* ------------------------------------------------------------ training */
 typedef struct { int64_t count; uint32_t a, b; } heap_item;
 typedef struct {
@@ -648,36 +746,7 @@ done:
     return rc;
 }
 
-/* ------------------------------------------------------------ the file */
-static int serialize(const nb_tokenizer *t, nb_buf *b) {
-    int r = nb_buf_printf(b,
-                           "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"pretokenizer\": \"%s\",\n"
-                           "  \"vocab_size\": %d,\n  \"n_merges\": %d,\n"
-                           "  \"eot\": {\"id\": %d, \"text\": \"%s\"},\n  \"merges\": [",
-                           FORMAT_NAME, FORMAT_VERSION, PRETOKENIZER_NAME, t->vocab_size, t->n_merges, t->eot,
-                           NB_EOT_TEXT);
-    for (int k = 0; k < t->n_merges && !r; k++)
-        r = nb_buf_printf(b, "%s\n    [%u, %u]", k ? "," : "", t->merges[2 * k], t->merges[2 * k + 1]);
-    if (!r) r = nb_buf_printf(b, "%s]\n}\n", t->n_merges ? "\n  " : "");
-    return r;
-}
-
-int nb_tokenizer_save(const nb_tokenizer *t, const char *path) {
-    nb_buf b = {0};
-    int r = serialize(t, &b);
-    if (!r) r = nb_fs_write_atomic(path, b.p, b.n);
-    nb_buf_free(&b);
-    return r;
-}
-
-int nb_tokenizer_hash(const nb_tokenizer *t, char hex[65]) {
-    nb_buf b = {0};
-    int r = serialize(t, &b);
-    if (!r) nb_sha256_hex(b.p, b.n, hex);
-    nb_buf_free(&b);
-    return r;
-}
-
+/* ------------------------------------------------------------ nobubble's own file format */
 static int get_int(const nb_json *root, const char *key, int64_t *v, const char *path) {
     const nb_json *j = nb_json_get(root, key);
     if (!j || j->type != NB_JNUM || !j->is_int) return nb_fail("tokenizer %s: \"%s\" missing or not an integer", path, key);
@@ -685,26 +754,18 @@ static int get_int(const nb_json *root, const char *key, int64_t *v, const char 
     return 0;
 }
 
-int nb_tokenizer_load(nb_tokenizer **out, const char *path) {
+int nb_bpe_load_native(nb_tokenizer **out, const nb_json *root, const char *path) {
     *out = NULL;
-    char *text;
-    size_t n;
-    if (nb_fs_read_file(path, &text, &n, "tokenizer")) return -1;
-    nb_json root;
-    char what[512];
-    snprintf(what, sizeof what, "tokenizer %s", path);
-    int r = nb_json_parse(text, n, &root, what);
-    free(text);
-    if (r) return -1;
     uint32_t *merges = NULL;
-    const nb_json *fmt = nb_json_get(&root, "format"), *pre = nb_json_get(&root, "pretokenizer");
-    const nb_json *ms = nb_json_get(&root, "merges"), *eot = nb_json_get(&root, "eot");
+    const nb_json *fmt = nb_json_get(root, "format"), *pre = nb_json_get(root, "pretokenizer");
+    const nb_json *ms = nb_json_get(root, "merges"), *eot = nb_json_get(root, "eot");
     int64_t version = 0, vocab = 0, eot_id = 0;
-    if (root.type != NB_JOBJ || !fmt || fmt->type != NB_JSTR || strcmp(fmt->str, FORMAT_NAME)) {
+    int r;
+    if (root->type != NB_JOBJ || !fmt || fmt->type != NB_JSTR || strcmp(fmt->str, FORMAT_NAME)) {
         r = nb_fail("tokenizer %s: not a nobubble tokenizer (\"format\" must be \"%s\")", path, FORMAT_NAME);
         goto done;
     }
-    if ((r = get_int(&root, "version", &version, path))) goto done;
+    if ((r = get_int(root, "version", &version, path))) goto done;
     if (version != FORMAT_VERSION) {
         r = nb_fail("tokenizer %s: unsupported version %lld (expected %d)", path, (long long)version, FORMAT_VERSION);
         goto done;
@@ -713,7 +774,7 @@ int nb_tokenizer_load(nb_tokenizer **out, const char *path) {
         r = nb_fail("tokenizer %s: unknown pretokenizer (expected \"%s\")", path, PRETOKENIZER_NAME);
         goto done;
     }
-    if ((r = get_int(&root, "vocab_size", &vocab, path))) goto done;
+    if ((r = get_int(root, "vocab_size", &vocab, path))) goto done;
     if (!ms || ms->type != NB_JARR) { r = nb_fail("tokenizer %s: \"merges\" missing or not a list", path); goto done; }
     if ((int64_t)ms->n + 257 != vocab) {
         r = nb_fail("tokenizer %s: vocab_size %lld does not match %zu merges (expected %zu)", path, (long long)vocab,
@@ -745,6 +806,5 @@ int nb_tokenizer_load(nb_tokenizer **out, const char *path) {
     }
 done:
     free(merges);
-    nb_json_free(&root);
     return r;
 }

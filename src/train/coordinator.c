@@ -277,7 +277,9 @@ static int finish(exec_endpoint *e) {
     if (c->metrics && (ferror(c->metrics) || fflush(c->metrics))) return nb_fail("%s/metrics.jsonl: write failed", o->out_dir);
     if (train_tb_close(&c->tb)) return -1;
     if (o->out_dir && train_write_summary(o, res, run->T, pipeline ? extra : NULL)) return -1;
-    if (o->export_dir && nb_export_hf(run->model, o->export_dir)) return -1;
+    if (o->export_dir && (nb_export_hf(run->model, o->export_dir) ||
+                          nb_export_hf_generation_config(run->model, o->export_dir)))
+        return -1;
     return 0;
 }
 

@@ -2,7 +2,9 @@
 # Hugging Face's own loader against nobubble's output: transformers' LlamaForCausalLM.from_pretrained
 # loads a one-process export and a 3-stage pipeline checkpoint (Hugging Face's sharded layout, a part
 # per stage), with no weight missing or unexpected and every parameter equal to the file's
-# (tools/reference/hf_reference.py --check-folder). Run by .ci/run when transformers 4.31 and
+# (tools/reference/hf_reference.py --check-folder); and AutoTokenizer and tokenizers load the exported
+# tokenizer (tokenizer.json + tokenizer_config.json) and encode every validation document to
+# nobubble's ids (--check-tokenizer). Run by .ci/run when transformers 4.31 and
 # Debian's torch can be installed; otherwise it says so and skips.
 # Usage: tools/ci/hf_load_check.sh path/to/nobubble
 set -euo pipefail
@@ -18,8 +20,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for i in $(seq 1 30); do
   printf 'In the beginning God created the heaven and the earth. Verse %d.\n\nAnd the earth was without form. %d\n\n' "$i" "$((i * 3))"
+  # UTF-8 written as bytes, so that the text does not depend on the locale
+  printf "It's %d o'clock; they're sure we'll see it.  Caf\xc3\xa9\xc2\xa0au\xc2\xa0lait, na\xc3\xafve \xce\x95\xce\xbd \xce\xb1\xcf\x81\xcf\x87\xce\xae %d\xe5\xb9\xb4\t \xc2\xa0!!\n\n" "$i" "$((2000 + i))"
 done > "$work/text.txt"
-"$bin" prepare --input "$work/text.txt" --vocab 300 --val-fraction 0.1 --out "$work/data" > /dev/null 2>&1
+"$bin" prepare --input "$work/text.txt" --vocab 300 --val-fraction 0.3 --out "$work/data" > /dev/null 2>&1
 small=(--data "$work/data" --model tiny --set context=32 --set d_model=64 --set d_ffn=128 --set n_heads=4 --set n_kv_heads=2
        --set n_layers=3 --batch 2 --steps 3 --quiet)
 "$bin" train "${small[@]}" --set tied=0 --export "$work/export" > /dev/null
@@ -27,3 +31,4 @@ small=(--data "$work/data" --model tiny --set context=32 --set d_model=64 --set 
 here=$(dirname "$0")
 "$py" "$here/../reference/hf_reference.py" --check-folder "$work/export" 2>/dev/null
 "$py" "$here/../reference/hf_reference.py" --check-folder "$work/ck/step_000003" 2>/dev/null
+"$py" "$here/../reference/hf_reference.py" --check-tokenizer "$work/export" "$work/data" 2>/dev/null

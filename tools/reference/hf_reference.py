@@ -22,10 +22,14 @@ Optional: --nobubble PATH/TO/nobubble also exports a model with `nobubble export
 LlamaForCausalLM.from_pretrained loads it; --check-folder DIR loads a nobubble folder (an export, or a
 pipeline checkpoint with a part per stage) with from_pretrained and checks that no weight is missing
 or unexpected and that every parameter equals the tensor in the folder's files (manual checks of the
-other direction; not in CI).
+other direction; not in CI). --check-tokenizer FOLDER DATA loads FOLDER's tokenizer (nobubble's
+tokenizer.json + tokenizer_config.json) with AutoTokenizer and with tokenizers.Tokenizer.from_file, and
+checks that each validation document of the prepared folder DATA (its *_val_*.bin shards, documents
+separated by the end-of-text id) is the text's encoding by both: encode(decode(ids)) == ids.
 
 Usage: /usr/bin/python3 tools/reference/hf_reference.py [--out-dir tests/fixtures] [--nobubble build/nobubble]
        /usr/bin/python3 tools/reference/hf_reference.py --check-folder runs/x/ckpt/step_000100
+       /usr/bin/python3 tools/reference/hf_reference.py --check-tokenizer runs/x/export data/bible
 """
 import argparse
 import os
@@ -86,12 +90,67 @@ def check_folder(folder):
           % (folder, len(tensors), len(files), sum(p.numel() for p in m.parameters())))
 
 
+def read_shard(path):
+    """Token ids of a nobubble shard (the llm.c layout: 256 int32 header, then uint16 or uint32 ids)."""
+    header = np.fromfile(path, dtype=np.int32, count=256)
+    magic, count = int(header[0]), int(header[2])
+    dtype = {20240520: np.uint16, 20240801: np.uint32}[magic]
+    return np.fromfile(path, dtype=dtype, offset=1024)[:count].tolist()
+
+
+def fail(message):
+    """Says why on stdout (CI's script keeps stdout; transformers' warnings fill stderr) and exits 1."""
+    print(message)
+    sys.exit(1)
+
+
+def check_tokenizer(folder, data):
+    """AutoTokenizer and tokenizers load nobubble's tokenizer and encode the validation documents to nobubble's ids."""
+    import glob
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+    auto = AutoTokenizer.from_pretrained(folder)
+    raw = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+    eot = auto.convert_tokens_to_ids(auto.eos_token)
+    if raw.token_to_id(auto.eos_token) != eot:
+        fail("%s: tokenizer_config.json's eos_token %r is not the tokenizer's id %d" % (folder, auto.eos_token, eot))
+    shards = sorted(glob.glob(os.path.join(data, "*_val_*.bin")))
+    docs, doc = [], []
+    for shard in shards:
+        for i in read_shard(shard):
+            if i == eot:
+                if doc:
+                    docs.append(doc)
+                doc = []
+            else:
+                doc.append(i)
+    if doc:
+        docs.append(doc)
+    if not docs:
+        fail("%s: no validation documents in %s" % (data, shards))
+    for k, ids in enumerate(docs):
+        text = raw.decode(ids)
+        by_auto = auto(text, add_special_tokens=False)["input_ids"]
+        by_raw = raw.encode(text, add_special_tokens=False).ids
+        if by_auto != ids or by_raw != ids:
+            other = by_auto if by_auto != ids else by_raw
+            at = next((i for i, (a, b) in enumerate(zip(ids, other)) if a != b), min(len(ids), len(other)))
+            fail("%s: validation document %d encodes differently from token %d on: nobubble %s, %s %s"
+                 % (data, k, at, ids[at:at + 8], "AutoTokenizer" if by_auto != ids else "tokenizers", other[at:at + 8]))
+    print("%s: AutoTokenizer (%s) and tokenizers encode all %d validation documents (%d tokens) to nobubble's ids"
+          % (folder, type(auto).__name__, len(docs), sum(map(len, docs))))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out-dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures"))
     ap.add_argument("--nobubble", default=None)
     ap.add_argument("--check-folder", default=None)
+    ap.add_argument("--check-tokenizer", nargs=2, metavar=("FOLDER", "DATA"), default=None)
     args = ap.parse_args()
+    if args.check_tokenizer:
+        check_tokenizer(*args.check_tokenizer)
+        return
     if args.check_folder:
         check_folder(args.check_folder)
         return
