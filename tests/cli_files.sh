@@ -81,7 +81,8 @@ expect_error "a second pipeline run on the same --out" "--out $work/O is in use 
 kill -0 $pid 2>/dev/null && ok || fail "the first run went on meanwhile"
 kill -9 $pid 2>/dev/null
 wait $pid 2>/dev/null
-train --steps 2 --save-dir "$work/L" --out "$work/O" > "$work/L.log" 2>&1 && ok \
+# (its metrics.jsonl stays: a new run there needs --force, or --resume)
+train --steps 2 --save-dir "$work/L" --out "$work/O" --force > "$work/L.log" 2>&1 && ok \
   || fail "a run after one killed by kill -9 (its lock file left): $(cat "$work/L.log")"
 check "a run that ended leaves no lock file" test ! -e "$work/L/.nobubble.lock" -a ! -e "$work/O/.nobubble.lock"
 train --steps 2 "${pipe2[@]}" --save-dir "$work/same" --out "$work/same" > "$work/same.log" 2>&1 && ok \

@@ -18,6 +18,8 @@
  * and a micro-batch's largest activation, batch x seq x max(vocab_size, d_ffn, d_model) values, at most
  * NB_TRAIN_MAX_ACT_VALUES (2^31 - 1: GEMM dimensions are 32-bit; 8 GiB of floats). */
 #define NB_TRAIN_MAX_STEPS 100000000
+/* The resolved configuration a run writes into its --out folder (train --config reads it back). */
+#define NB_TRAIN_CONFIG_FILE "train_config.json"
 #define NB_TRAIN_MAX_BATCH 65536
 #define NB_TRAIN_MAX_MICROBATCHES 4096
 #define NB_TRAIN_MAX_STAGES 1024
@@ -54,6 +56,8 @@ typedef struct nb_train_options {
     int resume_override;        /* resume even when the configuration differs (a warning lists what); see
                                    docs/checkpoints.md for what may change without it */
     int quiet;                  /* no progress lines */
+    int force;                  /* start afresh where out_dir or save_dir holds an earlier run: its files
+                                   are removed (nb_train_check_folders; without it such a run is refused) */
     /* Real pipeline workers (docs/executor.md): one per stage of `stages`, running the
      * schedule's lowered actions and exchanging activations through a transport. Bitwise equal to the
      * one-process run with the schedule's delay (gpipe, 1f1b: sync; 2bw; pipedream) when each
@@ -90,6 +94,16 @@ int nb_evaluate(nb_model *m, nb_acts **acts, struct nb_loader *val, int batches,
  * nb_train then fails with a message saying where it stopped. */
 void nb_train_request_stop(void);
 int nb_train(const nb_train_options *o, nb_train_result *r);
+
+/* Whether the folders the run writes may be used: out_dir or save_dir holding an earlier run
+ * (summary.json, metrics.jsonl, NB_TRAIN_CONFIG_FILE, an hf/ export, step_NNNNNN checkpoints) is an
+ * error naming it, unless resume_dir (the run continues) or force (nb_train removes those first). */
+int nb_train_check_folders(const nb_train_options *o);
+/* The checkpoint --resume DIR means, into out: DIR itself when it is a checkpoint folder (or not a
+ * save folder at all: loading it then says what is wrong); for a save folder (--save-dir, holding
+ * step_NNNNNN folders) its newest complete and readable checkpoint, each newer one skipped with a
+ * line on stderr saying why. None usable: an error naming DIR. */
+int nb_train_find_checkpoint(const char *dir, char *out, size_t size);
 
 /* ---- the settings of a training run, as one table (src/train/settings.c) ----
  *

@@ -198,6 +198,9 @@ const nb_setting nb_settings[] = {
     {.name = "override", .flag = "--override", .type = NB_SET_BOOL, NO_RANGE, .offset = AT(resume_override),
      .def = 0, .metavar = "", .help = "--resume even where this run's settings differ (a warning lists them)",
      .resume = NB_RESUME_FREE},
+    {.name = "force", .flag = "--force", .type = NB_SET_BOOL, NO_RANGE, .offset = AT(force), .def = 0,
+     .metavar = "", .help = "start afresh where --out or --save-dir holds an earlier run (removes its files)",
+     .resume = NB_RESUME_FREE},
     {.name = "quiet", .flag = "--quiet", .type = NB_SET_BOOL, NO_RANGE, .offset = AT(quiet), .def = 0,
      .metavar = "", .help = "no progress lines", .resume = NB_RESUME_FREE},
 
