@@ -2,7 +2,7 @@
 # Guard rails on runs (issue 17): a --out or --save-dir that holds an earlier run is refused (exit 2)
 # unless --force (which removes that run's files and nothing else) or --resume; --resume SAVE_DIR picks
 # the newest complete checkpoint, saying which it skipped and why; sample refuses a tokenizer whose
-# vocabulary differs from the model's.
+# vocabulary differs from the model's; --data finds llm.c's shard names.
 set -u
 bin=${1:?usage: cli_runs.sh path/to/nobubble}
 source "$(dirname "$0")/support/cli_harness.sh"
@@ -75,4 +75,23 @@ expect_usage "sample with a smaller tokenizer" \
   "the tokenizer $work/d280/tokenizer.json has 280 tokens but the model $work/X/hf/config.json has vocab_size 300" \
   "$bin" sample --checkpoint "$work/X/hf" --tokenizer "$work/d280/tokenizer.json" --prompt "In the" --tokens 2
 check "sample with the model's own tokenizer" "$bin" sample --checkpoint "$work/X/hf" --prompt "In the" --tokens 2 > /dev/null
+# ---- --data finds llm.c's shard names: the same bytes under its names give the same run, bitwise
+check "a reference run on prepare's names" train --steps 3 --eval-every 3 --out "$work/names/ref"
+mkdir -p "$work/ts" "$work/fw" "$work/both"
+for d in ts fw both; do cp "$work/data/tokenizer.json" "$work/$d/"; done
+cp "$work/data/"*_train_000000.bin "$work/ts/tiny_shakespeare_train.bin"
+cp "$work/data/"*_val_000000.bin "$work/ts/tiny_shakespeare_val.bin"
+cp "$work/data/"*_train_000000.bin "$work/fw/fineweb_train_000001.bin"
+cp "$work/data/"*_val_000000.bin "$work/fw/fineweb_val_000000.bin"
+cp "$work/data/"*_train_000000.bin "$work/data/"*_val_000000.bin "$work/both/"
+printf 'not a shard' > "$work/both/tiny_shakespeare_train.bin"   # the numbered names win, as before
+for d in ts fw both; do
+  "$bin" train "${small[@]}" --data "$work/$d" --steps 3 --eval-every 3 --out "$work/names/$d" > "$work/names.log" 2>&1 \
+    || fail "--data with $d's names: $(cat "$work/names.log")"
+  want=$(hash_of "$work/names/ref"); got=$(hash_of "$work/names/$d")
+  [ -n "$want" ] && [ "$want" = "$got" ] && ok || fail "--data $d: weights '$got', prepare's names gave $want"
+  check "--data $d: validation shards found" grep -q '"final_val_loss": [0-9]' "$work/names/$d/summary.json"
+done
+expect_error "--data with no shard of either form" "no shard files match '$work/E/\*_train_\*.bin'" \
+  "$bin" train "${small[@]}" --data "$work/E" --steps 1
 finish

@@ -56,6 +56,19 @@ static int matches_any(const char *pattern) {
     return found;
 }
 
+/* The shards of --data DIR of one kind ("train", "val"): prepare's numbered NAME_KIND_NNNNNN.bin (also
+ * llm.c's fineweb_train_000001.bin), else llm.c's single NAME_KIND.bin (tiny_shakespeare_train.bin).
+ * Neither: the numbered pattern, which the loader's error then names. */
+static void data_glob(const char *dir, const char *kind, char *out, size_t size) {
+    snprintf(out, size, "%s/*_%s.bin", dir, kind);
+    if (matches_any(out)) {
+        char numbered[4200];
+        snprintf(numbered, sizeof numbered, "%s/*_%s_*.bin", dir, kind);
+        if (!matches_any(numbered)) return;
+    }
+    snprintf(out, size, "%s/*_%s_*.bin", dir, kind);
+}
+
 /* "--split 3,1": exactly `stages` block counts (their sum is checked with the model). */
 static int parse_split(const char *text, int stages, int *blocks) {
     const char *p = text;
@@ -98,7 +111,7 @@ static void add_setting_flag(train_args *t, const char *flag, const char *help) 
 
 static void train_options(train_args *t, nb_train_options *o) {
     const cli_option own[CLI_ONLY] = {
-        {"--data", OPT_STR, &t->data, "DIR    prepared data: DIR/*_train_*.bin, DIR/*_val_*.bin (data/bible)"},
+        {"--data", OPT_STR, &t->data, "DIR    prepared data: DIR/*_train_*.bin, DIR/*_val_*.bin, or llm.c's DIR/*_train.bin, DIR/*_val.bin (data/bible)"},
         {"--model", OPT_STR, &t->preset, "NAME   tiny | small | medium | smollm-135m | smollm-360m (tiny)"},
         {"--set", OPT_LIST, &t->sets, "F=V    override a model field, e.g. --set n_layers=2 (repeatable)"},
         {"--split", OPT_STR, &t->split, "A,B,.. blocks of each stage (even; with --pipeline: balanced by FLOPs, the head counted)"},
@@ -161,8 +174,8 @@ int cmd_train(int argc, char **argv) {
     char train_glob[4096], val_glob[4096];
     if (!o.train_pattern) {
         if (!data) data = "data/bible";
-        snprintf(train_glob, sizeof train_glob, "%s/*_train_*.bin", data);
-        snprintf(val_glob, sizeof val_glob, "%s/*_val_*.bin", data);
+        data_glob(data, "train", train_glob, sizeof train_glob);
+        data_glob(data, "val", val_glob, sizeof val_glob);
         o.train_pattern = train_glob;
         if (!o.val_pattern) {
             /* prepare --val-fraction 0 writes no validation shards: train without validation, and say so. */
