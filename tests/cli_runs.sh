@@ -94,4 +94,9 @@ for d in ts fw both; do
 done
 expect_error "--data with no shard of either form" "no shard files match '$work/E/\*_train_\*.bin'" \
   "$bin" train "${small[@]}" --data "$work/E" --steps 1
+# ---- an MPI launcher that does not give its world size (mpirun itself: tests/cli_mpirun.sh)
+expect_usage "a launcher without a world size" "does not give the number of processes" \
+  env PMIX_RANK=0 "$bin" train "${small[@]}" --pipeline 2bw --steps 1
+expect_usage "a world size that is not a count" "does not give the number of processes" \
+  env OMPI_COMM_WORLD_SIZE=two "$bin" train "${small[@]}" --pipeline 2bw --steps 1
 finish
