@@ -10,6 +10,7 @@ packages=(
   libopenblas-openmp-dev  # OpenBLAS (OpenMP build): the second CPU GEMM backend (NB_GEMM=openblas)
   bible-kjv         # the default corpus (the King James Bible)
   libopenmpi-dev openmpi-bin  # MPI: pipeline stages as processes (--transport mpi)
+  libjansson-dev    # Jansson: JSON for train --config
 )
 # With --test: what only the tests need as well.
 if [ "${1:-}" = "--test" ]; then

@@ -167,7 +167,7 @@ int nb_setting_has_range(const nb_setting *s);
 /* Parsing a run's flags: nb_train_defaults, then one call per flag, then nb_settings_finish. */
 typedef struct {
     nb_train_options *o;
-    unsigned char given[NB_SETTINGS_MAX];   /* by row: given on the command line */
+    unsigned char given[NB_SETTINGS_MAX];   /* by row: given on the command line (1) or by --config (2) */
 } nb_settings_args;
 void nb_settings_begin(nb_settings_args *a, nb_train_options *o);
 /* Applies `flag VALUE` (value NULL for a boolean flag). Fails (nb_fail) naming the flag, the value and
@@ -176,6 +176,22 @@ int nb_settings_arg(nb_settings_args *a, const char *flag, const char *value);
 /* The defaults that depend on other settings: per-optimizer values of the rows not given (--lr,
  * --beta1, ...), and --pipeline's delay (an explicit --delay must agree with it). */
 int nb_settings_finish(nb_settings_args *a);
+
+/* train --config FILE: a JSON object of settings, keyed by a flag's name without "--" ("lr", "aux-lr";
+ * the row's name "aux_lr" too) or a model field ("n_layers"), each value of its row's type (integers,
+ * numbers, true/false, strings; a u64 also as a string of digits). Each is applied as its flag would be
+ * (the same range checks), marking the row given by the file (given 2: a flag given afterwards
+ * overrides it). Model fields are kept as "FIELD=VALUE" for the caller to apply after the model's
+ * preset, as --set's. Errors name the file, the key and what was expected; unknown keys, duplicate
+ * keys and other types are refused. The handle owns the strings string settings point to: free it
+ * after the run. nb_settings_parse_config reads text (name: how errors call it). */
+typedef struct nb_train_config_file nb_train_config_file;
+int nb_settings_read_config(nb_settings_args *a, const char *path, nb_train_config_file **out);
+int nb_settings_parse_config(nb_settings_args *a, const char *text, size_t n, const char *name,
+                             nb_train_config_file **out);
+int nb_train_config_model_count(const nb_train_config_file *f);
+const char *nb_train_config_model_set(const nb_train_config_file *f, int i);
+void nb_train_config_free(nb_train_config_file *f);
 
 /* The --help line of a row (without the flag): "LR     peak learning rate (adamw 0.001, ...) (0..1e+09]". */
 void nb_setting_help(const nb_setting *s, char *buf, size_t size);

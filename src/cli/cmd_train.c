@@ -92,9 +92,9 @@ static int parse_split(const char *text, int stages, int *blocks) {
 /* The command's options: what only the command line has (data folders, the model preset and --set,
  * the split, OpenMP threads), then every setting of the run, from the settings table (train.h),
  * which parses, checks and documents them. help: room for each row's generated --help line. */
-enum { CLI_ONLY = 5, HELP_SIZE = 256 };
+enum { CLI_ONLY = 6, HELP_SIZE = 256 };
 typedef struct {
-    const char *data, *preset, *split;
+    const char *data, *preset, *split, *config;
     opt_list sets;
     int threads;
     nb_settings_args settings;
@@ -116,6 +116,8 @@ static void train_options(train_args *t, nb_train_options *o) {
         {"--set", OPT_LIST, &t->sets, "F=V    override a model field, e.g. --set n_layers=2 (repeatable)"},
         {"--split", OPT_STR, &t->split, "A,B,.. blocks of each stage (even; with --pipeline: balanced by FLOPs, the head counted)"},
         {"--threads", OPT_INT, &t->threads, "N      OpenMP threads (all cores) " CLI_RANGE(0, 1024)},
+        {"--config", OPT_STR, &t->config, "FILE   settings from a JSON file (a run's --out/" NB_TRAIN_CONFIG_FILE
+                                          " too); flags given here override it"},
     };
     t->preset = "tiny";
     memcpy(t->opts, own, sizeof own);
@@ -131,7 +133,41 @@ static void train_options(train_args *t, nb_train_options *o) {
     }
 }
 
+/* --config FILE (or --config=FILE), found before the flags are parsed: the file is applied first, so
+ * that every flag given, wherever it stands, overrides it. */
+static const char *config_arg(int argc, char **argv) {
+    const char *found = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--")) break;
+        if (!strcmp(argv[i], "--config") && i + 1 < argc) found = argv[++i];
+        else if (!strncmp(argv[i], "--config=", 9)) found = argv[i] + 9;
+    }
+    return found;
+}
+
+/* The file's model fields, after the preset and before --set; whether one was vocab_size. */
+static int apply_config_model(const nb_train_config_file *f, const char *path, nb_config *model, int *has_vocab) {
+    for (int i = 0; i < nb_train_config_model_count(f); i++) {
+        const char *set = nb_train_config_model_set(f, i);
+        if (nb_config_override(model, set)) {
+            fprintf(stderr, "nobubble train: --config %s: %s\n", path, nb_last_error());
+            return -1;
+        }
+        if (!strncmp(set, "vocab_size=", 11)) *has_vocab = 1;
+    }
+    return 0;
+}
+
+static int train_command(int argc, char **argv, nb_train_config_file **file);
+
 int cmd_train(int argc, char **argv) {
+    nb_train_config_file *file = NULL;
+    int rc = train_command(argc, argv, &file);
+    nb_train_config_free(file);
+    return rc;
+}
+
+static int train_command(int argc, char **argv, nb_train_config_file **file) {
     /* First, before any thread exists (OpenMP's, oneDNN's, MPI's, the pipeline's): every thread
      * then inherits the mask that blocks the stop signals, and only the signal thread takes them. */
     if (nb_signals_start(on_signal)) {
@@ -143,6 +179,11 @@ int cmd_train(int argc, char **argv) {
     static train_args t;   /* about 50 KB of help lines: not on the stack */
     memset(&t, 0, sizeof t);
     train_options(&t, &o);
+    const char *config = config_arg(argc, argv);
+    if (config && nb_settings_read_config(&t.settings, config, file)) {
+        fprintf(stderr, "nobubble train: %s\n", nb_last_error());
+        return 2;
+    }
     int rc = cli_parse(usage, argc, argv, t.opts, t.n_opts);
     if (rc) return rc > 0 ? 0 : 2;
     if (nb_settings_finish(&t.settings)) {
@@ -163,6 +204,7 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     int has_vocab_override = 0;
+    if (apply_config_model(*file, config, &o.model, &has_vocab_override)) return 2;
     for (int i = 0; i < t.sets.n; i++) {
         if (nb_config_override(&o.model, t.sets.items[i])) {
             fprintf(stderr, "nobubble train: --set %s\n", nb_last_error());
@@ -170,7 +212,16 @@ int cmd_train(int argc, char **argv) {
         }
         if (!strncmp(t.sets.items[i], "vocab_size=", 11)) has_vocab_override = 1;
     }
+    /* The file's model fields, checked together with --set's, naming the file. */
+    if (nb_train_config_model_count(*file) && nb_config_validate(&o.model)) {
+        fprintf(stderr, "nobubble train: --config %s%s: %s\n", config, t.sets.n ? " with --set" : "", nb_last_error());
+        return 2;
+    }
     const char *data = t.data;
+    /* --data here overrides the file's shards. */
+    const nb_setting *train_row = nb_setting_by_name("train"), *val_row = nb_setting_by_name("val");
+    if (data && t.settings.given[train_row - nb_settings] == 2) o.train_pattern = NULL;
+    if (data && t.settings.given[val_row - nb_settings] == 2) o.val_pattern = NULL;
     char train_glob[4096], val_glob[4096];
     if (!o.train_pattern) {
         if (!data) data = "data/bible";

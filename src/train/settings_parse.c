@@ -140,7 +140,7 @@ int nb_settings_arg(nb_settings_args *a, const char *flag, const char *value) {
     switch (s->type) {
     case NB_SET_BOOL: {
         const int on = !s->off_flag || strcmp(flag, s->off_flag);
-        if (*given && *(int *)setting_field(s, a->o) != on)
+        if (*given == 1 && *(int *)setting_field(s, a->o) != on)
             return nb_fail("give %s or %s, not both", s->flag, s->off_flag);
         setting_set_number(s, a->o, on);
         break;

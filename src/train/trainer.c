@@ -103,7 +103,7 @@ int train_lock_run(const nb_train_options *o, nb_fs_lock locks[2]) {
         nb_fs_unlock(&locks[0]);
         return -1;
     }
-    if (train_claim_folders(o)) {
+    if (train_claim_folders(o) || (o->out_dir && train_write_config(o))) {
         train_unlock_run(locks);
         return -1;
     }
