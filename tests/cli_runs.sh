@@ -21,7 +21,7 @@ hash_of() { sed -n 's/.*"weights_hash": "\([0-9a-f]*\)".*/\1/p' "$1/summary.json
 # ---- --out: an earlier run is refused, an empty folder is fine, --force starts afresh
 check "a first run" train --steps 2 --out "$work/R"
 expect_usage "a second run on the same --out" \
-  "--out $work/R already holds a run (summary.json, metrics.jsonl): give --force to start afresh" \
+  "--out $work/R already holds a run (summary.json, metrics.jsonl, train_config.json): give --force to start afresh" \
   train --steps 2 --out "$work/R"
 check "the refused run left the first run's summary" test -s "$work/R/summary.json"
 mkdir "$work/E"
