@@ -158,6 +158,28 @@ static int apply_config_model(const nb_train_config_file *f, const char *path, n
     return 0;
 }
 
+/* --resume SAVE_DIR: its newest complete checkpoint (o->resume_dir then points to it). Then a folder
+ * holding an earlier run is refused here, a usage error, before anything starts; nb_train checks again
+ * once it holds the folders' locks, and removes the old files under --force. */
+static int resolve_run_folders(nb_train_options *o) {
+    static char resume_path[4400];
+    if (o->resume_dir) {
+        if (nb_train_find_checkpoint(o->resume_dir, resume_path, sizeof resume_path)) {
+            fprintf(stderr, "nobubble train: %s\n", nb_last_error());
+            return -1;
+        }
+        if (strcmp(resume_path, o->resume_dir))
+            fprintf(stderr, "nobubble train: --resume %s: its newest complete checkpoint is %s\n", o->resume_dir,
+                    resume_path);
+        o->resume_dir = resume_path;
+    }
+    if (nb_train_check_folders(o)) {
+        fprintf(stderr, "nobubble train: %s\n", nb_last_error());
+        return -1;
+    }
+    return 0;
+}
+
 static int train_command(int argc, char **argv, nb_train_config_file **file);
 
 int cmd_train(int argc, char **argv) {
@@ -245,24 +267,7 @@ static int train_command(int argc, char **argv, nb_train_config_file **file) {
         fprintf(stderr, "nobubble train: give --data or --train, not both\n");
         return 2;
     }
-    /* --resume SAVE_DIR: its newest complete checkpoint. */
-    static char resume_path[4400];
-    if (o.resume_dir) {
-        if (nb_train_find_checkpoint(o.resume_dir, resume_path, sizeof resume_path)) {
-            fprintf(stderr, "nobubble train: %s\n", nb_last_error());
-            return 2;
-        }
-        if (strcmp(resume_path, o.resume_dir))
-            fprintf(stderr, "nobubble train: --resume %s: its newest complete checkpoint is %s\n", o.resume_dir,
-                    resume_path);
-        o.resume_dir = resume_path;
-    }
-    /* A folder holding an earlier run: refused here (a usage error) before anything starts; nb_train
-     * checks again once it holds the folders' locks, and removes the old files under --force. */
-    if (nb_train_check_folders(&o)) {
-        fprintf(stderr, "nobubble train: %s\n", nb_last_error());
-        return 2;
-    }
+    if (resolve_run_folders(&o)) return 2;
     /* Past a file-size limit a write then fails (EFBIG) and the run reports it like a full disk,
      * instead of being killed mid-checkpoint. */
     signal(SIGXFSZ, SIG_IGN);
