@@ -34,13 +34,13 @@ steady() {
 idle() { grep -o '"steady_idle_fraction": [0-9.e+-]*' "$1/summary.json" | awk '{printf "%s%.4f", (NR > 1 ? " " : ""), $2}'; }
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
-run() {  # run OUT transport kind M
+run() {  # run OUT transport kind M   (OUT is reused by every repeat: --force)
   local out=$1 transport=$2 kind=$3 M=$4
   if [ "$transport" = mpi ]; then
     mpirun -np 2 --bind-to core $bin train "${model[@]}" --stages 2 --microbatches "$M" --pipeline "$kind" \
-      --transport mpi --threads-per-stage 1 --quiet --out "$out" >/dev/null
+      --transport mpi --threads-per-stage 1 --quiet --force --out "$out" >/dev/null
   else
-    $bin train "${model[@]}" --stages 2 --microbatches "$M" --pipeline "$kind" --threads-per-stage 1 --quiet --out "$out" >/dev/null
+    $bin train "${model[@]}" --stages 2 --microbatches "$M" --pipeline "$kind" --threads-per-stage 1 --quiet --force --out "$out" >/dev/null
   fi
 }
 
@@ -49,8 +49,8 @@ for M in 2 4 8; do
   : > "$tmp/threads"; : > "$tmp/mpi"
   for rep in $(seq 1 "$reps"); do
     # The one-process runs (2bw delay, stages in sequence) on one core and on both.
-    OMP_NUM_THREADS=1 $bin train "${model[@]}" --stages 2 --microbatches "$M" --delay 2bw --threads 1 --quiet --out "$tmp/c" >/dev/null
-    $bin train "${model[@]}" --stages 2 --microbatches "$M" --delay 2bw --threads 2 --quiet --out "$tmp/d" >/dev/null
+    OMP_NUM_THREADS=1 $bin train "${model[@]}" --stages 2 --microbatches "$M" --delay 2bw --threads 1 --quiet --force --out "$tmp/c" >/dev/null
+    $bin train "${model[@]}" --stages 2 --microbatches "$M" --delay 2bw --threads 2 --quiet --force --out "$tmp/d" >/dev/null
     for transport in threads mpi; do
       run "$tmp/a" "$transport" 1f1b "$M"
       run "$tmp/b" "$transport" 2bw "$M"

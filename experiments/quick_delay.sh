@@ -16,8 +16,9 @@ for seed in $(seq 1 "$seeds"); do
     for mode in sync 2bw 2bw+ef; do
       extra=(); case $mode in sync) extra=(--delay sync) ;; 2bw) extra=(--delay 2bw) ;; 2bw+ef) extra=(--delay 2bw --ef 1) ;; esac
       out=runs/quick_delay/$opt-$mode-seed$seed
+      # a finished run is kept; an interrupted one (no summary.json) starts afresh (--force)
       [ -f "$out/summary.json" ] || ./build/nobubble train "${common[@]}" --optimizer $opt "${lr[@]}" "${extra[@]}" \
-        --seed "$seed" --data-seed "$seed" --out "$out" > /dev/null
+        --seed "$seed" --data-seed "$seed" --out "$out" --force > /dev/null
     done
   done
 done

@@ -13,6 +13,7 @@ packages=(
   bible-kjv         # the default corpus (the King James Bible)
   libpcre2-dev      # PCRE2: the regex pre-tokenizers of Hugging Face tokenizer.json files
   libopenmpi-dev openmpi-bin  # MPI: pipeline stages as processes (--transport mpi)
+  libjansson-dev    # Jansson: JSON for train --config
 )
 # With --test: what only the tests need as well.
 if [ "${1:-}" = "--test" ]; then

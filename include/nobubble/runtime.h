@@ -78,4 +78,7 @@ int nb_mpi_links(nb_link **links, int *n_links, int n_stages, int n_endpoints);
 void nb_mpi_finish(void);
 /* Whether this process was started by an MPI launcher (mpirun sets its rank variables). */
 int nb_mpi_launched(void);
+/* The number of processes the MPI launcher started (OMPI_COMM_WORLD_SIZE, else PMI_SIZE): 0 when not
+ * launched by one, -1 when launched by one that does not say (or says something that is not a count). */
+int nb_mpi_world_size(void);
 #endif

@@ -18,6 +18,8 @@
  * and a micro-batch's largest activation, batch x seq x max(vocab_size, d_ffn, d_model) values, at most
  * NB_TRAIN_MAX_ACT_VALUES (2^31 - 1: GEMM dimensions are 32-bit; 8 GiB of floats). */
 #define NB_TRAIN_MAX_STEPS 100000000
+/* The resolved configuration a run writes into its --out folder (train --config reads it back). */
+#define NB_TRAIN_CONFIG_FILE "train_config.json"
 #define NB_TRAIN_MAX_BATCH 65536
 #define NB_TRAIN_MAX_MICROBATCHES 4096
 #define NB_TRAIN_MAX_STAGES 1024
@@ -58,6 +60,8 @@ typedef struct nb_train_options {
                                    state; model must equal its config.json); with resume_dir, only the model
                                    comes from it (NULL: weights from seed) */
     int quiet;                  /* no progress lines */
+    int force;                  /* start afresh where out_dir or save_dir holds an earlier run: its files
+                                   are removed (nb_train_check_folders; without it such a run is refused) */
     /* Real pipeline workers (docs/executor.md): one per stage of `stages`, running the
      * schedule's lowered actions and exchanging activations through a transport. Bitwise equal to the
      * one-process run with the schedule's delay (gpipe, 1f1b: sync; 2bw; pipedream) when each
@@ -96,6 +100,16 @@ int nb_evaluate(nb_model *m, nb_acts **acts, struct nb_loader *val, int batches,
  * nb_train then fails with a message saying where it stopped. */
 void nb_train_request_stop(void);
 int nb_train(const nb_train_options *o, nb_train_result *r);
+
+/* Whether the folders the run writes may be used: out_dir or save_dir holding an earlier run
+ * (summary.json, metrics.jsonl, NB_TRAIN_CONFIG_FILE, an hf/ export, step_NNNNNN checkpoints) is an
+ * error naming it, unless resume_dir (the run continues) or force (nb_train removes those first). */
+int nb_train_check_folders(const nb_train_options *o);
+/* The checkpoint --resume DIR means, into out: DIR itself when it is a checkpoint folder (or not a
+ * save folder at all: loading it then says what is wrong); for a save folder (--save-dir, holding
+ * step_NNNNNN folders) its newest complete and readable checkpoint, each newer one skipped with a
+ * line on stderr saying why. None usable: an error naming DIR. */
+int nb_train_find_checkpoint(const char *dir, char *out, size_t size);
 
 /* ---- the settings of a training run, as one table (src/train/settings.c) ----
  *
@@ -161,7 +175,7 @@ int nb_setting_has_range(const nb_setting *s);
 /* Parsing a run's flags: nb_train_defaults, then one call per flag, then nb_settings_finish. */
 typedef struct {
     nb_train_options *o;
-    unsigned char given[NB_SETTINGS_MAX];   /* by row: given on the command line */
+    unsigned char given[NB_SETTINGS_MAX];   /* by row: given on the command line (1) or by --config (2) */
 } nb_settings_args;
 void nb_settings_begin(nb_settings_args *a, nb_train_options *o);
 /* Applies `flag VALUE` (value NULL for a boolean flag). Fails (nb_fail) naming the flag, the value and
@@ -170,6 +184,22 @@ int nb_settings_arg(nb_settings_args *a, const char *flag, const char *value);
 /* The defaults that depend on other settings: per-optimizer values of the rows not given (--lr,
  * --beta1, ...), and --pipeline's delay (an explicit --delay must agree with it). */
 int nb_settings_finish(nb_settings_args *a);
+
+/* train --config FILE: a JSON object of settings, keyed by a flag's name without "--" ("lr", "aux-lr";
+ * the row's name "aux_lr" too) or a model field ("n_layers"), each value of its row's type (integers,
+ * numbers, true/false, strings; a u64 also as a string of digits). Each is applied as its flag would be
+ * (the same range checks), marking the row given by the file (given 2: a flag given afterwards
+ * overrides it). Model fields are kept as "FIELD=VALUE" for the caller to apply after the model's
+ * preset, as --set's. Errors name the file, the key and what was expected; unknown keys, duplicate
+ * keys and other types are refused. The handle owns the strings string settings point to: free it
+ * after the run. nb_settings_parse_config reads text (name: how errors call it). */
+typedef struct nb_train_config_file nb_train_config_file;
+int nb_settings_read_config(nb_settings_args *a, const char *path, nb_train_config_file **out);
+int nb_settings_parse_config(nb_settings_args *a, const char *text, size_t n, const char *name,
+                             nb_train_config_file **out);
+int nb_train_config_model_count(const nb_train_config_file *f);
+const char *nb_train_config_model_set(const nb_train_config_file *f, int i);
+void nb_train_config_free(nb_train_config_file *f);
 
 /* The --help line of a row (without the flag): "LR     peak learning rate (adamw 0.001, ...) (0..1e+09]". */
 void nb_setting_help(const nb_setting *s, char *buf, size_t size);

@@ -84,11 +84,13 @@ int cmd_sample(int argc, char **argv) {
         fprintf(stderr, "nobubble sample: %s\n", nb_last_error());
         return 1;
     }
-    if (nb_tokenizer_vocab_size(tok) > cfg.vocab_size) {
-        fprintf(stderr, "nobubble sample: tokenizer %s has %d tokens, the model only %d\n", tok_path,
-                nb_tokenizer_vocab_size(tok), cfg.vocab_size);
+    /* A tokenizer of another vocabulary would turn the model's ids into the wrong text (or none). */
+    if (nb_tokenizer_vocab_size(tok) != cfg.vocab_size) {
+        fprintf(stderr, "nobubble sample: the tokenizer %s has %d tokens but the model %s/config.json has "
+                "vocab_size %d: expected the tokenizer the model was trained with (--tokenizer FILE)\n", tok_path,
+                nb_tokenizer_vocab_size(tok), ckpt, cfg.vocab_size);
         nb_tokenizer_free(tok);
-        return 1;
+        return 2;
     }
     size_t plen = strlen(prompt);
     uint32_t *ids = malloc(sizeof(uint32_t) * (plen + 1));

@@ -57,6 +57,19 @@ static int matches_any(const char *pattern) {
     return found;
 }
 
+/* The shards of --data DIR of one kind ("train", "val"): prepare's numbered NAME_KIND_NNNNNN.bin (also
+ * llm.c's fineweb_train_000001.bin), else llm.c's single NAME_KIND.bin (tiny_shakespeare_train.bin).
+ * Neither: the numbered pattern, which the loader's error then names. */
+static void data_glob(const char *dir, const char *kind, char *out, size_t size) {
+    snprintf(out, size, "%s/*_%s.bin", dir, kind);
+    if (matches_any(out)) {
+        char numbered[4200];
+        snprintf(numbered, sizeof numbered, "%s/*_%s_*.bin", dir, kind);
+        if (!matches_any(numbered)) return;
+    }
+    snprintf(out, size, "%s/*_%s_*.bin", dir, kind);
+}
+
 /* "--split 3,1": exactly `stages` block counts (their sum is checked with the model). */
 static int parse_split(const char *text, int stages, int *blocks) {
     const char *p = text;
@@ -80,9 +93,9 @@ static int parse_split(const char *text, int stages, int *blocks) {
 /* The command's options: what only the command line has (data folders, the model preset and --set,
  * the split, OpenMP threads), then every setting of the run, from the settings table (train.h),
  * which parses, checks and documents them. help: room for each row's generated --help line. */
-enum { CLI_ONLY = 5, HELP_SIZE = 256 };
+enum { CLI_ONLY = 6, HELP_SIZE = 256 };
 typedef struct {
-    const char *data, *preset, *split;
+    const char *data, *preset, *split, *config;
     opt_list sets;
     int threads;
     nb_settings_args settings;
@@ -99,11 +112,13 @@ static void add_setting_flag(train_args *t, const char *flag, const char *help) 
 
 static void train_options(train_args *t, nb_train_options *o) {
     const cli_option own[CLI_ONLY] = {
-        {"--data", OPT_STR, &t->data, "DIR    prepared data: DIR/*_train_*.bin, DIR/*_val_*.bin (data/bible)"},
+        {"--data", OPT_STR, &t->data, "DIR    prepared data: DIR/*_train_*.bin, DIR/*_val_*.bin, or llm.c's DIR/*_train.bin, DIR/*_val.bin (data/bible)"},
         {"--model", OPT_STR, &t->preset, "NAME   tiny | small | medium | smollm-135m | smollm-360m (tiny)"},
         {"--set", OPT_LIST, &t->sets, "F=V    override a model field, e.g. --set n_layers=2 (repeatable)"},
         {"--split", OPT_STR, &t->split, "A,B,.. blocks of each stage (even; with --pipeline: balanced by FLOPs, the head counted)"},
         {"--threads", OPT_INT, &t->threads, "N      OpenMP threads (all cores) " CLI_RANGE(0, 1024)},
+        {"--config", OPT_STR, &t->config, "FILE   settings from a JSON file (a run's --out/" NB_TRAIN_CONFIG_FILE
+                                          " too); flags given here override it"},
     };
     memcpy(t->opts, own, sizeof own);
     t->n_opts = CLI_ONLY;
@@ -118,19 +133,77 @@ static void train_options(train_args *t, nb_train_options *o) {
     }
 }
 
-/* The model of a fresh run: --model's preset (tiny), then each --set. */
-static int model_from_flags(const train_args *t, nb_train_options *o) {
+/* --config FILE (or --config=FILE), found before the flags are parsed: the file is applied first, so
+ * that every flag given, wherever it stands, overrides it. */
+static const char *config_arg(int argc, char **argv) {
+    const char *found = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--")) break;
+        if (!strcmp(argv[i], "--config") && i + 1 < argc) found = argv[++i];
+        else if (!strncmp(argv[i], "--config=", 9)) found = argv[i] + 9;
+    }
+    return found;
+}
+
+/* The file's model fields, after the preset and before --set; whether one was vocab_size. */
+static int apply_config_model(const nb_train_config_file *f, const char *path, nb_config *model, int *has_vocab) {
+    for (int i = 0; i < nb_train_config_model_count(f); i++) {
+        const char *set = nb_train_config_model_set(f, i);
+        if (nb_config_override(model, set)) {
+            fprintf(stderr, "nobubble train: --config %s: %s\n", path, nb_last_error());
+            return -1;
+        }
+        if (!strncmp(set, "vocab_size=", 11)) *has_vocab = 1;
+    }
+    return 0;
+}
+
+/* --resume SAVE_DIR: its newest complete checkpoint (o->resume_dir then points to it). Then a folder
+ * holding an earlier run is refused here, a usage error, before anything starts; nb_train checks again
+ * once it holds the folders' locks, and removes the old files under --force. */
+static int resolve_run_folders(nb_train_options *o) {
+    static char resume_path[4400];
+    if (o->resume_dir) {
+        if (nb_train_find_checkpoint(o->resume_dir, resume_path, sizeof resume_path)) {
+            fprintf(stderr, "nobubble train: %s\n", nb_last_error());
+            return -1;
+        }
+        if (strcmp(resume_path, o->resume_dir))
+            fprintf(stderr, "nobubble train: --resume %s: its newest complete checkpoint is %s\n", o->resume_dir,
+                    resume_path);
+        o->resume_dir = resume_path;
+    }
+    if (nb_train_check_folders(o)) {
+        fprintf(stderr, "nobubble train: %s\n", nb_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+/* The model of a fresh run: --model's preset (tiny), then --config's model fields, then each --set;
+ * *has_vocab: whether the file or a --set gave vocab_size. */
+static int model_from_flags(const train_args *t, const nb_train_config_file *file, const char *config,
+                            nb_train_options *o, int *has_vocab) {
     if (nb_config_preset(t->preset ? t->preset : "tiny", &o->model)) {
         fprintf(stderr, "nobubble train: %s\n", nb_last_error());
         return 2;
     }
-    for (int i = 0; i < t->sets.n; i++)
+    if (apply_config_model(file, config, &o->model, has_vocab)) return 2;
+    for (int i = 0; i < t->sets.n; i++) {
         if (nb_config_override(&o->model, t->sets.items[i])) {
             fprintf(stderr, "nobubble train: --set %s\n", nb_last_error());
             return 2;
         }
+        if (!strncmp(t->sets.items[i], "vocab_size=", 11)) *has_vocab = 1;
+    }
+    /* The file's model fields, checked together with --set's, naming the file. */
+    if (nb_train_config_model_count(file) && nb_config_validate(&o->model)) {
+        fprintf(stderr, "nobubble train: --config %s%s: %s\n", config, t->sets.n ? " with --set" : "", nb_last_error());
+        return 2;
+    }
     return 0;
 }
+
 
 /* --init-from DIR: the model is DIR/config.json's. --model is refused; a --set is accepted only where it
  * repeats the file's value (it cannot change a model whose weights are given). */
@@ -166,7 +239,16 @@ static int model_from_hf(const train_args *t, nb_train_options *o) {
     return 0;
 }
 
+static int train_command(int argc, char **argv, nb_train_config_file **file);
+
 int cmd_train(int argc, char **argv) {
+    nb_train_config_file *file = NULL;
+    int rc = train_command(argc, argv, &file);
+    nb_train_config_free(file);
+    return rc;
+}
+
+static int train_command(int argc, char **argv, nb_train_config_file **file) {
     /* First, before any thread exists (OpenMP's, oneDNN's, MPI's, the pipeline's): every thread
      * then inherits the mask that blocks the stop signals, and only the signal thread takes them. */
     if (nb_signals_start(on_signal)) {
@@ -178,6 +260,11 @@ int cmd_train(int argc, char **argv) {
     static train_args t;   /* about 50 KB of help lines: not on the stack */
     memset(&t, 0, sizeof t);
     train_options(&t, &o);
+    const char *config = config_arg(argc, argv);
+    if (config && nb_settings_read_config(&t.settings, config, file)) {
+        fprintf(stderr, "nobubble train: %s\n", nb_last_error());
+        return 2;
+    }
     int rc = cli_parse(usage, argc, argv, t.opts, t.n_opts);
     if (rc) return rc > 0 ? 0 : 2;
     if (nb_settings_finish(&t.settings)) {
@@ -193,20 +280,27 @@ int cmd_train(int argc, char **argv) {
     if (t.split) o.split = split_blocks;
     if (o.delay.ef && (o.delay.mode == NB_DELAY_SYNC || (o.delay.mode == NB_DELAY_FIXED && o.delay.tau == 0)))
         fprintf(stderr, "nobubble train: warning: --ef with no delay does nothing (it corrects delayed steps only)\n");
-    rc = o.init_from ? model_from_hf(&t, &o) : model_from_flags(&t, &o);
+    int has_vocab_override = o.init_from != NULL;   /* an imported model keeps its vocabulary */
+    if (o.init_from && nb_train_config_model_count(*file)) {
+        fprintf(stderr, "nobubble train: --config %s sets model fields; with --init-from %s the model comes from its "
+                "config.json\n", config, o.init_from);
+        return 2;
+    }
+    rc = o.init_from ? model_from_hf(&t, &o) : model_from_flags(&t, *file, config, &o, &has_vocab_override);
     if (rc) return rc;
     if (o.init_from && o.resume_dir)
         fprintf(stderr, "nobubble train: note: --resume %s continues that run's weights and state; --init-from %s gives "
                 "only the model's configuration\n", o.resume_dir, o.init_from);
-    int has_vocab_override = o.init_from != NULL;   /* an imported model keeps its vocabulary */
-    for (int i = 0; i < t.sets.n; i++)
-        if (!strncmp(t.sets.items[i], "vocab_size=", 11)) has_vocab_override = 1;
     const char *data = t.data;
+    /* --data here overrides the file's shards. */
+    const nb_setting *train_row = nb_setting_by_name("train"), *val_row = nb_setting_by_name("val");
+    if (data && t.settings.given[train_row - nb_settings] == 2) o.train_pattern = NULL;
+    if (data && t.settings.given[val_row - nb_settings] == 2) o.val_pattern = NULL;
     char train_glob[4096], val_glob[4096];
     if (!o.train_pattern) {
         if (!data) data = "data/bible";
-        snprintf(train_glob, sizeof train_glob, "%s/*_train_*.bin", data);
-        snprintf(val_glob, sizeof val_glob, "%s/*_val_*.bin", data);
+        data_glob(data, "train", train_glob, sizeof train_glob);
+        data_glob(data, "val", val_glob, sizeof val_glob);
         o.train_pattern = train_glob;
         if (!o.val_pattern) {
             /* prepare --val-fraction 0 writes no validation shards: train without validation, and say so. */
@@ -230,6 +324,7 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "nobubble train: give --data or --train, not both\n");
         return 2;
     }
+    if (resolve_run_folders(&o)) return 2;
     /* Past a file-size limit a write then fails (EFBIG) and the run reports it like a full disk,
      * instead of being killed mid-checkpoint. */
     signal(SIGXFSZ, SIG_IGN);

@@ -20,6 +20,18 @@ int nb_mpi_launched(void) {
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
 }
 
+int nb_mpi_world_size(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (!v) continue;
+        char *end;
+        long n = strtol(v, &end, 10);
+        return end != v && !*end && n >= 1 && n <= 1000000 ? (int)n : -1;
+    }
+    return nb_mpi_launched() ? -1 : 0;
+}
+
 #ifdef NB_HAVE_MPI
 #include <mpi.h>
 

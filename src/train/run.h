@@ -54,6 +54,10 @@ int train_evaluates(const nb_train_options *o, int step, int last);
  * locks[1]: --out; train_unlock_run releases them (safe on locks of a failed or absent lock). */
 int train_lock_run(const nb_train_options *o, nb_fs_lock locks[2]);
 void train_unlock_run(nb_fs_lock locks[2]);
+/* nb_train_check_folders, once the folders are locked; with --force the earlier run's files go. */
+int train_claim_folders(const nb_train_options *o);
+/* OUT_DIR/NB_TRAIN_CONFIG_FILE: the run's resolved settings, in the form train --config reads. */
+int train_write_config(const nb_train_options *o);
 /* Whether SIGINT/SIGTERM asked the run to stop (nb_train_request_stop). */
 int train_stop_requested(void);
 #endif

@@ -205,6 +205,9 @@ const nb_setting nb_settings[] = {
     {.name = "init_from", .flag = "--init-from", .type = NB_SET_STRING, NO_RANGE, .offset = AT(init_from),
      .metavar = "DIR", .help = "start from a Hugging Face model's weights (DIR/config.json gives the model; step 0)",
      .resume = NB_RESUME_FREE, .summary_key = "run.init_from"},
+    {.name = "force", .flag = "--force", .type = NB_SET_BOOL, NO_RANGE, .offset = AT(force), .def = 0,
+     .metavar = "", .help = "start afresh where --out or --save-dir holds an earlier run (removes its files)",
+     .resume = NB_RESUME_FREE},
     {.name = "quiet", .flag = "--quiet", .type = NB_SET_BOOL, NO_RANGE, .offset = AT(quiet), .def = 0,
      .metavar = "", .help = "no progress lines", .resume = NB_RESUME_FREE},
 

@@ -140,7 +140,7 @@ int nb_settings_arg(nb_settings_args *a, const char *flag, const char *value) {
     switch (s->type) {
     case NB_SET_BOOL: {
         const int on = !s->off_flag || strcmp(flag, s->off_flag);
-        if (*given && *(int *)setting_field(s, a->o) != on)
+        if (*given == 1 && *(int *)setting_field(s, a->o) != on)
             return nb_fail("give %s or %s, not both", s->flag, s->off_flag);
         setting_set_number(s, a->o, on);
         break;
@@ -178,10 +178,38 @@ static int pipeline_delay(nb_settings_args *a) {
     return nb_delay_parse(own, &o->delay);
 }
 
+/* Under mpirun with more than one process and no --transport: one stage per process (--transport mpi,
+ * --stages the world size), rather than every process running the whole pipeline into the same files.
+ * Flags that say otherwise are refused, naming both. A world of one is left as it was. */
+static int follow_mpirun(nb_settings_args *a) {
+    nb_train_options *o = a->o;
+    const int world = nb_mpi_world_size();
+    if (world == 0 || world == 1) return 0;
+    const nb_setting *transport = nb_setting_by_name("transport"), *stages = nb_setting_by_name("stages");
+    if (a->given[transport - nb_settings]) {
+        if (o->transport == NB_TRANSPORT_MPI) return 0;
+        return nb_fail("--transport threads under mpirun (%d processes): each process would run the whole pipeline "
+                       "into the same files; leave --transport out (one stage per process) or run one process "
+                       "without mpirun", world);
+    }
+    if (world < 0)
+        return nb_fail("started by an MPI launcher that does not give the number of processes (no "
+                       "OMPI_COMM_WORLD_SIZE or PMI_SIZE, or not a count): give --transport mpi and --stages P");
+    if (a->given[stages - nb_settings] && o->stages != world)
+        return nb_fail("--stages %d, but mpirun started %d processes (one per stage): expected --stages %d or "
+                       "mpirun -np %d", o->stages, world, world, o->stages);
+    if (o->pipeline < 0)
+        return nb_fail("mpirun started %d processes, one per pipeline stage: expected --pipeline KIND (%s)", world,
+                       "gpipe, 1f1b, pipedream, 2bw");
+    o->transport = NB_TRANSPORT_MPI;
+    o->stages = world;
+    return 0;
+}
+
 int nb_settings_finish(nb_settings_args *a) {
     for (int i = 0; i < nb_settings_count; i++)
         if (nb_settings[i].by_optimizer && !a->given[i]) setting_set_default(&nb_settings[i], a->o);
-    return pipeline_delay(a);
+    return follow_mpirun(a) || pipeline_delay(a);
 }
 
 void setting_format_display(const nb_setting *s, const nb_train_options *o, char *buf, size_t size) {

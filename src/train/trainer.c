@@ -103,6 +103,10 @@ int train_lock_run(const nb_train_options *o, nb_fs_lock locks[2]) {
         nb_fs_unlock(&locks[0]);
         return -1;
     }
+    if (train_claim_folders(o) || (o->out_dir && train_write_config(o))) {
+        train_unlock_run(locks);
+        return -1;
+    }
     return 0;
 }
 

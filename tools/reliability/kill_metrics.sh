@@ -40,7 +40,8 @@ for mode in $modes; do
     kill -9 $pid 2>/dev/null && kills=$((kills + 1))
     wait $pid 2>/dev/null
     newest=$(ls -d "$d"/save/step_[0-9]* 2>/dev/null | grep -v '\.partial$' | sort | tail -1)
-    resume=(); [ -n "$newest" ] && resume=(--resume "$newest")
+    # killed before its first checkpoint: start afresh over the killed run's metrics.jsonl (--force)
+    resume=(--force); [ -n "$newest" ] && resume=(--resume "$newest")
     if ! "$bin" train "${small[@]}" "${flags[@]}" --save-dir "$d/save" --save-every 1 --out "$d/out" "${resume[@]}" \
          > "$d/log" 2>&1; then
       fails=$((fails + 1)); echo "$mode try $trial: the resumed run failed: $(tail -1 "$d/log")"; continue

@@ -1,0 +1,218 @@
+/* train --config FILE: a run's settings as one JSON object, read with Jansson (Debian's libjansson),
+ * and the resolved configuration every run writes into its --out (NB_TRAIN_CONFIG_FILE) in the same
+ * form, so that --config of that file runs the same computation again. Keys are the settings table's:
+ * a flag's name without "--" ("lr", "aux-lr"; the row's name, "aux_lr", is taken too) and the model's
+ * fields ("n_layers"); values are typed as the row says. Every value goes through the parser the
+ * flags use (nb_settings_arg), so the ranges and messages are the table's. docs/config.md. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "nobubble/train.h"
+#include "train/run.h"
+#include "train/settings_value.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/json.h"
+
+struct nb_train_config_file {
+    json_t *root;        /* owns the strings that string settings point to */
+    char **model_sets;   /* "FIELD=VALUE", applied by the caller after the model's preset */
+    int n_model_sets;
+};
+
+/* A model field's row: no flag, a summary key under "model.". */
+static int is_model_row(const nb_setting *s) {
+    return !s->flag && s->summary_key && !strncmp(s->summary_key, "model.", 6);
+}
+
+/* What a key names: a row with a flag (by its flag without "--", or its name) or a model field. */
+static const nb_setting *row_of_key(const char *key) {
+    char flag[128];
+    snprintf(flag, sizeof flag, "--%s", key);
+    const nb_setting *s = nb_setting_by_flag(flag);
+    if (s && !strcmp(s->flag, flag)) return s;   /* not an off flag such as --no-nesterov */
+    s = nb_setting_by_name(key);
+    return s && (s->flag || is_model_row(s)) ? s : NULL;
+}
+
+static const char *json_kind(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE: case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+static const char *wanted_kind(const nb_setting *s) {
+    switch (s->type) {
+    case NB_SET_INT: return "an integer";
+    case NB_SET_U64: return "a non-negative integer (or a string of its digits)";
+    case NB_SET_FLOAT: case NB_SET_DOUBLE: case NB_SET_EF: return "a number";
+    case NB_SET_BOOL: return "true or false";
+    default: return "a string";
+    }
+}
+
+/* The value as the text its flag would take (into text), or -1 when its JSON type is not the row's. */
+static int value_text(const nb_setting *s, const json_t *v, char *text, size_t size) {
+    switch (s->type) {
+    case NB_SET_INT:
+        if (!json_is_integer(v)) return -1;
+        snprintf(text, size, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        return 0;
+    case NB_SET_U64:
+        if (json_is_string(v) && json_string_value(v)[0] &&
+            strspn(json_string_value(v), "0123456789") == strlen(json_string_value(v))) {
+            snprintf(text, size, "%s", json_string_value(v));
+            return 0;
+        }
+        if (!json_is_integer(v)) return -1;
+        snprintf(text, size, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        return 0;
+    case NB_SET_FLOAT: case NB_SET_DOUBLE: case NB_SET_EF:
+        if (!json_is_number(v)) return -1;
+        snprintf(text, size, "%.17g", json_number_value(v));
+        return 0;
+    case NB_SET_BOOL:
+        if (!json_is_boolean(v)) return -1;
+        snprintf(text, size, "%d", json_is_true(v));
+        return 0;
+    default:
+        if (!json_is_string(v)) return -1;
+        snprintf(text, size, "%s", json_string_value(v));
+        return 0;
+    }
+}
+
+static int add_model_set(nb_train_config_file *f, const char *name, const char *text) {
+    char **grown = realloc(f->model_sets, (size_t)(f->n_model_sets + 1) * sizeof *grown);
+    if (!grown) return nb_fail("out of memory");
+    f->model_sets = grown;
+    size_t n = strlen(name) + strlen(text) + 2;
+    if (!(f->model_sets[f->n_model_sets] = malloc(n))) return nb_fail("out of memory");
+    snprintf(f->model_sets[f->n_model_sets++], n, "%s=%s", name, text);
+    return 0;
+}
+
+/* One key: its row, its type, then the flags' parser (ranges, names) or, for a model field, kept for
+ * the caller. given[row] becomes 2: set by the file (the command line, 1, may set it again). */
+static int apply_key(nb_settings_args *a, nb_train_config_file *f, const char *name, const char *key, json_t *v) {
+    const nb_setting *s = row_of_key(key);
+    char text[4096];
+    if (!s)
+        return nb_fail("%s: unknown key \"%s\": expected a setting's name, as its flag without \"--\" (\"lr\", "
+                       "\"aux-lr\") or a model field (\"n_layers\"); nobubble train --help lists them", name, key);
+    if (value_text(s, v, text, sizeof text))
+        return nb_fail("%s: \"%s\" is %s: expected %s", name, key, json_kind(v), wanted_kind(s));
+    if (is_model_row(s)) return add_model_set(f, s->name, text);
+    unsigned char *given = &a->given[s - nb_settings];
+    if (s->type == NB_SET_BOOL) {
+        setting_set_number(s, a->o, json_is_true(v));
+    } else if (nb_settings_arg(a, s->flag, s->type == NB_SET_STRING ? json_string_value(v) : text)) {
+        return nb_fail("%s: \"%s\": %s", name, key, nb_last_error());
+    }
+    *given = 2;
+    return 0;
+}
+
+void nb_train_config_free(nb_train_config_file *f) {
+    if (!f) return;
+    for (int i = 0; i < f->n_model_sets; i++) free(f->model_sets[i]);
+    free(f->model_sets);
+    json_decref(f->root);
+    free(f);
+}
+
+int nb_settings_parse_config(nb_settings_args *a, const char *text, size_t n, const char *name,
+                             nb_train_config_file **out) {
+    *out = NULL;
+    json_error_t err;
+    nb_train_config_file *f = calloc(1, sizeof *f);
+    if (!f) return nb_fail("out of memory");
+    f->root = json_loadb(text, n, JSON_REJECT_DUPLICATES, &err);
+    int rc = 0;
+    if (!f->root)
+        rc = nb_fail("%s:%d:%d: not valid JSON: %s", name, err.line, err.column, err.text);
+    else if (!json_is_object(f->root))
+        rc = nb_fail("%s: the top level is %s: expected an object of settings ({\"lr\": 0.001, ...})", name,
+                     json_kind(f->root));
+    const char *key;
+    json_t *v;
+    if (!rc)
+        json_object_foreach(f->root, key, v) {
+            if ((rc = apply_key(a, f, name, key, v))) break;
+        }
+    if (rc) {
+        nb_train_config_free(f);
+        return -1;
+    }
+    *out = f;
+    return 0;
+}
+
+int nb_settings_read_config(nb_settings_args *a, const char *path, nb_train_config_file **out) {
+    char *text, what[4200];
+    size_t n;
+    *out = NULL;
+    snprintf(what, sizeof what, "--config %s", path);
+    if (nb_fs_read_file(path, &text, &n, "--config")) return -1;
+    int rc = nb_settings_parse_config(a, text, n, what, out);
+    free(text);
+    return rc;
+}
+
+int nb_train_config_model_count(const nb_train_config_file *f) { return f ? f->n_model_sets : 0; }
+const char *nb_train_config_model_set(const nb_train_config_file *f, int i) { return f->model_sets[i]; }
+
+/* ------------------------------------------------------------------ writing */
+/* Whether a row goes into the written configuration: what the run computes and where it reads and
+ * writes; not the one-off actions (--resume, --override, --force), nor the second halves of --delay
+ * and --ef (their first halves carry them), nor what was left unset. */
+static int written(const nb_setting *s, const nb_train_options *o) {
+    static const char *const actions[] = {"resume", "override", "force"};
+    if (!s->flag && !is_model_row(s)) return 0;
+    for (size_t i = 0; i < sizeof actions / sizeof actions[0]; i++)
+        if (!strcmp(s->name, actions[i])) return 0;
+    const void *f = setting_field(s, o);
+    if (s->type == NB_SET_STRING) return *(const char *const *)f != NULL;
+    if (s->type == NB_SET_EF) return ((const nb_delay_options *)f)->ef;
+    if (s->type == NB_SET_ENUM) return *(const int *)f >= 0;
+    return 1;
+}
+
+static int put_value(nb_buf *b, const nb_setting *s, const nb_train_options *o) {
+    char text[4096];
+    nb_setting_format(s, o, text, sizeof text);
+    switch (s->type) {
+    case NB_SET_BOOL: return nb_buf_printf(b, "%s", *(const int *)setting_field(s, o) ? "true" : "false");
+    case NB_SET_INT: case NB_SET_U64: case NB_SET_FLOAT: case NB_SET_DOUBLE: case NB_SET_EF:
+        return nb_buf_printf(b, "%s", text);
+    default: return nb_buf_json_str(b, text, strlen(text));
+    }
+}
+
+int train_write_config(const nb_train_options *o) {
+    nb_buf b = {0};
+    int rc = nb_buf_printf(&b, "{");
+    int first = 1;
+    for (int i = 0; i < nb_settings_count && !rc; i++) {
+        const nb_setting *s = &nb_settings[i];
+        if (!written(s, o)) continue;
+        const char *key = s->flag ? s->flag + 2 : s->name;
+        rc = nb_buf_printf(&b, "%s\n  ", first ? "" : ",") || nb_buf_json_str(&b, key, strlen(key)) ||
+             nb_buf_printf(&b, ": ") || put_value(&b, s, o);
+        first = 0;
+    }
+    rc = rc || nb_buf_printf(&b, "\n}\n");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", o->out_dir, NB_TRAIN_CONFIG_FILE);
+    if (!rc) rc = nb_fs_write_atomic(path, b.p, b.n);
+    nb_buf_free(&b);
+    return rc;
+}

@@ -1,0 +1,188 @@
+/* What a new run finds in the folders it writes (--out, --save-dir) and where --resume points:
+ * a folder that already holds a run is refused unless --force (start afresh: that run's files are
+ * removed, nothing else) or --resume; a --resume that names a save folder picks its newest complete
+ * checkpoint (docs/checkpoints.md, "Starting again, resuming"). */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "nobubble/checkpoint.h"
+#include "nobubble/train.h"
+#include "train/run.h"
+#include "train/state.h"
+#include "util/error.h"
+#include "util/fs.h"
+
+/* The files a run writes into --out (summary.json last), and the folder of its usual --export. */
+static const char *const run_files[] = {"summary.json", "metrics.jsonl", NB_TRAIN_CONFIG_FILE};
+enum { N_RUN_FILES = sizeof run_files / sizeof run_files[0] };
+static const char export_folder[] = "hf";
+
+static int is_file(const char *dir, const char *name) {
+    char path[4400];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return lstat(path, &st) == 0 && !S_ISDIR(st.st_mode);
+}
+
+static int is_folder(const char *dir, const char *name) {
+    char path[4400];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* "step_NNNNNN" (six or more digits, nothing after): a checkpoint's folder; its step, else -1. */
+static long checkpoint_step(const char *name) {
+    if (strncmp(name, "step_", 5)) return -1;
+    const char *d = name + 5;
+    size_t n = strspn(d, "0123456789");
+    if (n < 6 || n > 9 || d[n]) return -1;
+    return strtol(d, NULL, 10);
+}
+
+/* Whether a Hugging Face export's file (what nb_export_hf and train's tokenizer copy write). */
+static int is_export_file(const char *name) {
+    return !strncmp(name, "model.", 6) || !strncmp(name, "model-", 6) || !strcmp(name, "config.json") ||
+           !strcmp(name, "tokenizer.json");
+}
+
+/* Lists (into what, comma-separated) the run files dir holds; returns how many. */
+static int list_run(const char *dir, char *what, size_t size) {
+    int n = 0;
+    what[0] = 0;
+    for (int i = 0; i < N_RUN_FILES; i++)
+        if (is_file(dir, run_files[i]))
+            n++, snprintf(what + strlen(what), size - strlen(what), "%s%s", n > 1 ? ", " : "", run_files[i]);
+    if (is_folder(dir, export_folder) && is_file(dir, "hf/model.safetensors"))
+        n++, snprintf(what + strlen(what), size - strlen(what), "%s%s/", n > 1 ? ", " : "", export_folder);
+    int steps = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (checkpoint_step(e->d_name) >= 0 && is_folder(dir, e->d_name)) steps++;
+    if (d) closedir(d);
+    if (steps)
+        n++, snprintf(what + strlen(what), size - strlen(what), "%s%d step_NNNNNN checkpoint(s)", n > 1 ? ", " : "",
+                      steps);
+    return n;
+}
+
+/* --force: the run's files, the export's files in hf/ (then hf/ itself when that empties it), and the
+ * checkpoints' files of every step_NNNNNN folder; never anything else (docs/checkpoints.md). */
+static int clear_run(const char *dir, const char *flag) {
+    char path[4400];
+    for (int i = 0; i < N_RUN_FILES; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, run_files[i]);
+        if (is_file(dir, run_files[i]) && unlink(path) && errno != ENOENT)
+            return nb_fail("%s %s --force: cannot remove %s: %s", flag, dir, path, strerror(errno));
+    }
+    snprintf(path, sizeof path, "%s/%s", dir, export_folder);
+    if (is_folder(dir, export_folder) && nb_fs_remove_files(path, NULL, 0, is_export_file, "--force: export folder"))
+        return -1;
+    DIR *d = opendir(dir);
+    int rc = 0;
+    for (struct dirent *e; d && !rc && (e = readdir(d));) {
+        if (checkpoint_step(e->d_name) < 0 || !is_folder(dir, e->d_name)) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        rc = train_state_remove(path);
+    }
+    if (d) closedir(d);
+    return rc;
+}
+
+static int check_folder(const char *dir, const char *flag, const nb_train_options *o, int clear) {
+    char what[512];
+    if (!dir || o->resume_dir || !list_run(dir, what, sizeof what)) return 0;
+    if (!o->force) {
+        /* A run still writing there: the lock's message (naming its pid) says more than this one. */
+        nb_fs_lock lock;
+        nb_fs_lock_init(&lock);
+        if (!clear && nb_fs_lock_dir(&lock, dir, flag)) return -1;
+        nb_fs_unlock(&lock);
+        return nb_fail("%s %s already holds a run (%s): give --force to start afresh (it removes those), or "
+                       "--resume to continue it", flag, dir, what);
+    }
+    if (!clear) return 0;
+    if (clear_run(dir, flag)) return -1;
+    fprintf(stderr, "nobubble train: --force: removed the earlier run's files from %s (%s)\n", dir, what);
+    return 0;
+}
+
+int nb_train_check_folders(const nb_train_options *o) {
+    return check_folder(o->out_dir, "--out", o, 0) || check_folder(o->save_dir, "--save-dir", o, 0);
+}
+
+int train_claim_folders(const nb_train_options *o) {
+    return check_folder(o->out_dir, "--out", o, 1) || check_folder(o->save_dir, "--save-dir", o, 1);
+}
+
+/* ------------------------------------------------------------------ --resume SAVE_DIR */
+/* Why checkpoint folder path cannot be resumed from (into why), or 0 when it can. */
+static int unusable(const char *path, char *why, size_t size) {
+    if (!is_file(path, "state.safetensors") && !is_file(path, "state.safetensors.index.json")) {
+        snprintf(why, size, "incomplete (no state.safetensors or state.safetensors.index.json)");
+        return 1;
+    }
+    nb_st_set set;
+    if (nb_st_set_open(path, "state", &set)) {
+        snprintf(why, size, "unreadable: %s", nb_last_error());
+        return 1;
+    }
+    nb_st_set_close(&set);
+    return 0;
+}
+
+static int by_step_descending(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x < y) - (x > y);
+}
+
+/* The steps of dir's step_NNNNNN folders, newest first (malloc'ed into *steps); their count. */
+static int list_steps(const char *dir, long **steps) {
+    int n = 0, cap = 0;
+    *steps = NULL;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        long s = checkpoint_step(e->d_name);
+        if (s < 0 || !is_folder(dir, e->d_name)) continue;
+        if (n == cap) {
+            long *grown = realloc(*steps, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *grown);
+            if (!grown) break;
+            *steps = grown;
+        }
+        (*steps)[n++] = s;
+    }
+    if (d) closedir(d);
+    qsort(*steps, (size_t)n, sizeof **steps, by_step_descending);
+    return n;
+}
+
+int nb_train_find_checkpoint(const char *dir, char *out, size_t size) {
+    snprintf(out, size, "%s", dir);
+    if (is_file(dir, "state.safetensors") || is_file(dir, "state.safetensors.index.json")) return 0;
+    long *steps;
+    int n = list_steps(dir, &steps);
+    if (n == 0) {
+        free(steps);
+        return 0;   /* not a save folder: loading it says what is wrong */
+    }
+    int found = 0;
+    for (int i = 0; i < n && !found; i++) {
+        char path[4200], why[1024];
+        snprintf(path, sizeof path, "%s/step_%06ld", dir, steps[i]);
+        if (unusable(path, why, sizeof why)) {
+            fprintf(stderr, "nobubble train: --resume %s: skipping %s: %s\n", dir, path, why);
+            continue;
+        }
+        if ((size_t)snprintf(out, size, "%s", path) >= size) break;
+        found = 1;
+    }
+    free(steps);
+    if (!found)
+        return nb_fail("--resume %s: none of its %d step_NNNNNN folders is a complete checkpoint (each skipped above)",
+                       dir, n);
+    return 0;
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# train under mpirun without --transport (issue 17): one stage per process (--transport mpi, --stages =
+# the world size), bitwise the one-process run of the same delay; flags that contradict the world are
+# refused naming both; a world of one runs as before. Skipped (77) without mpirun or an MPI build.
+set -u
+bin=${1:?usage: cli_mpirun.sh path/to/nobubble}
+command -v mpirun >/dev/null || { echo "skipped: no mpirun (scripts/setup.sh installs openmpi-bin)"; exit 77; }
+ldd "$bin" | grep -q libmpi || { echo "skipped: nobubble was built without MPI"; exit 77; }
+source "$(dirname "$0")/support/cli_harness.sh"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Open MPI's plugins leak at exit (see cli_pipeline.sh): no leak checks under AddressSanitizer.
+mpi=(timeout 120 env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" mpirun --oversubscribe --bind-to none)
+small_corpus "$bin" "$work/data" 30 && ok || fail "prepare"
+small=(--data "$work/data" --set n_layers=2 --set context=16 --batch 2 --microbatches 2 --steps 3 --eval-batches 1
+       --threads-per-stage 1)
+hash_of() { sed -n 's/^done: .*weights \([0-9a-f]\{16\}\)$/\1/p' "$1"; }
+
+# The reference: the one-process run with 2BW's delay on two stages, one GEMM thread.
+OMP_NUM_THREADS=1 "$bin" train "${small[@]}" --stages 2 --delay 2bw --threads 1 > "$work/ref.log" 2>&1 \
+  || fail "reference run: $(tail -3 "$work/ref.log")"
+want=$(hash_of "$work/ref.log")
+"${mpi[@]}" -np 2 "$bin" train "${small[@]}" --pipeline 2bw --out "$work/m" > "$work/m.log" 2>&1 \
+  || fail "mpirun -np 2 without --transport and --stages: $(tail -5 "$work/m.log")"
+got=$(hash_of "$work/m.log")
+[ -n "$want" ] && [ "$want" = "$got" ] && ok || fail "mpirun -np 2: weights '$got', the one-process run's '$want'"
+check "one rank reports the run" test "$(grep -c '^done:' "$work/m.log")" -eq 1
+check "summary.json: transport mpi" grep -q '"pipeline": {"kind": "2bw", "transport": "mpi"' "$work/m/summary.json"
+check "summary.json: 2 stages" grep -q '"stages": 2' "$work/m/summary.json"
+"${mpi[@]}" -np 2 "$bin" train "${small[@]}" --pipeline 2bw --stages 2 > "$work/m2.log" 2>&1 \
+  && [ "$(hash_of "$work/m2.log")" = "$want" ] && ok || fail "mpirun -np 2 --stages 2: $(tail -3 "$work/m2.log")"
+
+# Contradictions, each refused naming both sides.
+expect_error "--transport threads under mpirun" "--transport threads under mpirun (2 processes)" \
+  "${mpi[@]}" -np 2 "$bin" train "${small[@]}" --pipeline 2bw --transport threads
+expect_error "--stages against the world size" "--stages 3, but mpirun started 2 processes" \
+  "${mpi[@]}" -np 2 "$bin" train "${small[@]}" --set n_layers=3 --pipeline 2bw --stages 3
+expect_error "mpirun without --pipeline" "mpirun started 2 processes, one per pipeline stage: expected --pipeline" \
+  "${mpi[@]}" -np 2 "$bin" train "${small[@]}"
+expect_error "an --out holding a run, under mpirun" "--out $work/m already holds a run" \
+  "${mpi[@]}" -np 2 "$bin" train "${small[@]}" --pipeline 2bw --out "$work/m"
+
+# A world of one: as before (here the threads pipeline of --stages 2), the same weights.
+"${mpi[@]}" -np 1 "$bin" train "${small[@]}" --pipeline 2bw --stages 2 --out "$work/one" > "$work/one.log" 2>&1 \
+  && [ "$(hash_of "$work/one.log")" = "$want" ] && ok || fail "mpirun -np 1: $(tail -3 "$work/one.log")"
+check "a world of one keeps --transport threads" grep -q '"transport": "threads"' "$work/one/summary.json"
+finish
