@@ -10,6 +10,7 @@ packages=(
   libopenblas-openmp-dev  # OpenBLAS (OpenMP build): the second CPU GEMM backend (NB_GEMM=openblas)
   bible-kjv         # the default corpus (the King James Bible)
   libopenmpi-dev openmpi-bin  # MPI: pipeline stages as processes (--transport mpi)
+  zlib1g-dev        # zlib: reads dict-gcide's dictzip file (nobubble prepare --corpus gcide)
   libgsl-dev        # GSL: Student's t quantiles of the report's paired intervals
 )
 # With --test: what only the tests need as well.
