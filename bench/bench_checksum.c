@@ -1,4 +1,4 @@
-/* The cost of the tensor checksums (nbh64): the hash alone on a 100 MB buffer, against memcpy of the
+/* The cost of the tensor checksums (XXH3): the hash alone on a 100 MB buffer, against memcpy of the
  * same bytes (the memory's speed), and a 100 MB tensor loaded from a safetensors file in the page
  * cache with its checksum checked and without. Medians of 5, one core.
  * Usage: bench_checksum [DIR]   (DIR for the 100 MB file; default /tmp) */
@@ -53,7 +53,7 @@ int main(int argc, char **argv) {
         memcpy(y, x, BYTES);
         tm[r] = nb_now() - t0;
     }
-    printf("nbh64 of %u MB: %.2f GB/s (memcpy: %.2f GB/s), median of %d\n", BYTES / 1000000, BYTES / median(th) / 1e9,
+    printf("XXH3 of %u MB: %.2f GB/s (memcpy: %.2f GB/s), median of %d\n", BYTES / 1000000, BYTES / median(th) / 1e9,
            BYTES / median(tm) / 1e9, REPS);
     char path[4096];
     snprintf(path, sizeof path, "%s/bench_checksum.safetensors", argc > 1 ? argv[1] : "/tmp");

@@ -8,6 +8,8 @@ packages=(
   cmake             # the build (3.25)
   libdnnl-dev       # oneDNN: the default CPU GEMM backend
   libopenblas-openmp-dev  # OpenBLAS (OpenMP build): the second CPU GEMM backend (NB_GEMM=openblas)
+  libxxhash-dev     # XXH3: the checksums of the safetensors files nobubble writes
+  pkg-config        # nobubble.pc, for programs that use the installed library (tests/cli_install.sh)
   bible-kjv         # the default corpus (the King James Bible)
   libopenmpi-dev openmpi-bin  # MPI: pipeline stages as processes (--transport mpi)
   zlib1g-dev        # zlib: reads dict-gcide's dictzip file (nobubble prepare --corpus gcide)

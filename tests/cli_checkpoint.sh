@@ -185,5 +185,5 @@ expect_error "a tensor missing from the model" "model.safetensors: metadata 'nob
 corrupt; patch "$work/bad/model.safetensors" '"shape":[300,128]' '"shape":[128,300]'
 expect_error "a model tensor of the wrong shape" "has shape \[128, 300\], the model expects \[300, 128\]" eval_bad
 corrupt; patch "$work/bad/config.json" '"hidden_size": 128' '"hidden_size": "x"'
-expect_error "a bad config.json" 'config.json: missing or non-integer "hidden_size"' eval_bad
+expect_error "a bad config.json" 'config.json: "hidden_size" is "x": expected an integer' eval_bad
 finish

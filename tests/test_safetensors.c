@@ -72,17 +72,18 @@ static void test_spec_bytes(void) {
     CHECK(nb_st_write(pathf("spec.safetensors"), &t, 1, NULL, 0) == 0, "write: %s", nb_last_error());
     size_t n;
     unsigned char *p = check_slurp(pathf("spec.safetensors"), &n);
-    /* JSON: 132 bytes by hand (the checksum is tools/reference/nbh64.py's for the 8 tensor bytes),
-     * padded with 4 spaces to 136; then 8 tensor bytes: 152 in all */
-    const char *json = "{\"__metadata__\":{\"format\":\"pt\",\"nobubble.checksum:a\":\"nbh64:311c57a2e0385f45\"},"
+    /* JSON: 131 bytes by hand (the checksum is Python xxhash's XXH3 of the 8 tensor bytes,
+     * `python3 tools/reference/checksums.py --vectors`), padded with 5 spaces to 136; then 8 tensor
+     * bytes: 152 in all */
+    const char *json = "{\"__metadata__\":{\"format\":\"pt\",\"nobubble.checksum:a\":\"xxh3:28a0ba9c345d3723\"},"
                        "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
-    CHECK(strlen(json) == 132, "hand-computed JSON length");
+    CHECK(strlen(json) == 131, "hand-computed JSON length");
     CHECK(p && n == 152, "file size %zu, expected 8 + 136 + 8 = 152", n);
     if (!p || n != 152) { free(p); return; }
     unsigned char len8[8] = {136, 0, 0, 0, 0, 0, 0, 0};
     CHECK(memcmp(p, len8, 8) == 0, "header length field is not 136 little-endian");
-    CHECK(memcmp(p + 8, json, 132) == 0, "header JSON differs: %.136s", (const char *)p + 8);
-    CHECK(memcmp(p + 8 + 132, "    ", 4) == 0, "padding is not 4 spaces");
+    CHECK(memcmp(p + 8, json, 131) == 0, "header JSON differs: %.136s", (const char *)p + 8);
+    CHECK(memcmp(p + 8 + 131, "     ", 5) == 0, "padding is not 5 spaces");
     /* 1.0f = 0x3F800000, -2.0f = 0xC0000000, little-endian */
     unsigned char data[8] = {0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x00, 0xC0};
     CHECK(memcmp(p + 144, data, 8) == 0, "tensor bytes differ");
@@ -130,7 +131,7 @@ static void test_spec_bytes(void) {
     CHECK(nb_st_write(pathf("dup.safetensors"), &five, 1, NULL, 0) == -1, "5-D written");
     const char *fmt[2] = {"format", "np"};
     CHECK(nb_st_write(pathf("dup.safetensors"), &t, 1, fmt, 1) == -1, "metadata format overridden");
-    const char *sum[2] = {"nobubble.checksum:a", "nbh64:0000000000000000"};
+    const char *sum[2] = {"nobubble.checksum:a", "xxh3:0000000000000000"};
     CHECK(nb_st_write(pathf("dup.safetensors"), &t, 1, sum, 1) == -1 && strstr(nb_last_error(), "reserved"),
           "a checksum key given by the caller was written");
     CHECK(access(pathf("dup.safetensors"), F_OK) != 0, "a refused write left a file");
@@ -214,36 +215,90 @@ static uint64_t ref_nbh64(const unsigned char *b, size_t n) {
 }
 
 static void test_checksum_values(void) {
-    /* from `python3 tools/reference/nbh64.py --vectors`: the first k of the bytes 0, 1, 2, ... */
+    unsigned char b[300];
+    for (int i = 0; i < 300; i++) b[i] = (unsigned char)i;
+    /* from `python3 tools/reference/checksums.py --vectors` (Python's xxhash): XXH3 of the first k of the
+     * bytes 0, 1, 2, ..., across the sizes where XXH3 changes its method (0, 1-3, 4-8, 9-16, 17-128,
+     * 129-240, more) */
+    static const struct { size_t k; uint64_t want; } xxh3[] = {
+        {0, UINT64_C(0x2d06800538d394c2)},   {1, UINT64_C(0xc44bdff4074eecdb)},   {3, UINT64_C(0x5f4299fc161c9cbb)},
+        {4, UINT64_C(0x60dab036a58211f2)},   {8, UINT64_C(0x3a1c2d7c85af88f8)},   {16, UINT64_C(0x8355e3a6f61770db)},
+        {17, UINT64_C(0x9ef341a99de37328)},  {128, UINT64_C(0x85c6174c7ff4c46b)}, {129, UINT64_C(0xec7642b431ba3e5a)},
+        {240, UINT64_C(0x375a384d957fe865)}, {241, UINT64_C(0x02e8cd95421c6d02)}, {256, UINT64_C(0x9408a4433b952d71)}};
+    for (size_t v = 0; v < sizeof xxh3 / sizeof xxh3[0]; v++)
+        CHECK(nb_st_checksum(b, xxh3[v].k) == xxh3[v].want, "XXH3 of %zu bytes: %016llx, python says %016llx",
+              xxh3[v].k, (unsigned long long)nb_st_checksum(b, xxh3[v].k), (unsigned long long)xxh3[v].want);
+    /* from `python3 tools/reference/nbh64.py --vectors`: nbh64, which older files hold */
     static const struct { size_t k; uint64_t want; } vec[] = {
         {0, UINT64_C(0xaaffdc6c8cf7420b)},  {1, UINT64_C(0x90422c49d61d2439)},  {7, UINT64_C(0x523f454400269fbe)},
         {8, UINT64_C(0xef69074d4080fbeb)},  {31, UINT64_C(0xb7dfe298f250a2e5)}, {32, UINT64_C(0x6cfec7851e10fbf5)},
         {33, UINT64_C(0x8753b1118af4f0ac)}, {100, UINT64_C(0xe4807bbd52e2127e)}};
-    unsigned char b[300];
-    for (int i = 0; i < 300; i++) b[i] = (unsigned char)i;
     for (size_t v = 0; v < sizeof vec / sizeof vec[0]; v++)
-        CHECK(nb_st_checksum(b, vec[v].k) == vec[v].want, "nbh64 of %zu bytes: %016llx, python says %016llx", vec[v].k,
-              (unsigned long long)nb_st_checksum(b, vec[v].k), (unsigned long long)vec[v].want);
+        CHECK(nbh64_of(b, vec[v].k) == vec[v].want, "nbh64 of %zu bytes: %016llx, python says %016llx", vec[v].k,
+              (unsigned long long)nbh64_of(b, vec[v].k), (unsigned long long)vec[v].want);
     uint64_t x = 12345;
     for (int i = 0; i < 300; i++) b[i] = (unsigned char)((x = x * 6364136223846793005ULL + 1442695040888963407ULL) >> 56);
     int same = 1, streamed = 1;
     for (size_t n = 0; n <= 300; n++) {
-        same &= nb_st_checksum(b, n) == ref_nbh64(b, n);
-        nbh64 h;   /* the same bytes in pieces of 1 to 37 bytes */
-        nbh64_init(&h);
-        for (size_t at = 0, piece = n % 37 + 1; at < n; at += piece) nbh64_update(&h, b + at, n - at < piece ? n - at : piece);
-        streamed &= nbh64_final(&h) == nb_st_checksum(b, n);
+        same &= nbh64_of(b, n) == ref_nbh64(b, n);
+        for (int algo = NB_ST_XXH3; algo <= NB_ST_NBH64; algo++) {
+            nb_sum h;   /* the same bytes in pieces of 1 to 37 bytes */
+            nb_sum_init(&h, (nb_st_algo)algo);
+            for (size_t at = 0, piece = n % 37 + 1; at < n; at += piece) nb_sum_update(&h, b + at, n - at < piece ? n - at : piece);
+            streamed &= nb_sum_final(&h) == (algo == NB_ST_XXH3 ? nb_st_checksum(b, n) : nbh64_of(b, n));
+        }
     }
-    CHECK(same, "nb_st_checksum differs from the word-by-word reference");
+    CHECK(same, "nbh64 differs from the word-by-word reference");
     CHECK(streamed, "the checksum in pieces differs from the one of the whole");
-    uint64_t whole = nb_st_checksum(b, 100);
-    int changed = 1;   /* every flipped bit changes it (each step is invertible) */
+    uint64_t whole = nbh64_of(b, 100);
+    int changed = 1;   /* every flipped bit changes nbh64 (each step is invertible) */
     for (int bit = 0; bit < 800; bit++) {
         b[bit / 8] ^= (unsigned char)(1 << bit % 8);
-        changed &= nb_st_checksum(b, 100) != whole;
+        changed &= nbh64_of(b, 100) != whole;
         b[bit / 8] ^= (unsigned char)(1 << bit % 8);
     }
     CHECK(changed, "a flipped bit left the checksum as it was");
+}
+
+/* The two fixtures of tests/fixtures/checksums/, written by tools/reference/checksums.py (Python's
+ * xxhash for XXH3, nbh64.py for the older files): both read and verify, and a flipped byte in a copy
+ * of either is caught naming the algorithm its header names. */
+static void test_checksum_fixtures(void) {
+    static const float w[5] = {0.5f, -1.25f, 3.0f, 1e-3f, -7.5f}, bias[3] = {2.0f, -0.0f, 0.125f};
+    static const char *names[2] = {"tiny_xxh3", "tiny_nbh64"}, *algo[2] = {"xxh3:", "nbh64:"};
+    for (int k = 0; k < 2; k++) {
+        char path[256];
+        snprintf(path, sizeof path, "tests/fixtures/checksums/%s.safetensors", names[k]);
+        nb_st_file f;
+        if (nb_st_open(path, &f)) {
+            CHECK(0, "open %s: %s", path, nb_last_error());
+            continue;
+        }
+        const nb_st_entry *e = nb_st_find(&f, "w");
+        CHECK(e && e->has_checksum && e->checksum_algo == (k ? NB_ST_NBH64 : NB_ST_XXH3), "%s: algorithm not %s", path, algo[k]);
+        float ow[5], ob[3];
+        CHECK(nb_st_read_f32(&f, "w", ow, 5) == 0 && !memcmp(ow, w, sizeof w), "%s: w: %s", path, nb_last_error());
+        CHECK(nb_st_read_f32(&f, "b", ob, 3) == 0 && !memcmp(ob, bias, sizeof bias), "%s: b: %s", path, nb_last_error());
+        if (!k) CHECK(e && e->checksum == UINT64_C(0xc58270ced52e45d3), "%s: w's checksum is not python's", path);
+        nb_st_close(&f);
+        size_t n;
+        unsigned char *raw = check_slurp(path, &n);
+        char copy[64];
+        snprintf(copy, sizeof copy, "%s_flipped.safetensors", names[k]);
+        FILE *out = raw ? fopen(pathf(copy), "wb") : NULL;
+        if (out) {
+            raw[n - 1] ^= 0x01;   /* the last byte of b */
+            fwrite(raw, 1, n, out);
+            fclose(out);
+        }
+        free(raw);
+        CHECK(nb_st_open(pathf(copy), &f) == 0, "open %s: %s", copy, nb_last_error());
+        if (f.fd < 0) continue;
+        CHECK(nb_st_read_f32(&f, "b", ob, 3) == -1 && strstr(nb_last_error(), "checksum mismatch") &&
+                  strstr(nb_last_error(), algo[k]),
+              "%s: a flipped byte was read or the error does not name %s: %s", copy, algo[k], nb_last_error());
+        nb_st_close(&f);
+    }
 }
 
 static void flip_byte(const char *path, long at) {
@@ -303,7 +358,7 @@ static void test_checksum_file(void) {
     /* a BF16 tensor with a checksum of its 2-byte values (the 16-bit reader hashes too) */
     unsigned char h16[4] = {0x80, 0x3F, 0x40, 0xC0};
     char header[300];
-    snprintf(header, sizeof header, "{\"__metadata__\":{\"nobubble.checksum:b\":\"nbh64:%016llx\"},"
+    snprintf(header, sizeof header, "{\"__metadata__\":{\"nobubble.checksum:b\":\"xxh3:%016llx\"},"
              "\"b\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]}}", (unsigned long long)nb_st_checksum(h16, 4));
     write_raw("sum16.safetensors", header, REAL_LEN, h16, 4);
     CHECK(read_flipped("sum16.safetensors", "b", 2, -1) == 0, "BF16 with its checksum: %s", nb_last_error());
@@ -314,15 +369,18 @@ static void test_checksum_file(void) {
     write_raw("orphan.safetensors", "{\"__metadata__\":{\"nobubble.checksum:x\":\"?\"},"
               "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", REAL_LEN, a, 8);
     expect_reject("orphan.safetensors", "metadata 'nobubble.checksum:x' is the checksum of a tensor 'x' the file does not hold");
-    snprintf(header, sizeof header, "{\"__metadata__\":{\"nobubble.checksum:a\":\"nbh64:%016llx\"},"
+    snprintf(header, sizeof header, "{\"__metadata__\":{\"nobubble.checksum:a\":\"xxh3:%016llx\"},"
              "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
              "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
              (unsigned long long)nb_st_checksum(a, 4));
     write_raw("partsum.safetensors", header, REAL_LEN, a, 8);
     expect_reject("partsum.safetensors", "tensor 'b' has no checksum while 1 other tensor(s) have one");
-    write_raw("badsum.safetensors", "{\"__metadata__\":{\"nobubble.checksum:a\":\"nbh64:12345\"},"
+    write_raw("badsum.safetensors", "{\"__metadata__\":{\"nobubble.checksum:a\":\"xxh3:12345\"},"
               "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", REAL_LEN, a, 8);
-    expect_reject("badsum.safetensors", "metadata 'nobubble.checksum:a' = 'nbh64:12345' is not a checksum");
+    expect_reject("badsum.safetensors", "metadata 'nobubble.checksum:a' = 'xxh3:12345' is not a checksum");
+    write_raw("md5sum.safetensors", "{\"__metadata__\":{\"nobubble.checksum:a\":\"md5:0123456789abcdef\"},"
+              "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", REAL_LEN, a, 8);
+    expect_reject("md5sum.safetensors", "expected 'xxh3:' or 'nbh64:'");
 }
 
 /* ------------------------------------------------------------ rejections */
@@ -679,6 +737,7 @@ int main(void) {
     test_roundtrip();
     test_half();
     test_checksum_values();
+    test_checksum_fixtures();
     test_checksum_file();
     test_reject();
     test_export_import();

@@ -154,10 +154,10 @@ static void check_bad_input(void) {
     nb_acts *a = nb_acts_create(&m.stages[0], 1, 4);
     int tok[4] = {1, 2, base.vocab_size, 3}, tgt[4] = {1, 2, 3, 4};
     float loss;
-    CHECK(nb_stage_forward(&m.stages[0], m.stages[0].params, a, tok, NULL, tgt, &loss) == -1 &&
+    CHECK(nb_stage_forward(&m.stages[0], m.stages[0].params, NB_VERSION_NONE, a, tok, NULL, tgt, &loss) == -1 &&
               strstr(nb_last_error(), "vocabulary"), "token outside the vocabulary: %s", nb_last_error());
     tok[2] = -1;
-    CHECK(nb_stage_forward(&m.stages[0], m.stages[0].params, a, tok, NULL, tgt, &loss) == -1, "negative token id");
+    CHECK(nb_stage_forward(&m.stages[0], m.stages[0].params, NB_VERSION_NONE, a, tok, NULL, tgt, &loss) == -1, "negative token id");
     int split[2] = {3, 3};
     nb_model bad;
     CHECK(nb_model_create(&bad, &base, 2, split) == -1 && strstr(nb_last_error(), "n_layers"), "bad split: %s", nb_last_error());
@@ -166,7 +166,63 @@ static void check_bad_input(void) {
     nb_model_free(&m);
 }
 
+/* A last stage that keeps its logits in chunks of rows (recomputed in backward) gives the loss and
+ * gradients of the whole micro-batch's logits within rounding: a GEMM of 7 rows may add in another
+ * order than one of 32, so logits can differ in their last bit; in fp32 that stays at float32's
+ * rounding, under bf16 a last-bit change can move a gradient operand to the next bf16 value (2^-8
+ * relative), hence the bf16 tolerance. The slot is smaller by exactly the rows it does not keep and
+ * holds no whole logits. */
+static void check_logit_chunks(nb_precision precision) {
+    nb_config cfg;
+    nb_config_preset("tiny", &cfg);
+    cfg.n_layers = 1;
+    cfg.vocab_size = 300;
+    nb_model whole, chunked;
+    CHECK(nb_model_create(&whole, &cfg, 1, NULL) == 0 && nb_model_create(&chunked, &cfg, 1, NULL) == 0, "create");
+    nb_model_init(&whole, 5);
+    nb_model_init(&chunked, 5);
+    chunked.stages[0].logit_rows = 7;  /* 32 rows: chunks of 7, 7, 7, 7, 4 */
+    nb_model_set_precision(&whole, precision, 2);
+    nb_model_set_precision(&chunked, precision, 2);
+    int tok[M * B * T], tgt[M * B * T];
+    for (int i = 0; i < M * B * T; i++) tok[i] = (i * 31 + 7) % 300, tgt[i] = (i * 17 + 3) % 300;
+    float lw = run(&whole, tok, tgt), lc = run(&chunked, tok, tgt);
+    const double tol = precision == NB_PRECISION_BF16 ? 1e-2 : 1e-5;
+    CHECK(fabsf(lw - lc) <= 1e-6f * lw, "%s: loss with chunks of 7 rows %.9g, whole %.9g", nb_precision_name(precision),
+          lc, lw);
+    const nb_stage *a = &whole.stages[0], *b = &chunked.stages[0];
+    for (int ti = 0; ti < a->n_tensors; ti++) {
+        const nb_tensor *t = &a->tensors[ti];
+        double err = check_rel_err_f(b->grads + t->offset, a->grads + t->offset, t->numel, 1e-12);
+        CHECK(err < tol, "%s: %s: gradient with logit chunks: relative error %.3g", nb_precision_name(precision), t->name,
+              err);
+    }
+    nb_acts *slot = nb_acts_create(b, B, T);
+    CHECK(nb_acts_logits(slot) == NULL, "a chunked slot gives no whole logits");
+    /* (slot arrays are 64-byte aligned: 32 rows of 300 floats take 38400 bytes, 7 rows 8448) */
+    CHECK(nb_acts_bytes(a, B, T) - nb_acts_bytes(b, B, T) == 38400 - 8448,
+          "chunked slot bytes %zu, whole %zu", nb_acts_bytes(b, B, T), nb_acts_bytes(a, B, T));
+    nb_acts_free(slot);
+    /* the automatic rule: whole logits up to 64 MiB, else chunks that fit (vocabulary 2^20: 16 rows) */
+    nb_config big = cfg;
+    big.vocab_size = 1 << 20;
+    big.d_model = 16;
+    big.n_heads = 2;
+    big.n_kv_heads = 2;
+    big.d_ffn = 16;
+    nb_model m;
+    CHECK(nb_model_create(&m, &big, 1, NULL) == 0, "create big vocabulary");
+    size_t b16 = nb_acts_bytes(&m.stages[0], 1, 16), b32 = nb_acts_bytes(&m.stages[0], 2, 16);
+    CHECK(b32 - b16 < (size_t)16 * 100 * 16 * 4, "2 x 16 rows of 2^20 logits are kept 16 rows at a time (%zu, %zu)", b16,
+          b32);
+    nb_model_free(&m);
+    nb_model_free(&whole);
+    nb_model_free(&chunked);
+}
+
 int main(void) {
+    check_logit_chunks(NB_PRECISION_FP32);
+    check_logit_chunks(NB_PRECISION_BF16);
     check_splits(0);
     check_splits(1);
     check_init_statistics();

@@ -18,9 +18,13 @@ typedef struct nb_st_tensor {
 } nb_st_tensor;
 
 /* The metadata key of a tensor's checksum: NB_ST_CHECKSUM_KEY "<tensor name>", its value
- * NB_ST_CHECKSUM_ALGO "<16 lowercase hex digits>" (nb_st_checksum of the tensor's bytes in the file). */
+ * NB_ST_CHECKSUM_ALGO "<16 lowercase hex digits>" (nb_st_checksum, XXH3 64-bit with seed 0, of the
+ * tensor's bytes in the file). Files written before XXH3 name "nbh64:" (NB_ST_CHECKSUM_ALGO_OLD),
+ * nobubble's own hash; the reader verifies either, by the name the value carries. */
 #define NB_ST_CHECKSUM_KEY "nobubble.checksum:"
-#define NB_ST_CHECKSUM_ALGO "nbh64:"
+#define NB_ST_CHECKSUM_ALGO "xxh3:"
+#define NB_ST_CHECKSUM_ALGO_OLD "nbh64:"
+typedef enum { NB_ST_XXH3, NB_ST_NBH64 } nb_st_algo;
 
 /* Writes path as safetensors: every tensor as F32, contiguous from 0 in the order given, and
  * "__metadata__": {"format": "pt"} plus n_meta extra string pairs (meta[2k] = key, meta[2k+1] =
@@ -43,6 +47,7 @@ typedef struct nb_st_entry {
     size_t numel;
     uint64_t begin, end;   /* byte offsets from the start of the tensor bytes */
     int has_checksum;      /* the file's metadata holds one for this tensor (files nobubble writes) */
+    nb_st_algo checksum_algo;   /* the algorithm the value names */
     uint64_t checksum;
 } nb_st_entry;
 
@@ -70,7 +75,7 @@ const char *nb_st_meta(const nb_st_file *f, const char *key);           /* NULL 
  * element count. When the file holds the tensor's checksum, the bytes read must match it. */
 int nb_st_read_f32(const nb_st_file *f, const char *name, float *out, size_t n);
 const char *nb_st_dtype_name(nb_st_dtype d);
-/* nbh64 of n bytes (docs/checkpoints.md): the checksum nb_st_write stores for each tensor. */
+/* XXH3 (64-bit, seed 0) of n bytes: the checksum nb_st_write stores for each tensor. */
 uint64_t nb_st_checksum(const void *bytes, size_t n);
 
 /* ---- sharded files: a part per stage and an index (Hugging Face's layout for large models) ---- */
@@ -115,10 +120,17 @@ int nb_export_hf_index(const nb_model *m, const char *dir);
 /* Reads dir/config.json (its architecture fields must equal m's configuration; the error names
  * the field) and dir/model.safetensors (or the parts its index names) into m, which may be split into any number of stages;
  * a tied copy is filled from the embedding. A missing tensor, a shape mismatch or an unexpected
- * tensor is an error naming it; nothing is written into m unless every tensor checks out. */
+ * tensor is an error naming it; nothing is written into m unless every tensor checks out.
+ * nb_import_hf_stages fills stages first..last only (each must hold its weights here: a pipeline's
+ * process or thread loads its own layers), still checking the whole folder. */
 int nb_import_hf(nb_model *m, const char *dir);
-/* Reads dir/config.json (LlamaForCausalLM) into a configuration (context from
- * max_position_embeddings), validated. */
+int nb_import_hf_stages(nb_model *m, const char *dir, int first, int last);
+/* Reads dir/config.json of a LlamaForCausalLM saved by transformers 4.x or 5.x (rope_theta at the top
+ * or in rope_parameters) into a configuration (context from max_position_embeddings; a missing field
+ * takes LlamaConfig's default), validated. A field that would change what the weights compute and that
+ * nobubble does not implement (RoPE scaling, an activation other than silu, biases, sliding windows,
+ * another model type, ...) is refused, naming the file, the field, its value and what is supported
+ * (docs/checkpoints.md, "Importing a Hugging Face model"). */
 int nb_hf_read_config(const char *dir, nb_config *out);
 /* Writes the config.json text for c into a malloc'ed string (NULL when out of memory). */
 char *nb_hf_config_json(const nb_config *c);

@@ -53,6 +53,7 @@ void nb_sweep_request_stop(void);
 
 /* ------------------------------------------------------------ reports */
 /* Reads DIR/results.csv and each run's metrics.jsonl and summary.json, and writes one HTML page
- * (inline SVG charts, tables) to out_path. */
+ * (inline SVG charts, tables) to out_path. A folder without results.csv but with summary.json is one
+ * run's (train --out): its page has the run's results, its loss curves and its summary. */
 int nb_report_write(const char *dir, const char *out_path);
 #endif

@@ -47,6 +47,18 @@ int nb_config_balanced_split(const nb_config *c, int T, int n_stages, int *block
 /* Parameters of the whole model (a tied embedding counted once). */
 size_t nb_config_param_count(const nb_config *c);
 
+/* ---- precision (../shared/reference/update-rules.md section 5) ----
+ * fp32: everything in float32 (the reference path). bf16: every GEMM (the linear layers' forward and
+ * both backward products, the head's, and attention's) takes bf16 operands and accumulates in
+ * float32; weights, gradients, optimizer state, the loss, softmax and normalization statistics stay
+ * float32. auto is a run's choice (bf16 where the CPU has bf16 instructions), resolved before any
+ * stage is built: a stage is fp32 or bf16. */
+typedef enum { NB_PRECISION_FP32, NB_PRECISION_BF16, NB_PRECISION_AUTO } nb_precision;
+/* "fp32", "bf16" or "auto". */
+const char *nb_precision_name(nb_precision p);
+/* Names the weights passed to nb_stage_forward/backward when the caller cannot (see there). */
+#define NB_VERSION_NONE (-1L)
+
 /* ---- parameter tables ---- */
 typedef enum { NB_GROUP_MATRIX, NB_GROUP_EMBED, NB_GROUP_GAIN } nb_group;
 
@@ -78,6 +90,15 @@ typedef struct nb_stage {
      * same order as across a split, so that splits are bitwise identical. */
     float *tied_head_grad;
     float *rope_cos, *rope_sin;  /* [context][head_dim/2] */
+    /* NB_PRECISION_FP32 or NB_PRECISION_BF16 (nb_stage_set_precision); under bf16, the weight
+     * versions cast to bf16 and the stage's scratch (src/model/precision.c). */
+    int precision;
+    struct nb_bf16_state *bf16;
+    /* The last stage computes the logits of at most this many rows at once (0: automatic, all the
+     * micro-batch's rows when their float32 logits take at most 64 MiB, else as many as fit). When a
+     * slot holds a chunk only, backward recomputes each chunk's logits (one more head product) and
+     * nb_acts_logits gives NULL. Set before making slots. */
+    int logit_rows;
 } nb_stage;
 
 typedef struct nb_model {
@@ -113,7 +134,8 @@ void nb_acts_free(nb_acts *a);
 size_t nb_acts_bytes(const nb_stage *s, int B, int T);
 /* The stage's output [B*T*d_model] after forward (a non-last stage). */
 const float *nb_acts_output(const nb_acts *a);
-/* The logits [B*T*vocab] after forward, until backward (the last stage). */
+/* The logits [B*T*vocab] after forward, until backward (the last stage), or NULL when the slot keeps
+ * one chunk of rows only (nb_stage.logit_rows). */
 const float *nb_acts_logits(const nb_acts *a);
 /* The mean cross-entropy of the last forward (the last stage). */
 float nb_acts_loss(const nb_acts *a);
@@ -124,12 +146,21 @@ const float *nb_acts_input_grad(const nb_acts *a);
  * s->params; a stashed older version is allowed). The first stage reads tokens[B*T], the
  * others x_in[B*T*d]. The last stage reads targets[B*T] and writes the mean cross-entropy
  * to *loss. Token ids outside the vocabulary and T > context are errors. */
-int nb_stage_forward(const nb_stage *s, const float *w, nb_acts *a, const int *tokens,
+int nb_stage_forward(const nb_stage *s, const float *w, long version, nb_acts *a, const int *tokens,
                      const float *x_in, const int *targets, float *loss);
 /* Backward of the micro-batch held in a, on the same weights w as its forward. The last
  * stage seeds from its loss times loss_scale (1/M when M micro-batches are accumulated);
  * the others read dout[B*T*d]. Gradients are added to s->grads. */
-int nb_stage_backward(nb_stage *s, const float *w, nb_acts *a, const float *dout, float loss_scale);
+int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, const float *dout, float loss_scale);
+/* version (both): a number that names w's contents, the step whose weights w holds, so that a bf16
+ * stage casts each version once and keeps the cast while the version lives; NB_VERSION_NONE when
+ * the caller cannot name them (a bf16 stage then casts w anew on every call). fp32 ignores it. */
+
+/* Makes the stage run in precision p (NB_PRECISION_FP32 or NB_PRECISION_BF16), keeping at most
+ * `versions` weight versions cast to bf16 at once (the versions its forwards and backwards use, plus
+ * one). Call before its activation slots are made: a slot is laid out for one precision. */
+int nb_stage_set_precision(nb_stage *s, nb_precision p, int versions);
+int nb_model_set_precision(nb_model *m, nb_precision p, int versions);
 
 /* The whole model, stage after stage, for one micro-batch (acts: one slot per stage), on
  * weights[s] for stage s (each laid out like its params; weights == NULL: the current params).

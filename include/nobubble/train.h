@@ -47,12 +47,16 @@ typedef struct nb_train_options {
     uint64_t data_seed;         /* order of training windows (0: sequential) */
     const char *out_dir;        /* metrics.jsonl and summary.json (NULL: none) */
     const char *export_dir;     /* the final weights as a Hugging Face folder (NULL: none) */
+    const char *tensorboard_dir; /* the metrics also as TensorBoard event files there (NULL: none) */
     const char *save_dir;       /* checkpoints: save_dir/step_NNNNNN every save_every steps and at the end */
     int save_every;             /* (0: only at the end, when save_dir is given) */
     int keep;                   /* keep only the newest K checkpoints of this run (0: all) */
     const char *resume_dir;     /* a checkpoint folder to continue from (NULL: a fresh start) */
     int resume_override;        /* resume even when the configuration differs (a warning lists what); see
                                    docs/checkpoints.md for what may change without it */
+    const char *init_from;      /* a Hugging Face folder whose weights start the run (step 0, fresh optimizer
+                                   state; model must equal its config.json); with resume_dir, only the model
+                                   comes from it (NULL: weights from seed) */
     int quiet;                  /* no progress lines */
     /* Real pipeline workers (docs/executor.md): one per stage of `stages`, running the
      * schedule's lowered actions and exchanging activations through a transport. Bitwise equal to the
@@ -61,6 +65,8 @@ typedef struct nb_train_options {
     int pipeline;               /* an nb_pipe_kind, or -1: one process simulates the delay (-1) */
     int transport;              /* an nb_transport_kind (threads) */
     int threads_per_stage;      /* GEMM threads per worker (0: the process's cores / stages, at least 1) */
+    nb_precision precision;     /* fp32, bf16, or auto (resolved by nb_train before it runs: bf16 where the
+                                   CPU has bf16 instructions, fp32 elsewhere) (fp32) */
     float peer_timeout;         /* seconds a stage waits for a message before the run fails naming the
                                    stage it waited for: a stalled or vanished MPI rank (300; 0: no limit) */
 } nb_train_options;
@@ -136,6 +142,8 @@ typedef struct nb_setting {
     const char *zero_means;    /* what 0 means ("the model's context"), shown by --help, or NULL */
     nb_resume_policy resume;
     const char *checkpoint_key;  /* "lr" for metadata "run.lr", or NULL: not recorded */
+    const char *unrecorded;      /* the value of a checkpoint written before this row existed ("fp32"), or
+                                    NULL: such a checkpoint differs */
     const char *summary_key;     /* "run.lr": SECTION.KEY in summary.json, or NULL: not written */
 } nb_setting;
 

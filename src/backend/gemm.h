@@ -25,6 +25,9 @@
  * within tolerance, and against themselves bitwise. */
 #ifndef NB_BACKEND_GEMM_H
 #define NB_BACKEND_GEMM_H
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 void nb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
              const float *B, int ldb, float beta, float *C, int ldc);
@@ -33,6 +36,42 @@ const char *nb_gemm_backend(void);
 /* Chooses the backend by name ("onednn", "openblas" or "hybrid"); -1 with a message otherwise.
  * Call before any GEMM runs (it is not synchronized with running GEMMs). */
 int nb_gemm_select(const char *name);
+
+/* ---- bfloat16 (../shared/reference/update-rules.md section 5) ----
+ * A bf16 value is the high half of a float32: 8 exponent bits, 7 stored mantissa bits. Casts round
+ * to nearest, ties to even; a NaN stays a NaN (quiet). The product of two bf16 values is exact in
+ * float32, so a bf16 GEMM that accumulates in float32 equals an sgemm on the widened operands up to
+ * the order of its additions: that is how nb_gemm_bf16 runs where the CPU has no bf16 instructions. */
+typedef uint16_t nb_bf16;
+
+static inline nb_bf16 nb_bf16_from_float(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (nb_bf16)((u >> 16) | 0x40);  /* NaN: keep it quiet */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (nb_bf16)(u >> 16);
+}
+
+static inline float nb_bf16_to_float(nb_bf16 b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* dst[i] = bf16(src[i]) for n values (threaded for large n). */
+void nb_bf16_cast(nb_bf16 *dst, const float *src, size_t n);
+/* x[i] = float(bf16(x[i])): the value a bf16 operand would carry, kept in a float. */
+void nb_bf16_round(float *x, size_t n);
+/* C[M,N] = alpha * op(A) op(B) + beta * C with bf16 operands and float32 accumulation and output;
+ * the same conventions as nb_gemm. Deterministic for a given thread count, like nb_gemm. */
+void nb_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, const nb_bf16 *A, int lda,
+                  const nb_bf16 *B, int ldb, float beta, float *C, int ldc);
+/* 1 where oneDNN reports bf16 instructions (AVX512-BF16 or AMX), where nb_gemm_bf16 runs oneDNN's bf16
+ * matmul; 0 elsewhere, where it widens the operands and runs the fp32 GEMM. */
+int nb_bf16_native(void);
+/* The ISA oneDNN reports, for run headers and benchmarks ("avx512_core_amx", "avx2", ...). */
+const char *nb_cpu_isa_name(void);
 
 /* The implementations (one file each). */
 void nb_gemm_onednn(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,

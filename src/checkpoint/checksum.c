@@ -1,11 +1,13 @@
-/* nbh64: a 64-bit hash of a byte string, fast enough (several GB/s) to check every tensor a
+/* The tensor checksums (checksum.h): XXH3 through libxxhash, and nbh64 for the files written before.
+ *
+ * nbh64: a 64-bit hash of a byte string, fast enough (several GB/s) to check every tensor a
  * checkpoint loads. Four lanes, each a chain of xor-multiply-xorshift rounds over 8-byte
  * little-endian words, so that the four multiplications of a 32-byte block run in parallel; the
  * lanes and the length are combined at the end. Every step is invertible in the lane and the word,
  * so a change confined to one 8-byte word (any flipped byte) always changes the hash. */
 #include <string.h>
-#include "checkpoint/checksum.h"
 #include "nobubble/checkpoint.h"
+#include "checkpoint/checksum.h"
 #include "util/hash.h"
 
 #define GOLDEN UINT64_C(0x9E3779B97F4A7C15)
@@ -66,9 +68,26 @@ uint64_t nbh64_final(const nbh64 *h) {
     return x;
 }
 
-uint64_t nb_st_checksum(const void *bytes, size_t n) {
+uint64_t nbh64_of(const void *bytes, size_t n) {
     nbh64 h;
     nbh64_init(&h);
     nbh64_update(&h, bytes, n);
     return nbh64_final(&h);
+}
+
+uint64_t nb_st_checksum(const void *bytes, size_t n) { return XXH3_64bits(bytes, n); }
+
+void nb_sum_init(nb_sum *s, nb_st_algo algo) {
+    s->algo = algo;
+    if (algo == NB_ST_NBH64) nbh64_init(&s->old);
+    else XXH3_64bits_reset(&s->xxh3);
+}
+
+void nb_sum_update(nb_sum *s, const void *bytes, size_t n) {
+    if (s->algo == NB_ST_NBH64) nbh64_update(&s->old, bytes, n);
+    else if (n) XXH3_64bits_update(&s->xxh3, bytes, n);
+}
+
+uint64_t nb_sum_final(const nb_sum *s) {
+    return s->algo == NB_ST_NBH64 ? nbh64_final(&s->old) : XXH3_64bits_digest(&s->xxh3);
 }

@@ -2,12 +2,11 @@
  * model's rotary embedding already pairs dimension i with i + head_dim/2 (rotate_half), as
  * Hugging Face's does, so q_proj and k_proj are written as they are. */
 #define _POSIX_C_SOURCE 200809L
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "util/json.h"
 #include "util/fs.h"
+#include "util/json.h"
 #include "nobubble/checkpoint.h"
 #include "util/error.h"
 
@@ -142,59 +141,13 @@ int nb_export_hf_index(const nb_model *m, const char *dir) {
     return r;
 }
 
-/* Reads the architecture fields of a LlamaForCausalLM config.json into *c (context from
- * max_position_embeddings; a missing tie_word_embeddings is Hugging Face's default, true). */
-static int read_config(const char *path, nb_config *c) {
-    char *text;
-    size_t len;
-    if (nb_fs_read_file(path, &text, &len, "config")) return -1;
-    nb_json root;
-    int r = nb_json_parse(text, len, &root, path);
-    free(text);
-    if (r) return -1;
-    if (root.type != NB_JOBJ) {
-        nb_json_free(&root);
-        return nb_fail("%s: not a JSON object", path);
-    }
-    nb_config_preset("tiny", c);
-    struct { const char *key; int *field; } ints[] = {
-        {"vocab_size", &c->vocab_size}, {"hidden_size", &c->d_model}, {"intermediate_size", &c->d_ffn},
-        {"num_hidden_layers", &c->n_layers}, {"num_attention_heads", &c->n_heads},
-        {"num_key_value_heads", &c->n_kv_heads}, {"max_position_embeddings", &c->context}};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0] && !r; i++) {
-        const nb_json *v = nb_json_get(&root, ints[i].key);
-        if (!v || v->type != NB_JNUM || !v->is_int || v->i < INT_MIN || v->i > INT_MAX)
-            r = nb_fail("%s: missing or non-integer \"%s\"", path, ints[i].key);
-        else *ints[i].field = (int)v->i;
-    }
-    struct { const char *key; double *field; } dbls[] = {{"rms_norm_eps", &c->norm_eps}, {"rope_theta", &c->rope_theta}};
-    for (size_t i = 0; i < sizeof dbls / sizeof dbls[0] && !r; i++) {
-        const nb_json *v = nb_json_get(&root, dbls[i].key);
-        if (!v || v->type != NB_JNUM) r = nb_fail("%s: missing or non-numeric \"%s\"", path, dbls[i].key);
-        else *dbls[i].field = v->num;
-    }
-    if (!r) {
-        const nb_json *v = nb_json_get(&root, "tie_word_embeddings");
-        if (v && v->type != NB_JBOOL) r = nb_fail("%s: \"tie_word_embeddings\" is not true or false", path);
-        else c->tied = v ? v->b : 1;
-    }
-    nb_json_free(&root);
-    return r;
-}
-
-int nb_hf_read_config(const char *dir, nb_config *out) {
+/* dir/config.json against m's configuration: every field that changes the weights' shapes or the
+ * function they compute (read and checked as nb_hf_read_config does: hf_config.c). */
+static int check_config(const nb_config *c, const char *dir) {
+    nb_config f;
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    if (read_config(path, out)) return -1;
-    if (nb_config_validate(out)) return nb_fail("%s: %s", path, nb_last_error());   /* safe: nb_fail copies */
-    return 0;
-}
-
-/* config.json against m's configuration: every field that changes the weights' shapes or the
- * function they compute. */
-static int check_config(const nb_config *c, const char *path) {
-    nb_config f;
-    if (read_config(path, &f)) return -1;
+    if (nb_hf_read_config(dir, &f)) return -1;
     struct { const char *key; int got, want; } ints[] = {
         {"vocab_size", f.vocab_size, c->vocab_size}, {"hidden_size", f.d_model, c->d_model},
         {"intermediate_size", f.d_ffn, c->d_ffn}, {"num_hidden_layers", f.n_layers, c->n_layers},
@@ -226,29 +179,19 @@ static void shape_str(char *buf, size_t size, const int64_t *shape, int ndim) {
     if (at < size) snprintf(buf + at, size - at, "]");
 }
 
-int nb_import_hf(nb_model *m, const char *dir) {
-    char *cfg_path = join(dir, "config.json");
-    if (!cfg_path) return nb_fail("%s: out of memory", dir);
-    int r = check_config(&m->cfg, cfg_path);
-    nb_st_set set;
-    int opened = 0;
-    if (!r) {
-        r = nb_st_set_open(dir, "model", &set);
-        opened = !r;
-    }
-    /* every tensor present with its shape, and nothing unexpected, before writing anything */
-    for (int si = 0; si < m->n_stages && !r; si++) {
-        const nb_stage *s = &m->stages[si];
-        for (int ti = 0; ti < s->n_tensors && !r; ti++) {
-            const nb_tensor *x = &s->tensors[ti];
-            const char *name = x->tied_copy ? "model.embed_tokens.weight" : x->name;
+/* The file's name for a tensor (a tied head copy is the embedding). */
+static const char *file_name(const nb_tensor *x) { return x->tied_copy ? "model.embed_tokens.weight" : x->name; }
+
+/* Every tensor of the model present in the set with its shape (all stages, held here or not). */
+static int check_present(const nb_model *m, const nb_st_set *set, const char *dir) {
+    for (int si = 0; si < m->n_stages; si++)
+        for (int ti = 0; ti < m->stages[si].n_tensors; ti++) {
+            const nb_tensor *x = &m->stages[si].tensors[ti];
             const nb_st_file *in = NULL;
-            const nb_st_entry *e = nb_st_set_find(&set, name, &in);
-            if (!e) {
-                r = nb_fail("%s: missing tensor '%s'%s", set.n == 1 ? set.files[0].path : dir, name,
-                            set.n == 1 ? "" : " (in no part the index names)");
-                break;
-            }
+            const nb_st_entry *e = nb_st_set_find(set, file_name(x), &in);
+            if (!e)
+                return nb_fail("%s: missing tensor '%s'%s", set->n == 1 ? set->files[0].path : dir, file_name(x),
+                               set->n == 1 ? "" : " (in no part the index names)");
             int64_t want[2] = {x->shape[0], x->shape[1]};
             int same = e->ndim == x->ndim;
             for (int d = 0; d < x->ndim && same; d++) same = e->shape[d] == want[d];
@@ -256,29 +199,45 @@ int nb_import_hf(nb_model *m, const char *dir) {
                 char a[128], b[128];
                 shape_str(a, sizeof a, e->shape, e->ndim);
                 shape_str(b, sizeof b, want, x->ndim);
-                r = nb_fail("%s: tensor '%s' has shape %s, the model expects %s", in->path, name, a, b);
+                return nb_fail("%s: tensor '%s' has shape %s, the model expects %s", in->path, file_name(x), a, b);
             }
         }
-    }
-    for (int p = 0; opened && p < set.n; p++)
-        for (int i = 0; !r && i < set.files[p].n; i++) {
-            const char *name = set.files[p].entries[i].name;
+    return 0;
+}
+
+/* Nothing in the set that the model does not have (but the buffers and repeats exports carry). */
+static int check_nothing_else(const nb_model *m, const nb_st_set *set) {
+    static const char inv[] = "rotary_emb.inv_freq";   /* older exports carry it; it is computed */
+    for (int p = 0; p < set->n; p++)
+        for (int i = 0; i < set->files[p].n; i++) {
+            const char *name = set->files[p].entries[i].name;
             size_t len = strlen(name);
-            static const char inv[] = "rotary_emb.inv_freq";   /* older exports carry it; it is computed */
             if (len >= sizeof inv - 1 && !strcmp(name + len - (sizeof inv - 1), inv)) continue;
             if (m->cfg.tied && !strcmp(name, "lm_head.weight")) continue;   /* some exports repeat the tied head */
             if (!wanted(m, name))
-                r = nb_fail("%s: unexpected tensor '%s' (not part of this model)", set.files[p].path, name);
+                return nb_fail("%s: unexpected tensor '%s' (not part of this model)", set->files[p].path, name);
         }
-    for (int si = 0; si < m->n_stages && !r; si++) {
+    return 0;
+}
+
+int nb_import_hf_stages(nb_model *m, const char *dir, int first, int last) {
+    if (first < 0 || last >= m->n_stages || first > last)
+        return nb_fail("%s: stages %d..%d: the model has %d", dir, first, last, m->n_stages);
+    if (check_config(&m->cfg, dir)) return -1;
+    nb_st_set set;
+    if (nb_st_set_open(dir, "model", &set)) return -1;
+    /* everything checked before anything is written */
+    int r = check_present(m, &set, dir) || check_nothing_else(m, &set) ? -1 : 0;
+    for (int si = first; si <= last && !r; si++) {
         nb_stage *s = &m->stages[si];
+        if (!s->params) r = nb_fail("%s: stage %d's weights are not in this process", dir, si);
         for (int ti = 0; ti < s->n_tensors && !r; ti++) {
             const nb_tensor *x = &s->tensors[ti];
-            r = nb_st_set_read_f32(&set, x->tied_copy ? "model.embed_tokens.weight" : x->name, s->params + x->offset,
-                                   x->numel);
+            r = nb_st_set_read_f32(&set, file_name(x), s->params + x->offset, x->numel);
         }
     }
-    if (opened) nb_st_set_close(&set);
-    free(cfg_path);
+    nb_st_set_close(&set);
     return r;
 }
+
+int nb_import_hf(nb_model *m, const char *dir) { return nb_import_hf_stages(m, dir, 0, m->n_stages - 1); }

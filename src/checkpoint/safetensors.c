@@ -6,10 +6,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "checkpoint/checksum.h"
 #include "util/json.h"
 #include "util/fs.h"
 #include "nobubble/checkpoint.h"
+#include "checkpoint/checksum.h"
 #include "util/error.h"
 
 static int host_is_le(void) {
@@ -66,15 +66,15 @@ static int write_floats_le(FILE *f, const float *x, size_t n) {
     return 0;
 }
 
-/* nbh64 of the tensor's bytes as the file holds them (little-endian), converted in pieces on a
- * big-endian host. */
+/* The checksum of the tensor's bytes as the file holds them (little-endian), converted in pieces on
+ * a big-endian host. */
 static uint64_t checksum_floats_le(const float *x, size_t n) {
     if (host_is_le()) return nb_st_checksum(x, n * 4);
-    nbh64 h;
-    nbh64_init(&h);
+    nb_sum h;
+    nb_sum_init(&h, NB_ST_XXH3);
     unsigned char buf[4096];
-    for (size_t i = 0; i < n;) nbh64_update(&h, buf, next_le_bytes(x, n, &i, buf));
-    return nbh64_final(&h);
+    for (size_t i = 0; i < n;) nb_sum_update(&h, buf, next_le_bytes(x, n, &i, buf));
+    return nb_sum_final(&h);
 }
 
 static int check_tensors(const char *path, const nb_st_tensor *t, int n) {
@@ -108,7 +108,7 @@ static int check_meta(const char *path, const char *const *meta, int n_meta) {
     return 0;
 }
 
-/* ,"nobubble.checksum:<name>":"nbh64:<16 hex digits>" */
+/* ,"nobubble.checksum:<name>":"xxh3:<16 hex digits>" */
 static int put_checksum(nb_buf *h, const char *name, uint64_t sum) {
     nb_buf key = {0};
     int r = nb_buf_printf(&key, "%s%s", NB_ST_CHECKSUM_KEY, name);
@@ -347,10 +347,14 @@ static int parse_header(nb_st_file *f, const nb_json *root) {
     return r ? r : index_names(f);
 }
 
-/* 16 lowercase hex digits after NB_ST_CHECKSUM_ALGO; -1 when the value is anything else. */
-static int parse_checksum(const char *v, uint64_t *out) {
-    size_t a = strlen(NB_ST_CHECKSUM_ALGO);
-    if (strncmp(v, NB_ST_CHECKSUM_ALGO, a) || strlen(v + a) != 16) return -1;
+/* The algorithm a checksum value names ("xxh3:", or "nbh64:" in older files), then 16 lowercase
+ * hex digits; -1 when the value is anything else. */
+static int parse_checksum(const char *v, nb_st_algo *algo, uint64_t *out) {
+    size_t a = strlen(NB_ST_CHECKSUM_ALGO), old = strlen(NB_ST_CHECKSUM_ALGO_OLD);
+    if (!strncmp(v, NB_ST_CHECKSUM_ALGO, a)) *algo = NB_ST_XXH3;
+    else if (!strncmp(v, NB_ST_CHECKSUM_ALGO_OLD, old)) *algo = NB_ST_NBH64, a = old;
+    else return -1;
+    if (strlen(v + a) != 16) return -1;
     uint64_t x = 0;
     for (const char *c = v + a; *c; c++) {
         int d = *c >= '0' && *c <= '9' ? *c - '0' : *c >= 'a' && *c <= 'f' ? *c - 'a' + 10 : -1;
@@ -376,9 +380,9 @@ static int attach_checksums(nb_st_file *f) {
             return nb_fail("%s: metadata '%s' is the checksum of a tensor '%s' the file does not hold (a damaged "
                            "header?)", f->path, key, key + prefix);
         if (e->has_checksum) return nb_fail("%s: tensor '%s' has two checksums", f->path, e->name);
-        if (parse_checksum(f->meta_values[k], &e->checksum))
-            return nb_fail("%s: metadata '%s' = '%s' is not a checksum (expected '%s' and 16 lowercase hex digits)",
-                           f->path, key, f->meta_values[k], NB_ST_CHECKSUM_ALGO);
+        if (parse_checksum(f->meta_values[k], &e->checksum_algo, &e->checksum))
+            return nb_fail("%s: metadata '%s' = '%s' is not a checksum (expected '%s' or '%s' and 16 lowercase hex "
+                           "digits)", f->path, key, f->meta_values[k], NB_ST_CHECKSUM_ALGO, NB_ST_CHECKSUM_ALGO_OLD);
         e->has_checksum = 1;
         n_sums++;
     }
@@ -500,14 +504,14 @@ static float f16_to_f32(uint16_t h) {
 #define READ_PIECE (1u << 20)
 
 /* The F32 tensor e into out, hashed into h (NULL: not hashed). */
-static int read_f32_le(const nb_st_file *f, const nb_st_entry *e, float *out, nbh64 *h) {
+static int read_f32_le(const nb_st_file *f, const nb_st_entry *e, float *out, nb_sum *h) {
     unsigned char *p = (unsigned char *)out;
     size_t bytes = e->numel * 4;
     for (size_t i = 0; i < bytes; i += READ_PIECE) {
         size_t k = bytes - i < READ_PIECE ? bytes - i : READ_PIECE;
         if (read_full(f->fd, p + i, k, f->data_start + e->begin + i))
             return nb_fail("%s: tensor '%s': read failed", f->path, e->name);
-        if (h) nbh64_update(h, p + i, k);
+        if (h) nb_sum_update(h, p + i, k);
     }
     if (!host_is_le())
         for (size_t i = 0; i < e->numel; i++) {
@@ -518,13 +522,13 @@ static int read_f32_le(const nb_st_file *f, const nb_st_entry *e, float *out, nb
 }
 
 /* The F16 or BF16 tensor e widened into out, its bytes hashed into h (NULL: not hashed). */
-static int read_16(const nb_st_file *f, const nb_st_entry *e, float *out, nbh64 *h) {
+static int read_16(const nb_st_file *f, const nb_st_entry *e, float *out, nb_sum *h) {
     unsigned char buf[8192];
     for (size_t i = 0; i < e->numel;) {
         size_t k = e->numel - i < sizeof buf / 2 ? e->numel - i : sizeof buf / 2;
         if (read_full(f->fd, buf, 2 * k, f->data_start + e->begin + 2 * i))
             return nb_fail("%s: tensor '%s': read failed", f->path, e->name);
-        if (h) nbh64_update(h, buf, 2 * k);
+        if (h) nb_sum_update(h, buf, 2 * k);
         for (size_t j = 0; j < k; j++) {
             uint16_t u = (uint16_t)(buf[2 * j] | buf[2 * j + 1] << 8);
             out[i + j] = e->dtype == NB_ST_BF16 ? bf16_to_f32(u) : f16_to_f32(u);
@@ -539,13 +543,14 @@ int nb_st_read_f32(const nb_st_file *f, const char *name, float *out, size_t n) 
     if (!e) return nb_fail("%s: no tensor '%s'", f->path, name);
     if (n != e->numel)
         return nb_fail("%s: tensor '%s' has %zu elements, the caller expects %zu", f->path, name, e->numel, n);
-    nbh64 h;
-    nbh64_init(&h);
-    nbh64 *hp = e->has_checksum ? &h : NULL;   /* files without checksums (Hugging Face's) are read as before */
+    nb_sum h;
+    nb_sum_init(&h, e->checksum_algo);
+    nb_sum *hp = e->has_checksum ? &h : NULL;   /* files without checksums (Hugging Face's) are read as before */
     if ((e->dtype == NB_ST_F32 ? read_f32_le : read_16)(f, e, out, hp)) return -1;
-    if (hp && nbh64_final(hp) != e->checksum)
+    const char *algo = e->checksum_algo == NB_ST_NBH64 ? NB_ST_CHECKSUM_ALGO_OLD : NB_ST_CHECKSUM_ALGO;
+    if (hp && nb_sum_final(hp) != e->checksum)
         return nb_fail("%s: tensor '%s': data checksum mismatch (the bytes hash to %s%016llx, the header says "
-                       "%s%016llx): the file is corrupt", f->path, name, NB_ST_CHECKSUM_ALGO,
-                       (unsigned long long)nbh64_final(hp), NB_ST_CHECKSUM_ALGO, (unsigned long long)e->checksum);
+                       "%s%016llx): the file is corrupt", f->path, name, algo,
+                       (unsigned long long)nb_sum_final(hp), algo, (unsigned long long)e->checksum);
     return 0;
 }

@@ -21,9 +21,10 @@
 
 static const char usage[] =
     "usage: nobubble bench [--models tiny,small,medium] [--threads 1,2] [--optimizers adamw] [--delays sync]\n"
-    "                      [--steps N] [--tokens N] [--json]\n"
+    "                      [--precisions fp32,bf16] [--steps N] [--tokens N] [--json]\n"
     "Times full training steps (forward, backward, optimizer, update) of each preset on random tokens.\n"
-    "--delays takes sync, 2bw, pipedream, fixed:TAU, each optionally with +ef (e.g. sync,2bw,2bw+ef).";
+    "--delays takes sync, 2bw, pipedream, fixed:TAU, each optionally with +ef (e.g. sync,2bw,2bw+ef).\n"
+    "--precisions takes fp32, bf16 and auto (bf16 where the CPU has bf16 instructions, as train's --precision).";
 
 
 static int cmp_double(const void *a, const void *b) {
@@ -39,17 +40,23 @@ static double median_of(double *x, int n) {
 typedef struct {
     double median_s, tokens_per_s, gflops, act_bytes_per_token, optimizer_s, weight_bytes, delay_bytes;
     int B, T;
+    nb_precision precision;
 } bench_result;
 
 /* Median over `steps` timed steps after two warm-up steps; the optimizer's part (computing d and
  * applying it through the delay's stash) is timed on its own too. */
-static int bench_one(const nb_config *cfg, const nb_optim_params *op, const nb_delay_options *delay, int tokens,
-                     int steps, bench_result *out) {
+static int bench_one(const nb_config *cfg, const nb_optim_params *op, const nb_delay_options *delay,
+                     nb_precision precision, int tokens, int steps, bench_result *out) {
     nb_model m;
     if (nb_model_create(&m, cfg, 1, NULL)) return -1;
     nb_model_init(&m, 1);
     nb_stage *s = &m.stages[0];
     int T = cfg->context, B = tokens / T > 0 ? tokens / T : 1;
+    /* as training runs it: each weight version cast to bf16 once (by its number, below) */
+    if (nb_stage_set_precision(s, precision, nb_delay_tau_max(delay, 0, 1) + 2)) {
+        nb_model_free(&m);
+        return -1;
+    }
     nb_acts *a = nb_acts_create(s, B, T);
     nb_optimizer *opt = NULL;
     nb_stash *stash = NULL;
@@ -68,10 +75,11 @@ static int bench_one(const nb_config *cfg, const nb_optim_params *op, const nb_d
     for (int i = 0; i < steps + 2; i++) {
         double t0 = nb_now(), upd = 0, dist = 0;
         const float *w = nb_stash_weights(stash, s->params, i);
+        const int version = i - nb_stash_tau(stash, i) > 0 ? i - nb_stash_tau(stash, i) : 0;
         float loss;
         nb_model_zero_grads(&m);
-        nb_model_forward(&m, &w, &a, tok, tgt, &loss);
-        nb_model_backward(&m, &w, &a, 1.0f);
+        nb_stage_forward(s, w, version, a, tok, NULL, tgt, &loss);
+        nb_stage_backward(s, w, version, a, NULL, 1.0f);
         nb_model_sum_tied_grads(&m);
         nb_stash_taylor(stash, s->grads, s->params, i);
         double t1 = nb_now();
@@ -82,6 +90,7 @@ static int bench_one(const nb_config *cfg, const nb_optim_params *op, const nb_d
     }
     out->B = B;
     out->T = T;
+    out->precision = precision;
     out->median_s = median_of(times + 2, steps);
     out->optimizer_s = median_of(opt_times + 2, steps);
     out->tokens_per_s = B * T / out->median_s;
@@ -121,12 +130,14 @@ static int split_list(const char *flag, const char *text, char *buf, size_t size
 
 int cmd_bench(int argc, char **argv) {
     const char *models = "tiny,small,medium", *threads_list = "1,2", *optimizers = "adamw", *delays = "sync";
+    const char *precisions = "fp32";
     int steps = 5, tokens = 2048, json = 0;
     const cli_option opts[] = {
         {"--models", OPT_STR, &models, "LIST   comma-separated presets (tiny,small,medium)"},
         {"--threads", OPT_STR, &threads_list, "LIST   comma-separated thread counts (1,2)"},
         {"--optimizers", OPT_STR, &optimizers, "LIST   optimizers of the timed steps (adamw)"},
         {"--delays", OPT_STR, &delays, "LIST   delays of the timed steps, e.g. sync,2bw,2bw+ef (sync)"},
+        {"--precisions", OPT_STR, &precisions, "LIST   fp32, bf16, auto (fp32)"},
         {"--steps", OPT_INT, &steps, "N      timed steps per measurement, after 2 warm-up steps (5) " CLI_RANGE(1, 10000)},
         {"--tokens", OPT_INT, &tokens, "N      tokens per step: B = N / context sequences (2048) " CLI_RANGE(1, 16777216)},
         {"--json", OPT_FLAG, &json, "       print the results as JSON"},
@@ -137,13 +148,25 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "nobubble bench: --steps and --tokens must be >= 1\n");
         return 2;
     }
-    char tbuf[256], mbuf[256], obuf[256], dbuf[256];
-    const char *titems[16], *mitems[16], *oitems[16], *ditems[16];
+    char tbuf[256], mbuf[256], obuf[256], dbuf[256], pbuf[256];
+    const char *titems[16], *mitems[16], *oitems[16], *ditems[16], *pitems[16];
     int nt = split_list("--threads", threads_list, tbuf, sizeof tbuf, titems, 16);
     int nm = nt < 0 ? -1 : split_list("--models", models, mbuf, sizeof mbuf, mitems, 16);
     int no = nm < 0 ? -1 : split_list("--optimizers", optimizers, obuf, sizeof obuf, oitems, 16);
     int nd = no < 0 ? -1 : split_list("--delays", delays, dbuf, sizeof dbuf, ditems, 16);
-    if (nd < 0) return 2;
+    int np = nd < 0 ? -1 : split_list("--precisions", precisions, pbuf, sizeof pbuf, pitems, 16);
+    if (np < 0) return 2;
+    nb_precision precs[16];
+    for (int i = 0; i < np; i++) {
+        if (!strcmp(pitems[i], "fp32")) precs[i] = NB_PRECISION_FP32;
+        else if (!strcmp(pitems[i], "bf16")) precs[i] = NB_PRECISION_BF16;
+        else if (!strcmp(pitems[i], "auto")) precs[i] = nb_bf16_native() ? NB_PRECISION_BF16 : NB_PRECISION_FP32;
+        else {
+            fprintf(stderr, "nobubble bench: --precisions '%s': expected a comma-separated list of fp32, bf16, auto\n",
+                    precisions);
+            return 2;
+        }
+    }
     int threads[16];
     nb_config cfgs[16];
     nb_optim_params ops[16];
@@ -197,8 +220,15 @@ int cmd_bench(int argc, char **argv) {
             return 2;
         }
     }
-    if (json) printf("{\"gemm\": \"%s\", \"results\": [", nb_gemm_backend());
-    else printf("GEMM backend: %s; FLOPs per token = 6 x matrix params (head included) + 6 x layers x d_attn x (T+1)\n", nb_gemm_backend());
+    const char *bf16_how = nb_bf16_native() ? "oneDNN bf16 matmul (bf16 instructions)"
+                                            : "emulated: widened to fp32 GEMMs (no bf16 instructions)";
+    if (json)
+        printf("{\"gemm\": \"%s\", \"cpu_isa\": \"%s\", \"bf16_native\": %s, \"results\": [", nb_gemm_backend(),
+               nb_cpu_isa_name(), nb_bf16_native() ? "true" : "false");
+    else
+        printf("GEMM backend: %s; oneDNN ISA %s, bf16 %s; auto chooses %s\n"
+               "FLOPs per token = 6 x matrix params (head included) + 6 x layers x d_attn x (T+1)\n",
+               nb_gemm_backend(), nb_cpu_isa_name(), bf16_how, nb_bf16_native() ? "bf16" : "fp32");
     int first = 1;
     for (int ti = 0; ti < nt; ti++) {
         const char *isa;
@@ -206,26 +236,30 @@ int cmd_bench(int argc, char **argv) {
         omp_set_num_threads(threads[ti]);
         for (int mi = 0; mi < nm; mi++)
             for (int oi = 0; oi < no; oi++)
-                for (int di = 0; di < nd; di++) {
+                for (int di = 0; di < nd; di++)
+                for (int pi = 0; pi < np; pi++) {
                     bench_result r;
-                    if (bench_one(&cfgs[mi], &ops[oi], &dls[di], tokens, steps, &r)) {
+                    if (bench_one(&cfgs[mi], &ops[oi], &dls[di], precs[pi], tokens, steps, &r)) {
                         fprintf(stderr, "nobubble bench: %s\n", nb_last_error());
                         return 1;
                     }
                     if (json) {
                         printf("%s\n  {\"model\": \"%s\", \"threads\": %d, \"optimizer\": \"%s\", \"delay\": \"%s\", "
+                               "\"precision\": \"%s\", "
                                "\"batch\": %d, \"seq\": %d, \"median_step_s\": %.6f, \"median_optimizer_s\": %.6f, "
                                "\"tokens_per_s\": %.1f, \"gflops\": %.2f, \"peak_gflops\": %.2f, \"peak_isa\": \"%s\", "
                                "\"fraction_of_peak\": %.4f, \"activation_bytes_per_token\": %.0f, \"weight_bytes\": %.0f, "
                                "\"delay_bytes\": %.0f}",
-                               first ? "" : ",", mitems[mi], threads[ti], oitems[oi], ditems[di], r.B, r.T, r.median_s,
+                               first ? "" : ",", mitems[mi], threads[ti], oitems[oi], ditems[di],
+                               nb_precision_name(r.precision), r.B, r.T, r.median_s,
                                r.optimizer_s, r.tokens_per_s, r.gflops, peak, isa, r.gflops / peak,
                                r.act_bytes_per_token, r.weight_bytes, r.delay_bytes);
                     } else {
-                        printf("%-12s threads %d  %-6s %-10s B %2d x T %4d  step %8.1f ms (median of %d; optimizer %4.1f%%)  "
+                        printf("%-12s threads %d  %-6s %-10s %-4s B %2d x T %4d  step %8.1f ms (median of %d; optimizer %4.1f%%)  "
                                "%7.0f tok/s  %6.1f GFLOP/s = %4.1f%% of measured peak %.0f (%s)  activations %.1f KiB/token  "
                                "delay memory %.2f x weights\n",
-                               mitems[mi], threads[ti], oitems[oi], ditems[di], r.B, r.T, r.median_s * 1e3, steps,
+                               mitems[mi], threads[ti], oitems[oi], ditems[di], nb_precision_name(r.precision), r.B, r.T,
+                               r.median_s * 1e3, steps,
                                100 * r.optimizer_s / r.median_s, r.tokens_per_s, r.gflops, 100 * r.gflops / peak, peak, isa,
                                r.act_bytes_per_token / 1024, r.delay_bytes / r.weight_bytes);
                     }

@@ -1,5 +1,5 @@
 /* nobubble report: one self-contained HTML page (inline SVG charts and tables) from a sweep's
- * folder. See docs/experiments.md. */
+ * folder or one run's. See docs/experiments.md. */
 #include <stdio.h>
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -10,7 +10,9 @@ static const char usage[] =
     "usage: nobubble report DIR [--out FILE]\n"
     "Writes DIR/report.html (or FILE) from DIR/results.csv and the runs' metrics.jsonl and summary.json:\n"
     "validation-loss curves, the gap to synchronous training with error feedback's recovery, loss against\n"
-    "training time, and a table of every run. No scripts, no network: open it in any browser.";
+    "training time, and a table of every run. DIR may also be one run's folder (train --out: summary.json\n"
+    "and metrics.jsonl): its results, its training and validation loss, and its summary.\n"
+    "No scripts, no network: open it in any browser.";
 
 int cmd_report(int argc, char **argv) {
     const char *out = NULL, *dir = NULL;

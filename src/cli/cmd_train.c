@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "nobubble/checkpoint.h"
 #include "nobubble/data.h"
 #include "nobubble/pipeline.h"
 #include "nobubble/runtime.h"
@@ -104,7 +105,6 @@ static void train_options(train_args *t, nb_train_options *o) {
         {"--split", OPT_STR, &t->split, "A,B,.. blocks of each stage (even; with --pipeline: balanced by FLOPs, the head counted)"},
         {"--threads", OPT_INT, &t->threads, "N      OpenMP threads (all cores) " CLI_RANGE(0, 1024)},
     };
-    t->preset = "tiny";
     memcpy(t->opts, own, sizeof own);
     t->n_opts = CLI_ONLY;
     nb_settings_begin(&t->settings, o);
@@ -116,6 +116,54 @@ static void train_options(train_args *t, nb_train_options *o) {
         add_setting_flag(t, s->flag, help);
         if (s->off_flag) add_setting_flag(t, s->off_flag, "       the opposite of the flag above");
     }
+}
+
+/* The model of a fresh run: --model's preset (tiny), then each --set. */
+static int model_from_flags(const train_args *t, nb_train_options *o) {
+    if (nb_config_preset(t->preset ? t->preset : "tiny", &o->model)) {
+        fprintf(stderr, "nobubble train: %s\n", nb_last_error());
+        return 2;
+    }
+    for (int i = 0; i < t->sets.n; i++)
+        if (nb_config_override(&o->model, t->sets.items[i])) {
+            fprintf(stderr, "nobubble train: --set %s\n", nb_last_error());
+            return 2;
+        }
+    return 0;
+}
+
+/* --init-from DIR: the model is DIR/config.json's. --model is refused; a --set is accepted only where it
+ * repeats the file's value (it cannot change a model whose weights are given). */
+static int model_from_hf(const train_args *t, nb_train_options *o) {
+    if (t->preset) {
+        fprintf(stderr, "nobubble train: --model %s and --init-from %s: the model comes from %s/config.json; drop "
+                "--model\n", t->preset, o->init_from, o->init_from);
+        return 2;
+    }
+    if (nb_hf_read_config(o->init_from, &o->model)) {
+        fprintf(stderr, "nobubble train: --init-from: %s\n", nb_last_error());
+        return 1;
+    }
+    for (int i = 0; i < t->sets.n; i++) {
+        nb_train_options set = *o;
+        if (nb_config_override(&set.model, t->sets.items[i])) {
+            fprintf(stderr, "nobubble train: --set %s\n", nb_last_error());
+            return 2;
+        }
+        char key[64], file_value[64];
+        snprintf(key, sizeof key, "%.*s", (int)strcspn(t->sets.items[i], "="), t->sets.items[i]);
+        const nb_setting *row = nb_setting_by_name(key);
+        if (!row) continue;   /* nb_config_override knows only the model's fields, each a row */
+        nb_setting_format(row, o, file_value, sizeof file_value);
+        char wanted[64];
+        nb_setting_format(row, &set, wanted, sizeof wanted);
+        if (strcmp(wanted, file_value)) {
+            fprintf(stderr, "nobubble train: --set %s: %s/config.json gives %s = %s; with --init-from the model comes "
+                    "from the file (drop --set, or change the file)\n", t->sets.items[i], o->init_from, key, file_value);
+            return 2;
+        }
+    }
+    return 0;
 }
 
 int cmd_train(int argc, char **argv) {
@@ -145,18 +193,14 @@ int cmd_train(int argc, char **argv) {
     if (t.split) o.split = split_blocks;
     if (o.delay.ef && (o.delay.mode == NB_DELAY_SYNC || (o.delay.mode == NB_DELAY_FIXED && o.delay.tau == 0)))
         fprintf(stderr, "nobubble train: warning: --ef with no delay does nothing (it corrects delayed steps only)\n");
-    if (nb_config_preset(t.preset, &o.model)) {
-        fprintf(stderr, "nobubble train: %s\n", nb_last_error());
-        return 2;
-    }
-    int has_vocab_override = 0;
-    for (int i = 0; i < t.sets.n; i++) {
-        if (nb_config_override(&o.model, t.sets.items[i])) {
-            fprintf(stderr, "nobubble train: --set %s\n", nb_last_error());
-            return 2;
-        }
+    rc = o.init_from ? model_from_hf(&t, &o) : model_from_flags(&t, &o);
+    if (rc) return rc;
+    if (o.init_from && o.resume_dir)
+        fprintf(stderr, "nobubble train: note: --resume %s continues that run's weights and state; --init-from %s gives "
+                "only the model's configuration\n", o.resume_dir, o.init_from);
+    int has_vocab_override = o.init_from != NULL;   /* an imported model keeps its vocabulary */
+    for (int i = 0; i < t.sets.n; i++)
         if (!strncmp(t.sets.items[i], "vocab_size=", 11)) has_vocab_override = 1;
-    }
     const char *data = t.data;
     char train_glob[4096], val_glob[4096];
     if (!o.train_pattern) {
@@ -177,6 +221,11 @@ int cmd_train(int argc, char **argv) {
             return 1;
         }
         if (v > 0 && !has_vocab_override) o.model.vocab_size = v;
+        if (v > o.model.vocab_size && o.init_from) {
+            fprintf(stderr, "nobubble train: --data %s: its tokenizer has %d tokens, more than the vocab_size %d of "
+                    "%s/config.json: the data was not tokenized for this model\n", data, v, o.model.vocab_size, o.init_from);
+            return 2;
+        }
     } else if (data) {
         fprintf(stderr, "nobubble train: give --data or --train, not both\n");
         return 2;

@@ -40,13 +40,22 @@ static int check_gemm_env(void) {
     return -1;
 }
 
+/* NB_BF16_GEMM forces one path of the bf16 GEMM (src/backend/gemm_bf16.c): anything else is an error. */
+static int check_bf16_env(void) {
+    const char *name = getenv("NB_BF16_GEMM");
+    if (!name || !*name || !strcmp(name, "onednn") || !strcmp(name, "widen")) return 0;
+    fprintf(stderr, "nobubble: environment variable NB_BF16_GEMM: '%s': expected onednn or widen (or unset: oneDNN "
+                    "where the CPU has bf16 instructions, widened fp32 GEMMs elsewhere)\n", name);
+    return -1;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) { printf("nobubble %s\n", NB_VERSION); return 0; }
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
-        if (!strcmp(cmd, subcommands[i].name)) return check_gemm_env() ? 2 : subcommands[i].run(argc - 1, argv + 1);
+        if (!strcmp(cmd, subcommands[i].name)) return check_gemm_env() || check_bf16_env() ? 2 : subcommands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "nobubble: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

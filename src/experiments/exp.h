@@ -32,6 +32,8 @@ typedef struct {
 /* Reads dir/summary.json and dir/metrics.jsonl; errors name the file (and line). */
 int nbx_run_read(const char *dir, nbx_run *r);
 void nbx_run_free(nbx_run *r);
+/* The one-run report: dir holds summary.json and metrics.jsonl (train --out); out_path gets the page. */
+int nbx_report_run(const char *dir, const char *out_path);
 /* A synchronous run: no delay at any step (sync, or fixed:0). */
 int nbx_run_is_sync(const nbx_run *r);
 /* Delayed with no mitigation: no EF, no Taylor, no synchronous start or cooldown. */

@@ -1,4 +1,5 @@
-/* The report of a sweep: one self-contained HTML page (inline SVG, no scripts, no network).
+/* The report of a sweep: one self-contained HTML page (inline SVG, no scripts, no network); a run's
+ * folder (summary.json, no results.csv) gets report_run.c's page instead.
  *
  * Roles of the grid's axes (docs/experiments.md): the axis named `seed` is averaged over; the
  * axis named `delay` (else the last other axis) gives the curves overlaid in a chart; every
@@ -93,6 +94,9 @@ static int read_results(report *r) {
     char path[4200];
     size_t n;
     snprintf(path, sizeof path, "%s/results.csv", r->dir);
+    if (access(path, F_OK))
+        return nb_fail("%s: no results.csv (a sweep's folder) and no summary.json (a run's folder, train --out): "
+                       "nothing to report", r->dir);
     if (nb_fs_read_file(path, &r->csv, &n, "results table")) return -1;
     int lines = 1;
     for (size_t i = 0; i < n; i++) lines += r->csv[i] == '\n';
@@ -484,7 +488,16 @@ static void free_report(report *r) {
     nbx_strv_free(&r->seeds);
 }
 
+/* A sweep's folder has results.csv; a run's (train --out) summary.json and metrics.jsonl. */
+static int is_run_folder(const char *dir) {
+    char csv[4200], summary[4200];
+    snprintf(csv, sizeof csv, "%s/results.csv", dir);
+    snprintf(summary, sizeof summary, "%s/summary.json", dir);
+    return access(csv, F_OK) && !access(summary, F_OK);
+}
+
 int nb_report_write(const char *dir, const char *out_path) {
+    if (is_run_folder(dir)) return nbx_report_run(dir, out_path);
     report r;
     memset(&r, 0, sizeof r);
     r.dir = dir;

@@ -20,7 +20,12 @@ static inline float dot(const float *a, const float *b, int n) {
     return s;
 }
 
-void attention_forward(float *out, float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd) {
+/* Rounds n floats to the nearest bf16 values (ties to even), in place: a product operand under bf16. */
+static inline void round_bf16(float *x, int n) {
+    for (int i = 0; i < n; i++) x[i] = nb_bf16_to_float(nb_bf16_from_float(x[i]));
+}
+
+void attention_forward(float *out, float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd, int bf16) {
     const int dq = H * hd, dkv = Hkv * hd, stride = dq + 2 * dkv, group = H / Hkv;
     const float scale = 1.0f / sqrtf((float)hd);
 #pragma omp parallel
@@ -47,6 +52,7 @@ void attention_forward(float *out, float *lse, const float *qkv, int B, int T, i
 #pragma omp simd
                         for (int s = 0; s < visible; s++) row[s] *= inv;
                         for (int s = visible; s < nk; s++) row[s] = 0.0f;
+                        if (bf16) round_bf16(row, visible);
                         lse[((size_t)b * H + h) * T + t0 + i] = m + logf(sum);
                     }
                     nb_gemm(0, 0, nq, hd, nk, 1.0f, S, nk, V, stride, 0.0f, out + ((size_t)b * T + t0) * dq + h * hd, dq);
@@ -57,7 +63,7 @@ void attention_forward(float *out, float *lse, const float *qkv, int B, int T, i
 }
 
 void attention_backward(float *dqkv, const float *dout, const float *out, const float *lse, const float *qkv,
-                        int B, int T, int H, int Hkv, int hd) {
+                        int B, int T, int H, int Hkv, int hd, int bf16) {
     const int dq = H * hd, dkv = Hkv * hd, stride = dq + 2 * dkv, group = H / Hkv;
     const float scale = 1.0f / sqrtf((float)hd);
     memset(dqkv, 0, sizeof(float) * (size_t)B * T * stride);
@@ -93,6 +99,10 @@ void attention_backward(float *dqkv, const float *dout, const float *out, const 
                                 ds[s] = p[s] * (ds[s] - D) * scale;
                             }
                             for (int s = visible; s < nk; s++) p[s] = ds[s] = 0.0f;
+                            if (bf16) {
+                                round_bf16(p, visible);
+                                round_bf16(ds, visible);
+                            }
                         }
                         /* dQ = dS K, dK += dS^T Q, dV += P^T dO */
                         nb_gemm(0, 0, nq, hd, nk, 1.0f, dS, nk, K, stride, 0.0f, dbase + (size_t)t0 * stride + h * hd, stride);

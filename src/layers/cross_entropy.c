@@ -16,11 +16,12 @@ double cross_entropy_forward(float *lse, const float *logits, const int *targets
     }
     double total = 0.0;
     for (int n = 0; n < N; n++) total += (double)lse[n] - (double)logits[(size_t)n * V + targets[n]];
-    return total / N;
+    return total;
 }
 
-void cross_entropy_backward(float *logits, const float *lse, const int *targets, int N, int V, float scale) {
-    float k = scale / (float)N;
+void cross_entropy_backward(float *logits, const float *lse, const int *targets, int N, int V, float scale,
+                            int n_mean) {
+    float k = scale / (float)n_mean;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         float *z = logits + (size_t)n * V;

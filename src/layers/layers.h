@@ -6,6 +6,7 @@
 #ifndef NB_LAYERS_H
 #define NB_LAYERS_H
 #include <stddef.h>
+#include "backend/gemm.h"
 
 /* out[n] = table[tokens[n]] */
 void embedding_forward(float *out, const int *tokens, const float *table, int N, int d);
@@ -14,6 +15,8 @@ void embedding_backward(float *dtable, const float *dout, const int *tokens, int
 
 /* out = x / sqrt(mean(x^2) + eps) * gain, row by row; rstd[n] keeps 1/sqrt(mean + eps). */
 void rmsnorm_forward(float *out, float *rstd, const float *x, const float *gain, int N, int d, float eps);
+/* The same, out cast to bf16 in the same pass (a product's operand under bf16). */
+void rmsnorm_forward_bf16(nb_bf16 *out, float *rstd, const float *x, const float *gain, int N, int d, float eps);
 /* dx += d(out)/dx^T dout; dgain += sum_n dout * x * rstd */
 void rmsnorm_backward(float *dx, float *dgain, const float *dout, const float *x, const float *gain,
                       const float *rstd, int N, int d);
@@ -23,6 +26,13 @@ void linear_forward(float *y, float beta, const float *x, const float *w, int N,
 /* dx[N,in] = dy w (+ dx if dx_beta = 1), dw += dy^T x */
 void linear_backward(float *dx, float dx_beta, float *dw, const float *dy, const float *x, const float *w,
                      int N, int in, int out);
+
+/* The same two products with bf16 operands (update-rules.md section 5): x and w already cast (an
+ * activation kept in bf16, a weight version cast once); dy is cast here into dy_scratch (N x out
+ * values). Outputs and the accumulated dw stay float32. */
+void linear_forward_bf16(float *y, float beta, const nb_bf16 *x, const nb_bf16 *w, int N, int in, int out);
+void linear_backward_bf16(float *dx, float dx_beta, float *dw, const float *dy, const nb_bf16 *x, const nb_bf16 *w,
+                          int N, int in, int out, nb_bf16 *dy_scratch);
 
 /* Rotary embedding in place on the first n_rot_heads heads (q heads then k heads) of each row
  * of width stride; rows are B sequences of T positions. Pairs dimension i with i + hd/2
@@ -35,19 +45,28 @@ void rope_backward(float *dx, int B, int T, int stride, int n_rot_heads, int hd,
 /* Causal grouped-query attention on packed rows qkv[N][(H + 2 Hkv) hd] (q heads, k heads,
  * v heads). Query head h reads kv head h / (H / Hkv). out[N][H hd]; lse[B][H][T] keeps each
  * row's log-sum-exp so that backward recomputes the probabilities instead of storing T x T. */
-void attention_forward(float *out, float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd);
+/* bf16 = 1: the operands of its products (q, k, v, the probabilities, and in backward dout and the
+ * score gradients) are rounded to bf16 values before each product, which accumulates in float32;
+ * exactly what bf16 GEMMs compute (a product of two bf16 values is exact in float32). The caller
+ * rounds q, k and v themselves (in qkv), so that backward sees the same values. */
+void attention_forward(float *out, float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd, int bf16);
 /* dqkv (overwritten, same packing as qkv) from dout, recomputing probabilities from lse. */
 void attention_backward(float *dqkv, const float *dout, const float *out, const float *lse, const float *qkv,
-                        int B, int T, int H, int Hkv, int hd);
+                        int B, int T, int H, int Hkv, int hd, int bf16);
 
 /* gu[N][2F] holds (gate | up); h = silu(gate) * up */
 void swiglu_forward(float *h, const float *gu, int N, int F);
+/* The same, h cast to bf16 in the same pass. */
+void swiglu_forward_bf16(nb_bf16 *h, const float *gu, int N, int F);
 /* dgu (overwritten) from dh */
 void swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int F);
 
-/* Mean cross-entropy of logits[N][V] against targets; lse[N] receives each row's log-sum-exp.
- * Returns the mean loss (summed in double, in row order). */
+/* Cross-entropy of logits[N][V] against targets, summed over the N rows (in double, in row order, so
+ * that sums of consecutive chunks added in order equal the whole sum); lse[N] receives each row's
+ * log-sum-exp. The mean loss is the sum over all rows divided by their count. */
 double cross_entropy_forward(float *lse, const float *logits, const int *targets, int N, int V);
-/* In place: logits becomes scale/N * (softmax(logits) - onehot(target)). */
-void cross_entropy_backward(float *logits, const float *lse, const int *targets, int N, int V, float scale);
+/* In place: logits becomes scale/n_mean * (softmax(logits) - onehot(target)) for its N rows, where
+ * n_mean is the number of rows the mean loss runs over (N, or more when N rows are one chunk). */
+void cross_entropy_backward(float *logits, const float *lse, const int *targets, int N, int V, float scale,
+                            int n_mean);
 #endif

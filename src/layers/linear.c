@@ -10,3 +10,14 @@ void linear_backward(float *dx, float dx_beta, float *dw, const float *dy, const
     nb_gemm(0, 0, N, in, out, 1.0f, dy, out, w, in, dx_beta, dx, in);
     nb_gemm(1, 0, out, in, N, 1.0f, dy, out, x, in, 1.0f, dw, in);
 }
+
+void linear_forward_bf16(float *y, float beta, const nb_bf16 *x, const nb_bf16 *w, int N, int in, int out) {
+    nb_gemm_bf16(0, 1, N, out, in, 1.0f, x, in, w, in, beta, y, out);
+}
+
+void linear_backward_bf16(float *dx, float dx_beta, float *dw, const float *dy, const nb_bf16 *x, const nb_bf16 *w,
+                          int N, int in, int out, nb_bf16 *dy_scratch) {
+    nb_bf16_cast(dy_scratch, dy, (size_t)N * out);
+    nb_gemm_bf16(0, 0, N, in, out, 1.0f, dy_scratch, out, w, in, dx_beta, dx, in);
+    nb_gemm_bf16(1, 0, out, in, N, 1.0f, dy_scratch, out, x, in, 1.0f, dw, in);
+}

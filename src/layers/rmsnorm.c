@@ -1,18 +1,33 @@
 #include <math.h>
 #include "layers/layers.h"
 
+/* 1 / sqrt(mean(x^2) + eps) of one row. */
+static inline float row_rstd(const float *xr, int d, float eps) {
+    float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+    for (int i = 0; i < d; i++) ss += xr[i] * xr[i];
+    return 1.0f / sqrtf(ss / (float)d + eps);
+}
+
 void rmsnorm_forward(float *out, float *rstd, const float *x, const float *gain, int N, int d, float eps) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *xr = x + (size_t)n * d;
         float *yr = out + (size_t)n * d;
-        float ss = 0.0f;
-#pragma omp simd reduction(+ : ss)
-        for (int i = 0; i < d; i++) ss += xr[i] * xr[i];
-        float r = 1.0f / sqrtf(ss / (float)d + eps);
-        rstd[n] = r;
+        const float r = rstd[n] = row_rstd(xr, d, eps);
 #pragma omp simd
         for (int i = 0; i < d; i++) yr[i] = xr[i] * r * gain[i];
+    }
+}
+
+void rmsnorm_forward_bf16(nb_bf16 *out, float *rstd, const float *x, const float *gain, int N, int d, float eps) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *xr = x + (size_t)n * d;
+        nb_bf16 *yr = out + (size_t)n * d;
+        const float r = rstd[n] = row_rstd(xr, d, eps);
+#pragma omp simd
+        for (int i = 0; i < d; i++) yr[i] = nb_bf16_from_float(xr[i] * r * gain[i]);
     }
 }
 

@@ -2,13 +2,26 @@
 #include "layers/fastmath.h"
 #include "layers/layers.h"
 
+#pragma omp declare simd notinbranch
+static inline float silu_times(float g, float u) { return g / (1.0f + nb_expf(-g)) * u; }
+
 void swiglu_forward(float *h, const float *gu, int N, int F) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *g = gu + (size_t)n * 2 * F, *u = g + F;
         float *hr = h + (size_t)n * F;
 #pragma omp simd
-        for (int i = 0; i < F; i++) hr[i] = g[i] / (1.0f + nb_expf(-g[i])) * u[i];
+        for (int i = 0; i < F; i++) hr[i] = silu_times(g[i], u[i]);
+    }
+}
+
+void swiglu_forward_bf16(nb_bf16 *h, const float *gu, int N, int F) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *g = gu + (size_t)n * 2 * F, *u = g + F;
+        nb_bf16 *hr = h + (size_t)n * F;
+#pragma omp simd
+        for (int i = 0; i < F; i++) hr[i] = nb_bf16_from_float(silu_times(g[i], u[i]));
     }
 }
 

@@ -121,7 +121,7 @@ int nb_model_forward(nb_model *m, const float *const *weights, nb_acts **acts, c
     for (int i = 0; i < m->n_stages; i++) {
         nb_stage *s = &m->stages[i];
         const float *x_in = i > 0 ? nb_acts_output(acts[i - 1]) : NULL;
-        if (nb_stage_forward(s, weights ? weights[i] : s->params, acts[i], tokens, x_in, targets, loss)) return -1;
+        if (nb_stage_forward(s, weights ? weights[i] : s->params, NB_VERSION_NONE, acts[i], tokens, x_in, targets, loss)) return -1;
     }
     return 0;
 }
@@ -130,7 +130,7 @@ int nb_model_backward(nb_model *m, const float *const *weights, nb_acts **acts, 
     for (int i = m->n_stages - 1; i >= 0; i--) {
         nb_stage *s = &m->stages[i];
         const float *dout = i < m->n_stages - 1 ? nb_acts_input_grad(acts[i + 1]) : NULL;
-        if (nb_stage_backward(s, weights ? weights[i] : s->params, acts[i], dout, loss_scale)) return -1;
+        if (nb_stage_backward(s, weights ? weights[i] : s->params, NB_VERSION_NONE, acts[i], dout, loss_scale)) return -1;
     }
     return 0;
 }

@@ -8,10 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include "backend/peak.h"
 #include "nobubble/checkpoint.h"
 #include "train/exec.h"
 #include "train/run.h"
 #include "train/state.h"
+#include "train/tensorboard.h"
 #include "util/clock.h"
 #include "util/error.h"
 
@@ -23,14 +26,21 @@ typedef struct {
     exec_saved *saved;       /* this checkpoint's parts, one per stage */
     exec_report *reports;    /* at the end, one per stage */
     double val;              /* this step's validation loss (NAN: none) */
+    exec_eval eval_in;       /* the last stage's EVAL_LOSS message */
     int end_msg, committed_msg;
     FILE *metrics;
+    train_tb tb;              /* --tensorboard's event file (tb.f NULL: none) */
     double t0, commit_aside;  /* when the run started; seconds this driver spent committing */
     double train_s;           /* training seconds up to the last step reported */
     double last_loss;
     double step_tau;          /* the reported step's largest delay, for --keep's proof after its commit */
     int proven, stopped;
+    double peak_gflops;       /* the machine's fp32 peak measured at the start, for MFU (0: not measured) */
 } coordinator;
+
+/* The peak measurement's budget: it runs once, before the first step, only when progress lines are
+ * printed; nb_measure_fp32_peak takes about 1.2 times this (growing its loop, then the best of 3). */
+#define PEAK_SECONDS 0.25
 
 static double tokens_per_step(const exec_run *run) { return (double)run->o->batch * run->T * run->M; }
 
@@ -61,6 +71,40 @@ static int saves_at(const exec_endpoint *e, int t) {
     return run->o->save_dir && ((run->save_at && run->save_at[t]) || t == e->end - 1);
 }
 
+/* The progress line of step t: loss, lr, tokens/s and GFLOP/s of the step (evaluation and checkpoints
+ * excluded), MFU against the peak measured at the start, the wall time since the start and the
+ * remaining steps at the mean wall time per step so far (evaluations and checkpoints included). */
+static void print_progress(const coordinator *c, int t, double loss, float lr, double tps) {
+    const exec_run *run = c->run;
+    const double gflops = tps * nb_model_train_flops_per_token(&run->o->model, run->T) * 1e-9;
+    const double elapsed = nb_now() - c->t0;
+    const int done = t + 1 - run->start, left = run->S - (t + 1);
+    char el[32], eta[32];
+    nb_format_duration(elapsed, el, sizeof el);
+    nb_format_duration(done > 0 ? elapsed / done * left : 0, eta, sizeof eta);
+    printf("step %5d/%d | loss %.4f | lr %.3e | %6.0f tok/s | %5.1f GFLOP/s", t + 1, run->S, loss, lr, tps, gflops);
+    if (c->peak_gflops > 0) printf(" | MFU %4.1f%%", 100 * gflops / c->peak_gflops);
+    printf(" | %s elapsed | ETA %s", el, eta);
+    if (!isnan(c->val)) printf(" | val %.4f", c->val);
+    printf("\n");
+    fflush(stdout);
+}
+
+/* Step t's scalars as one TensorBoard event at step t + 1 (metrics.jsonl's numbering); the gradient
+ * norm only when it is computed (--clip), the validation loss only at evaluations. */
+static int write_tensorboard(train_tb *tb, const train_metrics *m) {
+    train_tb_scalar s[8] = {{"train/loss", (float)m->loss},
+                            {"train/lr", (float)m->lr},
+                            {"train/tokens_per_s", (float)m->tokens_per_s},
+                            {"train/update_norm", (float)m->update_norm},
+                            {"delay/tau", (float)m->tau},
+                            {"delay/version_distance", (float)m->version_distance}};
+    int n = 6;
+    if (!isnan(m->grad_norm)) s[n++] = (train_tb_scalar){"train/grad_norm", (float)m->grad_norm};
+    if (!isnan(m->val_loss)) s[n++] = (train_tb_scalar){"val/loss", (float)m->val_loss};
+    return train_tb_write(tb, m->step + 1, s, n);
+}
+
 /* Step t: the stages' statistics summed in stage order, the progress line and the metrics line (a failed
  * write stops the run), the validation loss checked. */
 static int report(exec_endpoint *e, int t) {
@@ -83,19 +127,17 @@ static int report(exec_endpoint *e, int t) {
     const float lr = nb_schedule_lr(&run->sched, t);
     const double tps = dt > 0 ? tokens_per_step(run) / dt : 0;
     const int last = t == e->end - 1;
-    if (!o->quiet && (last || t % o->log_every == 0 || !isnan(c->val))) {
-        const double flops = nb_model_train_flops_per_token(&o->model, run->T);
-        printf("step %5d/%d | loss %.4f | lr %.3e | %6.0f tok/s | %5.1f GFLOP/s", t + 1, run->S, sum.loss, lr, tps,
-               tps * flops * 1e-9);
-        if (!isnan(c->val)) printf(" | val %.4f", c->val);
-        printf("\n");
-        fflush(stdout);
-    }
+    if (!o->quiet && (last || t % o->log_every == 0 || !isnan(c->val))) print_progress(c, t, sum.loss, lr, tps);
     if (!isnan(c->val)) c->res->final_val_loss = c->val;
     if (c->metrics) {
         train_metrics m = {t, sum.loss, lr, tokens_per_step(run) * (t + 1), train_s, tps, sqrt(sum.update_sq),
                            (int)sum.tau, sqrt(sum.version_sq), o->clip > 0 ? sum.grad_norm : NAN, c->val};
         if (train_write_metrics(c->metrics, o->out_dir, &m)) return -1;
+    }
+    if (c->tb.f) {
+        train_metrics m = {t, sum.loss, lr, 0, train_s, tps, sqrt(sum.update_sq), (int)sum.tau, sqrt(sum.version_sq),
+                           o->clip > 0 ? sum.grad_norm : NAN, c->val};
+        if (write_tensorboard(&c->tb, &m)) return -1;
     }
     c->step_tau = sum.tau;
     if (!saves_at(e, t)) prove(c, t, sum.tau);  /* else after the commit: it may be this step's checkpoint */
@@ -233,6 +275,7 @@ static int finish(exec_endpoint *e) {
         fflush(stdout);
     }
     if (c->metrics && (ferror(c->metrics) || fflush(c->metrics))) return nb_fail("%s/metrics.jsonl: write failed", o->out_dir);
+    if (train_tb_close(&c->tb)) return -1;
     if (o->out_dir && train_write_summary(o, res, run->T, pipeline ? extra : NULL)) return -1;
     if (o->export_dir && nb_export_hf(run->model, o->export_dir)) return -1;
     return 0;
@@ -254,7 +297,7 @@ static int coordinator_buffer(exec_endpoint *e, const nb_low_action *a, void **d
     nb_stage *st;
     switch (a->msg) {
     case NB_MSG_STATS: return *data = &c->in[i], *bytes = sizeof c->in[i], 0;
-    case NB_MSG_EVAL_LOSS: return *data = &c->val, *bytes = sizeof c->val, 0;
+    case NB_MSG_EVAL_LOSS: return *data = &c->eval_in, *bytes = sizeof c->eval_in, 0;
     case NB_MSG_END: return *data = &c->end_msg, *bytes = sizeof c->end_msg, 0;
     case NB_MSG_SAVED: return *data = &c->saved[i], *bytes = sizeof c->saved[i], 0;
     case NB_MSG_COMMITTED: return *data = &c->committed_msg, *bytes = sizeof c->committed_msg, 0;
@@ -268,11 +311,31 @@ static int coordinator_buffer(exec_endpoint *e, const nb_low_action *a, void **d
     }
 }
 
-/* A new step's validation loss is absent until its EVAL_LOSS arrives. */
+/* A new step's validation loss is absent until its EVAL_LOSS arrives; the evaluation's seconds, which the
+ * step's STATS could not carry, come with it. */
 static int coordinator_received(exec_endpoint *e, const nb_low_action *a) {
     coordinator *c = e->role;
     if (a->msg == NB_MSG_STATS && a->peer == 0) c->val = NAN;
+    if (a->msg == NB_MSG_EVAL_LOSS) {
+        c->val = c->eval_in.loss;
+        if (c->eval_in.aside > c->in[a->peer].aside) c->in[a->peer].aside = c->eval_in.aside;
+    }
     return 0;
+}
+
+/* The fp32 peak of the threads the run computes with on this machine (every stage's, at most the
+ * machine's cores), which MFU is against; printed with the time it took. */
+static void measure_peak(coordinator *c) {
+    const exec_run *run = c->run;
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = run->o->pipeline >= 0 ? run->P * run->threads : run->threads;
+    if (cpus > 0 && threads > cpus) threads = (int)cpus;
+    const char *isa = "";
+    const double t0 = nb_now();
+    c->peak_gflops = nb_measure_fp32_peak(threads, PEAK_SECONDS, &isa);
+    printf("fp32 peak %.1f GFLOP/s (%s FMAs on %d thread(s), measured in %.2f s): MFU is against it\n",
+           c->peak_gflops, isa, threads, nb_now() - t0);
+    fflush(stdout);
 }
 
 int exec_coordinator_init(exec_endpoint *e, exec_run *run, exec_endpoint **stages, nb_train_result *res) {
@@ -292,6 +355,8 @@ int exec_coordinator_init(exec_endpoint *e, exec_run *run, exec_endpoint **stage
     /* A resumed run continues the metrics of the run it resumes. */
     if (run->o->out_dir && !(c->metrics = train_open_metrics(run->o->out_dir, run->o->resume_dir ? run->start : -1)))
         return -1;
+    if (run->o->tensorboard_dir && train_tb_open(&c->tb, run->o->tensorboard_dir)) return -1;
+    if (!run->o->quiet) measure_peak(c);
     c->t0 = nb_now();
     return 0;
 }
@@ -304,6 +369,7 @@ void exec_coordinator_free(exec_endpoint *e) {
     free(c->saved);
     free(c->reports);
     if (c->metrics) fclose(c->metrics);
+    train_tb_close(&c->tb);   /* a run that failed: its error is already said */
     free(c);
     e->role = NULL;
 }

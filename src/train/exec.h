@@ -48,6 +48,13 @@ typedef struct {
     double aside;                  /* seconds so far spent evaluating and saving, not training */
 } exec_stats;
 
+/* The validation loss, from the last stage after an evaluation, with that stage's seconds aside so far
+ * (the evaluation's included), so that the step it follows is timed without it: a STATS message is sent
+ * before the evaluation that follows its update. */
+typedef struct {
+    double loss, aside;
+} exec_eval;
+
 /* What a stage reports at the end (a pipeline's per-stage table and summary). */
 typedef struct {
     double busy, aside, wall;                        /* seconds: computing, evaluating/saving, in all */

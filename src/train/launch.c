@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "backend/gemm.h"
+#include "nobubble/checkpoint.h"
 #include "nobubble/data.h"
 #include "train/exec.h"
 #include "train/run.h"
@@ -116,12 +118,26 @@ static void print_start(const exec_run *run, const exec_endpoint *eps, int first
     size_t extra = 0;
     for (int s = first; s <= last; s++) extra += exec_stage_stash_bytes(&eps[s]);
     printf("%s; %.1f MiB of weight versions and EF buffers\n", delay, extra / 1048576.0);
+    if (o->precision == NB_PRECISION_BF16) {
+        size_t copies = 0;
+        for (int s = first; s <= last; s++) copies += sizeof(nb_bf16) * run->model->stages[s].n_params;
+        printf("precision bf16: GEMM operands bf16, accumulation, weights, gradients and optimizer state fp32; "
+               "%.1f MiB per weight version cast to bf16 (%d version(s) at most)\n", copies / 1048576.0,
+               nb_delay_tau_max(&o->delay, 0, run->P) + 2);
+    }
     fflush(stdout);
 }
 
 /* The stages this process holds (first .. last), set up, resumed, and the run lowered from where it
  * resumes. */
 static int setup_stages(exec_run *run, exec_endpoint *eps, int first, int last) {
+    /* --init-from: each process reads its own stages' weights, before the stages copy them as w_0 */
+    if (run->o->init_from && !run->o->resume_dir) {
+        const double t = nb_now();
+        if (nb_import_hf_stages(run->model, run->o->init_from, first, last)) return -1;
+        if (!run->o->quiet && first == 0)
+            printf("initialized from %s (%.1f s): step 0, fresh optimizer state\n", run->o->init_from, nb_now() - t);
+    }
     for (int s = first; s <= last; s++)
         if (exec_stage_init(&eps[s], run, s)) return -1;
     if (run->o->resume_dir) {
@@ -263,11 +279,28 @@ static int make_run(exec_run *run, const nb_train_options *o, int T, int S) {
         split = balanced;
     }
     if (nb_model_create(run->model, &o->model, o->stages, split)) return -1;
-    nb_model_init(run->model, o->seed);
+    if (!o->init_from || o->resume_dir) nb_model_init(run->model, o->seed);   /* else the weights are imported */
     return make_schedule(o, S, &run->sc) || plan_steps(run);
 }
 
-int nb_train(const nb_train_options *o, nb_train_result *res) {
+/* auto: bf16 where oneDNN reports bf16 instructions, fp32 elsewhere; the choice is what summary.json and
+ * checkpoints record. bf16 without them runs, widened to fp32 GEMMs (no faster than fp32): said once. */
+static nb_train_options *resolve_precision(const nb_train_options *o, nb_train_options *copy) {
+    *copy = *o;
+    const int native = nb_bf16_native();
+    if (o->precision == NB_PRECISION_AUTO) copy->precision = native ? NB_PRECISION_BF16 : NB_PRECISION_FP32;
+    if (!o->quiet && o->precision == NB_PRECISION_AUTO)
+        printf("precision: auto chose %s (oneDNN reports %s: %s)\n", nb_precision_name(copy->precision),
+               nb_cpu_isa_name(), native ? "bf16 instructions" : "no bf16 instructions");
+    else if (!o->quiet && o->precision == NB_PRECISION_BF16 && !native)
+        printf("precision: bf16 emulated (oneDNN reports %s, no bf16 instructions): bf16 numbers from fp32 GEMMs, "
+               "no faster than fp32\n", nb_cpu_isa_name());
+    return copy;
+}
+
+int nb_train(const nb_train_options *given, nb_train_result *res) {
+    nb_train_options resolved;
+    const nb_train_options *o = resolve_precision(given, &resolved);
     memset(res, 0, sizeof *res);
     res->final_val_loss = NAN;
     const int T = o->seq_len ? o->seq_len : o->model.context;

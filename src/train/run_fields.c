@@ -66,6 +66,7 @@ int run_fields_check(const nb_st_file *f, const nb_train_options *o, int n_stage
         if (fields[i].kind == RUN_FIELD_FREE) continue;
         snprintf(key, sizeof key, "run.%s", fields[i].key);
         const char *saved = nb_st_meta(f, key);
+        if (!saved) saved = fields[i].setting->unrecorded;
         if (saved && !strcmp(saved, fields[i].value)) continue;
         if (is_data_layout(fields[i].key)) data_same_shape = 0;
         append_diff(fields[i].kind == RUN_FIELD_FIXED ? fixed : changed, sizeof fixed, &fields[i], saved);

@@ -16,6 +16,7 @@ static const char *const optimizer_names[] = {"sgd", "adamw", "muon", "lion", "a
 static const char *const schedule_names[] = {"cosine", "wsd", "constant", NULL};
 static const char *const pipeline_names[] = {"gpipe", "1f1b", "pipedream", "2bw", NULL};
 static const char *const transport_names[] = {"threads", "mpi", NULL};
+static const char *const precision_names[] = {"fp32", "bf16", "auto", NULL};  /* by nb_precision */
 
 /* Per-optimizer defaults, by nb_optimizer_kind: sgd, adamw, muon, lion, adan, mars, soap, normuon. The
  * learning rates are nobubble's (docs/optimizers.md; NorMuon takes Muon's); the rest are the sheet's (nb_optim_defaults, which
@@ -184,6 +185,9 @@ const nb_setting nb_settings[] = {
     {.name = "export", .flag = "--export", .type = NB_SET_STRING, NO_RANGE, .offset = AT(export_dir),
      .metavar = "DIR", .help = "write the final weights as a Hugging Face folder (model.safetensors, config.json)",
      .resume = NB_RESUME_FREE},
+    {.name = "tensorboard", .flag = "--tensorboard", .type = NB_SET_STRING, NO_RANGE, .offset = AT(tensorboard_dir),
+     .metavar = "DIR", .help = "also write the metrics as TensorBoard event files into DIR (a new file per run)",
+     .resume = NB_RESUME_FREE},
     {.name = "save_dir", .flag = "--save-dir", .type = NB_SET_STRING, NO_RANGE, .offset = AT(save_dir),
      .metavar = "DIR", .help = "checkpoints DIR/step_NNNNNN (weights + full training state) at the end",
      .resume = NB_RESUME_FREE},
@@ -198,8 +202,19 @@ const nb_setting nb_settings[] = {
     {.name = "override", .flag = "--override", .type = NB_SET_BOOL, NO_RANGE, .offset = AT(resume_override),
      .def = 0, .metavar = "", .help = "--resume even where this run's settings differ (a warning lists them)",
      .resume = NB_RESUME_FREE},
+    {.name = "init_from", .flag = "--init-from", .type = NB_SET_STRING, NO_RANGE, .offset = AT(init_from),
+     .metavar = "DIR", .help = "start from a Hugging Face model's weights (DIR/config.json gives the model; step 0)",
+     .resume = NB_RESUME_FREE, .summary_key = "run.init_from"},
     {.name = "quiet", .flag = "--quiet", .type = NB_SET_BOOL, NO_RANGE, .offset = AT(quiet), .def = 0,
      .metavar = "", .help = "no progress lines", .resume = NB_RESUME_FREE},
+
+    /* The arithmetic: bf16 changes what the weights compute, so a resume may change it only with --override;
+     * checkpoints from before this row ran fp32. summary.json and checkpoints record auto's choice. */
+    {.name = "precision", .flag = "--precision", .type = NB_SET_ENUM, NO_RANGE, .offset = AT(precision),
+     .names = precision_names, .def = NB_PRECISION_FP32, .metavar = "P",
+     .help = "GEMM operands fp32 or bf16 (fp32 accumulation, master weights and optimizer state); auto: bf16 where "
+             "the CPU has bf16 instructions",
+     .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "precision", .unrecorded = "fp32", .summary_key = "run.precision"},
 
     /* Real pipeline workers. */
     {.name = "pipeline", .flag = "--pipeline", .type = NB_SET_ENUM, NO_RANGE, .offset = AT(pipeline),
@@ -218,7 +233,8 @@ const nb_setting nb_settings[] = {
 const int nb_settings_count = (int)(sizeof nb_settings / sizeof nb_settings[0]);
 _Static_assert(sizeof nb_settings / sizeof nb_settings[0] <= NB_SETTINGS_MAX, "NB_SETTINGS_MAX is too small");
 /* Enum settings are stored through an int. */
-_Static_assert(sizeof(nb_optimizer_kind) == sizeof(int) && sizeof(nb_schedule_kind) == sizeof(int),
+_Static_assert(sizeof(nb_optimizer_kind) == sizeof(int) && sizeof(nb_schedule_kind) == sizeof(int) &&
+                   sizeof(nb_precision) == sizeof(int),
                "enums stored as int");
 
 const nb_setting *nb_setting_by_flag(const char *flag) {

@@ -36,7 +36,8 @@ typedef struct {
     int *tokens, *targets;
     uint64_t *step_pos;                 /* first stage: the loader's position at the start of each step */
     int updates;
-    double loss_sum, eval_sum, eval_loss;
+    double loss_sum, eval_sum;
+    exec_eval eval_msg;
     exec_stats stats;
     exec_saved saved;
     exec_report report;
@@ -98,7 +99,7 @@ static int forward(stage *w, const nb_low_action *a) {
     if ((reads_tokens(w) || reads_targets(w)) && nb_loader_next(w->train, w->tokens, w->targets)) return -1;
     double t = nb_now();
     float loss = 0;
-    if (nb_stage_forward(w->st, wt, w->slots[slot], w->tokens, w->x_in, w->targets, &loss)) return -1;
+    if (nb_stage_forward(w->st, wt, a->version, w->slots[slot], w->tokens, w->x_in, w->targets, &loss)) return -1;
     count_op(w, 0, nb_now() - t);
     w->slot_mb[slot] = a->mb;
     if (reads_targets(w)) w->loss_sum += loss;
@@ -111,7 +112,7 @@ static int backward(stage *w, const nb_low_action *a) {
     if (!wt) return -1;
     if (slot < 0) return nb_fail("stage %d: backward of micro-batch %d, which has no activations", w->s, a->mb);
     double t = nb_now();
-    if (nb_stage_backward(w->st, wt, w->slots[slot], reads_targets(w) ? NULL : w->dout, 1.0f / w->run->M)) return -1;
+    if (nb_stage_backward(w->st, wt, a->version, w->slots[slot], reads_targets(w) ? NULL : w->dout, 1.0f / w->run->M)) return -1;
     count_op(w, 1, nb_now() - t);
     w->slot_mb[slot] = -1;
     w->freed_slot = slot;
@@ -203,10 +204,10 @@ static int eval(stage *w, const nb_low_action *a) {
     }
     float loss = 0;
     if ((reads_tokens(w) || reads_targets(w)) && nb_loader_next(w->val, w->tokens, w->targets)) return -1;
-    if (nb_stage_forward(w->st, w->st->params, w->eval_slot, w->tokens, w->x_in, w->targets, &loss)) return -1;
+    if (nb_stage_forward(w->st, w->st->params, w->updates, w->eval_slot, w->tokens, w->x_in, w->targets, &loss)) return -1;
     w->eval_sum += loss;
-    w->eval_loss = w->eval_sum / w->run->o->eval_batches;
     w->aside += nb_now() - t0;
+    w->eval_msg = (exec_eval){w->eval_sum / w->run->o->eval_batches, w->aside};
     return 0;
 }
 
@@ -340,7 +341,7 @@ static int stage_buffer(exec_endpoint *e, const nb_low_action *a, void **data, s
     case NB_MSG_STATS: return *data = &w->stats, *bytes = sizeof w->stats, 0;
     case NB_MSG_EVAL_ACT:
         return *data = out ? (void *)nb_acts_output(w->eval_slot) : w->x_in, *bytes = act_bytes(w), 0;
-    case NB_MSG_EVAL_LOSS: return *data = &w->eval_loss, *bytes = sizeof w->eval_loss, 0;
+    case NB_MSG_EVAL_LOSS: return *data = &w->eval_msg, *bytes = sizeof w->eval_msg, 0;
     case NB_MSG_SAVED: return *data = &w->saved, *bytes = sizeof w->saved, 0;
     case NB_MSG_COMMITTED: return *data = &w->committed, *bytes = sizeof w->committed, 0;
     case NB_MSG_END: return *data = &w->end_msg, *bytes = sizeof w->end_msg, 0;
@@ -407,6 +408,8 @@ int exec_stage_init(exec_endpoint *e, exec_run *run, int s) {
     w->run = run;
     w->s = s;
     w->st = &run->model->stages[s];
+    /* bf16: the versions its forwards and backwards use (tau_max + 1), and the current one for evaluation. */
+    if (nb_stage_set_precision(w->st, o->precision, nb_delay_tau_max(&o->delay, s, run->P) + 2)) return -1;
     if (stage_alloc(w)) return -1;
     if (o->val_pattern && !(w->eval_slot = nb_acts_create(w->st, o->batch, run->T))) return -1;
     if (nb_optimizer_create(&w->opt, &o->optim, w->st->tensors, w->st->n_tensors, w->st->n_params)) return -1;

@@ -12,6 +12,26 @@ uint64_t nb_fnv1a(uint64_t h, const void *data, size_t n) {
     return h;
 }
 
+/* The table of the byte-at-a-time CRC: entry b is the CRC register after shifting b through 8 times. */
+static void crc32c_table(uint32_t table[256]) {
+    for (uint32_t b = 0; b < 256; b++) {
+        uint32_t r = b;
+        for (int k = 0; k < 8; k++) r = r & 1 ? (r >> 1) ^ 0x82F63B78u : r >> 1;
+        table[b] = r;
+    }
+}
+
+/* The table is rebuilt on each call (2048 steps): the callers hash a few records of tens of bytes,
+ * and no shared state needs guarding between threads. */
+uint32_t nb_crc32c(uint32_t crc, const void *data, size_t n) {
+    uint32_t table[256];
+    crc32c_table(table);
+    const unsigned char *p = data;
+    crc = ~crc;
+    for (size_t i = 0; i < n; i++) crc = table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
+    return ~crc;
+}
+
 uint64_t nb_splitmix64(uint64_t *state) { return nb_mix64(*state += 0x9E3779B97F4A7C15ULL); }
 
 static const uint32_t K256[64] = {

@@ -1,0 +1,220 @@
+/* nb_gemm_bf16: bf16 operands, float32 accumulation (update-rules.md section 5).
+ * Where oneDNN reports bf16 instructions (AVX512-BF16, AMX), a oneDNN matmul primitive runs it: one
+ * primitive per shape (transposes, sizes, strides, alpha, beta), created on first use and kept in a
+ * cache of the calling thread (each pipeline stage is a thread with its own), freed when the thread
+ * ends. Elsewhere oneDNN 2.6 emulates bf16 at about a third of its sgemm's speed (measured on an Ice
+ * Lake Xeon, BENCHMARKS.md), so the operands are widened to float32 (exactly: a bf16 is the high half
+ * of a float) and nb_gemm runs them; both accumulate in float32 and are deterministic.
+ * NB_BF16_GEMM=onednn|widen forces one of the two (tests run both on any machine). */
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend/gemm.h"
+#include "util/error.h"
+
+enum { CACHE_SIZE = 64 };
+
+typedef struct {
+    int used, trans_a, trans_b, M, N, K, lda, ldb, ldc;
+    float alpha, beta;
+    dnnl_primitive_t prim;
+    dnnl_memory_desc_t a, b, c;
+} shape_entry;
+
+typedef struct {
+    dnnl_stream_t stream;
+    shape_entry entries[CACHE_SIZE];
+    int next_victim;
+    float *wide;        /* the widened operands (fallback) */
+    size_t wide_count;
+} thread_cache;
+
+static dnnl_engine_t engine;
+static int use_onednn = -1;   /* 1: oneDNN matmul, 0: widen + nb_gemm */
+static pthread_key_t cache_key;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void die(const char *what, dnnl_status_t st) {
+    /* Only reachable through a programming error (bad strides) or a library failure: stop loudly. */
+    fprintf(stderr, "nobubble: internal error: oneDNN %s failed (status %d)\n", what, (int)st);
+    abort();
+}
+
+static void free_cache(void *p) {
+    thread_cache *c = p;
+    if (!c) return;
+    for (int i = 0; i < CACHE_SIZE; i++)
+        if (c->entries[i].used) dnnl_primitive_destroy(c->entries[i].prim);
+    if (c->stream) dnnl_stream_destroy(c->stream);
+    free(c->wide);
+    free(c);
+}
+
+static int isa_has_bf16(void) {
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    return (isa & (unsigned)dnnl_cpu_isa_avx512_core_bf16) == (unsigned)dnnl_cpu_isa_avx512_core_bf16;
+}
+
+static void setup(void) {
+    pthread_key_create(&cache_key, free_cache);
+    const char *forced = getenv("NB_BF16_GEMM");
+    if (forced && !strcmp(forced, "onednn")) use_onednn = 1;
+    else if (forced && !strcmp(forced, "widen")) use_onednn = 0;
+    else use_onednn = isa_has_bf16();  /* unknown names are refused by the CLI (src/cli/main.c) */
+    if (use_onednn) {
+        dnnl_status_t st = dnnl_engine_create(&engine, dnnl_cpu, 0);
+        if (st != dnnl_success) die("engine creation", st);
+    }
+}
+
+int nb_bf16_native(void) {
+    pthread_once(&once, setup);
+    return isa_has_bf16();
+}
+
+const char *nb_cpu_isa_name(void) {
+    switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+    }
+}
+
+static thread_cache *my_cache(void) {
+    thread_cache *c = pthread_getspecific(cache_key);
+    if (c) return c;
+    c = calloc(1, sizeof *c);
+    if (!c) {
+        fprintf(stderr, "nobubble: out of memory (bf16 GEMM cache)\n");
+        exit(3);
+    }
+    pthread_setspecific(cache_key, c);
+    return c;
+}
+
+/* A rows x cols matrix at p with row stride ld, read as stored (trans = 0) or transposed. */
+static void matrix_desc(dnnl_memory_desc_t *md, int rows, int cols, int ld, int trans, dnnl_data_type_t type) {
+    dnnl_dims_t dims = {rows, cols};
+    dnnl_dims_t strides = {trans ? 1 : ld, trans ? ld : 1};
+    dnnl_status_t st = dnnl_memory_desc_init_by_strides(md, 2, dims, type, strides);
+    if (st != dnnl_success) die("memory descriptor", st);
+}
+
+static void create_primitive(shape_entry *e) {
+    matrix_desc(&e->a, e->M, e->K, e->lda, e->trans_a, dnnl_bf16);
+    matrix_desc(&e->b, e->K, e->N, e->ldb, e->trans_b, dnnl_bf16);
+    matrix_desc(&e->c, e->M, e->N, e->ldc, 0, dnnl_f32);
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_attr_t attr;
+    dnnl_post_ops_t ops;
+    dnnl_status_t st = dnnl_matmul_desc_init(&md, &e->a, &e->b, NULL, &e->c);
+    if (st != dnnl_success) die("matmul descriptor", st);
+    dnnl_primitive_attr_create(&attr);
+    if (e->alpha != 1.0f) dnnl_primitive_attr_set_output_scales(attr, 1, 0, &e->alpha);
+    dnnl_post_ops_create(&ops);
+    if (e->beta != 0.0f) dnnl_post_ops_append_sum(ops, e->beta);
+    dnnl_primitive_attr_set_post_ops(attr, ops);
+    dnnl_primitive_desc_t pd;
+    st = dnnl_primitive_desc_create(&pd, &md, attr, engine, NULL);
+    if (st != dnnl_success) die("bf16 matmul primitive descriptor", st);
+    st = dnnl_primitive_create(&e->prim, pd);
+    if (st != dnnl_success) die("bf16 matmul primitive", st);
+    dnnl_primitive_desc_destroy(pd);
+    dnnl_post_ops_destroy(ops);
+    dnnl_primitive_attr_destroy(attr);
+}
+
+static shape_entry *find_or_create(thread_cache *c, const shape_entry *key) {
+    for (int i = 0; i < CACHE_SIZE; i++) {
+        shape_entry *e = &c->entries[i];
+        if (e->used && e->trans_a == key->trans_a && e->trans_b == key->trans_b && e->M == key->M && e->N == key->N &&
+            e->K == key->K && e->lda == key->lda && e->ldb == key->ldb && e->ldc == key->ldc && e->alpha == key->alpha &&
+            e->beta == key->beta)
+            return e;
+    }
+    shape_entry *e = &c->entries[c->next_victim];
+    c->next_victim = (c->next_victim + 1) % CACHE_SIZE;
+    if (e->used) dnnl_primitive_destroy(e->prim);
+    *e = *key;
+    create_primitive(e);
+    e->used = 1;
+    return e;
+}
+
+static void gemm_onednn(thread_cache *c, const shape_entry *key, const nb_bf16 *A, const nb_bf16 *B, float *C) {
+    dnnl_status_t st;
+    if (!c->stream && (st = dnnl_stream_create(&c->stream, engine, dnnl_stream_default_flags)) != dnnl_success)
+        die("stream creation", st);
+    shape_entry *e = find_or_create(c, key);
+    dnnl_memory_t ma, mb, mc;
+    dnnl_memory_create(&ma, &e->a, engine, (void *)A);
+    dnnl_memory_create(&mb, &e->b, engine, (void *)B);
+    dnnl_memory_create(&mc, &e->c, engine, C);
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
+    st = dnnl_primitive_execute(e->prim, c->stream, 3, args);
+    if (st != dnnl_success) die("bf16 matmul", st);
+    dnnl_stream_wait(c->stream);
+    dnnl_memory_destroy(ma);
+    dnnl_memory_destroy(mb);
+    dnnl_memory_destroy(mc);
+}
+
+/* Copies a stored rows x cols block (row stride ld) of bf16 values into floats, packed. */
+static void widen(float *dst, const nb_bf16 *src, int rows, int cols, int ld) {
+#pragma omp parallel for schedule(static) if ((size_t)rows * cols > 65536)
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < cols; j++) dst[(size_t)r * cols + j] = nb_bf16_to_float(src[(size_t)r * ld + j]);
+}
+
+static void gemm_widened(thread_cache *c, const shape_entry *k, const nb_bf16 *A, const nb_bf16 *B, float *C) {
+    const int a_rows = k->trans_a ? k->K : k->M, a_cols = k->trans_a ? k->M : k->K;
+    const int b_rows = k->trans_b ? k->N : k->K, b_cols = k->trans_b ? k->K : k->N;
+    size_t need = (size_t)a_rows * a_cols + (size_t)b_rows * b_cols;
+    if (need > c->wide_count) {
+        free(c->wide);
+        c->wide = malloc(sizeof(float) * need);
+        if (!c->wide) {
+            fprintf(stderr, "nobubble: out of memory widening a bf16 GEMM's operands (%zu floats)\n", need);
+            exit(3);
+        }
+        c->wide_count = need;
+    }
+    float *wa = c->wide, *wb = c->wide + (size_t)a_rows * a_cols;
+    widen(wa, A, a_rows, a_cols, k->lda);
+    widen(wb, B, b_rows, b_cols, k->ldb);
+    nb_gemm(k->trans_a, k->trans_b, k->M, k->N, k->K, k->alpha, wa, a_cols, wb, b_cols, k->beta, C, k->ldc);
+}
+
+void nb_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, const nb_bf16 *A, int lda,
+                  const nb_bf16 *B, int ldb, float beta, float *C, int ldc) {
+    if (M == 0 || N == 0) return;
+    pthread_once(&once, setup);
+    if (K == 0) {  /* an empty sum: C = beta * C (oneDNN rejects zero-sized operands) */
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+        return;
+    }
+    shape_entry key = {0, trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, NULL, {0}, {0}, {0}};
+    thread_cache *c = my_cache();
+    if (use_onednn) gemm_onednn(c, &key, A, B, C);
+    else gemm_widened(c, &key, A, B, C);
+}
+
+void nb_bf16_cast(nb_bf16 *dst, const float *src, size_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) dst[i] = nb_bf16_from_float(src[i]);
+}
+
+void nb_bf16_round(float *x, size_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) x[i] = nb_bf16_to_float(nb_bf16_from_float(x[i]));
+}

@@ -1,0 +1,124 @@
+/* A bf16 stage's state: its weight versions cast to bf16, each once (update-rules.md section 5:
+ * "each weight version is cast to bf16 once, never per micro-batch"), and its scratch. The cache is
+ * keyed by the version's number, which the caller gives (a stashed version's weights never change
+ * while it lives); the least recently used entry makes room. Scratch grows to the largest micro-batch
+ * seen; a stage is driven by one thread at a time, so one set serves all its slots. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "model/stage.h"
+#include "util/error.h"
+
+struct nb_bf16_state {
+    int capacity;
+    long *version, *last_use, clock;  /* version -2: empty */
+    nb_bf16 **copy;
+    nb_bf16 *unnamed;                 /* weights the caller could not name: cast on every call */
+    nb_bf16 *x16, *dy16;              /* an activation, and a gradient, cast for one product */
+    size_t x16_count, dy16_count;
+};
+
+static void *alloc_or_die(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "nobubble: out of memory allocating %zu bytes for bf16 weights or scratch\n", bytes);
+        exit(3);
+    }
+    return p;
+}
+
+const char *nb_precision_name(nb_precision p) {
+    return p == NB_PRECISION_BF16 ? "bf16" : p == NB_PRECISION_AUTO ? "auto" : "fp32";
+}
+
+static void free_state(struct nb_bf16_state *b) {
+    if (!b) return;
+    for (int i = 0; i < b->capacity; i++) free(b->copy[i]);
+    free(b->copy);
+    free(b->version);
+    free(b->last_use);
+    free(b->unnamed);
+    free(b->x16);
+    free(b->dy16);
+    free(b);
+}
+
+void stage_precision_release(nb_stage *s) {
+    free_state(s->bf16);
+    s->bf16 = NULL;
+}
+
+int nb_stage_set_precision(nb_stage *s, nb_precision p, int versions) {
+    if (p != NB_PRECISION_FP32 && p != NB_PRECISION_BF16)
+        return nb_fail("stage %d: precision %s: expected fp32 or bf16", s->index, nb_precision_name(p));
+    if (p == NB_PRECISION_BF16 && versions < 1)
+        return nb_fail("stage %d: bf16 with %d weight versions: expected at least 1", s->index, versions);
+    stage_precision_release(s);
+    s->precision = p;
+    if (p == NB_PRECISION_FP32) return 0;
+    struct nb_bf16_state *b = alloc_or_die(sizeof *b);
+    memset(b, 0, sizeof *b);
+    b->capacity = versions;
+    b->version = alloc_or_die(sizeof(long) * versions);
+    b->last_use = alloc_or_die(sizeof(long) * versions);
+    b->copy = alloc_or_die(sizeof(nb_bf16 *) * versions);
+    for (int i = 0; i < versions; i++) {
+        b->version[i] = -2;
+        b->last_use[i] = 0;
+        b->copy[i] = NULL;
+    }
+    s->bf16 = b;
+    return 0;
+}
+
+int nb_model_set_precision(nb_model *m, nb_precision p, int versions) {
+    for (int i = 0; i < m->n_stages; i++)
+        if (nb_stage_set_precision(&m->stages[i], p, versions)) return -1;
+    return 0;
+}
+
+const nb_bf16 *stage_bf16_weights(const nb_stage *s, const float *w, long version) {
+    struct nb_bf16_state *b = s->bf16;
+    if (version < 0) {
+        if (!b->unnamed) b->unnamed = alloc_or_die(sizeof(nb_bf16) * s->n_params);
+        nb_bf16_cast(b->unnamed, w, s->n_params);
+        return b->unnamed;
+    }
+    int victim = 0;
+    for (int i = 0; i < b->capacity; i++) {
+        if (b->version[i] == version) {
+            b->last_use[i] = ++b->clock;
+            return b->copy[i];
+        }
+        if (b->last_use[i] < b->last_use[victim]) victim = i;
+    }
+    if (!b->copy[victim]) b->copy[victim] = alloc_or_die(sizeof(nb_bf16) * s->n_params);
+    nb_bf16_cast(b->copy[victim], w, s->n_params);
+    b->version[victim] = version;
+    b->last_use[victim] = ++b->clock;
+    return b->copy[victim];
+}
+
+/* Grows *p to at least n elements of `size` bytes (contents not kept). */
+static void *grown(void *p, size_t *count, size_t n, size_t size) {
+    if (n <= *count) return p;
+    free(p);
+    *count = n;
+    return alloc_or_die(n * size);
+}
+
+nb_bf16 *stage_x16_scratch(const nb_stage *s, size_t n) {
+    struct nb_bf16_state *b = s->bf16;
+    return b->x16 = grown(b->x16, &b->x16_count, n, sizeof(nb_bf16));
+}
+
+nb_bf16 *stage_dy16_scratch(const nb_stage *s, size_t n) {
+    struct nb_bf16_state *b = s->bf16;
+    return b->dy16 = grown(b->dy16, &b->dy16_count, n, sizeof(nb_bf16));
+}
+
+size_t stage_bf16_bytes(const nb_stage *s) {
+    const struct nb_bf16_state *b = s->bf16;
+    if (!b) return 0;
+    return sizeof(nb_bf16) * s->n_params * (size_t)b->capacity;
+}

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The installed library (docs/library.md): `cmake --install` of this build into a temporary prefix
+# puts libnobubble.a, libnobubble.so, the public headers and nobubble.pc in place; then
+# examples/train_tiny.c, built only with what `pkg-config nobubble` gives (shared, and static with
+# --static), prepares a tiny corpus and trains a tiny model, and its loss ends below uniform guessing.
+set -u
+bin=${1:?usage: cli_install.sh path/to/nobubble}
+source "$(dirname "$0")/support/cli_harness.sh"
+build=$(cd "$(dirname "$bin")" && pwd)
+prefix=$work/prefix
+
+cmake --install "$build" --prefix "$prefix" > "$work/install.log" 2>&1 || { cat "$work/install.log"; fail "cmake --install"; finish; exit; }
+libdir=$(dirname "$(find "$prefix" -name nobubble.pc)")/..
+for f in "$libdir/libnobubble.a" "$libdir/libnobubble.so" "$prefix/include/nobubble/train.h" \
+         "$prefix/include/nobubble/common.h" "$prefix/bin/nobubble"; do
+  [ -e "$f" ] && ok || fail "not installed: $f"
+done
+# ONE library: every part's objects in libnobubble.a (one object of each folder of src/ but cli)
+for part in util backend layers model optim delay pipeline runtime data checkpoint experiments train; do
+  obj=$(ls src/$part/*.c | head -1 | xargs basename)
+  ar t "$libdir/libnobubble.a" | grep -qx "$obj.o" && ok || fail "libnobubble.a lacks $part's $obj.o"
+done
+nm -D --defined-only "$libdir/libnobubble.so" | grep -qw nb_train && ok || fail "libnobubble.so does not export nb_train"
+
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+pkg-config --exists nobubble && ok || fail "pkg-config does not find nobubble.pc: $(pkg-config --print-errors --exists nobubble 2>&1)"
+cflags=$(pkg-config --cflags nobubble) libs=$(pkg-config --libs nobubble)
+static_libs=$(pkg-config --static --libs nobubble | sed 's/-lnobubble\b/-l:libnobubble.a/')
+# a sanitized build's library needs the sanitizers' runtimes in the program too
+extra=""
+grep -q '^NB_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" && extra="-fsanitize=address,undefined"
+
+for i in $(seq 1 40); do
+  printf 'In the beginning God created the heaven and the earth. Paragraph %d.\n\nAnd the earth was without form, and void; and darkness was upon the face of the deep. %d\n\n' "$i" "$((i * 7))"
+done > "$work/text.txt"
+uniform=$(awk 'BEGIN { printf "%.4f", log(300) }')
+# run_example NAME LINK_FLAGS...: builds train_tiny with them, runs it, checks its losses
+run_example() {
+  local name=$1; shift
+  if ! cc -std=c11 $extra examples/train_tiny.c $cflags "$@" -o "$work/$name" 2> "$work/$name.cc"; then
+    fail "$name: does not build with pkg-config's flags: $(cat "$work/$name.cc")"; return
+  fi
+  if ! OMP_NUM_THREADS=1 LD_LIBRARY_PATH=$libdir "$work/$name" "$work/text.txt" "$work/$name.run" > "$work/$name.out" 2>&1; then
+    fail "$name: train_tiny failed: $(tail -5 "$work/$name.out")"; return
+  fi
+  ok
+  local line val
+  line=$(grep '^trained 30 steps' "$work/$name.out") || { fail "$name: no result line: $(cat "$work/$name.out")"; return; }
+  val=$(sed 's/.*validation loss \([0-9.]*\).*/\1/' <<< "$line")
+  awk -v v="$val" -v u="$uniform" 'BEGIN { exit !(v < u - 1) }' && ok || fail "$name: validation loss $val not below uniform $uniform - 1"
+  [ -s "$work/$name.run/run/metrics.jsonl" ] && [ -s "$work/$name.run/run/summary.json" ] && ok || fail "$name: no metrics or summary"
+}
+run_example shared $libs
+ldd "$work/shared" 2>/dev/null | grep -q "libnobubble.so" && ok || fail "the shared build does not load libnobubble.so"
+run_example static $static_libs
+ldd "$work/static" 2>/dev/null | grep -q "libnobubble.so" && fail "the static build loads libnobubble.so" || ok
+# both link the same code: the same run gives bitwise the same weights
+w1=$(grep -o 'weights [0-9a-f]*' "$work/shared.out") w2=$(grep -o 'weights [0-9a-f]*' "$work/static.out")
+[ -n "$w1" ] && [ "$w1" = "$w2" ] && ok || fail "shared and static runs differ: '$w1' vs '$w2'"
+cat "$work/shared.out"
+finish

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# --precision from the command line: bf16 runs are bitwise reproducible (the same run twice, a threads
+# pipeline against its one-process simulation, a resumed run against the uninterrupted one), their
+# losses stay near fp32's, auto records the precision it chose, and a resume that changes the
+# precision needs --override; bad values are refused.
+set -u
+bin=${1:?usage: cli_precision.sh path/to/nobubble}
+source "$(dirname "$0")/support/cli_harness.sh"
+
+small_corpus "$bin" "$work/data" 30 && ok || fail "prepare"
+small=(--data "$work/data" --model tiny --set context=32 --set d_model=64 --set d_ffn=128 --set n_heads=4
+       --set n_kv_heads=2 --set n_layers=2 --batch 2 --steps 6 --eval-batches 2)
+hash_of() { sed -n 's/^done: .*weights \([0-9a-f]\{16\}\)$/\1/p' "$1"; }
+val_of() { sed -n 's/^done: .*val loss \([^,]*\),.*/\1/p' "$1"; }
+train() { local log=$1; shift; OMP_NUM_THREADS=1 "$bin" train "${small[@]}" --threads 1 "$@" > "$work/$log" 2>&1; }
+
+train fp32.log --precision fp32 || fail "fp32 run: $(tail -3 "$work/fp32.log")"
+train bf16a.log --precision bf16 --out "$work/bf16a" || fail "bf16 run: $(tail -3 "$work/bf16a.log")"
+train bf16b.log --precision bf16 || fail "bf16 run again"
+a=$(hash_of "$work/bf16a.log"); b=$(hash_of "$work/bf16b.log"); f=$(hash_of "$work/fp32.log")
+[ -n "$a" ] && [ "$a" = "$b" ] && ok || fail "bf16 twice: weights $a vs $b"
+[ -n "$f" ] && [ "$a" != "$f" ] && ok || fail "bf16 ($a) differs from fp32 ($f): the bf16 path ran"
+grep -q '"precision": "bf16"' "$work/bf16a/summary.json" && ok || fail "summary.json records bf16"
+# bf16 keeps 8 significant bits: after 6 steps the validation loss stays within 1% of fp32's
+python3 - "$(val_of "$work/fp32.log")" "$(val_of "$work/bf16a.log")" <<'PY' && ok || fail "bf16 val loss near fp32's"
+import sys
+f, b = map(float, sys.argv[1:])
+sys.exit(0 if abs(f - b) <= 0.01 * f else 1)
+PY
+
+# A threads pipeline (2BW, two stages) equals the one-process run with the same delay, in bf16.
+train one.log --precision bf16 --stages 2 --delay 2bw --microbatches 2 || fail "one-process 2bw"
+train pipe.log --precision bf16 --stages 2 --pipeline 2bw --microbatches 2 --threads-per-stage 1 || fail "pipeline 2bw: $(tail -3 "$work/pipe.log")"
+x=$(hash_of "$work/one.log"); y=$(hash_of "$work/pipe.log")
+[ -n "$x" ] && [ "$x" = "$y" ] && ok || fail "bf16 pipeline ($y) equals its one-process run ($x)"
+
+# Resume in bf16 at step 3 of 6: the uninterrupted run's weights.
+train whole.log --precision bf16 --delay 2bw --save-dir "$work/ck" --save-every 3 || fail "bf16 with checkpoints"
+train resumed.log --precision bf16 --delay 2bw --resume "$work/ck/step_000003" || fail "bf16 resume: $(tail -3 "$work/resumed.log")"
+x=$(hash_of "$work/whole.log"); y=$(hash_of "$work/resumed.log")
+[ -n "$x" ] && [ "$x" = "$y" ] && ok || fail "bf16 resumed ($y) equals uninterrupted ($x)"
+# Changing the precision on resume needs --override.
+expect_error "fp32 resume of a bf16 checkpoint" "precision fp32 (checkpoint: bf16)" \
+  "$bin" train "${small[@]}" --delay 2bw --resume "$work/ck/step_000003"
+train override.log --delay 2bw --resume "$work/ck/step_000003" --override && ok || fail "--override: $(tail -3 "$work/override.log")"
+
+# auto records what it chose (bf16 only where the CPU has bf16 instructions), and says so.
+train auto.log --precision auto --out "$work/auto" || fail "auto run"
+chosen=$(sed -n 's/^precision: auto chose \([a-z0-9]*\) .*/\1/p' "$work/auto.log")
+{ [ "$chosen" = fp32 ] || [ "$chosen" = bf16 ]; } && grep -q "\"precision\": \"$chosen\"" "$work/auto/summary.json" && ok \
+  || fail "auto: printed '$chosen', summary $(grep -o '"precision": "[a-z0-9]*"' "$work/auto/summary.json")"
+
+# Both bf16 GEMM paths give the same numbers up to the order of float32 additions.
+NB_BF16_GEMM=onednn train dnnl.log --precision bf16 || fail "NB_BF16_GEMM=onednn"
+NB_BF16_GEMM=widen train widen.log --precision bf16 || fail "NB_BF16_GEMM=widen"
+python3 - "$(val_of "$work/dnnl.log")" "$(val_of "$work/widen.log")" <<'PY' && ok || fail "the two bf16 GEMM paths agree"
+import sys
+a, b = map(float, sys.argv[1:])
+sys.exit(0 if abs(a - b) <= 1e-3 * a else 1)
+PY
+
+expect_error "--precision fp16" "--precision" "$bin" train "${small[@]}" --precision fp16
+expect_error "NB_BF16_GEMM=amx" "NB_BF16_GEMM" env NB_BF16_GEMM=amx "$bin" train "${small[@]}"
+finish
