@@ -14,6 +14,8 @@ packages=(
   libpcre2-dev      # PCRE2: the regex pre-tokenizers of Hugging Face tokenizer.json files
   libopenmpi-dev openmpi-bin  # MPI: pipeline stages as processes (--transport mpi)
   libjansson-dev    # Jansson: JSON for train --config
+  zlib1g-dev        # zlib: reads dict-gcide's dictzip file (nobubble prepare --corpus gcide)
+  libgsl-dev        # GSL: Student's t quantiles of the report's paired intervals
 )
 # With --test: what only the tests need as well.
 if [ "${1:-}" = "--test" ]; then

@@ -121,5 +121,24 @@ check "[ $? -eq 0 ] && grep -q '{\"id\": 279, \"content\": \"<|endoftext|>\"' '$
 check "[ \"\$(sha256sum '$T/out/small_train_000000.bin')\" != \"$before\" ]" "--force kept the old shard"
 check "[ -z \"\$(ls -A '$T' | grep -E '\\.(tmp|old)-')\" ]" "--force left folders behind: $(ls -A "$T")"
 
+# --- the GCIDE corpus (the tiny committed fixture in its markup stands in for dict-gcide)
+G=tests/fixtures/gcide_tiny.dict.dz
+"$NB" prepare --corpus gcide --gcide-file "$G" --vocab 260 --out "$T/gcide" --quiet > "$T/gcide.txt" 2>&1
+check "[ $? -eq 0 ]" "prepare --corpus gcide failed: $(cat "$T/gcide.txt")"
+check "[ -s '$T/gcide/gcide_train_000000.bin' ]" "--corpus gcide: shards are named gcide_*"
+check "grep -q '\"package\": \"dict-gcide\"' '$T/gcide/manifest.json'" "manifest names the package: $(cat "$T/gcide/manifest.json")"
+check "grep -q '\"documents\": 3}' '$T/gcide/manifest.json'" "manifest: 3 documents (one per entry)"
+check "grep -q 'one per GCIDE dictionary entry' '$T/gcide/manifest.json'" "manifest states the document split"
+expect_error "a missing GCIDE database" "apt-get install dict-gcide" --corpus gcide --gcide-file "$T/nowhere.dict.dz" --out "$T/g2"
+check "grep -q -- '$T/nowhere.dict.dz' '$T/err.txt'" "the missing database is named: $(cat "$T/err.txt")"
+check "[ ! -e '$T/g2' ]" "a missing database left an output folder"
+"$NB" prepare --quiet --corpus gcid --out "$T/g3" > /dev/null 2> "$T/err.txt"; rc=$?
+check "[ $rc -eq 2 ]" "--corpus gcid: exit status $rc, expected 2 (usage)"
+check "grep -q -- \"--corpus 'gcid': expected bible, gcide or bible+gcide\" '$T/err.txt'" "--corpus gcid: $(cat "$T/err.txt")"
+"$NB" prepare --quiet --corpus gcide --input "$T/small.txt" --out "$T/g4" > /dev/null 2> "$T/err.txt"; rc=$?
+check "[ $rc -eq 2 ]" "--corpus with --input: exit status $rc, expected 2"
+check "grep -q -- '--corpus gcide and --input: give one of them' '$T/err.txt'" "--corpus with --input: $(cat "$T/err.txt")"
+check "grep -q -- '--corpus NAME' '$T/help.txt'" "--help lists --corpus"
+
 echo "cli_prepare: $passes passed, $fails failed"
 [ "$fails" -eq 0 ] && [ "$passes" -gt 0 ]

@@ -136,7 +136,7 @@ check "dry run: a when line applies only where it matches" grep -qx "muon_0.95_1
 check "dry run: adamw takes --beta1" grep -qx "adamw_0.95_1: nobubble train --steps 2 --data-seed 1 --optimizer adamw --lr 2e-3 --seed 1 --beta1 0.95" "$work/expand.out"
 # The shipped presets parse, with the documented number of points.
 root=$(cd "$(dirname "$0")/.." && pwd)
-for preset in lr:36 optimizers_quick:54 optimizers_small:54 momentum:32 depth:36 mitigations:32 pipeline:16; do
+for preset in lr:42 optimizers_quick:63 optimizers_small:63 momentum:48 depth:54 mitigations:48 pipeline:24; do
   n=$("$bin" sweep "$root/experiments/${preset%%:*}/grid.txt" --dry-run 2>&1 | grep -c ": nobubble train ")
   [ "$n" = "${preset#*:}" ] && ok || fail "preset ${preset%%:*}: $n points, expected ${preset#*:}"
 done

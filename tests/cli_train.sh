@@ -54,11 +54,11 @@ expect_error "unknown flag" "--bogus" "$bin" train --bogus
 expect_error "missing data" "nowhere" "$bin" train --data "$work/nowhere"
 expect_error "vocabulary too small for the data" "vocab" "$bin" train --data "$work/data" --set vocab_size=100
 # Optimizers: a short run with each, then bad hyperparameters.
-for opt in sgd adamw muon lion adan mars soap; do
+for opt in sgd adamw muon lion adan mars soap normuon; do
   if "$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 --steps 2 --optimizer $opt \
        --quiet > "$work/opt.log" 2>&1 && grep -q "done: 2 steps" "$work/opt.log"; then ok; else fail "train --optimizer $opt: $(cat "$work/opt.log")"; fi
 done
-expect_error "unknown optimizer lists the valid ones" "sgd, adamw, muon, lion, adan, mars, soap" "$bin" train --data "$work/data" --optimizer adamax
+expect_error "unknown optimizer lists the valid ones" "sgd, adamw, muon, lion, adan, mars, soap, normuon" "$bin" train --data "$work/data" --optimizer adamax
 expect_error "negative learning rate" "--lr -0.1" "$bin" train --data "$work/data" --lr -0.1
 expect_error "NaN learning rate" "--lr 'nan'" "$bin" train --data "$work/data" --lr nan
 expect_error "beta1 outside [0, 1)" "--beta1 1" "$bin" train --data "$work/data" --beta1 1

@@ -3,7 +3,8 @@
  * Muon's orthogonalized matrix has its singular values in the band the Newton-Schulz quintic
  * reaches in 5 steps; bias correction makes the first step lr in magnitude (AdamW, Adan, MARS,
  * the auxiliary AdamW, SOAP's first Adam step); SOAP's step at t = 0 is zero; the state
- * enumeration covers every buffer with the right sizes; the gradient-clipping helpers.
+ * enumeration covers every buffer with the right sizes; NorMuon's first step is Muon's with each
+ * row rescaled to the same norm (and the total norm kept); the gradient-clipping helpers.
  *
  * Singular values come from LAPACK's sgesvd through its Fortran interface, from the OpenBLAS
  * the library already links (as src/util/linalg.c does), so the test needs no liblapacke. */
@@ -82,7 +83,7 @@ static table std_table(void) {
     return tb;
 }
 
-static const char *KIND_NAMES[NB_OPT_COUNT] = { "sgd", "adamw", "muon", "lion", "adan", "mars", "soap" };
+static const char *KIND_NAMES[NB_OPT_COUNT] = { "sgd", "adamw", "muon", "lion", "adan", "mars", "soap", "normuon" };
 
 /* ---- defaults, parsing, validation ---- */
 static void test_defaults(void) {
@@ -111,6 +112,11 @@ static void test_defaults(void) {
     CHECK(p.kind == NB_OPT_SOAP && p.beta1 == 0.95f && p.beta2 == 0.95f && p.precond_every == 10 &&
           p.max_precond_dim == 10000, "soap defaults (0.95, 0.95, every 10, max dim 10000): %g %g %d %d", p.beta1,
           p.beta2, p.precond_every, p.max_precond_dim);
+    p = nb_optim_defaults(NB_OPT_NORMUON);
+    CHECK(p.kind == NB_OPT_NORMUON && p.momentum == 0.95f && p.nesterov == 1 && p.ns_steps == 5 && p.beta2 == 0.95f &&
+          p.aux_beta1 == 0.9f && p.aux_beta2 == 0.95f,
+          "normuon defaults (0.95, nesterov, 5, b2 0.95, aux 0.9, 0.95): %g %d %d %g %g %g", p.momentum, p.nesterov,
+          p.ns_steps, p.beta2, p.aux_beta1, p.aux_beta2);
     for (int k = 0; k < NB_OPT_COUNT; k++) {
         p = nb_optim_defaults((nb_optimizer_kind)k);
         int rc = nb_optim_validate(&p);
@@ -171,7 +177,8 @@ static void test_validate(void) {
         { F_AUX2, NB_OPT_MUON, "--aux-beta2", 1 }, { F_EPS, NB_OPT_ADAMW, "--eps", 0 },
         { F_WD, NB_OPT_ADAMW, "--wd", 0 },         { F_WD, NB_OPT_SGD, "--wd", 0 },
         { F_MOMENTUM, NB_OPT_SGD, "--momentum", 0 }, { F_MOMENTUM, NB_OPT_MUON, "--momentum", 0 },
-        { F_GAMMA, NB_OPT_MARS, "--gamma", 0 },
+        { F_GAMMA, NB_OPT_MARS, "--gamma", 0 },       { F_BETA2, NB_OPT_NORMUON, "--beta2", 1 },
+        { F_MOMENTUM, NB_OPT_NORMUON, "--momentum", 0 },
     };
     for (size_t i = 0; i < sizeof fl / sizeof fl[0]; i++) {
         nb_optim_params p = nb_optim_defaults(fl[i].kind);
@@ -396,6 +403,75 @@ static void test_muon(void) {
     rig_close(&r);
 }
 
+/* ---- NorMuon's first step: s = (1-b2) r, so every row of O' has the same RMS 1/sqrt(1-b2); after
+ * the norm-preserving rescale, row i of (d - lr wd w) is row i of Muon's (d - lr wd w) on the same
+ * gradient, scaled to the norm ||D_muon||_F / sqrt(rows). A zero gradient gives the decay alone. ---- */
+static double row_norm(const float *x, int cols) {
+    double s = 0;
+    for (int j = 0; j < cols; j++) s += (double)x[j] * x[j];
+    return sqrt(s);
+}
+
+static void check_normuon_rows(const rig *mu, const rig *no, const nb_tensor *t, float lr, float wd) {
+    int rows = t->shape[0], cols = t->shape[1];
+    float *Dm = malloc(sizeof(float) * t->numel), *Dn = malloc(sizeof(float) * t->numel);
+    for (size_t k = 0; k < t->numel; k++) {
+        Dm[k] = (float)((double)mu->d[t->offset + k] - (double)lr * wd * mu->w[t->offset + k]);
+        Dn[k] = (float)((double)no->d[t->offset + k] - (double)lr * wd * no->w[t->offset + k]);
+    }
+    double total = row_norm(Dm, (int)t->numel), worst = 0, scale = 0;
+    for (int i = 0; i < rows; i++) {
+        double want_norm = total / sqrt((double)rows), factor = want_norm / row_norm(Dm + (size_t)i * cols, cols);
+        for (int j = 0; j < cols; j++) {
+            double e = fabs(Dn[(size_t)i * cols + j] - factor * Dm[(size_t)i * cols + j]) / want_norm;
+            if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+        }
+        scale = fmax(scale, fabs(factor - 1));
+    }
+    CHECK(worst <= 1e-4, "normuon: %s [%d,%d]: first step = Muon's, rows rescaled to equal norms: off by %.3e",
+          t->name, rows, cols, worst);
+    printf("normuon: %s [%d,%d]: rows of Muon's step rescaled by up to %.1f%%\n", t->name, rows, cols, 100 * scale);
+    free(Dm);
+    free(Dn);
+}
+
+static void test_normuon(void) {
+    nb_optim_params pm = nb_optim_defaults(NB_OPT_MUON), pn = nb_optim_defaults(NB_OPT_NORMUON);
+    pm.weight_decay = pn.weight_decay = 0.1f;
+    rig mu, no;
+    if (rig_open(&mu, &pm, std_table())) return;
+    if (rig_open(&no, &pn, std_table())) { rig_close(&mu); return; }
+    rig_grads(&mu);
+    memcpy(no.g, mu.g, sizeof(float) * mu.tb.n_params);
+    memcpy(no.w, mu.w, sizeof(float) * mu.tb.n_params);
+    const float lr = 0.02f, aux = 3e-3f;
+    nb_optimizer_step(mu.o, mu.g, mu.w, lr, aux, mu.d);
+    nb_optimizer_step(no.o, no.g, no.w, lr, aux, no.d);
+    for (int i = 0; i < mu.tb.n; i++) {
+        const nb_tensor *t = &mu.tb.t[i];
+        if (t->group == NB_GROUP_MATRIX) check_normuon_rows(&mu, &no, t, lr, pn.weight_decay);
+        else CHECK(!memcmp(mu.d + t->offset, no.d + t->offset, sizeof(float) * t->numel),
+                   "normuon: %s: the auxiliary AdamW step equals Muon's", t->name);
+    }
+    /* a zero gradient: O = 0, so d is the decay alone (and finite, despite the 1/(sqrt(0) + 1e-10)) */
+    rig_close(&no);
+    if (rig_open(&no, &pn, std_table())) { rig_close(&mu); return; }
+    memset(no.g, 0, sizeof(float) * no.tb.n_params);
+    nb_optimizer_step(no.o, no.g, no.w, lr, aux, no.d);
+    double worst = 0;
+    for (int i = 0; i < no.tb.n; i++) {
+        const nb_tensor *t = &no.tb.t[i];
+        if (t->group != NB_GROUP_MATRIX) continue;
+        for (size_t k = t->offset; k < t->offset + t->numel; k++) {
+            double e = fabs((double)no.d[k] - (double)lr * pn.weight_decay * no.w[k]);
+            if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+        }
+    }
+    CHECK(worst <= 1e-9, "normuon: a zero gradient gives d = lr wd w on matrices: off by %.3e", worst);
+    rig_close(&no);
+    rig_close(&mu);
+}
+
 /* ---- bias correction: the first step is lr * sign(g) (wd = 0) ---- */
 static double first_step_err(const rig *r, int i, float lr) {
     const nb_tensor *t = &r->tb.t[i];
@@ -413,7 +489,8 @@ static void test_bias_correction(void) {
      * m/(1-b1) over sqrt(v/(1-b2)) = g/|g|, so |d| = lr (aux_lr) where g != 0, 0 where g == 0.
      * Without bias correction AdamW's first step would be 0.1/sqrt(0.05) = 0.45 lr. eps/|g| <=
      * 1e-8/0.013 (MARS's clipped c) bounds the deviation; the tolerance is 1e-5. */
-    const nb_optimizer_kind kinds[] = { NB_OPT_ADAMW, NB_OPT_ADAN, NB_OPT_MARS, NB_OPT_MUON, NB_OPT_SOAP };
+    const nb_optimizer_kind kinds[] = { NB_OPT_ADAMW, NB_OPT_ADAN, NB_OPT_MARS, NB_OPT_MUON, NB_OPT_SOAP,
+                                        NB_OPT_NORMUON };
     for (size_t q = 0; q < sizeof kinds / sizeof kinds[0]; q++) {
         nb_optim_params p = nb_optim_defaults(kinds[q]);
         p.weight_decay = 0.0f;
@@ -422,7 +499,8 @@ static void test_bias_correction(void) {
         rig_grads(&r);
         float lr = 0.01f, aux = 3e-3f;
         nb_optimizer_step(r.o, r.g, r.w, lr, aux, r.d);
-        int aux_rule = kinds[q] == NB_OPT_MUON || kinds[q] == NB_OPT_MARS || kinds[q] == NB_OPT_SOAP;
+        int aux_rule = kinds[q] == NB_OPT_MUON || kinds[q] == NB_OPT_MARS || kinds[q] == NB_OPT_SOAP ||
+                       kinds[q] == NB_OPT_NORMUON;
         for (int i = 0; i < r.tb.n; i++) {
             const nb_tensor *t = &r.tb.t[i];
             int is_aux = aux_rule && t->group != NB_GROUP_MATRIX;
@@ -488,6 +566,7 @@ static size_t expected_state(const nb_optim_params *p, const nb_tensor *t) {
     case NB_OPT_LION: return n;                 /* m */
     case NB_OPT_ADAN: return 4 * n;             /* m, v, n, g_prev */
     case NB_OPT_MUON: return matrix ? n : 2 * n;      /* m | aux m, v */
+    case NB_OPT_NORMUON: return matrix ? n + (size_t)t->shape[0] : 2 * n;  /* m, s (one per row) | aux m, v */
     case NB_OPT_MARS: return matrix ? 3 * n : 2 * n;  /* m, v, g_prev | aux m, v */
     case NB_OPT_SOAP: {
         if (!matrix) return 2 * n;
@@ -607,6 +686,7 @@ int main(void) {
     test_validate();
     test_lion();
     test_muon();
+    test_normuon();
     test_bias_correction();
     test_soap();
     test_state();

@@ -1,4 +1,4 @@
-/* Muon and SOAP run their matrices one per thread, each GEMM then on one thread: the steps must
+/* Muon, NorMuon and SOAP run their matrices one per thread, each GEMM then on one thread: the steps must
  * be bitwise the same whatever the number of threads (1, 2 or 3). */
 #include <omp.h>
 #include <stdio.h>
@@ -45,8 +45,8 @@ int main(void) {
         t[i].offset = n;
         n += t[i].numel;
     }
-    nb_optimizer_kind kinds[2] = {NB_OPT_MUON, NB_OPT_SOAP};
-    for (int k = 0; k < 2; k++) {
+    nb_optimizer_kind kinds[3] = {NB_OPT_MUON, NB_OPT_SOAP, NB_OPT_NORMUON};
+    for (int k = 0; k < 3; k++) {
         float *d1 = malloc(sizeof(float) * n * STEPS), *dk = malloc(sizeof(float) * n * STEPS);
         run(kinds[k], 1, t, 6, n, d1);
         for (int threads = 2; threads <= 3; threads++) {

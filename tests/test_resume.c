@@ -22,7 +22,7 @@ static nb_train_options run_of(kjv_paths *paths, nb_optimizer_kind opt, const ch
     o.optim = nb_optim_defaults(opt);
     o.optim.weight_decay = 0.1f;
     o.optim.precond_every = 3;
-    o.schedule.lr = opt == NB_OPT_MUON ? 0.02f : 3e-3f;
+    o.schedule.lr = opt == NB_OPT_MUON || opt == NB_OPT_NORMUON ? 0.02f : 3e-3f;
     nb_delay_parse(delay, &o.delay);
     o.delay.ef = ef;
     o.stages = stages;
@@ -46,6 +46,7 @@ static void check_resplit(void) {
         {NB_OPT_MUON, "2bw", 1, 2, 1, 1},
         {NB_OPT_SOAP, "fixed:2", 1, 3, 2, 1},
         {NB_OPT_ADAN, "2bw", 1, 1, 2, 0},
+        {NB_OPT_NORMUON, "2bw", 1, 3, 2, 0},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         kjv_paths paths;

@@ -95,7 +95,7 @@ static void test_optimizer_defaults(void) {
         CHECK(o.optim.nesterov == p.nesterov && o.optim.ns_steps == p.ns_steps &&
               o.optim.precond_every == p.precond_every && o.optim.max_precond_dim == p.max_precond_dim,
               "%s: the integer hyperparameters as the sheet's", nb_optimizer_name((nb_optimizer_kind)k));
-        static const float lr[NB_OPT_COUNT] = {0.05f, 1e-3f, 0.02f, 3e-4f, 1e-3f, 1e-3f, 1e-3f};
+        static const float lr[NB_OPT_COUNT] = {0.05f, 1e-3f, 0.02f, 3e-4f, 1e-3f, 1e-3f, 1e-3f, 0.02f};
         CHECK(o.schedule.lr == lr[k] && o.optim.weight_decay == 0.1f, "%s: lr %g, wd %g as docs/optimizers.md",
               nb_optimizer_name((nb_optimizer_kind)k), o.schedule.lr, o.optim.weight_decay);
     }
@@ -105,7 +105,7 @@ static void test_optimizer_defaults(void) {
     for (char *r = doc; r && *r; r++)
         if (!(*r == ' ' || *r == '\n') || (w > doc && w[-1] != ' ')) *w++ = *r == '\n' ? ' ' : *r;
     if (w) *w = 0;
-    CHECK(doc && strstr(doc, "when `--lr` is not given: sgd 0.05; adamw, adan, mars, soap 1e-3; muon 0.02; lion 3e-4. "
+    CHECK(doc && strstr(doc, "when `--lr` is not given: sgd 0.05; adamw, adan, mars, soap 1e-3; muon, normuon 0.02; lion 3e-4. "
                              "The default weight decay of `nobubble train` is 0.1 for every optimizer"),
           "docs/optimizers.md states the default learning rates and weight decay");
     free(doc);
@@ -288,7 +288,7 @@ static void test_messages(void) {
     expect_error("--lr", "0", "--lr 0: out of range, expected a number in (0, 1000000000]");
     expect_error("--lr", "nan", "--lr 'nan': expected a finite number");
     expect_error("--seed", "-1", "--seed '-1': expected a non-negative integer");
-    expect_error("--optimizer", "adam", "--optimizer 'adam': expected one of sgd, adamw, muon, lion, adan, mars, soap");
+    expect_error("--optimizer", "adam", "--optimizer 'adam': expected one of sgd, adamw, muon, lion, adan, mars, soap, normuon");
     expect_error("--transport", "mpi", "--transport and mpirun need --pipeline KIND");
     nb_train_options o;
     nb_settings_args a;

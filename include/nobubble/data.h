@@ -97,11 +97,15 @@ size_t nb_tokenizer_decode(const nb_tokenizer *t, const int *ids, size_t n, char
 
 /* ---------------------------------------------------------------- prepare */
 typedef struct {
-    const char *const *inputs;  /* text files; n_inputs == 0: the default corpus (bible-kjv) */
+    const char *const *inputs;  /* text files; n_inputs == 0: the corpus below */
     int n_inputs;
+    const char *corpus;         /* without inputs: "bible" (bible-kjv, the default), "gcide" (dict-gcide) or
+                                   "bible+gcide" (both, the Bible's documents first); NULL: "bible" */
+    const char *gcide_path;     /* the GCIDE database (NULL: NB_GCIDE_PATH) */
     const char *out_dir;        /* output folder (must not exist unless force) */
     const char *tokenizer;      /* reuse this tokenizer file instead of training (or NULL) */
-    const char *name;           /* shard file prefix (NULL: "bible", or the first input's stem) */
+    const char *name;           /* shard file prefix (NULL: the corpus, "bible-gcide" for both, or the first
+                                   input's stem) */
     int vocab_size;             /* when training (default 4096) */
     double val_fraction;        /* share of documents for validation, 0 <= f < 1 (default 0.05) */
     uint64_t seed;              /* picks the validation documents */
@@ -125,6 +129,16 @@ int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats);
  * *text holds them back to back, doc_off[i]..doc_off[i+1] is document i (n_docs + 1 offsets).
  * Free text and doc_off with free(). */
 int nb_bible_documents(char **text, size_t **doc_off, size_t *n_docs);
+/* Debian's dict-gcide database (dictzip, read with zlib). */
+#define NB_GCIDE_PATH "/usr/share/dictd/gcide.dict.dz"
+/* GCIDE as documents, one per dictionary entry, markup stripped to plain text (docs/data.md), in
+ * the same form as nb_bible_documents. path NULL: NB_GCIDE_PATH. A missing file is an error that
+ * names it and the package to install. */
+int nb_gcide_documents(const char *path, char **text, size_t **doc_off, size_t *n_docs);
+/* The same from the inflated text of such a database (n bytes, not NUL-terminated). */
+int nb_gcide_parse(const char *raw, size_t n, char **text, size_t **doc_off, size_t *n_docs);
+/* "bible", "gcide" or "bible+gcide"; the error names --corpus and the valid values. */
+int nb_corpus_check(const char *corpus);
 
 /* ---------------------------------------------------------------- loader */
 /* The shards matching a glob, in sorted name order, read as one token stream of N tokens.

@@ -5,7 +5,7 @@
  * trainer's job, so that delays and error feedback can wrap any optimizer without touching it
  * (../shared/reference/update-rules.md, whose rules and defaults these follow exactly).
  *
- * Groups: Muon, SOAP and MARS apply their rule to matrix tensors only and AdamW (aux_beta1,
+ * Groups: Muon, NorMuon, SOAP and MARS apply their rule to matrix tensors only and AdamW (aux_beta1,
  * aux_beta2, eps, weight decay) at the auxiliary learning rate to embed and gain tensors;
  * AdamW, Adan, Lion and SGD apply to every group. Weight decay never applies to gains. */
 #ifndef NOBUBBLE_OPTIM_H
@@ -21,27 +21,29 @@ typedef enum {
     NB_OPT_ADAN,
     NB_OPT_MARS,
     NB_OPT_SOAP,
+    NB_OPT_NORMUON,
     NB_OPT_COUNT
 } nb_optimizer_kind;
 
 typedef struct nb_optim_params {
     nb_optimizer_kind kind;
     float beta1, beta2, beta3;  /* AdamW (0.9, 0.95), Lion (0.9, 0.99), MARS (0.95, 0.99), SOAP (0.95, 0.95),
+                                   NorMuon (beta2 0.95, its per-row second moment),
                                    Adan in code form (0.98, 0.92, 0.99) */
     float eps;                  /* 1e-8 */
     float weight_decay;         /* decoupled: d += lr * wd * w (0) */
-    float momentum;             /* SGD (0.9), Muon (0.95) */
-    int nesterov;               /* SGD (0), Muon (1) */
-    int ns_steps;               /* Muon's Newton-Schulz iterations (5) */
+    float momentum;             /* SGD (0.9), Muon and NorMuon (0.95) */
+    int nesterov;               /* SGD (0), Muon and NorMuon (1) */
+    int ns_steps;               /* Muon's and NorMuon's Newton-Schulz iterations (5) */
     float gamma;                /* MARS (0.025) */
     int precond_every;          /* SOAP's eigenbasis refresh interval (10) */
     int max_precond_dim;        /* SOAP: sides larger than this get no preconditioner (10000) */
-    float aux_beta1, aux_beta2; /* the AdamW of embed and gain tensors under Muon, SOAP, MARS (0.9, 0.95) */
+    float aux_beta1, aux_beta2; /* the AdamW of embed and gain tensors under Muon, NorMuon, SOAP, MARS (0.9, 0.95) */
 } nb_optim_params;
 
 /* The sheet's defaults for an optimizer. */
 nb_optim_params nb_optim_defaults(nb_optimizer_kind kind);
-/* "sgd", "adamw", "muon", "lion", "adan", "mars", "soap"; the error lists the valid names. */
+/* "sgd", "adamw", "muon", "lion", "adan", "mars", "soap", "normuon"; the error lists the valid names. */
 int nb_optimizer_parse(const char *name, nb_optimizer_kind *out);
 const char *nb_optimizer_name(nb_optimizer_kind kind);
 /* Checks every hyperparameter (finite, betas in [0, 1), eps > 0, wd >= 0, ...); the error
@@ -56,7 +58,7 @@ typedef struct nb_optimizer nb_optimizer;
 int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_tensor *tensors, int n_tensors,
                         size_t n_params);
 void nb_optimizer_free(nb_optimizer *o);
-/* d = U(grads, state, w, lr) for every tensor; embed and gain tensors of Muon, SOAP and MARS
+/* d = U(grads, state, w, lr) for every tensor; embed and gain tensors of Muon, NorMuon, SOAP and MARS
  * use aux_lr. Advances the state (and the step count). */
 void nb_optimizer_step(nb_optimizer *o, const float *grads, const float *w, float lr, float aux_lr, float *d);
 /* Steps taken so far. */

@@ -38,7 +38,7 @@ typedef struct nb_train_options {
     int steps;                  /* optimizer steps (100) */
     nb_optim_params optim;      /* AdamW with weight decay 0.1 by default */
     nb_schedule schedule;       /* lr 1e-3, lr_min 0, warmup 0, cosine; total_steps = steps */
-    float aux_lr;               /* embed and gain tensors under Muon, SOAP, MARS (1e-3); scheduled
+    float aux_lr;               /* embed and gain tensors under Muon, NorMuon, SOAP, MARS (1e-3); scheduled
                                    like lr: aux_lr x lr_t / lr */
     float clip;                 /* global gradient-norm clipping over all stages (0: off) */
     nb_delay_options delay;     /* which weight versions forward/backward use, and mitigations (sync) */

@@ -8,7 +8,7 @@
 
 static void prepare_usage(FILE *f) {
     fprintf(f,
-            "usage: nobubble prepare [--input FILE...] [--out DIR] [options]\n"
+            "usage: nobubble prepare [--input FILE... | --corpus bible|gcide|bible+gcide] [--out DIR] [options]\n"
             "\n"
             "Trains (or reuses) a byte-level BPE tokenizer, splits the text into documents, and writes\n"
             "DIR/<name>_train_NNNNNN.bin, DIR/<name>_val_NNNNNN.bin (llm.c token shards),\n"
@@ -16,12 +16,17 @@ static void prepare_usage(FILE *f) {
             "the King James Bible from Debian's bible-kjv package (one document per chapter).\n"
             "\n"
             "  --input FILE...      text files; documents are paragraphs separated by blank lines\n"
-            "  --out DIR            output folder (default data/bible without --input; required with it)\n"
+            "  --corpus NAME        without --input: bible (default), gcide (Debian's dict-gcide, one document\n"
+            "                       per dictionary entry) or bible+gcide (both, one tokenizer)\n"
+            "  --gcide-file FILE    the GCIDE database (default " NB_GCIDE_PATH ")\n"
+            "  --out DIR            output folder (default data/bible, data/gcide or data/bible-gcide without\n"
+            "                       --input; required with it)\n"
             "  --vocab N            vocabulary size including the end-of-text token (default 4096, >= 257)\n"
             "  --val-fraction F     share of documents held out for validation, 0 <= F < 1 (default 0.05)\n"
             "  --seed N             picks the validation documents (default 1337)\n"
             "  --tokenizer FILE     reuse this tokenizer.json instead of training one\n"
-            "  --name NAME          shard file prefix (default: bible, or the first input's name)\n"
+            "  --name NAME          shard file prefix (default: the corpus, bible-gcide for both, or the first\n"
+            "                       input's name)\n"
             "  --shard-tokens N     at most N tokens per shard (default 100000000)\n"
             "  --force              replace DIR if it exists (only a folder made by prepare)\n"
             "  --quiet              no progress lines\n"
@@ -64,6 +69,14 @@ int cmd_prepare(int argc, char **argv) {
         } else if (!val) {
             fprintf(stderr, "nobubble prepare: %s needs a value (or unknown option; see --help)\n", a);
             goto out;
+        } else if (!strcmp(a, "--corpus")) {
+            o.corpus = argv[++i];
+            if (nb_corpus_check(o.corpus)) {
+                fprintf(stderr, "nobubble prepare: %s\n", nb_last_error());
+                goto out;
+            }
+        } else if (!strcmp(a, "--gcide-file")) {
+            o.gcide_path = argv[++i];
         } else if (!strcmp(a, "--out")) {
             o.out_dir = argv[++i];
         } else if (!strcmp(a, "--tokenizer")) {
@@ -96,17 +109,24 @@ int cmd_prepare(int argc, char **argv) {
         fprintf(stderr, "nobubble prepare: --input needs at least one FILE\n");
         goto out;
     }
+    if (n_inputs && o.corpus) {
+        fprintf(stderr, "nobubble prepare: --corpus %s and --input: give one of them\n", o.corpus);
+        goto out;
+    }
     if (!o.out_dir) {
         if (n_inputs) {
             fprintf(stderr, "nobubble prepare: --out DIR is required with --input\n");
             goto out;
         }
-        o.out_dir = "data/bible";
+        o.out_dir = !o.corpus || !strcmp(o.corpus, "bible") ? "data/bible"
+                    : !strcmp(o.corpus, "gcide")             ? "data/gcide"
+                                                             : "data/bible-gcide";
     }
     o.inputs = inputs;
     o.n_inputs = n_inputs;
     if (o.verbose)
-        fprintf(stderr, "prepare: %s -> %s\n", n_inputs ? "input files" : "default corpus (bible-kjv)", o.out_dir);
+        fprintf(stderr, "prepare: %s%s -> %s\n", n_inputs ? "input files" : "corpus ", n_inputs ? "" : o.corpus ? o.corpus : "bible",
+                o.out_dir);
     nb_prepare_stats st;
     if (nb_prepare(&o, &st)) {
         fprintf(stderr, "nobubble prepare: %s\n", nb_last_error());

@@ -251,6 +251,43 @@ static void progress(progress_t *pr, int final) {
 }
 
 /* ------------------------------------------------------------ prepare */
+/* ------------------------------------------------------------ the built-in corpora */
+int nb_corpus_check(const char *corpus) {
+    if (!corpus || !strcmp(corpus, "bible") || !strcmp(corpus, "gcide") || !strcmp(corpus, "bible+gcide")) return 0;
+    return nb_fail("--corpus '%s': expected bible, gcide or bible+gcide", corpus);
+}
+
+/* The parts of a corpus in order: bible, gcide or both; returns how many. */
+static int corpus_parts(const char *corpus, const char **parts) {
+    corpus = corpus ? corpus : "bible";
+    int n = 0;
+    if (strstr(corpus, "bible")) parts[n++] = "bible";
+    if (strstr(corpus, "gcide")) parts[n++] = "gcide";
+    return n;
+}
+
+/* One built-in part's documents, added to ds; texts[k] and offs[k] keep them alive. */
+static int corpus_documents(const nb_prepare_opts *o, const char *part, docs_t *ds, char **text, size_t **off,
+                            size_t *bytes, size_t *n_docs) {
+    int rc = !strcmp(part, "bible") ? nb_bible_documents(text, off, n_docs)
+                                     : nb_gcide_documents(o->gcide_path, text, off, n_docs);
+    for (size_t i = 0; i < *n_docs && !rc; i++) rc = docs_add(ds, *text + (*off)[i], (*off)[i + 1] - (*off)[i], 0);
+    if (!rc) *bytes = (*off)[*n_docs];
+    return rc;
+}
+
+/* The manifest's entry for a built-in part. */
+static int corpus_source(nb_buf *man, const nb_prepare_opts *o, const char *part, size_t bytes, size_t n_docs) {
+    const char *path = !strcmp(part, "bible") ? BIBLE_DATA : o->gcide_path ? o->gcide_path : NB_GCIDE_PATH;
+    struct stat st;
+    long long size = stat(path, &st) == 0 ? (long long)st.st_size : -1;
+    int rc = nb_buf_printf(man, "\n    {\"path\": ") || nb_buf_json_str(man, path, strlen(path));
+    return rc || nb_buf_printf(man, ", \"bytes\": %lld, \"package\": \"%s\", \"extracted_with\": \"%s\", "
+                               "\"text_bytes\": %zu, \"documents\": %zu}", size,
+                               !strcmp(part, "bible") ? "bible-kjv" : "dict-gcide",
+                               !strcmp(part, "bible") ? BIBLE_CMD : "zlib (dictzip is gzip)", bytes, n_docs);
+}
+
 int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
     double t_start = nb_now();
     nb_prepare_stats st = {0};
@@ -279,15 +316,19 @@ int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
     char **bufs = NULL;
     size_t *sizes = NULL;
     docs_t ds = {0};
-    size_t *per_src = NULL, *bible_off = NULL;
-    char *bible_text = NULL, *parent = NULL, *tmp = NULL, *old = NULL, *name = NULL;
+    size_t *per_src = NULL, *corpus_off[2] = {NULL, NULL};
+    const char *parts[2];
+    char *corpus_text[2] = {NULL, NULL}, *parent = NULL, *tmp = NULL, *old = NULL, *name = NULL;
     nb_tokenizer *tok = NULL;
     unsigned char *is_val = NULL;
     size_t *order = NULL;
     sink_t sinks[2];
     memset(sinks, 0, sizeof sinks);
     nb_buf man = {0};
-    int n_src = o->n_inputs ? o->n_inputs : 1;
+    if (!o->n_inputs && nb_corpus_check(o->corpus)) { free(out); return -1; }
+    if (o->n_inputs && o->corpus) { free(out); return nb_fail("--corpus %s and --input: give one of them", o->corpus); }
+    int n_parts = corpus_parts(o->corpus, parts);
+    int n_src = o->n_inputs ? o->n_inputs : n_parts;
     if (exists < 0) { rc = -1; goto done; }
 
     /* 1. documents */
@@ -296,12 +337,8 @@ int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
     per_src = calloc((size_t)n_src, sizeof *per_src);
     if (!bufs || !sizes || !per_src) { rc = nb_fail("out of memory"); goto done; }
     if (o->n_inputs == 0) {
-        size_t nd;
-        if (nb_bible_documents(&bible_text, &bible_off, &nd)) { rc = -1; goto done; }
-        for (size_t i = 0; i < nd && !rc; i++)
-            rc = docs_add(&ds, bible_text + bible_off[i], bible_off[i + 1] - bible_off[i], 0);
-        per_src[0] = nd;
-        sizes[0] = bible_off[nd];
+        for (int k = 0; k < n_parts && !rc; k++)
+            rc = corpus_documents(o, parts[k], &ds, &corpus_text[k], &corpus_off[k], &sizes[k], &per_src[k]);
     } else {
         for (int i = 0; i < o->n_inputs && !rc; i++) {
             if (nb_fs_read_file(o->inputs[i], &bufs[i], &sizes[i], "--input")) { rc = -1; break; }
@@ -385,7 +422,7 @@ int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
 
     /* 5. shards */
     if (o->name) name = strdup(o->name);
-    else if (o->n_inputs == 0) name = strdup("bible");
+    else if (o->n_inputs == 0) name = strdup(n_parts == 2 ? "bible-gcide" : parts[0]);
     else {
         const char *b = strrchr(o->inputs[0], '/') ? strrchr(o->inputs[0], '/') + 1 : o->inputs[0];
         name = strdup(b);
@@ -440,10 +477,8 @@ int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
                          u16 ? NB_SHARD_MAGIC_U16 : NB_SHARD_MAGIC_U32, u16 ? NB_SHARD_VERSION_U16 : NB_SHARD_VERSION_U32,
                          u16 ? 2 : 4);
     if (o->n_inputs == 0) {
-        struct stat bs;
-        long long bytes = stat(BIBLE_DATA, &bs) == 0 ? (long long)bs.st_size : -1;
-        rc |= nb_buf_printf(&man, "\n    {\"path\": \"%s\", \"bytes\": %lld, \"package\": \"bible-kjv\", \"extracted_with\": "
-                             "\"%s\", \"text_bytes\": %zu, \"documents\": %zu}", BIBLE_DATA, bytes, BIBLE_CMD, sizes[0], per_src[0]);
+        for (int k = 0; k < n_parts; k++)
+            rc |= (k && nb_buf_printf(&man, ",")) || corpus_source(&man, o, parts[k], sizes[k], per_src[k]);
     } else {
         for (int i = 0; i < o->n_inputs; i++) {
             rc |= nb_buf_printf(&man, "%s\n    {\"path\": ", i ? "," : "");
@@ -458,8 +493,11 @@ int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
                          "most documents - 1); each split keeps the input order\",\n"
                          "    \"val_fraction\": %.15g,\n    \"seed\": %llu,\n    \"train_documents\": %zu,\n"
                          "    \"val_documents\": %zu\n  },\n",
-                         o->n_inputs == 0 ? "one per chapter of the King James Bible, one verse per line"
-                                          : "paragraphs: runs of non-blank lines, separated by blank lines; never across files",
+                         o->n_inputs ? "paragraphs: runs of non-blank lines, separated by blank lines; never across files"
+                         : n_parts == 2 ? "one per chapter of the King James Bible (one verse per line), then one per "
+                                          "GCIDE dictionary entry (markup stripped)"
+                         : !strcmp(parts[0], "bible") ? "one per chapter of the King James Bible, one verse per line"
+                                                      : "one per GCIDE dictionary entry (markup stripped)",
                          o->val_fraction, (unsigned long long)o->seed, st.train_docs, st.val_docs);
     for (int sp = 0; sp < 2; sp++)
         rc |= nb_buf_printf(&man, "  \"%s\": {\"tokens\": %zu, \"shards\": [%s%s]}%s\n", split_names[sp], sinks[sp].total,
@@ -515,8 +553,10 @@ done:
     free(sizes);
     free(per_src);
     free(ds.d);
-    free(bible_text);
-    free(bible_off);
+    for (int k = 0; k < 2; k++) {
+        free(corpus_text[k]);
+        free(corpus_off[k]);
+    }
     free(out);
     st.seconds_total = nb_now() - t_start;
     if (stats) *stats = st;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "experiments/exp.h"
+#include "experiments/stats.h"
 #include "nobubble/experiments.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -26,6 +27,7 @@ typedef struct {
     int n_axes, seed_axis, curve_axis;
     rrow *rows; int n_rows;
     nbx_strv panel_keys, panel_titles, curves;
+    nbx_strv seeds;           /* the seed axis's labels that finished runs carry */
 } report;
 
 /* One (panel, curve) cell: its runs' final validation losses over seeds, and the mean curve. */
@@ -126,6 +128,11 @@ static int intern(nbx_strv *s, const char *text) {
     return nbx_strv_push(s, text, strlen(text)) ? -1 : s->n - 1;
 }
 
+/* A row's seed label; "" without a seed axis (each cell then holds one run, paired as it is). */
+static const char *seed_of(const report *r, const rrow *row) {
+    return r->seed_axis >= 0 ? row->labels[r->seed_axis] : "";
+}
+
 static void assign_roles(report *r) {
     r->seed_axis = r->curve_axis = -1;
     for (int a = 0; a < r->n_axes; a++) {
@@ -156,6 +163,7 @@ static int group_rows(report *r) {
                 if (!rc) rc = nbx_strv_push(&r->panel_keys, key.p, key.n);
             }
             row->curve = intern(&r->curves, r->curve_axis >= 0 ? row->labels[r->curve_axis] : "run");
+            if (row->done && intern(&r->seeds, seed_of(r, row)) < 0) rc = -1;
         }
         nb_buf_free(&key);
         nb_buf_free(&title);
@@ -276,33 +284,108 @@ static int find_plain(const report *r, const cell *row, const nbx_run *like) {
     return -1;
 }
 
+/* ------------------------------------------------------------ paired gaps */
+/* The final validation loss of the finished run of (panel, curve, seed); NAN when there is none. */
+static double final_of(const report *r, int panel, int curve, const char *seed) {
+    for (int i = 0; i < r->n_rows; i++) {
+        const rrow *row = &r->rows[i];
+        if (row->done && row->panel == panel && row->curve == curve && !strcmp(seed_of(r, row), seed))
+            return row->run.final_val_loss;
+    }
+    return NAN;
+}
+
+/* gaps[k] = final(curve c) - final(base) seed by seed, over the seeds both have (returns how many);
+ * a seed only one side has is listed in unpaired ("seed 3 (2bw only)"), never paired. */
+static int paired_gaps(const report *r, int p, int c, int base, double *gaps, nb_buf *unpaired) {
+    int n = 0;
+    for (int s = 0; s < r->seeds.n; s++) {
+        double x = final_of(r, p, c, r->seeds.v[s]), y = final_of(r, p, base, r->seeds.v[s]);
+        if (!isnan(x) && !isnan(y)) gaps[n++] = x - y;
+        else if ((!isnan(x) || !isnan(y)) && unpaired &&
+                 (nb_buf_printf(unpaired, "%sseed ", unpaired->n ? ", " : "") || nbx_html(unpaired, r->seeds.v[s]) ||
+                  nb_buf_printf(unpaired, " (") || nbx_html(unpaired, r->curves.v[isnan(x) ? base : c]) ||
+                  nb_buf_printf(unpaired, " only)")))
+            return -1;
+    }
+    return n;
+}
+
+/* Error feedback's (any mitigation's) recovery seed by seed: 1 - gap_mitigated / gap_plain, over
+ * the seeds that have all three runs. */
+static int paired_recoveries(const report *r, int p, int c, int plain, int sync, double *rec) {
+    int n = 0;
+    for (int s = 0; s < r->seeds.n; s++) {
+        double base = final_of(r, p, sync, r->seeds.v[s]), gap = final_of(r, p, plain, r->seeds.v[s]) - base;
+        double gap_m = final_of(r, p, c, r->seeds.v[s]) - base;
+        if (!isnan(gap) && !isnan(gap_m) && gap != 0) rec[n++] = 1 - gap_m / gap;
+    }
+    return n;
+}
+
+static int gap_cells(nb_buf *b, const report *r, int p, int c, int sync, double *scratch) {
+    nb_buf unpaired = {0};
+    int n = sync >= 0 && sync != c ? paired_gaps(r, p, c, sync, scratch, &unpaired) : 0;
+    nbx_paired g = nbx_paired_stats(scratch, n < 0 ? 0 : n);
+    int rc = n < 0 || number(b, "<td>%+.4f</td>", g.mean) || number(b, "<td>%.4f</td>", n > 1 ? g.sd : NAN);
+    if (n > 1)
+        rc = rc || nb_buf_printf(b, "<td>[%+.4f, %+.4f]%s</td>", g.mean - g.half, g.mean + g.half,
+                                 g.within_noise ? " within noise" : "");
+    else rc = rc || nb_buf_printf(b, n == 1 ? "<td>n/a: 1 pair</td>" : "<td>&mdash;</td>");
+    if (sync >= 0 && sync != c)
+        rc = rc || nb_buf_printf(b, "<td>%d%s", n, unpaired.n ? "; unpaired: " : "") ||
+             (unpaired.n && nb_buf_printf(b, "%s", unpaired.p)) || nb_buf_printf(b, "</td>");
+    else rc = rc || nb_buf_printf(b, "<td>&mdash;</td>");
+    nb_buf_free(&unpaired);
+    return rc;
+}
+
+/* The recovery cell of a mitigated curve: "n/a: gap within noise" when the plain delay's own gap
+ * is; otherwise the mean of the per-seed recoveries and its 95% t interval. */
+static int recovery_cell(nb_buf *b, const report *r, int p, const cell *row, int c, int sync, double *scratch) {
+    const nbx_run *x = row[c].first;
+    int plain = sync >= 0 && !nbx_run_is_sync(x) && !nbx_run_is_plain_async(x) ? find_plain(r, row, x) : -1;
+    if (plain < 0) return nb_buf_printf(b, "<td>&mdash;</td>");
+    int n = paired_gaps(r, p, plain, sync, scratch, NULL);
+    nbx_paired g = nbx_paired_stats(scratch, n < 0 ? 0 : n);
+    if (g.n == 0) return nb_buf_printf(b, "<td>&mdash;</td>");
+    if (g.within_noise) return nb_buf_printf(b, "<td>n/a: gap within noise</td>");
+    if (!(g.mean > 0)) return nb_buf_printf(b, "<td>n/a: no gap</td>");
+    nbx_paired rec = nbx_paired_stats(scratch, paired_recoveries(r, p, c, plain, sync, scratch));
+    if (rec.n == 0) return nb_buf_printf(b, "<td>&mdash;</td>");
+    if (rec.n == 1) return nb_buf_printf(b, "<td>%.1f%% (1 pair, no interval)</td>", 100 * rec.mean);
+    return nb_buf_printf(b, "<td>%.1f%% [%.1f%%, %.1f%%]</td>", 100 * rec.mean, 100 * (rec.mean - rec.half),
+                         100 * (rec.mean + rec.half));
+}
+
 static int gap_row(nb_buf *b, const report *r, int p, const cell *row, int c) {
     const cell *x = &row[c];
     int sync = find_sync(r, row), rc = 0;
+    double *scratch = malloc(sizeof(double) * (size_t)(r->seeds.n + 1));
+    if (!scratch) return nb_fail("out of memory");
     rc |= nb_buf_printf(b, "<tr><td>") || nbx_html(b, r->panel_titles.v[p]) || nb_buf_printf(b, "</td><td>") ||
           nbx_html(b, r->curves.v[c]) || nb_buf_printf(b, "</td><td>%d</td>", x->n_final);
     rc |= isnan(x->mean) ? nb_buf_printf(b, "<td>&mdash;</td>") : nb_buf_printf(b, "<td>%.4f &plusmn; %.4f</td>", x->mean, x->sd);
     rc |= number(b, "<td>%.4f</td>", x->best_mean);
-    double gap = sync >= 0 && sync != c ? x->mean - row[sync].mean : NAN;
-    rc |= number(b, "<td>%+.4f</td>", gap);
-    double rec = NAN;
-    if (sync >= 0 && !nbx_run_is_sync(x->first) && !nbx_run_is_plain_async(x->first)) {
-        int plain = find_plain(r, row, x->first);
-        double denom = plain >= 0 ? row[plain].mean - row[sync].mean : NAN;
-        if (denom > 0) rec = 100 * (row[plain].mean - x->mean) / denom;
-    }
-    rc |= number(b, "<td>%.1f%%</td>", rec);
+    rc = rc || gap_cells(b, r, p, c, sync, scratch) || recovery_cell(b, r, p, row, c, sync, scratch);
+    free(scratch);
     return rc || nb_buf_printf(b, "</tr>\n");
 }
 
 static int gap_table(nb_buf *b, const report *r, const cell *cells) {
-    if (nb_buf_printf(b, "<h2>Final validation loss and the gap to synchronous training</h2>\n<p class=\"note\">Mean "
-                          "&plusmn; sample standard deviation over the runs of each cell (seeds). Gap = this - sync "
-                          "(the panel's synchronous runs). Recovery, for a mitigated delay (error feedback, Taylor, "
-                          "synchronous phases) = (async - this) / (async - sync), async being the same delay without "
-                          "mitigation; shown when that gap is positive.</p>\n<table id=\"gap-table\"><tr><th>panel</th>"
+    if (nb_buf_printf(b, "<h2>Final validation loss and the gap to synchronous training</h2>\n<p class=\"note\">Final "
+                          "val loss: mean &plusmn; sample standard deviation over the runs of each cell (seeds). Gaps "
+                          "are paired: runs that differ only in delay or mitigation share seed and data order, so the "
+                          "gap (this - sync, the panel's synchronous runs) is taken seed by seed; the table gives their "
+                          "mean, standard deviation and 95%% interval (Student's t, pairs - 1 degrees of freedom), "
+                          "&ldquo;within noise&rdquo; when the interval covers zero. A seed with a run on one side "
+                          "only is listed as unpaired and left out. Recovery, for a mitigated delay (error feedback, "
+                          "Taylor, synchronous phases): 1 - gap(this) / gap(async) per seed, async being the same "
+                          "delay without mitigation, then their mean and 95%% t interval; n/a when the unmitigated gap "
+                          "is within noise (or not positive).</p>\n<table id=\"gap-table\"><tr><th>panel</th>"
                           "<th>curve</th><th>runs</th><th>final val loss</th><th>best val loss (mean)</th>"
-                          "<th>gap to sync</th><th>recovery</th></tr>\n"))
+                          "<th>gap to sync (paired mean)</th><th>gap sd</th><th>gap 95%% interval</th><th>pairs</th>"
+                          "<th>recovery (95%% interval)</th></tr>\n"))
         return -1;
     for (int p = 0; p < r->panel_keys.n; p++)
         for (int c = 0; c < r->curves.n; c++)
@@ -402,6 +485,7 @@ static void free_report(report *r) {
     nbx_strv_free(&r->panel_keys);
     nbx_strv_free(&r->panel_titles);
     nbx_strv_free(&r->curves);
+    nbx_strv_free(&r->seeds);
 }
 
 /* A sweep's folder has results.csv; a run's (train --out) summary.json and metrics.jsonl. */

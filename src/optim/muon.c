@@ -21,9 +21,12 @@ static void newton_schulz(float *X, float *Xn, float *A, float *B, int r, int k,
     }
 }
 
-void muon_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d) {
+/* Muon's momentum and its Newton-Schulz orthogonalization O (the sheet's X, before the lr and shape
+ * scale), shared by Muon and NorMuon. Advances m (ts->buf[0]); returns O in the weight's own
+ * orientation (rows x cols, as stored) in scratch f[0], valid until the next rule step on this scratch. */
+const float *muon_orthogonalize(tensor_state *ts, const rule_ctx *c, const float *g) {
     const nb_tensor *t = ts->t;
-    const float mu = c->p->momentum, lr = c->lr, wd = decay_of(t, c->p);
+    const float mu = c->p->momentum;
     const int rows = t->shape[0], cols = t->shape[1], tall = rows > cols;
     const int r = tall ? cols : rows, k = tall ? rows : cols;
     const size_t n = t->numel;
@@ -42,12 +45,24 @@ void muon_step(tensor_state *ts, const rule_ctx *c, const float *g, const float 
         for (size_t i = 0; i < n; i++) X[i] = G[i] * inv;
     }
     newton_schulz(X, c->s->f[2], c->s->f[3], c->s->f[3] + (size_t)r * r, r, k, c->p->ns_steps);
-    const float scale = lr * sqrtf(fmaxf(1.0f, (float)rows / (float)cols));
-    for (int i = 0; i < rows; i++)
-        for (int j = 0; j < cols; j++) {
-            size_t at = (size_t)i * cols + j;
-            float x = tall ? X[(size_t)j * rows + i] : X[at];
-            d[at] = scale * x + lr * wd * w[at];
-        }
+    float *O = G;  /* G is no longer needed: O takes its place, transposed back when tall */
+    if (tall) {
+        for (int i = 0; i < rows; i++)
+            for (int j = 0; j < cols; j++) O[(size_t)i * cols + j] = X[(size_t)j * rows + i];
+    } else {
+        memcpy(O, X, sizeof(float) * n);
+    }
+    return O;
+}
+
+/* lr sqrt(max(1, rows/cols)): Muon's and NorMuon's scale of an orthogonalized step. */
+float muon_shape_scale(const nb_tensor *t, float lr) {
+    return lr * sqrtf(fmaxf(1.0f, (float)t->shape[0] / (float)t->shape[1]));
+}
+
+void muon_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d) {
+    const float *O = muon_orthogonalize(ts, c, g);
+    const float scale = muon_shape_scale(ts->t, c->lr), lr = c->lr, wd = decay_of(ts->t, c->p);
+    for (size_t i = 0; i < ts->t->numel; i++) d[i] = scale * O[i] + lr * wd * w[i];
     ts->count++;
 }

@@ -8,7 +8,7 @@
 #include "optim/rules.h"
 #include "util/error.h"
 
-static const char *const names[NB_OPT_COUNT] = {"sgd", "adamw", "muon", "lion", "adan", "mars", "soap"};
+static const char *const names[NB_OPT_COUNT] = {"sgd", "adamw", "muon", "lion", "adan", "mars", "soap", "normuon"};
 
 const char *nb_optimizer_name(nb_optimizer_kind kind) {
     return kind >= 0 && kind < NB_OPT_COUNT ? names[kind] : "unknown";
@@ -20,7 +20,7 @@ int nb_optimizer_parse(const char *name, nb_optimizer_kind *out) {
             *out = (nb_optimizer_kind)k;
             return 0;
         }
-    return nb_fail("--optimizer '%s': expected one of sgd, adamw, muon, lion, adan, mars, soap", name);
+    return nb_fail("--optimizer '%s': expected one of sgd, adamw, muon, lion, adan, mars, soap, normuon", name);
 }
 
 nb_optim_params nb_optim_defaults(nb_optimizer_kind kind) {
@@ -31,6 +31,7 @@ nb_optim_params nb_optim_defaults(nb_optimizer_kind kind) {
     };
     switch (kind) {
     case NB_OPT_MUON: p.momentum = 0.95f; p.nesterov = 1; break;
+    case NB_OPT_NORMUON: p.momentum = 0.95f; p.nesterov = 1; p.beta2 = 0.95f; break;
     case NB_OPT_LION: p.beta1 = 0.9f; p.beta2 = 0.99f; break;
     case NB_OPT_ADAN: p.beta1 = 0.98f; p.beta2 = 0.92f; p.beta3 = 0.99f; break;
     case NB_OPT_MARS: p.beta1 = 0.95f; p.beta2 = 0.99f; break;
@@ -74,14 +75,14 @@ struct nb_optimizer {
 };
 
 static rule_kind rule_of(nb_optimizer_kind kind, nb_group group) {
-    int matrix_only = kind == NB_OPT_MUON || kind == NB_OPT_SOAP || kind == NB_OPT_MARS;
+    int matrix_only = kind == NB_OPT_MUON || kind == NB_OPT_NORMUON || kind == NB_OPT_SOAP || kind == NB_OPT_MARS;
     if (matrix_only && group != NB_GROUP_MATRIX) return RULE_ADAMW;
     static const rule_kind rules[NB_OPT_COUNT] = {RULE_SGD, RULE_ADAMW, RULE_MUON, RULE_LION,
-                                                  RULE_ADAN, RULE_MARS, RULE_SOAP};
+                                                  RULE_ADAN, RULE_MARS, RULE_SOAP, RULE_NORMUON};
     return rules[kind];
 }
 
-static const char *const rule_names[] = {"sgd", "adamw", "muon", "lion", "adan", "mars", "soap"};
+static const char *const rule_names[] = {"sgd", "adamw", "muon", "lion", "adan", "mars", "soap", "normuon"};
 
 int rule_buffers(rule_kind rule, const nb_tensor *t, const nb_optim_params *p, const char **bn, size_t *len) {
     size_t n = t->numel;
@@ -96,6 +97,9 @@ int rule_buffers(rule_kind rule, const nb_tensor *t, const nb_optim_params *p, c
         bn[0] = "m"; bn[1] = "v"; bn[2] = "n"; bn[3] = "g_prev";
         len[0] = len[1] = len[2] = len[3] = n;
         return 4;
+    case RULE_NORMUON:
+        bn[0] = "m"; bn[1] = "s"; len[0] = n; len[1] = (size_t)t->shape[0];
+        return 2;
     case RULE_MARS:
         bn[0] = "m"; bn[1] = "v"; bn[2] = "g_prev"; len[0] = len[1] = len[2] = n;
         return 3;
@@ -127,14 +131,16 @@ void nb_optimizer_free(nb_optimizer *o) {
     free(o);
 }
 
-/* Scratch for the largest matrix: Muon needs 3 matrices and 2 r x r blocks, SOAP 2 matrices,
+static int is_matrix_rule(rule_kind r) { return r == RULE_MUON || r == RULE_NORMUON || r == RULE_SOAP; }
+
+/* Scratch for the largest matrix: Muon and NorMuon need 3 matrices and 2 r x r blocks, SOAP 2 matrices,
  * an n x n float and two n x n doubles for its preconditioned sides. */
 static void size_scratch(nb_optimizer *o) {
     size_t mat = 1, square = 1, side2 = 1;
     for (int i = 0; i < o->n_tensors; i++) {
         const tensor_state *ts = &o->ts[i];
         const nb_tensor *t = ts->t;
-        if (ts->rule != RULE_MUON && ts->rule != RULE_SOAP) continue;
+        if (!is_matrix_rule(ts->rule)) continue;
         size_t r = (size_t)t->shape[0], c = (size_t)t->shape[1], small = r < c ? r : c;
         mat = t->numel > mat ? t->numel : mat;
         square = 2 * small * small > square ? 2 * small * small : square;
@@ -166,8 +172,6 @@ static int ensure_scratch(nb_optimizer *o, int threads) {
     }
     return 0;
 }
-
-static int is_matrix_rule(rule_kind r) { return r == RULE_MUON || r == RULE_SOAP; }
 
 int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_tensor *tensors, int n_tensors,
                         size_t n_params) {
@@ -231,6 +235,7 @@ static int tensor_step(nb_optimizer *o, tensor_state *ts, const rule_ctx *main_c
         else adamw_step(ts, aux_ctx, o->p.aux_beta1, o->p.aux_beta2, g, wt, dt);
         break;
     case RULE_MUON: muon_step(ts, main_ctx, g, wt, dt); break;
+    case RULE_NORMUON: normuon_step(ts, main_ctx, g, wt, dt); break;
     case RULE_LION: lion_step(ts, main_ctx, g, wt, dt); break;
     case RULE_ADAN: adan_step(ts, main_ctx, g, wt, dt); break;
     case RULE_MARS: mars_step(ts, main_ctx, g, wt, dt); break;
@@ -240,7 +245,7 @@ static int tensor_step(nb_optimizer *o, tensor_state *ts, const rule_ctx *main_c
 }
 
 void nb_optimizer_step(nb_optimizer *o, const float *grads, const float *w, float lr, float aux_lr, float *d) {
-    /* Muon's and SOAP's matrices run in parallel, one tensor per thread with its own scratch (their
+    /* Muon's, NorMuon's and SOAP's matrices run in parallel, one tensor per thread with its own scratch (their
      * GEMMs then run on one thread each, so the result does not depend on the thread count); the
      * element-wise rules run one tensor after another, each loop parallel inside. */
     int threads = omp_get_max_threads();

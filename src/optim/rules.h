@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include "nobubble/optim.h"
 
-typedef enum { RULE_SGD, RULE_ADAMW, RULE_MUON, RULE_LION, RULE_ADAN, RULE_MARS, RULE_SOAP } rule_kind;
+typedef enum { RULE_SGD, RULE_ADAMW, RULE_MUON, RULE_LION, RULE_ADAN, RULE_MARS, RULE_SOAP, RULE_NORMUON } rule_kind;
 
 #define MAX_BUFFERS 6
 typedef struct {
@@ -38,6 +38,11 @@ int rule_buffers(rule_kind rule, const nb_tensor *t, const nb_optim_params *p, c
 void sgd_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d);
 void adamw_step(tensor_state *ts, const rule_ctx *c, float beta1, float beta2, const float *g, const float *w, float *d);
 void muon_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d);
+void normuon_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d);
+/* Muon's shared part (muon.c): the momentum step and Newton-Schulz; O in scratch f[0], rows x cols. */
+const float *muon_orthogonalize(tensor_state *ts, const rule_ctx *c, const float *g);
+/* lr sqrt(max(1, rows/cols)). */
+float muon_shape_scale(const nb_tensor *t, float lr);
 void lion_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d);
 void adan_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d);
 void mars_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d);

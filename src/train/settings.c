@@ -12,21 +12,21 @@
  * keeps infinities and typos such as 1e30 out. */
 #define HUGE_RATE 1e9
 
-static const char *const optimizer_names[] = {"sgd", "adamw", "muon", "lion", "adan", "mars", "soap", NULL};
+static const char *const optimizer_names[] = {"sgd", "adamw", "muon", "lion", "adan", "mars", "soap", "normuon", NULL};
 static const char *const schedule_names[] = {"cosine", "wsd", "constant", NULL};
 static const char *const pipeline_names[] = {"gpipe", "1f1b", "pipedream", "2bw", NULL};
 static const char *const transport_names[] = {"threads", "mpi", NULL};
 static const char *const precision_names[] = {"fp32", "bf16", "auto", NULL};  /* by nb_precision */
 
-/* Per-optimizer defaults, by nb_optimizer_kind: sgd, adamw, muon, lion, adan, mars, soap. The learning
- * rates are nobubble's (docs/optimizers.md); the rest are the sheet's (nb_optim_defaults, which
+/* Per-optimizer defaults, by nb_optimizer_kind: sgd, adamw, muon, lion, adan, mars, soap, normuon. The
+ * learning rates are nobubble's (docs/optimizers.md; NorMuon takes Muon's); the rest are the sheet's (nb_optim_defaults, which
  * tests/test_settings.c holds them equal to). */
-static const double lr_by_opt[NB_OPT_COUNT] = {0.05, 1e-3, 0.02, 3e-4, 1e-3, 1e-3, 1e-3};
-static const double beta1_by_opt[NB_OPT_COUNT] = {0.9, 0.9, 0.9, 0.9, 0.98, 0.95, 0.95};
-static const double beta2_by_opt[NB_OPT_COUNT] = {0.95, 0.95, 0.95, 0.99, 0.92, 0.99, 0.95};
-static const double beta3_by_opt[NB_OPT_COUNT] = {0, 0, 0, 0, 0.99, 0, 0};
-static const double momentum_by_opt[NB_OPT_COUNT] = {0.9, 0.9, 0.95, 0.9, 0.9, 0.9, 0.9};
-static const double nesterov_by_opt[NB_OPT_COUNT] = {0, 0, 1, 0, 0, 0, 0};
+static const double lr_by_opt[NB_OPT_COUNT] = {0.05, 1e-3, 0.02, 3e-4, 1e-3, 1e-3, 1e-3, 0.02};
+static const double beta1_by_opt[NB_OPT_COUNT] = {0.9, 0.9, 0.9, 0.9, 0.98, 0.95, 0.95, 0.9};
+static const double beta2_by_opt[NB_OPT_COUNT] = {0.95, 0.95, 0.95, 0.99, 0.92, 0.99, 0.95, 0.95};
+static const double beta3_by_opt[NB_OPT_COUNT] = {0, 0, 0, 0, 0.99, 0, 0, 0};
+static const double momentum_by_opt[NB_OPT_COUNT] = {0.9, 0.9, 0.95, 0.9, 0.9, 0.9, 0.9, 0.95};
+static const double nesterov_by_opt[NB_OPT_COUNT] = {0, 0, 1, 0, 0, 0, 0, 1};
 
 /* Shorthands for the rows: a model field, an integer in [lo, hi], a number in [lo, hi]. */
 #define MODEL(n, t, pol) \
@@ -76,7 +76,7 @@ const nb_setting nb_settings[] = {
      .def = 1e-3, .by_optimizer = lr_by_opt, .metavar = "LR", .help = "peak learning rate",
      .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "lr", .summary_key = "run.lr"},
     {.name = "aux_lr", .flag = "--aux-lr", NUM_RANGE(0, HUGE_RATE), .min_open = 1, .offset = AT(aux_lr),
-     .def = 1e-3, .metavar = "LR", .help = "AdamW lr of embeddings and gains under muon, soap, mars",
+     .def = 1e-3, .metavar = "LR", .help = "AdamW lr of embeddings and gains under muon, normuon, soap, mars",
      .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "aux_lr", .summary_key = "run.aux_lr"},
     {.name = "lr_min", .flag = "--lr-min", NUM_RANGE(0, HUGE_RATE), .offset = AT(schedule.lr_min), .def = 0,
      .metavar = "LR", .help = "final learning rate of cosine and wsd (at most --lr)",
@@ -97,7 +97,7 @@ const nb_setting nb_settings[] = {
      .metavar = "B1", .help = "beta1", .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "beta1",
      .summary_key = "run.beta1"},
     {.name = "beta2", .flag = "--beta2", BETA, .offset = AT(optim.beta2), .def = 0.95, .by_optimizer = beta2_by_opt,
-     .metavar = "B2", .help = "beta2", .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "beta2",
+     .metavar = "B2", .help = "beta2 (normuon: of its per-row second moment)", .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "beta2",
      .summary_key = "run.beta2"},
     {.name = "beta3", .flag = "--beta3", BETA, .offset = AT(optim.beta3), .def = 0, .by_optimizer = beta3_by_opt,
      .metavar = "B3", .help = "adan's beta3", .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "beta3",
@@ -109,14 +109,14 @@ const nb_setting nb_settings[] = {
      .metavar = "WD", .help = "decoupled weight decay of matrices and embeddings (every optimizer)",
      .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "wd", .summary_key = "run.wd"},
     {.name = "momentum", .flag = "--momentum", BETA, .offset = AT(optim.momentum), .def = 0.9,
-     .by_optimizer = momentum_by_opt, .metavar = "MU", .help = "sgd and muon momentum",
+     .by_optimizer = momentum_by_opt, .metavar = "MU", .help = "sgd, muon and normuon momentum",
      .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "momentum", .summary_key = "run.momentum"},
     {.name = "nesterov", .flag = "--nesterov", .off_flag = "--no-nesterov", .type = NB_SET_BOOL, NO_RANGE,
      .offset = AT(optim.nesterov), .def = 0, .by_optimizer = nesterov_by_opt, .metavar = "",
      .help = "Nesterov momentum (--no-nesterov: plain)", .resume = NB_RESUME_OVERRIDE,
      .checkpoint_key = "nesterov", .summary_key = "run.nesterov"},
     {.name = "ns_steps", .flag = "--ns-steps", INT_RANGE(1, 100), .offset = AT(optim.ns_steps), .def = 5,
-     .metavar = "N", .help = "muon Newton-Schulz iterations", .resume = NB_RESUME_OVERRIDE,
+     .metavar = "N", .help = "muon and normuon Newton-Schulz iterations", .resume = NB_RESUME_OVERRIDE,
      .checkpoint_key = "ns_steps", .summary_key = "run.ns_steps"},
     {.name = "gamma", .flag = "--gamma", NUM_RANGE(0, HUGE_RATE), .offset = AT(optim.gamma), .def = 0.025,
      .metavar = "G", .help = "mars gradient-correction scale", .resume = NB_RESUME_OVERRIDE,

@@ -10,7 +10,7 @@ Writes (deterministic, fixed seed):
   tests/fixtures/optim_inputs.nbfx     the shared inputs: tensors, initial weights, gradients,
                                         learning rates (20 steps)
   tests/fixtures/optim_<name>.nbfx     per optimizer: hyperparameters and the 20-step trajectory
-  for <name> in sgd, sgd_nesterov, adamw, muon, lion, adan, mars, soap.
+  for <name> in sgd, sgd_nesterov, adamw, muon, lion, adan, mars, soap, normuon.
 
 The inputs live in one shared file because one optimizer's full trajectory of gradients, steps
 and weights in float64 would be ~220 KB; this way each file stays under 100 KB.
@@ -43,7 +43,7 @@ optim_<name>.nbfx:
                                after each step, and d_t = w_t - w_{t+1})
 
 Rules (float64; where the sheet is silent, the project's conventions):
-  groups     Muon, SOAP, MARS: their rule on matrix tensors; embed and gain use AdamW at aux_lr with
+  groups     Muon, NorMuon, SOAP, MARS: their rule on matrix tensors; embed and gain use AdamW at aux_lr with
              (aux_beta1, aux_beta2), the optimizer's eps and weight decay and its own
              bias-correction count. AdamW, SGD, Lion, Adan: every group at lr. Weight decay never
              applies to gains.
@@ -52,6 +52,11 @@ Rules (float64; where the sheet is silent, the project's conventions):
   SGD, Muon, Lion, Adan, MARS: direct transcriptions of the sheet (numpy). sign(0) = 0 (Lion).
   Muon       Newton-Schulz on the wide orientation, X = G / (||G||_F + 1e-7), ns_steps iterations
              of (3.4445, -4.7750, 2.0315); d = lr sqrt(max(1, rows/cols)) X + lr wd w.
+  NorMuon    Muon's m, G and X (O below, in the weight's own orientation, rows = output neurons);
+             r_i = mean_j O_ij^2 per row; s = b2 s + (1-b2) r (from 0, no bias correction);
+             O' = O / (sqrt(s_i) + 1e-10) row by row; O'' = O' ||O||_F / (||O'||_F + 1e-10);
+             d = lr sqrt(max(1, rows/cols)) O'' + lr wd w. The [8,20] (wide) and [20,8] (tall)
+             matrices exercise the orientation and the shape scale.
   Adan       decoupled decay; diff = 0 at t = 0.
   MARS       g_prev = g at t = 0; c clipped to unit 2-norm per tensor when ||c||_2 > 1.
   SOAP       a side larger than max_precond_dim (10 here) gets the identity and keeps no L/R, so
@@ -80,6 +85,7 @@ TENSORS = [(8, 8, 0), (8, 20, 0), (20, 8, 0), (10, 6, 1), (12, 0, 2)]
 SEED = 88  # chosen (see README) so that no Lion sign, SOAP first-step sign or MARS clip is near a tie
 NS_COEFFS = (3.4445, -4.7750, 2.0315)
 NS_EPS = 1e-7
+NORMUON_EPS = 1e-10
 
 
 def f32(x):
@@ -130,6 +136,7 @@ HP = {
     "sgd_nesterov": dict(momentum=0.9, nesterov=1, weight_decay=0.1),
     "adamw": dict(beta1=0.9, beta2=0.95, **BASE),
     "muon": dict(momentum=0.95, nesterov=1, ns_steps=5, **BASE, **AUX),
+    "normuon": dict(momentum=0.95, nesterov=1, ns_steps=5, beta2=0.95, **BASE, **AUX),
     "lion": dict(beta1=0.9, beta2=0.99, weight_decay=0.1),
     "adan": dict(beta1=0.98, beta2=0.92, beta3=0.99, **BASE),
     "mars": dict(beta1=0.95, beta2=0.99, gamma=0.025, **BASE, **AUX),
@@ -196,6 +203,16 @@ def qr_pos(A):
     return Q * s
 
 
+def normuon_rows(O, st, b2, dt):
+    """NorMuon's per-row normalization of O (rows x cols); s (one per row) lives in st."""
+    c = lambda x: dt(x)
+    st.setdefault("s", np.zeros(O.shape[0], dt))
+    r = np.mean(O * O, axis=1)
+    st["s"] = c(b2) * st["s"] + c(1 - b2) * r
+    Op = O / (np.sqrt(st["s"]) + c(NORMUON_EPS))[:, None]
+    return Op * (np.linalg.norm(O) / (np.linalg.norm(Op) + c(NORMUON_EPS)))
+
+
 class Soap:
     def __init__(self, rows, cols, maxdim, dt):
         self.left = rows <= maxdim
@@ -258,7 +275,7 @@ def run_numpy(name, w0, g, lr, aux_lr, dt, stats=None):
             st = state[i]
             wd = 0.0 if t[2] == 2 else h.get("weight_decay", 0.0)
             matrix = t[2] == 0
-            if kind in ("muon", "mars", "soap") and not matrix:
+            if kind in ("muon", "normuon", "mars", "soap") and not matrix:
                 if "aux" not in st:
                     st["aux"] = Adam(numel(t), dt)
                 d = st["aux"].step(gi, w, aux_lr[s], h["aux_beta1"], h["aux_beta2"], h["eps"], wd, dt)
@@ -268,12 +285,15 @@ def run_numpy(name, w0, g, lr, aux_lr, dt, stats=None):
                 st["m"] = c(mu) * st["m"] + gi
                 u = gi + c(mu) * st["m"] if h["nesterov"] else st["m"]
                 d = c(lr[s]) * u + c(lr[s] * wd) * w
-            elif kind == "muon":
+            elif kind in ("muon", "normuon"):
                 mu = h["momentum"]
                 st.setdefault("m", np.zeros_like(gi))
                 st["m"] = c(mu) * st["m"] + c(1 - mu) * gi
                 G = c(1 - mu) * gi + c(mu) * st["m"] if h["nesterov"] else st["m"]
-                X = newton_schulz(G.reshape(t[0], t[1]), h["ns_steps"], dt).reshape(-1)
+                X = newton_schulz(G.reshape(t[0], t[1]), h["ns_steps"], dt)
+                if kind == "normuon":
+                    X = normuon_rows(X, st, h["beta2"], dt)
+                X = X.reshape(-1)
                 d = c(lr[s] * math.sqrt(max(1.0, t[0] / t[1]))) * X + c(lr[s] * wd) * w
             elif kind == "lion":
                 b1, b2 = h["beta1"], h["beta2"]
@@ -356,7 +376,7 @@ def run_torch_adamw(w0, g, lr, dtype):
 
 
 # ---------------------------------------------------------------- output
-NAMES = ["sgd", "sgd_nesterov", "adamw", "muon", "lion", "adan", "mars", "soap"]
+NAMES = ["sgd", "sgd_nesterov", "adamw", "muon", "lion", "adan", "mars", "soap", "normuon"]
 
 
 def run(name, w0, g, lr, aux, dt, stats=None):
