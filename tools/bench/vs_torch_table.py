@@ -40,6 +40,8 @@ def load(folder):
                 facts.setdefault("errors", []).append("round %s: %s %s %s, %d threads: %s" % (
                     r, x["model"], x["mode"], x["optimizer"], x["threads"], x["error"]))
                 continue
+            if side == "torch":
+                facts.setdefault("opt_impls", set()).add(x["optimizer_impl"])
             if side == "nb":
                 impl = "nobubble " + x["precision"]
                 x["peak"] = x["peak_gflops"]
@@ -157,10 +159,10 @@ def main():
     rounds, facts = load(folder)
     cpu = open(os.path.join(folder, "cpu.txt")).read().strip().splitlines()
     nb, th = facts["nb"] or {}, facts["torch"] or {}
-    print("Machine: %s" % "; ".join(cpu))
+    print("Machine (lscpu):\n\n" + "\n".join("- " + line for line in cpu) + "\n")
     print("nobubble: GEMM %s, oneDNN ISA %s, bf16 %s" % (
         nb.get("gemm"), nb.get("cpu_isa"), "native" if nb.get("bf16_native") else "emulated (no bf16 instructions)"))
-    opt_impls = sorted({x["optimizer_impl"] for x in th.get("results", [])})
+    opt_impls = sorted(facts.get("opt_impls", ()))
     print("PyTorch %s (CPU capability %s, its oneDNN bf16 usable: %s); optimizers: %s\n" % (
         th.get("torch"), th.get("cpu_capability"), th.get("torch_onednn_bf16"), "; ".join(opt_impls)))
     print("| model | threads | optimizer | implementation | step (s) | tokens/s | GFLOP/s | of measured fp32 peak "
