@@ -13,7 +13,9 @@
 # Usage: bench/vs_torch.sh [ROUNDS]          (3 by default; the goals want medians of >= 3)
 # Environment (defaults): NB_VS_MODELS (tiny,small,medium,smollm-135m), NB_VS_THREADS (the online
 # cores), NB_VS_OPTIMIZERS (adamw,muon), NB_VS_SEQ (512), NB_VS_BATCH (8), NB_VS_STEPS (5 timed steps,
-# after 2 warm-up steps), NB_VS_BUILD (1: build with scripts/build.sh first; 0: use build/nobubble).
+# after 2 warm-up steps), NB_VS_BUILD (1: build with scripts/build.sh first; 0: use build/nobubble),
+# NB_VS_MUON (torch: torch.optim.Muon where present, whose Newton-Schulz runs in bf16; rule: nobubble's
+# rule in fp32, written in torch_bench.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -54,7 +56,7 @@ for r in $(seq 1 "$rounds"); do
         ./build/nobubble bench --models "$m" --threads "$t" --optimizers "$o" --precisions fp32,bf16 \
           --seq "$seq" --batch "$batch" --steps "$steps" --json > "$out/nb_${r}_${t}_${m}_${o}.json"
         OMP_NUM_THREADS=$t "$venv/bin/python" tools/bench/torch_bench.py --models "$m" --threads "$t" \
-          --optimizers "$o" --seq "$seq" --batch "$batch" --steps "$steps" --json \
+          --optimizers "$o" --seq "$seq" --batch "$batch" --steps "$steps" --muon-impl "${NB_VS_MUON:-torch}" --json \
           > "$out/torch_${r}_${t}_${m}_${o}.json" 2> "$out/torch_${r}_${t}_${m}_${o}.log" \
           || { cat "$out/torch_${r}_${t}_${m}_${o}.log" >&2; exit 1; }
       done

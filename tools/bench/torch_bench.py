@@ -192,7 +192,7 @@ class Combined:
             o.zero_grad(set_to_none=set_to_none)
 
 
-def make_optimizer(name, model):
+def make_optimizer(name, model, muon_impl="torch"):
     if name == "adamw":
         opt, how = adamw(model.parameters(), 1e-3)
         return opt, "torch.optim.AdamW (%s)" % how
@@ -200,7 +200,7 @@ def make_optimizer(name, model):
     ids = {id(p) for p in mats}
     rest = [p for p in model.parameters() if id(p) not in ids]
     aux, how = adamw(rest, 1e-3)
-    if hasattr(torch.optim, "Muon"):
+    if muon_impl == "torch" and hasattr(torch.optim, "Muon"):  # note: it runs Newton-Schulz in bf16
         muon = torch.optim.Muon(mats, lr=0.02, weight_decay=0.1, momentum=0.95, nesterov=True, ns_steps=5)
         label = "torch.optim.Muon"
     else:
@@ -240,11 +240,11 @@ def activation_bytes_per_token(model, V, T, bf16):
     return (sizes[1] - sizes[0]) / T
 
 
-def bench(name, mode, opt_name, threads, B, T, steps, warmup, seed=1234):
+def bench(name, mode, opt_name, threads, B, T, steps, warmup, muon_impl, seed=1234):
     V, d, L, H, Hkv, ffn, ctx = PRESETS[name]
     torch.manual_seed(seed)
     model = Llama(V, d, L, H, Hkv, ffn, max(T, ctx)).train()
-    opt, opt_label = make_optimizer(opt_name, model)
+    opt, opt_label = make_optimizer(opt_name, model, muon_impl)
     bf16 = mode.endswith("bf16")
     act = activation_bytes_per_token(model, V, T, bf16) if mode.startswith("eager") else None
     run = torch.compile(model) if mode.startswith("compile") else model
@@ -303,6 +303,9 @@ def main():
     ap.add_argument("--batch", type=positive, default=8)
     ap.add_argument("--steps", type=positive, default=5)
     ap.add_argument("--warmup", type=positive, default=2)
+    ap.add_argument("--muon-impl", choices=("torch", "rule"), default="torch",
+                    help="torch: torch.optim.Muon where present (its Newton-Schulz runs in bf16); rule: "
+                         "nobubble's rule written here (Newton-Schulz in fp32, as nobubble)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     models = split(a.models, PRESETS, "--models", ap)
@@ -328,7 +331,7 @@ def main():
             for o in opts:
                 for mode in modes:
                     try:
-                        r = bench(m, mode, o, n, a.batch, a.seq, a.steps, a.warmup)
+                        r = bench(m, mode, o, n, a.batch, a.seq, a.steps, a.warmup, a.muon_impl)
                     except Exception as e:  # a mode that fails (a compiler missing) is reported, not hidden
                         msg = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")
                         print("%-12s %-13s %-6s threads %d  FAILED: %s" % (m, mode, o, n, msg), file=log)
