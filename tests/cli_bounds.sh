@@ -126,6 +126,16 @@ expect_error "bench --models ''" "bench: --models '': expected a comma-separated
 expect_error "bench --models tiny," "bench: --models 'tiny,'" nb bench --models tiny,
 expect_error "bench --threads 100000" "bench: --threads '100000'" nb bench --threads 100000
 expect_error "bench --tokens 0" "bench: --tokens 0: out of range" nb bench --tokens 0
+# ---- bench: the step's shape (--seq, --batch; tests/cli_bench.sh runs the valid ones)
+expect_error "bench --seq 0" "bench: --seq 0: out of range, expected an integer from 1 to 1048576" nb bench --seq 0
+expect_error "bench --seq 2^21" "bench: --seq 2097152: out of range" nb bench --seq 2097152
+expect_error "bench --batch 0" "bench: --batch 0: out of range, expected an integer from 1 to 65536" nb bench --batch 0
+expect_error "bench --batch 65537" "bench: --batch 65537: out of range" nb bench --batch 65537
+expect_error "bench --batch with --tokens" "bench: --batch 8 and --tokens 4096: give one of them" \
+  nb bench --batch 8 --tokens 4096
+expect_error "bench: a step too large for memory" \
+  "bench: --models smollm-135m with --seq 1048576 and --batch 1: --batch 1 x --seq 1048576 x 49152 .* too large" \
+  nb bench --models smollm-135m --seq 1048576 --batch 1
 
 # ---- sample
 expect_error "sample --tokens 10^8" "sample: --tokens 100000000: out of range" nb sample --checkpoint "$ck" --tokens 100000000

@@ -1,8 +1,11 @@
 /* Dispatch of nb_gemm to the chosen backend. */
+#include <omp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include "backend/gemm.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 typedef void (*gemm_fn)(int, int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
@@ -50,9 +53,34 @@ const char *nb_gemm_backend(void) {
     return backends[active].label;
 }
 
+static atomic_int timing_on;
+static atomic_llong timed_ns;           /* integer nanoseconds: C11 has no atomic add on doubles */
+static _Thread_local int gemm_depth;    /* > 1 inside a GEMM that another GEMM entry point runs */
+
+void nb_gemm_timing(int on) {
+    atomic_store(&timed_ns, 0);
+    atomic_store(&timing_on, on);
+}
+
+double nb_gemm_seconds(void) { return (double)atomic_load(&timed_ns) * 1e-9; }
+
+double nb_gemm_time_begin(void) {
+    if (gemm_depth++ || !atomic_load_explicit(&timing_on, memory_order_relaxed)) return -1.0;
+    return nb_now();
+}
+
+void nb_gemm_time_end(double start) {
+    gemm_depth--;
+    if (start < 0) return;
+    const double share = (nb_now() - start) / omp_get_num_threads();
+    atomic_fetch_add_explicit(&timed_ns, (long long)(share * 1e9), memory_order_relaxed);
+}
+
 void nb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
              const float *B, int ldb, float beta, float *C, int ldc) {
     if (M == 0 || N == 0) return;
     pthread_once(&from_env, read_env);
+    const double start = nb_gemm_time_begin();
     backends[active].fn(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    nb_gemm_time_end(start);
 }

@@ -73,6 +73,21 @@ int nb_bf16_native(void);
 /* The ISA oneDNN reports, for run headers and benchmarks ("avx512_core_amx", "avx2", ...). */
 const char *nb_cpu_isa_name(void);
 
+/* ---- Time spent in GEMMs, for `nobubble bench`'s share of the step outside GEMMs ----
+ * Off unless a benchmark turns it on (then each call costs two clock reads). While on, every
+ * nb_gemm and nb_gemm_bf16 call adds its wall time divided by the size of the OpenMP team it runs in:
+ * a call made outside a parallel region (the linear layers, the head, the weight gradients) adds its
+ * wall time; a call made by one thread of a parallel region (attention's per-block products, Muon's
+ * and SOAP's per-matrix products) adds wall / threads, so a region whose threads all multiply adds
+ * about its wall time (exactly when the threads' GEMM times are equal). A GEMM run by another
+ * (nb_gemm_bf16 widening to nb_gemm) counts once. Not for use while GEMMs run on other threads. */
+void nb_gemm_timing(int on);    /* turns the count on (1) or off (0) and zeroes it */
+double nb_gemm_seconds(void);   /* seconds counted since the last nb_gemm_timing */
+/* For the GEMM entry points: begin returns the start time, or a negative value when not counting;
+ * end(start) adds the call's share. */
+double nb_gemm_time_begin(void);
+void nb_gemm_time_end(double start);
+
 /* The implementations (one file each). */
 void nb_gemm_onednn(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                     const float *B, int ldb, float beta, float *C, int ldc);

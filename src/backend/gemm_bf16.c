@@ -205,8 +205,10 @@ void nb_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, co
     }
     shape_entry key = {0, trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, NULL, {0}, {0}, {0}};
     thread_cache *c = my_cache();
+    const double start = nb_gemm_time_begin();
     if (use_onednn) gemm_onednn(c, &key, A, B, C);
     else gemm_widened(c, &key, A, B, C);
+    nb_gemm_time_end(start);
 }
 
 void nb_bf16_cast(nb_bf16 *dst, const float *src, size_t n) {

@@ -1,8 +1,8 @@
 /* nobubble bench: per thread count, preset, optimizer and delay, the median time of a full
  * training step (forward, backward, optimizer, update) on random tokens, tokens/s, achieved
  * GFLOP/s (the FLOP count of nb_model_train_flops_per_token), the fraction of the fp32 peak
- * measured in the same run, the optimizer's share of the step, activation memory per token and
- * the memory the delay keeps (weight versions, EF buffer). */
+ * measured in the same run, the optimizer's share of the step, the share spent outside GEMMs,
+ * activation memory per token and the memory the delay keeps (weight versions, EF buffer). */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -21,8 +21,11 @@
 
 static const char usage[] =
     "usage: nobubble bench [--models tiny,small,medium] [--threads 1,2] [--optimizers adamw] [--delays sync]\n"
-    "                      [--precisions fp32,bf16] [--steps N] [--tokens N] [--json]\n"
+    "                      [--precisions fp32,bf16] [--steps N] [--seq T] [--batch B | --tokens N] [--json]\n"
     "Times full training steps (forward, backward, optimizer, update) of each preset on random tokens.\n"
+    "A step is B sequences of T tokens: T = --seq (default: each preset's context), B = --batch, or\n"
+    "--tokens / T (default 2048 / T). A --seq above a preset's context raises that preset's context to it\n"
+    "for the benchmark (only the RoPE tables depend on it; no weight does).\n"
     "--delays takes sync, 2bw, pipedream, fixed:TAU, each optionally with +ef (e.g. sync,2bw,2bw+ef).\n"
     "--precisions takes fp32, bf16 and auto (bf16 where the CPU has bf16 instructions, as train's --precision).";
 
@@ -39,19 +42,20 @@ static double median_of(double *x, int n) {
 
 typedef struct {
     double median_s, tokens_per_s, gflops, act_bytes_per_token, optimizer_s, weight_bytes, delay_bytes;
+    double gemm_s, outside_gemm_share;
     int B, T;
     nb_precision precision;
 } bench_result;
 
 /* Median over `steps` timed steps after two warm-up steps; the optimizer's part (computing d and
- * applying it through the delay's stash) is timed on its own too. */
+ * applying it through the delay's stash) is timed on its own too, and so is the time inside GEMMs
+ * (nb_gemm_timing, src/backend/gemm.h: attention's per-thread GEMMs count wall / threads). */
 static int bench_one(const nb_config *cfg, const nb_optim_params *op, const nb_delay_options *delay,
-                     nb_precision precision, int tokens, int steps, bench_result *out) {
+                     nb_precision precision, int B, int T, int steps, bench_result *out) {
     nb_model m;
     if (nb_model_create(&m, cfg, 1, NULL)) return -1;
     nb_model_init(&m, 1);
     nb_stage *s = &m.stages[0];
-    int T = cfg->context, B = tokens / T > 0 ? tokens / T : 1;
     /* as training runs it: each weight version cast to bf16 once (by its number, below) */
     if (nb_stage_set_precision(s, precision, nb_delay_tau_max(delay, 0, 1) + 2)) {
         nb_model_free(&m);
@@ -72,7 +76,9 @@ static int bench_one(const nb_config *cfg, const nb_optim_params *op, const nb_d
     srand(1);
     for (int i = 0; i < B * T; i++) { tok[i] = rand() % cfg->vocab_size; tgt[i] = rand() % cfg->vocab_size; }
     double *times = malloc(sizeof(double) * (size_t)(steps + 2)), *opt_times = malloc(sizeof(double) * (size_t)(steps + 2));
+    double *gemm_times = malloc(sizeof(double) * (size_t)(steps + 2)), *outside = malloc(sizeof(double) * (size_t)(steps + 2));
     for (int i = 0; i < steps + 2; i++) {
+        nb_gemm_timing(1);
         double t0 = nb_now(), upd = 0, dist = 0;
         const float *w = nb_stash_weights(stash, s->params, i);
         const int version = i - nb_stash_tau(stash, i) > 0 ? i - nb_stash_tau(stash, i) : 0;
@@ -87,18 +93,23 @@ static int bench_one(const nb_config *cfg, const nb_optim_params *op, const nb_d
         nb_stash_apply(stash, s->params, d, i, &upd, &dist);
         times[i] = nb_now() - t0;
         opt_times[i] = nb_now() - t1;
+        gemm_times[i] = nb_gemm_seconds();
+        outside[i] = 1.0 - gemm_times[i] / times[i];
     }
+    nb_gemm_timing(0);
     out->B = B;
     out->T = T;
     out->precision = precision;
     out->median_s = median_of(times + 2, steps);
     out->optimizer_s = median_of(opt_times + 2, steps);
+    out->gemm_s = median_of(gemm_times + 2, steps);
+    out->outside_gemm_share = median_of(outside + 2, steps);
     out->tokens_per_s = B * T / out->median_s;
     out->gflops = out->tokens_per_s * nb_model_train_flops_per_token(cfg, T) * 1e-9;
     out->act_bytes_per_token = (double)nb_acts_bytes(s, B, T) / (B * T);
     out->weight_bytes = sizeof(float) * (double)s->n_params;
     out->delay_bytes = (double)nb_stash_bytes(stash);
-    free(times); free(opt_times); free(tok); free(tgt); free(d);
+    free(times); free(opt_times); free(gemm_times); free(outside); free(tok); free(tgt); free(d);
     nb_stash_free(stash);
     nb_optimizer_free(opt);
     nb_acts_free(a);
@@ -128,10 +139,23 @@ static int split_list(const char *flag, const char *text, char *buf, size_t size
     }
 }
 
+/* The step's shape for one preset: T = seq (0: the preset's context; above it, the context is raised
+ * to T, which changes no weight), B = batch, or tokens / T (at least 1). -1 after printing why. */
+static int bench_shape(const char *model, nb_config *cfg, int seq, int batch, int tokens, int *B, int *T) {
+    *T = seq ? seq : cfg->context;
+    if (*T > cfg->context) cfg->context = *T;
+    *B = batch ? batch : (tokens / *T > 0 ? tokens / *T : 1);
+    if (nb_config_validate(cfg) || nb_config_check_batch(cfg, *B, *T)) {
+        fprintf(stderr, "nobubble bench: --models %s with --seq %d and --batch %d: %s\n", model, *T, *B, nb_last_error());
+        return -1;
+    }
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv) {
     const char *models = "tiny,small,medium", *threads_list = "1,2", *optimizers = "adamw", *delays = "sync";
     const char *precisions = "fp32";
-    int steps = 5, tokens = 2048, json = 0;
+    int steps = 5, tokens = 0, seq = 0, batch = 0, json = 0;
     const cli_option opts[] = {
         {"--models", OPT_STR, &models, "LIST   comma-separated presets (tiny,small,medium)"},
         {"--threads", OPT_STR, &threads_list, "LIST   comma-separated thread counts (1,2)"},
@@ -139,15 +163,21 @@ int cmd_bench(int argc, char **argv) {
         {"--delays", OPT_STR, &delays, "LIST   delays of the timed steps, e.g. sync,2bw,2bw+ef (sync)"},
         {"--precisions", OPT_STR, &precisions, "LIST   fp32, bf16, auto (fp32)"},
         {"--steps", OPT_INT, &steps, "N      timed steps per measurement, after 2 warm-up steps (5) " CLI_RANGE(1, 10000)},
-        {"--tokens", OPT_INT, &tokens, "N      tokens per step: B = N / context sequences (2048) " CLI_RANGE(1, 16777216)},
+        {"--seq", OPT_INT, &seq, "T      tokens per sequence (each preset's context; above it, the context is raised) "
+                                 CLI_RANGE(1, 1048576)},
+        {"--batch", OPT_INT, &batch, "B      sequences per step (--tokens / T) " CLI_RANGE(1, 65536)},
+        {"--tokens", OPT_INT, &tokens, "N      tokens per step when --batch is not given: B = N / T (2048) "
+                                       CLI_RANGE(1, 16777216)},
         {"--json", OPT_FLAG, &json, "       print the results as JSON"},
     };
     int rc = cli_parse(usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
     if (rc) return rc > 0 ? 0 : 2;
-    if (steps < 1 || tokens < 1) {
-        fprintf(stderr, "nobubble bench: --steps and --tokens must be >= 1\n");
+    if (batch && tokens) {
+        fprintf(stderr, "nobubble bench: --batch %d and --tokens %d: give one of them (--tokens N means --batch N / T)\n",
+                batch, tokens);
         return 2;
     }
+    if (!tokens) tokens = 2048;
     char tbuf[256], mbuf[256], obuf[256], dbuf[256], pbuf[256];
     const char *titems[16], *mitems[16], *oitems[16], *ditems[16], *pitems[16];
     int nt = split_list("--threads", threads_list, tbuf, sizeof tbuf, titems, 16);
@@ -169,6 +199,7 @@ int cmd_bench(int argc, char **argv) {
     }
     int threads[16];
     nb_config cfgs[16];
+    int Bs[16], Ts[16], contexts[16];
     nb_optim_params ops[16];
     nb_delay_options dls[16];
     for (int i = 0; i < nt; i++) {
@@ -187,11 +218,8 @@ int cmd_bench(int argc, char **argv) {
             fprintf(stderr, "nobubble bench: --models: %s\n", nb_last_error());
             return 2;
         }
-        const int T = cfgs[i].context, B = tokens / T > 0 ? tokens / T : 1;
-        if (nb_config_check_batch(&cfgs[i], B, T)) {
-            fprintf(stderr, "nobubble bench: --tokens %d with --models %s: %s\n", tokens, mitems[i], nb_last_error());
-            return 2;
-        }
+        contexts[i] = cfgs[i].context;
+        if (bench_shape(mitems[i], &cfgs[i], seq, batch, tokens, &Bs[i], &Ts[i])) return 2;
     }
     for (int i = 0; i < no; i++) {
         /* The optimizer as `nobubble train --optimizer NAME` runs it: the settings table's defaults. */
@@ -229,7 +257,10 @@ int cmd_bench(int argc, char **argv) {
         printf("GEMM backend: %s; oneDNN ISA %s, bf16 %s; auto chooses %s\n"
                "FLOPs per token = 6 x matrix params (head included) + 6 x layers x d_attn x (T+1)\n",
                nb_gemm_backend(), nb_cpu_isa_name(), bf16_how, nb_bf16_native() ? "bf16" : "fp32");
-    int first = 1;
+    for (int i = 0; i < nm && !json; i++)
+        if (cfgs[i].context != contexts[i])
+            printf("%s: context raised from %d to --seq %d for the benchmark (no weight depends on it)\n", mitems[i],
+                   contexts[i], cfgs[i].context);    int first = 1;
     for (int ti = 0; ti < nt; ti++) {
         const char *isa;
         double peak = nb_measure_fp32_peak(threads[ti], 0.5, &isa);
@@ -239,7 +270,7 @@ int cmd_bench(int argc, char **argv) {
                 for (int di = 0; di < nd; di++)
                 for (int pi = 0; pi < np; pi++) {
                     bench_result r;
-                    if (bench_one(&cfgs[mi], &ops[oi], &dls[di], precs[pi], tokens, steps, &r)) {
+                    if (bench_one(&cfgs[mi], &ops[oi], &dls[di], precs[pi], Bs[mi], Ts[mi], steps, &r)) {
                         fprintf(stderr, "nobubble bench: %s\n", nb_last_error());
                         return 1;
                     }
@@ -249,18 +280,20 @@ int cmd_bench(int argc, char **argv) {
                                "\"batch\": %d, \"seq\": %d, \"median_step_s\": %.6f, \"median_optimizer_s\": %.6f, "
                                "\"tokens_per_s\": %.1f, \"gflops\": %.2f, \"peak_gflops\": %.2f, \"peak_isa\": \"%s\", "
                                "\"fraction_of_peak\": %.4f, \"activation_bytes_per_token\": %.0f, \"weight_bytes\": %.0f, "
-                               "\"delay_bytes\": %.0f}",
+                               "\"delay_bytes\": %.0f, \"median_gemm_s\": %.6f, \"outside_gemm_share\": %.4f, "
+                               "\"context\": %d, \"preset_context\": %d}",
                                first ? "" : ",", mitems[mi], threads[ti], oitems[oi], ditems[di],
                                nb_precision_name(r.precision), r.B, r.T, r.median_s,
                                r.optimizer_s, r.tokens_per_s, r.gflops, peak, isa, r.gflops / peak,
-                               r.act_bytes_per_token, r.weight_bytes, r.delay_bytes);
+                               r.act_bytes_per_token, r.weight_bytes, r.delay_bytes, r.gemm_s, r.outside_gemm_share,
+                               cfgs[mi].context, contexts[mi]);
                     } else {
-                        printf("%-12s threads %d  %-6s %-10s %-4s B %2d x T %4d  step %8.1f ms (median of %d; optimizer %4.1f%%)  "
+                        printf("%-12s threads %d  %-6s %-10s %-4s B %2d x T %4d  step %8.1f ms (median of %d; optimizer %4.1f%%, outside GEMMs %4.1f%%)  "
                                "%7.0f tok/s  %6.1f GFLOP/s = %4.1f%% of measured peak %.0f (%s)  activations %.1f KiB/token  "
                                "delay memory %.2f x weights\n",
                                mitems[mi], threads[ti], oitems[oi], ditems[di], nb_precision_name(r.precision), r.B, r.T,
                                r.median_s * 1e3, steps,
-                               100 * r.optimizer_s / r.median_s, r.tokens_per_s, r.gflops, 100 * r.gflops / peak, peak, isa,
+                               100 * r.optimizer_s / r.median_s, 100 * r.outside_gemm_share, r.tokens_per_s, r.gflops, 100 * r.gflops / peak, peak, isa,
                                r.act_bytes_per_token / 1024, r.delay_bytes / r.weight_bytes);
                     }
                     fflush(stdout);

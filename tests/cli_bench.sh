@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# nobubble bench's step shape and JSON fields: --seq and --batch (and --tokens, kept) give the B x T
+# each result reports, a --seq above a preset's context raises it (reported), and every result carries
+# the GEMM time and the share outside GEMMs, consistent with the step (no speed is asserted). FLOPs are
+# recomputed here from the preset's shape by hand (README: 6 x matrix params + 6 x layers x d_attn x (T+1)).
+# The refusals of bad values are in cli_bounds.sh.
+set -u
+bin=${1:?usage: cli_bench.sh path/to/nobubble}
+source "$(dirname "$0")/support/cli_harness.sh"
+nb() { timeout -k 5 300 "$bin" "$@"; }
+
+# check_json FILE B T CONTEXT PRESET_CONTEXT N_RESULTS
+check_json() {
+  python3 - "$@" <<'PY'
+import json, sys
+path, B, T, ctx, pctx, n = sys.argv[1], *map(int, sys.argv[2:])
+doc = json.load(open(path))
+rs = doc["results"]
+assert len(rs) == n, "%d results, expected %d" % (len(rs), n)
+V, d, L, H, Hkv, F = 2048, 128, 4, 4, 4, 384                  # tiny (README's table)
+hd = d // H
+matrix = L * (d * (H * hd + 2 * Hkv * hd) + H * hd * d + 3 * F * d) + V * d
+flops = 6 * matrix + 6 * L * H * hd * (T + 1)
+for r in rs:
+    assert (r["batch"], r["seq"], r["context"], r["preset_context"]) == (B, T, ctx, pctx), r
+    assert abs(r["tokens_per_s"] - B * T / r["median_step_s"]) <= 1e-3 * r["tokens_per_s"] + 0.1, r
+    assert abs(r["gflops"] - r["tokens_per_s"] * flops / 1e9) <= 1e-3 * r["gflops"] + 0.01, r
+    assert 0 < r["median_gemm_s"] <= r["median_step_s"], r
+    assert 0 <= r["outside_gemm_share"] < 1, r
+    assert r["activation_bytes_per_token"] > 0, r
+print("ok")
+PY
+}
+
+# --seq and --batch: B x T exactly; both precisions and both optimizers carry the new fields
+nb bench --models tiny --threads 1 --steps 1 --seq 32 --batch 3 --optimizers adamw,muon --precisions fp32,bf16 --json \
+  > "$work/a.json" 2>"$work/err" || fail "bench --seq 32 --batch 3: $(cat "$work/err")"
+check "--seq 32 --batch 3: fields and shape" check_json "$work/a.json" 3 32 128 128 4
+
+# a --seq above the context raises it, and says so
+nb bench --models tiny --threads 1 --steps 1 --seq 200 --batch 1 --json > "$work/b.json" 2>"$work/err" \
+  || fail "bench --seq 200: $(cat "$work/err")"
+check "--seq 200 > context 128: raised" check_json "$work/b.json" 1 200 200 128 1
+nb bench --models tiny --threads 1 --steps 1 --seq 200 --batch 1 > "$work/b.txt" 2>&1
+check "--seq 200: the raise is printed" grep -q "tiny: context raised from 128 to --seq 200" "$work/b.txt"
+
+# --tokens keeps working: B = N / T, T = --seq or the context
+nb bench --models tiny --threads 1 --steps 1 --seq 32 --tokens 64 --json > "$work/c.json" 2>"$work/err" \
+  || fail "bench --seq 32 --tokens 64: $(cat "$work/err")"
+check "--tokens 64 --seq 32: B = 2" check_json "$work/c.json" 2 32 128 128 1
+nb bench --models tiny --threads 1 --steps 1 --tokens 256 --json > "$work/d.json" 2>"$work/err" \
+  || fail "bench --tokens 256: $(cat "$work/err")"
+check "--tokens 256: T = context 128, B = 2" check_json "$work/d.json" 2 128 128 128 1
+finish
