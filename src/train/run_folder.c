@@ -156,7 +156,7 @@ static int list_steps(const char *dir, long **steps) {
         (*steps)[n++] = s;
     }
     if (d) closedir(d);
-    qsort(*steps, (size_t)n, sizeof **steps, by_step_descending);
+    if (n > 1) qsort(*steps, (size_t)n, sizeof **steps, by_step_descending);  /* *steps is NULL when n is 0 */
     return n;
 }
 
