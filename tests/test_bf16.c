@@ -93,6 +93,20 @@ static void test_gemm(void) {
     CHECK(!memcmp(C1, C2, sizeof C1), "a repeated bf16 GEMM is bitwise the same");
 }
 
+/* tiny's settings with another shape. */
+static nb_config small_config(int vocab, int d, int layers, int heads, int kv_heads, int ffn, int context) {
+    nb_config cfg;
+    nb_config_preset("tiny", &cfg);
+    cfg.vocab_size = vocab;
+    cfg.d_model = d;
+    cfg.n_layers = layers;
+    cfg.n_heads = heads;
+    cfg.n_kv_heads = kv_heads;
+    cfg.d_ffn = ffn;
+    cfg.context = context;
+    return cfg;
+}
+
 /* One forward and backward of a small model; its loss and per-tensor gradients. */
 static float run_model(nb_model *m, nb_precision p, const int *tok, const int *tgt, int B, int T, float **grads) {
     CHECK(nb_model_set_precision(m, p, 2) == 0, "set precision: %s", nb_last_error());
@@ -113,15 +127,7 @@ static float run_model(nb_model *m, nb_precision p, const int *tok, const int *t
  * 5% of each tensor's largest gradient). Errors of a wrong bf16 path (a missing cast, a wrong weight
  * version, a transposed operand) are of the order of the gradient itself. */
 static void test_gradients(int tied) {
-    nb_config cfg;
-    nb_config_preset("tiny", &cfg);
-    cfg.vocab_size = 96;
-    cfg.d_model = 64;
-    cfg.n_layers = 2;
-    cfg.n_heads = 4;
-    cfg.n_kv_heads = 2;
-    cfg.d_ffn = 160;
-    cfg.context = 80;
+    nb_config cfg = small_config(96, 64, 2, 4, 2, 160, 80);
     cfg.tied = tied;
     nb_model m;
     CHECK(nb_model_create(&m, &cfg, 1, NULL) == 0, "create: %s", nb_last_error());
@@ -159,15 +165,7 @@ static void test_gradients(int tied) {
 
 /* A weight version is cast once: the stage keeps its bf16 copy by the version's number. */
 static void test_version_cache(void) {
-    nb_config cfg;
-    nb_config_preset("tiny", &cfg);
-    cfg.vocab_size = 64;
-    cfg.d_model = 32;
-    cfg.n_layers = 1;
-    cfg.n_heads = 2;
-    cfg.n_kv_heads = 2;
-    cfg.d_ffn = 64;
-    cfg.context = 16;
+    nb_config cfg = small_config(64, 32, 1, 2, 2, 64, 16);
     nb_model m;
     CHECK(nb_model_create(&m, &cfg, 1, NULL) == 0, "create: %s", nb_last_error());
     nb_model_init(&m, 3);

@@ -56,6 +56,9 @@ size_t nb_config_param_count(const nb_config *c);
 typedef enum { NB_PRECISION_FP32, NB_PRECISION_BF16, NB_PRECISION_AUTO } nb_precision;
 /* "fp32", "bf16" or "auto". */
 const char *nb_precision_name(nb_precision p);
+/* auto made concrete: bf16 where oneDNN reports bf16 instructions (AVX512-BF16, AMX), fp32 elsewhere;
+ * fp32 and bf16 as they are. */
+nb_precision nb_precision_choose(nb_precision p);
 /* Names the weights passed to nb_stage_forward/backward when the caller cannot (see there). */
 #define NB_VERSION_NONE (-1L)
 

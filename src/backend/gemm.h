@@ -59,6 +59,9 @@ static inline float nb_bf16_to_float(nb_bf16 b) {
     return f;
 }
 
+/* float(bf16(f)): the value a bf16 operand would carry, kept in a float. */
+static inline float nb_bf16_rounded(float f) { return nb_bf16_to_float(nb_bf16_from_float(f)); }
+
 /* dst[i] = bf16(src[i]) for n values (threaded for large n). */
 void nb_bf16_cast(nb_bf16 *dst, const float *src, size_t n);
 /* x[i] = float(bf16(x[i])): the value a bf16 operand would carry, kept in a float. */

@@ -218,5 +218,5 @@ void nb_bf16_cast(nb_bf16 *dst, const float *src, size_t n) {
 
 void nb_bf16_round(float *x, size_t n) {
 #pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t i = 0; i < n; i++) x[i] = nb_bf16_to_float(nb_bf16_from_float(x[i]));
+    for (size_t i = 0; i < n; i++) x[i] = nb_bf16_rounded(x[i]);
 }

@@ -190,7 +190,7 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 0; i < np; i++) {
         if (!strcmp(pitems[i], "fp32")) precs[i] = NB_PRECISION_FP32;
         else if (!strcmp(pitems[i], "bf16")) precs[i] = NB_PRECISION_BF16;
-        else if (!strcmp(pitems[i], "auto")) precs[i] = nb_bf16_native() ? NB_PRECISION_BF16 : NB_PRECISION_FP32;
+        else if (!strcmp(pitems[i], "auto")) precs[i] = nb_precision_choose(NB_PRECISION_AUTO);
         else {
             fprintf(stderr, "nobubble bench: --precisions '%s': expected a comma-separated list of fp32, bf16, auto\n",
                     precisions);
@@ -256,7 +256,7 @@ int cmd_bench(int argc, char **argv) {
     else
         printf("GEMM backend: %s; oneDNN ISA %s, bf16 %s; auto chooses %s\n"
                "FLOPs per token = 6 x matrix params (head included) + 6 x layers x d_attn x (T+1)\n",
-               nb_gemm_backend(), nb_cpu_isa_name(), bf16_how, nb_bf16_native() ? "bf16" : "fp32");
+               nb_gemm_backend(), nb_cpu_isa_name(), bf16_how, nb_precision_name(nb_precision_choose(NB_PRECISION_AUTO)));
     for (int i = 0; i < nm && !json; i++)
         if (cfgs[i].context != contexts[i])
             printf("%s: context raised from %d to --seq %d for the benchmark (no weight depends on it)\n", mitems[i],

@@ -20,9 +20,9 @@ static inline float dot(const float *a, const float *b, int n) {
     return s;
 }
 
-/* Rounds n floats to the nearest bf16 values (ties to even), in place: a product operand under bf16. */
+/* Rounds a row to bf16 values in place (a product operand under bf16); serial: it runs inside a task. */
 static inline void round_bf16(float *x, int n) {
-    for (int i = 0; i < n; i++) x[i] = nb_bf16_to_float(nb_bf16_from_float(x[i]));
+    for (int i = 0; i < n; i++) x[i] = nb_bf16_rounded(x[i]);
 }
 
 void attention_forward(float *out, float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd, int bf16) {

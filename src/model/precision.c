@@ -31,6 +31,11 @@ const char *nb_precision_name(nb_precision p) {
     return p == NB_PRECISION_BF16 ? "bf16" : p == NB_PRECISION_AUTO ? "auto" : "fp32";
 }
 
+nb_precision nb_precision_choose(nb_precision p) {
+    if (p != NB_PRECISION_AUTO) return p;
+    return nb_bf16_native() ? NB_PRECISION_BF16 : NB_PRECISION_FP32;
+}
+
 static void free_state(struct nb_bf16_state *b) {
     if (!b) return;
     for (int i = 0; i < b->capacity; i++) free(b->copy[i]);

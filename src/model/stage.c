@@ -308,17 +308,12 @@ static block_weights16 weights16_of_block(const nb_stage *s, const nb_bf16 *w16,
     return b;
 }
 
-/* out = rmsnorm(x) * gain, kept as bf16 only. */
-static void rmsnorm_forward_to_bf16(const nb_stage *s, nb_bf16 *out, float *rstd, const float *x, const float *gain,
-                                    int N, int d) {
-    rmsnorm_forward_bf16(out, rstd, x, gain, N, d, (float)s->cfg.norm_eps);
-}
-
 static void block_forward_bf16(const nb_stage *s, const block_weights *w, const block_weights16 *w16, block_acts *b,
                                const float *x, float *out, int B, int T) {
     dims m = stage_dims(&s->cfg);
     int N = B * T;
-    rmsnorm_forward_to_bf16(s, b->ln1b, b->rstd1, x, w->ln1, N, m.d);
+    const float eps = (float)s->cfg.norm_eps;
+    rmsnorm_forward_bf16(b->ln1b, b->rstd1, x, w->ln1, N, m.d, eps);
     linear_forward_bf16(b->qkv, 0.0f, b->ln1b, w16->wqkv, N, m.d, m.qkv);
     rope_forward(b->qkv, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
     nb_bf16_round(b->qkv, (size_t)N * m.qkv);  /* q, k, v as attention's bf16 operands (kept for backward) */
@@ -327,7 +322,7 @@ static void block_forward_bf16(const nb_stage *s, const block_weights *w, const 
     nb_bf16_cast(att16, b->att, (size_t)N * m.dq);
     memcpy(b->mid, x, sizeof(float) * (size_t)N * m.d);
     linear_forward_bf16(b->mid, 1.0f, att16, w16->wo, N, m.dq, m.d);
-    rmsnorm_forward_to_bf16(s, b->ln2b, b->rstd2, b->mid, w->ln2, N, m.d);
+    rmsnorm_forward_bf16(b->ln2b, b->rstd2, b->mid, w->ln2, N, m.d, eps);
     linear_forward_bf16(b->gu, 0.0f, b->ln2b, w16->wgu, N, m.d, 2 * m.F);
     swiglu_forward_bf16(b->hb, b->gu, N, m.F);
     memcpy(out, b->mid, sizeof(float) * (size_t)N * m.d);
@@ -411,7 +406,7 @@ static void stage_body_forward(const nb_stage *s, const float *w, long version, 
     if (!s->has_head) return;
     const float *xf = a->res + (size_t)s->n_blocks * N * m.d;
     const float *gain = w + s->tensors[final_norm_index(s)].offset;
-    if (w16) rmsnorm_forward_to_bf16(s, a->lnfb, a->rstdf, xf, gain, N, m.d);
+    if (w16) rmsnorm_forward_bf16(a->lnfb, a->rstdf, xf, gain, N, m.d, (float)s->cfg.norm_eps);
     else rmsnorm_forward(a->lnf, a->rstdf, xf, gain, N, m.d, (float)s->cfg.norm_eps);
     double total = 0.0;
     for (int r0 = 0; r0 < N; r0 += a->logit_rows) {

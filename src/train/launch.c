@@ -288,7 +288,7 @@ static int make_run(exec_run *run, const nb_train_options *o, int T, int S) {
 static nb_train_options *resolve_precision(const nb_train_options *o, nb_train_options *copy) {
     *copy = *o;
     const int native = nb_bf16_native();
-    if (o->precision == NB_PRECISION_AUTO) copy->precision = native ? NB_PRECISION_BF16 : NB_PRECISION_FP32;
+    copy->precision = nb_precision_choose(o->precision);
     if (!o->quiet && o->precision == NB_PRECISION_AUTO)
         printf("precision: auto chose %s (oneDNN reports %s: %s)\n", nb_precision_name(copy->precision),
                nb_cpu_isa_name(), native ? "bf16 instructions" : "no bf16 instructions");
