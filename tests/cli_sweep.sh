@@ -134,6 +134,18 @@ check "dry run: 8 points" test "$(wc -l < "$work/expand.out")" -eq 8
 check "dry run: order, placeholders and when lines" grep -qx "muon_0.9_2: nobubble train --steps 2 --data-seed 2 --optimizer muon --lr 0.02 --seed 2 --momentum 0.9 --set tied=0" "$work/expand.out"
 check "dry run: a when line applies only where it matches" grep -qx "muon_0.95_1: nobubble train --steps 2 --data-seed 1 --optimizer muon --lr 0.02 --seed 1" "$work/expand.out"
 check "dry run: adamw takes --beta1" grep -qx "adamw_0.95_1: nobubble train --steps 2 --data-seed 1 --optimizer adamw --lr 2e-3 --seed 1 --beta1 0.95" "$work/expand.out"
+# skip lines leave out the points that match every condition (and only those).
+cat > "$work/skip.grid" <<'EOF2'
+fixed: --steps 2
+axis steps: 300 1000 3000
+axis optimizer: adamw muon normuon
+skip optimizer=normuon steps=1000,3000   # NorMuon only at the shortest length
+skip optimizer=adamw steps=3000
+EOF2
+"$bin" sweep "$work/skip.grid" --dry-run > "$work/skip.out" 2>&1 && ok || fail "skip dry run: $(cat "$work/skip.out")"
+check "skip: 9 - 3 points" test "$(wc -l < "$work/skip.out")" -eq 6
+check "skip: the points left out" test -z "$(grep -E '^(1000_normuon|3000_normuon|3000_adamw):' "$work/skip.out")"
+check "skip: the others kept, in order" test "$(cut -d: -f1 "$work/skip.out" | tr '\n' ' ')" = "300_adamw 300_muon 300_normuon 1000_adamw 1000_muon 3000_muon "
 # The shipped presets parse, with the documented number of points.
 root=$(cd "$(dirname "$0")/.." && pwd)
 for preset in lr:42 optimizers_quick:63 optimizers_small:63 momentum:48 depth:54 mitigations:48 pipeline:24; do
@@ -151,6 +163,9 @@ bad "axis without values" 'axis delay\naxis seed: 1\n' "bad.grid:1: axis delay h
 bad "duplicate label" 'axis seed: 1 2 1\n' "bad.grid:1: axis seed: label '1' given twice"
 bad "condition on an unknown axis" 'axis seed: 1\nwhen opt=adamw: --lr 1\n' "bad.grid:2: when opt=...: there is no axis named 'opt'"
 bad "condition on an unknown label" 'axis seed: 1\nwhen seed=7: --lr 1\n' "bad.grid:2: when seed=7: axis seed has no value labelled '7'"
+bad "skip of an unknown label" 'axis seed: 1 2\nskip seed=3\n' "bad.grid:2: skip seed=3: axis seed has no value labelled '3'"
+bad "skip with flags" 'axis seed: 1 2\nskip seed=1: --lr 1\n' "conditions only, no ':' and no flags"
+bad "skip of every point" 'axis seed: 1 2\nskip seed=1,2\n' "every point is left out by a \`skip\` line"
 bad "placeholder of no axis" 'axis seed: 1\nfixed: --lr {lr}\n' "bad.grid:2: '{lr}': {lr} names no axis"
 bad "--out in the grid" 'fixed: --out x\n' "bad.grid:1: --out: the sweep gives each point its own --out"
 bad "two points with one name" 'axis a: x_y x\naxis b: z y_z\n' "two points are both named 'x_y_z'"

@@ -4,6 +4,7 @@
  *   axis NAME: V1 V2 "V3 FLAGS"   value V is the flags `--NAME V`, labelled from V
  *   axis NAME                     then indented `LABEL: FLAGS` lines, one per value
  *   when NAME=L1,L2 ...: FLAGS    flags of the points whose labels match every condition
+ *   skip NAME=L1,L2 ...           no point whose labels match every condition
  *
  * {NAME} in any flags is replaced by the point's label on axis NAME; # starts a comment. */
 #include <ctype.h>
@@ -30,6 +31,7 @@ struct nb_grid {
     nbx_strv *fixed; int n_fixed;
     gaxis *axes; int n_axes;
     gwhen *whens; int n_whens;
+    gwhen *skips; int n_skips;   /* conditions only: the points they match are left out */
     gpoint *points; int n_points;
 };
 
@@ -209,22 +211,14 @@ static int parse_block_value(nb_grid *g, int line, char *text, gaxis *ax) {
     return add_value(g, ax, line, label, colon + 1);
 }
 
-/* `when NAME=L1,L2 NAME2=L3: FLAGS`; the names and labels are checked once all axes are known. */
-static int parse_when(nb_grid *g, int line, char *rest) {
-    char *colon = strchr(rest, ':');
-    if (!colon) return nb_fail("%s:%d: expected `when NAME=LABEL[,LABEL...] ...: FLAGS`, no ':' found", g->what, line);
-    *colon = 0;
-    gwhen *ws = realloc(g->whens, (size_t)(g->n_whens + 1) * sizeof *ws);
-    if (!ws) return nb_fail("out of memory");
-    g->whens = ws;
-    gwhen *w = &g->whens[g->n_whens++];
-    memset(w, 0, sizeof *w);
-    w->flags.line = line;
+/* The conditions `NAME=L1,L2 NAME2=L3` of a when or skip line (rest without the keyword and the
+ * flags); the names and labels are checked once all axes are known. */
+static int parse_conditions(nb_grid *g, int line, char *rest, gwhen *w, const char *usage) {
     nbx_strv conds = {0};
     char err[128];
     int rc = 0;
     if (nbx_tokenize(rest, &conds, err, sizeof err)) rc = nb_fail("%s:%d: %s", g->what, line, err);
-    if (!rc && conds.n == 0) rc = nb_fail("%s:%d: expected `when NAME=LABEL...: FLAGS`, no condition before ':'", g->what, line);
+    if (!rc && conds.n == 0) rc = nb_fail("%s:%d: expected `%s`, no condition", g->what, line, usage);
     if (!rc && !(w->conds = calloc((size_t)conds.n, sizeof *w->conds))) rc = nb_fail("out of memory");
     for (int i = 0; i < conds.n && !rc; i++) {
         char *eq = strchr(conds.v[i], '=');
@@ -244,7 +238,39 @@ static int parse_when(nb_grid *g, int line, char *rest) {
         }
     }
     nbx_strv_free(&conds);
+    return rc;
+}
+
+static gwhen *new_condition_line(gwhen **list, int *n, int line) {
+    gwhen *ws = realloc(*list, (size_t)(*n + 1) * sizeof *ws);
+    if (!ws) return NULL;
+    *list = ws;
+    gwhen *w = &ws[(*n)++];
+    memset(w, 0, sizeof *w);
+    w->flags.line = line;
+    return w;
+}
+
+/* `when NAME=L1,L2 NAME2=L3: FLAGS` */
+static int parse_when(nb_grid *g, int line, char *rest) {
+    char *colon = strchr(rest, ':');
+    if (!colon) return nb_fail("%s:%d: expected `when NAME=LABEL[,LABEL...] ...: FLAGS`, no ':' found", g->what, line);
+    *colon = 0;
+    gwhen *w = new_condition_line(&g->whens, &g->n_whens, line);
+    if (!w) return nb_fail("out of memory");
+    int rc = parse_conditions(g, line, rest, w, "when NAME=LABEL...: FLAGS");
     return rc ? rc : tokens(g, line, colon + 1, &w->flags);
+}
+
+/* `skip NAME=L1,L2 NAME2=L3`: a grid that is a cross product less some corners (NorMuon not at the
+ * longest length, say) without a second grid file. */
+static int parse_skip(nb_grid *g, int line, char *rest) {
+    if (strchr(rest, ':'))
+        return nb_fail("%s:%d: expected `skip NAME=LABEL[,LABEL...] ...` (conditions only, no ':' and no flags)",
+                       g->what, line);
+    gwhen *w = new_condition_line(&g->skips, &g->n_skips, line);
+    if (!w) return nb_fail("out of memory");
+    return parse_conditions(g, line, rest, w, "skip NAME=LABEL...");
 }
 
 static int parse_line(nb_grid *g, int line, char *text, gaxis **block) {
@@ -271,8 +297,9 @@ static int parse_line(nb_grid *g, int line, char *text, gaxis **block) {
     }
     if (k == 4 && !strncmp(p, "axis", 4)) return parse_axis(g, line, p + 4, block);
     if (k == 4 && !strncmp(p, "when", 4)) return parse_when(g, line, p + 4);
+    if (k == 4 && !strncmp(p, "skip", 4)) return parse_skip(g, line, p + 4);
     return nb_fail("%s:%d: expected `fixed: FLAGS`, `axis NAME: VALUES`, `axis NAME` (then indented `LABEL: FLAGS` "
-                   "lines) or `when NAME=LABEL: FLAGS`; got '%s'", g->what, line, p);
+                   "lines), `when NAME=LABEL: FLAGS` or `skip NAME=LABEL`; got '%s'", g->what, line, p);
 }
 
 /* ------------------------------------------------------------ checks once everything is read */
@@ -287,17 +314,18 @@ static int check_placeholders(const nb_grid *g, const nbx_strv *s) {
     return 0;
 }
 
-static int check_when(const nb_grid *g, const gwhen *w) {
+static int check_when(const nb_grid *g, const gwhen *w, const char *keyword) {
     for (int i = 0; i < w->n; i++) {
         const gcond *c = &w->conds[i];
         int a = find_axis(g, c->name, strlen(c->name));
-        if (a < 0) return nb_fail("%s:%d: when %s=...: there is no axis named '%s'", g->what, w->flags.line, c->name, c->name);
+        if (a < 0)
+            return nb_fail("%s:%d: %s %s=...: there is no axis named '%s'", g->what, w->flags.line, keyword, c->name, c->name);
         for (int k = 0; k < c->labels.n; k++) {
             int found = 0;
             for (int v = 0; v < g->axes[a].n; v++) found |= !strcmp(g->axes[a].values[v].label, c->labels.v[k]);
             if (!found)
-                return nb_fail("%s:%d: when %s=%s: axis %s has no value labelled '%s'", g->what, w->flags.line, c->name,
-                               c->labels.v[k], c->name, c->labels.v[k]);
+                return nb_fail("%s:%d: %s %s=%s: axis %s has no value labelled '%s'", g->what, w->flags.line, keyword,
+                               c->name, c->labels.v[k], c->name, c->labels.v[k]);
         }
     }
     return 0;
@@ -324,7 +352,9 @@ static int check_grid(const nb_grid *g) {
     for (int i = 0; i < g->n_fixed; i++)
         if (check_placeholders(g, &g->fixed[i])) return -1;
     for (int i = 0; i < g->n_whens; i++)
-        if (check_when(g, &g->whens[i]) || check_placeholders(g, &g->whens[i].flags)) return -1;
+        if (check_when(g, &g->whens[i], "when") || check_placeholders(g, &g->whens[i].flags)) return -1;
+    for (int i = 0; i < g->n_skips; i++)
+        if (check_when(g, &g->skips[i], "skip")) return -1;
     return 0;
 }
 
@@ -359,12 +389,23 @@ static int add_args(const nb_grid *g, gpoint *pt, const nbx_strv *s, nbx_strv *a
     return 0;
 }
 
-static int make_point(const nb_grid *g, gpoint *pt, int index) {
-    if (!(pt->value = calloc((size_t)g->n_axes + 1, sizeof(int)))) return nb_fail("out of memory");
+/* The labels (value indices) of combination `index` of the cross product, first axis slowest. */
+static void combination(const nb_grid *g, int index, int *value) {
     for (int a = g->n_axes - 1; a >= 0; a--) {
-        pt->value[a] = index % g->axes[a].n;
+        value[a] = index % g->axes[a].n;
         index /= g->axes[a].n;
     }
+}
+
+static int skipped(const nb_grid *g, const int *value) {
+    for (int i = 0; i < g->n_skips; i++)
+        if (matches(g, &g->skips[i], value)) return 1;
+    return 0;
+}
+
+static int make_point(const nb_grid *g, gpoint *pt, int index) {
+    if (!(pt->value = calloc((size_t)g->n_axes + 1, sizeof(int)))) return nb_fail("out of memory");
+    combination(g, index, pt->value);
     nb_buf name = {0};
     for (int a = 0; a < g->n_axes; a++)
         if (nb_buf_printf(&name, "%s%s", a ? "_" : "", g->axes[a].values[pt->value[a]].label)) goto fail;
@@ -411,10 +452,21 @@ static int check_unique_names(const nb_grid *g) {
 static int expand(nb_grid *g) {
     int n = 1;
     for (int a = 0; a < g->n_axes; a++) n *= g->axes[a].n;
-    if (!(g->points = calloc((size_t)n, sizeof *g->points))) return nb_fail("out of memory");
-    g->n_points = n;
-    for (int i = 0; i < n; i++)
-        if (make_point(g, &g->points[i], i)) return -1;
+    int *value = calloc((size_t)g->n_axes + 1, sizeof *value);
+    if (!value || !(g->points = calloc((size_t)n, sizeof *g->points))) {
+        free(value);
+        return nb_fail("out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        combination(g, i, value);
+        if (skipped(g, value)) continue;
+        if (make_point(g, &g->points[g->n_points++], i)) {
+            free(value);
+            return -1;
+        }
+    }
+    free(value);
+    if (g->n_points == 0) return nb_fail("%s: every point is left out by a `skip` line", g->what);
     return check_unique_names(g);
 }
 
@@ -460,6 +512,18 @@ int nb_grid_load(nb_grid **g, const char *path) {
     return rc;
 }
 
+static void free_condition_lines(gwhen *w, int n) {
+    for (int i = 0; i < n; i++) {
+        for (int c = 0; c < w[i].n; c++) {
+            free(w[i].conds[c].name);
+            nbx_strv_free(&w[i].conds[c].labels);
+        }
+        free(w[i].conds);
+        nbx_strv_free(&w[i].flags);
+    }
+    free(w);
+}
+
 void nb_grid_free(nb_grid *g) {
     if (!g) return;
     for (int i = 0; i < g->n_fixed; i++) nbx_strv_free(&g->fixed[i]);
@@ -471,14 +535,8 @@ void nb_grid_free(nb_grid *g) {
         free(g->axes[a].values);
         free(g->axes[a].name);
     }
-    for (int i = 0; i < g->n_whens; i++) {
-        for (int c = 0; c < g->whens[i].n; c++) {
-            free(g->whens[i].conds[c].name);
-            nbx_strv_free(&g->whens[i].conds[c].labels);
-        }
-        free(g->whens[i].conds);
-        nbx_strv_free(&g->whens[i].flags);
-    }
+    free_condition_lines(g->whens, g->n_whens);
+    free_condition_lines(g->skips, g->n_skips);
     for (int i = 0; i < g->n_points; i++) {
         for (int k = 0; k < g->points[i].argc; k++) free(g->points[i].args[k]);
         free(g->points[i].args);
@@ -487,7 +545,6 @@ void nb_grid_free(nb_grid *g) {
     }
     free(g->fixed);
     free(g->axes);
-    free(g->whens);
     free(g->points);
     free(g->text);
     free(g);
