@@ -9,7 +9,7 @@ tokens=${2:-2048}
 bash scripts/build.sh >/dev/null
 out=$(mktemp -d)
 for r in $(seq 1 "$rounds"); do
-  ./build/nobubble bench --models small --threads 2 --optimizers adamw,sgd,muon,lion,adan,mars,soap \
+  ./build/nobubble bench --models small --threads 2 --optimizers adamw,sgd,muon,normuon,lion,adan,mars,soap \
     --tokens "$tokens" --steps 5 --json > "$out/$r.json"
 done
 python3 - "$out" "$tokens" <<'PY'

@@ -80,6 +80,14 @@ check "grep -q '\"trained\": false' '$T/out4/manifest.json'" "manifest records t
 check "[ $? -eq 0 ]" "prepare --tokenizer gpt2.json: $(cat "$T/run.txt")"
 zeros=$(od -An -v -t u2 -j 1024 "$T/hf/small_train_000000.bin" | tr -s ' ' '\n' | grep -c '^0$')
 check "[ '$zeros' = 38 ] && grep -q '\"eot_id\": 0,' '$T/hf/manifest.json'" "gpt2.json: 38 end-of-text ids 0 in the train shard, got $zeros"
+# trained on it and exported: config.json and generation_config.json name its end-of-text id (0), not the last id
+"$NB" train --data "$T/hf" --set vocab_size=600 --set n_layers=1 --set d_model=32 --set d_ffn=64 --set context=16 \
+  --batch 1 --steps 1 --quiet --export "$T/hf_export" > "$T/run.txt" 2>&1
+check "[ $? -eq 0 ]" "train --export on gpt2.json data: $(cat "$T/run.txt")"
+for f in config.json generation_config.json; do
+  check "grep -q '\"bos_token_id\": 0,' '$T/hf_export/$f' && grep -q '\"eos_token_id\": 0' '$T/hf_export/$f'" \
+    "$f of an export trained on gpt2.json data: bos and eos 0: $(grep _token_id "$T/hf_export/$f" | tr -d '\n')"
+done
 # nobubble's earlier format still loads: "hi" = 256, "his" = 257, end-of-text 258
 printf '{"format": "nobubble-bpe", "version": 1, "pretokenizer": "nobubble-gpt2-bytes-v1", "vocab_size": 259, "eot": {"id": 258}, "merges": [[104, 105], [256, 115]]}' > "$T/old.json"
 printf 'his hi his\n' > "$T/his.txt"

@@ -110,6 +110,9 @@ int nb_st_write_index(const char *path, const nb_st_index_entry *map, int n, int
 int nb_export_hf(const nb_model *m, const char *dir);
 /* Writes dir/generation_config.json (bos and eos: the last id, as config.json says); for exports. */
 int nb_export_hf_generation_config(const nb_model *m, const char *dir);
+/* Rewrites dir/config.json and dir/generation_config.json of an export with these bos and eos ids
+ * (a tokenizer whose end-of-text token is not the last id: an imported Hugging Face one). */
+int nb_export_hf_special_tokens(const nb_config *c, const char *dir, int bos, int eos);
 /* The same, sharded a part per stage, so that each stage (a thread or an MPI process holding only its
  * own weights) writes its own: nb_export_hf_part writes stage's tensors as
  * dir/model-0000k-of-0000P.safetensors (k = stage + 1), nb_export_hf_index writes dir/config.json and

@@ -20,7 +20,7 @@ static void fmt_double(char *buf, size_t size, double v) {
     if (!strpbrk(buf, ".eEni")) strncat(buf, ".0", size - strlen(buf) - 1);
 }
 
-char *nb_hf_config_json(const nb_config *c) {
+static char *config_json(const nb_config *c, int bos, int eos) {
     char theta[40], eps[40];
     fmt_double(theta, sizeof theta, c->rope_theta);
     fmt_double(eps, sizeof eps, c->norm_eps);
@@ -53,13 +53,15 @@ char *nb_hf_config_json(const nb_config *c) {
                            "}\n",
                            c->vocab_size, c->d_model, c->d_ffn, c->n_layers, c->n_heads, c->n_kv_heads,
                            c->d_model / c->n_heads, c->context, eps, theta, c->tied ? "true" : "false",
-                           c->vocab_size - 1, c->vocab_size - 1);
+                           bos, eos);
     if (r) {
         nb_buf_free(&b);
         return NULL;
     }
     return b.p;
 }
+
+char *nb_hf_config_json(const nb_config *c) { return config_json(c, c->vocab_size - 1, c->vocab_size - 1); }
 
 static char *join(const char *dir, const char *name) {
     size_t n = strlen(dir) + strlen(name) + 2;
@@ -95,8 +97,11 @@ static int write_stages(const nb_model *m, int first, int last, const char *dir,
     return r;
 }
 
-static int write_config(const nb_model *m, const char *dir) {
-    char *path = join(dir, "config.json"), *cfg = nb_hf_config_json(&m->cfg);
+/* nobubble's own tokenizers end with the end-of-text token: the default bos and eos. */
+static int last_id(const nb_model *m) { return m->cfg.vocab_size - 1; }
+
+static int write_config(const nb_config *c, const char *dir, int bos, int eos) {
+    char *path = join(dir, "config.json"), *cfg = config_json(c, bos, eos);
     int r = !path || !cfg ? nb_fail("%s: out of memory", dir) : nb_fs_write_atomic(path, cfg, strlen(cfg));
     free(path);
     free(cfg);
@@ -106,18 +111,28 @@ static int write_config(const nb_model *m, const char *dir) {
 /* generation_config.json: what transformers' generate() reads for its special tokens (the same ids
  * as config.json's); without it, transformers derives one and warns. Exports only: a checkpoint
  * folder holds a fixed set of files (src/train/state.c). */
-int nb_export_hf_generation_config(const nb_model *m, const char *dir) {
+static int write_generation_config(const char *dir, int bos, int eos) {
     char *path = join(dir, "generation_config.json"), text[160];
-    int eot = m->cfg.vocab_size - 1;
-    int n = snprintf(text, sizeof text, "{\n  \"bos_token_id\": %d,\n  \"eos_token_id\": %d\n}\n", eot, eot);
+    int n = snprintf(text, sizeof text, "{\n  \"bos_token_id\": %d,\n  \"eos_token_id\": %d\n}\n", bos, eos);
     int r = !path ? nb_fail("%s: out of memory", dir) : nb_fs_write_atomic(path, text, (size_t)n);
     free(path);
     return r;
 }
 
+int nb_export_hf_generation_config(const nb_model *m, const char *dir) {
+    return write_generation_config(dir, last_id(m), last_id(m));
+}
+
+int nb_export_hf_special_tokens(const nb_config *c, const char *dir, int bos, int eos) {
+    const int v = c->vocab_size;
+    if (bos < 0 || bos >= v || eos < 0 || eos >= v)
+        return nb_fail("%s: special token ids bos %d, eos %d: expected ids below the vocabulary size %d", dir, bos, eos, v);
+    return write_config(c, dir, bos, eos) || write_generation_config(dir, bos, eos);
+}
+
 int nb_export_hf(const nb_model *m, const char *dir) {
     if (nb_fs_mkdirs(dir, NULL)) return -1;
-    return write_stages(m, 0, m->n_stages - 1, dir, "model.safetensors", NULL, 0) || write_config(m, dir);
+    return write_stages(m, 0, m->n_stages - 1, dir, "model.safetensors", NULL, 0) || write_config(&m->cfg, dir, last_id(m), last_id(m));
 }
 
 int nb_export_hf_part(const nb_model *m, int stage, const char *dir, int next_step) {
@@ -146,7 +161,7 @@ int nb_export_hf_index(const nb_model *m, const char *dir) {
             bytes += sizeof(float) * (uint64_t)x->numel;
         }
     }
-    if (!r) r = nb_st_write_index(path, map, k, 0, bytes) || write_config(m, dir);
+    if (!r) r = nb_st_write_index(path, map, k, 0, bytes) || write_config(&m->cfg, dir, last_id(m), last_id(m));
     free(map);
     free(files);
     free(path);

@@ -353,11 +353,13 @@ static int train_command(int argc, char **argv, nb_train_config_file **file) {
                 nb_tokenizer_free(t);
                 return 1;
             }
-            if (nb_tokenizer_eot(t) != o.model.vocab_size - 1)
-                fprintf(stderr, "nobubble train: note: the tokenizer's end-of-text id is %d; config.json and "
-                        "generation_config.json name the last id, %d, as bos and eos\n", nb_tokenizer_eot(t),
-                        o.model.vocab_size - 1);
+            /* An imported Hugging Face tokenizer's end-of-text token need not be the last id. */
+            const int eot = nb_tokenizer_eot(t);
             nb_tokenizer_free(t);
+            if (eot != o.model.vocab_size - 1 && nb_export_hf_special_tokens(&o.model, o.export_dir, eot, eot)) {
+                fprintf(stderr, "nobubble train: %s\n", nb_last_error());
+                return 1;
+            }
         }
         printf("wrote %s/model.safetensors, config.json and generation_config.json%s\n", o.export_dir,
                data && access(to, R_OK) == 0 ? " (and the data's tokenizer.json and tokenizer_config.json)" : "");

@@ -14,7 +14,7 @@ source "$(dirname "$0")/../../tests/support/small_corpus.sh"
 small_corpus "$bin" "$work/data" || { echo "prepare failed"; exit 1; }
 runs=0 diverged=0 lost=0 silent=0 nan_accepted=0 never_saved=0
 for mode in "" "--delay 2bw --stages 2" "--pipeline 2bw --stages 2 --microbatches 2"; do
-  for opt in adamw sgd lion muon adan mars soap; do
+  for opt in adamw sgd lion muon normuon adan mars soap; do
     for lr in 1e2 1e3 1e4 1e6; do
       runs=$((runs + 1))
       rm -rf "$work/ck"
