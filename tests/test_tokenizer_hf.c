@@ -189,6 +189,7 @@ static void test_refusals(void) {
         {hand_file("", "\"a b c\"", EOT_ADDED, "", GPT2_PRE), "model.merges[0] (\"a b c\") must be two tokens"},
         {hand_file("\"ab\": 256, \"AB\": 256", "", EOT_ADDED, "", GPT2_PRE), "model.vocab gives the id 256 to both"},
         {hand_file("\"a b\": 256", "", EOT_ADDED, "", GPT2_PRE), "model.vocab[\"a b\"] is not a byte-level token"},
+        {hand_file("\"far\": 16000000", "", EOT_ADDED, "", GPT2_PRE), "ids go up to 16000000 but the file has only 258 tokens"},
         {"{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}", "model.type Unigram is not supported"},
         {"{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}", "model.type WordPiece is not supported"},
         {"{\"normalizer\": {\"type\": \"NFC\"}, \"pre_tokenizer\": " GPT2_PRE ", \"model\": {\"type\": \"BPE\", "
@@ -202,7 +203,7 @@ static void test_refusals(void) {
          "post_processor BertProcessing is not supported"},
         {"{\"hello\": 1}", "neither a Hugging Face tokenizer.json"},
     };
-    int n_hand = 16;   /* the first cases come from hand_file */
+    int n_hand = 17;   /* the first cases come from hand_file */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         nb_tokenizer *t = load_text(cases[i].json, "refuse.json");
         CHECK(!t && strstr(nb_last_error(), cases[i].want) && strstr(nb_last_error(), "refuse.json"),

@@ -204,6 +204,13 @@ static int vocab_alloc(vocab_t *v, const nb_json *vocab, const nb_json *added, c
         if (id > max_id) max_id = id;
         total += content->str_len;
     }
+    /* Real vocabularies number their tokens densely (a few unused ids at most); an id far beyond the
+     * token count would size every per-id array by it (16M ids: hundreds of MB for a tiny file).
+     * Small files (tests, toy vocabularies) may leave up to 65536 ids unused. */
+    const int64_t tokens = (int64_t)vocab->n + (int64_t)added->n;
+    if (max_id + 1 > 2 * tokens + 65536)
+        return nb_fail("tokenizer %s: ids go up to %lld but the file has only %lld tokens: expected ids numbered "
+                       "from 0 with at most half of them (or 65536) unused", path, (long long)max_id, (long long)tokens);
     v->V = (int)max_id + 1;
     size_t V = (size_t)v->V + 1;
     v->bytes = malloc(total);
