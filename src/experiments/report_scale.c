@@ -360,7 +360,8 @@ static int slope_row(nb_buf *b, const tuning *t, const char *series, const int *
     const nbx_report *r = t->r;
     int cap = n_len * r->seeds.n + 1, n = 0, lengths = 0;
     double *x = malloc(sizeof(double) * (size_t)cap), *y = malloc(sizeof(double) * (size_t)cap);
-    char why[300] = "";
+    nb_buf why = {0};  /* why the slope is not fitted (empty when it is) */
+    int failed = 0;
     if (!x || !y) { free(x); free(y); return nb_fail("out of memory"); }
     for (int k = 0; k < n_len; k++) {
         const tgroup *g = &t->g[len[k]];
@@ -369,21 +370,25 @@ static int slope_row(nb_buf *b, const tuning *t, const char *series, const int *
         for (int s = 0; s < r->seeds.n; s++) {
             double gap = nbx_final_of(r, p, c, r->seeds.v[s]) - nbx_final_of(r, p, t->sync, r->seeds.v[s]);
             if (isnan(gap)) continue;
-            if (!(gap > 0) && !why[0])  /* the first one, in length and seed order */
-                snprintf(why, sizeof why, "not fitted: the gap is %+.4f &le; 0 at steps=%s, seed %s (no logarithm)", gap,
-                         g->steps, r->seeds.v[s]);
+            if (!(gap > 0) && !why.n &&  /* the first one, in length and seed order */
+                (nb_buf_printf(&why, "not fitted: the gap is %+.4f &le; 0 at steps=", gap) || nbx_html(&why, g->steps) ||
+                 nb_buf_printf(&why, ", seed ") || nbx_html(&why, r->seeds.v[s]) || nb_buf_printf(&why, " (no logarithm)")))
+                failed = 1;
             x[n] = log(tokens_of(t, p, r->seeds.v[s]));
             y[n++] = gap > 0 ? log(gap) : NAN;
             here = 1;
         }
         lengths += here;
     }
-    if (!why[0] && lengths < 2)
-        snprintf(why, sizeof why, "not fitted: gaps at %d tuned length%s, 2 needed", lengths, lengths == 1 ? "" : "s");
-    int rc = nb_buf_printf(b, "<tr><td>") || nbx_html(b, series) || nb_buf_printf(b, "</td><td>") ||
+    int same_tokens = 1;
+    for (int i = 1; i < n; i++) same_tokens &= x[i] == x[0];
+    int rc = failed || (!why.n && lengths < 2 &&
+             nb_buf_printf(&why, "not fitted: gaps at %d tuned length%s, 2 needed", lengths, lengths == 1 ? "" : "s"));
+    rc = rc || (!why.n && same_tokens && nb_buf_printf(&why, "not fitted: every length has the same tokens"));
+    rc = rc || nb_buf_printf(b, "<tr><td>") || nbx_html(b, series) || nb_buf_printf(b, "</td><td>") ||
              nbx_html(b, r->curves.v[c]) || nb_buf_printf(b, "</td><td>%d</td><td>%d</td>", lengths, n);
     double c0, c1, cov00, cov01, cov11, sumsq;
-    if (!rc && why[0]) rc = nb_buf_printf(b, "<td colspan=\"2\">%s</td>", why);
+    if (!rc && why.n) rc = nb_buf_printf(b, "<td colspan=\"2\">%s</td>", why.p);
     else if (!rc && n < 3)
         rc = gsl_fit_linear(x, 1, y, 1, (size_t)n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq) ||
              nb_buf_printf(b, "<td>%+.3f</td><td>n/a: %d points, no interval</td>", c1, n);
@@ -397,6 +402,7 @@ static int slope_row(nb_buf *b, const tuning *t, const char *series, const int *
     }
     free(x);
     free(y);
+    nb_buf_free(&why);
     return rc || nb_buf_printf(b, "</tr>\n");
 }
 
