@@ -75,6 +75,19 @@ if grep -q "delay pipedream, error feedback alpha 1, taylor lambda 0.04, sync st
    grep -q '"delay": {"mode": "pipedream", "tau": 0, "ef": true' "$work/delayed/summary.json"; then ok
 else fail "delayed run header and summary: $(cat "$work/delay.log")"; fi
 grep -q '"version_distance"' "$work/delayed/metrics.jsonl" && ok || fail "metrics record the version distance"
+# taylor_ratio = ||lambda g g (w_t - w_{t-1})|| / ||g||. Under 2bw step 1's correction is 0 (w_0 - w_0),
+# and step 2's gradient (on w_0) and w_1 - w_0 do not depend on lambda (step 1 was not corrected), so
+# the ratio at step 2 is exactly proportional to lambda: 10x with --taylor 10 as with --taylor 1.
+ratio() { sed -n "$2s/.*\"taylor_ratio\": \([^,}]*\).*/\1/p" "$1/metrics.jsonl"; }
+for lam in 1 10; do
+  "$bin" train --data "$work/data" --set n_layers=2 --set context=16 --batch 2 --steps 3 --stages 2 --delay 2bw \
+    --taylor $lam --quiet --out "$work/taylor$lam" > "$work/taylor$lam.log" 2>&1 || fail "--taylor $lam: $(cat "$work/taylor$lam.log")"
+done
+check "taylor_ratio on every line" test "$(grep -c '"taylor_ratio"' "$work/taylor1/metrics.jsonl")" -eq 3
+check "taylor_ratio 0 at step 1 (w_0 - w_0 = 0)" test "$(ratio "$work/taylor1" 1)" = 0
+awk -v a="$(ratio "$work/taylor1" 2)" -v b="$(ratio "$work/taylor10" 2)" 'BEGIN { exit !(a > 0 && b / a > 10 * (1 - 1e-5) && b / a < 10 * (1 + 1e-5)) }' &&
+  ok || fail "taylor_ratio at step 2 proportional to lambda: $(ratio "$work/taylor1" 2) with 1, $(ratio "$work/taylor10" 2) with 10"
+check "no taylor_ratio without --taylor" test "$(grep -c taylor_ratio "$work/run/metrics.jsonl")" -eq 0
 expect_error "unknown delay mode" "sync, 2bw, pipedream or fixed:TAU" "$bin" train --data "$work/data" --delay 3bw
 expect_error "negative tau" "fixed:TAU with an integer TAU >= 0" "$bin" train --data "$work/data" --delay fixed:-2
 expect_error "sync start longer than the run" "--sync-start 50" "$bin" train --data "$work/data" --steps 10 --delay 2bw --sync-start 50

@@ -293,7 +293,32 @@ static void observe_2bw_gap(void) {
     CHECK(gap > 0, "2bw is worse than sync on average over two seeds (mean gap %+.4f)", gap / 2);
 }
 
+/* The metric taylor_ratio's numerator: the squared norm of the correction lambda g g (w_t - w_{t-1}),
+ * by hand on dyadic numbers (exact in float), and equal to what nb_stash_taylor then adds. */
+static void check_taylor_norm(void) {
+    nb_delay_options o = {.mode = NB_DELAY_2BW, .taylor = 0.25f};
+    nb_stash *s;
+    float w[N] = {1.0f, -2.0f, 0.75f}, d[N] = {0.5f, -0.25f, 1.0f}, g[N] = {2.0f, -1.0f, 0.5f};
+    CHECK(nb_stash_create(&s, &o, 0, 1, 4, w, N) == 0, "stash: %s", nb_last_error());
+    CHECK(nb_stash_taylor_sq(s, g, w, 0, 0, N) == 0.0, "step 0: w_0 - w_{-1} = 0, no correction");
+    nb_stash_apply(s, w, d, 0, NULL, NULL);  /* w_1 = w_0 - d; w_1 - w_0 = (-0.5, 0.25, -1) */
+    /* 0.25 x (4 x -0.5, 1 x 0.25, 0.25 x -1) = (-0.5, 0.0625, -0.0625): 0.25 + 2 x 0.00390625 */
+    double sq = nb_stash_taylor_sq(s, g, w, 1, 0, N);
+    CHECK(sq == 0.2578125, "step 1: correction's squared norm %.9g, expected 0.2578125", sq);
+    CHECK(nb_stash_taylor_sq(s, g, w, 1, 1, 2) == 0.0078125, "step 1, elements 1..2: 0.0078125");
+    CHECK(nb_stash_taylor_sq(s, g, w, 1, 2, 5) == 0.0, "a range past the end counts nothing");
+    nb_stash_taylor(s, g, w, 1);
+    const float want[N] = {1.5f, -0.9375f, 0.4375f};
+    CHECK(!memcmp(g, want, sizeof want), "nb_stash_taylor adds that correction: %g %g %g", g[0], g[1], g[2]);
+    nb_stash_free(s);
+    o.taylor = 0.0f;
+    CHECK(nb_stash_create(&s, &o, 0, 1, 4, w, N) == 0 && nb_stash_taylor_sq(s, g, w, 1, 0, N) == 0.0,
+          "Taylor off: 0");
+    nb_stash_free(s);
+}
+
 int main(void) {
+    check_taylor_norm();
     check_least_squares();
     check_bad_options();
     if (kjv_make_data()) {

@@ -65,6 +65,11 @@ const float *nb_stash_weights(const nb_stash *s, const float *current, int step)
 const float *nb_stash_version(const nb_stash *s, const float *current, int version, int updates);
 /* Taylor compensation of the gradients of step t in place (nothing when off or tau = 0). */
 void nb_stash_taylor(const nb_stash *s, float *grads, const float *current, int step);
+/* The squared norm of the correction nb_stash_taylor would add to grads[offset, offset + count) at
+ * step t (0 when Taylor is off or tau = 0); call it before nb_stash_taylor. For the metric
+ * taylor_ratio = ||correction|| / ||gradient|| (docs/staleness.md); summed in a fixed order. */
+double nb_stash_taylor_sq(const nb_stash *s, const float *grads, const float *current, int step, size_t offset,
+                          size_t count);
 /* Applies step t: d (the optimizer's d_t) becomes the applied step (EF-corrected when EF is on
  * and tau > 0), w_t is kept as a version, then current -= d. Adds ||applied||^2 to *update_sq and
  * ||w_t - w_{t - tau}||^2 to *distance_sq when they are not NULL (summed in a fixed order for a

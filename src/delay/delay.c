@@ -164,6 +164,22 @@ void nb_stash_taylor(const nb_stash *s, float *grads, const float *current, int 
     for (size_t i = 0; i < n; i++) grads[i] += lambda * grads[i] * grads[i] * (current[i] - old[i]);
 }
 
+double nb_stash_taylor_sq(const nb_stash *s, const float *grads, const float *current, int step, size_t offset,
+                          size_t count) {
+    int tau = nb_stash_tau(s, step);
+    if (tau == 0 || !(s->o.taylor > 0) || offset > s->n || count > s->n - offset) return 0.0;
+    const float lambda = s->o.taylor, *old = version(s, step, tau);
+    /* Eight lanes summed in a fixed order: the same number for any thread count (a metric that
+     * the pipeline and the one-process run must write alike). The correction is formed exactly as
+     * nb_stash_taylor forms it, so this is the norm of what that call adds. */
+    double lane[8] = {0};
+    for (size_t i = offset; i < offset + count; i++) {
+        const float c = lambda * grads[i] * grads[i] * (current[i] - old[i]);
+        lane[(i - offset) % 8] += (double)c * c;
+    }
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
 void nb_stash_apply(nb_stash *s, float *current, float *d, int step, double *update_sq, double *distance_sq) {
     const size_t n = s->n;
     const int tau = nb_stash_tau(s, step);

@@ -42,9 +42,13 @@ int nbx_run_is_plain_async(const nbx_run *r);
 /* The columns of results.csv after the point name and the axes. */
 #define NBX_RESULT_COLUMNS "final_train_loss,final_val_loss,best_val_loss,tokens,seconds,status,exit_status"
 
-/* One line of a chart: n points (x, y); NAN y values break the line. color: palette index. */
-typedef struct { const char *name; int n; const double *x, *y; int color; } nbx_series;
+/* One line of a chart: n points (x, y); NAN y values break the line. color: palette index. lo, hi
+ * (NULL: none): each point's interval, drawn as a vertical bar. */
+typedef struct { const char *name; int n; const double *x, *y; int color; const double *lo, *hi; } nbx_series;
 /* An SVG line chart (640 x 360) with axes, ticks, a legend and a title, appended to b. */
 int nbx_svg_chart(nb_buf *b, const char *id, const char *cls, const char *title, const char *xlabel,
                   const char *ylabel, const nbx_series *s, int n_series);
+/* The same with logarithmic axes where log_x / log_y: points with a value <= 0 there are left out. */
+int nbx_svg_chart_log(nb_buf *b, const char *id, const char *cls, const char *title, const char *xlabel,
+                      const char *ylabel, const nbx_series *s, int n_series, int log_x, int log_y);
 #endif

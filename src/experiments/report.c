@@ -8,27 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "experiments/exp.h"
-#include "experiments/stats.h"
+#include "experiments/report.h"
 #include "nobubble/experiments.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/hash.h"
 
-typedef struct {
-    char *point, **labels, *status;
-    int done, panel, curve;
-    nbx_run run;
-} rrow;
-
-typedef struct {
-    const char *dir;
-    char *csv, **axes;        /* axes point into csv */
-    int n_axes, seed_axis, curve_axis;
-    rrow *rows; int n_rows;
-    nbx_strv panel_keys, panel_titles, curves;
-    nbx_strv seeds;           /* the seed axis's labels that finished runs carry */
-} report;
+typedef nbx_rrow rrow;
+typedef nbx_report report;
 
 /* One (panel, curve) cell: its runs' final validation losses over seeds, and the mean curve. */
 typedef struct {
@@ -36,7 +23,6 @@ typedef struct {
     double mean, sd, best_mean;
     int n_points;
     double *step, *val, *time;   /* mean over the runs that have each step */
-    const nbx_run *first;        /* the first run: its delay settings classify the cell */
 } cell;
 
 /* ------------------------------------------------------------ reading results.csv */
@@ -128,11 +114,6 @@ static int intern(nbx_strv *s, const char *text) {
     return nbx_strv_push(s, text, strlen(text)) ? -1 : s->n - 1;
 }
 
-/* A row's seed label; "" without a seed axis (each cell then holds one run, paired as it is). */
-static const char *seed_of(const report *r, const rrow *row) {
-    return r->seed_axis >= 0 ? row->labels[r->seed_axis] : "";
-}
-
 static void assign_roles(report *r) {
     r->seed_axis = r->curve_axis = -1;
     for (int a = 0; a < r->n_axes; a++) {
@@ -163,7 +144,7 @@ static int group_rows(report *r) {
                 if (!rc) rc = nbx_strv_push(&r->panel_keys, key.p, key.n);
             }
             row->curve = intern(&r->curves, r->curve_axis >= 0 ? row->labels[r->curve_axis] : "run");
-            if (row->done && intern(&r->seeds, seed_of(r, row)) < 0) rc = -1;
+            if (row->done && intern(&r->seeds, nbx_seed_of(r, row)) < 0) rc = -1;
         }
         nb_buf_free(&key);
         nb_buf_free(&title);
@@ -217,7 +198,6 @@ static int make_cell(const report *r, int panel, int curve, cell *c) {
     for (int i = 0; i < r->n_rows; i++) {
         const rrow *row = &r->rows[i];
         if (!row->done || row->panel != panel || row->curve != curve) continue;
-        if (!c->first) c->first = &row->run;
         c->n_runs++;
         if (!isnan(row->run.final_val_loss)) { sum += row->run.final_val_loss; c->n_final++; }
         if (!isnan(row->run.best_val_loss)) { best += row->run.best_val_loss; n_best++; }
@@ -253,7 +233,7 @@ static int charts(nb_buf *b, const report *r, cell *cells, const char *kind) {
         int n = 0;
         for (int c = 0; c < r->curves.n && n < 64; c++) {
             cell *x = &cells[p * r->curves.n + c];
-            if (x->n_runs) s[n++] = (nbx_series){r->curves.v[c], x->n_points, time ? x->time : x->step, x->val, c};
+            if (x->n_runs) s[n++] = (nbx_series){r->curves.v[c], x->n_points, time ? x->time : x->step, x->val, c, NULL, NULL};
         }
         char id[256], title[512];
         snprintf(id, sizeof id, "%s-%s", kind, r->panel_keys.v[p]);
@@ -269,63 +249,10 @@ static int number(nb_buf *b, const char *fmt, double v) {
     return isnan(v) ? nb_buf_printf(b, "<td>&mdash;</td>") : nb_buf_printf(b, fmt, v);
 }
 
-/* The synchronous cell of a panel, and the plain delayed cell a mitigated one corrects. */
-static int find_sync(const report *r, const cell *row) {
-    for (int c = 0; c < r->curves.n; c++)
-        if (row[c].first && nbx_run_is_sync(row[c].first)) return c;
-    return -1;
-}
-
-static int find_plain(const report *r, const cell *row, const nbx_run *like) {
-    for (int c = 0; c < r->curves.n; c++)
-        if (row[c].first && nbx_run_is_plain_async(row[c].first) && !strcmp(row[c].first->delay_mode, like->delay_mode) &&
-            row[c].first->tau == like->tau)
-            return c;
-    return -1;
-}
-
 /* ------------------------------------------------------------ paired gaps */
-/* The final validation loss of the finished run of (panel, curve, seed); NAN when there is none. */
-static double final_of(const report *r, int panel, int curve, const char *seed) {
-    for (int i = 0; i < r->n_rows; i++) {
-        const rrow *row = &r->rows[i];
-        if (row->done && row->panel == panel && row->curve == curve && !strcmp(seed_of(r, row), seed))
-            return row->run.final_val_loss;
-    }
-    return NAN;
-}
-
-/* gaps[k] = final(curve c) - final(base) seed by seed, over the seeds both have (returns how many);
- * a seed only one side has is listed in unpaired ("seed 3 (2bw only)"), never paired. */
-static int paired_gaps(const report *r, int p, int c, int base, double *gaps, nb_buf *unpaired) {
-    int n = 0;
-    for (int s = 0; s < r->seeds.n; s++) {
-        double x = final_of(r, p, c, r->seeds.v[s]), y = final_of(r, p, base, r->seeds.v[s]);
-        if (!isnan(x) && !isnan(y)) gaps[n++] = x - y;
-        else if ((!isnan(x) || !isnan(y)) && unpaired &&
-                 (nb_buf_printf(unpaired, "%sseed ", unpaired->n ? ", " : "") || nbx_html(unpaired, r->seeds.v[s]) ||
-                  nb_buf_printf(unpaired, " (") || nbx_html(unpaired, r->curves.v[isnan(x) ? base : c]) ||
-                  nb_buf_printf(unpaired, " only)")))
-            return -1;
-    }
-    return n;
-}
-
-/* Error feedback's (any mitigation's) recovery seed by seed: 1 - gap_mitigated / gap_plain, over
- * the seeds that have all three runs. */
-static int paired_recoveries(const report *r, int p, int c, int plain, int sync, double *rec) {
-    int n = 0;
-    for (int s = 0; s < r->seeds.n; s++) {
-        double base = final_of(r, p, sync, r->seeds.v[s]), gap = final_of(r, p, plain, r->seeds.v[s]) - base;
-        double gap_m = final_of(r, p, c, r->seeds.v[s]) - base;
-        if (!isnan(gap) && !isnan(gap_m) && gap != 0) rec[n++] = 1 - gap_m / gap;
-    }
-    return n;
-}
-
 static int gap_cells(nb_buf *b, const report *r, int p, int c, int sync, double *scratch) {
     nb_buf unpaired = {0};
-    int n = sync >= 0 && sync != c ? paired_gaps(r, p, c, sync, scratch, &unpaired) : 0;
+    int n = sync >= 0 && sync != c ? nbx_paired_gaps(r, p, c, sync, scratch, &unpaired) : 0;
     nbx_paired g = nbx_paired_stats(scratch, n < 0 ? 0 : n);
     int rc = n < 0 || number(b, "<td>%+.4f</td>", g.mean) || number(b, "<td>%.4f</td>", n > 1 ? g.sd : NAN);
     if (n > 1)
@@ -340,34 +267,16 @@ static int gap_cells(nb_buf *b, const report *r, int p, int c, int sync, double 
     return rc;
 }
 
-/* The recovery cell of a mitigated curve: "n/a: gap within noise" when the plain delay's own gap
- * is; otherwise the mean of the per-seed recoveries and its 95% t interval. */
-static int recovery_cell(nb_buf *b, const report *r, int p, const cell *row, int c, int sync, double *scratch) {
-    const nbx_run *x = row[c].first;
-    int plain = sync >= 0 && !nbx_run_is_sync(x) && !nbx_run_is_plain_async(x) ? find_plain(r, row, x) : -1;
-    if (plain < 0) return nb_buf_printf(b, "<td>&mdash;</td>");
-    int n = paired_gaps(r, p, plain, sync, scratch, NULL);
-    nbx_paired g = nbx_paired_stats(scratch, n < 0 ? 0 : n);
-    if (g.n == 0) return nb_buf_printf(b, "<td>&mdash;</td>");
-    if (g.within_noise) return nb_buf_printf(b, "<td>n/a: gap within noise</td>");
-    if (!(g.mean > 0)) return nb_buf_printf(b, "<td>n/a: no gap</td>");
-    nbx_paired rec = nbx_paired_stats(scratch, paired_recoveries(r, p, c, plain, sync, scratch));
-    if (rec.n == 0) return nb_buf_printf(b, "<td>&mdash;</td>");
-    if (rec.n == 1) return nb_buf_printf(b, "<td>%.1f%% (1 pair, no interval)</td>", 100 * rec.mean);
-    return nb_buf_printf(b, "<td>%.1f%% [%.1f%%, %.1f%%]</td>", 100 * rec.mean, 100 * (rec.mean - rec.half),
-                         100 * (rec.mean + rec.half));
-}
-
 static int gap_row(nb_buf *b, const report *r, int p, const cell *row, int c) {
     const cell *x = &row[c];
-    int sync = find_sync(r, row), rc = 0;
+    int sync = nbx_sync_curve(r, p), rc = 0;
     double *scratch = malloc(sizeof(double) * (size_t)(r->seeds.n + 1));
     if (!scratch) return nb_fail("out of memory");
     rc |= nb_buf_printf(b, "<tr><td>") || nbx_html(b, r->panel_titles.v[p]) || nb_buf_printf(b, "</td><td>") ||
           nbx_html(b, r->curves.v[c]) || nb_buf_printf(b, "</td><td>%d</td>", x->n_final);
     rc |= isnan(x->mean) ? nb_buf_printf(b, "<td>&mdash;</td>") : nb_buf_printf(b, "<td>%.4f &plusmn; %.4f</td>", x->mean, x->sd);
     rc |= number(b, "<td>%.4f</td>", x->best_mean);
-    rc = rc || gap_cells(b, r, p, c, sync, scratch) || recovery_cell(b, r, p, row, c, sync, scratch);
+    rc = rc || gap_cells(b, r, p, c, sync, scratch) || nbx_recovery_cell(b, r, p, c, scratch);
     free(scratch);
     return rc || nb_buf_printf(b, "</tr>\n");
 }
@@ -465,7 +374,7 @@ static int page(nb_buf *b, const report *r, cell *cells) {
                             r->seed_axis >= 0 ? "seed" : "nothing (no seed axis)");
     rc = rc || nb_buf_printf(b, "<h2>Validation loss</h2>\n<p class=\"note\">Mean over seeds at each evaluation.</p>\n") ||
          charts(b, r, cells, "val");
-    rc = rc || gap_table(b, r, cells);
+    rc = rc || gap_table(b, r, cells) || nbx_report_scale(b, r);
     rc = rc || nb_buf_printf(b, "<h2>Validation loss against training time</h2>\n<p class=\"note\">Time is the "
                                  "run's cumulative step time (time_s of metrics.jsonl, evaluation excluded), mean over "
                                  "seeds.</p>\n") ||

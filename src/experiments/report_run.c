@@ -59,8 +59,8 @@ static int results_table(nb_buf *b, const nbx_run *r) {
 
 /* Training loss at every step and validation loss at every evaluation, against step or time. */
 static int loss_chart(nb_buf *b, const nbx_run *r, const val_points *v, int time) {
-    nbx_series s[2] = {{"train", r->n, time ? r->time_s : r->step, r->train_loss, 0},
-                       {"validation", v->n, time ? v->time : v->step, v->val, 1}};
+    nbx_series s[2] = {{"train", r->n, time ? r->time_s : r->step, r->train_loss, 0, NULL, NULL},
+                       {"validation", v->n, time ? v->time : v->step, v->val, 1, NULL, NULL}};
     return nbx_svg_chart(b, time ? "run-time" : "run-loss", time ? "chart time-chart" : "chart loss-chart",
                          time ? "loss against training time" : "loss against step",
                          time ? "training time (s)" : "step", "loss", s, v->n ? 2 : 1);

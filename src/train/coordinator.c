@@ -93,7 +93,7 @@ static void print_progress(const coordinator *c, int t, double loss, float lr, d
 /* Step t's scalars as one TensorBoard event at step t + 1 (metrics.jsonl's numbering); the gradient
  * norm only when it is computed (--clip), the validation loss only at evaluations. */
 static int write_tensorboard(train_tb *tb, const train_metrics *m) {
-    train_tb_scalar s[8] = {{"train/loss", (float)m->loss},
+    train_tb_scalar s[9] = {{"train/loss", (float)m->loss},
                             {"train/lr", (float)m->lr},
                             {"train/tokens_per_s", (float)m->tokens_per_s},
                             {"train/update_norm", (float)m->update_norm},
@@ -101,8 +101,16 @@ static int write_tensorboard(train_tb *tb, const train_metrics *m) {
                             {"delay/version_distance", (float)m->version_distance}};
     int n = 6;
     if (!isnan(m->grad_norm)) s[n++] = (train_tb_scalar){"train/grad_norm", (float)m->grad_norm};
+    if (!isnan(m->taylor_ratio)) s[n++] = (train_tb_scalar){"delay/taylor_ratio", (float)m->taylor_ratio};
     if (!isnan(m->val_loss)) s[n++] = (train_tb_scalar){"val/loss", (float)m->val_loss};
     return train_tb_write(tb, m->step + 1, s, n);
+}
+
+/* With --taylor: ||correction|| / ||gradient|| over every stage (0 at a step without delay, where
+ * nothing is corrected); NAN without --taylor (no key in metrics.jsonl). */
+static double taylor_ratio(const nb_train_options *o, const exec_stats *sum) {
+    if (!(o->delay.taylor > 0)) return NAN;
+    return sum->taylor_grad_sq > 0 ? sqrt(sum->taylor_sq) / sqrt(sum->taylor_grad_sq) : 0.0;
 }
 
 /* Step t: the stages' statistics summed in stage order, the progress line and the metrics line (a failed
@@ -115,6 +123,8 @@ static int report(exec_endpoint *e, int t) {
     for (int i = 1; i < run->P; i++) {
         sum.update_sq += c->in[i].update_sq;
         sum.version_sq += c->in[i].version_sq;
+        sum.taylor_sq += c->in[i].taylor_sq;
+        sum.taylor_grad_sq += c->in[i].taylor_grad_sq;
         if (c->in[i].tau > sum.tau) sum.tau = c->in[i].tau;
     }
     sum.loss = c->in[run->P - 1].loss;
@@ -129,14 +139,15 @@ static int report(exec_endpoint *e, int t) {
     const int last = t == e->end - 1;
     if (!o->quiet && (last || t % o->log_every == 0 || !isnan(c->val))) print_progress(c, t, sum.loss, lr, tps);
     if (!isnan(c->val)) c->res->final_val_loss = c->val;
+    const double taylor = taylor_ratio(o, &sum);
     if (c->metrics) {
         train_metrics m = {t, sum.loss, lr, tokens_per_step(run) * (t + 1), train_s, tps, sqrt(sum.update_sq),
-                           (int)sum.tau, sqrt(sum.version_sq), o->clip > 0 ? sum.grad_norm : NAN, c->val};
+                           (int)sum.tau, sqrt(sum.version_sq), o->clip > 0 ? sum.grad_norm : NAN, c->val, taylor};
         if (train_write_metrics(c->metrics, o->out_dir, &m)) return -1;
     }
     if (c->tb.f) {
         train_metrics m = {t, sum.loss, lr, 0, train_s, tps, sqrt(sum.update_sq), (int)sum.tau, sqrt(sum.version_sq),
-                           o->clip > 0 ? sum.grad_norm : NAN, c->val};
+                           o->clip > 0 ? sum.grad_norm : NAN, c->val, taylor};
         if (write_tensorboard(&c->tb, &m)) return -1;
     }
     c->step_tau = sum.tau;

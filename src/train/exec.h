@@ -46,6 +46,7 @@ typedef struct {
     double grad_norm;              /* before clipping, over all stages (with --clip) */
     double tau;                    /* the delay of the version the step ran on */
     double aside;                  /* seconds so far spent evaluating and saving, not training */
+    double taylor_sq, taylor_grad_sq;  /* with --taylor: the correction's and the raw gradient's squared norms */
 } exec_stats;
 
 /* The validation loss, from the last stage after an evaluation, with that stage's seconds aside so far

@@ -20,6 +20,7 @@ int train_write_metrics(FILE *f, const char *out_dir, const train_metrics *m) {
                       m->step + 1, m->loss, m->lr, m->tokens, m->time_s, m->tokens_per_s, m->update_norm, m->tau,
                       m->version_distance) < 0;
     if (!isnan(m->grad_norm)) bad |= fprintf(f, ", \"grad_norm\": %.9g", m->grad_norm) < 0;
+    if (!isnan(m->taylor_ratio)) bad |= fprintf(f, ", \"taylor_ratio\": %.9g", m->taylor_ratio) < 0;
     if (!isnan(m->val_loss)) bad |= fprintf(f, ", \"val_loss\": %.9g", m->val_loss) < 0;
     bad |= fprintf(f, "}\n") < 0;
     bad |= fflush(f) != 0;

@@ -10,12 +10,13 @@ int train_check_options(const nb_train_options *o, int T);
 /* summary.json; extra (NULL: none) is one more `"key": value` member, written as given. */
 int train_write_summary(const nb_train_options *o, const nb_train_result *res, int T, const char *extra);
 
-/* One line of metrics.jsonl (grad_norm and val_loss NAN when absent). */
+/* One line of metrics.jsonl (grad_norm, val_loss and taylor_ratio NAN when absent). */
 typedef struct {
     int step;
     double loss, lr, tokens, time_s, tokens_per_s, update_norm;
     int tau;
     double version_distance, grad_norm, val_loss;
+    double taylor_ratio;   /* ||Taylor correction|| / ||gradient|| with --taylor; NAN without */
 } train_metrics;
 /* Writes and flushes the line; a failed write (a full disk) is an error naming OUT_DIR/metrics.jsonl,
  * which stops the run at once. */

@@ -135,6 +135,17 @@ static int injected_fault(const stage *w, int step) {
     return nb_fail("injected fault (NB_PIPELINE_FAULT=%s)", spec);
 }
 
+/* Taylor's size against the gradient's (the metric taylor_ratio): both squared norms of this stage,
+ * the gradient's before the correction, tied copies left out as the gradient norm leaves them. */
+static void taylor_norms(stage *w, int t) {
+    const nb_stage *st = w->st;
+    w->stats.taylor_grad_sq = nb_grad_sum_squares(st->grads, st->tensors, st->n_tensors);
+    for (int i = 0; i < st->n_tensors; i++)
+        if (!st->tensors[i].tied_copy)
+            w->stats.taylor_sq += nb_stash_taylor_sq(w->stash, st->grads, st->params, t, st->tensors[i].offset,
+                                                     st->tensors[i].numel);
+}
+
 /* The gradient of step t complete: the tied embedding's head part added to the embedding's (held by
  * this stage, or received from the last), in the order of the one-stage sum; Taylor; its squared norm. */
 static int grads(stage *w, int t) {
@@ -154,6 +165,7 @@ static int grads(stage *w, int t) {
         for (size_t i = 0; head && i < embed_numel(w); i++) embed[i] += head[i];
         if (st->tied_head_grad) memset(st->tied_head_grad, 0, sizeof(float) * embed_numel(w));
     }
+    if (w->run->o->delay.taylor > 0) taylor_norms(w, t);
     nb_stash_taylor(w->stash, st->grads, st->params, t);
     w->norms[w->s] = nb_grad_sum_squares(st->grads, st->tensors, st->n_tensors);
     w->op_time[2] += nb_now() - t0;

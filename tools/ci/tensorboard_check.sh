@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # TensorBoard's own reader against nobubble's event files (--tensorboard DIR): tools/reference/
 # tensorboard_read.py loads them with tensorboard's EventAccumulator and compares every scalar with
-# metrics.jsonl of the same run (one process with --clip, and a 2-stage 2BW pipeline with evaluations).
+# metrics.jsonl of the same run (one process with --clip, and a 2-stage 2BW pipeline with evaluations
+# and --taylor, for delay/taylor_ratio).
 # Run by .ci/run; installs the tensorboard package (pip, --break-system-packages) when it is missing,
 # and skips saying so when it cannot.
 # Usage: tools/ci/tensorboard_check.sh path/to/nobubble   (NB_TB_PYTHON: another python, e.g. a venv's)
@@ -23,7 +24,7 @@ done > "$work/text.txt"
 small=(--data "$work/data" --set context=32 --set d_model=64 --set d_ffn=128 --set n_layers=2 --batch 2 --steps 8
        --eval-every 3 --quiet)
 "$bin" train "${small[@]}" --clip 1 --out "$work/one" --tensorboard "$work/one_tb" > /dev/null
-"$bin" train "${small[@]}" --stages 2 --pipeline 2bw --microbatches 2 --out "$work/pipe" --tensorboard "$work/pipe_tb" > /dev/null
+"$bin" train "${small[@]}" --stages 2 --pipeline 2bw --microbatches 2 --taylor 1 --out "$work/pipe" --tensorboard "$work/pipe_tb" > /dev/null
 here=$(dirname "$0")
 "$py" "$here/../reference/tensorboard_read.py" "$work/one_tb" "$work/one/metrics.jsonl"
 "$py" "$here/../reference/tensorboard_read.py" "$work/pipe_tb" "$work/pipe/metrics.jsonl"

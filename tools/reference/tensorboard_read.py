@@ -13,7 +13,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 # tag -> the metrics.jsonl key it carries
 TAGS = {"train/loss": "train_loss", "train/lr": "lr", "train/tokens_per_s": "tokens_per_s",
         "train/update_norm": "update_norm", "delay/tau": "tau", "delay/version_distance": "version_distance",
-        "train/grad_norm": "grad_norm", "val/loss": "val_loss"}
+        "train/grad_norm": "grad_norm", "val/loss": "val_loss", "delay/taylor_ratio": "taylor_ratio"}
 
 
 def main(tb_dir, metrics_path):

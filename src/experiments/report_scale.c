@@ -1,0 +1,505 @@
+/* The tuning and scaling sections of a sweep's report (docs/experiments.md, "Tuned rates and
+ * scaling"). With an axis named `lr`: every combination of the other axes but seed and delay (a
+ * tuning group, e.g. steps=300, optimizer=adamw) gets the rate whose synchronous runs have the best
+ * mean final validation loss (the paper's procedure: rates tuned for the synchronous run), a table
+ * of every rate's losses and paired gaps, and the gap against the rate. With an axis named `steps`
+ * too: per the remaining axes (a series, e.g. optimizer=adamw), the paired gap at each length's
+ * tuned rate against training tokens, and the slope of log(gap) on log(tokens). */
+#include <gsl/gsl_fit.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "experiments/report.h"
+#include "util/error.h"
+
+typedef struct {
+    char *title, *key;       /* "steps=300, optimizer=adamw"; for ids "300-adamw" */
+    char *series;            /* the title without the steps axis ("optimizer=adamw"; "all runs") */
+    const char *steps;       /* the steps label (NULL without a steps axis) */
+    double steps_value;
+    int n_rates;
+    int *panel;              /* the panel of each rate, rates in ascending order */
+    double *rate;            /* the rates' values (their order in the grid when one is not a number) */
+    int pick;                /* the tuned rate's index; -1: none, why says so */
+    char why[200];
+} tgroup;
+
+typedef struct {
+    const nbx_report *r;
+    int lr_axis, steps_axis, sync;  /* sync: the synchronous curve, -1 when no run is synchronous */
+    tgroup *g;
+    int n_groups;
+    nbx_strv series;                /* distinct series titles, in the grid's order */
+    double *scratch, *scratch2;     /* r->seeds.n + 1 values each */
+} tuning;
+
+/* The synchronous runs of one panel: planned (rows of results.csv), finished with a validation
+ * loss, failed (a rate that diverges), and the finished ones' mean and sample standard deviation. */
+typedef struct { int planned, done, finished, failed; double mean, sd; } sync_cell;
+
+/* ------------------------------------------------------------ small helpers */
+static int axis_named(const nbx_report *r, const char *name) {
+    for (int a = 0; a < r->n_axes; a++)
+        if (!strcmp(r->axes[a], name)) return a;
+    return -1;
+}
+
+/* A label's number; NAN when it is not one. */
+static double label_value(const char *s) {
+    char *end;
+    double v = strtod(s, &end);
+    return end != s && !*end && isfinite(v) ? v : NAN;
+}
+
+static const nbx_rrow *row_of_panel(const nbx_report *r, int p) {
+    for (int i = 0; i < r->n_rows; i++)
+        if (r->rows[i].panel == p) return &r->rows[i];
+    return NULL;
+}
+
+/* The labels of a row's axes other than seed, the curves, lr and `skip` (-1: none) as a title
+ * ("a=x, b=y") or as a key for ids ("x-y"). */
+static int describe(const tuning *t, const nbx_rrow *row, int skip, int as_key, nb_buf *out) {
+    const nbx_report *r = t->r;
+    for (int a = 0; a < r->n_axes; a++) {
+        if (a == r->seed_axis || a == r->curve_axis || a == t->lr_axis || a == skip) continue;
+        int rc = as_key ? nb_buf_printf(out, "%s%s", out->n ? "-" : "", row->labels[a])
+                        : nb_buf_printf(out, "%s%s=%s", out->n ? ", " : "", r->axes[a], row->labels[a]);
+        if (rc) return -1;
+    }
+    if (!out->n) return nb_buf_printf(out, as_key ? "all" : "all runs");
+    return 0;
+}
+
+static int mean_sd(const double *x, int n, double *mean, double *sd) {
+    double s = 0, q = 0;
+    for (int i = 0; i < n; i++) s += x[i];
+    *mean = n ? s / n : NAN;
+    for (int i = 0; i < n; i++) q += (x[i] - *mean) * (x[i] - *mean);
+    *sd = n > 1 ? sqrt(q / (n - 1)) : 0;
+    return n;
+}
+
+/* Mean +- sample sd of curve c's final validation losses in panel p ("not run" when the grid has no
+ * such point, "not finished" when none is done). */
+static int loss_cell(nb_buf *b, const tuning *t, int p, int c) {
+    const nbx_report *r = t->r;
+    int planned = 0, n = 0;
+    for (int i = 0; i < r->n_rows; i++) {
+        const nbx_rrow *row = &r->rows[i];
+        if (row->panel != p || row->curve != c) continue;
+        planned++;
+        if (row->done && !isnan(row->run.final_val_loss)) t->scratch[n++] = row->run.final_val_loss;
+    }
+    if (!planned) return nb_buf_printf(b, "<td>not run</td>");
+    if (!n) return nb_buf_printf(b, "<td>not finished</td>");
+    double mean, sd;
+    mean_sd(t->scratch, n, &mean, &sd);
+    return nb_buf_printf(b, "<td>%.4f &plusmn; %.4f (%d)</td>", mean, sd, n);
+}
+
+static sync_cell sync_of(const tuning *t, int p) {
+    const nbx_report *r = t->r;
+    sync_cell s = {0, 0, 0, 0, NAN, 0};
+    for (int i = 0; i < r->n_rows && t->sync >= 0; i++) {
+        const nbx_rrow *row = &r->rows[i];
+        if (row->panel != p || row->curve != t->sync) continue;
+        s.planned++;
+        s.failed += !strcmp(row->status, "failed");
+        s.done += row->done;
+        if (row->done && !isnan(row->run.final_val_loss)) t->scratch[s.finished++] = row->run.final_val_loss;
+    }
+    mean_sd(t->scratch, s.finished, &s.mean, &s.sd);
+    return s;
+}
+
+/* The paired gap of curve c to sync in panel p as "+0.0123 [+0.0050, +0.0196]" (with "within
+ * noise" when the interval covers zero); one pair has no interval. */
+static nbx_paired gap_of(const tuning *t, int p, int c) {
+    int n = t->sync >= 0 ? nbx_paired_gaps(t->r, p, c, t->sync, t->scratch, NULL) : 0;
+    return nbx_paired_stats(t->scratch, n < 0 ? 0 : n);
+}
+
+static int gap_text(nb_buf *b, nbx_paired g) {
+    if (g.n == 0) return nb_buf_printf(b, "&mdash;");
+    if (g.n == 1) return nb_buf_printf(b, "%+.4f (1 pair, no interval)", g.mean);
+    return nb_buf_printf(b, "%+.4f [%+.4f, %+.4f]%s", g.mean, g.mean - g.half, g.mean + g.half,
+                         g.within_noise ? " within noise" : "");
+}
+
+/* ------------------------------------------------------------ groups and their picks */
+static int find_group(const tuning *t, const char *title) {
+    for (int k = 0; k < t->n_groups; k++)
+        if (!strcmp(t->g[k].title, title)) return k;
+    return -1;
+}
+
+static int new_group(tuning *t, const nbx_rrow *row, nb_buf *title) {
+    tgroup *g = &t->g[t->n_groups++];
+    nb_buf key = {0}, series = {0};
+    g->title = title->p;
+    *title = (nb_buf){0};
+    g->pick = -1;
+    g->steps = t->steps_axis >= 0 ? row->labels[t->steps_axis] : NULL;
+    g->steps_value = g->steps ? label_value(g->steps) : NAN;
+    int rc = describe(t, row, -1, 1, &key) || describe(t, row, t->steps_axis, 0, &series);
+    for (int k = 0; !rc && k < t->n_groups - 1; k++)  /* keys could repeat when labels hold '-' */
+        if (!strcmp(t->g[k].key, key.p)) rc = nb_buf_printf(&key, "-%d", t->n_groups);
+    g->key = key.p;
+    g->series = series.p;
+    int known = 0;
+    for (int k = 0; !rc && k < t->series.n; k++) known |= !strcmp(t->series.v[k], series.p);
+    if (!rc && !known) rc = nbx_strv_push(&t->series, series.p, series.n);
+    g->panel = malloc(sizeof(int) * (size_t)(t->r->panel_keys.n + 1));
+    g->rate = malloc(sizeof(double) * (size_t)(t->r->panel_keys.n + 1));
+    if (!rc && (!g->panel || !g->rate)) rc = nb_fail("out of memory");
+    return rc;
+}
+
+/* Rates ascending (insertion sort: a handful); grid order when a label is not a number. */
+static void sort_rates(tgroup *g) {
+    int numeric = 1;
+    for (int i = 0; i < g->n_rates; i++) numeric &= !isnan(g->rate[i]);
+    for (int i = 0; i < g->n_rates; i++) {
+        if (!numeric) { g->rate[i] = i; continue; }
+        for (int j = i; j > 0 && g->rate[j] < g->rate[j - 1]; j--) {
+            double v = g->rate[j]; g->rate[j] = g->rate[j - 1]; g->rate[j - 1] = v;
+            int p = g->panel[j]; g->panel[j] = g->panel[j - 1]; g->panel[j - 1] = p;
+        }
+    }
+}
+
+static int make_groups(tuning *t) {
+    const nbx_report *r = t->r;
+    if (!(t->g = calloc((size_t)r->panel_keys.n + 1, sizeof *t->g))) return nb_fail("out of memory");
+    for (int p = 0; p < r->panel_keys.n; p++) {
+        const nbx_rrow *row = row_of_panel(r, p);
+        nb_buf title = {0};
+        if (!row) continue;
+        if (describe(t, row, -1, 0, &title)) return -1;
+        int k = find_group(t, title.p);
+        if (k < 0 && new_group(t, row, &title)) { nb_buf_free(&title); return -1; }
+        nb_buf_free(&title);
+        tgroup *g = &t->g[k < 0 ? t->n_groups - 1 : k];
+        g->panel[g->n_rates] = p;
+        g->rate[g->n_rates++] = label_value(row->labels[t->lr_axis]);
+    }
+    for (int k = 0; k < t->n_groups; k++) sort_rates(&t->g[k]);
+    return 0;
+}
+
+/* The tuned rate: every synchronous run of the group has ended (a failed one, a diverging rate, rules
+ * its rate out), then the lowest mean final validation loss over seeds. */
+static void pick(tuning *t, tgroup *g) {
+    int planned = 0, ended = 0;
+    for (int i = 0; i < g->n_rates; i++) {
+        sync_cell s = sync_of(t, g->panel[i]);
+        planned += s.planned;
+        ended += s.done + s.failed;
+        if (s.finished && s.finished == s.planned && (g->pick < 0 || s.mean < sync_of(t, g->panel[g->pick]).mean)) g->pick = i;
+    }
+    if (t->sync < 0) snprintf(g->why, sizeof g->why, "no synchronous run finished");
+    else if (ended < planned)
+        snprintf(g->why, sizeof g->why, "not tuned yet: %d of %d synchronous runs ended", ended, planned);
+    else if (g->pick < 0) snprintf(g->why, sizeof g->why, "no rate has every synchronous run finished with a validation loss");
+    else return;
+    g->pick = -1;
+}
+
+/* ------------------------------------------------------------ the tuning table and charts */
+static int tuning_header(nb_buf *b, const tuning *t) {
+    const nbx_report *r = t->r;
+    int rc = nb_buf_printf(b, "<table id=\"tuning-table\"><tr><th>group</th><th>lr</th><th>");
+    rc = rc || nbx_html(b, t->sync >= 0 ? r->curves.v[t->sync] : "sync") ||
+         nb_buf_printf(b, " final val loss (runs)</th>");
+    for (int c = 0; c < r->curves.n && !rc; c++) {
+        if (c == t->sync) continue;
+        rc = nb_buf_printf(b, "<th>") || nbx_html(b, r->curves.v[c]) || nb_buf_printf(b, " final val loss (runs)</th><th>") ||
+             nbx_html(b, r->curves.v[c]) || nb_buf_printf(b, " - sync: paired gap [95%% interval]</th>");
+    }
+    return rc || nb_buf_printf(b, "<th>tuned rate</th></tr>\n");
+}
+
+static int pick_cell(nb_buf *b, const tgroup *g, int i) {
+    if (g->pick < 0) return nb_buf_printf(b, "<td>no pick: %s</td>", g->why);
+    if (g->pick != i) return nb_buf_printf(b, "<td></td>");
+    if (g->n_rates == 1) return nb_buf_printf(b, "<td>tuned; edge: extend the grid (the only rate)</td>");
+    if (i == 0) return nb_buf_printf(b, "<td>tuned; edge: extend the grid (the lowest rate)</td>");
+    if (i == g->n_rates - 1) return nb_buf_printf(b, "<td>tuned; edge: extend the grid (the highest rate)</td>");
+    return nb_buf_printf(b, "<td>tuned</td>");
+}
+
+static int tuning_row(nb_buf *b, const tuning *t, const tgroup *g, int i) {
+    const nbx_report *r = t->r;
+    int p = g->panel[i];
+    int rc = nb_buf_printf(b, "<tr><td>") || nbx_html(b, g->title) || nb_buf_printf(b, "</td><td>") ||
+             nbx_html(b, row_of_panel(r, p)->labels[t->lr_axis]) || nb_buf_printf(b, "</td>");
+    rc = rc || (t->sync >= 0 ? loss_cell(b, t, p, t->sync) : nb_buf_printf(b, "<td>&mdash;</td>"));
+    for (int c = 0; c < r->curves.n && !rc; c++) {
+        if (c == t->sync) continue;
+        rc = loss_cell(b, t, p, c) || nb_buf_printf(b, "<td>") || gap_text(b, gap_of(t, p, c)) || nb_buf_printf(b, "</td>");
+    }
+    return rc || pick_cell(b, g, i) || nb_buf_printf(b, "</tr>\n");
+}
+
+/* The gap against the rate, one line per delayed curve, its 95% intervals as bars. */
+static int gap_lr_chart(nb_buf *b, const tuning *t, const tgroup *g) {
+    const nbx_report *r = t->r;
+    int n_delayed = r->curves.n - (t->sync >= 0), k = 0, rc = 0, numeric = 1;
+    double *v = malloc(sizeof(double) * (size_t)(4 * g->n_rates * n_delayed + 1));
+    nbx_series *s = malloc(sizeof *s * (size_t)(n_delayed + 1));
+    if (!v || !s) { free(v); free(s); return nb_fail("out of memory"); }
+    for (int i = 0; i < g->n_rates; i++) numeric &= g->rate[i] > 0;
+    for (int c = 0; c < r->curves.n; c++) {
+        if (c == t->sync) continue;
+        double *x = v + (size_t)4 * g->n_rates * k, *y = x + g->n_rates, *lo = y + g->n_rates, *hi = lo + g->n_rates;
+        for (int i = 0; i < g->n_rates; i++) {
+            nbx_paired gp = gap_of(t, g->panel[i], c);
+            x[i] = g->rate[i];
+            y[i] = gp.mean;
+            lo[i] = gp.mean - gp.half;
+            hi[i] = gp.mean + gp.half;
+        }
+        s[k] = (nbx_series){r->curves.v[c], g->n_rates, x, y, c, lo, hi};
+        k++;
+    }
+    char id[512], title[512];
+    snprintf(id, sizeof id, "gaplr-%s", g->key);
+    snprintf(title, sizeof title, "%s: gap to sync against the rate", g->title);
+    rc = nbx_svg_chart_log(b, id, "gaplr-chart", title, numeric ? "learning rate (log)" : "learning rate (grid order)",
+                           "final val loss gap to sync", s, k, numeric, 0);
+    free(v);
+    free(s);
+    return rc;
+}
+
+static int tuning_section(nb_buf *b, const tuning *t) {
+    int rc = nb_buf_printf(b, "<h2 id=\"tuning\">Learning-rate tuning</h2>\n<p class=\"note\">Per group (every "
+                              "combination of the axes other than lr, seed and the curves), the tuned rate is the one "
+                              "whose synchronous runs have the lowest mean final validation loss over seeds (rates "
+                              "tuned for the synchronous run, as the paper did); it is chosen once every synchronous "
+                              "run of the group has ended, and a rate with a failed (diverged) synchronous run is "
+                              "never chosen. A tuned rate at either end of the group's rates is marked &ldquo;edge: "
+                              "extend the grid&rdquo;: the best rate may lie beyond it. Losses: mean &plusmn; sample "
+                              "standard deviation (runs). Gaps are paired per seed, with a 95%% t interval, as in the "
+                              "gap table.</p>\n");
+    rc = rc || tuning_header(b, t);
+    for (int k = 0; k < t->n_groups && !rc; k++)
+        for (int i = 0; i < t->g[k].n_rates && !rc; i++) rc = tuning_row(b, t, &t->g[k], i);
+    rc = rc || nb_buf_printf(b, "</table>\n");
+    for (int k = 0; k < t->n_groups && !rc; k++) rc = gap_lr_chart(b, t, &t->g[k]);
+    return rc;
+}
+
+/* ------------------------------------------------------------ scaling */
+/* The groups of a series, by length ascending (grid order when a length is not a number). */
+static int lengths_of(const tuning *t, const char *series, int *out) {
+    int n = 0;
+    for (int k = 0; k < t->n_groups; k++)
+        if (!strcmp(t->g[k].series, series)) out[n++] = k;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && t->g[out[j]].steps_value < t->g[out[j - 1]].steps_value; j--) {
+            int x = out[j]; out[j] = out[j - 1]; out[j - 1] = x;
+        }
+    return n;
+}
+
+/* The training tokens of the synchronous run of (panel, seed) (its last metrics line); NAN if none. */
+static double tokens_of(const tuning *t, int p, const char *seed) {
+    const nbx_report *r = t->r;
+    for (int i = 0; i < r->n_rows; i++) {
+        const nbx_rrow *row = &r->rows[i];
+        if (row->done && row->panel == p && row->curve == t->sync && !strcmp(nbx_seed_of(r, row), seed))
+            return row->run.tokens[row->run.n - 1];
+    }
+    return NAN;
+}
+
+static double mean_tokens(const tuning *t, int p) {
+    double sum = 0;
+    int n = 0;
+    for (int s = 0; s < t->r->seeds.n; s++) {
+        double x = tokens_of(t, p, t->r->seeds.v[s]);
+        if (!isnan(x)) { sum += x; n++; }
+    }
+    return n ? sum / n : NAN;
+}
+
+static int scaling_rows(nb_buf *b, const tuning *t, const tgroup *g) {
+    const nbx_report *r = t->r;
+    int rc = 0;
+    if (g->pick < 0)
+        return nb_buf_printf(b, "<tr><td>") || nbx_html(b, g->series) || nb_buf_printf(b, "</td><td>") ||
+               nbx_html(b, g->steps) || nb_buf_printf(b, "</td><td colspan=\"8\">%s</td></tr>\n", g->why);
+    int p = g->panel[g->pick];
+    for (int c = 0; c < r->curves.n && !rc; c++) {
+        if (c == t->sync) continue;
+        rc = nb_buf_printf(b, "<tr><td>") || nbx_html(b, g->series) || nb_buf_printf(b, "</td><td>") ||
+             nbx_html(b, g->steps) || nb_buf_printf(b, "</td><td>%.0f</td><td>", mean_tokens(t, p)) ||
+             nbx_html(b, row_of_panel(r, p)->labels[t->lr_axis]) || nb_buf_printf(b, "</td><td>") ||
+             nbx_html(b, r->curves.v[c]) || nb_buf_printf(b, "</td>");
+        nbx_paired gp = gap_of(t, p, c);
+        if (!rc && gp.n == 0) {
+            rc = nb_buf_printf(b, "<td colspan=\"4\">not run at the tuned rate</td></tr>\n");
+            continue;
+        }
+        rc = rc || nb_buf_printf(b, "<td>%+.4f</td>", gp.mean);
+        if (gp.n > 1)
+            rc = rc || nb_buf_printf(b, "<td>[%+.4f, %+.4f]%s</td>", gp.mean - gp.half, gp.mean + gp.half,
+                                     gp.within_noise ? " within noise" : "");
+        else rc = rc || nb_buf_printf(b, "<td>n/a: 1 pair</td>");
+        rc = rc || nb_buf_printf(b, "<td>%d</td>", gp.n) || nbx_recovery_cell(b, r, p, c, t->scratch2) ||
+             nb_buf_printf(b, "</tr>\n");
+    }
+    return rc;
+}
+
+/* The slope of ln(gap_s) on ln(tokens_s) over every (length, seed) pair at the lengths' tuned rates
+ * (ordinary least squares, GSL), with its 95% t interval (points - 2 degrees of freedom). */
+static int slope_row(nb_buf *b, const tuning *t, const char *series, const int *len, int n_len, int c) {
+    const nbx_report *r = t->r;
+    int cap = n_len * r->seeds.n + 1, n = 0, lengths = 0;
+    double *x = malloc(sizeof(double) * (size_t)cap), *y = malloc(sizeof(double) * (size_t)cap);
+    nb_buf why = {0};  /* why the slope is not fitted (empty when it is) */
+    int failed = 0;
+    if (!x || !y) { free(x); free(y); return nb_fail("out of memory"); }
+    for (int k = 0; k < n_len; k++) {
+        const tgroup *g = &t->g[len[k]];
+        if (g->pick < 0) continue;
+        int p = g->panel[g->pick], here = 0;
+        for (int s = 0; s < r->seeds.n; s++) {
+            double gap = nbx_final_of(r, p, c, r->seeds.v[s]) - nbx_final_of(r, p, t->sync, r->seeds.v[s]);
+            if (isnan(gap)) continue;
+            if (!(gap > 0) && !why.n &&  /* the first one, in length and seed order */
+                (nb_buf_printf(&why, "not fitted: the gap is %+.4f &le; 0 at steps=", gap) || nbx_html(&why, g->steps) ||
+                 nb_buf_printf(&why, ", seed ") || nbx_html(&why, r->seeds.v[s]) || nb_buf_printf(&why, " (no logarithm)")))
+                failed = 1;
+            x[n] = log(tokens_of(t, p, r->seeds.v[s]));
+            y[n++] = gap > 0 ? log(gap) : NAN;
+            here = 1;
+        }
+        lengths += here;
+    }
+    int same_tokens = 1;
+    for (int i = 1; i < n; i++) same_tokens &= x[i] == x[0];
+    int rc = failed || (!why.n && lengths < 2 &&
+             nb_buf_printf(&why, "not fitted: gaps at %d tuned length%s, 2 needed", lengths, lengths == 1 ? "" : "s"));
+    rc = rc || (!why.n && same_tokens && nb_buf_printf(&why, "not fitted: every length has the same tokens"));
+    rc = rc || nb_buf_printf(b, "<tr><td>") || nbx_html(b, series) || nb_buf_printf(b, "</td><td>") ||
+             nbx_html(b, r->curves.v[c]) || nb_buf_printf(b, "</td><td>%d</td><td>%d</td>", lengths, n);
+    double c0, c1, cov00, cov01, cov11, sumsq;
+    if (!rc && why.n) rc = nb_buf_printf(b, "<td colspan=\"2\">%s</td>", why.p);
+    else if (!rc && n < 3)
+        rc = gsl_fit_linear(x, 1, y, 1, (size_t)n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq) ||
+             nb_buf_printf(b, "<td>%+.3f</td><td>n/a: %d points, no interval</td>", c1, n);
+    else if (!rc) {
+        rc = gsl_fit_linear(x, 1, y, 1, (size_t)n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
+        double half = nbx_t975(n - 2) * sqrt(cov11);
+        rc = rc || nb_buf_printf(b, "<td>%+.3f</td><td>[%+.3f, %+.3f] %s</td>", c1, c1 - half, c1 + half,
+                                 c1 + half < 0   ? "shrinks"
+                                 : c1 - half > 0 ? "grows"
+                                                 : "no trend resolved");
+    }
+    free(x);
+    free(y);
+    nb_buf_free(&why);
+    return rc || nb_buf_printf(b, "</tr>\n");
+}
+
+/* The mean gap of each delayed curve at each tuned length against tokens, log-log, with intervals. */
+static int scaling_chart(nb_buf *b, const tuning *t, int si, const int *len, int n_len) {
+    const nbx_report *r = t->r;
+    int n_delayed = r->curves.n - (t->sync >= 0), k = 0;
+    double *v = malloc(sizeof(double) * (size_t)(4 * n_len * n_delayed + 1));
+    nbx_series *s = malloc(sizeof *s * (size_t)(n_delayed + 1));
+    if (!v || !s) { free(v); free(s); return nb_fail("out of memory"); }
+    for (int c = 0; c < r->curves.n; c++) {
+        if (c == t->sync) continue;
+        double *x = v + (size_t)4 * n_len * k, *y = x + n_len, *lo = y + n_len, *hi = lo + n_len;
+        for (int i = 0; i < n_len; i++) {
+            const tgroup *g = &t->g[len[i]];
+            nbx_paired gp = g->pick >= 0 ? gap_of(t, g->panel[g->pick], c) : nbx_paired_stats(NULL, 0);
+            x[i] = g->pick >= 0 ? mean_tokens(t, g->panel[g->pick]) : NAN;
+            y[i] = gp.mean;
+            lo[i] = gp.mean - gp.half;
+            hi[i] = gp.mean + gp.half;
+        }
+        s[k] = (nbx_series){r->curves.v[c], n_len, x, y, c, lo, hi};
+        k++;
+    }
+    char id[64], title[512];
+    snprintf(id, sizeof id, "scaling-%d", si + 1);
+    snprintf(title, sizeof title, "%s: gap to sync at the tuned rate", t->series.v[si]);
+    int rc = nbx_svg_chart_log(b, id, "scaling-chart", title, "training tokens (log)", "final val loss gap (log)", s, k, 1, 1);
+    free(v);
+    free(s);
+    return rc;
+}
+
+static int scaling_section(nb_buf *b, const tuning *t) {
+    const nbx_report *r = t->r;
+    int *len = malloc(sizeof(int) * (size_t)(t->n_groups + 1)), rc = 0;
+    if (!len) return nb_fail("out of memory");
+    rc = nb_buf_printf(b, "<h2 id=\"scaling\">Scaling: the gap at each length's tuned rate</h2>\n<p class=\"note\">Per "
+                          "series (the axes other than steps, lr, seed and the curves) and length: the paired gap to the "
+                          "synchronous runs at that length's tuned rate (the tuning table's pick) against training tokens "
+                          "(the synchronous runs' last metrics line), its 95%% t interval, and the recovery of a mitigated "
+                          "delay (n/a when the plain delay's gap is within noise). A length whose tuning is not complete "
+                          "says so. The slope is the ordinary least-squares fit of ln(gap) on ln(tokens) over every "
+                          "(length, seed) pair's own gap at the tuned rates, with a 95%% t interval on points - 2 "
+                          "degrees of freedom: gap ~ tokens^slope, so a negative slope whose interval excludes zero "
+                          "means the gap shrinks. Seeds within a length are treated as independent points. A gap &le; 0 "
+                          "has no logarithm: the slope is then not fitted (and says where). The chart draws each "
+                          "length's mean gap; a mean &le; 0 has no place on the log axis and is left out.</p>\n"
+                          "<table id=\"scaling-table\"><tr><th>series</th><th>steps</th><th>tokens</th><th>tuned lr</th>"
+                          "<th>curve</th><th>gap to sync (paired mean)</th><th>gap 95%% interval</th><th>pairs</th>"
+                          "<th>recovery (95%% interval)</th></tr>\n");
+    for (int si = 0; si < t->series.n && !rc; si++) {
+        int n = lengths_of(t, t->series.v[si], len);
+        for (int k = 0; k < n && !rc; k++) rc = scaling_rows(b, t, &t->g[len[k]]);
+    }
+    rc = rc || nb_buf_printf(b, "</table>\n<table id=\"slope-table\"><tr><th>series</th><th>curve</th><th>lengths</th>"
+                                "<th>points</th><th>slope of ln(gap) on ln(tokens)</th><th>95%% interval</th></tr>\n");
+    for (int si = 0; si < t->series.n && !rc; si++) {
+        int n = lengths_of(t, t->series.v[si], len);
+        for (int c = 0; c < r->curves.n && !rc; c++)
+            if (c != t->sync) rc = slope_row(b, t, t->series.v[si], len, n, c);
+    }
+    rc = rc || nb_buf_printf(b, "</table>\n");
+    for (int si = 0; si < t->series.n && !rc; si++) rc = scaling_chart(b, t, si, len, lengths_of(t, t->series.v[si], len));
+    free(len);
+    return rc;
+}
+
+/* ------------------------------------------------------------ entry */
+static void free_tuning(tuning *t) {
+    for (int k = 0; k < t->n_groups; k++) {
+        free(t->g[k].title);
+        free(t->g[k].key);
+        free(t->g[k].series);
+        free(t->g[k].panel);
+        free(t->g[k].rate);
+    }
+    free(t->g);
+    free(t->scratch);
+    free(t->scratch2);
+    nbx_strv_free(&t->series);
+}
+
+int nbx_report_scale(nb_buf *b, const nbx_report *r) {
+    tuning t = {.r = r, .lr_axis = axis_named(r, "lr"), .steps_axis = axis_named(r, "steps"), .sync = -1};
+    if (t.lr_axis < 0) return 0;
+    if (t.lr_axis == r->curve_axis || t.lr_axis == r->seed_axis)
+        return nb_buf_printf(b, "<p class=\"note\" id=\"tuning\">No tuning table: the rates are this grid's curves (it has "
+                                "no axis named delay), so no run is paired with a synchronous one.</p>\n");
+    if (t.steps_axis == r->curve_axis || t.steps_axis == r->seed_axis) t.steps_axis = -1;
+    for (int p = 0; p < r->panel_keys.n && t.sync < 0; p++) t.sync = nbx_sync_curve(r, p);
+    t.scratch = malloc(sizeof(double) * (size_t)(r->seeds.n + 1));
+    t.scratch2 = malloc(sizeof(double) * (size_t)(r->seeds.n + 1));
+    int rc = !t.scratch || !t.scratch2 ? nb_fail("out of memory") : make_groups(&t);
+    for (int k = 0; k < t.n_groups && !rc; k++) pick(&t, &t.g[k]);
+    rc = rc || tuning_section(b, &t);
+    if (!rc && t.steps_axis >= 0) rc = scaling_section(b, &t);
+    free_tuning(&t);
+    return rc;
+}

@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""An independent reading of a sweep folder's tuning and scaling numbers (docs/experiments.md,
+"Tuned rates and scaling"), checked against the page `nobubble report` wrote: every row of the
+tuning, scaling and slope tables is computed here from results.csv and the runs' summary.json and
+metrics.jsonl, written out as the report writes it, and looked up in report.html. Student's t
+quantiles come from a printed table, the slope from the least-squares formulas. Exit status 1 when
+a row is missing (the ones expected are printed).
+
+    python3 tools/reference/scaling_report.py SWEEP_DIR [REPORT_HTML]"""
+import csv
+import json
+import math
+import os
+import sys
+
+# t_{0.975, df} from a t table (NIST/SEMATECH e-Handbook, table 1.4.2.7.3.3)
+T975 = {1: 12.706205, 2: 4.302653, 3: 3.182446, 4: 2.776445, 5: 2.570582, 6: 2.446912, 7: 2.364624,
+        8: 2.306004, 9: 2.262157, 10: 2.228139, 11: 2.200985, 12: 2.178813, 13: 2.160369, 14: 2.144787,
+        15: 2.131450, 16: 2.119905, 17: 2.109816, 18: 2.100922, 19: 2.093024, 20: 2.085963}
+
+
+def html(s):
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def stats(x):
+    """mean, sample sd, half-width of the 95% t interval (None below 2 values)"""
+    n = len(x)
+    if n == 0:
+        return None, 0.0, None
+    m = sum(x) / n
+    if n < 2:
+        return m, 0.0, None
+    sd = math.sqrt(sum((v - m) ** 2 for v in x) / (n - 1))
+    return m, sd, T975[n - 1] * sd / math.sqrt(n)
+
+
+def number(s):
+    try:
+        v = float(s)
+        return v if math.isfinite(v) else None
+    except ValueError:
+        return None
+
+
+def load(d):
+    rows = list(csv.reader(open(os.path.join(d, "results.csv"))))
+    head = rows[0]
+    axes = head[1:head.index("final_train_loss")]
+    runs = []
+    for r in rows[1:]:
+        run = {"point": r[0], "labels": dict(zip(axes, r[1:1 + len(axes)])), "status": r[1 + len(axes) + 5]}
+        if run["status"] == "done":
+            folder = os.path.join(d, "runs", r[0])
+            s = json.load(open(os.path.join(folder, "summary.json")))
+            lines = [json.loads(l) for l in open(os.path.join(folder, "metrics.jsonl")) if l.strip()]
+            run["val"] = s.get("final_val_loss")
+            dl = s["delay"]
+            run["sync"] = dl["mode"] == "sync" or (dl["mode"] == "fixed" and dl["tau"] == 0)
+            run["plain"] = not run["sync"] and not dl["ef"] and not dl.get("taylor", 0) > 0 and \
+                dl.get("sync_start", 0) == 0 and dl.get("sync_cooldown", 0) == 0
+            run["mode"], run["tau"] = dl["mode"], dl["tau"]
+            run["tokens"] = lines[-1]["tokens"]
+        runs.append(run)
+    return axes, runs
+
+
+def main(d, page):
+    axes, runs = load(d)
+    text = open(page).read()
+    seed_ax = "seed" if "seed" in axes else None
+    curve_ax = "delay" if "delay" in axes else [a for a in axes if a != seed_ax][-1]
+    others = [a for a in axes if a not in (seed_ax, curve_ax, "lr")]
+    done = [r for r in runs if r["status"] == "done"]
+    seeds = []
+    for r in done:
+        s = r["labels"][seed_ax] if seed_ax else ""
+        if s not in seeds:
+            seeds.append(s)
+    curves = []
+    for r in runs:
+        if r["labels"][curve_ax] not in curves:
+            curves.append(r["labels"][curve_ax])
+    sync = next(r["labels"][curve_ax] for r in done if r["sync"])
+    delayed = [c for c in curves if c != sync]
+
+    def title(labels, skip=None):
+        t = ", ".join(f"{a}={labels[a]}" for a in others if a != skip)
+        return t or "all runs"
+
+    def cell(group, rate, curve):
+        return [r for r in runs if title(r["labels"]) == group and r["labels"]["lr"] == rate and
+                r["labels"][curve_ax] == curve]
+
+    def final(group, rate, curve, seed):
+        for r in cell(group, rate, curve):
+            if r["status"] == "done" and (not seed_ax or r["labels"][seed_ax] == seed) and r["val"] is not None:
+                return r
+        return None
+
+    def gaps(group, rate, curve):
+        out = []
+        for s in seeds:
+            a, b = final(group, rate, curve, s), final(group, rate, sync, s)
+            if a and b:
+                out.append((s, a["val"] - b["val"], b["tokens"]))
+        return out
+
+    def gap_text(g):
+        m, sd, half = stats([x[1] for x in g])
+        if m is None:
+            return "&mdash;"
+        if half is None:
+            return "%+.4f (1 pair, no interval)" % m
+        return "%+.4f [%+.4f, %+.4f]%s" % (m, m - half, m + half, " within noise" if m - half <= 0 <= m + half else "")
+
+    def loss_text(group, rate, curve):
+        c = cell(group, rate, curve)
+        v = [r["val"] for r in c if r["status"] == "done" and r["val"] is not None]
+        if not c:
+            return "not run"
+        if not v:
+            return "not finished"
+        m, sd, _ = stats(v)
+        return "%.4f &plusmn; %.4f (%d)" % (m, sd, len(v))
+
+    def recovery(g, rate, c):
+        first = next((r for r in cell(g, rate, c) if r["status"] == "done"), None)
+        if first is None or first["sync"] or first["plain"]:
+            return "&mdash;"
+        plain = next((x for x in curves if any(r["status"] == "done" and r["plain"] and r["mode"] == first["mode"] and
+                                                r["tau"] == first["tau"] for r in cell(g, rate, x))), None)
+        if plain is None:
+            return "&mdash;"
+        gp = gaps(g, rate, plain)
+        m, sd, half = stats([x[1] for x in gp])
+        if m is None:
+            return "&mdash;"
+        if half is not None and m - half <= 0 <= m + half:
+            return "n/a: gap within noise"
+        if not m > 0:
+            return "n/a: no gap"
+        gm = dict((x[0], x[1]) for x in gaps(g, rate, c))
+        rec = [1 - gm[sd_] / gap for sd_, gap, _ in gp if sd_ in gm and gap != 0]
+        m, sd, half = stats(rec)
+        if m is None:
+            return "&mdash;"
+        if half is None:
+            return "%.1f%% (1 pair, no interval)" % (100 * m)
+        return "%.1f%% [%.1f%%, %.1f%%]" % (100 * m, 100 * (m - half), 100 * (m + half))
+
+    groups = []
+    for r in runs:
+        if title(r["labels"]) not in groups:
+            groups.append(title(r["labels"]))
+    rates, pick, why = {}, {}, {}
+    for g in groups:
+        rates[g] = sorted({r["labels"]["lr"] for r in runs if title(r["labels"]) == g}, key=float)
+        planned = ended = 0
+        best = None
+        for rate in rates[g]:
+            c = cell(g, rate, sync)
+            fin = [r["val"] for r in c if r["status"] == "done" and r["val"] is not None]
+            planned += len(c)
+            ended += sum(r["status"] in ("done", "failed") for r in c)
+            if fin and len(fin) == len(c) and (best is None or sum(fin) / len(fin) < best[1]):
+                best = (rate, sum(fin) / len(fin))
+        pick[g] = best[0] if best and ended == planned else None
+        why[g] = "not tuned yet: %d of %d synchronous runs ended" % (ended, planned) if ended < planned else \
+            "no rate has every synchronous run finished with a validation loss"
+
+    want = []
+    for g in groups:
+        for i, rate in enumerate(rates[g]):
+            row = f"<tr><td>{html(g)}</td><td>{rate}</td><td>{loss_text(g, rate, sync)}</td>"
+            for c in delayed:
+                row += f"<td>{loss_text(g, rate, c)}</td><td>{gap_text(gaps(g, rate, c))}</td>"
+            if pick[g] is None:
+                row += f"<td>no pick: {why[g]}</td>"
+            elif pick[g] != rate:
+                row += "<td></td>"
+            else:
+                edge = "the only rate" if len(rates[g]) == 1 else "the lowest rate" if i == 0 else \
+                    "the highest rate" if i == len(rates[g]) - 1 else None
+                row += "<td>tuned%s</td>" % (f"; edge: extend the grid ({edge})" if edge else "")
+            want.append(row + "</tr>")
+
+    if "steps" in axes:
+        series = []
+        for g in groups:
+            r0 = next(r for r in runs if title(r["labels"]) == g)
+            s = title(r0["labels"], "steps")
+            if s not in series:
+                series.append(s)
+        for s in series:
+            lengths = sorted([g for g in groups if title(next(r for r in runs if title(r["labels"]) == g)["labels"],
+                                                         "steps") == s],
+                             key=lambda g: float(next(r for r in runs if title(r["labels"]) == g)["labels"]["steps"]))
+            steps_of = {g: next(r for r in runs if title(r["labels"]) == g)["labels"]["steps"] for g in lengths}
+            for g in lengths:
+                if pick[g] is None:
+                    want.append(f"<tr><td>{html(s)}</td><td>{steps_of[g]}</td><td colspan=\"8\">{why[g]}</td></tr>")
+                    continue
+                rate = pick[g]
+                tok = [final(g, rate, sync, x)["tokens"] for x in seeds if final(g, rate, sync, x)]
+                head = f"<tr><td>{html(s)}</td><td>{steps_of[g]}</td><td>{sum(tok) / len(tok):.0f}</td><td>{rate}</td>"
+                for c in delayed:
+                    gp = gaps(g, rate, c)
+                    row = head + f"<td>{html(c)}</td>"
+                    if not gp:
+                        want.append(row + "<td colspan=\"4\">not run at the tuned rate</td></tr>")
+                        continue
+                    m, sd, half = stats([x[1] for x in gp])
+                    row += "<td>%+.4f</td>" % m
+                    row += ("<td>[%+.4f, %+.4f]%s</td>" % (m - half, m + half, " within noise" if m - half <= 0 <= m + half else "")
+                            if half is not None else "<td>n/a: 1 pair</td>")
+                    row += f"<td>{len(gp)}</td><td>{recovery(g, rate, c)}</td></tr>"
+                    want.append(row)
+            for c in delayed:
+                pts, first_bad, n_len = [], None, 0
+                for g in lengths:
+                    if pick[g] is None:
+                        continue
+                    gp = gaps(g, pick[g], c)
+                    n_len += bool(gp)
+                    for seed, gap, tok in gp:
+                        if gap <= 0 and first_bad is None:
+                            first_bad = "not fitted: the gap is %+.4f &le; 0 at steps=%s, seed %s (no logarithm)" % (
+                                gap, steps_of[g], seed)
+                        pts.append((math.log(tok), math.log(gap) if gap > 0 else None))
+                row = f"<tr><td>{html(s)}</td><td>{html(c)}</td><td>{n_len}</td><td>{len(pts)}</td>"
+                if first_bad or n_len < 2:
+                    reason = first_bad or "not fitted: gaps at %d tuned length%s, 2 needed" % (n_len, "" if n_len == 1 else "s")
+                    want.append(row + f"<td colspan=\"2\">{reason}</td></tr>")
+                    continue
+                n = len(pts)
+                mx, my = sum(p[0] for p in pts) / n, sum(p[1] for p in pts) / n
+                sxx = sum((p[0] - mx) ** 2 for p in pts)
+                b = sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
+                if n < 3:
+                    want.append(row + "<td>%+.3f</td><td>n/a: %d points, no interval</td></tr>" % (b, n))
+                    continue
+                a = my - b * mx
+                s2 = sum((p[1] - a - b * p[0]) ** 2 for p in pts) / (n - 2)
+                half = T975[n - 2] * math.sqrt(s2 / sxx)
+                verdict = "shrinks" if b + half < 0 else "grows" if b - half > 0 else "no trend resolved"
+                want.append(row + "<td>%+.3f</td><td>[%+.3f, %+.3f] %s</td></tr>" % (b, b - half, b + half, verdict))
+
+    missing = [w for w in want if w not in text]
+    for w in missing:
+        print(f"{page}: expected the row\n  {w}")
+    print(f"scaling_report: {len(want) - len(missing)} of {len(want)} rows as computed here")
+    return 1 if missing else 0
+
+
+if __name__ == "__main__":
+    d = sys.argv[1]
+    sys.exit(main(d, sys.argv[2] if len(sys.argv) > 2 else os.path.join(d, "report.html")))
