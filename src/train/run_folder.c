@@ -128,13 +128,14 @@ static int verify_tensors(const nb_st_set *set) {
     for (int p = 0; p < set->n && !rc; p++)
         for (int i = 0; i < set->files[p].n && !rc; i++) {
             const nb_st_entry *e = &set->files[p].entries[i];
-            if (e->numel > cap) {
-                float *grown = realloc(buf, e->numel * sizeof *buf);
+            if (!buf || e->numel > cap) {   /* never NULL, even for an empty tensor */
+                size_t n = e->numel > 1 ? e->numel : 1;
+                float *grown = realloc(buf, n * sizeof *buf);
                 if (!grown) {
                     rc = nb_fail("out of memory reading %s", e->name);
                     break;
                 }
-                buf = grown, cap = e->numel;
+                buf = grown, cap = n;
             }
             rc = nb_st_read_f32(&set->files[p], e->name, buf, e->numel);
         }
