@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # nobubble sweep and nobubble report: a small grid end to end; re-running runs nothing twice; a
 # sweep killed (SIGKILL) or interrupted (SIGINT) mid-run continues where it stopped, each point
-# run exactly once to completion; results.csv and the report carry exactly the runs' numbers; a
+# run exactly once to completion; with --save-every an interrupted point resumes from its newest
+# usable checkpoint (bitwise the uninterrupted run), passes over corrupt or incomplete ones, and
+# starts from scratch without one; results.csv and the report carry exactly the runs' numbers; a
 # failed point is recorded and the sweep exits non-zero; malformed grids are refused naming the
 # line; the report renders in headless chromium with the expected charts.
 set -u
@@ -103,6 +105,113 @@ for sig in KILL INT; do
   done
   check "$sig: point 1 was not run again" test "$(starts "$dir" 1)" -eq 1
 done
+
+# ---------------------------------------------------------------- --save-every: interrupted points resume
+# Points sweeps made without --save-every keep their identity (command.txt): none is run again.
+"$bin" sweep "$work/seeds.grid" --out "$work/seeds_INT" --save-every 40 > "$work/ids.log" 2>&1 && ok || fail "--save-every over an old sweep: $(cat "$work/ids.log")"
+check "--save-every over an old sweep: every point skipped" test "$(grep -c "already complete, skipped" "$work/ids.log")" -eq 3
+cat > "$work/resume.grid" <<EOF
+fixed: $small --steps 60 --eval-every 20
+axis seed: 1
+EOF
+untimed() { sed 's/"time_s": [^,]*, "tokens_per_s": [^,]*, //' "$1"; }
+hash_of() { json_field "$1/runs/1/summary.json" weights_hash; }
+ckpts() { ls "$1/runs/1/checkpoints" 2>/dev/null | tr '\n' ' '; }
+# The same point without interruption: the reference.
+"$bin" sweep "$work/resume.grid" --out "$work/ref" --save-every 10 > "$work/ref.log" 2>&1 && ok || fail "--save-every sweep: $(cat "$work/ref.log")"
+check "--save-every: the point's command is the grid's alone" \
+  test "$(cat "$work/ref/runs/1/command.txt")" = "train $small --steps 60 --eval-every 20 --seed 1"
+check "--save-every: a completed point's checkpoints are removed" test ! -e "$work/ref/runs/1/checkpoints"
+ref_hash=$(hash_of "$work/ref")
+# Starts a --save-every sweep (10, or $4) of resume.grid into $1, stops it with signal $3 once its
+# point's checkpoint $2 exists (a checkpoint folder appears whole, by a rename; `none`: once a step is
+# logged), and waits for it.
+stop_at() {
+  local dir=$1 step=$2 sig=$3 every=${4:-10}
+  "$bin" sweep "$work/resume.grid" --out "$dir" --save-every $every > "$dir.log" 2>&1 &
+  local pid=$!
+  for i in $(seq 1 1200); do
+    if [ "$step" = none ]; then [ -s "$dir/runs/1/metrics.jsonl" ] && break
+    else [ -d "$dir/runs/1/checkpoints/$step" ] && break; fi
+    sleep 0.05
+  done
+  kill -$sig $pid
+  wait $pid
+}
+# Flips the last byte of a file (a tensor's data: its checksum no longer matches).
+flip_last_byte() {
+  local size b
+  size=$(stat -c %s "$1") b=$(tail -c1 "$1" | od -An -tu1 | tr -d ' ')
+  printf "$(printf '\\%03o' $(( (b + 1) % 256 )))" | dd of="$1" bs=1 seek=$((size - 1)) conv=notrunc 2> /dev/null
+}
+
+# SIGTERM to the sweep after the first checkpoint: the trainer saves one more where it stops.
+stop_at "$work/res" step_000010 TERM
+check "stopped after a checkpoint: not complete" test ! -e "$work/res/runs/1/summary.json"
+cp "$work/res/runs/1/metrics.jsonl" "$work/res.metrics"
+newest=$(ls "$work/res/runs/1/checkpoints" | tail -1)
+"$bin" sweep "$work/resume.grid" --out "$work/res" --save-every 10 > "$work/res.rerun.log" 2>&1 && ok || fail "resume: $(cat "$work/res.rerun.log")"
+from=$(sed -n 's/^[0-9]* resume 1 from step \([0-9]*\)$/\1/p' "$work/res/sweep.log")
+[ -n "$from" ] && [ "step_$(printf %06d "$from")" = "$newest" ] && [ "$from" -ge 10 ] && [ "$from" -lt 60 ] && ok ||
+  fail "resume: sweep.log should say 'resume 1 from step $(echo "$newest" | sed 's/^step_0*//')': $(cat "$work/res/sweep.log")"
+check "resume: said on stdout" grep -q "^1: resuming from step $from\$" "$work/res.rerun.log"
+check "resume: started once" test "$(starts "$work/res" 1)" -eq 1
+# Steps 1..from were not run again: their lines are the interrupted run's, timings included.
+same_head() { [ -n "$1" ] && [ "$1" -gt 0 ] && cmp -s <(head -n "$1" "$2") <(head -n "$1" "$3"); }
+check "resume: the steps before the checkpoint are not run again" \
+  same_head "$from" "$work/res.metrics" "$work/res/runs/1/metrics.jsonl"
+check "resume: metrics.jsonl equals the uninterrupted run's (timings aside)" \
+  cmp -s <(untimed "$work/res/runs/1/metrics.jsonl") <(untimed "$work/ref/runs/1/metrics.jsonl")
+check "resume: the weights equal the uninterrupted run's" test -n "$ref_hash" -a "$(hash_of "$work/res")" = "$ref_hash"
+check "resume: the train log keeps the interrupted part" grep -q "stopped on request after step $from" "$work/res/runs/1/train.log"
+check "resume: checkpoints removed once complete" test ! -e "$work/res/runs/1/checkpoints"
+check "resume: results.csv says done" test "$(csv_field "$work/res/results.csv" 1 status)" = done
+
+# The newest checkpoint corrupt (a flipped byte) and the one before it incomplete: the one before those.
+stop_at "$work/bad1" step_000030 TERM
+set -- $(ckpts "$work/bad1")
+if [ $# -ge 3 ]; then
+  n=$#; corrupt=${!n}; k=$((n - 1)); incomplete=${!k}; k=$((n - 2)); good=${!k}
+  flip_last_byte "$work/bad1/runs/1/checkpoints/$corrupt/state.safetensors"
+  rm "$work/bad1/runs/1/checkpoints/$incomplete/state.safetensors"
+  "$bin" sweep "$work/resume.grid" --out "$work/bad1" --save-every 10 > "$work/bad1.rerun.log" 2>&1 && ok ||
+    fail "fallback: $(cat "$work/bad1.rerun.log")"
+  line=$(grep " resume 1 " "$work/bad1/sweep.log")
+  [[ "$line" == *"resume 1 from step $((10#${good#step_})) (passed over "*"$corrupt: corrupt: "*"checksum mismatch"*"$incomplete: incomplete"* ]] &&
+    ok || fail "fallback: sweep.log should resume from $good passing over $corrupt and $incomplete: $line"
+  check "fallback: metrics.jsonl equals the uninterrupted run's (timings aside)" \
+    cmp -s <(untimed "$work/bad1/runs/1/metrics.jsonl") <(untimed "$work/ref/runs/1/metrics.jsonl")
+  check "fallback: the weights equal the uninterrupted run's" test "$(hash_of "$work/bad1")" = "$ref_hash"
+else
+  fail "fallback: expected at least 3 checkpoints after the stop, found: $(ckpts "$work/bad1")"
+fi
+
+# Every checkpoint unusable: from scratch, saying why.
+stop_at "$work/bad2" step_000010 TERM
+for c in "$work/bad2/runs/1/checkpoints"/step_*; do flip_last_byte "$c/state.safetensors"; done
+"$bin" sweep "$work/resume.grid" --out "$work/bad2" --save-every 10 > "$work/bad2.rerun.log" 2>&1 && ok ||
+  fail "no usable checkpoint: $(cat "$work/bad2.rerun.log")"
+check "no usable checkpoint: from scratch, saying so" \
+  grep -q " start 1 (from scratch: no usable checkpoint: .*step_000010: corrupt: " "$work/bad2/sweep.log"
+check "no usable checkpoint: no resume" test -z "$(grep " resume 1 " "$work/bad2/sweep.log")"
+check "no usable checkpoint: the weights equal the uninterrupted run's" test "$(hash_of "$work/bad2")" = "$ref_hash"
+
+# Interrupted before its first checkpoint (SIGKILL: the trainer dies with the sweep, saving nothing).
+stop_at "$work/none" none KILL 1000
+check "killed before a checkpoint: none saved" test -z "$(ckpts "$work/none")" -a ! -e "$work/none/runs/1/summary.json"
+"$bin" sweep "$work/resume.grid" --out "$work/none" --save-every 1000 > "$work/none.rerun.log" 2>&1 && ok ||
+  fail "no checkpoint: $(cat "$work/none.rerun.log")"
+check "no checkpoint: started again from scratch" test "$(starts "$work/none" 1)" -eq 2 -a -z "$(grep " resume 1 " "$work/none/sweep.log")"
+check "no checkpoint: 60 steps, each once" \
+  test "$(sed -n 's/^{"step": \([0-9]*\),.*/\1/p' "$work/none/runs/1/metrics.jsonl" | tr '\n' ' ')" = "$(seq -s ' ' 1 60) "
+check "no checkpoint: the weights equal the uninterrupted run's" test "$(hash_of "$work/none")" = "$ref_hash"
+
+# The sweep owns the points' checkpoint flags under --save-every.
+printf 'fixed: --steps 2 --save-dir x\n' > "$work/own.grid"
+expect_error "--save-dir in a --save-every grid" "point run: --save-dir: with sweep --save-every the sweep gives each point" \
+  "$bin" sweep "$work/own.grid" --out "$work/own" --save-every 5
+check "refused before anything is made" test ! -e "$work/own"
+expect_error "--keep without --save-every" "--keep needs --save-every" "$bin" sweep "$work/own.grid" --out "$work/own" --keep 3
 
 # ---------------------------------------------------------------- a failing point
 cat > "$work/fail.grid" <<EOF

@@ -3,6 +3,7 @@
  * table; a report draws the runs as one self-contained HTML page. See docs/experiments.md. */
 #ifndef NOBUBBLE_EXPERIMENTS_H
 #define NOBUBBLE_EXPERIMENTS_H
+#include <stddef.h>
 #include "nobubble/common.h"
 
 /* ------------------------------------------------------------ grid files */
@@ -28,11 +29,25 @@ const char *const *nb_grid_point_args(const nb_grid *g, int point, int *argc);
 const char *nb_grid_text(const nb_grid *g);
 
 /* ------------------------------------------------------------ sweeps */
+/* The newest checkpoint of save folder save_dir that a resume can load: 1 with its folder in path and
+ * its step in *step, 0 when there is none; each newer one passed over is described in skipped
+ * ("FOLDER: why; ..."). The sweep cannot read checkpoints itself (experiments uses only util), so the
+ * caller gives it one (the CLI: train's nb_train_latest_checkpoint, verifying checksums). */
+typedef int (*nb_sweep_checkpoint_fn)(const char *save_dir, char *path, size_t size, long *step, char *skipped,
+                                      size_t skipped_size);
+
 typedef struct {
     const char *exe;      /* the nobubble binary each point runs (`exe train ...`) */
     const char *out_dir;  /* DIR: DIR/runs/<point>/, DIR/results.csv, DIR/grid.txt, DIR/sweep.log */
     int jobs;             /* points run at once (>= 1); each child gets OMP_NUM_THREADS = max(1, cores / jobs) */
     int quiet;            /* no progress lines */
+    /* > 0: every point also gets --save-dir DIR/runs/<point>/checkpoints --save-every N --keep keep, and
+     * a point interrupted with a usable checkpoint resumes from it (find_checkpoint, required then);
+     * a point that completes has its checkpoints removed. 0: neither (as before). Not part of a
+     * point's command.txt, so a point's identity does not depend on it. */
+    int save_every;
+    int keep;             /* --keep of each point (0: all) */
+    nb_sweep_checkpoint_fn find_checkpoint;
 } nb_sweep_options;
 
 typedef struct {

@@ -110,6 +110,15 @@ int nb_train_check_folders(const nb_train_options *o);
  * step_NNNNNN folders) its newest complete and readable checkpoint, each newer one skipped with a
  * line on stderr saying why. None usable: an error naming DIR. */
 int nb_train_find_checkpoint(const char *dir, char *out, size_t size);
+/* A save folder's newest checkpoint that a resume can load, for a caller that chooses between resuming
+ * and starting afresh (the CLI gives it to nobubble sweep): 1 with its folder in out and its step in
+ * *step; 0 when dir holds none (or does not exist). Each newer step_NNNNNN folder passed over is
+ * reported to skipped (may be NULL) with why. With verify, every tensor of the state is also read and
+ * checked against its checksum, so that a corrupt checkpoint is passed over here rather than failing
+ * the resumed run. */
+typedef void (*nb_train_skip_fn)(void *ctx, const char *folder, const char *why);
+int nb_train_latest_checkpoint(const char *dir, int verify, char *out, size_t size, long *step,
+                               nb_train_skip_fn skipped, void *ctx);
 
 /* ---- the settings of a training run, as one table (src/train/settings.c) ----
  *

@@ -4,7 +4,9 @@
  * starts), train.log (the child's output) and the run's metrics.jsonl and summary.json. A point
  * is complete when summary.json exists (the trainer writes it last, atomically) and command.txt
  * equals its command now; any other folder is a run that was interrupted, failed or belongs to
- * an older grid, and is replaced by a fresh run. */
+ * an older grid, and is replaced by a fresh run. With --save-every the points also save checkpoints
+ * into DIR/runs/<point>/checkpoints, and an interrupted point whose command is unchanged resumes from
+ * its newest usable one instead (removed once the point completes). */
 #define _XOPEN_SOURCE 700
 #include <errno.h>
 #include <fcntl.h>
@@ -46,6 +48,13 @@ typedef struct {
     double started;
 } pt_status;
 
+/* How a point starts: afresh, or resumed from a checkpoint of its earlier, interrupted run. */
+typedef struct {
+    char checkpoint[4400];   /* the step folder to resume from; "" for a fresh run */
+    long step;
+    char passed_over[2048];  /* newer checkpoint folders found unusable, and why */
+} pt_start;
+
 typedef struct {
     const nb_grid *g;
     const nb_sweep_options *o;
@@ -58,6 +67,11 @@ typedef struct {
 /* ------------------------------------------------------------ files */
 static void run_dir(const sweep *s, int i, char *out, size_t size) {
     snprintf(out, size, "%s/runs/%s", s->o->out_dir, nb_grid_point_name(s->g, i));
+}
+
+/* The point's --save-dir under --save-every: inside its own folder, so that it goes with it. */
+static void save_dir(const sweep *s, int i, char *out, size_t size) {
+    snprintf(out, size, "%s/runs/%s/checkpoints", s->o->out_dir, nb_grid_point_name(s->g, i));
 }
 
 static int exists(const char *dir, const char *file) {
@@ -99,6 +113,16 @@ static int remove_run(const char *dir) {
     if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS))
         return nb_fail("%s: cannot remove the old run: %s", dir, strerror(errno));
     return 0;
+}
+
+/* A completed point's checkpoints folder: its checkpoints were only there to resume it. Links inside
+ * are removed, never followed (FTW_PHYS). A failure is a warning: the point's results are complete. */
+static void remove_checkpoints(const sweep *s, int i) {
+    char dir[4400];
+    save_dir(s, i, dir, sizeof dir);
+    if (access(dir, F_OK) == 0 && nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS))
+        fprintf(stderr, "nobubble sweep: warning: %s: cannot remove the completed point's checkpoints: %s\n", dir,
+                strerror(errno));
 }
 
 static void sweep_log(const sweep *s, const char *what, int i, const char *extra) {
@@ -162,20 +186,63 @@ static void exec_child(const char *exe, char **argv, char **envp, int log_fd, pi
     _exit(127);
 }
 
-static int launch(sweep *s, int i, const char *dir) {
+/* The flags a point gets besides its command: --out, --quiet and, with --save-every, its checkpoints
+ * (and --resume when it continues). Into argv from n; returns the new count. */
+static int sweep_flags(const sweep *s, int i, const char *dir, const pt_start *from, const char **argv, int n,
+                       char bufs[3][4400]) {
+    argv[n++] = "--out";
+    argv[n++] = dir;
+    argv[n++] = "--quiet";
+    if (s->o->save_every <= 0) return n;
+    save_dir(s, i, bufs[0], sizeof bufs[0]);
+    snprintf(bufs[1], sizeof bufs[1], "%d", s->o->save_every);
+    snprintf(bufs[2], sizeof bufs[2], "%d", s->o->keep);
+    argv[n++] = "--save-dir";
+    argv[n++] = bufs[0];
+    argv[n++] = "--save-every";
+    argv[n++] = bufs[1];
+    argv[n++] = "--keep";
+    argv[n++] = bufs[2];
+    if (from->checkpoint[0]) {
+        argv[n++] = "--resume";
+        argv[n++] = from->checkpoint;
+    }
+    return n;
+}
+
+/* The sweep.log line of a start: `start POINT`, or `resume POINT from step S`, naming any checkpoint
+ * passed over (and, for a fresh start, why none was usable). */
+static void log_start(sweep *s, int i, const pt_start *from) {
+    char extra[2200];
+    if (from->checkpoint[0]) {
+        snprintf(extra, sizeof extra, "from step %ld%s%s%s", from->step, from->passed_over[0] ? " (passed over " : "",
+                 from->passed_over, from->passed_over[0] ? ")" : "");
+        sweep_log(s, "resume", i, extra);
+        if (!s->o->quiet)
+            printf("%s: resuming from step %ld%s\n", nb_grid_point_name(s->g, i), from->step,
+                   from->passed_over[0] ? " (newer checkpoints unusable: see sweep.log)" : "");
+    } else if (from->passed_over[0]) {
+        snprintf(extra, sizeof extra, "(from scratch: no usable checkpoint: %s)", from->passed_over);
+        sweep_log(s, "start", i, extra);
+    } else {
+        sweep_log(s, "start", i, NULL);
+    }
+}
+
+static int launch(sweep *s, int i, const char *dir, const pt_start *from) {
     int argc;
     const char *const *args = nb_grid_point_args(s->g, i, &argc);
-    const char **argv = calloc((size_t)argc + 6, sizeof *argv);
+    const char **argv = calloc((size_t)argc + 16, sizeof *argv);
     if (!argv) return nb_fail("out of memory");
     argv[0] = s->o->exe;
     argv[1] = "train";
     for (int k = 0; k < argc; k++) argv[2 + k] = args[k];
-    argv[2 + argc] = "--out";
-    argv[3 + argc] = dir;
-    argv[4 + argc] = "--quiet";
+    char bufs[3][4400];
+    sweep_flags(s, i, dir, from, argv, 2 + argc, bufs);
     char log[4400];
     snprintf(log, sizeof log, "%s/train.log", dir);
-    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* A resumed run's output follows the interrupted one's. */
+    int fd = open(log, O_WRONLY | O_CREAT | O_CLOEXEC | (from->checkpoint[0] ? O_APPEND : O_TRUNC), 0644);
     if (fd < 0) {
         free(argv);
         return nb_fail("%s: cannot create: %s", log, strerror(errno));
@@ -188,14 +255,29 @@ static int launch(sweep *s, int i, const char *dir) {
     if (pid < 0) return nb_fail("cannot start a child process: %s", strerror(e));
     s->st[i] = (pt_status){PT_RUNNING, pid, 0, nb_now()};
     s->running++;
-    sweep_log(s, "start", i, NULL);
+    log_start(s, i, from);
     return 0;
+}
+
+/* Whether point i continues its earlier run: --save-every, the same command (so the same run), no
+ * summary, and a usable checkpoint (*from names it; otherwise it lists those passed over). */
+static int can_resume(const sweep *s, int i, const char *dir, const char *cmd, pt_start *from) {
+    memset(from, 0, sizeof *from);
+    if (s->o->save_every <= 0 || access(dir, F_OK) || !same_command(dir, cmd)) return 0;
+    char sdir[4400];
+    save_dir(s, i, sdir, sizeof sdir);
+    if (access(sdir, F_OK)) return 0;
+    int found = s->o->find_checkpoint(sdir, from->checkpoint, sizeof from->checkpoint, &from->step,
+                                      from->passed_over, sizeof from->passed_over) == 1;
+    if (!found) from->checkpoint[0] = 0;
+    return found;
 }
 
 /* Starts point i, or skips it when its run is complete with the same command. */
 static int start_point(sweep *s, int i) {
     char dir[4200];
     nb_buf cmd = {0};
+    static pt_start from;   /* large; one point starts at a time */
     run_dir(s, i, dir, sizeof dir);
     int rc = command_text(s, i, &cmd);
     if (!rc && exists(dir, "summary.json") && same_command(dir, cmd.p)) {
@@ -203,13 +285,15 @@ static int start_point(sweep *s, int i) {
         s->finished++;
         if (!s->o->quiet) printf("[%d/%d] %s: already complete, skipped\n", s->finished, s->n, nb_grid_point_name(s->g, i));
         sweep_log(s, "skip", i, NULL);
+    } else if (!rc && can_resume(s, i, dir, cmd.p, &from)) {
+        rc = launch(s, i, dir, &from);   /* its folder, command.txt and metrics.jsonl are kept */
     } else {
         char cpath[4400];
         snprintf(cpath, sizeof cpath, "%s/command.txt", dir);
         if (!rc && access(dir, F_OK) == 0) rc = remove_run(dir);
         if (!rc) rc = nb_fs_mkdirs(dir, NULL);
         if (!rc) rc = nb_fs_write_atomic(cpath, cmd.p, cmd.n);
-        if (!rc) rc = launch(s, i, dir);
+        if (!rc) rc = launch(s, i, dir, &from);
     }
     nb_buf_free(&cmd);
     return rc;
@@ -257,6 +341,7 @@ static void reap(sweep *s, pid_t pid, int status) {
         if (code == 0 && exists(dir, "summary.json")) s->st[i].state = PT_DONE;
         else s->st[i].state = atomic_load(&stop_requested) ? PT_INTERRUPTED : PT_FAILED;
         if (code == 0 && s->st[i].state == PT_FAILED) s->st[i].exit_status = -1;  /* exit 0 but no summary */
+        if (s->st[i].state == PT_DONE && s->o->save_every > 0) remove_checkpoints(s, i);
         s->running--;
         report_finished(s, i);
         return;
@@ -328,6 +413,26 @@ static int write_results(const sweep *s) {
 }
 
 /* ------------------------------------------------------------ the sweep */
+/* Under --save-every the sweep owns each point's checkpoint flags (alone or as --save-dir=X): a grid
+ * that gives one too would leave the point two values, the later one winning silently. */
+static int check_save_flags(const sweep *s) {
+    static const char *const owned[] = {"--save-dir", "--save-every", "--keep"};
+    for (int i = 0; i < s->n; i++) {
+        int argc;
+        const char *const *args = nb_grid_point_args(s->g, i, &argc);
+        for (int k = 0; k < argc; k++)
+            for (size_t f = 0; f < sizeof owned / sizeof owned[0]; f++) {
+                size_t n = strlen(owned[f]);
+                if (!strncmp(args[k], owned[f], n) && (!args[k][n] || args[k][n] == '='))
+                    return nb_fail("point %s: %s: with sweep --save-every the sweep gives each point --save-dir "
+                                   "DIR/runs/<point>/checkpoints --save-every N --keep K; leave %s out of the grid "
+                                   "(or run the sweep without --save-every)",
+                                   nb_grid_point_name(s->g, i), args[k], owned[f]);
+            }
+    }
+    return 0;
+}
+
 static int prepare(sweep *s) {
     char path[4200];
     snprintf(path, sizeof path, "%s/runs", s->o->out_dir);
@@ -364,7 +469,11 @@ static int run_points(sweep *s) {
 int nb_sweep_run(const nb_grid *g, const nb_sweep_options *o, nb_sweep_result *r) {
     memset(r, 0, sizeof *r);
     if (o->jobs < 1) return nb_fail("--jobs %d: expected at least 1", o->jobs);
+    if (o->save_every < 0 || o->keep < 0)
+        return nb_fail("--save-every %d --keep %d: expected 0 or more", o->save_every, o->keep);
+    if (o->save_every > 0 && !o->find_checkpoint) return nb_fail("--save-every needs a way to find checkpoints");
     sweep s = {g, o, NULL, NULL, nb_grid_n_points(g), 0, 0, {-1, ""}};
+    if (o->save_every > 0 && check_save_flags(&s)) return -1;
     int rc = prepare(&s);
     if (!rc) rc = run_points(&s);
     if (!rc) rc = write_results(&s);

@@ -120,8 +120,32 @@ int train_claim_folders(const nb_train_options *o) {
 }
 
 /* ------------------------------------------------------------------ --resume SAVE_DIR */
-/* Why checkpoint folder path cannot be resumed from (into why), or 0 when it can. */
-static int unusable(const char *path, char *why, size_t size) {
+/* Reads every tensor of the open state set, so that each is checked against its checksum. */
+static int verify_tensors(const nb_st_set *set) {
+    float *buf = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    for (int p = 0; p < set->n && !rc; p++)
+        for (int i = 0; i < set->files[p].n && !rc; i++) {
+            const nb_st_entry *e = &set->files[p].entries[i];
+            if (!buf || e->numel > cap) {   /* never NULL, even for an empty tensor */
+                size_t n = e->numel > 1 ? e->numel : 1;
+                float *grown = realloc(buf, n * sizeof *buf);
+                if (!grown) {
+                    rc = nb_fail("out of memory reading %s", e->name);
+                    break;
+                }
+                buf = grown, cap = n;
+            }
+            rc = nb_st_read_f32(&set->files[p], e->name, buf, e->numel);
+        }
+    free(buf);
+    return rc;
+}
+
+/* Why checkpoint folder path cannot be resumed from (into why), or 0 when it can; with verify, a
+ * tensor whose bytes do not match their checksum makes it unusable too. */
+static int unusable(const char *path, int verify, char *why, size_t size) {
     if (!is_file(path, "state.safetensors") && !is_file(path, "state.safetensors.index.json")) {
         snprintf(why, size, "incomplete (no state.safetensors or state.safetensors.index.json)");
         return 1;
@@ -131,8 +155,10 @@ static int unusable(const char *path, char *why, size_t size) {
         snprintf(why, size, "unreadable: %s", nb_last_error());
         return 1;
     }
+    int bad = verify && verify_tensors(&set);
+    if (bad) snprintf(why, size, "corrupt: %s", nb_last_error());
     nb_st_set_close(&set);
-    return 0;
+    return bad;
 }
 
 static int by_step_descending(const void *a, const void *b) {
@@ -160,28 +186,37 @@ static int list_steps(const char *dir, long **steps) {
     return n;
 }
 
-int nb_train_find_checkpoint(const char *dir, char *out, size_t size) {
-    snprintf(out, size, "%s", dir);
-    if (is_file(dir, "state.safetensors") || is_file(dir, "state.safetensors.index.json")) return 0;
+int nb_train_latest_checkpoint(const char *dir, int verify, char *out, size_t size, long *step,
+                               nb_train_skip_fn skipped, void *ctx) {
     long *steps;
-    int n = list_steps(dir, &steps);
-    if (n == 0) {
-        free(steps);
-        return 0;   /* not a save folder: loading it says what is wrong */
-    }
-    int found = 0;
+    int n = list_steps(dir, &steps), found = 0;
     for (int i = 0; i < n && !found; i++) {
         char path[4200], why[1024];
         snprintf(path, sizeof path, "%s/step_%06ld", dir, steps[i]);
-        if (unusable(path, why, sizeof why)) {
-            fprintf(stderr, "nobubble train: --resume %s: skipping %s: %s\n", dir, path, why);
+        if (unusable(path, verify, why, sizeof why)) {
+            if (skipped) skipped(ctx, path, why);
             continue;
         }
         if ((size_t)snprintf(out, size, "%s", path) >= size) break;
+        *step = steps[i];
         found = 1;
     }
     free(steps);
-    if (!found)
+    return found;
+}
+
+static void say_skipped(void *dir, const char *path, const char *why) {
+    fprintf(stderr, "nobubble train: --resume %s: skipping %s: %s\n", (const char *)dir, path, why);
+}
+
+int nb_train_find_checkpoint(const char *dir, char *out, size_t size) {
+    snprintf(out, size, "%s", dir);
+    if (is_file(dir, "state.safetensors") || is_file(dir, "state.safetensors.index.json")) return 0;
+    long *steps, step;
+    int n = list_steps(dir, &steps);
+    free(steps);
+    if (n == 0) return 0;   /* not a save folder: loading it says what is wrong */
+    if (!nb_train_latest_checkpoint(dir, 0, out, size, &step, say_skipped, (void *)dir))
         return nb_fail("--resume %s: none of its %d step_NNNNNN folders is a complete checkpoint (each skipped above)",
                        dir, n);
     return 0;
