@@ -84,3 +84,21 @@ void nb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
     backends[active].fn(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     nb_gemm_time_end(start);
 }
+
+void nb_mirror_upper(float *C, int N, int ldc) {
+    for (int i = 1; i < N; i++)
+        for (int j = 0; j < i; j++) C[(size_t)i * ldc + j] = C[(size_t)j * ldc + i];
+}
+
+void nb_syrk(int trans, int N, int K, float alpha, const float *A, int lda, float beta, float *C, int ldc) {
+    if (N == 0) return;
+    const double start = nb_gemm_time_begin();
+    if (K == 0) {  /* an empty sum: C = beta C (a BLAS would refuse the zero leading dimension) */
+        for (int i = 0; i < N; i++)
+            for (int j = i; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+    } else {
+        nb_syrk_openblas(trans, N, K, alpha, A, lda, beta, C, ldc);
+    }
+    nb_mirror_upper(C, N, ldc);
+    nb_gemm_time_end(start);
+}
