@@ -85,9 +85,13 @@ void nb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
     nb_gemm_time_end(start);
 }
 
+/* In tiles, so that the column-wise reads of the upper triangle stay in cache. */
 void nb_mirror_upper(float *C, int N, int ldc) {
-    for (int i = 1; i < N; i++)
-        for (int j = 0; j < i; j++) C[(size_t)i * ldc + j] = C[(size_t)j * ldc + i];
+    enum { TILE = 64 };
+    for (int i0 = 0; i0 < N; i0 += TILE)
+        for (int j0 = 0; j0 <= i0; j0 += TILE)
+            for (int i = i0; i < i0 + TILE && i < N; i++)
+                for (int j = j0; j < j0 + TILE && j < i; j++) C[(size_t)i * ldc + j] = C[(size_t)j * ldc + i];
 }
 
 void nb_syrk(int trans, int N, int K, float alpha, const float *A, int lda, float beta, float *C, int ldc) {

@@ -70,6 +70,8 @@ struct nb_optimizer {
     int n_scratch;
     size_t scratch_sizes[4], scratch_side2, scratch_bf16;
     int bf16;            /* nb_optimizer_set_precision: Muon's and NorMuon's products in bf16 */
+    int *by_cost;        /* the matrix rules' tensors, costliest first (n_matrix of them) */
+    int n_matrix;
     long steps;
     char **state_names;  /* "rule.buffer:tensor" for each enumerated buffer */
     int n_states;
@@ -129,6 +131,7 @@ void nb_optimizer_free(nb_optimizer *o) {
     free(o->s);
     for (int i = 0; i < o->n_states; i++) free(o->state_names[i]);
     free(o->state_names);
+    free(o->by_cost);
     free(o->ts);
     free(o);
 }
@@ -157,6 +160,39 @@ static void size_scratch(nb_optimizer *o) {
     memcpy(o->scratch_sizes, sizes, sizeof sizes);
     o->scratch_side2 = side2;
     o->scratch_bf16 = bf16;
+}
+
+/* A matrix rule's work on t: about rows x cols x min(rows, cols) (Newton-Schulz's and SOAP's products). */
+static double matrix_cost(const nb_tensor *t) {
+    const double r = t->shape[0], c = t->shape[1];
+    return r * c * (r < c ? r : c);
+}
+
+typedef struct {
+    double cost;
+    int index;
+} costed;
+
+static int costlier_first(const void *a, const void *b) {
+    const costed *x = a, *y = b;
+    return x->cost > y->cost ? -1 : x->cost < y->cost ? 1 : x->index - y->index;
+}
+
+/* The order in which the matrices are handed to the threads: costliest first, so that the last ones to
+ * start are the cheapest and the threads finish together (each matrix's result does not depend on it). */
+static int order_by_cost(nb_optimizer *o) {
+    costed *c = malloc(sizeof(costed) * (size_t)(o->n_tensors ? o->n_tensors : 1));
+    o->by_cost = malloc(sizeof(int) * (size_t)(o->n_tensors ? o->n_tensors : 1));
+    if (!c || !o->by_cost) {
+        free(c);
+        return -1;
+    }
+    for (int i = 0; i < o->n_tensors; i++)
+        if (is_matrix_rule(o->ts[i].rule)) c[o->n_matrix++] = (costed){matrix_cost(o->ts[i].t), i};
+    qsort(c, (size_t)o->n_matrix, sizeof(costed), costlier_first);
+    for (int k = 0; k < o->n_matrix; k++) o->by_cost[k] = c[k].index;
+    free(c);
+    return 0;
 }
 
 /* Makes sure there is one scratch per thread (the thread count can change between steps). */
@@ -221,7 +257,7 @@ int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_t
             o->state_names[o->n_states++] = strdup(name);
         }
     size_scratch(o);
-    if (!o->state_names || ensure_scratch(o, omp_get_max_threads())) {
+    if (!o->state_names || order_by_cost(o) || ensure_scratch(o, omp_get_max_threads())) {
         nb_optimizer_free(o);
         return nb_fail("out of memory for optimizer state");
     }
@@ -262,9 +298,9 @@ void nb_optimizer_step(nb_optimizer *o, const float *grads, const float *w, floa
     }
     int failed = -1;
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int i = 0; i < o->n_tensors; i++) {
+    for (int k = 0; k < o->n_matrix; k++) {
+        const int i = o->by_cost[k];
         tensor_state *ts = &o->ts[i];
-        if (!is_matrix_rule(ts->rule)) continue;
         rule_ctx ctx = {&o->p, lr, o->steps, &o->s[omp_get_thread_num()], o->bf16};
         if (tensor_step(o, ts, &ctx, &ctx, grads, w, d)) {
             /* LAPACK failing on a finite symmetric matrix: only with NaN/Inf gradients, which the
