@@ -1,6 +1,6 @@
 /* The one interface between the math and the matrix-multiply hardware: every matrix product
- * in nobubble goes through nb_gemm, so that a new backend (another CPU library, CUDA) is one
- * file. Row-major:  C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C,
+ * in nobubble goes through nb_gemm (or nb_syrk, for the symmetric products X X^T of Muon's
+ * Newton-Schulz), so that a new backend (another CPU library, CUDA) is one file. Row-major:  C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C,
  * op(X) = X^T when the matching trans flag is set; lda/ldb/ldc are row strides.
  * Two CPU implementations are built in, oneDNN's sgemm and OpenBLAS (OpenMP build), and a
  * third choice that mixes them: "hybrid" (the default) uses oneDNN except for products A^T B,
