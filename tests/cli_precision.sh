@@ -39,6 +39,24 @@ train whole.log --precision bf16 --delay 2bw --save-dir "$work/ck" --save-every 
 train resumed.log --precision bf16 --delay 2bw --resume "$work/ck/step_000003" || fail "bf16 resume: $(tail -3 "$work/resumed.log")"
 x=$(hash_of "$work/whole.log"); y=$(hash_of "$work/resumed.log")
 [ -n "$x" ] && [ "$x" = "$y" ] && ok || fail "bf16 resumed ($y) equals uninterrupted ($x)"
+# Muon and NorMuon under bf16 run their Newton-Schulz products on bf16 operands: the same identities hold.
+train muon_a.log --precision bf16 --optimizer muon || fail "bf16 muon: $(tail -3 "$work/muon_a.log")"
+train muon_b.log --precision bf16 --optimizer muon || fail "bf16 muon again"
+x=$(hash_of "$work/muon_a.log"); y=$(hash_of "$work/muon_b.log")
+[ -n "$x" ] && [ "$x" = "$y" ] && ok || fail "bf16 muon twice: weights $x vs $y"
+for opt in muon normuon; do
+  train "one_$opt.log" --precision bf16 --optimizer $opt --stages 2 --delay 2bw --microbatches 2 || fail "one-process 2bw $opt"
+  train "pipe_$opt.log" --precision bf16 --optimizer $opt --stages 2 --pipeline 2bw --microbatches 2 --threads-per-stage 1 \
+    || fail "pipeline 2bw $opt: $(tail -3 "$work/pipe_$opt.log")"
+  x=$(hash_of "$work/one_$opt.log"); y=$(hash_of "$work/pipe_$opt.log")
+  [ -n "$x" ] && [ "$x" = "$y" ] && ok || fail "bf16 $opt pipeline ($y) equals its one-process run ($x)"
+done
+train muon_whole.log --precision bf16 --optimizer muon --delay 2bw --save-dir "$work/ck_muon" --save-every 3 || fail "bf16 muon with checkpoints"
+train muon_resumed.log --precision bf16 --optimizer muon --delay 2bw --resume "$work/ck_muon/step_000003" \
+  || fail "bf16 muon resume: $(tail -3 "$work/muon_resumed.log")"
+x=$(hash_of "$work/muon_whole.log"); y=$(hash_of "$work/muon_resumed.log")
+[ -n "$x" ] && [ "$x" = "$y" ] && ok || fail "bf16 muon resumed ($y) equals uninterrupted ($x)"
+
 # Changing the precision on resume needs --override.
 expect_error "fp32 resume of a bf16 checkpoint" "precision fp32 (checkpoint: bf16)" \
   "$bin" train "${small[@]}" --delay 2bw --resume "$work/ck/step_000003"

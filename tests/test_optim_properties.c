@@ -332,6 +332,8 @@ static double quintic5(double x) {
     return x;
 }
 
+static void check_muon_band(table tb, nb_precision precision, double band_lo, double band_hi);
+
 static void test_muon(void) {
     /* the band itself, recomputed */
     double lo = 1e9, hi = -1e9;
@@ -342,16 +344,13 @@ static void test_muon(void) {
     }
     CHECK(lo >= MUON_BAND_LO && hi <= MUON_BAND_HI, "the quintic's 5-step range over [0.01, 1] is [%.4f, %.4f]", lo,
           hi);
+    check_muon_band(std_table(), NB_PRECISION_FP32, MUON_BAND_LO, MUON_BAND_HI);
+}
 
-    nb_optim_params p = nb_optim_defaults(NB_OPT_MUON);
-    p.weight_decay = 0.1f;
-    table tb = std_table();
-    rig r;
-    if (rig_open(&r, &p, tb)) return;
-    rig_grads(&r);
-    /* matrices: g = U diag(s) V^T with s spread over [0.05, 1] */
-    for (int i = 0; i < r.tb.n; i++) {
-        const nb_tensor *t = &r.tb.t[i];
+/* Gradients of the table's matrices g = U diag(s) V^T with s spread over [0.05, 1]. */
+static void spread_singular_values(rig *r) {
+    for (int i = 0; i < r->tb.n; i++) {
+        const nb_tensor *t = &r->tb.t[i];
         if (t->group != NB_GROUP_MATRIX) continue;
         int m = t->shape[0], n = t->shape[1], k = m < n ? m : n;
         double *U = malloc(sizeof(double) * m * k), *V = malloc(sizeof(double) * n * k), *s = malloc(sizeof(double) * k);
@@ -362,12 +361,25 @@ static void test_muon(void) {
             for (int b = 0; b < n; b++) {
                 double x = 0;
                 for (int j = 0; j < k; j++) x += U[a * k + j] * s[j] * V[b * k + j];
-                r.g[t->offset + (size_t)a * n + b] = (float)x;
+                r->g[t->offset + (size_t)a * n + b] = (float)x;
             }
         free(U);
         free(V);
         free(s);
     }
+}
+
+/* One Muon step in the precision given on gradients with singular values in [0.05, 1]: the orthogonalized
+ * matrices' singular values lie in [band_lo, band_hi]; the other tensors take AdamW's first step at aux_lr. */
+static void check_muon_band(table tb, nb_precision precision, double band_lo, double band_hi) {
+    nb_optim_params p = nb_optim_defaults(NB_OPT_MUON);
+    p.weight_decay = 0.1f;
+    rig r;
+    if (rig_open(&r, &p, tb)) return;
+    CHECK(nb_optimizer_set_precision(r.o, precision) == 0, "set_precision: %s", nb_last_error());
+    rig_grads(&r);
+    spread_singular_values(&r);
+    const char *prec = nb_precision_name(precision);
     float lr = 0.02f, aux = 3e-3f;
     nb_optimizer_step(r.o, r.g, r.w, lr, aux, r.d);
     for (int i = 0; i < r.tb.n; i++) {
@@ -381,8 +393,8 @@ static void test_muon(void) {
                 double e = r.g[k] == 0.0f ? u / aux : fabs(u - aux) / aux;
                 if (e > worst) worst = e;
             }
-            CHECK(worst <= 1e-5, "muon: %s (AdamW at aux_lr) first step |d - decay| = aux_lr: off by %.3e", t->name,
-                  worst);
+            CHECK(worst <= 1e-5, "muon %s: %s (AdamW at aux_lr) first step |d - decay| = aux_lr: off by %.3e", prec,
+                  t->name, worst);
             continue;
         }
         int m = t->shape[0], n = t->shape[1], k = m < n ? m : n;
@@ -393,14 +405,94 @@ static void test_muon(void) {
         int info = singular_values(X, m, n, sv);
         CHECK(info == 0, "muon: %s: sgesvd info %d", t->name, info);
         float smin = sv[k - 1], smax = sv[0];
-        CHECK(smin >= MUON_BAND_LO && smax <= MUON_BAND_HI,
-              "muon: %s [%d,%d]: singular values of (d - lr wd w)/(lr sqrt(max(1, rows/cols))) in [%.4f, %.4f], "
-              "outside [%.2f, %.2f]", t->name, m, n, smin, smax, MUON_BAND_LO, MUON_BAND_HI);
-        printf("muon: %s [%d,%d]: singular values in [%.4f, %.4f]\n", t->name, m, n, smin, smax);
+        CHECK(smin >= band_lo && smax <= band_hi,
+              "muon %s: %s [%d,%d]: singular values of (d - lr wd w)/(lr sqrt(max(1, rows/cols))) in [%.4f, %.4f], "
+              "outside [%.3f, %.3f]", prec, t->name, m, n, smin, smax, band_lo, band_hi);
+        printf("muon %s: %s [%d,%d]: singular values in [%.4f, %.4f]\n", prec, t->name, m, n, smin, smax);
         free(X);
         free(sv);
     }
     rig_close(&r);
+}
+
+/* ---- Muon and NorMuon under bf16: the Newton-Schulz products take bf16 operands ----
+ * Larger matrices than std_table's too (bf16's error grows with the products' length), square, wide and
+ * tall as Muon orients them. Each operand carries a relative error up to 2^-9, and Newton-Schulz
+ * magnifies it in the directions of small singular values (the quintic's slope at 0 is a = 3.4445 a step),
+ * so the orthogonalized matrix moves by a few percent while staying orthogonal: its singular values must
+ * stay in the fp32 band widened by MUON_BF16_BAND (measured: at most 0.004 outside it), and each step
+ * within MUON_BF16_TOL of the fp32 step on the same gradients and state, as ||d16 - d32||_F / ||d32||_F
+ * (measured 2.4% to 3.6% over these shapes; a wrong coefficient or orientation gives tens of percent);
+ * and it must differ from fp32's (the bf16 path ran). */
+#define MUON_BF16_BAND 0.03
+#define MUON_BF16_TOL 0.06
+
+static table large_table(void) {
+    table tb = { 0 };
+    add(&tb, "model.layers.0.self_attn.o_proj.weight", 64, 64, NB_GROUP_MATRIX);
+    add(&tb, "model.layers.0.mlp.up_proj.weight", 48, 160, NB_GROUP_MATRIX);
+    add(&tb, "model.layers.0.mlp.down_proj.weight", 160, 48, NB_GROUP_MATRIX);
+    add(&tb, "model.norm.weight", 9, 0, NB_GROUP_GAIN);
+    return tb;
+}
+
+/* Three steps of kind in fp32 and in bf16 on the same gradients: the steps of each matrix agree within
+ * MUON_BF16_TOL (relative, Frobenius) and differ somewhere; the other tensors' steps are bitwise equal. */
+static void compare_bf16_steps(nb_optimizer_kind kind, table tb) {
+    nb_optim_params p = nb_optim_defaults(kind);
+    p.weight_decay = 0.1f;
+    rig a, b;
+    if (rig_open(&a, &p, tb)) return;
+    if (rig_open(&b, &p, tb)) { rig_close(&a); return; }
+    memcpy(b.w, a.w, sizeof(float) * a.tb.n_params);
+    CHECK(nb_optimizer_set_precision(b.o, NB_PRECISION_BF16) == 0, "set_precision bf16: %s", nb_last_error());
+    double worst = 0;
+    int differs = 0, aux_equal = 1;
+    for (int step = 0; step < 3; step++) {
+        rig_grads(&a);
+        memcpy(b.g, a.g, sizeof(float) * a.tb.n_params);
+        nb_optimizer_step(a.o, a.g, a.w, 0.02f, 3e-3f, a.d);
+        nb_optimizer_step(b.o, b.g, b.w, 0.02f, 3e-3f, b.d);
+        for (int i = 0; i < a.tb.n; i++) {
+            const nb_tensor *t = &a.tb.t[i];
+            const float *d32 = a.d + t->offset, *d16 = b.d + t->offset;
+            if (t->group != NB_GROUP_MATRIX) {
+                aux_equal &= !memcmp(d32, d16, sizeof(float) * t->numel);
+                continue;
+            }
+            double diff = 0, norm = 0;
+            for (size_t k = 0; k < t->numel; k++) {
+                diff += ((double)d16[k] - d32[k]) * ((double)d16[k] - d32[k]);
+                norm += (double)d32[k] * d32[k];
+            }
+            double err = sqrt(diff / norm);
+            if (!(err <= worst)) worst = isnan(err) ? INFINITY : err;
+            differs |= memcmp(d32, d16, sizeof(float) * t->numel) != 0;
+        }
+    }
+    CHECK(worst <= MUON_BF16_TOL, "%s bf16: steps within %.2g of fp32's (relative, Frobenius): %.3g",
+          KIND_NAMES[kind], MUON_BF16_TOL, worst);
+    CHECK(differs, "%s bf16: the steps differ from fp32's (the bf16 products ran)", KIND_NAMES[kind]);
+    CHECK(aux_equal, "%s bf16: the auxiliary AdamW steps are bitwise fp32's", KIND_NAMES[kind]);
+    printf("%s bf16: steps within %.2e of fp32's (relative, Frobenius)\n", KIND_NAMES[kind], worst);
+    rig_close(&a);
+    rig_close(&b);
+}
+
+static void test_muon_bf16(void) {
+    check_muon_band(std_table(), NB_PRECISION_BF16, MUON_BAND_LO - MUON_BF16_BAND, MUON_BAND_HI + MUON_BF16_BAND);
+    check_muon_band(large_table(), NB_PRECISION_BF16, MUON_BAND_LO - MUON_BF16_BAND, MUON_BAND_HI + MUON_BF16_BAND);
+    check_muon_band(large_table(), NB_PRECISION_FP32, MUON_BAND_LO, MUON_BAND_HI);
+    compare_bf16_steps(NB_OPT_MUON, std_table());
+    compare_bf16_steps(NB_OPT_MUON, large_table());
+    compare_bf16_steps(NB_OPT_NORMUON, large_table());
+    nb_optimizer *o = NULL;
+    table tb = std_table();
+    nb_optim_params p = nb_optim_defaults(NB_OPT_MUON);
+    CHECK(nb_optimizer_create(&o, &p, tb.t, tb.n, tb.n_params) == 0, "muon: %s", nb_last_error());
+    CHECK(o && nb_optimizer_set_precision(o, NB_PRECISION_AUTO) == -1 && strstr(nb_last_error(), "auto"),
+          "set_precision refuses auto (resolve it first): %s", nb_last_error());
+    nb_optimizer_free(o);
 }
 
 /* ---- NorMuon's first step: s = (1-b2) r, so every row of O' has the same RMS 1/sqrt(1-b2); after
@@ -686,6 +778,7 @@ int main(void) {
     test_validate();
     test_lion();
     test_muon();
+    test_muon_bf16();
     test_normuon();
     test_bias_correction();
     test_soap();

@@ -61,6 +61,10 @@ void nb_optimizer_free(nb_optimizer *o);
 /* d = U(grads, state, w, lr) for every tensor; embed and gain tensors of Muon, NorMuon, SOAP and MARS
  * use aux_lr. Advances the state (and the step count). */
 void nb_optimizer_step(nb_optimizer *o, const float *grads, const float *w, float lr, float aux_lr, float *d);
+/* The run's precision (NB_PRECISION_FP32, the default, or NB_PRECISION_BF16; AUTO is refused: resolve it
+ * first). Under bf16, Muon's and NorMuon's Newton-Schulz products take bf16 operands with fp32
+ * accumulation (docs/precision.md); the state, the other rules and the step d stay fp32. */
+int nb_optimizer_set_precision(nb_optimizer *o, nb_precision p);
 /* Steps taken so far. */
 long nb_optimizer_steps(const nb_optimizer *o);
 /* Each tensor's update count (bias correction), for checkpoints: counts[n_tensors]. */

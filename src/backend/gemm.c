@@ -84,3 +84,25 @@ void nb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
     backends[active].fn(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     nb_gemm_time_end(start);
 }
+
+/* In tiles, so that the column-wise reads of the upper triangle stay in cache. */
+void nb_mirror_upper(float *C, int N, int ldc) {
+    enum { TILE = 64 };
+    for (int i0 = 0; i0 < N; i0 += TILE)
+        for (int j0 = 0; j0 <= i0; j0 += TILE)
+            for (int i = i0; i < i0 + TILE && i < N; i++)
+                for (int j = j0; j < j0 + TILE && j < i; j++) C[(size_t)i * ldc + j] = C[(size_t)j * ldc + i];
+}
+
+void nb_syrk(int trans, int N, int K, float alpha, const float *A, int lda, float beta, float *C, int ldc) {
+    if (N == 0) return;
+    const double start = nb_gemm_time_begin();
+    if (K == 0) {  /* an empty sum: C = beta C (a BLAS would refuse the zero leading dimension) */
+        for (int i = 0; i < N; i++)
+            for (int j = i; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+    } else {
+        nb_syrk_openblas(trans, N, K, alpha, A, lda, beta, C, ldc);
+    }
+    nb_mirror_upper(C, N, ldc);
+    nb_gemm_time_end(start);
+}

@@ -1,6 +1,6 @@
 /* The one interface between the math and the matrix-multiply hardware: every matrix product
- * in nobubble goes through nb_gemm, so that a new backend (another CPU library, CUDA) is one
- * file. Row-major:  C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C,
+ * in nobubble goes through nb_gemm (or nb_syrk, for the symmetric products X X^T of Muon's
+ * Newton-Schulz), so that a new backend (another CPU library, CUDA) is one file. Row-major:  C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C,
  * op(X) = X^T when the matching trans flag is set; lda/ldb/ldc are row strides.
  * Two CPU implementations are built in, oneDNN's sgemm and OpenBLAS (OpenMP build), and a
  * third choice that mixes them: "hybrid" (the default) uses oneDNN except for products A^T B,
@@ -31,6 +31,13 @@
 
 void nb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
              const float *B, int ldb, float beta, float *C, int ldc);
+/* C[N,N] = alpha * op(A) op(A)^T + beta * C with op(A) = A (N x K, trans = 0: A A^T) or A^T (A stored
+ * K x N, trans = 1: A^T A): a symmetric product at half a GEMM's flops. Both triangles are written
+ * (the upper one computed, the lower one copied from it, so C is exactly symmetric); on entry only C's
+ * upper triangle is read (for beta). OpenBLAS's ssyrk runs it whatever the backend (oneDNN has no
+ * SYRK), with nb_gemm's threading: OpenBLAS's OpenMP threads outside a parallel region, one thread
+ * inside one, deterministic for a given thread count. Counted by nb_gemm_timing like a GEMM. */
+void nb_syrk(int trans, int N, int K, float alpha, const float *A, int lda, float beta, float *C, int ldc);
 /* The name of the backend in use, for run headers and benchmarks. */
 const char *nb_gemm_backend(void);
 /* Chooses the backend by name ("onednn", "openblas" or "hybrid"); -1 with a message otherwise.
@@ -70,6 +77,10 @@ void nb_bf16_round(float *x, size_t n);
  * the same conventions as nb_gemm. Deterministic for a given thread count, like nb_gemm. */
 void nb_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, const nb_bf16 *A, int lda,
                   const nb_bf16 *B, int ldb, float beta, float *C, int ldc);
+/* nb_syrk with bf16 operands and float32 accumulation: where nb_gemm_bf16 runs oneDNN's bf16 matmul, the
+ * full product (oneDNN has no SYRK; bf16 instructions make it cheaper than an fp32 SYRK) with its upper
+ * triangle copied to the lower one; where it widens, the widened operand through nb_syrk. */
+void nb_syrk_bf16(int trans, int N, int K, float alpha, const nb_bf16 *A, int lda, float beta, float *C, int ldc);
 /* 1 where oneDNN reports bf16 instructions (AVX512-BF16 or AMX), where nb_gemm_bf16 runs oneDNN's bf16
  * matmul; 0 elsewhere, where it widens the operands and runs the fp32 GEMM. */
 int nb_bf16_native(void);
@@ -86,6 +97,8 @@ const char *nb_cpu_isa_name(void);
  * (nb_gemm_bf16 widening to nb_gemm) counts once. Not for use while GEMMs run on other threads. */
 void nb_gemm_timing(int on);    /* turns the count on (1) or off (0) and zeroes it */
 double nb_gemm_seconds(void);   /* seconds counted since the last nb_gemm_timing */
+/* C's lower triangle (N x N, row stride ldc) <- its upper triangle. */
+void nb_mirror_upper(float *C, int N, int ldc);
 /* For the GEMM entry points: begin returns the start time, or a negative value when not counting;
  * end(start) adds the call's share. */
 double nb_gemm_time_begin(void);
@@ -94,6 +107,7 @@ void nb_gemm_time_end(double start);
 /* The implementations (one file each). */
 void nb_gemm_onednn(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                     const float *B, int ldb, float beta, float *C, int ldc);
+void nb_syrk_openblas(int trans, int N, int K, float alpha, const float *A, int lda, float beta, float *C, int ldc);
 void nb_gemm_openblas(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                       const float *B, int ldb, float beta, float *C, int ldc);
 #endif

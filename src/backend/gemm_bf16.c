@@ -175,10 +175,8 @@ static void widen(float *dst, const nb_bf16 *src, int rows, int cols, int ld) {
         for (int j = 0; j < cols; j++) dst[(size_t)r * cols + j] = nb_bf16_to_float(src[(size_t)r * ld + j]);
 }
 
-static void gemm_widened(thread_cache *c, const shape_entry *k, const nb_bf16 *A, const nb_bf16 *B, float *C) {
-    const int a_rows = k->trans_a ? k->K : k->M, a_cols = k->trans_a ? k->M : k->K;
-    const int b_rows = k->trans_b ? k->N : k->K, b_cols = k->trans_b ? k->K : k->N;
-    size_t need = (size_t)a_rows * a_cols + (size_t)b_rows * b_cols;
+/* The thread's buffer for widened operands, grown to `need` floats. */
+static float *wide_buffer(thread_cache *c, size_t need) {
     if (need > c->wide_count) {
         free(c->wide);
         c->wide = malloc(sizeof(float) * need);
@@ -188,7 +186,14 @@ static void gemm_widened(thread_cache *c, const shape_entry *k, const nb_bf16 *A
         }
         c->wide_count = need;
     }
-    float *wa = c->wide, *wb = c->wide + (size_t)a_rows * a_cols;
+    return c->wide;
+}
+
+static void gemm_widened(thread_cache *c, const shape_entry *k, const nb_bf16 *A, const nb_bf16 *B, float *C) {
+    const int a_rows = k->trans_a ? k->K : k->M, a_cols = k->trans_a ? k->M : k->K;
+    const int b_rows = k->trans_b ? k->N : k->K, b_cols = k->trans_b ? k->K : k->N;
+    float *wa = wide_buffer(c, (size_t)a_rows * a_cols + (size_t)b_rows * b_cols);
+    float *wb = wa + (size_t)a_rows * a_cols;
     widen(wa, A, a_rows, a_cols, k->lda);
     widen(wb, B, b_rows, b_cols, k->ldb);
     nb_gemm(k->trans_a, k->trans_b, k->M, k->N, k->K, k->alpha, wa, a_cols, wb, b_cols, k->beta, C, k->ldc);
@@ -208,6 +213,26 @@ void nb_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, co
     const double start = nb_gemm_time_begin();
     if (use_onednn) gemm_onednn(c, &key, A, B, C);
     else gemm_widened(c, &key, A, B, C);
+    nb_gemm_time_end(start);
+}
+
+void nb_syrk_bf16(int trans, int N, int K, float alpha, const nb_bf16 *A, int lda, float beta, float *C, int ldc) {
+    if (N == 0) return;
+    if (K == 0) {  /* an empty sum: nb_syrk scales C without reading A */
+        nb_syrk(trans, N, 0, alpha, NULL, 1, beta, C, ldc);
+        return;
+    }
+    pthread_once(&once, setup);
+    if (use_onednn) {
+        nb_gemm_bf16(trans, !trans, N, N, K, alpha, A, lda, A, lda, beta, C, ldc);
+        nb_mirror_upper(C, N, ldc);
+        return;
+    }
+    const double start = nb_gemm_time_begin();
+    const int rows = trans ? K : N, cols = trans ? N : K;
+    float *wa = wide_buffer(my_cache(), (size_t)rows * cols);
+    widen(wa, A, rows, cols, lda);
+    nb_syrk(trans, N, K, alpha, wa, cols, beta, C, ldc);
     nb_gemm_time_end(start);
 }
 

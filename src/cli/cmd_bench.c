@@ -65,6 +65,7 @@ static int bench_one(const nb_config *cfg, const nb_optim_params *op, const nb_d
     nb_optimizer *opt = NULL;
     nb_stash *stash = NULL;
     if (!a || nb_optimizer_create(&opt, op, s->tensors, s->n_tensors, s->n_params) ||
+        nb_optimizer_set_precision(opt, precision) ||
         nb_stash_create(&stash, delay, 0, 1, steps + 2, s->params, s->n_params)) {
         nb_optimizer_free(opt);
         nb_acts_free(a);

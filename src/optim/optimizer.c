@@ -68,7 +68,10 @@ struct nb_optimizer {
     tensor_state *ts;
     scratch *s;          /* one per thread: matrix rules run in parallel over tensors */
     int n_scratch;
-    size_t scratch_sizes[4], scratch_side2;
+    size_t scratch_sizes[4], scratch_side2, scratch_bf16;
+    int bf16;            /* nb_optimizer_set_precision: Muon's and NorMuon's products in bf16 */
+    int *by_cost;        /* the matrix rules' tensors, costliest first (n_matrix of them) */
+    int n_matrix;
     long steps;
     char **state_names;  /* "rule.buffer:tensor" for each enumerated buffer */
     int n_states;
@@ -123,20 +126,23 @@ void nb_optimizer_free(nb_optimizer *o) {
     for (int k = 0; k < o->n_scratch; k++) {
         for (int i = 0; i < 4; i++) free(o->s[k].f[i]);
         for (int i = 0; i < 3; i++) free(o->s[k].d[i]);
+        free(o->s[k].h);
     }
     free(o->s);
     for (int i = 0; i < o->n_states; i++) free(o->state_names[i]);
     free(o->state_names);
+    free(o->by_cost);
     free(o->ts);
     free(o);
 }
 
 static int is_matrix_rule(rule_kind r) { return r == RULE_MUON || r == RULE_NORMUON || r == RULE_SOAP; }
 
-/* Scratch for the largest matrix: Muon and NorMuon need 3 matrices and 2 r x r blocks, SOAP 2 matrices,
- * an n x n float and two n x n doubles for its preconditioned sides. */
+/* Scratch for the largest matrix: Muon and NorMuon need 2 matrices and 2 r x r blocks (and, under bf16,
+ * a matrix and an r x r block of bf16), SOAP 2 matrices, an n x n float and two n x n doubles for its
+ * preconditioned sides. */
 static void size_scratch(nb_optimizer *o) {
-    size_t mat = 1, square = 1, side2 = 1;
+    size_t mat = 1, square = 1, side2 = 1, bf16 = 1;
     for (int i = 0; i < o->n_tensors; i++) {
         const tensor_state *ts = &o->ts[i];
         const nb_tensor *t = ts->t;
@@ -144,6 +150,7 @@ static void size_scratch(nb_optimizer *o) {
         size_t r = (size_t)t->shape[0], c = (size_t)t->shape[1], small = r < c ? r : c;
         mat = t->numel > mat ? t->numel : mat;
         square = 2 * small * small > square ? 2 * small * small : square;
+        if (t->numel + small * small > bf16) bf16 = t->numel + small * small;
         if (ts->rule == RULE_SOAP) {
             if (ts->left && r * r > side2) side2 = r * r;
             if (ts->right && c * c > side2) side2 = c * c;
@@ -152,6 +159,40 @@ static void size_scratch(nb_optimizer *o) {
     size_t sizes[4] = {mat, mat > side2 ? mat : side2, mat, square};
     memcpy(o->scratch_sizes, sizes, sizeof sizes);
     o->scratch_side2 = side2;
+    o->scratch_bf16 = bf16;
+}
+
+/* A matrix rule's work on t: about rows x cols x min(rows, cols) (Newton-Schulz's and SOAP's products). */
+static double matrix_cost(const nb_tensor *t) {
+    const double r = t->shape[0], c = t->shape[1];
+    return r * c * (r < c ? r : c);
+}
+
+typedef struct {
+    double cost;
+    int index;
+} costed;
+
+static int costlier_first(const void *a, const void *b) {
+    const costed *x = a, *y = b;
+    return x->cost > y->cost ? -1 : x->cost < y->cost ? 1 : x->index - y->index;
+}
+
+/* The order in which the matrices are handed to the threads: costliest first, so that the last ones to
+ * start are the cheapest and the threads finish together (each matrix's result does not depend on it). */
+static int order_by_cost(nb_optimizer *o) {
+    costed *c = malloc(sizeof(costed) * (size_t)(o->n_tensors ? o->n_tensors : 1));
+    o->by_cost = malloc(sizeof(int) * (size_t)(o->n_tensors ? o->n_tensors : 1));
+    if (!c || !o->by_cost) {
+        free(c);
+        return -1;
+    }
+    for (int i = 0; i < o->n_tensors; i++)
+        if (is_matrix_rule(o->ts[i].rule)) c[o->n_matrix++] = (costed){matrix_cost(o->ts[i].t), i};
+    qsort(c, (size_t)o->n_matrix, sizeof(costed), costlier_first);
+    for (int k = 0; k < o->n_matrix; k++) o->by_cost[k] = c[k].index;
+    free(c);
+    return 0;
 }
 
 /* Makes sure there is one scratch per thread (the thread count can change between steps). */
@@ -169,6 +210,8 @@ static int ensure_scratch(nb_optimizer *o, int threads) {
         for (int i = 0; i < 2; i++)
             if (!(o->s[k].d[i] = malloc(sizeof(double) * o->scratch_side2)))
                 return nb_fail("out of memory for optimizer scratch");
+        if (!(o->s[k].h = malloc(sizeof(nb_bf16) * o->scratch_bf16)))
+            return nb_fail("out of memory for optimizer scratch");
     }
     return 0;
 }
@@ -214,7 +257,7 @@ int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_t
             o->state_names[o->n_states++] = strdup(name);
         }
     size_scratch(o);
-    if (!o->state_names || ensure_scratch(o, omp_get_max_threads())) {
+    if (!o->state_names || order_by_cost(o) || ensure_scratch(o, omp_get_max_threads())) {
         nb_optimizer_free(o);
         return nb_fail("out of memory for optimizer state");
     }
@@ -255,10 +298,10 @@ void nb_optimizer_step(nb_optimizer *o, const float *grads, const float *w, floa
     }
     int failed = -1;
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int i = 0; i < o->n_tensors; i++) {
+    for (int k = 0; k < o->n_matrix; k++) {
+        const int i = o->by_cost[k];
         tensor_state *ts = &o->ts[i];
-        if (!is_matrix_rule(ts->rule)) continue;
-        rule_ctx ctx = {&o->p, lr, o->steps, &o->s[omp_get_thread_num()]};
+        rule_ctx ctx = {&o->p, lr, o->steps, &o->s[omp_get_thread_num()], o->bf16};
         if (tensor_step(o, ts, &ctx, &ctx, grads, w, d)) {
             /* LAPACK failing on a finite symmetric matrix: only with NaN/Inf gradients, which the
              * trainer stops on before they reach the optimizer. (The message is this thread's.) */
@@ -270,10 +313,17 @@ void nb_optimizer_step(nb_optimizer *o, const float *grads, const float *w, floa
         }
     }
     if (failed >= 0) abort();
-    rule_ctx main_ctx = {&o->p, lr, o->steps, &o->s[0]}, aux_ctx = {&o->p, aux_lr, o->steps, &o->s[0]};
+    rule_ctx main_ctx = {&o->p, lr, o->steps, &o->s[0], o->bf16}, aux_ctx = {&o->p, aux_lr, o->steps, &o->s[0], o->bf16};
     for (int i = 0; i < o->n_tensors; i++)
         if (!is_matrix_rule(o->ts[i].rule)) tensor_step(o, &o->ts[i], &main_ctx, &aux_ctx, grads, w, d);
     o->steps++;
+}
+
+int nb_optimizer_set_precision(nb_optimizer *o, nb_precision p) {
+    if (p != NB_PRECISION_FP32 && p != NB_PRECISION_BF16)
+        return nb_fail("optimizer precision %s: expected fp32 or bf16", nb_precision_name(p));
+    o->bf16 = p == NB_PRECISION_BF16;
+    return 0;
 }
 
 long nb_optimizer_steps(const nb_optimizer *o) { return o->steps; }

@@ -3,6 +3,7 @@
 #ifndef NB_OPTIM_RULES_H
 #define NB_OPTIM_RULES_H
 #include <stddef.h>
+#include "backend/gemm.h"
 #include "nobubble/optim.h"
 
 typedef enum { RULE_SGD, RULE_ADAMW, RULE_MUON, RULE_LION, RULE_ADAN, RULE_MARS, RULE_SOAP, RULE_NORMUON } rule_kind;
@@ -23,6 +24,7 @@ typedef struct {
 typedef struct {
     float *f[4];
     double *d[3];
+    nb_bf16 *h;          /* Muon's and NorMuon's bf16 operands under bf16: a matrix and an r x r block */
 } scratch;
 
 typedef struct {
@@ -30,6 +32,7 @@ typedef struct {
     float lr;
     long step;           /* the optimizer's step t (0-based) */
     scratch *s;
+    int bf16;            /* 1: Muon's and NorMuon's Newton-Schulz products take bf16 operands (fp32 accumulation) */
 } rule_ctx;
 
 /* The buffers a rule keeps for tensor t: names and lengths (up to MAX_BUFFERS). */
@@ -39,7 +42,8 @@ void sgd_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *
 void adamw_step(tensor_state *ts, const rule_ctx *c, float beta1, float beta2, const float *g, const float *w, float *d);
 void muon_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d);
 void normuon_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d);
-/* Muon's shared part (muon.c): the momentum step and Newton-Schulz; O in scratch f[0], rows x cols. */
+/* Muon's shared part (muon.c): the momentum step and Newton-Schulz; O (rows x cols) in scratch f[0] or
+ * f[2], valid until the next rule step on this scratch; f[1] is not used. */
 const float *muon_orthogonalize(tensor_state *ts, const rule_ctx *c, const float *g);
 /* lr sqrt(max(1, rows/cols)). */
 float muon_shape_scale(const nb_tensor *t, float lr);
