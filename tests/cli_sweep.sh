@@ -55,6 +55,22 @@ for p in sync 2bw-ef-1; do
   check "$p status" test "$(csv_field "$work/two/results.csv" $p status)" = done
 done
 
+# results.csv is written after every point: while the second point runs, the first reads done.
+cat > "$work/live.grid" <<EOF
+fixed: $small --eval-every 0
+axis steps: 2 100000
+EOF
+"$bin" sweep "$work/live.grid" --out "$work/live" --jobs 1 --quiet > "$work/live.log" 2>&1 &
+live=$!
+for _ in $(seq 1 600); do grep -q " start 100000" "$work/live/sweep.log" 2>/dev/null && break; sleep 0.1; done
+check "live: point 2 done, point 100000 running" grep -q " start 100000" "$work/live/sweep.log"
+check "live: results.csv has point 2 done while the sweep runs" test "$(csv_field "$work/live/results.csv" 2 status)" = done
+check "live: the running point reads not_run" test "$(csv_field "$work/live/results.csv" 100000 status)" = not_run
+check "live: point 2's loss is its summary's" test "$(csv_field "$work/live/results.csv" 2 final_train_loss)" = \
+  "$(json_field "$work/live/runs/2/summary.json" final_train_loss)"
+kill -TERM $live; wait $live
+check "live: stopped, the running point reads interrupted" test "$(csv_field "$work/live/results.csv" 100000 status)" = interrupted
+
 # Re-running runs no point again: nothing started, command.txt untouched.
 before=$(stat -c %Y.%i "$work/two/runs/sync/command.txt" "$work/two/runs/sync/summary.json")
 "$bin" sweep "$work/two.grid" --out "$work/two" > "$work/again.log" 2>&1 && ok || fail "re-run: $(cat "$work/again.log")"

@@ -331,6 +331,8 @@ static void report_finished(sweep *s, int i) {
     fflush(stdout);
 }
 
+static int write_results(const sweep *s);
+
 static void reap(sweep *s, pid_t pid, int status) {
     for (int i = 0; i < s->n; i++) {
         if (s->st[i].state != PT_RUNNING || s->st[i].pid != pid) continue;
@@ -344,6 +346,10 @@ static void reap(sweep *s, pid_t pid, int status) {
         if (s->st[i].state == PT_DONE && s->o->save_every > 0) remove_checkpoints(s, i);
         s->running--;
         report_finished(s, i);
+        /* After every point, so that a long sweep's tables can be read (`nobubble report`) while it
+         * runs; the points still to come read not_run. A failure here is a warning: the final
+         * write reports it. */
+        if (write_results(s)) fprintf(stderr, "nobubble sweep: warning: results.csv not updated: %s\n", nb_last_error());
         return;
     }
 }
