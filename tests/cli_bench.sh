@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # nobubble bench's step shape and JSON fields: --seq and --batch (and --tokens, kept) give the B x T
 # each result reports, a --seq above a preset's context raises it (reported), and every result carries
-# the GEMM time and the share outside GEMMs, consistent with the step (no speed is asserted). FLOPs are
+# the GEMM time and the share outside GEMMs, consistent with the step (no speed is asserted), and bf16's
+# activation bytes per token are at most 60% of fp32's (issue 15). FLOPs are
 # recomputed here from the preset's shape by hand (README: 6 x matrix params + 6 x layers x d_attn x (T+1)).
 # The refusals of bad values are in cli_bounds.sh.
 set -u
@@ -27,7 +28,12 @@ for r in rs:
     assert abs(r["gflops"] - r["tokens_per_s"] * flops / 1e9) <= 1e-3 * r["gflops"] + 0.01, r
     assert 0 < r["median_gemm_s"] <= r["median_step_s"], r
     assert 0 <= r["outside_gemm_share"] < 1, r
-    assert r["activation_bytes_per_token"] > 0, r
+    assert r["activation_bytes_per_token"] > 0 and r["scratch_bytes"] > 0, r
+# issue 15's goal, a count of bytes (not a speed): a bf16 slot holds at most 60% of an fp32 one's
+act = {(r["optimizer"], r["precision"]): r["activation_bytes_per_token"] for r in rs}
+for opt in {o for o, _ in act}:
+    if (opt, "bf16") in act:
+        assert act[opt, "bf16"] <= 0.6 * act[opt, "fp32"], act
 print("ok")
 PY
 }

@@ -108,13 +108,14 @@ static nb_config small_config(int vocab, int d, int layers, int heads, int kv_he
 }
 
 /* One forward and backward of a small model; its loss and per-tensor gradients. */
-static float run_model(nb_model *m, nb_precision p, const int *tok, const int *tgt, int B, int T, float **grads) {
+static float run_model(nb_model *m, nb_precision p, const int *tok, const int *tgt, int B, int T, float loss_scale,
+                       float **grads) {
     CHECK(nb_model_set_precision(m, p, 2) == 0, "set precision: %s", nb_last_error());
     nb_acts *a = nb_acts_create(&m->stages[0], B, T);
     float loss = 0;
     nb_model_zero_grads(m);
     CHECK(nb_model_forward(m, NULL, &a, tok, tgt, &loss) == 0, "forward: %s", nb_last_error());
-    CHECK(nb_model_backward(m, NULL, &a, 1.0f) == 0, "backward: %s", nb_last_error());
+    CHECK(nb_model_backward(m, NULL, &a, loss_scale) == 0, "backward: %s", nb_last_error());
     nb_model_sum_tied_grads(m);
     *grads = malloc(sizeof(float) * m->stages[0].n_params);
     memcpy(*grads, m->stages[0].grads, sizeof(float) * m->stages[0].n_params);
@@ -126,7 +127,7 @@ static float run_model(nb_model *m, nb_precision p, const int *tok, const int *t
  * few layers leaves gradients within a few percent of fp32's (the tolerance stated in docs/precision.md:
  * 5% of each tensor's largest gradient). Errors of a wrong bf16 path (a missing cast, a wrong weight
  * version, a transposed operand) are of the order of the gradient itself. */
-static void test_gradients(int tied) {
+static void test_gradients(int tied, float loss_scale) {
     nb_config cfg = small_config(96, 64, 2, 4, 2, 160, 80);
     cfg.tied = tied;
     nb_model m;
@@ -139,9 +140,9 @@ static void test_gradients(int tied) {
         tgt[n] = (n * 53 + 5) % cfg.vocab_size;
     }
     float *g32, *g16, *g16b;
-    float l32 = run_model(&m, NB_PRECISION_FP32, tok, tgt, B, T, &g32);
-    float l16 = run_model(&m, NB_PRECISION_BF16, tok, tgt, B, T, &g16);
-    float l16b = run_model(&m, NB_PRECISION_BF16, tok, tgt, B, T, &g16b);
+    float l32 = run_model(&m, NB_PRECISION_FP32, tok, tgt, B, T, loss_scale, &g32);
+    float l16 = run_model(&m, NB_PRECISION_BF16, tok, tgt, B, T, loss_scale, &g16);
+    float l16b = run_model(&m, NB_PRECISION_BF16, tok, tgt, B, T, loss_scale, &g16b);
     const nb_stage *s = &m.stages[0];
     CHECK(fabsf(l16 - l32) < 5e-3f * l32 && l16 != l32, "loss bf16 %.7f vs fp32 %.7f", l16, l32);
     CHECK(l16 == l16b && !memcmp(g16, g16b, sizeof(float) * s->n_params), "bf16 twice: bitwise the same");
@@ -154,7 +155,8 @@ static void test_gradients(int tied) {
         CHECK(err > 1e-5, "%s: bf16 gradient equals fp32's (%.3g): the bf16 path did not run", t->name, err);
         if (err > worst) worst = err, worst_name = t->name;
     }
-    printf("tied=%d: loss fp32 %.7f bf16 %.7f; largest gradient error %.3g (%s)\n", tied, l32, l16, worst, worst_name);
+    printf("tied=%d, loss scale %g: loss fp32 %.7f bf16 %.7f; largest gradient error %.3g (%s)\n", tied,
+           loss_scale, l32, l16, worst, worst_name);
     free(g32);
     free(g16);
     free(g16b);
@@ -193,12 +195,26 @@ static void test_version_cache(void) {
     CHECK(nb_stage_forward(s, s->params, 1, a32, tok, NULL, tgt, &l_v1) == -1 && strstr(nb_last_error(), "fp32"),
           "an fp32 slot on a bf16 stage is refused: %s", nb_last_error());
     CHECK(nb_stage_set_precision(s, NB_PRECISION_AUTO, 2) == -1, "a stage is fp32 or bf16, not auto");
-    /* bf16 slots keep the norms' and SwiGLU's outputs in half the bytes: with N = 64 rows, d = 32 and
-     * F = 64, ln1, ln2 and the final norm save 64 * 32 * 2 bytes each, h 64 * 64 * 2. */
-    size_t b16 = nb_acts_bytes(s, 4, 16);
+    CHECK(nb_acts_logits(a) == NULL, "a bf16 slot keeps no float32 logits");
+    /* What a slot holds per token, counted by hand for d = 32, 2 heads of 16 (q/k/v 96 wide, attention's
+     * output 32), F = 64, V = 64, one block, the whole stage: tokens and targets (4 bytes each), the
+     * residual stream (the block's input and output, and the stream after attention: 3 d floats),
+     * RMSNorm's 1/rms (3 floats), the attention's log-sum-exp per head (2 floats), the final log-sum-exp
+     * (1 float); then fp32 keeps ln1, ln2, the final norm (3 d), q/k/v, attention's output, gate/up,
+     * SwiGLU's output and the logits in float32, bf16 keeps them in bf16 (the logits as their gradient).
+     * Nothing else: a backward's gradients live in the stage's scratch, once per stage. Slots of 64 and
+     * of 32 rows differ by 32 rows (every array is a multiple of 64 bytes at both sizes). */
+    const size_t common = 4 * 2 + 4 * 3 * 32 + 4 * 3 + 4 * 2 + 4;
+    const size_t halved = 3 * 32 + 96 + 32 + 2 * 64 + 64 + 64;
+    const size_t per_token16 = common + 2 * halved, per_token32 = common + 4 * halved;
+    size_t b16 = nb_acts_bytes(s, 4, 16), b16_half = nb_acts_bytes(s, 2, 16);
     CHECK(nb_stage_set_precision(s, NB_PRECISION_FP32, 1) == 0, "fp32");
-    size_t b32 = nb_acts_bytes(s, 4, 16);
-    CHECK(b32 - b16 == 3 * 64 * 32 * 2 + 64 * 64 * 2, "activation bytes fp32 %zu, bf16 %zu", b32, b16);
+    size_t b32 = nb_acts_bytes(s, 4, 16), b32_half = nb_acts_bytes(s, 2, 16);
+    CHECK(b16 - b16_half == 32 * per_token16, "bf16 slot: %zu bytes per token, by hand %zu", (b16 - b16_half) / 32,
+          per_token16);
+    CHECK(b32 - b32_half == 32 * per_token32, "fp32 slot: %zu bytes per token, by hand %zu", (b32 - b32_half) / 32,
+          per_token32);
+    CHECK(b32 - b16 == 64 * 2 * halved, "activation bytes fp32 %zu, bf16 %zu", b32, b16);
     nb_acts_free(a);
     nb_acts_free(a32);
     nb_model_free(&m);
@@ -207,8 +223,9 @@ static void test_version_cache(void) {
 int main(void) {
     test_cast();
     test_gemm();
-    test_gradients(0);
-    test_gradients(1);
+    test_gradients(0, 1.0f);
+    test_gradients(1, 1.0f);
+    test_gradients(0, 0.25f);  /* the loss scale of 4 micro-batches (bf16: the head products' alpha) */
     test_version_cache();
     return check_summary();
 }

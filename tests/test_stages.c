@@ -1,5 +1,6 @@
 /* Splitting the model into 1, 2 and 3 stages gives bitwise identical loss and gradients
- * (tied and untied, with two accumulated micro-batches); seeded initialization does not
+ * (tied and untied, with two accumulated micro-batches); micro-batches in flight (sharing the
+ * stage's scratch) give those of one at a time; seeded initialization does not
  * depend on the split; activation memory grows linearly with the context; bad
  * configurations and inputs are refused with a clear error. */
 #include <math.h>
@@ -166,12 +167,13 @@ static void check_bad_input(void) {
     nb_model_free(&m);
 }
 
-/* A last stage that keeps its logits in chunks of rows (recomputed in backward) gives the loss and
+/* A last stage that computes its logits in chunks of rows (recomputed in backward) gives the loss and
  * gradients of the whole micro-batch's logits within rounding: a GEMM of 7 rows may add in another
  * order than one of 32, so logits can differ in their last bit; in fp32 that stays at float32's
  * rounding, under bf16 a last-bit change can move a gradient operand to the next bf16 value (2^-8
- * relative), hence the bf16 tolerance. The slot is smaller by exactly the rows it does not keep and
- * holds no whole logits. */
+ * relative), hence the bf16 tolerance. A chunked slot keeps no logits (the chunk is the stage's
+ * scratch): it is smaller by exactly the whole slot's logits (fp32: 4 bytes each) or their bf16
+ * gradient (bf16: 2 bytes each). */
 static void check_logit_chunks(nb_precision precision) {
     nb_config cfg;
     nb_config_preset("tiny", &cfg);
@@ -199,11 +201,13 @@ static void check_logit_chunks(nb_precision precision) {
     }
     nb_acts *slot = nb_acts_create(b, B, T);
     CHECK(nb_acts_logits(slot) == NULL, "a chunked slot gives no whole logits");
-    /* (slot arrays are 64-byte aligned: 32 rows of 300 floats take 38400 bytes, 7 rows 8448) */
-    CHECK(nb_acts_bytes(a, B, T) - nb_acts_bytes(b, B, T) == 38400 - 8448,
-          "chunked slot bytes %zu, whole %zu", nb_acts_bytes(b, B, T), nb_acts_bytes(a, B, T));
+    /* (32 rows of 300 values: 9600 of them, 64-byte aligned in either precision) */
+    const size_t kept = 32 * 300 * (precision == NB_PRECISION_BF16 ? 2 : 4);
+    CHECK(nb_acts_bytes(a, B, T) - nb_acts_bytes(b, B, T) == kept, "%s: chunked slot bytes %zu, whole %zu",
+          nb_precision_name(precision), nb_acts_bytes(b, B, T), nb_acts_bytes(a, B, T));
     nb_acts_free(slot);
-    /* the automatic rule: whole logits up to 64 MiB, else chunks that fit (vocabulary 2^20: 16 rows) */
+    /* the automatic rule: whole logits up to 64 MiB, else chunks that fit (vocabulary 2^20: 16 rows), the
+     * chunk held once in the stage's scratch, not in each slot */
     nb_config big = cfg;
     big.vocab_size = 1 << 20;
     big.d_model = 16;
@@ -212,15 +216,65 @@ static void check_logit_chunks(nb_precision precision) {
     big.d_ffn = 16;
     nb_model m;
     CHECK(nb_model_create(&m, &big, 1, NULL) == 0, "create big vocabulary");
+    const size_t chunk = (size_t)16 << 22;  /* 16 rows of 2^20 floats: 64 MiB */
     size_t b16 = nb_acts_bytes(&m.stages[0], 1, 16), b32 = nb_acts_bytes(&m.stages[0], 2, 16);
-    CHECK(b32 - b16 < (size_t)16 * 100 * 16 * 4, "2 x 16 rows of 2^20 logits are kept 16 rows at a time (%zu, %zu)", b16,
-          b32);
+    size_t s32 = nb_stage_scratch_bytes(&m.stages[0], 2, 16);
+    CHECK(b16 >= chunk && b32 < (size_t)1 << 20, "16 rows of 2^20 logits are kept whole (%zu), 2 x 16 rows not (%zu)",
+          b16, b32);
+    CHECK(s32 >= chunk && s32 < chunk + ((size_t)1 << 20), "2 x 16 rows: one chunk of 16 rows in the scratch (%zu)", s32);
     nb_model_free(&m);
     nb_model_free(&whole);
     nb_model_free(&chunked);
 }
 
+/* Micro-batches in flight share their stage's scratch (model/acts.c) but not their slots: a pipeline's
+ * order (forward 0, forward 1, backward 0, backward 1) gives bitwise the gradients and losses of one
+ * micro-batch at a time (forward 0, backward 0, forward 1, backward 1), on two stages, whole logits and
+ * chunks, in both precisions. Anything a backward reads that a later forward overwrote would differ. */
+static void check_in_flight(nb_precision precision, int logit_rows) {
+    nb_config cfg;
+    nb_config_preset("tiny", &cfg);
+    cfg.n_layers = 2;
+    cfg.vocab_size = 300;
+    nb_model one, both;
+    CHECK(nb_model_create(&one, &cfg, 2, NULL) == 0 && nb_model_create(&both, &cfg, 2, NULL) == 0, "create");
+    nb_model *ms[2] = {&one, &both};
+    nb_acts *acts[2][2][2];  /* model, micro-batch, stage */
+    int tok[2 * B * T], tgt[2 * B * T];
+    for (int i = 0; i < 2 * B * T; i++) tok[i] = (i * 29 + 3) % 300, tgt[i] = (i * 13 + 8) % 300;
+    for (int k = 0; k < 2; k++) {
+        nb_model_init(ms[k], 11);
+        ms[k]->stages[1].logit_rows = logit_rows;
+        nb_model_set_precision(ms[k], precision, 2);
+        nb_model_zero_grads(ms[k]);
+        for (int mb = 0; mb < 2; mb++)
+            for (int i = 0; i < 2; i++) acts[k][mb][i] = nb_acts_create(&ms[k]->stages[i], B, T);
+    }
+    float loss[2][2];
+    for (int mb = 0; mb < 2; mb++) {
+        CHECK(nb_model_forward(&one, NULL, acts[0][mb], tok + mb * B * T, tgt + mb * B * T, &loss[0][mb]) == 0, "fwd");
+        CHECK(nb_model_backward(&one, NULL, acts[0][mb], 0.5f) == 0, "bwd");
+    }
+    for (int mb = 0; mb < 2; mb++)
+        CHECK(nb_model_forward(&both, NULL, acts[1][mb], tok + mb * B * T, tgt + mb * B * T, &loss[1][mb]) == 0, "fwd");
+    for (int mb = 0; mb < 2; mb++) CHECK(nb_model_backward(&both, NULL, acts[1][mb], 0.5f) == 0, "bwd");
+    CHECK(loss[0][0] == loss[1][0] && loss[0][1] == loss[1][1], "%s: losses in flight", nb_precision_name(precision));
+    for (int i = 0; i < 2; i++)
+        CHECK(!memcmp(one.stages[i].grads, both.stages[i].grads, sizeof(float) * one.stages[i].n_params),
+              "%s, logit rows %d: stage %d's gradients with two micro-batches in flight equal one at a time",
+              nb_precision_name(precision), logit_rows, i);
+    for (int k = 0; k < 2; k++) {
+        for (int mb = 0; mb < 2; mb++)
+            for (int i = 0; i < 2; i++) nb_acts_free(acts[k][mb][i]);
+        nb_model_free(ms[k]);
+    }
+}
+
 int main(void) {
+    check_in_flight(NB_PRECISION_FP32, 0);
+    check_in_flight(NB_PRECISION_FP32, 7);
+    check_in_flight(NB_PRECISION_BF16, 0);
+    check_in_flight(NB_PRECISION_BF16, 7);
     check_logit_chunks(NB_PRECISION_FP32);
     check_logit_chunks(NB_PRECISION_BF16);
     check_splits(0);

@@ -97,10 +97,14 @@ typedef struct nb_stage {
      * versions cast to bf16 and the stage's scratch (src/model/precision.c). */
     int precision;
     struct nb_bf16_state *bf16;
+    /* What one forward or backward needs only while it runs (the gradients of a block's tensors, a chunk
+     * of logits, ...): one set per stage, shared by its activation slots (src/model/acts.c). */
+    struct nb_stage_scratch *scratch;
     /* The last stage computes the logits of at most this many rows at once (0: automatic, all the
-     * micro-batch's rows when their float32 logits take at most 64 MiB, else as many as fit). When a
-     * slot holds a chunk only, backward recomputes each chunk's logits (one more head product) and
-     * nb_acts_logits gives NULL. Set before making slots. */
+     * micro-batch's rows when their float32 logits take at most 64 MiB, else as many as fit). A slot of
+     * whole rows keeps the logits for backward (bf16: their gradient, in bf16); with chunks, the slot
+     * keeps neither, backward recomputes each chunk's logits (one more head product) and nb_acts_logits
+     * gives NULL. Set before making slots. */
     int logit_rows;
 } nb_stage;
 
@@ -134,11 +138,14 @@ const nb_tensor *nb_model_find(const nb_model *m, const char *name, nb_stage **s
 /* ---- running a stage ---- */
 nb_acts *nb_acts_create(const nb_stage *s, int B, int T);
 void nb_acts_free(nb_acts *a);
+/* Bytes of one activation slot for micro-batches of B x T: what each micro-batch in flight holds. */
 size_t nb_acts_bytes(const nb_stage *s, int B, int T);
+/* Bytes of the stage's scratch for such micro-batches: held once per stage, whatever the slots. */
+size_t nb_stage_scratch_bytes(const nb_stage *s, int B, int T);
 /* The stage's output [B*T*d_model] after forward (a non-last stage). */
 const float *nb_acts_output(const nb_acts *a);
-/* The logits [B*T*vocab] after forward, until backward (the last stage), or NULL when the slot keeps
- * one chunk of rows only (nb_stage.logit_rows). */
+/* The logits [B*T*vocab] after forward, until backward (the last stage), or NULL when the slot does not
+ * keep them: chunks of rows (nb_stage.logit_rows), or a bf16 stage (which keeps their gradient in bf16). */
 const float *nb_acts_logits(const nb_acts *a);
 /* The mean cross-entropy of the last forward (the last stage). */
 float nb_acts_loss(const nb_acts *a);

@@ -73,6 +73,8 @@ static inline float nb_bf16_rounded(float f) { return nb_bf16_to_float(nb_bf16_f
 void nb_bf16_cast(nb_bf16 *dst, const float *src, size_t n);
 /* x[i] = float(bf16(x[i])): the value a bf16 operand would carry, kept in a float. */
 void nb_bf16_round(float *x, size_t n);
+/* dst[i] = float(src[i]) for n values (exact; threaded for large n). */
+void nb_bf16_widen(float *dst, const nb_bf16 *src, size_t n);
 /* C[M,N] = alpha * op(A) op(B) + beta * C with bf16 operands and float32 accumulation and output;
  * the same conventions as nb_gemm. Deterministic for a given thread count, like nb_gemm. */
 void nb_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, const nb_bf16 *A, int lda,

@@ -2,7 +2,8 @@
  * training step (forward, backward, optimizer, update) on random tokens, tokens/s, achieved
  * GFLOP/s (the FLOP count of nb_model_train_flops_per_token), the fraction of the fp32 peak
  * measured in the same run, the optimizer's share of the step, the share spent outside GEMMs,
- * activation memory per token and the memory the delay keeps (weight versions, EF buffer). */
+ * activation memory per token (what each micro-batch in flight holds; the stage's scratch, shared by
+ * them, apart) and the memory the delay keeps (weight versions, EF buffer). */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -41,7 +42,7 @@ static double median_of(double *x, int n) {
 }
 
 typedef struct {
-    double median_s, tokens_per_s, gflops, act_bytes_per_token, optimizer_s, weight_bytes, delay_bytes;
+    double median_s, tokens_per_s, gflops, act_bytes_per_token, scratch_bytes, optimizer_s, weight_bytes, delay_bytes;
     double gemm_s, outside_gemm_share;
     int B, T;
     nb_precision precision;
@@ -107,7 +108,8 @@ static int bench_one(const nb_config *cfg, const nb_optim_params *op, const nb_d
     out->outside_gemm_share = median_of(outside + 2, steps);
     out->tokens_per_s = B * T / out->median_s;
     out->gflops = out->tokens_per_s * nb_model_train_flops_per_token(cfg, T) * 1e-9;
-    out->act_bytes_per_token = (double)nb_acts_bytes(s, B, T) / (B * T);
+    out->act_bytes_per_token = (double)nb_acts_bytes(s, B, T) / (B * T);  /* one slot: per micro-batch in flight */
+    out->scratch_bytes = (double)nb_stage_scratch_bytes(s, B, T);           /* once per stage */
     out->weight_bytes = sizeof(float) * (double)s->n_params;
     out->delay_bytes = (double)nb_stash_bytes(stash);
     free(times); free(opt_times); free(gemm_times); free(outside); free(tok); free(tgt); free(d);
@@ -280,22 +282,24 @@ int cmd_bench(int argc, char **argv) {
                                "\"precision\": \"%s\", "
                                "\"batch\": %d, \"seq\": %d, \"median_step_s\": %.6f, \"median_optimizer_s\": %.6f, "
                                "\"tokens_per_s\": %.1f, \"gflops\": %.2f, \"peak_gflops\": %.2f, \"peak_isa\": \"%s\", "
-                               "\"fraction_of_peak\": %.4f, \"activation_bytes_per_token\": %.0f, \"weight_bytes\": %.0f, "
+                               "\"fraction_of_peak\": %.4f, \"activation_bytes_per_token\": %.0f, \"scratch_bytes\": %.0f, "
+                               "\"weight_bytes\": %.0f, "
                                "\"delay_bytes\": %.0f, \"median_gemm_s\": %.6f, \"outside_gemm_share\": %.4f, "
                                "\"context\": %d, \"preset_context\": %d}",
                                first ? "" : ",", mitems[mi], threads[ti], oitems[oi], ditems[di],
                                nb_precision_name(r.precision), r.B, r.T, r.median_s,
                                r.optimizer_s, r.tokens_per_s, r.gflops, peak, isa, r.gflops / peak,
-                               r.act_bytes_per_token, r.weight_bytes, r.delay_bytes, r.gemm_s, r.outside_gemm_share,
+                               r.act_bytes_per_token, r.scratch_bytes, r.weight_bytes, r.delay_bytes, r.gemm_s,
+                               r.outside_gemm_share,
                                cfgs[mi].context, contexts[mi]);
                     } else {
                         printf("%-12s threads %d  %-6s %-10s %-4s B %2d x T %4d  step %8.1f ms (median of %d; optimizer %4.1f%%, outside GEMMs %4.1f%%)  "
-                               "%7.0f tok/s  %6.1f GFLOP/s = %4.1f%% of measured peak %.0f (%s)  activations %.1f KiB/token  "
-                               "delay memory %.2f x weights\n",
+                               "%7.0f tok/s  %6.1f GFLOP/s = %4.1f%% of measured peak %.0f (%s)  activations %.1f KiB/token "
+                               "(+ scratch %.1f MiB)  delay memory %.2f x weights\n",
                                mitems[mi], threads[ti], oitems[oi], ditems[di], nb_precision_name(r.precision), r.B, r.T,
                                r.median_s * 1e3, steps,
                                100 * r.optimizer_s / r.median_s, 100 * r.outside_gemm_share, r.tokens_per_s, r.gflops, 100 * r.gflops / peak, peak, isa,
-                               r.act_bytes_per_token / 1024, r.delay_bytes / r.weight_bytes);
+                               r.act_bytes_per_token / 1024, r.scratch_bytes / (1 << 20), r.delay_bytes / r.weight_bytes);
                     }
                     fflush(stdout);
                     first = 0;

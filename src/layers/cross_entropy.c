@@ -31,3 +31,17 @@ void cross_entropy_backward(float *logits, const float *lse, const int *targets,
         z[targets[n]] -= k;
     }
 }
+
+void cross_entropy_grad_bf16(nb_bf16 *dlogits, const float *logits, const float *lse, const int *targets, int N, int V,
+                             int n_mean) {
+    const float k = 1.0f / (float)n_mean;
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *z = logits + (size_t)n * V;
+        nb_bf16 *d = dlogits + (size_t)n * V;
+        const float l = lse[n];
+        const int t = targets[n];
+#pragma omp simd
+        for (int i = 0; i < V; i++) d[i] = nb_bf16_from_float(k * nb_expf(z[i] - l) - (i == t ? k : 0.0f));
+    }
+}

@@ -33,6 +33,10 @@ void linear_backward(float *dx, float dx_beta, float *dw, const float *dy, const
 void linear_forward_bf16(float *y, float beta, const nb_bf16 *x, const nb_bf16 *w, int N, int in, int out);
 void linear_backward_bf16(float *dx, float dx_beta, float *dw, const float *dy, const nb_bf16 *x, const nb_bf16 *w,
                           int N, int in, int out, nb_bf16 *dy_scratch);
+/* The same two products on a dy already cast to bf16, both scaled by alpha: dx = alpha dy w (+ dx),
+ * dw += alpha dy^T x (the loss's gradient, cast once in forward, scaled by the backward's loss scale). */
+void linear_backward_bf16_cast(float *dx, float dx_beta, float *dw, float alpha, const nb_bf16 *dy16,
+                               const nb_bf16 *x, const nb_bf16 *w, int N, int in, int out);
 
 /* Rotary embedding in place on the first n_rot_heads heads (q heads then k heads) of each row
  * of width stride; rows are B sequences of T positions. Pairs dimension i with i + hd/2
@@ -56,10 +60,13 @@ void attention_backward(float *dqkv, const float *dout, const float *out, const 
 
 /* gu[N][2F] holds (gate | up); h = silu(gate) * up */
 void swiglu_forward(float *h, const float *gu, int N, int F);
-/* The same, h cast to bf16 in the same pass. */
-void swiglu_forward_bf16(nb_bf16 *h, const float *gu, int N, int F);
+/* The same on gate and up kept in bf16 (linear outputs in bf16, as autocast keeps them), h cast to bf16
+ * in the same pass. */
+void swiglu_forward_bf16(nb_bf16 *h, const nb_bf16 *gu, int N, int F);
 /* dgu (overwritten) from dh */
 void swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int F);
+/* The same on gate and up kept in bf16: the derivative at the values the forward used. */
+void swiglu_backward_bf16(float *dgu, const float *dh, const nb_bf16 *gu, int N, int F);
 
 /* Cross-entropy of logits[N][V] against targets, summed over the N rows (in double, in row order, so
  * that sums of consecutive chunks added in order equal the whole sum); lse[N] receives each row's
@@ -69,4 +76,9 @@ double cross_entropy_forward(float *lse, const float *logits, const int *targets
  * n_mean is the number of rows the mean loss runs over (N, or more when N rows are one chunk). */
 void cross_entropy_backward(float *logits, const float *lse, const int *targets, int N, int V, float scale,
                             int n_mean);
+/* The loss's gradient of N rows (softmax(logits) - onehot(target)) / n_mean, computed in float32 from the
+ * float32 logits and lse and cast to bf16 into dlogits (for the forward pass to keep, under bf16, in
+ * place of the logits: the head's backward products read it as their bf16 operand). */
+void cross_entropy_grad_bf16(nb_bf16 *dlogits, const float *logits, const float *lse, const int *targets, int N, int V,
+                             int n_mean);
 #endif

@@ -18,6 +18,11 @@ void linear_forward_bf16(float *y, float beta, const nb_bf16 *x, const nb_bf16 *
 void linear_backward_bf16(float *dx, float dx_beta, float *dw, const float *dy, const nb_bf16 *x, const nb_bf16 *w,
                           int N, int in, int out, nb_bf16 *dy_scratch) {
     nb_bf16_cast(dy_scratch, dy, (size_t)N * out);
-    nb_gemm_bf16(0, 0, N, in, out, 1.0f, dy_scratch, out, w, in, dx_beta, dx, in);
-    nb_gemm_bf16(1, 0, out, in, N, 1.0f, dy_scratch, out, x, in, 1.0f, dw, in);
+    linear_backward_bf16_cast(dx, dx_beta, dw, 1.0f, dy_scratch, x, w, N, in, out);
+}
+
+void linear_backward_bf16_cast(float *dx, float dx_beta, float *dw, float alpha, const nb_bf16 *dy16,
+                               const nb_bf16 *x, const nb_bf16 *w, int N, int in, int out) {
+    nb_gemm_bf16(0, 0, N, in, out, alpha, dy16, out, w, in, dx_beta, dx, in);
+    nb_gemm_bf16(1, 0, out, in, N, alpha, dy16, out, x, in, 1.0f, dw, in);
 }

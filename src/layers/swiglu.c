@@ -15,13 +15,13 @@ void swiglu_forward(float *h, const float *gu, int N, int F) {
     }
 }
 
-void swiglu_forward_bf16(nb_bf16 *h, const float *gu, int N, int F) {
+void swiglu_forward_bf16(nb_bf16 *h, const nb_bf16 *gu, int N, int F) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        const float *g = gu + (size_t)n * 2 * F, *u = g + F;
+        const nb_bf16 *g = gu + (size_t)n * 2 * F, *u = g + F;
         nb_bf16 *hr = h + (size_t)n * F;
 #pragma omp simd
-        for (int i = 0; i < F; i++) hr[i] = nb_bf16_from_float(silu_times(g[i], u[i]));
+        for (int i = 0; i < F; i++) hr[i] = nb_bf16_from_float(silu_times(nb_bf16_to_float(g[i]), nb_bf16_to_float(u[i])));
     }
 }
 
@@ -36,6 +36,23 @@ void swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int F)
             float s = 1.0f / (1.0f + nb_expf(-g[i]));
             du[i] = d[i] * g[i] * s;
             dg[i] = d[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
+        }
+    }
+}
+
+/* The same formulas on gate and up kept in bf16 (widened exactly). */
+void swiglu_backward_bf16(float *dgu, const float *dh, const nb_bf16 *gu, int N, int F) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const nb_bf16 *g16 = gu + (size_t)n * 2 * F, *u16 = g16 + F;
+        const float *d = dh + (size_t)n * F;
+        float *dg = dgu + (size_t)n * 2 * F, *du = dg + F;
+#pragma omp simd
+        for (int i = 0; i < F; i++) {
+            const float g = nb_bf16_to_float(g16[i]), u = nb_bf16_to_float(u16[i]);
+            float s = 1.0f / (1.0f + nb_expf(-g));
+            du[i] = d[i] * g * s;
+            dg[i] = d[i] * u * s * (1.0f + g * (1.0f - s));
         }
     }
 }

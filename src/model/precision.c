@@ -1,8 +1,8 @@
 /* A bf16 stage's state: its weight versions cast to bf16, each once (update-rules.md section 5:
- * "each weight version is cast to bf16 once, never per micro-batch"), and its scratch. The cache is
- * keyed by the version's number, which the caller gives (a stashed version's weights never change
- * while it lives); the least recently used entry makes room. Scratch grows to the largest micro-batch
- * seen; a stage is driven by one thread at a time, so one set serves all its slots. */
+ * "each weight version is cast to bf16 once, never per micro-batch"). The cache is keyed by the
+ * version's number, which the caller gives (a stashed version's weights never change while it lives);
+ * the least recently used entry makes room. (The stage's scratch, bf16 operands included, is
+ * model/acts.c's.) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +14,6 @@ struct nb_bf16_state {
     long *version, *last_use, clock;  /* version -2: empty */
     nb_bf16 **copy;
     nb_bf16 *unnamed;                 /* weights the caller could not name: cast on every call */
-    nb_bf16 *x16, *dy16;              /* an activation, and a gradient, cast for one product */
-    size_t x16_count, dy16_count;
 };
 
 static void *alloc_or_die(size_t bytes) {
@@ -43,8 +41,6 @@ static void free_state(struct nb_bf16_state *b) {
     free(b->version);
     free(b->last_use);
     free(b->unnamed);
-    free(b->x16);
-    free(b->dy16);
     free(b);
 }
 
@@ -102,24 +98,6 @@ const nb_bf16 *stage_bf16_weights(const nb_stage *s, const float *w, long versio
     b->version[victim] = version;
     b->last_use[victim] = ++b->clock;
     return b->copy[victim];
-}
-
-/* Grows *p to at least n elements of `size` bytes (contents not kept). */
-static void *grown(void *p, size_t *count, size_t n, size_t size) {
-    if (n <= *count) return p;
-    free(p);
-    *count = n;
-    return alloc_or_die(n * size);
-}
-
-nb_bf16 *stage_x16_scratch(const nb_stage *s, size_t n) {
-    struct nb_bf16_state *b = s->bf16;
-    return b->x16 = grown(b->x16, &b->x16_count, n, sizeof(nb_bf16));
-}
-
-nb_bf16 *stage_dy16_scratch(const nb_stage *s, size_t n) {
-    struct nb_bf16_state *b = s->bf16;
-    return b->dy16 = grown(b->dy16, &b->dy16_count, n, sizeof(nb_bf16));
 }
 
 size_t stage_bf16_bytes(const nb_stage *s) {

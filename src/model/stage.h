@@ -15,10 +15,8 @@ block_weights weights_of_block(const nb_stage *s, const float *w, int l);
 const float *final_norm_weights(const nb_stage *s, const float *w);  /* the last stage */
 const float *head_weights(const nb_stage *s, const float *w);        /* the last stage */
 
-/* A bf16 stage's weight versions and scratch (precision.c). */
+/* A bf16 stage's weight versions (precision.c). */
 const nb_bf16 *stage_bf16_weights(const nb_stage *s, const float *w, long version);
-nb_bf16 *stage_x16_scratch(const nb_stage *s, size_t n);
-nb_bf16 *stage_dy16_scratch(const nb_stage *s, size_t n);
 /* Bytes of bf16 weight copies the stage may hold (its capacity, once filled). */
 size_t stage_bf16_bytes(const nb_stage *s);
 void stage_precision_release(nb_stage *s);

@@ -305,6 +305,7 @@ static double stage_bytes(const stage *w) {
         if (!nb_optimizer_state(w->opt, i, &name, &data, &n)) b += sizeof(float) * (double)n;
     }
     b += (double)(w->n_slots + (w->eval_slot ? 1 : 0)) * nb_acts_bytes(w->st, run->o->batch, run->T) + 2.0 * act_bytes(w);
+    b += (double)nb_stage_scratch_bytes(w->st, run->o->batch, run->T);  /* once per stage, whatever the slots */
     return b;
 }
 
