@@ -41,12 +41,7 @@ mkdir -p "$work/half" && cp "$s" "$work/half/"
 expect_error "a summary without metrics" "half/metrics.jsonl" "$bin" report "$work/half"
 check "a refused report writes nothing" test ! -e "$work/half/report.html"
 
-chrome=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
-if [ -n "$chrome" ]; then
-  timeout 120 "$chrome" --headless --no-sandbox --disable-gpu --user-data-dir="$work/chrome" --dump-dom \
-    "file://$html" > "$work/dom.html" 2> "$work/chrome.log"
-  for id in run-table run-loss run-time summary; do
-    grep -q "id=\"$id\"" "$work/dom.html" && ok || fail "rendered page lacks #$id"
-  done
+if render_dom "$html"; then
+  dom_has_ids run-table run-loss run-time summary
 fi
 finish

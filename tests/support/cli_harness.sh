@@ -18,3 +18,20 @@ expect_error() {
 finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; }
 # small_corpus BIN DIR [PARAGRAPHS]: a small prepared corpus (support/small_corpus.sh).
 source "$(dirname "${BASH_SOURCE[0]}")/small_corpus.sh"
+# render_dom FILE.html: the page as headless chromium parses it, into $work/dom.html; returns 1
+# (writing nothing) when no chromium is installed. dom_has_ids ID...: one check per id.
+render_dom() {
+  local chrome
+  chrome=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
+  [ -n "$chrome" ] || return 1
+  timeout 120 "$chrome" --headless --no-sandbox --disable-gpu --user-data-dir="$work/chrome" --dump-dom \
+    "file://$1" > "$work/dom.html" 2> "$work/chrome.log"
+  return 0
+}
+dom_has_ids() {
+  local id
+  for id in "$@"; do
+    grep -q "id=\"$id\"" "$work/dom.html" && ok || fail "rendered page lacks #$id ($(wc -c < "$work/dom.html") bytes of DOM)"
+  done
+}
+no_chromium="chromium is not installed: the report's rendering test needs it (bash scripts/setup.sh --test installs it)"
