@@ -231,6 +231,30 @@ static void check_same_pieces(nb_regex *re, const char *s, size_t n, const char 
     if (same) CHECK(1, "%s: %zu pieces alike", what, pieces);
 }
 
+/* A regex that PCRE2 cannot finish within its match limit (nested alternatives on a long run of "a"
+ * with no "c": exponential backtracking) is refused with the error named, never split some other way
+ * (the old code made the rest of the text one piece). Short text with the same file still encodes. */
+static void test_regex_limit(void) {
+    const char *pre = "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": "
+                      "\"(a|aa)+c|[^a]|a\"}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", "
+                      "\"use_regex\": false}]}";
+    char *json = hand_file("", "", EOT_ADDED, "", pre);
+    nb_tokenizer *t = load_text(json, "limit.json");
+    free(json);
+    CHECK(t != NULL, "a Split regex tokenizer: %s", t ? "" : nb_last_error());
+    if (!t) return;
+    static const uint32_t short_ids[] = {'a', 'a', 'b'};
+    CHECK(encodes_to(t, "aab", 3, short_ids, 3), "a short text encodes");
+    char text[64];
+    memset(text, 'a', sizeof text);
+    uint32_t ids[sizeof text];
+    size_t n = nb_tokenizer_encode(t, text, sizeof text, ids);
+    CHECK(n == NB_ENCODE_FAILED, "64 a's: expected a refusal, got %zu ids", n);
+    CHECK(strstr(nb_last_error(), "pre-tokenizer's regex failed at byte 0 of a 64-byte text") &&
+              strstr(nb_last_error(), "limit"), "the error names the regex, the place and PCRE2's limit: %s", nb_last_error());
+    nb_tokenizer_free(t);
+}
+
 static void test_native_regex(void) {
     nb_regex *re = NULL;
     CHECK(nb_regex_compile(&re, NB_NATIVE_REGEX, "native") == 0, "compile: %s", nb_last_error());
@@ -292,6 +316,7 @@ int main(void) {
     test_llama3_post_processor();
     test_refusals();
     test_native_regex();
+    test_regex_limit();
     test_native_round_trip();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

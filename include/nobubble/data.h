@@ -88,8 +88,12 @@ int nb_tokenizer_merge(const nb_tokenizer *t, int k, uint32_t *left, uint32_t *r
 const char *nb_tokenizer_token_bytes(const nb_tokenizer *t, int id, size_t *len);
 
 /* Encodes len bytes into out, which must have room for len ids (a token is at least one
- * byte); returns the number of ids. Never emits the EOT id. Uses a per-tokenizer cache:
- * not safe to call on one tokenizer from several threads at once. */
+ * byte); returns the number of ids, or NB_ENCODE_FAILED with the error recorded (nb_last_error)
+ * when a Hugging Face pre-tokenizer's regex cannot be matched (PCRE2's limits, e.g. on a very
+ * long run of whitespace): nobubble refuses rather than split the text differently from Hugging
+ * Face. Never emits the EOT id. Uses a per-tokenizer cache: not safe to call on one tokenizer from
+ * several threads at once. */
+#define NB_ENCODE_FAILED ((size_t)-1)
 size_t nb_tokenizer_encode(nb_tokenizer *t, const char *text, size_t len, uint32_t *out);
 /* Decodes n ids into out (at most cap bytes, not NUL-terminated) and returns the number of
  * bytes the full decoding takes (like snprintf); ids out of range decode to nothing. */

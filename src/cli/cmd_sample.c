@@ -94,7 +94,14 @@ int cmd_sample(int argc, char **argv) {
     }
     size_t plen = strlen(prompt);
     uint32_t *ids = malloc(sizeof(uint32_t) * (plen + 1));
-    size_t n_prompt = nb_tokenizer_encode(tok, prompt, plen, ids + 1);
+    size_t n_prompt = ids ? nb_tokenizer_encode(tok, prompt, plen, ids + 1) : NB_ENCODE_FAILED;
+    if (n_prompt == NB_ENCODE_FAILED) {
+        fprintf(stderr, "nobubble sample: cannot encode the prompt with the tokenizer %s: %s\n", tok_path,
+                ids ? nb_last_error() : "out of memory");
+        free(ids);
+        nb_tokenizer_free(tok);
+        return 1;
+    }
     ids[0] = (uint32_t)nb_tokenizer_eot(tok);  /* documents start after an end-of-text token */
     n_prompt += 1;
     if ((int)n_prompt + n_new > cfg.context) {

@@ -410,6 +410,7 @@ size_t nb_tokenizer_encode(nb_tokenizer *t, const char *text, size_t len, uint32
     size_t n = 0, pos = 0;
     while (pos < len) {
         size_t end = next_piece(t, text, len, pos);
+        if (end == NB_REGEX_FAILED) return NB_ENCODE_FAILED;
         size_t wl = end - pos;
         const char *w = text + pos;
         pos = end;

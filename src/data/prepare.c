@@ -229,7 +229,13 @@ static int sink_doc(sink_t *s, nb_tokenizer *t, const char *p, size_t n) {
         s->cap = nc;
     }
     s->buf[s->n++] = (uint32_t)nb_tokenizer_eot(t);
-    s->n += nb_tokenizer_encode(t, p, n, s->buf + s->n);
+    size_t m = nb_tokenizer_encode(t, p, n, s->buf + s->n);
+    if (m == NB_ENCODE_FAILED) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", nb_last_error());
+        return nb_fail("tokenizing a %zu-byte document of the %s split: %s; nothing was written", n, s->split, why);
+    }
+    s->n += m;
     while (s->n >= s->shard_tokens)
         if (sink_flush(s, s->shard_tokens)) return -1;
     return 0;

@@ -56,7 +56,15 @@ int nb_regex_compile(nb_regex **out, const char *pattern, const char *path) {
 size_t nb_regex_next(nb_regex *re, const char *text, size_t len, size_t pos) {
     /* The whole text is the subject, so that look-arounds see past the piece. */
     int rc = pcre2_match(re->code, (PCRE2_SPTR)text, len, pos, 0, re->match, NULL);
-    if (rc < 0) return len;   /* no match up to the end (or a matching error): the rest is one piece */
+    if (rc == PCRE2_ERROR_NOMATCH) return len;   /* no match up to the end: the rest is one piece */
+    if (rc < 0) {
+        /* A matching error (PCRE2's match, depth or heap limit, typically on a very long run of one
+         * kind of character): splitting there anyway would give pieces Hugging Face's would not. */
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(rc, msg, sizeof msg);
+        nb_fail("the pre-tokenizer's regex failed at byte %zu of a %zu-byte text: %s", pos, len, (const char *)msg);
+        return NB_REGEX_FAILED;
+    }
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(re->match);
     if (ov[0] > pos) return ov[0];         /* the text before the next match */
     return ov[1] > pos ? ov[1] : pos + 1;  /* the match (never empty: see nb_regex_compile) */
