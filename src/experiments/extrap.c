@@ -118,8 +118,8 @@ int nbx_extrap_row(nb_buf *b, nbx_extrap_notes *notes, const nbx_extrap_in *in) 
     if (in->n < 3)
         return nb_buf_printf(b, "<td colspan=\"7\">not extrapolated: %d points, no interval (3 needed)</td></tr>\n", in->n);
     loglog_fit f = {.t = nbx_t975(in->n - 2)};
-    gsl_fit_linear(in->x, 1, in->y, 1, (size_t)in->n, &f.c0, &f.c1, &f.cov00, &f.cov01, &f.cov11, &f.sumsq);
-    rc = nb_buf_printf(b, "<td>") || nbx_html(b, in->last_steps) || nb_buf_printf(b, "</td><td>%.0f</td>", in->t_last);
+    rc = gsl_fit_linear(in->x, 1, in->y, 1, (size_t)in->n, &f.c0, &f.c1, &f.cov00, &f.cov01, &f.cov11, &f.sumsq) ||
+         nb_buf_printf(b, "<td>") || nbx_html(b, in->last_steps) || nb_buf_printf(b, "</td><td>%.0f</td>", in->t_last);
     for (double m = 1; m <= 100 && !rc; m *= 10) rc = gap_cell(b, &f, m * in->t_last);
     return rc || floor_cell(b, in) || crossing_cell(b, &f, in) || nb_buf_printf(b, "</tr>\n") || note_fit(notes, in);
 }
