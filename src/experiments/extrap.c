@@ -131,20 +131,26 @@ static int count_text(nb_buf *b, double v) {
     return nb_buf_printf(b, "%.0f", v);
 }
 
-static int model_caveats(nb_buf *b, const nbx_extrap_notes *n) {
-    int rc = 0, known = !n->params_unknown;
-    if (known && n->params_lo < 0) /* a fit whose lengths ran different models */
-        return nb_buf_printf(b, "<li>A fit mixes model sizes across its lengths: its line confounds tokens with "
+/* One model size per fit, with its parameter count where the summaries give it. */
+static int size_caveat(nb_buf *b, const nbx_extrap_notes *n, int known) {
+    if (!n->params_unknown && n->params_lo < 0) /* a fit whose lengths ran different models */
+        return nb_buf_printf(b, "<li>A fit mixes model sizes across its lengths: its line confounds tokens with model "
                                 "size.</li>\n");
-    rc = nb_buf_printf(b, "<li>One model size");
-    if (known && n->params_lo == n->params_hi) rc = rc || nb_buf_printf(b, " (") || count_text(b, n->params_lo) ||
-                                                    nb_buf_printf(b, " parameters in every fitted run)");
-    else if (known) rc = rc || nb_buf_printf(b, " per fit (") || count_text(b, n->params_lo) || nb_buf_printf(b, " to ") ||
-                         count_text(b, n->params_hi) || nb_buf_printf(b, " parameters)");
+    int rc = nb_buf_printf(b, "<li>One model size");
+    if (known && n->params_lo == n->params_hi)
+        rc = rc || nb_buf_printf(b, " (") || count_text(b, n->params_lo) || nb_buf_printf(b, " parameters in every fitted run)");
+    else if (known)
+        rc = rc || nb_buf_printf(b, " per fit (") || count_text(b, n->params_lo) || nb_buf_printf(b, " to ") ||
+             count_text(b, n->params_hi) || nb_buf_printf(b, " parameters)");
     else rc = rc || nb_buf_printf(b, " per fit (the runs' summary.json has no model to count)");
-    rc = rc || nb_buf_printf(b, ": how the gap changes with model size is not measured.</li>\n<li>The paper's scale "
-                                "(hundreds of millions to billions of parameters, billions of tokens) is many decades "
-                                "beyond:");
+    return rc || nb_buf_printf(b, ": how the gap changes with model size is not measured.</li>\n");
+}
+
+static int model_caveats(nb_buf *b, const nbx_extrap_notes *n) {
+    int known = !n->params_unknown && n->params_lo > 0;
+    int rc = size_caveat(b, n, known) ||
+             nb_buf_printf(b, "<li>The paper's scale (hundreds of millions to billions of parameters, billions of tokens) "
+                              "is many decades beyond:");
     if (known) rc = rc || nb_buf_printf(b, " 1e8 parameters is %.1f decades above ", log10(1e8 / n->params_hi)) ||
                     count_text(b, n->params_hi) || nb_buf_printf(b, ", and");
     return rc || nb_buf_printf(b, " 1e9 tokens is %.1f decades beyond the longest fitted length's %.0f tokens.</li>\n",

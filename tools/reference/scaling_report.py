@@ -278,18 +278,20 @@ def main(d, page):
                    "runs, tuned the same way, stay on the fitted line." +
                    (" A rate at its grid's edge may not be the best: a better one may lie beyond." if edge else "") + "</li>")
         known = [v for v in sizes if v is not None]
-        if -1 in known and None not in sizes:
-            return out + ["<li>A fit mixes model sizes across its lengths: its line confounds tokens with size.</li>"]
-        if None in sizes:
+        mixed = -1 in known and None not in sizes
+        if mixed:
+            out.append("<li>A fit mixes model sizes across its lengths: its line confounds tokens with model size.</li>")
+        elif None in sizes:
             size = " per fit (the runs' summary.json has no model to count)"
         elif min(known) == max(known):
             size = f" ({count_text(known[0])} parameters in every fitted run)"
         else:
             size = f" per fit ({count_text(min(known))} to {count_text(max(known))} parameters)"
-        out.append(f"<li>One model size{size}: how the gap changes with model size is not measured.</li>")
+        if not mixed:
+            out.append(f"<li>One model size{size}: how the gap changes with model size is not measured.</li>")
         paper = ("<li>The paper's scale (hundreds of millions to billions of parameters, billions of tokens) is many "
                  "decades beyond:")
-        if None not in sizes:
+        if None not in sizes and not mixed:
             paper += f" 1e8 parameters is {math.log10(1e8 / max(known)):.1f} decades above {count_text(max(known))}, and"
         out.append(paper + f" 1e9 tokens is {math.log10(1e9 / t_max):.1f} decades beyond the longest fitted length's "
                            f"{t_max:.0f} tokens.</li>")
