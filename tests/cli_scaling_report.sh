@@ -181,16 +181,22 @@ has "caveats: model sizes" "One model size per fit (1.38M to 4.46M parameters)" 
 has "caveats: the paper's scale" "1e8 parameters is 1.4 decades above 4.46M, and 1e9 tokens is 4.2 decades beyond the longest fitted length's 64000 tokens." "$caveats"
 has "caveats: an edge rate" "A rate at its grid's edge may not be the best" "$caveats"
 # A fit whose lengths ran different models (normuon's 1000 steps on a wider one) is named as such; a
-# summary without a model leaves the count out. Both against the reference too.
-for case in mixed nomodel; do
+# summary without a model leaves the count out; synchronous runs that agree to the last digit (normuon's
+# at 1000 steps all 3.6, the delayed ones moved with them) give a floor of 0 that no gap reaches. All
+# against the reference too.
+for case in mixed nomodel floor0; do
   cp -r "$work/hand" "$work/$case"
   python3 - "$work/$case/runs" "$case" <<'EOF'
 import json, sys
 d, case = sys.argv[1:]
-for point in ("1000_normuon_8e-3_sync_1", "1000_normuon_8e-3_sync_2", "1000_normuon_8e-3_sync_3"):
+gaps = {"sync": 0, "2bw": round(3.6 + 0.1 * 10 ** -0.5, 9) - 3.6, "2bw+ef": round(3.6 + 0.01 * 10 ** 0.25, 9) - 3.6}
+for point in [f"1000_normuon_8e-3_{c}_{k}" for c in (("sync", "2bw", "2bw+ef") if case == "floor0" else ("sync",))
+              for k in (1, 2, 3)]:
     f = f"{d}/{point}/summary.json"
     s = json.load(open(f))
-    if case == "mixed":
+    if case == "floor0":
+        s["final_val_loss"] = 3.6 + gaps[point.split("_")[3]]
+    elif case == "mixed":
         s["model"]["d_model"] = 256
     else:
         del s["model"]
@@ -205,6 +211,9 @@ has "caveats: no model in a summary" \
   "<li>One model size per fit (the runs' summary.json has no model to count): how the gap changes with model size is not measured.</li>
 <li>The paper's scale (hundreds of millions to billions of parameters, billions of tokens) is many decades beyond: 1e9 tokens is 4.2 decades" \
   "$(cat "$work/nomodel/report.html")"
+erow0() { sed -n '/<table id="extrapolation-table">/,/<\/table>/p' "$work/floor0/report.html" | grep -o "<tr><td>$1</td><td>$2</td>.*"; }
+has "extrapolation: a noise floor of 0 is never reached" "<td>0.0000 (3 runs)</td><td>never (noise floor 0)</td>" \
+  "$(erow0 optimizer=normuon 2bw)"
 check "the gap-against-rate charts" test "$(grep -c '<svg[^>]* id="gaplr-' "$html")" -eq 11
 check "the scaling charts" test "$(grep -c '<svg[^>]* id="scaling-' "$html")" -eq 5
 
