@@ -1,4 +1,4 @@
-/* The extrapolation table of the scaling section (docs/experiments.md, "Extrapolation"): the
+/* The extrapolation table of the scaling section (docs/experiments.md, "Tuned rates and scaling"): the
  * log-log line of the slope table (ln gap = c0 + c1 ln tokens, ordinary least squares by GSL) read
  * at the longest fitted length's tokens T, at 10 T and at 100 T, each with the 95% confidence
  * interval of the line's mean there, and the tokens where the line falls to the noise floor (the

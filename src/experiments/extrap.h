@@ -1,5 +1,5 @@
-/* Internal: the scaling section's extrapolation table and its caveats (docs/experiments.md,
- * "Extrapolation"). report_scale.c gathers each series' and delayed curve's points; this file fits
+/* Internal: the scaling section's extrapolation table and its caveats (docs/experiments.md, "Tuned
+ * rates and scaling"). report_scale.c gathers each series' and delayed curve's points; this file fits
  * ln(gap) on ln(tokens), extrapolates with confidence intervals and writes the table's rows, then
  * the caveats that apply to the rows it fitted. */
 #ifndef NB_EXPERIMENTS_EXTRAP_H

@@ -15,7 +15,7 @@ static double num(const nb_json *obj, const char *key) {
 
 /* The parameter count of the summary's model (a Llama-style decoder: embedding, blocks of two norms,
  * attention with grouped key/value heads and a SwiGLU, a final norm, a head unless tied); NAN when
- * the summary has no complete model object (docs/experiments.md, "Extrapolation"). */
+ * the summary has no complete model object (docs/experiments.md, "Tuned rates and scaling"). */
 static double model_params(const nb_json *m) {
     double V = num(m, "vocab_size"), d = num(m, "d_model"), L = num(m, "n_layers"), h = num(m, "n_heads");
     double kv = num(m, "n_kv_heads"), f = num(m, "d_ffn");
