@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # nobubble report's tuning and scaling sections (docs/experiments.md, "Tuned rates and scaling"):
-# every row of the tuning, scaling and slope tables checked against tools/reference/scaling_report.py,
-# which computes them independently from the runs' files, on (1) a real tiny sweep (steps x lr x
-# delay x 3 seeds, a few steps each) and (2) a hand-made sweep folder whose numbers were chosen so
-# that the picks, the edges, the missing points, the slope (exactly -0.5) and the recovery (75%) are
-# known by hand. Grids without an lr axis get no such section.
+# every row of the tuning, scaling, slope and extrapolation tables and every caveat checked against
+# tools/reference/scaling_report.py, which computes them independently from the runs' files, on (1) a
+# real tiny sweep (steps x lr x delay x 3 seeds, a few steps each) and (2) a hand-made sweep folder
+# whose numbers were chosen so that the picks, the edges, the missing points, the slope (exactly
+# -0.5), the recovery (75%) and the extrapolations (closed forms) are known by hand. Grids without an
+# lr axis get no such section.
 set -u
 bin=${1:?usage: cli_scaling_report.sh path/to/nobubble}
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
@@ -16,23 +17,31 @@ ref=$root/tools/reference/scaling_report.py
 small_corpus "$bin" "$work/data" && ok || fail "prepare small text"
 cat > "$work/real.grid" <<EOF
 fixed: --data $work/data --set n_layers=1 --set context=16 --batch 2 --eval-batches 1 --threads 1 --schedule constant
-axis steps: 3 6
-when steps=3: --eval-every 3
-when steps=6: --eval-every 6
+axis steps: 4 12
+when steps=4: --eval-every 4
+when steps=12: --eval-every 12
 axis optimizer: adamw
 axis lr: 1e-3 1.6e-2
 axis delay
   sync:   --delay sync
   2bw:    --delay 2bw
   2bw+ef: --delay 2bw --ef 1
-skip delay=2bw+ef steps=6 lr=1e-3
+skip delay=2bw+ef steps=12 lr=1e-3
 axis seed: 1 2 3
 fixed: --data-seed {seed}
 EOF
 "$bin" sweep "$work/real.grid" --out "$work/real" --jobs 2 --quiet > "$work/real.log" 2>&1 && ok || fail "sweep: $(tail -3 "$work/real.log")"
 "$bin" report "$work/real" > /dev/null 2>&1 && ok || fail "report of the real sweep"
 python3 "$ref" "$work/real" > "$work/real.check" 2>&1 && ok || fail "real sweep against the reference: $(cat "$work/real.check")"
-check "real sweep: 2 x 2 tuning rows, 4 scaling rows, 2 slope rows" grep -q "10 of 10 rows" "$work/real.check"
+# 2bw's slope is fitted (positive: "never"), 2bw+ef's is not (a negative gap): 2 extrapolation rows, 5 caveats
+check "real sweep: 4 tuning rows, 4 scaling rows, 2 slope rows, 2 extrapolation rows, 5 caveats" \
+  grep -q "17 of 17 rows" "$work/real.check"
+# The caveats' model size is counted from summary.json's model: the engine's own count (train prints it) agrees.
+"$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 --steps 1 --eval-every 1 --eval-batches 1 \
+  --threads 1 --out "$work/one" > "$work/one.log" 2>&1 && ok || fail "one train run: $(tail -3 "$work/one.log")"
+n_params=$(sed -n 's/^model \([0-9]*\) parameters.*/\1/p' "$work/one.log")
+check "real sweep: the caveats' model size is the engine's ($n_params)" \
+  grep -q "<li>One model size ($n_params parameters in every fitted run)" "$work/real/report.html"
 
 # ---------------------------------------------------------------- a hand-made sweep folder
 # adamw: steps 100 (tokens 6400), 1000 (64000), 3000; rates 1e-3 2e-3 4e-3. At 100 the middle rate is
@@ -43,12 +52,13 @@ check "real sweep: 2 x 2 tuning rows, 4 scaling rows, 2 slope rows" grep -q "10 
 # muon: rates 4e-3 8e-3; at 100 the highest rate is best (edge); at 1000 a failed synchronous run at
 # 8e-3 rules that rate out (4e-3 tuned, the lowest: edge) and 2bw+ef has no runs (not run at the tuned
 # rate); one of 2bw's gaps is negative (-0.01 at 100, seed 2): its slope is not fitted.
+# normuon, soap, adan (one rate each, 100 and 1000 steps): the extrapolation's cases, described at its checks.
 python3 - "$work/hand" <<'EOF'
 import json, os, sys
 d = sys.argv[1]
 os.makedirs(d + "/runs")
 rows = []
-def run(steps, opt, lr, delay, seed, val, status="done"):
+def run(steps, opt, lr, delay, seed, val, status="done", d_model=128, d_ffn=384):
     point = f"{steps}_{opt}_{lr}_{delay}_{seed}"
     rows.append(f"{point},{steps},{opt},{lr},{delay},{seed},{val},{val},{val},{steps * 64},1.0,{status},{0 if status == 'done' else 2}")
     if status != "done":
@@ -56,7 +66,8 @@ def run(steps, opt, lr, delay, seed, val, status="done"):
     f = d + "/runs/" + point
     os.makedirs(f)
     sync = delay == "sync"
-    json.dump({"final_train_loss": val, "final_val_loss": val, "seconds": 1.0, "run": {"optimizer": opt},
+    model = {"vocab_size": 4096, "d_model": d_model, "n_layers": 4, "n_heads": 4, "n_kv_heads": 4, "d_ffn": d_ffn, "tied": True}
+    json.dump({"final_train_loss": val, "final_val_loss": val, "seconds": 1.0, "run": {"optimizer": opt}, "model": model,
                "delay": {"mode": "sync" if sync else "2bw", "tau": 0 if sync else 1, "ef": delay == "2bw+ef",
                          "taylor": 0, "sync_start": 0, "sync_cooldown": 0}}, open(f + "/summary.json", "w"))
     with open(f + "/metrics.jsonl", "w") as m:
@@ -81,6 +92,22 @@ for steps, base in ((100, {"4e-3": 4.2, "8e-3": 4.1}), (1000, {"4e-3": 3.6, "8e-
             run(steps, "muon", lr, "2bw", s, round(sync + (-0.01 if (steps, s) == (100, 2) else 0.05), 6))
             if steps == 100:
                 run(steps, "muon", lr, "2bw+ef", s, round(sync + 0.02, 6))
+for steps, v in ((100, 4.0), (1000, 3.6)):
+    for s in (1, 2, 3):
+        sync = v + seed_o[s]
+        run(steps, "normuon", "8e-3", "sync", s, round(sync, 6))
+        run(steps, "normuon", "8e-3", "2bw", s, round(sync + 0.1 * (steps / 100) ** -0.5, 9))
+        run(steps, "normuon", "8e-3", "2bw+ef", s, round(sync + 0.01 * (steps / 100) ** 0.25, 9))
+for steps, v in ((100, 4.0), (1000, 3.6)):
+    for s in (1, 2, 3):
+        sync = v + seed_o[s]
+        run(steps, "soap", "1e-3", "sync", s, round(sync, 6))
+        run(steps, "soap", "1e-3", "2bw", s, round(sync + 0.1 * (steps / 100) ** -0.1 * {1: 1, 2: 2, 3: 0.5}[s], 9))
+        if s == 1:
+            run(steps, "soap", "1e-3", "2bw+ef", s, round(sync + 0.05 * (steps / 100) ** -0.5, 9))
+        if steps == 100 or s == 1:
+            run(steps, "adan", "1e-3", "sync", s, round(sync, 6), d_model=256, d_ffn=768)
+            run(steps, "adan", "1e-3", "2bw", s, round(sync + 0.08 * (steps / 100) ** -0.5, 9), d_model=256, d_ffn=768)
 with open(d + "/results.csv", "w") as f:
     f.write("point,steps,optimizer,lr,delay,seed,final_train_loss,final_val_loss,best_val_loss,tokens,seconds,status,exit_status\n")
     f.write("\n".join(rows) + "\n")
@@ -111,8 +138,84 @@ has "slope: exactly -0.5 over 2 lengths, 6 points" "<td>2</td><td>6</td><td>-0.5
 # = 7.9529, half = 2.776445 sqrt(s^2 / Sxx) = 0.0988
 has "slope: its interval, shrinks" "<td>[-0.599, -0.401] shrinks</td>" "$(row optimizer=adamw 2bw)"
 has "slope: a negative gap is not fitted" "not fitted: the gap is -0.0100 &le; 0 at steps=100, seed 2 (no logarithm)" "$(row optimizer=muon 2bw)"
-check "the gap-against-rate charts" test "$(grep -c '<svg[^>]* id="gaplr-' "$html")" -eq 5
-check "the scaling charts" test "$(grep -c '<svg[^>]* id="scaling-' "$html")" -eq 2
+# The extrapolation table (ln gap = a + b ln tokens at T, 10 T, 100 T; noise floor = the sync runs' sd).
+# normuon's gaps are exactly 0.1 (tokens / 6400)^-0.5 on every seed (no spread: zero-width intervals):
+# at T = 64000 tokens 0.1 x 10^-0.5 = 0.0316, then 0.0100 and 0.0032; its sync runs are 3.6 + (0, 0.01,
+# -0.01), sd 0.0100, reached at 6400 x (0.1 / 0.01)^2 = 640000 tokens. Its EF gap 0.01 (tokens / 6400)^0.25
+# grows (0.0178, 0.0316, 0.0562): never.
+erow() { sed -n '/<table id="extrapolation-table">/,/<\/table>/p' "$html" | grep -o "<tr><td>$1</td><td>$2</td>.*"; }
+has "extrapolation: exact power law, closed form" \
+  "<td>1000</td><td>64000</td><td>0.0316 [0.0316, 0.0316]</td><td>0.0100 [0.0100, 0.0100]</td><td>0.0032 [0.0032, 0.0032]</td><td>0.0100 (3 runs)</td><td>6.4e+05 [6.4e+05, 6.4e+05]</td></tr>" \
+  "$(erow optimizer=normuon 2bw)"
+has "extrapolation: a growing gap never reaches the floor" \
+  "<td>0.0178 [0.0178, 0.0178]</td><td>0.0316 [0.0316, 0.0316]</td><td>0.0562 [0.0562, 0.0562]</td><td>0.0100 (3 runs)</td><td>never (slope &ge; 0)</td>" \
+  "$(erow optimizer=normuon 2bw+ef)"
+# adamw (spread): fitted gap at T = 0.2 x 10^-0.5 x (1 x 1.1 x 0.9)^(1/3) = 0.063034; se^2 = s^2 (1/6 +
+# (ln(10) / 2)^2 / Sxx) = s^2 / 3 with s^2 = 0.040302 / 4, t_{0.975,4} = 2.776445: x exp(-+0.16090) =
+# [0.05367, 0.07404]; at 10 T the factor is 1/6 + 1.5^2 x 4/6 = 5/3: 0.019933 [0.01391, 0.02856]; at 100 T
+# 1/6 + 2.5^2 x 4/6 = 13/3: 0.0063034 [0.003529, 0.01126]. Floor 0.0100 (3.5 + (0, 0.01, -0.01)), reached
+# at 64000 x (0.063034 / 0.01)^2 = 2.543e6 tokens.
+has "extrapolation: adamw's gaps with their intervals" \
+  "<td>0.0630 [0.0537, 0.0740]</td><td>0.0199 [0.0139, 0.0286]</td><td>0.0063 [0.0035, 0.0113]</td><td>0.0100 (3 runs)</td><td>2.54e+06 [" \
+  "$(erow optimizer=adamw 2bw)"
+# soap: gaps 0.1 (tokens / 6400)^-0.1 x (1, 2, 0.5) at both lengths: slope -0.1, no trend resolved, so the
+# crossing (6400 x 10^10 tokens) has no interval; its EF has one seed: 2 points.
+has "extrapolation: an unresolved slope's crossing has no interval" \
+  "<td>0.0794 [" "$(erow optimizer=soap 2bw)"
+has "extrapolation: an unresolved slope's crossing has no interval" \
+  "<td>6.4e+13 (no interval: the slope's interval reaches 0)</td>" "$(erow optimizer=soap 2bw)"
+has "extrapolation: 2 points" '<td colspan="7">not extrapolated: 2 points, no interval (3 needed)</td>' "$(erow optimizer=soap 2bw+ef)"
+# adan: one seed at 1000 steps, so no noise floor there; a bigger model (d_model 256, d_ffn 768: 4458752
+# parameters against tiny's 1377408).
+has "extrapolation: no noise floor from one run" \
+  "<td>0.0253 [0.0253, 0.0253]</td><td>0.0080 [0.0080, 0.0080]</td><td>0.0025 [0.0025, 0.0025]</td><td>n/a: 1 synchronous run</td><td>n/a: no noise floor</td>" \
+  "$(erow optimizer=adan 2bw)"
+has "extrapolation: a negative gap is not fitted" \
+  '<td colspan="7">not fitted: the gap is -0.0100 &le; 0 at steps=100, seed 2 (no logarithm)</td>' "$(erow optimizer=muon 2bw)"
+has "extrapolation: one length is not fitted" '<td colspan="7">not fitted: gaps at 1 tuned length, 2 needed</td>' \
+  "$(erow optimizer=muon 2bw+ef)"
+caveats=$(sed -n '/<ul id="extrapolation-caveats">/,/<\/ul>/p' "$html")
+check "caveats: one per fitted row (6), seeds, rate, model, paper" test "$(grep -c '<li>' <<< "$caveats")" -eq 10
+has "caveats: N and F" "<li>optimizer=adamw, 2bw: a fit over 2 lengths spanning a factor 10 of tokens (6400 to 64000, 1.00 decades): 100 steps at lr 2e-3, 1000 steps at lr 1e-3 (grid edge); 100 T lies 2 decades beyond the longest, 2.0 times that span.</li>" "$caveats"
+has "caveats: model sizes" "One model size per fit (1.38M to 4.46M parameters)" "$caveats"
+has "caveats: the paper's scale" "1e8 parameters is 1.4 decades above 4.46M, and 1e9 tokens is 4.2 decades beyond the longest fitted length's 64000 tokens." "$caveats"
+has "caveats: an edge rate" "A rate at its grid's edge may not be the best" "$caveats"
+# A fit whose lengths ran different models (normuon's 1000 steps on a wider one) is named as such; a
+# summary without a model leaves the count out; synchronous runs that agree to the last digit (normuon's
+# at 1000 steps all 3.6, the delayed ones moved with them) give a floor of 0 that no gap reaches. All
+# against the reference too.
+for case in mixed nomodel floor0; do
+  cp -r "$work/hand" "$work/$case"
+  python3 - "$work/$case/runs" "$case" <<'EOF'
+import json, sys
+d, case = sys.argv[1:]
+gaps = {"sync": 0, "2bw": round(3.6 + 0.1 * 10 ** -0.5, 9) - 3.6, "2bw+ef": round(3.6 + 0.01 * 10 ** 0.25, 9) - 3.6}
+for point in [f"1000_normuon_8e-3_{c}_{k}" for c in (("sync", "2bw", "2bw+ef") if case == "floor0" else ("sync",))
+              for k in (1, 2, 3)]:
+    f = f"{d}/{point}/summary.json"
+    s = json.load(open(f))
+    if case == "floor0":
+        s["final_val_loss"] = 3.6 + gaps[point.split("_")[3]]
+    elif case == "mixed":
+        s["model"]["d_model"] = 256
+    else:
+        del s["model"]
+    json.dump(s, open(f, "w"))
+EOF
+  "$bin" report "$work/$case" > "$work/$case.log" 2>&1 && ok || fail "report of $case: $(cat "$work/$case.log")"
+  python3 "$ref" "$work/$case" > "$work/$case.check" 2>&1 && ok || fail "$case against the reference: $(cat "$work/$case.check")"
+done
+has "caveats: a fit over two model sizes" \
+  "<li>A fit mixes model sizes across its lengths: its line confounds tokens with model size.</li>" "$(cat "$work/mixed/report.html")"
+has "caveats: no model in a summary" \
+  "<li>One model size per fit (the runs' summary.json has no model to count): how the gap changes with model size is not measured.</li>
+<li>The paper's scale (hundreds of millions to billions of parameters, billions of tokens) is many decades beyond: 1e9 tokens is 4.2 decades" \
+  "$(cat "$work/nomodel/report.html")"
+erow0() { sed -n '/<table id="extrapolation-table">/,/<\/table>/p' "$work/floor0/report.html" | grep -o "<tr><td>$1</td><td>$2</td>.*"; }
+has "extrapolation: a noise floor of 0 is never reached" "<td>0.0000 (3 runs)</td><td>never (noise floor 0)</td>" \
+  "$(erow0 optimizer=normuon 2bw)"
+check "the gap-against-rate charts" test "$(grep -c '<svg[^>]* id="gaplr-' "$html")" -eq 11
+check "the scaling charts" test "$(grep -c '<svg[^>]* id="scaling-' "$html")" -eq 5
 
 # ---------------------------------------------------------------- no lr axis: no new section
 mkdir -p "$work/nolr/runs"
@@ -131,7 +234,7 @@ check "no lr axis: the gap table, no tuning or scaling" test "$(grep -c 'id="gap
 
 # Rendered by a browser: the page parses and has the new tables and charts.
 if render_dom "$html"; then
-  dom_has_ids tuning-table scaling-table slope-table gaplr-100-adamw scaling-1 scaling-2
+  dom_has_ids tuning-table scaling-table slope-table extrapolation-table extrapolation-caveats gaplr-100-adamw scaling-1 scaling-2
 else
   fail "$no_chromium"
 fi

@@ -28,6 +28,7 @@ typedef struct {
     char delay_mode[16], optimizer[16];
     int tau, ef, sync_start, sync_cooldown;
     double taylor;
+    double params;          /* the model's parameter count from summary.json's model; NAN without one */
 } nbx_run;
 /* Reads dir/summary.json and dir/metrics.jsonl; errors name the file (and line). */
 int nbx_run_read(const char *dir, nbx_run *r);

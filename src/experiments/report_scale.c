@@ -4,11 +4,13 @@
  * mean final validation loss (the paper's procedure: rates tuned for the synchronous run), a table
  * of every rate's losses and paired gaps, and the gap against the rate. With an axis named `steps`
  * too: per the remaining axes (a series, e.g. optimizer=adamw), the paired gap at each length's
- * tuned rate against training tokens, and the slope of log(gap) on log(tokens). */
+ * tuned rate against training tokens, the slope of log(gap) on log(tokens), and that line
+ * extrapolated with its caveats (extrap.c, on the points gathered here). */
 #include <gsl/gsl_fit.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "experiments/extrap.h"
 #include "experiments/report.h"
 #include "util/error.h"
 
@@ -354,56 +356,118 @@ static int scaling_rows(nb_buf *b, const tuning *t, const tgroup *g) {
     return rc;
 }
 
-/* The slope of ln(gap_s) on ln(tokens_s) over every (length, seed) pair at the lengths' tuned rates
- * (ordinary least squares, GSL), with its 95% t interval (points - 2 degrees of freedom). */
-static int slope_row(nb_buf *b, const tuning *t, const char *series, const int *len, int n_len, int c) {
+/* The points of the slope and extrapolation tables of (series, curve c): one per (length, seed) pair
+ * at the lengths' tuned rates, x = ln(tokens_s), y = ln(gap_s); why says why no line is fitted. */
+typedef struct {
+    double *x, *y;
+    int n, lengths, first, last;  /* first, last: the groups of the shortest and longest lengths with a point */
+    int seeds_shared, edge;       /* a seed at two lengths or more; a tuned rate at its grid's edge */
+    double params;                /* the model's parameters; NAN unknown, -1 when lengths differ */
+    nb_buf why, lengths_text;     /* lengths_text: "300 steps at lr 2e-3, 1000 steps at lr 1e-3 (grid edge)" */
+} fit_points;
+
+static void free_points(fit_points *f) {
+    free(f->x);
+    free(f->y);
+    nb_buf_free(&f->why);
+    nb_buf_free(&f->lengths_text);
+}
+
+/* A length's seeds become points; the first gap <= 0 (in length and seed order) says why there is
+ * no fit, since it has no logarithm. */
+static int length_points(const tuning *t, const tgroup *g, int c, fit_points *f, int *seed_lengths) {
     const nbx_report *r = t->r;
-    int cap = n_len * r->seeds.n + 1, n = 0, lengths = 0;
-    double *x = malloc(sizeof(double) * (size_t)cap), *y = malloc(sizeof(double) * (size_t)cap);
-    nb_buf why = {0};  /* why the slope is not fitted (empty when it is) */
-    int failed = 0;
-    if (!x || !y) { free(x); free(y); return nb_fail("out of memory"); }
-    for (int k = 0; k < n_len; k++) {
+    int p = g->panel[g->pick], here = 0, rc = 0;
+    for (int s = 0; s < r->seeds.n && !rc; s++) {
+        double gap = nbx_final_of(r, p, c, r->seeds.v[s]) - nbx_final_of(r, p, t->sync, r->seeds.v[s]);
+        if (isnan(gap)) continue;
+        if (!(gap > 0) && !f->why.n)
+            rc = nb_buf_printf(&f->why, "not fitted: the gap is %+.4f &le; 0 at steps=", gap) || nbx_html(&f->why, g->steps) ||
+                 nb_buf_printf(&f->why, ", seed ") || nbx_html(&f->why, r->seeds.v[s]) ||
+                 nb_buf_printf(&f->why, " (no logarithm)");
+        f->x[f->n] = log(tokens_of(t, p, r->seeds.v[s]));
+        f->y[f->n++] = gap > 0 ? log(gap) : NAN;
+        f->seeds_shared |= ++seed_lengths[s] > 1;
+        here = 1;
+    }
+    return rc ? -1 : here;
+}
+
+static void note_length(const tuning *t, const tgroup *g, fit_points *f) {
+    const nbx_run *run = nbx_first_run(t->r, g->panel[g->pick], t->sync);
+    double params = run ? run->params : NAN;
+    if (f->lengths == 0 || isnan(params)) f->params = params;
+    else if (!isnan(f->params) && params != f->params) f->params = -1;
+    f->edge |= g->pick == 0 || g->pick == g->n_rates - 1;
+    f->last = (int)(g - t->g);
+    if (!f->lengths++) f->first = f->last;
+}
+
+static int collect_points(const tuning *t, const int *len, int n_len, int c, fit_points *f) {
+    const nbx_report *r = t->r;
+    int cap = n_len * r->seeds.n + 1, rc = 0;
+    int *seed_lengths = calloc((size_t)r->seeds.n + 1, sizeof(int));
+    *f = (fit_points){.x = malloc(sizeof(double) * (size_t)cap), .y = malloc(sizeof(double) * (size_t)cap),
+                      .first = -1, .last = -1, .params = NAN};
+    if (!f->x || !f->y || !seed_lengths) { free(seed_lengths); return nb_fail("out of memory"); }
+    for (int k = 0; k < n_len && !rc; k++) {
         const tgroup *g = &t->g[len[k]];
         if (g->pick < 0) continue;
-        int p = g->panel[g->pick], here = 0;
-        for (int s = 0; s < r->seeds.n; s++) {
-            double gap = nbx_final_of(r, p, c, r->seeds.v[s]) - nbx_final_of(r, p, t->sync, r->seeds.v[s]);
-            if (isnan(gap)) continue;
-            if (!(gap > 0) && !why.n &&  /* the first one, in length and seed order */
-                (nb_buf_printf(&why, "not fitted: the gap is %+.4f &le; 0 at steps=", gap) || nbx_html(&why, g->steps) ||
-                 nb_buf_printf(&why, ", seed ") || nbx_html(&why, r->seeds.v[s]) || nb_buf_printf(&why, " (no logarithm)")))
-                failed = 1;
-            x[n] = log(tokens_of(t, p, r->seeds.v[s]));
-            y[n++] = gap > 0 ? log(gap) : NAN;
-            here = 1;
-        }
-        lengths += here;
+        int here = length_points(t, g, c, f, seed_lengths);
+        if (here < 0) rc = -1;
+        else if (here)
+            rc = nb_buf_printf(&f->lengths_text, "%s", f->lengths ? ", " : "") || nbx_html(&f->lengths_text, g->steps) ||
+                 nb_buf_printf(&f->lengths_text, " steps at lr ") ||
+                 nbx_html(&f->lengths_text, row_of_panel(r, g->panel[g->pick])->labels[t->lr_axis]) ||
+                 nb_buf_printf(&f->lengths_text, "%s", g->pick == 0 || g->pick == g->n_rates - 1 ? " (grid edge)" : "");
+        if (here > 0) note_length(t, g, f);
     }
+    free(seed_lengths);
     int same_tokens = 1;
-    for (int i = 1; i < n; i++) same_tokens &= x[i] == x[0];
-    int rc = failed || (!why.n && lengths < 2 &&
-             nb_buf_printf(&why, "not fitted: gaps at %d tuned length%s, 2 needed", lengths, lengths == 1 ? "" : "s"));
-    rc = rc || (!why.n && same_tokens && nb_buf_printf(&why, "not fitted: every length has the same tokens"));
-    rc = rc || nb_buf_printf(b, "<tr><td>") || nbx_html(b, series) || nb_buf_printf(b, "</td><td>") ||
-             nbx_html(b, r->curves.v[c]) || nb_buf_printf(b, "</td><td>%d</td><td>%d</td>", lengths, n);
+    for (int i = 1; i < f->n; i++) same_tokens &= f->x[i] == f->x[0];
+    rc = rc || (!f->why.n && f->lengths < 2 &&
+                nb_buf_printf(&f->why, "not fitted: gaps at %d tuned length%s, 2 needed", f->lengths, f->lengths == 1 ? "" : "s"));
+    return rc || (!f->why.n && same_tokens && nb_buf_printf(&f->why, "not fitted: every length has the same tokens"));
+}
+
+/* The slope of ln(gap_s) on ln(tokens_s) over every (length, seed) pair at the lengths' tuned rates
+ * (ordinary least squares, GSL), with its 95% t interval (points - 2 degrees of freedom). */
+static int slope_row(nb_buf *b, const tuning *t, const char *series, int c, const fit_points *f) {
+    int n = f->n;
+    int rc = nb_buf_printf(b, "<tr><td>") || nbx_html(b, series) || nb_buf_printf(b, "</td><td>") ||
+             nbx_html(b, t->r->curves.v[c]) || nb_buf_printf(b, "</td><td>%d</td><td>%d</td>", f->lengths, n);
     double c0, c1, cov00, cov01, cov11, sumsq;
-    if (!rc && why.n) rc = nb_buf_printf(b, "<td colspan=\"2\">%s</td>", why.p);
+    if (!rc && f->why.n) rc = nb_buf_printf(b, "<td colspan=\"2\">%s</td>", f->why.p);
     else if (!rc && n < 3)
-        rc = gsl_fit_linear(x, 1, y, 1, (size_t)n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq) ||
+        rc = gsl_fit_linear(f->x, 1, f->y, 1, (size_t)n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq) ||
              nb_buf_printf(b, "<td>%+.3f</td><td>n/a: %d points, no interval</td>", c1, n);
     else if (!rc) {
-        rc = gsl_fit_linear(x, 1, y, 1, (size_t)n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
+        rc = gsl_fit_linear(f->x, 1, f->y, 1, (size_t)n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
         double half = nbx_t975(n - 2) * sqrt(cov11);
         rc = rc || nb_buf_printf(b, "<td>%+.3f</td><td>[%+.3f, %+.3f] %s</td>", c1, c1 - half, c1 + half,
                                  c1 + half < 0   ? "shrinks"
                                  : c1 - half > 0 ? "grows"
                                                  : "no trend resolved");
     }
-    free(x);
-    free(y);
-    nb_buf_free(&why);
     return rc || nb_buf_printf(b, "</tr>\n");
+}
+
+/* The extrapolation row of (series, curve c) from the slope table's points; the noise floor is the
+ * synchronous runs' sd at the longest length's tuned rate. */
+static int extrap_row(nb_buf *b, nbx_extrap_notes *notes, const tuning *t, const char *series, int c, const fit_points *f) {
+    nbx_extrap_in in = {.series = series, .curve = t->r->curves.v[c], .x = f->x, .y = f->y, .n = f->n,
+                        .lengths = f->lengths, .why = f->why.p, .lengths_text = f->lengths_text.p,
+                        .seeds_shared = f->seeds_shared, .edge = f->edge, .params = f->params};
+    if (f->last >= 0) {
+        const tgroup *first = &t->g[f->first], *last = &t->g[f->last];
+        sync_cell s = sync_of(t, last->panel[last->pick]);
+        in.last_steps = last->steps;
+        in.t_first = mean_tokens(t, first->panel[first->pick]);
+        in.t_last = mean_tokens(t, last->panel[last->pick]);
+        in.floor_sd = s.sd;
+        in.floor_runs = s.finished;
+    }
+    return nbx_extrap_row(b, notes, &in);
 }
 
 /* The mean gap of each delayed curve at each tuned length against tokens, log-log, with intervals. */
@@ -436,8 +500,30 @@ static int scaling_chart(nb_buf *b, const tuning *t, int si, const int *len, int
     return rc;
 }
 
-static int scaling_section(nb_buf *b, const tuning *t) {
+/* The slope table, then the extrapolation table on the same points, with its caveats. */
+static int slope_tables(nb_buf *b, const tuning *t, int *len) {
     const nbx_report *r = t->r;
+    int n_rows = 0, rc = 0;
+    fit_points *f = calloc((size_t)(t->series.n * r->curves.n + 1), sizeof *f);
+    if (!f) return nb_fail("out of memory");
+    for (int si = 0; si < t->series.n && !rc; si++) {
+        int n = lengths_of(t, t->series.v[si], len);
+        for (int c = 0; c < r->curves.n && !rc; c++)
+            if (c != t->sync) rc = collect_points(t, len, n, c, &f[n_rows++]) || slope_row(b, t, t->series.v[si], c, &f[n_rows - 1]);
+    }
+    nbx_extrap_notes notes = {0};
+    rc = rc || nb_buf_printf(b, "</table>\n") || nbx_extrap_header(b);
+    for (int si = 0, k = 0; si < t->series.n && !rc; si++)
+        for (int c = 0; c < r->curves.n && !rc; c++)
+            if (c != t->sync) rc = extrap_row(b, &notes, t, t->series.v[si], c, &f[k++]);
+    rc = rc || nbx_extrap_footer(b, &notes);
+    nbx_extrap_notes_free(&notes);
+    for (int k = 0; k < n_rows; k++) free_points(&f[k]);
+    free(f);
+    return rc;
+}
+
+static int scaling_section(nb_buf *b, const tuning *t) {
     int *len = malloc(sizeof(int) * (size_t)(t->n_groups + 1)), rc = 0;
     if (!len) return nb_fail("out of memory");
     rc = nb_buf_printf(b, "<h2 id=\"scaling\">Scaling: the gap at each length's tuned rate</h2>\n<p class=\"note\">Per "
@@ -460,12 +546,7 @@ static int scaling_section(nb_buf *b, const tuning *t) {
     }
     rc = rc || nb_buf_printf(b, "</table>\n<table id=\"slope-table\"><tr><th>series</th><th>curve</th><th>lengths</th>"
                                 "<th>points</th><th>slope of ln(gap) on ln(tokens)</th><th>95%% interval</th></tr>\n");
-    for (int si = 0; si < t->series.n && !rc; si++) {
-        int n = lengths_of(t, t->series.v[si], len);
-        for (int c = 0; c < r->curves.n && !rc; c++)
-            if (c != t->sync) rc = slope_row(b, t, t->series.v[si], len, n, c);
-    }
-    rc = rc || nb_buf_printf(b, "</table>\n");
+    rc = rc || slope_tables(b, t, len);
     for (int si = 0; si < t->series.n && !rc; si++) rc = scaling_chart(b, t, si, len, lengths_of(t, t->series.v[si], len));
     free(len);
     return rc;

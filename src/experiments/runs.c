@@ -13,6 +13,19 @@ static double num(const nb_json *obj, const char *key) {
     return v && v->type == NB_JNUM ? v->num : NAN;
 }
 
+/* The parameter count of the summary's model (a Llama-style decoder: embedding, blocks of two norms,
+ * attention with grouped key/value heads and a SwiGLU, a final norm, a head unless tied); NAN when
+ * the summary has no complete model object (docs/experiments.md, "Tuned rates and scaling"). */
+static double model_params(const nb_json *m) {
+    double V = num(m, "vocab_size"), d = num(m, "d_model"), L = num(m, "n_layers"), h = num(m, "n_heads");
+    double kv = num(m, "n_kv_heads"), f = num(m, "d_ffn");
+    const nb_json *tied = nb_json_get(m, "tied");
+    if (!(V > 0 && d > 0 && L > 0 && h > 0 && kv > 0 && f > 0) || !tied || tied->type != NB_JBOOL) return NAN;
+    double hd = floor(d / h), dq = hd * h, dkv = hd * kv;
+    double block = 2 * d + d * (dq + 2 * dkv) + dq * d + 3 * f * d;
+    return V * d * (tied->b ? 1 : 2) + L * block + d;
+}
+
 static int read_summary(const char *dir, nbx_run *r) {
     char path[4200];
     snprintf(path, sizeof path, "%s/summary.json", dir);
@@ -42,6 +55,7 @@ static int read_summary(const char *dir, nbx_run *r) {
     r->taylor = num(delay, "taylor");
     r->sync_start = (int)num(delay, "sync_start");
     r->sync_cooldown = (int)num(delay, "sync_cooldown");
+    r->params = model_params(nb_json_get(&js, "model"));
     nb_json_free(&js);
     return 0;
 }
