@@ -26,6 +26,18 @@ static double model_params(const nb_json *m) {
     return V * d * (tied->b ? 1 : 2) + L * block + d;
 }
 
+/* A count field of the summary's delay: absent or null reads 0 (older summaries lack some); anything
+ * but a whole number from 0 to 1e9 is an error naming the file and the field. */
+static int count_field(const nb_json *obj, const char *key, const char *path, int *out) {
+    double v = num(obj, key);
+    *out = 0;
+    if (isnan(v) && (!nb_json_get(obj, key) || nb_json_get(obj, key)->type == NB_JNULL)) return 0;
+    if (!(v >= 0 && v <= 1e9) || v != floor(v))
+        return nb_fail("%s: delay.%s must be a whole number from 0 to 1e9 (a summary written by nobubble train)", path, key);
+    *out = (int)v;
+    return 0;
+}
+
 static int read_summary(const char *dir, nbx_run *r) {
     char path[4200];
     snprintf(path, sizeof path, "%s/summary.json", dir);
@@ -51,13 +63,12 @@ static int read_summary(const char *dir, nbx_run *r) {
     snprintf(r->optimizer, sizeof r->optimizer, "%s", opt->str);
     snprintf(r->delay_mode, sizeof r->delay_mode, "%s", mode->str);
     r->ef = ef->b;
-    r->tau = (int)num(delay, "tau");
     r->taylor = num(delay, "taylor");
-    r->sync_start = (int)num(delay, "sync_start");
-    r->sync_cooldown = (int)num(delay, "sync_cooldown");
+    rc = count_field(delay, "tau", path, &r->tau) || count_field(delay, "sync_start", path, &r->sync_start) ||
+         count_field(delay, "sync_cooldown", path, &r->sync_cooldown);
     r->params = model_params(nb_json_get(&js, "model"));
     nb_json_free(&js);
-    return 0;
+    return rc ? -1 : 0;
 }
 
 static int grow_metrics(nbx_run *r, int *cap) {
