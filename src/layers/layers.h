@@ -43,6 +43,11 @@ void linear_backward_bf16_cast(float *dx, float dx_beta, float *dw, float alpha,
  * (Hugging Face's rotate_half). cos/sin: [T_max][hd/2]. */
 void rope_forward(float *x, int B, int T, int stride, int n_rot_heads, int hd, const float *cos_t,
                   const float *sin_t);
+/* rope_forward, then every value of the rows (the rotated heads and the rest of each row, v) rounded to
+ * bf16 in the same pass: x keeps the rounded values (attention's operands under bf16) and x16 receives
+ * them as bf16 (the slot's copy). Bitwise rope_forward, nb_bf16_round and nb_bf16_cast in turn. */
+void rope_forward_bf16(float *x, nb_bf16 *x16, int B, int T, int stride, int n_rot_heads, int hd,
+                       const float *cos_t, const float *sin_t);
 void rope_backward(float *dx, int B, int T, int stride, int n_rot_heads, int hd, const float *cos_t,
                    const float *sin_t);
 
@@ -63,6 +68,9 @@ void swiglu_forward(float *h, const float *gu, int N, int F);
 /* The same on gate and up kept in bf16 (linear outputs in bf16, as autocast keeps them), h cast to bf16
  * in the same pass. */
 void swiglu_forward_bf16(nb_bf16 *h, const nb_bf16 *gu, int N, int F);
+/* gu16 = bf16(gu) (gate/up kept in bf16) and h = swiglu_forward_bf16 of those values, in one pass:
+ * bitwise nb_bf16_cast then swiglu_forward_bf16. */
+void swiglu_forward_cast_bf16(nb_bf16 *h, nb_bf16 *gu16, const float *gu, int N, int F);
 /* dgu (overwritten) from dh */
 void swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int F);
 /* The same on gate and up kept in bf16: the derivative at the values the forward used. */

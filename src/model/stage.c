@@ -191,17 +191,16 @@ static void block_forward_bf16(const nb_stage *s, const block_weights *w, const 
     float *qkv = stage_scratch(s, SCR_QKV, N), *att = stage_scratch(s, SCR_ATT, N), *gu = stage_scratch(s, SCR_GU, N);
     rmsnorm_forward_bf16(b->ln1b, b->rstd1, x, w->ln1, N, m.d, eps);
     linear_forward_bf16(qkv, 0.0f, b->ln1b, w16->wqkv, N, m.d, m.qkv);
-    rope_forward(qkv, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
-    nb_bf16_round(qkv, (size_t)N * m.qkv);  /* q, k, v as attention's bf16 operands */
-    nb_bf16_cast(b->qkvb, qkv, (size_t)N * m.qkv);  /* exact: already bf16 values */
+    /* q, k, v rotated and rounded as attention's bf16 operands, and kept in bf16, in one pass */
+    rope_forward_bf16(qkv, b->qkvb, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
     attention_forward(att, b->lse, qkv, B, T, m.H, m.Hkv, m.hd, 1);
     nb_bf16_cast(b->attb, att, (size_t)N * m.dq);
     memcpy(b->mid, x, sizeof(float) * (size_t)N * m.d);
     linear_forward_bf16(b->mid, 1.0f, b->attb, w16->wo, N, m.dq, m.d);
     rmsnorm_forward_bf16(b->ln2b, b->rstd2, b->mid, w->ln2, N, m.d, eps);
     linear_forward_bf16(gu, 0.0f, b->ln2b, w16->wgu, N, m.d, 2 * m.F);
-    nb_bf16_cast(b->gub, gu, (size_t)N * 2 * m.F);  /* gate/up in bf16, as autocast keeps a linear's output */
-    swiglu_forward_bf16(b->hb, b->gub, N, m.F);
+    /* gate/up kept in bf16 (as autocast keeps a linear's output), SwiGLU on those values, in one pass */
+    swiglu_forward_cast_bf16(b->hb, b->gub, gu, N, m.F);
     memcpy(out, b->mid, sizeof(float) * (size_t)N * m.d);
     linear_forward_bf16(out, 1.0f, b->hb, w16->wdown, N, m.F, m.d);
 }
