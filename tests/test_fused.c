@@ -5,8 +5,11 @@
  *    below and above them, NaN payloads, denormals, infinities), 2^24 values; `test_fused --all` runs
  *    all 2^32 floats (about a minute; not part of ctest);
  * 2. RoPE with the bf16 rounding in one pass against rope_forward, nb_bf16_round and nb_bf16_cast in turn;
- * 3. SwiGLU with the cast of gate/up in one pass against nb_bf16_cast then swiglu_forward_bf16. */
+ * 3. SwiGLU with the cast of gate/up in one pass against nb_bf16_cast then swiglu_forward_bf16;
+ * 4. RMSNorm's gain gradient, threaded over columns, against the serial sum over rows written here, for
+ *    1, 2 and 3 threads. */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,10 +142,41 @@ static void test_swiglu_cast(void) {
     free(gu), free(gu16), free(want_gu16), free(h), free(want_h);
 }
 
+/* dgain += sum over rows n, in order, of dout * x * rstd: the order the result must not depend on
+ * threads for. dx is checked too (it is threaded over rows, each row alone). */
+static void test_rmsnorm_gain_gradient(void) {
+    const int N = 67, d = 45;
+    float *x = malloc(sizeof(float) * N * d), *dy = malloc(sizeof(float) * N * d), *gain = malloc(sizeof(float) * d);
+    float *rstd = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * N * d);
+    float *want = malloc(sizeof(float) * d), *dgain = malloc(sizeof(float) * d);
+    float *dx = malloc(sizeof(float) * N * d), *dx1 = malloc(sizeof(float) * N * d);
+    fill(x, (size_t)N * d, 2.0f, 3);
+    fill(dy, (size_t)N * d, 1.0f, 4);
+    fill(gain, d, 1.0f, 5);
+    rmsnorm_forward(y, rstd, x, gain, N, d, 1e-5f);
+    for (int i = 0; i < d; i++) want[i] = 0.25f * (float)i;
+    for (int nn = 0; nn < N; nn++)
+        for (int i = 0; i < d; i++) want[i] += dy[(size_t)nn * d + i] * x[(size_t)nn * d + i] * rstd[nn];
+    const int saved = omp_get_max_threads();
+    for (int threads = 1; threads <= 3; threads++) {
+        omp_set_num_threads(threads);
+        for (int i = 0; i < d; i++) dgain[i] = 0.25f * (float)i;
+        memset(dx, 0, sizeof(float) * N * d);
+        rmsnorm_backward(dx, dgain, dy, x, gain, rstd, N, d);
+        CHECK(!memcmp(dgain, want, sizeof(float) * d), "rmsnorm gain gradient, %d threads: the serial sum over rows",
+              threads);
+        if (threads == 1) memcpy(dx1, dx, sizeof(float) * N * d);
+        else CHECK(!memcmp(dx, dx1, sizeof(float) * N * d), "rmsnorm dx, %d threads: as with 1", threads);
+    }
+    omp_set_num_threads(saved);
+    free(x), free(dy), free(gain), free(rstd), free(y), free(want), free(dgain), free(dx), free(dx1);
+}
+
 int main(int argc, char **argv) {
     const int all = argc > 1 && !strcmp(argv[1], "--all");
     test_casts(all);
     test_rope_bf16();
     test_swiglu_cast();
+    test_rmsnorm_gain_gradient();
     return check_summary();
 }
