@@ -22,6 +22,7 @@ static inline float dot(const float *a, const float *b, int n) {
 
 /* Rounds a row to bf16 values in place (a product operand under bf16); serial: it runs inside a task. */
 static inline void round_bf16(float *x, int n) {
+#pragma omp simd
     for (int i = 0; i < n; i++) x[i] = nb_bf16_rounded(x[i]);
 }
 
@@ -42,6 +43,10 @@ void attention_forward(float *out, float *lse, const float *qkv, int B, int T, i
                     for (int i = 0; i < nq; i++) {
                         float *row = S + (size_t)i * nk, m = -INFINITY, sum = 0.0f;
                         const int visible = t0 + i + 1;
+                        /* The maximum of a set does not depend on the order it is taken in (a +0/-0
+                         * tie changes only m's sign, which row[s] - m and m + log(sum) absorb, since
+                         * sum >= 1), so the vectorized reduction gives bitwise the serial result. */
+#pragma omp simd reduction(max : m)
                         for (int s = 0; s < visible; s++) m = row[s] > m ? row[s] : m;
 #pragma omp simd reduction(+ : sum)
                         for (int s = 0; s < visible; s++) {
