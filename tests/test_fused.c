@@ -6,6 +6,7 @@
  *    all 2^32 floats (about a minute; not part of ctest);
  * 2. RoPE with the bf16 rounding in one pass against rope_forward, nb_bf16_round and nb_bf16_cast in turn;
  * 3. SwiGLU with the cast of gate/up in one pass against nb_bf16_cast then swiglu_forward_bf16;
+ *    the loss with its bf16 gradient in one pass against cross_entropy_forward then cross_entropy_grad_bf16;
  * 4. RMSNorm's gain gradient, threaded over columns, against the serial sum over rows written here, for
  *    1, 2 and 3 threads. */
 #include <math.h>
@@ -142,6 +143,23 @@ static void test_swiglu_cast(void) {
     free(gu), free(gu16), free(want_gu16), free(h), free(want_h);
 }
 
+static void test_cross_entropy_bf16(void) {
+    const int N = 9, V = 37;
+    float *z = malloc(sizeof(float) * N * V), *lse = malloc(sizeof(float) * N), *want_lse = malloc(sizeof(float) * N);
+    nb_bf16 *d = malloc(sizeof(nb_bf16) * N * V), *want_d = malloc(sizeof(nb_bf16) * N * V);
+    int targets[9];
+    for (int n = 0; n < N; n++) targets[n] = (n * 11 + 3) % V;
+    targets[0] = 0, targets[1] = V - 1;
+    fill(z, (size_t)N * V, 6.0f, 6);
+    const double want = cross_entropy_forward(want_lse, z, targets, N, V);
+    cross_entropy_grad_bf16(want_d, z, want_lse, targets, N, V, 4 * N);
+    const double got = cross_entropy_forward_grad_bf16(lse, d, z, targets, N, V, 4 * N);
+    CHECK(got == want, "cross_entropy_forward_grad_bf16: the loss sum (%.17g, %.17g)", got, want);
+    CHECK(!memcmp(lse, want_lse, sizeof(float) * N), "cross_entropy_forward_grad_bf16: each row's log-sum-exp");
+    CHECK(!memcmp(d, want_d, sizeof(nb_bf16) * N * V), "cross_entropy_forward_grad_bf16: the bf16 gradient");
+    free(z), free(lse), free(want_lse), free(d), free(want_d);
+}
+
 /* dgain += sum over rows n, in order, of dout * x * rstd: the order the result must not depend on
  * threads for. dx is checked too (it is threaded over rows, each row alone). */
 static void test_rmsnorm_gain_gradient(void) {
@@ -177,6 +195,7 @@ int main(int argc, char **argv) {
     test_casts(all);
     test_rope_bf16();
     test_swiglu_cast();
+    test_cross_entropy_bf16();
     test_rmsnorm_gain_gradient();
     return check_summary();
 }

@@ -89,4 +89,8 @@ void cross_entropy_backward(float *logits, const float *lse, const int *targets,
  * place of the logits: the head's backward products read it as their bf16 operand). */
 void cross_entropy_grad_bf16(nb_bf16 *dlogits, const float *logits, const float *lse, const int *targets, int N, int V,
                              int n_mean);
+/* cross_entropy_forward and cross_entropy_grad_bf16 in one pass over the rows (each row's gradient while the
+ * row is in cache): bitwise the two in turn. */
+double cross_entropy_forward_grad_bf16(float *lse, nb_bf16 *dlogits, const float *logits, const int *targets, int N,
+                                       int V, int n_mean);
 #endif

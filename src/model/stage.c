@@ -288,9 +288,11 @@ static void head_forward(const nb_stage *s, const float *w, const nb_bf16 *w16, 
         const int rows = N - r0 < a->logit_rows ? N - r0 : a->logit_rows;
         float *z = chunk_logits(s, a, r0);
         head_product(s, w, w16, a, z, r0, rows);
-        total += cross_entropy_forward(a->ce_lse + r0, z, a->targets + r0, rows, m.V);
         if (w16 && whole_logits(a))
-            cross_entropy_grad_bf16(a->dlogits + (size_t)r0 * m.V, z, a->ce_lse + r0, a->targets + r0, rows, m.V, N);
+            total += cross_entropy_forward_grad_bf16(a->ce_lse + r0, a->dlogits + (size_t)r0 * m.V, z, a->targets + r0,
+                                                     rows, m.V, N);
+        else
+            total += cross_entropy_forward(a->ce_lse + r0, z, a->targets + r0, rows, m.V);
     }
     a->loss = (float)(total / N);
 }
