@@ -4,8 +4,10 @@
  *    the rounding rule written here bit by bit, on every high half with chosen low halves (ties, just
  *    below and above them, NaN payloads, denormals, infinities), 2^24 values; `test_fused --all` runs
  *    all 2^32 floats (about a minute; not part of ctest);
- * 2. RoPE with the bf16 rounding in one pass against rope_forward, nb_bf16_round and nb_bf16_cast in turn;
- * 3. SwiGLU with the cast of gate/up in one pass against nb_bf16_cast then swiglu_forward_bf16;
+ * 2. RoPE with the bf16 rounding in one pass against rope_forward, nb_bf16_round and nb_bf16_cast in turn,
+ *    and its backward written to bf16 against rope_backward then nb_bf16_cast;
+ * 3. SwiGLU with the cast of gate/up in one pass against nb_bf16_cast then swiglu_forward_bf16, and its
+ *    backward written to bf16 against swiglu_backward_bf16 then nb_bf16_cast;
  *    the loss with its bf16 gradient in one pass against cross_entropy_forward then cross_entropy_grad_bf16;
  * 4. RMSNorm's gain gradient, threaded over columns, against the serial sum over rows written here, for
  *    1, 2 and 3 threads. */
@@ -128,6 +130,45 @@ static void test_rope_bf16(void) {
     free(cos_t), free(sin_t), free(x), free(want), free(input), free(x16), free(want16);
 }
 
+/* The backward's rotation written to bf16 against rope_backward then nb_bf16_cast; dx stays as it was. */
+static void test_rope_backward_cast(void) {
+    const int B = 2, T = 5, H = 4, Hkv = 2, hd = 8, half = hd / 2, stride = (H + 2 * Hkv) * hd;
+    const size_t n = (size_t)B * T * stride;
+    float *cos_t = malloc(sizeof(float) * T * half), *sin_t = malloc(sizeof(float) * T * half);
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < half; i++) {
+            cos_t[t * half + i] = (float)cos(t * pow(10000.0, -2.0 * i / hd));
+            sin_t[t * half + i] = (float)sin(t * pow(10000.0, -2.0 * i / hd));
+        }
+    float *dx = malloc(sizeof(float) * n), *input = malloc(sizeof(float) * n), *rotated = malloc(sizeof(float) * n);
+    nb_bf16 *dx16 = malloc(sizeof(nb_bf16) * n), *want16 = malloc(sizeof(nb_bf16) * n);
+    fill(input, n, 0.5f, 7);
+    memcpy(dx, input, sizeof(float) * n);
+    memcpy(rotated, input, sizeof(float) * n);
+    rope_backward(rotated, B, T, stride, H + Hkv, hd, cos_t, sin_t);
+    nb_bf16_cast(want16, rotated, n);
+    rope_backward_cast_bf16(dx16, dx, B, T, stride, H + Hkv, hd, cos_t, sin_t);
+    CHECK(!memcmp(dx16, want16, sizeof(nb_bf16) * n), "rope_backward_cast_bf16: rope_backward then the cast");
+    CHECK(!memcmp(dx, input, sizeof(float) * n), "rope_backward_cast_bf16 leaves dx alone");
+    free(cos_t), free(sin_t), free(dx), free(input), free(rotated), free(dx16), free(want16);
+}
+
+static void test_swiglu_backward_cast(void) {
+    const int N = 7, F = 37;
+    float *gu = malloc(sizeof(float) * N * 2 * F), *dh = malloc(sizeof(float) * N * F);
+    float *dgu = malloc(sizeof(float) * N * 2 * F);
+    nb_bf16 *gu16 = malloc(sizeof(nb_bf16) * N * 2 * F), *dgu16 = malloc(sizeof(nb_bf16) * N * 2 * F);
+    nb_bf16 *want16 = malloc(sizeof(nb_bf16) * N * 2 * F);
+    fill(gu, (size_t)N * 2 * F, 4.0f, 8);
+    fill(dh, (size_t)N * F, 0.3f, 9);
+    nb_bf16_cast(gu16, gu, (size_t)N * 2 * F);
+    swiglu_backward_bf16(dgu, dh, gu16, N, F);
+    nb_bf16_cast(want16, dgu, (size_t)N * 2 * F);
+    swiglu_backward_bf16_cast(dgu16, dh, gu16, N, F);
+    CHECK(!memcmp(dgu16, want16, sizeof(nb_bf16) * N * 2 * F), "swiglu_backward_bf16_cast: the backward then the cast");
+    free(gu), free(dh), free(dgu), free(gu16), free(dgu16), free(want16);
+}
+
 static void test_swiglu_cast(void) {
     const int N = 7, F = 37;
     const size_t n = (size_t)N * 2 * F;
@@ -195,6 +236,8 @@ int main(int argc, char **argv) {
     test_casts(all);
     test_rope_bf16();
     test_swiglu_cast();
+    test_rope_backward_cast();
+    test_swiglu_backward_cast();
     test_cross_entropy_bf16();
     test_rmsnorm_gain_gradient();
     return check_summary();

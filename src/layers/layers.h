@@ -50,6 +50,10 @@ void rope_forward_bf16(float *x, nb_bf16 *x16, int B, int T, int stride, int n_r
                        const float *cos_t, const float *sin_t);
 void rope_backward(float *dx, int B, int T, int stride, int n_rot_heads, int hd, const float *cos_t,
                    const float *sin_t);
+/* rope_backward of dx written to dx16 in bf16 (dx unchanged), the rest of each row (dv) cast: bitwise
+ * rope_backward then nb_bf16_cast. */
+void rope_backward_cast_bf16(nb_bf16 *dx16, const float *dx, int B, int T, int stride, int n_rot_heads, int hd,
+                             const float *cos_t, const float *sin_t);
 
 /* Causal grouped-query attention on packed rows qkv[N][(H + 2 Hkv) hd] (q heads, k heads,
  * v heads). Query head h reads kv head h / (H / Hkv). out[N][H hd]; lse[B][H][T] keeps each
@@ -75,6 +79,9 @@ void swiglu_forward_cast_bf16(nb_bf16 *h, nb_bf16 *gu16, const float *gu, int N,
 void swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int F);
 /* The same on gate and up kept in bf16: the derivative at the values the forward used. */
 void swiglu_backward_bf16(float *dgu, const float *dh, const nb_bf16 *gu, int N, int F);
+/* The same, dgu written in bf16 (the gate/up product's bf16 operand): bitwise swiglu_backward_bf16 then
+ * nb_bf16_cast. */
+void swiglu_backward_bf16_cast(nb_bf16 *dgu16, const float *dh, const nb_bf16 *gu, int N, int F);
 
 /* Cross-entropy of logits[N][V] against targets, summed over the N rows (in double, in row order, so
  * that sums of consecutive chunks added in order equal the whole sum); lse[N] receives each row's

@@ -68,3 +68,28 @@ void rope_forward_bf16(float *x, nb_bf16 *x16, int B, int T, int stride, int n_r
         }
     }
 }
+
+/* The backward's rotation (by -angle) written to bf16 as it is computed, the rest of each row (dv) cast:
+ * one pass where rotating in place and the cast made two. */
+void rope_backward_cast_bf16(nb_bf16 *dx16, const float *dx, int B, int T, int stride, int n_rot_heads, int hd,
+                             const float *cos_t, const float *sin_t) {
+    const int half = hd / 2, rotated = n_rot_heads * hd;
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < B * T; n++) {
+        const float *c = cos_t + (size_t)(n % T) * half, *s = sin_t + (size_t)(n % T) * half;
+        const float *row = dx + (size_t)n * stride;
+        nb_bf16 *row16 = dx16 + (size_t)n * stride;
+        for (int h = 0; h < n_rot_heads; h++) {
+            const float *lo = row + (size_t)h * hd, *hi = lo + half;
+            nb_bf16 *lo16 = row16 + (size_t)h * hd, *hi16 = lo16 + half;
+#pragma omp simd
+            for (int i = 0; i < half; i++) {
+                const float a = lo[i], b = hi[i], si = -1.0f * s[i];
+                lo16[i] = nb_bf16_from_float(rotated_lo(a, b, c[i], si));
+                hi16[i] = nb_bf16_from_float(rotated_hi(a, b, c[i], si));
+            }
+        }
+#pragma omp simd
+        for (int i = rotated; i < stride; i++) row16[i] = nb_bf16_from_float(row[i]);
+    }
+}

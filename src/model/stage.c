@@ -215,8 +215,8 @@ static void block_backward_bf16(const nb_stage *s, const block_weights *w, const
     float *qkv = stage_scratch(s, SCR_QKV, N), *att = stage_scratch(s, SCR_ATT, N);
     /* MLP branch */
     linear_backward_bf16(d->dh, 0.0f, (float *)g->wdown, dres, b->hb, w16->wdown, N, m.F, m.d, dy16);
-    swiglu_backward_bf16(d->dgu, d->dh, b->gub, N, m.F);
-    linear_backward_bf16(d->dln, 0.0f, (float *)g->wgu, d->dgu, b->ln2b, w16->wgu, N, m.d, 2 * m.F, dy16);
+    swiglu_backward_bf16_cast(dy16, d->dh, b->gub, N, m.F);  /* dgu straight to its bf16 operand */
+    linear_backward_bf16_cast(d->dln, 0.0f, (float *)g->wgu, 1.0f, dy16, b->ln2b, w16->wgu, N, m.d, 2 * m.F);
     rmsnorm_backward(dres, (float *)g->ln2, d->dln, b->mid, w->ln2, b->rstd2, N, m.d);
     /* attention branch: its output O (for the row sums of dO O) and q/k/v widened from the slot */
     linear_backward_bf16(d->datt, 0.0f, (float *)g->wo, dres, b->attb, w16->wo, N, m.dq, m.d, dy16);
@@ -224,8 +224,8 @@ static void block_backward_bf16(const nb_stage *s, const block_weights *w, const
     nb_bf16_widen(qkv, b->qkvb, (size_t)N * m.qkv);
     nb_bf16_widen(att, b->attb, (size_t)N * m.dq);
     attention_backward(d->dqkv, d->datt, att, b->lse, qkv, B, T, m.H, m.Hkv, m.hd, 1);
-    rope_backward(d->dqkv, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
-    linear_backward_bf16(d->dln, 0.0f, (float *)g->wqkv, d->dqkv, b->ln1b, w16->wqkv, N, m.d, m.qkv, dy16);
+    rope_backward_cast_bf16(dy16, d->dqkv, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
+    linear_backward_bf16_cast(d->dln, 0.0f, (float *)g->wqkv, 1.0f, dy16, b->ln1b, w16->wqkv, N, m.d, m.qkv);
     rmsnorm_backward(dres, (float *)g->ln1, d->dln, x, w->ln1, b->rstd1, N, m.d);
 }
 
