@@ -7,7 +7,8 @@
  * 2. RoPE with the bf16 rounding in one pass against rope_forward, nb_bf16_round and nb_bf16_cast in turn,
  *    and its backward written to bf16 against rope_backward then nb_bf16_cast;
  * 3. SwiGLU with the cast of gate/up in one pass against nb_bf16_cast then swiglu_forward_bf16, and its
- *    backward written to bf16 against swiglu_backward_bf16 then nb_bf16_cast;
+ *    backward written to bf16 against swiglu_backward_bf16 then nb_bf16_cast; attention's output cast as
+ *    it is computed against the cast of the whole output;
  *    the loss with its bf16 gradient in one pass against cross_entropy_forward then cross_entropy_grad_bf16;
  * 4. RMSNorm's gain gradient, threaded over columns, against the serial sum over rows written here, for
  *    1, 2 and 3 threads. */
@@ -169,6 +170,25 @@ static void test_swiglu_backward_cast(void) {
     free(gu), free(dh), free(dgu), free(gu16), free(dgu16), free(want16);
 }
 
+/* Attention's output cast block by block as it is computed, against the cast of the whole output after a
+ * call without it (T = 70: two query blocks of 64 and 6 rows). */
+static void test_attention_cast(void) {
+    const int B = 2, T = 70, H = 4, Hkv = 2, hd = 8, stride = (H + 2 * Hkv) * hd, dq = H * hd;
+    const size_t n = (size_t)B * T * stride, no = (size_t)B * T * dq;
+    float *qkv = malloc(sizeof(float) * n), *out = malloc(sizeof(float) * no), *want = malloc(sizeof(float) * no);
+    float *lse = malloc(sizeof(float) * B * H * T), *want_lse = malloc(sizeof(float) * B * H * T);
+    nb_bf16 *out16 = malloc(sizeof(nb_bf16) * no), *want16 = malloc(sizeof(nb_bf16) * no);
+    fill(qkv, n, 1.5f, 10);
+    nb_bf16_round(qkv, n);
+    attention_forward(want, NULL, want_lse, qkv, B, T, H, Hkv, hd, 1);
+    nb_bf16_cast(want16, want, no);
+    attention_forward(out, out16, lse, qkv, B, T, H, Hkv, hd, 1);
+    CHECK(!memcmp(out16, want16, sizeof(nb_bf16) * no), "attention_forward's bf16 output: the cast of its output");
+    CHECK(!memcmp(out, want, sizeof(float) * no) && !memcmp(lse, want_lse, sizeof(float) * B * H * T),
+          "attention_forward: the same output and log-sum-exp with and without the bf16 copy");
+    free(qkv), free(out), free(want), free(lse), free(want_lse), free(out16), free(want16);
+}
+
 static void test_swiglu_cast(void) {
     const int N = 7, F = 37;
     const size_t n = (size_t)N * 2 * F;
@@ -238,6 +258,7 @@ int main(int argc, char **argv) {
     test_swiglu_cast();
     test_rope_backward_cast();
     test_swiglu_backward_cast();
+    test_attention_cast();
     test_cross_entropy_bf16();
     test_rmsnorm_gain_gradient();
     return check_summary();

@@ -26,7 +26,16 @@ static inline void round_bf16(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] = nb_bf16_rounded(x[i]);
 }
 
-void attention_forward(float *out, float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd, int bf16) {
+/* out16[rows][hd] (row stride ld) = bf16(out): one block of a head's output, cast while it is in cache. */
+static void cast_block(nb_bf16 *out16, const float *out, int rows, int hd, int ld) {
+    for (int i = 0; i < rows; i++) {
+#pragma omp simd
+        for (int j = 0; j < hd; j++) out16[(size_t)i * ld + j] = nb_bf16_from_float(out[(size_t)i * ld + j]);
+    }
+}
+
+void attention_forward(float *out, nb_bf16 *out16, float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd,
+                       int bf16) {
     const int dq = H * hd, dkv = Hkv * hd, stride = dq + 2 * dkv, group = H / Hkv;
     const float scale = 1.0f / sqrtf((float)hd);
 #pragma omp parallel
@@ -60,7 +69,9 @@ void attention_forward(float *out, float *lse, const float *qkv, int B, int T, i
                         if (bf16) round_bf16(row, visible);
                         lse[((size_t)b * H + h) * T + t0 + i] = m + logf(sum);
                     }
-                    nb_gemm(0, 0, nq, hd, nk, 1.0f, S, nk, V, stride, 0.0f, out + ((size_t)b * T + t0) * dq + h * hd, dq);
+                    const size_t at = ((size_t)b * T + t0) * dq + (size_t)h * hd;
+                    nb_gemm(0, 0, nq, hd, nk, 1.0f, S, nk, V, stride, 0.0f, out + at, dq);
+                    if (out16) cast_block(out16 + at, out + at, nq, hd, dq);
                 }
             }
         free(S);

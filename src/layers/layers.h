@@ -62,7 +62,10 @@ void rope_backward_cast_bf16(nb_bf16 *dx16, const float *dx, int B, int T, int s
  * score gradients) are rounded to bf16 values before each product, which accumulates in float32;
  * exactly what bf16 GEMMs compute (a product of two bf16 values is exact in float32). The caller
  * rounds q, k and v themselves (in qkv), so that backward sees the same values. */
-void attention_forward(float *out, float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd, int bf16);
+/* out16 (NULL: none) also receives out cast to bf16, each block as it is computed (the o-projection's operand
+ * under bf16): bitwise nb_bf16_cast of out afterwards. */
+void attention_forward(float *out, nb_bf16 *out16, float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd,
+                       int bf16);
 /* dqkv (overwritten, same packing as qkv) from dout, recomputing probabilities from lse. */
 void attention_backward(float *dqkv, const float *dout, const float *out, const float *lse, const float *qkv,
                         int B, int T, int H, int Hkv, int hd, int bf16);

@@ -140,7 +140,7 @@ static void block_forward(const nb_stage *s, const block_weights *w, block_acts 
     rmsnorm_forward(b->ln1, b->rstd1, x, w->ln1, N, m.d, eps);
     linear_forward(b->qkv, 0.0f, b->ln1, w->wqkv, N, m.d, m.qkv);
     rope_forward(b->qkv, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
-    attention_forward(b->att, b->lse, b->qkv, B, T, m.H, m.Hkv, m.hd, 0);
+    attention_forward(b->att, NULL, b->lse, b->qkv, B, T, m.H, m.Hkv, m.hd, 0);
     /* Residual adds are folded into the output GEMMs: copy the stream, then beta = 1. */
     memcpy(b->mid, x, sizeof(float) * (size_t)N * m.d);
     linear_forward(b->mid, 1.0f, b->att, w->wo, N, m.dq, m.d);
@@ -193,8 +193,7 @@ static void block_forward_bf16(const nb_stage *s, const block_weights *w, const 
     linear_forward_bf16(qkv, 0.0f, b->ln1b, w16->wqkv, N, m.d, m.qkv);
     /* q, k, v rotated and rounded as attention's bf16 operands, and kept in bf16, in one pass */
     rope_forward_bf16(qkv, b->qkvb, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
-    attention_forward(att, b->lse, qkv, B, T, m.H, m.Hkv, m.hd, 1);
-    nb_bf16_cast(b->attb, att, (size_t)N * m.dq);
+    attention_forward(att, b->attb, b->lse, qkv, B, T, m.H, m.Hkv, m.hd, 1);  /* O kept in bf16 as computed */
     memcpy(b->mid, x, sizeof(float) * (size_t)N * m.d);
     linear_forward_bf16(b->mid, 1.0f, b->attb, w16->wo, N, m.dq, m.d);
     rmsnorm_forward_bf16(b->ln2b, b->rstd2, b->mid, w->ln2, N, m.d, eps);
