@@ -3,7 +3,7 @@
  * 1. the bf16 casts as the vectorized loops run them (nb_bf16_cast, nb_bf16_round, nb_bf16_widen) against
  *    the rounding rule written here bit by bit, on every high half with chosen low halves (ties, just
  *    below and above them, NaN payloads, denormals, infinities), 2^24 values; `test_fused --all` runs
- *    all 2^32 floats (about a minute; not part of ctest);
+ *    all 2^32 floats (minutes; not part of ctest);
  * 2. RoPE with the bf16 rounding in one pass against rope_forward, nb_bf16_round and nb_bf16_cast in turn,
  *    and its backward written to bf16 against rope_backward then nb_bf16_cast;
  * 3. SwiGLU with the cast of gate/up in one pass against nb_bf16_cast then swiglu_forward_bf16, and its
