@@ -180,6 +180,23 @@ double nb_stash_taylor_sq(const nb_stash *s, const float *grads, const float *cu
     return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
+/* current -= d: all a step needs when it keeps no version, runs no EF and reports no metric (a
+ * synchronous run). The same subtraction per element as the full pass below, so bitwise the same. */
+static void apply_only(float *current, const float *d, size_t n) {
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) current[i] = current[i] - d[i];
+}
+
+/* keep[i] = w_t, current -= d: a delayed step without EF or metrics (2BW, PipeDream). */
+static void keep_and_apply(float *keep, float *current, const float *d, size_t n) {
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        const float w = current[i];
+        keep[i] = w;
+        current[i] = w - d[i];
+    }
+}
+
 void nb_stash_apply(nb_stash *s, float *current, float *d, int step, double *update_sq, double *distance_sq) {
     const size_t n = s->n;
     const int tau = nb_stash_tau(s, step);
@@ -190,6 +207,13 @@ void nb_stash_apply(nb_stash *s, float *current, float *d, int step, double *upd
     float *prev = s->d_prev;
     /* Keep w_t in the slot of version t - tau_max, which no step after this one needs. */
     float *keep = s->tau_max > 0 ? s->versions + (size_t)(step % s->tau_max) * n : NULL;
+    s->ef_running = ef_now;
+    if (!ef_now && !update_sq && !distance_sq) {
+        /* The common cases, without the per-element tests of the full pass (which keep it scalar). */
+        if (keep) keep_and_apply(keep, current, d, n);
+        else apply_only(current, d, n);
+        return;
+    }
     double dist = 0.0, upd = 0.0;
     /* One pass: version distance, EF, keeping w_t, the update and its norm. */
 #pragma omp parallel for schedule(static) reduction(+ : dist, upd)
@@ -207,7 +231,6 @@ void nb_stash_apply(nb_stash *s, float *current, float *d, int step, double *upd
         if (update_sq) upd += (double)di * di;
         current[i] = w - di;
     }
-    s->ef_running = ef_now;
     if (update_sq) *update_sq += upd;
     if (distance_sq) *distance_sq += dist;
 }

@@ -22,10 +22,20 @@ static inline float dot(const float *a, const float *b, int n) {
 
 /* Rounds a row to bf16 values in place (a product operand under bf16); serial: it runs inside a task. */
 static inline void round_bf16(float *x, int n) {
+#pragma omp simd
     for (int i = 0; i < n; i++) x[i] = nb_bf16_rounded(x[i]);
 }
 
-void attention_forward(float *out, float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd, int bf16) {
+/* out16[rows][hd] (row stride ld) = bf16(out): one block of a head's output, cast while it is in cache. */
+static void cast_block(nb_bf16 *out16, const float *out, int rows, int hd, int ld) {
+    for (int i = 0; i < rows; i++) {
+#pragma omp simd
+        for (int j = 0; j < hd; j++) out16[(size_t)i * ld + j] = nb_bf16_from_float(out[(size_t)i * ld + j]);
+    }
+}
+
+void attention_forward(float *out, nb_bf16 *out16, float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd,
+                       int bf16) {
     const int dq = H * hd, dkv = Hkv * hd, stride = dq + 2 * dkv, group = H / Hkv;
     const float scale = 1.0f / sqrtf((float)hd);
 #pragma omp parallel
@@ -42,6 +52,10 @@ void attention_forward(float *out, float *lse, const float *qkv, int B, int T, i
                     for (int i = 0; i < nq; i++) {
                         float *row = S + (size_t)i * nk, m = -INFINITY, sum = 0.0f;
                         const int visible = t0 + i + 1;
+                        /* The maximum of a set does not depend on the order it is taken in (a +0/-0
+                         * tie changes only m's sign, which row[s] - m and m + log(sum) absorb, since
+                         * sum >= 1), so the vectorized reduction gives bitwise the serial result. */
+#pragma omp simd reduction(max : m)
                         for (int s = 0; s < visible; s++) m = row[s] > m ? row[s] : m;
 #pragma omp simd reduction(+ : sum)
                         for (int s = 0; s < visible; s++) {
@@ -55,7 +69,9 @@ void attention_forward(float *out, float *lse, const float *qkv, int B, int T, i
                         if (bf16) round_bf16(row, visible);
                         lse[((size_t)b * H + h) * T + t0 + i] = m + logf(sum);
                     }
-                    nb_gemm(0, 0, nq, hd, nk, 1.0f, S, nk, V, stride, 0.0f, out + ((size_t)b * T + t0) * dq + h * hd, dq);
+                    const size_t at = ((size_t)b * T + t0) * dq + (size_t)h * hd;
+                    nb_gemm(0, 0, nq, hd, nk, 1.0f, S, nk, V, stride, 0.0f, out + at, dq);
+                    if (out16) cast_block(out16 + at, out + at, nq, hd, dq);
                 }
             }
         free(S);

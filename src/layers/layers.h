@@ -43,8 +43,17 @@ void linear_backward_bf16_cast(float *dx, float dx_beta, float *dw, float alpha,
  * (Hugging Face's rotate_half). cos/sin: [T_max][hd/2]. */
 void rope_forward(float *x, int B, int T, int stride, int n_rot_heads, int hd, const float *cos_t,
                   const float *sin_t);
+/* rope_forward, then every value of the rows (the rotated heads and the rest of each row, v) rounded to
+ * bf16 in the same pass: x keeps the rounded values (attention's operands under bf16) and x16 receives
+ * them as bf16 (the slot's copy). Bitwise rope_forward, nb_bf16_round and nb_bf16_cast in turn. */
+void rope_forward_bf16(float *x, nb_bf16 *x16, int B, int T, int stride, int n_rot_heads, int hd,
+                       const float *cos_t, const float *sin_t);
 void rope_backward(float *dx, int B, int T, int stride, int n_rot_heads, int hd, const float *cos_t,
                    const float *sin_t);
+/* rope_backward of dx written to dx16 in bf16 (dx unchanged), the rest of each row (dv) cast: bitwise
+ * rope_backward then nb_bf16_cast. */
+void rope_backward_cast_bf16(nb_bf16 *dx16, const float *dx, int B, int T, int stride, int n_rot_heads, int hd,
+                             const float *cos_t, const float *sin_t);
 
 /* Causal grouped-query attention on packed rows qkv[N][(H + 2 Hkv) hd] (q heads, k heads,
  * v heads). Query head h reads kv head h / (H / Hkv). out[N][H hd]; lse[B][H][T] keeps each
@@ -53,7 +62,10 @@ void rope_backward(float *dx, int B, int T, int stride, int n_rot_heads, int hd,
  * score gradients) are rounded to bf16 values before each product, which accumulates in float32;
  * exactly what bf16 GEMMs compute (a product of two bf16 values is exact in float32). The caller
  * rounds q, k and v themselves (in qkv), so that backward sees the same values. */
-void attention_forward(float *out, float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd, int bf16);
+/* out16 (NULL: none) also receives out cast to bf16, each block as it is computed (the o-projection's operand
+ * under bf16): bitwise nb_bf16_cast of out afterwards. */
+void attention_forward(float *out, nb_bf16 *out16, float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd,
+                       int bf16);
 /* dqkv (overwritten, same packing as qkv) from dout, recomputing probabilities from lse. */
 void attention_backward(float *dqkv, const float *dout, const float *out, const float *lse, const float *qkv,
                         int B, int T, int H, int Hkv, int hd, int bf16);
@@ -63,10 +75,16 @@ void swiglu_forward(float *h, const float *gu, int N, int F);
 /* The same on gate and up kept in bf16 (linear outputs in bf16, as autocast keeps them), h cast to bf16
  * in the same pass. */
 void swiglu_forward_bf16(nb_bf16 *h, const nb_bf16 *gu, int N, int F);
+/* gu16 = bf16(gu) (gate/up kept in bf16) and h = swiglu_forward_bf16 of those values, in one pass:
+ * bitwise nb_bf16_cast then swiglu_forward_bf16. */
+void swiglu_forward_cast_bf16(nb_bf16 *h, nb_bf16 *gu16, const float *gu, int N, int F);
 /* dgu (overwritten) from dh */
 void swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int F);
 /* The same on gate and up kept in bf16: the derivative at the values the forward used. */
 void swiglu_backward_bf16(float *dgu, const float *dh, const nb_bf16 *gu, int N, int F);
+/* The same, dgu written in bf16 (the gate/up product's bf16 operand): bitwise swiglu_backward_bf16 then
+ * nb_bf16_cast. */
+void swiglu_backward_bf16_cast(nb_bf16 *dgu16, const float *dh, const nb_bf16 *gu, int N, int F);
 
 /* Cross-entropy of logits[N][V] against targets, summed over the N rows (in double, in row order, so
  * that sums of consecutive chunks added in order equal the whole sum); lse[N] receives each row's
@@ -81,4 +99,8 @@ void cross_entropy_backward(float *logits, const float *lse, const int *targets,
  * place of the logits: the head's backward products read it as their bf16 operand). */
 void cross_entropy_grad_bf16(nb_bf16 *dlogits, const float *logits, const float *lse, const int *targets, int N, int V,
                              int n_mean);
+/* cross_entropy_forward and cross_entropy_grad_bf16 in one pass over the rows (each row's gradient while the
+ * row is in cache): bitwise the two in turn. */
+double cross_entropy_forward_grad_bf16(float *lse, nb_bf16 *dlogits, const float *logits, const int *targets, int N,
+                                       int V, int n_mean);
 #endif

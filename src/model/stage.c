@@ -140,7 +140,7 @@ static void block_forward(const nb_stage *s, const block_weights *w, block_acts 
     rmsnorm_forward(b->ln1, b->rstd1, x, w->ln1, N, m.d, eps);
     linear_forward(b->qkv, 0.0f, b->ln1, w->wqkv, N, m.d, m.qkv);
     rope_forward(b->qkv, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
-    attention_forward(b->att, b->lse, b->qkv, B, T, m.H, m.Hkv, m.hd, 0);
+    attention_forward(b->att, NULL, b->lse, b->qkv, B, T, m.H, m.Hkv, m.hd, 0);
     /* Residual adds are folded into the output GEMMs: copy the stream, then beta = 1. */
     memcpy(b->mid, x, sizeof(float) * (size_t)N * m.d);
     linear_forward(b->mid, 1.0f, b->att, w->wo, N, m.dq, m.d);
@@ -191,17 +191,15 @@ static void block_forward_bf16(const nb_stage *s, const block_weights *w, const 
     float *qkv = stage_scratch(s, SCR_QKV, N), *att = stage_scratch(s, SCR_ATT, N), *gu = stage_scratch(s, SCR_GU, N);
     rmsnorm_forward_bf16(b->ln1b, b->rstd1, x, w->ln1, N, m.d, eps);
     linear_forward_bf16(qkv, 0.0f, b->ln1b, w16->wqkv, N, m.d, m.qkv);
-    rope_forward(qkv, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
-    nb_bf16_round(qkv, (size_t)N * m.qkv);  /* q, k, v as attention's bf16 operands */
-    nb_bf16_cast(b->qkvb, qkv, (size_t)N * m.qkv);  /* exact: already bf16 values */
-    attention_forward(att, b->lse, qkv, B, T, m.H, m.Hkv, m.hd, 1);
-    nb_bf16_cast(b->attb, att, (size_t)N * m.dq);
+    /* q, k, v rotated and rounded as attention's bf16 operands, and kept in bf16, in one pass */
+    rope_forward_bf16(qkv, b->qkvb, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
+    attention_forward(att, b->attb, b->lse, qkv, B, T, m.H, m.Hkv, m.hd, 1);  /* O kept in bf16 as computed */
     memcpy(b->mid, x, sizeof(float) * (size_t)N * m.d);
     linear_forward_bf16(b->mid, 1.0f, b->attb, w16->wo, N, m.dq, m.d);
     rmsnorm_forward_bf16(b->ln2b, b->rstd2, b->mid, w->ln2, N, m.d, eps);
     linear_forward_bf16(gu, 0.0f, b->ln2b, w16->wgu, N, m.d, 2 * m.F);
-    nb_bf16_cast(b->gub, gu, (size_t)N * 2 * m.F);  /* gate/up in bf16, as autocast keeps a linear's output */
-    swiglu_forward_bf16(b->hb, b->gub, N, m.F);
+    /* gate/up kept in bf16 (as autocast keeps a linear's output), SwiGLU on those values, in one pass */
+    swiglu_forward_cast_bf16(b->hb, b->gub, gu, N, m.F);
     memcpy(out, b->mid, sizeof(float) * (size_t)N * m.d);
     linear_forward_bf16(out, 1.0f, b->hb, w16->wdown, N, m.F, m.d);
 }
@@ -216,8 +214,8 @@ static void block_backward_bf16(const nb_stage *s, const block_weights *w, const
     float *qkv = stage_scratch(s, SCR_QKV, N), *att = stage_scratch(s, SCR_ATT, N);
     /* MLP branch */
     linear_backward_bf16(d->dh, 0.0f, (float *)g->wdown, dres, b->hb, w16->wdown, N, m.F, m.d, dy16);
-    swiglu_backward_bf16(d->dgu, d->dh, b->gub, N, m.F);
-    linear_backward_bf16(d->dln, 0.0f, (float *)g->wgu, d->dgu, b->ln2b, w16->wgu, N, m.d, 2 * m.F, dy16);
+    swiglu_backward_bf16_cast(dy16, d->dh, b->gub, N, m.F);  /* dgu straight to its bf16 operand */
+    linear_backward_bf16_cast(d->dln, 0.0f, (float *)g->wgu, 1.0f, dy16, b->ln2b, w16->wgu, N, m.d, 2 * m.F);
     rmsnorm_backward(dres, (float *)g->ln2, d->dln, b->mid, w->ln2, b->rstd2, N, m.d);
     /* attention branch: its output O (for the row sums of dO O) and q/k/v widened from the slot */
     linear_backward_bf16(d->datt, 0.0f, (float *)g->wo, dres, b->attb, w16->wo, N, m.dq, m.d, dy16);
@@ -225,8 +223,8 @@ static void block_backward_bf16(const nb_stage *s, const block_weights *w, const
     nb_bf16_widen(qkv, b->qkvb, (size_t)N * m.qkv);
     nb_bf16_widen(att, b->attb, (size_t)N * m.dq);
     attention_backward(d->dqkv, d->datt, att, b->lse, qkv, B, T, m.H, m.Hkv, m.hd, 1);
-    rope_backward(d->dqkv, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
-    linear_backward_bf16(d->dln, 0.0f, (float *)g->wqkv, d->dqkv, b->ln1b, w16->wqkv, N, m.d, m.qkv, dy16);
+    rope_backward_cast_bf16(dy16, d->dqkv, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
+    linear_backward_bf16_cast(d->dln, 0.0f, (float *)g->wqkv, 1.0f, dy16, b->ln1b, w16->wqkv, N, m.d, m.qkv);
     rmsnorm_backward(dres, (float *)g->ln1, d->dln, x, w->ln1, b->rstd1, N, m.d);
 }
 
@@ -289,9 +287,11 @@ static void head_forward(const nb_stage *s, const float *w, const nb_bf16 *w16, 
         const int rows = N - r0 < a->logit_rows ? N - r0 : a->logit_rows;
         float *z = chunk_logits(s, a, r0);
         head_product(s, w, w16, a, z, r0, rows);
-        total += cross_entropy_forward(a->ce_lse + r0, z, a->targets + r0, rows, m.V);
         if (w16 && whole_logits(a))
-            cross_entropy_grad_bf16(a->dlogits + (size_t)r0 * m.V, z, a->ce_lse + r0, a->targets + r0, rows, m.V, N);
+            total += cross_entropy_forward_grad_bf16(a->ce_lse + r0, a->dlogits + (size_t)r0 * m.V, z, a->targets + r0,
+                                                     rows, m.V, N);
+        else
+            total += cross_entropy_forward(a->ce_lse + r0, z, a->targets + r0, rows, m.V);
     }
     a->loss = (float)(total / N);
 }
