@@ -1,8 +1,8 @@
 /* nb_gemm's results do not depend on the OpenMP thread count (src/backend/gemm.c, "Results independent
  * of the thread count"): for every backend and transpose, on the shapes where a library's own threading
  * changes the order of a sum (oneDNN 2.6 splits K when C is small for its threads: M <= 128, N = 512,
- * K >= 1536 at 8 threads; its M = 1 path at 2 threads), on odd shapes that leave partial tiles, and on
- * large ones that are cut into many tiles, C at 2, 3 and 8 threads is bitwise C at 1 thread. Each C is
+ * K >= 1536 at 8 threads; its M = 1 path at 2 threads), on a C that is one tile (run on the calling
+ * thread), on odd shapes that leave partial tiles, and on large ones that are cut into many tiles, C at 2, 3 and 8 threads is bitwise C at 1 thread. Each C is
  * also checked against a double-precision product of the same values (float32 accumulation's bound),
  * with padded strides whose padding must stay untouched, so that a tile put in the wrong place fails. */
 #include <math.h>
@@ -104,6 +104,7 @@ int main(void) {
     const shape shapes[] = {
         {0, 0, 64, 512, 1536}, {0, 1, 64, 512, 1536}, {0, 0, 64, 512, 8192}, /* oneDNN splits K at 8 threads */
         {1, 0, 512, 64, 1536}, {1, 1, 64, 512, 1536},                        /* the other transposes */
+        {0, 1, 64, 256, 1536}, {0, 0, 1, 256, 1536},                         /* one tile */
         {0, 0, 1, 512, 1536},  {0, 1, 1, 700, 512},                          /* M = 1 */
         {0, 1, 300, 700, 100}, {1, 0, 700, 300, 257},                        /* partial tiles */
         {0, 1, 1024, 1024, 32}, {1, 0, 1024, 544, 96},                       /* many tiles */

@@ -77,15 +77,17 @@ void nb_gemm_time_end(double start) {
 }
 
 /* ---- Results independent of the thread count ----
- * A library's own threading may split the inner dimension K over its threads when C is small for
- * their number (oneDNN 2.6 does for M <= 128, N = 512, K >= 1536 at 8 threads, and in its M = 1 path
- * at 2): each element of C is then a sum of partial sums whose order depends on the thread count.
- * So nb_gemm never lets a library thread. At the top level it cuts C into tiles fixed by M and N
- * alone, each computed by one single-threaded library call, and hands the tiles to the OpenMP
- * threads: an element's sum is that call's, whatever the thread count. Inside a parallel region
- * (attention's blocks, the optimizers' matrices, one product per thread) it is one call, which the
- * libraries run on the calling thread. docs/executor.md, "Thread counts". */
-enum { TILE_MIN = 256, TILES_MAX = 64 };
+ * oneDNN 2.6's own threading splits a product's inner dimension K over its threads when C is small for
+ * their number (M <= 128, N = 512, K >= 1536 at 8 threads; its M = 1 path already at 2): each element
+ * of C is then a sum of partial sums whose order depends on the thread count. So nb_gemm never lets
+ * oneDNN thread: outside a parallel region it cuts C into tiles fixed by M and N alone, each one
+ * single-threaded oneDNN call, and hands the tiles to the OpenMP threads; an element's sum is that
+ * call's whatever the thread count. Inside a parallel region (attention's blocks, the optimizers'
+ * matrices: one product per thread) it is one call, which oneDNN runs on the calling thread.
+ * OpenBLAS keeps its own threads: its level-3 threading splits C among them, never K (the same bits at
+ * 1 to 16 threads on every shape tests/test_gemm_threads.c and medium's products have).
+ * docs/executor.md, "Thread counts". */
+enum { TILE_MIN = 256, TILES_MAX = 16 };
 
 typedef struct {
     int trans_a, trans_b, M, N, K;
@@ -95,8 +97,13 @@ typedef struct {
     int lda, ldb, ldc;
 } gemm_call;
 
-/* Tiles of at least TILE_MIN rows and columns (where C has them), halving the longer side until
- * there are TILES_MAX of them; sides stay multiples of 16 (the kernels' register blocks). */
+static int openblas_runs(int trans_a, int trans_b) {
+    return backends[active].fn == nb_gemm_openblas || (backends[active].fn == gemm_hybrid && trans_a && !trans_b);
+}
+
+/* Tiles of at least TILE_MIN rows and columns (where C has them), halving the longer side until there
+ * are TILES_MAX of them: large tiles, as each call packs its own panels of A and B; sides stay
+ * multiples of 16 (the kernels' register blocks). */
 static void tile_plan(int M, int N, int *tm, int *tn) {
     int m = M, n = N;
     while ((long)((M + m - 1) / m) * ((N + n - 1) / n) < TILES_MAX) {
@@ -109,22 +116,18 @@ static void tile_plan(int M, int N, int *tm, int *tn) {
     *tn = n;
 }
 
-/* C's block at (i, j), m x n, from op(A)'s rows i.. and op(B)'s columns j.. */
-static void gemm_block(const gemm_call *g, int i, int j, int m, int n) {
-    const float *A = g->trans_a ? g->A + i : g->A + (size_t)i * g->lda;
-    const float *B = g->trans_b ? g->B + (size_t)j * g->ldb : g->B + j;
-    backends[active].fn(g->trans_a, g->trans_b, m, n, g->K, g->alpha, A, g->lda, B, g->ldb, g->beta,
-                        g->C + (size_t)i * g->ldc + j, g->ldc);
-}
-
+/* Tile t of the plan: C's block at (i, j), from op(A)'s rows i.. and op(B)'s columns j... */
 static void gemm_tile(const gemm_call *g, int t, int tm, int tn, int cols) {
     const int i = t / cols * tm, j = t % cols * tn;
-    gemm_block(g, i, j, g->M - i < tm ? g->M - i : tm, g->N - j < tn ? g->N - j : tn);
+    const float *A = g->trans_a ? g->A + i : g->A + (size_t)i * g->lda;
+    const float *B = g->trans_b ? g->B + (size_t)j * g->ldb : g->B + j;
+    nb_gemm_onednn(g->trans_a, g->trans_b, g->M - i < tm ? g->M - i : tm, g->N - j < tn ? g->N - j : tn, g->K,
+                   g->alpha, A, g->lda, B, g->ldb, g->beta, g->C + (size_t)i * g->ldc + j, g->ldc);
 }
 
-/* Tiles 0..n-1 one after another, the libraries on this thread only: in an active parallel region they
- * take one thread by themselves; elsewhere this thread's OpenMP thread count is 1 meanwhile (a per-thread
- * setting, so other threads' products are untouched). */
+/* Tiles 0..n-1 one after another, oneDNN on this thread only: in an active parallel region it takes one
+ * thread by itself; elsewhere this thread's OpenMP thread count is 1 meanwhile (a per-thread setting, so
+ * other threads' products are untouched). */
 static void gemm_tiles_here(const gemm_call *g, int n, int tm, int tn, int cols) {
     const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (threads > 1) omp_set_num_threads(1);
@@ -132,7 +135,7 @@ static void gemm_tiles_here(const gemm_call *g, int n, int tm, int tn, int cols)
     if (threads > 1) omp_set_num_threads(threads);
 }
 
-static void gemm_fixed_order(const gemm_call *g) {
+static void gemm_onednn_fixed_order(const gemm_call *g) {
     if (omp_get_level() > 0) {  /* the caller's region gives each thread its own products */
         gemm_tiles_here(g, 1, g->M, g->N, 1);
         return;
@@ -154,8 +157,12 @@ void nb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
     if (M == 0 || N == 0) return;
     pthread_once(&from_env, read_env);
     const double start = nb_gemm_time_begin();
-    const gemm_call g = {trans_a, trans_b, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc};
-    gemm_fixed_order(&g);
+    if (openblas_runs(trans_a, trans_b)) {
+        nb_gemm_openblas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    } else {
+        const gemm_call g = {trans_a, trans_b, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc};
+        gemm_onednn_fixed_order(&g);
+    }
     nb_gemm_time_end(start);
 }
 
