@@ -3,7 +3,8 @@
 # wide model (64 rows per micro-batch, d_model 512, d_ffn 1536: the shapes where oneDNN's own threading
 # splits a product's inner dimension at 8 threads) trained at --threads 1 and --threads 8 ends with
 # bitwise the same weights and losses for AdamW and Muon in fp32 and bf16, NorMuon and SOAP (its 512-wide
-# sides preconditioned, for time) in fp32; a real 2BW
+# sides preconditioned, for time) in fp32; 600 rows a micro-batch (where OpenBLAS's threaded weight
+# gradients sum otherwise) at --threads 1 and 2; a real 2BW
 # pipeline with 8 GEMM threads per stage equals its one-process simulation at 1 thread.
 set -u
 bin=${1:?usage: cli_threads.sh path/to/nobubble}
@@ -14,7 +15,7 @@ if [ "$(nproc)" -lt 2 ]; then
   finish
   exit
 fi
-small_corpus "$bin" "$work/data" || fail "prepare"
+small_corpus "$bin" "$work/data" 200 || fail "prepare"  # 200 paragraphs: a 600-token validation batch
 wide=(--data "$work/data" --set d_model=512 --set d_ffn=1536 --set n_heads=8 --set n_kv_heads=4 --set context=32
       --batch 2 --steps 2 --eval-batches 1 --quiet)
 hash_of() { sed -n 's/.*"weights_hash": "\([0-9a-f]*\)".*/\1/p' "$1/summary.json"; }
@@ -38,6 +39,13 @@ for opt in adamw muon normuon soap; do
     same_run "$opt $prec: --threads 8 equals --threads 1" "$work/$opt-$prec-1" "$work/$opt-$prec-8"
   done
 done
+
+# 600 rows a micro-batch: the weight gradients' sums (K = 600) are where OpenBLAS's threads sum otherwise.
+for t in 1 2; do
+  "$bin" train "${wide[@]}" --set n_layers=1 --set context=200 --batch 3 --threads "$t" --out "$work/rows600-$t" \
+    > "$work/log" 2>&1 || fail "600 rows, --threads $t: $(tail -3 "$work/log")"
+done
+same_run "600 rows a micro-batch: --threads 2 equals --threads 1" "$work/rows600-1" "$work/rows600-2"
 
 # A pipeline whose stages have another thread count than the one-process run it simulates.
 pipe=(--set n_layers=2 --stages 2 --microbatches 2 --optimizer muon)

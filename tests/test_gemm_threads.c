@@ -1,8 +1,10 @@
 /* nb_gemm's results do not depend on the OpenMP thread count (src/backend/gemm.c, "Results independent
  * of the thread count"): for every backend and transpose, on the shapes where a library's own threading
  * changes the order of a sum (oneDNN 2.6 splits K when C is small for its threads: M <= 128, N = 512,
- * K >= 1536 at 8 threads; its M = 1 path at 2 threads), on a C that is one tile (run on the calling
- * thread), on odd shapes that leave partial tiles, and on large ones that are cut into many tiles, C at 2, 3 and 8 threads is bitwise C at 1 thread. Each C is
+ * K >= 1536 at 8 threads; its M = 1 path at 2 threads; OpenBLAS 0.3.21's threaded driver blocks a K of
+ * 600 otherwise than its single-threaded one), on a C that is one tile (run on the calling
+ * thread), on odd shapes that leave partial tiles, on ones cut into many tiles, and on a C large enough
+ * for oneDNN's own threads (which split C, not K), C at 2, 3 and 8 threads is bitwise C at 1 thread. Each C is
  * also checked against a double-precision product of the same values (float32 accumulation's bound),
  * with padded strides whose padding must stay untouched, so that a tile put in the wrong place fails. */
 #include <math.h>
@@ -107,7 +109,9 @@ int main(void) {
         {0, 1, 64, 256, 1536}, {0, 0, 1, 256, 1536},                         /* one tile */
         {0, 0, 1, 512, 1536},  {0, 1, 1, 700, 512},                          /* M = 1 */
         {0, 1, 300, 700, 100}, {1, 0, 700, 300, 257},                        /* partial tiles */
-        {0, 1, 1024, 1024, 32}, {1, 0, 1024, 544, 96},                       /* many tiles */
+        {0, 1, 1008, 1000, 32}, {1, 0, 1000, 544, 96},                       /* many tiles */
+        {0, 1, 2048, 512, 1536}, {0, 0, 1024, 1024, 600},                    /* oneDNN's threads (C >= 2^20) */
+        {1, 0, 512, 512, 600},                                                /* OpenBLAS threaded: other K blocks */
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) check_shape(&shapes[i]);
     return check_summary();

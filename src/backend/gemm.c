@@ -77,29 +77,27 @@ void nb_gemm_time_end(double start) {
 }
 
 /* ---- Results independent of the thread count ----
- * oneDNN 2.6's own threading splits a product's inner dimension K over its threads when C is small for
- * their number (M <= 128, N = 512, K >= 1536 at 8 threads; its M = 1 path already at 2): each element
- * of C is then a sum of partial sums whose order depends on the thread count. So nb_gemm never lets
- * oneDNN thread: outside a parallel region it cuts C into tiles fixed by M and N alone, each one
- * single-threaded oneDNN call, and hands the tiles to the OpenMP threads; an element's sum is that
- * call's whatever the thread count. Inside a parallel region (attention's blocks, the optimizers'
- * matrices: one product per thread) it is one call, which oneDNN runs on the calling thread.
- * OpenBLAS keeps its own threads: its level-3 threading splits C among them, never K (the same bits at
- * 1 to 16 threads on every shape tests/test_gemm_threads.c and medium's products have).
- * docs/executor.md, "Thread counts". */
-enum { TILE_MIN = 256, TILES_MAX = 16 };
+ * The libraries' own threading changes the order of C's sums with the thread count: oneDNN 2.6 splits
+ * the inner dimension K over its threads when C is small for their number (M <= 128, N = 512,
+ * K >= 1536 at 8 threads; its M = 1 path already at 2), and OpenBLAS 0.3.21's threaded driver blocks
+ * K otherwise than its single-threaded one where K is not a multiple of 256 (A^T B with K = 500, 600,
+ * 1000, 3000 rows at 2 threads). So outside a parallel region nb_gemm cuts C into tiles fixed by M and
+ * N alone, each one single-threaded library call, and hands the tiles to the OpenMP threads: an
+ * element's sum is that call's, whatever the thread count. Only oneDNN with a large C (at least
+ * ONEDNN_THREADS_MIN elements) keeps its own threads, which then split C, not K (the same bits at 1 to
+ * 16 threads; tiles there cost 4-6% of medium's step: BENCHMARKS.md, "Thread counts"). Inside a
+ * parallel region (attention's blocks, the optimizers' matrices: one product per thread) it is one
+ * call, which the libraries run on the calling thread. docs/executor.md, "Thread counts". */
+enum { TILE_MIN = 256, TILES_MAX = 16, ONEDNN_THREADS_MIN = 1 << 20 };
 
 typedef struct {
+    gemm_fn fn;  /* the library that runs the product */
     int trans_a, trans_b, M, N, K;
     float alpha, beta;
     const float *A, *B;
     float *C;
     int lda, ldb, ldc;
 } gemm_call;
-
-static int openblas_runs(int trans_a, int trans_b) {
-    return backends[active].fn == nb_gemm_openblas || (backends[active].fn == gemm_hybrid && trans_a && !trans_b);
-}
 
 /* Tiles of at least TILE_MIN rows and columns (where C has them), halving the longer side until there
  * are TILES_MAX of them: large tiles, as each call packs its own panels of A and B; sides stay
@@ -121,12 +119,12 @@ static void gemm_tile(const gemm_call *g, int t, int tm, int tn, int cols) {
     const int i = t / cols * tm, j = t % cols * tn;
     const float *A = g->trans_a ? g->A + i : g->A + (size_t)i * g->lda;
     const float *B = g->trans_b ? g->B + (size_t)j * g->ldb : g->B + j;
-    nb_gemm_onednn(g->trans_a, g->trans_b, g->M - i < tm ? g->M - i : tm, g->N - j < tn ? g->N - j : tn, g->K,
-                   g->alpha, A, g->lda, B, g->ldb, g->beta, g->C + (size_t)i * g->ldc + j, g->ldc);
+    g->fn(g->trans_a, g->trans_b, g->M - i < tm ? g->M - i : tm, g->N - j < tn ? g->N - j : tn, g->K, g->alpha, A,
+          g->lda, B, g->ldb, g->beta, g->C + (size_t)i * g->ldc + j, g->ldc);
 }
 
-/* Tiles 0..n-1 one after another, oneDNN on this thread only: in an active parallel region it takes one
- * thread by itself; elsewhere this thread's OpenMP thread count is 1 meanwhile (a per-thread setting, so
+/* Tiles 0..n-1 one after another, the library on this thread only: in an active parallel region it takes
+ * one thread by itself; elsewhere this thread's OpenMP thread count is 1 meanwhile (a per-thread setting, so
  * other threads' products are untouched). */
 static void gemm_tiles_here(const gemm_call *g, int n, int tm, int tn, int cols) {
     const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
@@ -135,9 +133,13 @@ static void gemm_tiles_here(const gemm_call *g, int n, int tm, int tn, int cols)
     if (threads > 1) omp_set_num_threads(threads);
 }
 
-static void gemm_onednn_fixed_order(const gemm_call *g) {
+static void gemm_fixed_order(const gemm_call *g) {
     if (omp_get_level() > 0) {  /* the caller's region gives each thread its own products */
         gemm_tiles_here(g, 1, g->M, g->N, 1);
+        return;
+    }
+    if (g->fn == nb_gemm_onednn && (long)g->M * g->N >= ONEDNN_THREADS_MIN) {  /* its threads split C, not K */
+        g->fn(g->trans_a, g->trans_b, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta, g->C, g->ldc);
         return;
     }
     int tm, tn;
@@ -157,12 +159,10 @@ void nb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
     if (M == 0 || N == 0) return;
     pthread_once(&from_env, read_env);
     const double start = nb_gemm_time_begin();
-    if (openblas_runs(trans_a, trans_b)) {
-        nb_gemm_openblas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    } else {
-        const gemm_call g = {trans_a, trans_b, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc};
-        gemm_onednn_fixed_order(&g);
-    }
+    gemm_fn fn = backends[active].fn;
+    if (fn == gemm_hybrid) fn = trans_a && !trans_b ? nb_gemm_openblas : nb_gemm_onednn;
+    const gemm_call g = {fn, trans_a, trans_b, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc};
+    gemm_fixed_order(&g);
     nb_gemm_time_end(start);
 }
 
@@ -181,6 +181,11 @@ void nb_syrk(int trans, int N, int K, float alpha, const float *A, int lda, floa
     if (K == 0) {  /* an empty sum: C = beta C (a BLAS would refuse the zero leading dimension) */
         for (int i = 0; i < N; i++)
             for (int j = i; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+    } else if (omp_get_level() == 0 && omp_get_max_threads() > 1) {  /* on one thread: see nb_gemm's tiles */
+        const int threads = omp_get_max_threads();
+        omp_set_num_threads(1);
+        nb_syrk_openblas(trans, N, K, alpha, A, lda, beta, C, ldc);
+        omp_set_num_threads(threads);
     } else {
         nb_syrk_openblas(trans, N, K, alpha, A, lda, beta, C, ldc);
     }

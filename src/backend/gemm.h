@@ -29,19 +29,19 @@
 #include <stdint.h>
 #include <string.h>
 
-/* The result does not depend on the OpenMP thread count: oneDNN's products are cut, outside a parallel
- * region, into tiles of C fixed by M and N, each one single-threaded call, spread over the threads (inside
- * one: one call on the calling thread); OpenBLAS's threads split C, never K (gemm.c, "Results independent
- * of the thread count"). */
+/* The result does not depend on the OpenMP thread count: outside a parallel region C is cut into tiles
+ * fixed by M and N, each one single-threaded library call, spread over the threads (only oneDNN with a
+ * C of at least 2^20 elements keeps its own threads, which split C, not K); inside one it is one call on
+ * the calling thread (gemm.c, "Results independent of the thread count"). */
 void nb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
              const float *B, int ldb, float beta, float *C, int ldc);
 /* C[N,N] = alpha * op(A) op(A)^T + beta * C with op(A) = A (N x K, trans = 0: A A^T) or A^T (A stored
  * K x N, trans = 1: A^T A): a symmetric product at half a GEMM's flops. Both triangles are written
  * (the upper one computed, the lower one copied from it, so C is exactly symmetric); on entry only C's
  * upper triangle is read (for beta). OpenBLAS's ssyrk runs it whatever the backend (oneDNN has no
- * SYRK): OpenBLAS's OpenMP threads outside a parallel region (which split C, not K: the same bits at 1
- * to 16 threads on the shapes of medium's Muon), one thread inside one, where Muon and NorMuon call it
- * (one matrix per thread). Counted by nb_gemm_timing like a GEMM. */
+ * SYRK), always on the calling thread (OpenBLAS's threaded driver sums in another order), so the result
+ * does not depend on the thread count; Muon and NorMuon call it inside their parallel region, one matrix
+ * per thread. Counted by nb_gemm_timing like a GEMM. */
 void nb_syrk(int trans, int N, int K, float alpha, const float *A, int lda, float beta, float *C, int ldc);
 /* The name of the backend in use, for run headers and benchmarks. */
 const char *nb_gemm_backend(void);
