@@ -64,8 +64,8 @@ typedef struct nb_train_options {
                                    are removed (nb_train_check_folders; without it such a run is refused) */
     /* Real pipeline workers (docs/executor.md): one per stage of `stages`, running the
      * schedule's lowered actions and exchanging activations through a transport. Bitwise equal to the
-     * one-process run with the schedule's delay (gpipe, 1f1b: sync; 2bw; pipedream) when each
-     * worker has as many GEMM threads as the one-process run. */
+     * one-process run with the schedule's delay (gpipe, 1f1b: sync; 2bw; pipedream), whatever the GEMM
+     * threads of each (docs/executor.md, "Thread counts"; native bf16 matmuls: give both the same). */
     int pipeline;               /* an nb_pipe_kind, or -1: one process simulates the delay (-1) */
     int transport;              /* an nb_transport_kind (threads) */
     int threads_per_stage;      /* GEMM threads per worker (0: the process's cores / stages, at least 1) */

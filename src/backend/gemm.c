@@ -76,12 +76,93 @@ void nb_gemm_time_end(double start) {
     atomic_fetch_add_explicit(&timed_ns, (long long)(share * 1e9), memory_order_relaxed);
 }
 
+/* ---- Results independent of the thread count ----
+ * The libraries' own threading changes the order of C's sums with the thread count: oneDNN 2.6 splits
+ * the inner dimension K over its threads when C is small for their number (M <= 128, N = 512,
+ * K >= 1536 at 8 threads; its M = 1 path already at 2), and OpenBLAS 0.3.21's threaded driver blocks
+ * K otherwise than its single-threaded one where K is not a multiple of 256 (A^T B with K = 500, 600,
+ * 1000, 3000 rows at 2 threads). So outside a parallel region nb_gemm cuts C into tiles fixed by M and
+ * N alone, each one single-threaded library call, and hands the tiles to the OpenMP threads: an
+ * element's sum is that call's, whatever the thread count. Only oneDNN with a large C (at least
+ * ONEDNN_THREADS_MIN elements) keeps its own threads, which then split C, not K (the same bits at 1 to
+ * 16 threads; tiles there cost 4-6% of medium's step: BENCHMARKS.md, "Thread counts"). Inside a
+ * parallel region (attention's blocks, the optimizers' matrices: one product per thread) it is one
+ * call, which the libraries run on the calling thread. docs/executor.md, "Thread counts". */
+enum { TILE_MIN = 256, TILES_MAX = 16, ONEDNN_THREADS_MIN = 1 << 20 };
+
+typedef struct {
+    gemm_fn fn;  /* the library that runs the product */
+    int trans_a, trans_b, M, N, K;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+    int lda, ldb, ldc;
+} gemm_call;
+
+/* Tiles of at least TILE_MIN rows and columns (where C has them), halving the longer side until there
+ * are TILES_MAX of them: large tiles, as each call packs its own panels of A and B; sides stay
+ * multiples of 16 (the kernels' register blocks). */
+static void tile_plan(int M, int N, int *tm, int *tn) {
+    int m = M, n = N;
+    while ((long)((M + m - 1) / m) * ((N + n - 1) / n) < TILES_MAX) {
+        int *side = m >= n ? &m : &n;
+        if (*side < 2 * TILE_MIN) side = side == &m ? &n : &m;
+        if (*side < 2 * TILE_MIN) break;
+        *side = ((*side + 1) / 2 + 15) / 16 * 16;
+    }
+    *tm = m;
+    *tn = n;
+}
+
+/* Tile t of the plan: C's block at (i, j), from op(A)'s rows i.. and op(B)'s columns j... */
+static void gemm_tile(const gemm_call *g, int t, int tm, int tn, int cols) {
+    const int i = t / cols * tm, j = t % cols * tn;
+    const float *A = g->trans_a ? g->A + i : g->A + (size_t)i * g->lda;
+    const float *B = g->trans_b ? g->B + (size_t)j * g->ldb : g->B + j;
+    g->fn(g->trans_a, g->trans_b, g->M - i < tm ? g->M - i : tm, g->N - j < tn ? g->N - j : tn, g->K, g->alpha, A,
+          g->lda, B, g->ldb, g->beta, g->C + (size_t)i * g->ldc + j, g->ldc);
+}
+
+/* Tiles 0..n-1 one after another, the library on this thread only: in an active parallel region it takes
+ * one thread by itself; elsewhere this thread's OpenMP thread count is 1 meanwhile (a per-thread setting, so
+ * other threads' products are untouched). */
+static void gemm_tiles_here(const gemm_call *g, int n, int tm, int tn, int cols) {
+    const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (threads > 1) omp_set_num_threads(1);
+    for (int t = 0; t < n; t++) gemm_tile(g, t, tm, tn, cols);
+    if (threads > 1) omp_set_num_threads(threads);
+}
+
+static void gemm_fixed_order(const gemm_call *g) {
+    if (omp_get_level() > 0) {  /* the caller's region gives each thread its own products */
+        gemm_tiles_here(g, 1, g->M, g->N, 1);
+        return;
+    }
+    if (g->fn == nb_gemm_onednn && (long)g->M * g->N >= ONEDNN_THREADS_MIN) {  /* its threads split C, not K */
+        g->fn(g->trans_a, g->trans_b, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta, g->C, g->ldc);
+        return;
+    }
+    int tm, tn;
+    tile_plan(g->M, g->N, &tm, &tn);
+    const int cols = (g->N + tn - 1) / tn, n = (g->M + tm - 1) / tm * cols;
+    const int threads = omp_get_max_threads() < n ? omp_get_max_threads() : n;
+    if (threads <= 1) {
+        gemm_tiles_here(g, n, tm, tn, cols);
+        return;
+    }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int t = 0; t < n; t++) gemm_tile(g, t, tm, tn, cols);
+}
+
 void nb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
              const float *B, int ldb, float beta, float *C, int ldc) {
     if (M == 0 || N == 0) return;
     pthread_once(&from_env, read_env);
     const double start = nb_gemm_time_begin();
-    backends[active].fn(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm_fn fn = backends[active].fn;
+    if (fn == gemm_hybrid) fn = trans_a && !trans_b ? nb_gemm_openblas : nb_gemm_onednn;
+    const gemm_call g = {fn, trans_a, trans_b, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc};
+    gemm_fixed_order(&g);
     nb_gemm_time_end(start);
 }
 
@@ -100,6 +181,11 @@ void nb_syrk(int trans, int N, int K, float alpha, const float *A, int lda, floa
     if (K == 0) {  /* an empty sum: C = beta C (a BLAS would refuse the zero leading dimension) */
         for (int i = 0; i < N; i++)
             for (int j = i; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+    } else if (omp_get_level() == 0 && omp_get_max_threads() > 1) {  /* on one thread: see nb_gemm's tiles */
+        const int threads = omp_get_max_threads();
+        omp_set_num_threads(1);
+        nb_syrk_openblas(trans, N, K, alpha, A, lda, beta, C, ldc);
+        omp_set_num_threads(threads);
     } else {
         nb_syrk_openblas(trans, N, K, alpha, A, lda, beta, C, ldc);
     }

@@ -29,14 +29,19 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The result does not depend on the OpenMP thread count: outside a parallel region C is cut into tiles
+ * fixed by M and N, each one single-threaded library call, spread over the threads (only oneDNN with a
+ * C of at least 2^20 elements keeps its own threads, which split C, not K); inside one it is one call on
+ * the calling thread (gemm.c, "Results independent of the thread count"). */
 void nb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
              const float *B, int ldb, float beta, float *C, int ldc);
 /* C[N,N] = alpha * op(A) op(A)^T + beta * C with op(A) = A (N x K, trans = 0: A A^T) or A^T (A stored
  * K x N, trans = 1: A^T A): a symmetric product at half a GEMM's flops. Both triangles are written
  * (the upper one computed, the lower one copied from it, so C is exactly symmetric); on entry only C's
  * upper triangle is read (for beta). OpenBLAS's ssyrk runs it whatever the backend (oneDNN has no
- * SYRK), with nb_gemm's threading: OpenBLAS's OpenMP threads outside a parallel region, one thread
- * inside one, deterministic for a given thread count. Counted by nb_gemm_timing like a GEMM. */
+ * SYRK), always on the calling thread (OpenBLAS's threaded driver sums in another order), so the result
+ * does not depend on the thread count; Muon and NorMuon call it inside their parallel region, one matrix
+ * per thread. Counted by nb_gemm_timing like a GEMM. */
 void nb_syrk(int trans, int N, int K, float alpha, const float *A, int lda, float beta, float *C, int ldc);
 /* The name of the backend in use, for run headers and benchmarks. */
 const char *nb_gemm_backend(void);
@@ -76,7 +81,8 @@ void nb_bf16_round(float *x, size_t n);
 /* dst[i] = float(src[i]) for n values (exact; threaded for large n). */
 void nb_bf16_widen(float *dst, const nb_bf16 *src, size_t n);
 /* C[M,N] = alpha * op(A) op(B) + beta * C with bf16 operands and float32 accumulation and output;
- * the same conventions as nb_gemm. Deterministic for a given thread count, like nb_gemm. */
+ * the same conventions as nb_gemm. Widened, it is nb_gemm (independent of the thread count); oneDNN's bf16
+ * matmul keeps its own threading, deterministic for a given thread count (docs/executor.md, "Thread counts"). */
 void nb_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, const nb_bf16 *A, int lda,
                   const nb_bf16 *B, int ldb, float beta, float *C, int ldc);
 /* nb_syrk with bf16 operands and float32 accumulation: where nb_gemm_bf16 runs oneDNN's bf16 matmul, the
