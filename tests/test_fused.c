@@ -7,7 +7,7 @@
  * 2. RoPE with the bf16 rounding in one pass against rope_forward, nb_bf16_round and nb_bf16_cast in turn,
  *    and its backward written to bf16 against rope_backward then nb_bf16_cast;
  * 3. SwiGLU with the cast of gate/up in one pass against nb_bf16_cast then swiglu_forward_bf16, and its
- *    backward written to bf16 against swiglu_backward_bf16 then nb_bf16_cast; attention's output cast as
+ *    backward written to bf16 against swiglu_backward on the widened gate/up then nb_bf16_cast; attention's output cast as
  *    it is computed against the cast of the whole output;
  *    the loss with its bf16 gradient in one pass against cross_entropy_forward then cross_entropy_grad_bf16;
  * 4. RMSNorm's gain gradient, threaded over columns, against the serial sum over rows written here, for
@@ -104,15 +104,23 @@ static void fill(float *x, size_t n, float scale, unsigned seed) {
     for (size_t i = 0; i < n; i++) x[i] = scale * sinf(0.7f * (float)i + (float)seed) + 0.01f * (float)(i % 7);
 }
 
-static void test_rope_bf16(void) {
-    const int B = 2, T = 5, H = 4, Hkv = 2, hd = 8, half = hd / 2, stride = (H + 2 * Hkv) * hd;
-    const size_t n = (size_t)B * T * stride;
-    float *cos_t = malloc(sizeof(float) * T * half), *sin_t = malloc(sizeof(float) * T * half);
+/* RoPE's tables for T positions (theta 10000), computed in double. */
+static void rope_tables(int T, int hd, float **cos_t, float **sin_t) {
+    const int half = hd / 2;
+    *cos_t = malloc(sizeof(float) * T * half);
+    *sin_t = malloc(sizeof(float) * T * half);
     for (int t = 0; t < T; t++)
         for (int i = 0; i < half; i++) {
-            cos_t[t * half + i] = (float)cos(t * pow(10000.0, -2.0 * i / hd));
-            sin_t[t * half + i] = (float)sin(t * pow(10000.0, -2.0 * i / hd));
+            (*cos_t)[t * half + i] = (float)cos(t * pow(10000.0, -2.0 * i / hd));
+            (*sin_t)[t * half + i] = (float)sin(t * pow(10000.0, -2.0 * i / hd));
         }
+}
+
+static void test_rope_bf16(void) {
+    const int B = 2, T = 5, H = 4, Hkv = 2, hd = 8, stride = (H + 2 * Hkv) * hd;
+    const size_t n = (size_t)B * T * stride;
+    float *cos_t, *sin_t;
+    rope_tables(T, hd, &cos_t, &sin_t);
     float *x = malloc(sizeof(float) * n), *want = malloc(sizeof(float) * n), *input = malloc(sizeof(float) * n);
     nb_bf16 *x16 = malloc(sizeof(nb_bf16) * n), *want16 = malloc(sizeof(nb_bf16) * n);
     fill(input, n, 3.0f, 1);
@@ -133,14 +141,10 @@ static void test_rope_bf16(void) {
 
 /* The backward's rotation written to bf16 against rope_backward then nb_bf16_cast; dx stays as it was. */
 static void test_rope_backward_cast(void) {
-    const int B = 2, T = 5, H = 4, Hkv = 2, hd = 8, half = hd / 2, stride = (H + 2 * Hkv) * hd;
+    const int B = 2, T = 5, H = 4, Hkv = 2, hd = 8, stride = (H + 2 * Hkv) * hd;
     const size_t n = (size_t)B * T * stride;
-    float *cos_t = malloc(sizeof(float) * T * half), *sin_t = malloc(sizeof(float) * T * half);
-    for (int t = 0; t < T; t++)
-        for (int i = 0; i < half; i++) {
-            cos_t[t * half + i] = (float)cos(t * pow(10000.0, -2.0 * i / hd));
-            sin_t[t * half + i] = (float)sin(t * pow(10000.0, -2.0 * i / hd));
-        }
+    float *cos_t, *sin_t;
+    rope_tables(T, hd, &cos_t, &sin_t);
     float *dx = malloc(sizeof(float) * n), *input = malloc(sizeof(float) * n), *rotated = malloc(sizeof(float) * n);
     nb_bf16 *dx16 = malloc(sizeof(nb_bf16) * n), *want16 = malloc(sizeof(nb_bf16) * n);
     fill(input, n, 0.5f, 7);
@@ -163,7 +167,8 @@ static void test_swiglu_backward_cast(void) {
     fill(gu, (size_t)N * 2 * F, 4.0f, 8);
     fill(dh, (size_t)N * F, 0.3f, 9);
     nb_bf16_cast(gu16, gu, (size_t)N * 2 * F);
-    swiglu_backward_bf16(dgu, dh, gu16, N, F);
+    nb_bf16_widen(gu, gu16, (size_t)N * 2 * F);   /* the values the bf16 backward reads */
+    swiglu_backward(dgu, dh, gu, N, F);
     nb_bf16_cast(want16, dgu, (size_t)N * 2 * F);
     swiglu_backward_bf16_cast(dgu16, dh, gu16, N, F);
     CHECK(!memcmp(dgu16, want16, sizeof(nb_bf16) * N * 2 * F), "swiglu_backward_bf16_cast: the backward then the cast");

@@ -80,9 +80,8 @@ void swiglu_forward_bf16(nb_bf16 *h, const nb_bf16 *gu, int N, int F);
 void swiglu_forward_cast_bf16(nb_bf16 *h, nb_bf16 *gu16, const float *gu, int N, int F);
 /* dgu (overwritten) from dh */
 void swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int F);
-/* The same on gate and up kept in bf16: the derivative at the values the forward used. */
-void swiglu_backward_bf16(float *dgu, const float *dh, const nb_bf16 *gu, int N, int F);
-/* The same, dgu written in bf16 (the gate/up product's bf16 operand): bitwise swiglu_backward_bf16 then
+/* The same on gate and up kept in bf16 (the derivative at the values the forward used), dgu written in
+ * bf16 (the gate/up product's bf16 operand): bitwise swiglu_backward on the widened gate/up, then
  * nb_bf16_cast. */
 void swiglu_backward_bf16_cast(nb_bf16 *dgu16, const float *dh, const nb_bf16 *gu, int N, int F);
 

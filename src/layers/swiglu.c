@@ -57,23 +57,6 @@ void swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int F)
     }
 }
 
-/* The same formulas on gate and up kept in bf16 (widened exactly). */
-void swiglu_backward_bf16(float *dgu, const float *dh, const nb_bf16 *gu, int N, int F) {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const nb_bf16 *g16 = gu + (size_t)n * 2 * F, *u16 = g16 + F;
-        const float *d = dh + (size_t)n * F;
-        float *dg = dgu + (size_t)n * 2 * F, *du = dg + F;
-#pragma omp simd
-        for (int i = 0; i < F; i++) {
-            const float g = nb_bf16_to_float(g16[i]), u = nb_bf16_to_float(u16[i]);
-            float s = 1.0f / (1.0f + nb_expf(-g));
-            du[i] = d[i] * g * s;
-            dg[i] = d[i] * u * s * (1.0f + g * (1.0f - s));
-        }
-    }
-}
-
 /* The same, dgu cast to bf16 as it is computed (the gate/up product's output gradient, which its backward
  * products read only as a bf16 operand): one pass where the float32 dgu and its cast made two. */
 void swiglu_backward_bf16_cast(nb_bf16 *dgu16, const float *dh, const nb_bf16 *gu, int N, int F) {
