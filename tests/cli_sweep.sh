@@ -143,8 +143,8 @@ ref_hash=$(hash_of "$work/ref")
 # point's checkpoint $2 exists (a checkpoint folder appears whole, by a rename; `none`: once a step is
 # logged), and waits for it.
 stop_at() {
-  local dir=$1 step=$2 sig=$3 every=${4:-10}
-  "$bin" sweep "$work/resume.grid" --out "$dir" --save-every $every > "$dir.log" 2>&1 &
+  local dir=$1 step=$2 sig=$3 every=${4:-10} keep=${5:-2}
+  "$bin" sweep "$work/resume.grid" --out "$dir" --save-every $every --keep $keep > "$dir.log" 2>&1 &
   local pid=$!
   for i in $(seq 1 1200); do
     if [ "$step" = none ]; then [ -s "$dir/runs/1/metrics.jsonl" ] && break
@@ -184,7 +184,9 @@ check "resume: checkpoints removed once complete" test ! -e "$work/res/runs/1/ch
 check "resume: results.csv says done" test "$(csv_field "$work/res/results.csv" 1 status)" = done
 
 # The newest checkpoint corrupt (a flipped byte) and the one before it incomplete: the one before those.
-stop_at "$work/bad1" step_000030 TERM
+# (--keep 3, so that at least three exist however far the run got before the signal; any --keep above 0
+# validates at each save as the reference's --keep 2 does, so the metrics stay comparable.)
+stop_at "$work/bad1" step_000030 TERM 10 3
 set -- $(ckpts "$work/bad1")
 if [ $# -ge 3 ]; then
   n=$#; corrupt=${!n}; k=$((n - 1)); incomplete=${!k}; k=$((n - 2)); good=${!k}
