@@ -15,7 +15,11 @@
 # cores), NB_VS_OPTIMIZERS (adamw,muon), NB_VS_SEQ (512), NB_VS_BATCH (8), NB_VS_STEPS (5 timed steps,
 # after 2 warm-up steps), NB_VS_BUILD (1: build with scripts/build.sh first; 0: use build/nobubble),
 # NB_VS_MUON (torch: torch.optim.Muon where present, whose Newton-Schulz runs in bf16; rule: nobubble's
-# rule in fp32, written in torch_bench.py).
+# rule in fp32, written in torch_bench.py), NB_VS_PRECISIONS (nobubble's: fp32,bf16), NB_VS_MODES
+# (PyTorch's: eager-fp32,compile-fp32,eager-bf16,compile-bf16), NB_VS_KEEP (a folder that keeps the
+# rounds' JSON files; by default they go to a temporary folder, removed at the end). On a CPU without bf16 instructions the
+# fp32 goals are the measurable ones: NB_VS_PRECISIONS=fp32 NB_VS_MODES=eager-fp32,compile-fp32 skips
+# the emulated bf16 runs (PyTorch's autocast bf16 is about 3x slower than its fp32 there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -25,6 +29,8 @@ optimizers=${NB_VS_OPTIMIZERS:-adamw,muon}
 seq=${NB_VS_SEQ:-512}
 batch=${NB_VS_BATCH:-8}
 steps=${NB_VS_STEPS:-5}
+precisions=${NB_VS_PRECISIONS:-fp32,bf16}
+modes=${NB_VS_MODES:-eager-fp32,compile-fp32,eager-bf16,compile-bf16}
 venv=${NB_TORCH_VENV:-/tmp/nobubble-torch-venv}
 case "$rounds" in ''|*[!0-9]*|0) echo "vs_torch.sh: ROUNDS '$rounds': expected a positive integer" >&2; exit 2;; esac
 
@@ -40,8 +46,14 @@ fi
 # the PyTorch model must be nobubble's before anything is compared (the float64 reference fixtures)
 "$venv/bin/python" -W ignore tools/bench/torch_bench_check.py >&2
 
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+if [ -n "${NB_VS_KEEP:-}" ]; then  # the rounds' JSON files stay there, for a second look at the table
+  out=$NB_VS_KEEP
+  mkdir -p "$out"
+  rm -f "$out"/nb_*.json "$out"/torch_*.json
+else
+  out=$(mktemp -d)
+  trap 'rm -rf "$out"' EXIT
+fi
 { lscpu | grep -m1 "Model name" || echo "Model name: unknown"; } | sed 's/^[^:]*: */cpu: /' > "$out/cpu.txt"
 { lscpu | grep -m1 "^Flags" || echo "Flags: unknown"; } | sed 's/^[^:]*: */flags: /' >> "$out/cpu.txt"
 echo "cores: $(getconf _NPROCESSORS_ONLN)" >> "$out/cpu.txt"
@@ -53,10 +65,10 @@ for r in $(seq 1 "$rounds"); do
     for m in "${mlist[@]}"; do
       for o in "${olist[@]}"; do
         echo "round $r/$rounds: $m, $o, $t threads" >&2
-        ./build/nobubble bench --models "$m" --threads "$t" --optimizers "$o" --precisions fp32,bf16 \
+        ./build/nobubble bench --models "$m" --threads "$t" --optimizers "$o" --precisions "$precisions" \
           --seq "$seq" --batch "$batch" --steps "$steps" --json > "$out/nb_${r}_${t}_${m}_${o}.json"
         OMP_NUM_THREADS=$t "$venv/bin/python" tools/bench/torch_bench.py --models "$m" --threads "$t" \
-          --optimizers "$o" --seq "$seq" --batch "$batch" --steps "$steps" --muon-impl "${NB_VS_MUON:-torch}" --json \
+          --optimizers "$o" --modes "$modes" --seq "$seq" --batch "$batch" --steps "$steps" --muon-impl "${NB_VS_MUON:-torch}" --json \
           > "$out/torch_${r}_${t}_${m}_${o}.json" 2> "$out/torch_${r}_${t}_${m}_${o}.log" \
           || { cat "$out/torch_${r}_${t}_${m}_${o}.log" >&2; exit 1; }
       done

@@ -82,9 +82,21 @@ def impl_rows(key, by_round):
             "%.1f%%" % (100 * opt_share), fmt(comp, "%.1f", "")))
 
 
+def round_ratios(by_round, num, den):
+    return [by_round[r][num]["tokens_per_s"] / by_round[r][den]["tokens_per_s"]
+            for r in sorted(by_round) if num in by_round[r] and den in by_round[r]]
+
+
 def ratio(by_round, num, den):
-    return med([rr[num]["tokens_per_s"] / rr[den]["tokens_per_s"]
-                for rr in by_round.values() if num in rr and den in rr])
+    return med(round_ratios(by_round, num, den))
+
+
+def ratio_cell(by_round, num, den):
+    """The median ratio, then each round's in round order: the spread a reader needs on a shared machine."""
+    xs = round_ratios(by_round, num, den)
+    if not xs:
+        return "n/m"
+    return "%.2f (%s)" % (med(xs), ", ".join("%.2f" % x for x in xs)) if len(xs) > 1 else "%.2f" % xs[0]
 
 
 def ratio_rows(rounds):
@@ -96,8 +108,9 @@ def ratio_rows(rounds):
              "bf16/compile": ratio(by_round, NB[1], TORCH["compile-bf16"]),
              "bf16/eager": ratio(by_round, NB[1], TORCH["eager-bf16"])}
         out[key] = r
-        print("| %s | %d | %s | %s | %s | %s | %s |" % (key + tuple(
-            fmt(r[k], "%.2f") for k in ("fp32/eager", "fp32/compile", "bf16/compile", "bf16/eager"))))
+        pairs = ((NB[0], TORCH["eager-fp32"]), (NB[0], TORCH["compile-fp32"]),
+                 (NB[1], TORCH["compile-bf16"]), (NB[1], TORCH["eager-bf16"]))
+        print("| %s | %d | %s | %s | %s | %s | %s |" % (key + tuple(ratio_cell(by_round, n, d) for n, d in pairs)))
     return out
 
 
@@ -174,7 +187,8 @@ def main():
           "| nobubble bf16 / torch compile+autocast bf16 | nobubble bf16 / torch autocast bf16 |")
     print("|---|---|---|---|---|---|---|")
     ratios = ratio_rows(rounds)
-    print("\n(%d rounds; medians over rounds; ratios taken within each round; n/m: not measured)" % rounds_n)
+    print("\n(%d rounds; medians over rounds; ratios taken within each round, their median first and then each "
+          "round's in order; n/m: not measured)" % rounds_n)
     for e in facts.get("errors", []):
         print("- PyTorch failed: %s" % e)
     verdicts(rounds, ratios, facts)
