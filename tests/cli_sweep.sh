@@ -71,6 +71,22 @@ check "live: point 2's loss is its summary's" test "$(csv_field "$work/live/resu
 kill -TERM $live; wait $live
 check "live: stopped, the running point reads interrupted" test "$(csv_field "$work/live/results.csv" 100000 status)" = interrupted
 
+# A resumed sweep that has not reached an earlier sweep's complete point yet (here the long point comes
+# first) lists it as done once stopped (results.csv is rewritten then), not as interrupted.
+cat > "$work/live2.grid" <<EOF
+fixed: $small --eval-every 0
+axis steps: 100000 2
+EOF
+"$bin" sweep "$work/live2.grid" --out "$work/live" --jobs 1 --quiet > "$work/live2.log" 2>&1 &
+live=$!
+for _ in $(seq 1 600); do [ "$(starts "$work/live" 100000)" -ge 2 ] && break; sleep 0.1; done
+check "resumed live: the long point runs again" test "$(starts "$work/live" 100000)" -ge 2
+kill -TERM $live; wait $live
+check "resumed live, stopped: the earlier sweep's point reads done" test "$(csv_field "$work/live/results.csv" 2 status)" = done
+check "resumed live, stopped: with its summary's loss" test "$(csv_field "$work/live/results.csv" 2 final_train_loss)" = \
+  "$(json_field "$work/live/runs/2/summary.json" final_train_loss)"
+check "resumed live, stopped: the running point reads interrupted" test "$(csv_field "$work/live/results.csv" 100000 status)" = interrupted
+
 # Re-running runs no point again: nothing started, command.txt untouched.
 before=$(stat -c %Y.%i "$work/two/runs/sync/command.txt" "$work/two/runs/sync/summary.json")
 "$bin" sweep "$work/two.grid" --out "$work/two" > "$work/again.log" 2>&1 && ok || fail "re-run: $(cat "$work/again.log")"
@@ -279,7 +295,7 @@ check "skip: the others kept, in order" test "$(cut -d: -f1 "$work/skip.out" | t
 # The shipped presets parse, with the documented number of points.
 root=$(cd "$(dirname "$0")/.." && pwd)
 for preset in lr:42 optimizers_quick:63 optimizers_small:63 momentum:162 depth:54 mitigations:48 pipeline:24 \
-              equal_time:36 cooldown:108 quickstart:6 scaling:144 taylor:54; do
+              equal_time:36 cooldown:108 quickstart:6 scaling:153 taylor:54; do
   n=$("$bin" sweep "$root/experiments/${preset%%:*}/grid.txt" --dry-run 2>&1 | grep -c ": nobubble train ")
   [ "$n" = "${preset#*:}" ] && ok || fail "preset ${preset%%:*}: $n points, expected ${preset#*:}"
 done

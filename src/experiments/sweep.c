@@ -273,6 +273,23 @@ static int can_resume(const sweep *s, int i, const char *dir, const char *cmd, p
     return found;
 }
 
+/* Whether point i's folder holds its complete run: a summary, and the command this grid gives it. */
+static int complete_on_disk(const sweep *s, int i) {
+    char dir[4200];
+    nb_buf cmd = {0};
+    run_dir(s, i, dir, sizeof dir);
+    const int complete = command_text(s, i, &cmd) == 0 && exists(dir, "summary.json") && same_command(dir, cmd.p);
+    nb_buf_free(&cmd);
+    return complete;
+}
+
+/* A point this sweep has not reached (or will not, once stopped) but an earlier sweep completed: done
+ * all the same, in results.csv and in the counts, so that a report read while a resumed sweep runs, or
+ * after it stops, does not take earlier results for missing ones. */
+static int done_earlier(const sweep *s, int i) {
+    return (s->st[i].state == PT_PENDING || s->st[i].state == PT_INTERRUPTED) && complete_on_disk(s, i);
+}
+
 /* Starts point i, or skips it when its run is complete with the same command. */
 static int start_point(sweep *s, int i) {
     char dir[4200];
@@ -391,7 +408,7 @@ static int result_row(const sweep *s, int i, nb_buf *b) {
     for (int a = 0; a < nb_grid_n_axes(s->g); a++)
         if (nb_buf_printf(b, ",%s", nb_grid_point_label(s->g, i, a))) return -1;
     const pt_status *p = &s->st[i];
-    if (p->state == PT_DONE || p->state == PT_SKIPPED) {
+    if (p->state == PT_DONE || p->state == PT_SKIPPED || done_earlier(s, i)) {
         nbx_run r;
         if (nbx_run_read(dir, &r)) return -1;
         int rc = nb_buf_printf(b, ",%.9g,", r.final_train_loss) ||
@@ -484,7 +501,7 @@ int nb_sweep_run(const nb_grid *g, const nb_sweep_options *o, nb_sweep_result *r
     if (!rc) rc = run_points(&s);
     if (!rc) rc = write_results(&s);
     for (int i = 0; s.st && i < s.n; i++) {
-        pt_state st = s.st[i].state;
+        pt_state st = done_earlier(&s, i) ? PT_SKIPPED : s.st[i].state;
         r->done += st == PT_DONE || st == PT_SKIPPED;
         r->ran += st == PT_DONE;
         r->failed += st == PT_FAILED;
