@@ -17,9 +17,10 @@
 # NB_VS_MUON (torch: torch.optim.Muon where present, whose Newton-Schulz runs in bf16; rule: nobubble's
 # rule in fp32, written in torch_bench.py), NB_VS_PRECISIONS (nobubble's: fp32,bf16), NB_VS_MODES
 # (PyTorch's: eager-fp32,compile-fp32,eager-bf16,compile-bf16), NB_VS_KEEP (a folder that keeps the
-# rounds' JSON files; by default they go to a temporary folder, removed at the end). On a CPU without bf16 instructions the
-# fp32 goals are the measurable ones: NB_VS_PRECISIONS=fp32 NB_VS_MODES=eager-fp32,compile-fp32 skips
-# the emulated bf16 runs (PyTorch's autocast bf16 is about 3x slower than its fp32 there).
+# rounds' JSON files; by default they go to a temporary folder, removed at the end). On a CPU without
+# bf16 instructions the fp32 goals are the measurable ones: NB_VS_PRECISIONS=fp32
+# NB_VS_MODES=eager-fp32,compile-fp32 skips the emulated bf16 runs (PyTorch's autocast bf16 is about
+# 3x slower than its fp32 there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}

@@ -55,13 +55,16 @@ for p in sync 2bw-ef-1; do
   check "$p status" test "$(csv_field "$work/two/results.csv" $p status)" = done
 done
 
+# A one-job sweep into $work/live over the steps given (a 2-step point and a 100000-step one that runs
+# until stopped), in the background: its pid in $live.
+live_sweep() {
+  printf 'fixed: %s --eval-every 0\naxis steps: %s\n' "$small" "$2" > "$work/$1.grid"
+  "$bin" sweep "$work/$1.grid" --out "$work/live" --jobs 1 --quiet > "$work/$1.log" 2>&1 &
+  live=$!
+}
+
 # results.csv is written after every point: while the second point runs, the first reads done.
-cat > "$work/live.grid" <<EOF
-fixed: $small --eval-every 0
-axis steps: 2 100000
-EOF
-"$bin" sweep "$work/live.grid" --out "$work/live" --jobs 1 --quiet > "$work/live.log" 2>&1 &
-live=$!
+live_sweep live "2 100000"
 for _ in $(seq 1 600); do grep -q " start 100000" "$work/live/sweep.log" 2>/dev/null && break; sleep 0.1; done
 check "live: point 2 done, point 100000 running" grep -q " start 100000" "$work/live/sweep.log"
 check "live: results.csv has point 2 done while the sweep runs" test "$(csv_field "$work/live/results.csv" 2 status)" = done
@@ -73,12 +76,7 @@ check "live: stopped, the running point reads interrupted" test "$(csv_field "$w
 
 # A resumed sweep that has not reached an earlier sweep's complete point yet (here the long point comes
 # first) lists it as done once stopped (results.csv is rewritten then), not as interrupted.
-cat > "$work/live2.grid" <<EOF
-fixed: $small --eval-every 0
-axis steps: 100000 2
-EOF
-"$bin" sweep "$work/live2.grid" --out "$work/live" --jobs 1 --quiet > "$work/live2.log" 2>&1 &
-live=$!
+live_sweep live2 "100000 2"
 for _ in $(seq 1 600); do [ "$(starts "$work/live" 100000)" -ge 2 ] && break; sleep 0.1; done
 check "resumed live: the long point runs again" test "$(starts "$work/live" 100000)" -ge 2
 kill -TERM $live; wait $live

@@ -273,12 +273,17 @@ static int can_resume(const sweep *s, int i, const char *dir, const char *cmd, p
     return found;
 }
 
-/* Whether point i's folder holds its complete run: a summary, and the command this grid gives it. */
+/* Whether a run folder holds the complete run of command cmd: a summary, and that command. */
+static int run_complete(const char *dir, const char *cmd) {
+    return exists(dir, "summary.json") && same_command(dir, cmd);
+}
+
+/* Whether point i's folder holds its complete run, under the command this grid gives it. */
 static int complete_on_disk(const sweep *s, int i) {
     char dir[4200];
     nb_buf cmd = {0};
     run_dir(s, i, dir, sizeof dir);
-    const int complete = command_text(s, i, &cmd) == 0 && exists(dir, "summary.json") && same_command(dir, cmd.p);
+    const int complete = command_text(s, i, &cmd) == 0 && run_complete(dir, cmd.p);
     nb_buf_free(&cmd);
     return complete;
 }
@@ -297,7 +302,7 @@ static int start_point(sweep *s, int i) {
     static pt_start from;   /* large; one point starts at a time */
     run_dir(s, i, dir, sizeof dir);
     int rc = command_text(s, i, &cmd);
-    if (!rc && exists(dir, "summary.json") && same_command(dir, cmd.p)) {
+    if (!rc && run_complete(dir, cmd.p)) {
         s->st[i].state = PT_SKIPPED;
         s->finished++;
         if (!s->o->quiet) printf("[%d/%d] %s: already complete, skipped\n", s->finished, s->n, nb_grid_point_name(s->g, i));

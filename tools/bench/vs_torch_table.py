@@ -19,6 +19,9 @@ NB = ("nobubble fp32", "nobubble bf16")
 TORCH = {"eager-fp32": "torch eager fp32", "compile-fp32": "torch compile fp32",
          "eager-bf16": "torch autocast bf16", "compile-bf16": "torch compile+autocast bf16"}
 ORDER = ["tiny", "small", "medium", "smollm-135m", "smollm-360m"]
+# the ratio table's columns, in order: name -> (numerator, denominator)
+RATIOS = {"fp32/eager": (NB[0], TORCH["eager-fp32"]), "fp32/compile": (NB[0], TORCH["compile-fp32"]),
+          "bf16/compile": (NB[1], TORCH["compile-bf16"]), "bf16/eager": (NB[1], TORCH["eager-bf16"])}
 # goal: nobubble bf16 / torch compile+autocast bf16, per model (issue 15)
 BF16_GOAL = {"tiny": 1.1, "small": 1.25, "medium": 1.25, "smollm-135m": 1.25}
 
@@ -103,14 +106,9 @@ def ratio_rows(rounds):
     out = {}
     for key in sorted(rounds, key=sort_key):
         by_round = rounds[key]
-        r = {"fp32/eager": ratio(by_round, NB[0], TORCH["eager-fp32"]),
-             "fp32/compile": ratio(by_round, NB[0], TORCH["compile-fp32"]),
-             "bf16/compile": ratio(by_round, NB[1], TORCH["compile-bf16"]),
-             "bf16/eager": ratio(by_round, NB[1], TORCH["eager-bf16"])}
-        out[key] = r
-        pairs = ((NB[0], TORCH["eager-fp32"]), (NB[0], TORCH["compile-fp32"]),
-                 (NB[1], TORCH["compile-bf16"]), (NB[1], TORCH["eager-bf16"]))
-        print("| %s | %d | %s | %s | %s | %s | %s |" % (key + tuple(ratio_cell(by_round, n, d) for n, d in pairs)))
+        out[key] = {name: ratio(by_round, num, den) for name, (num, den) in RATIOS.items()}
+        print("| %s | %d | %s | %s | %s | %s | %s |" % (key + tuple(
+            ratio_cell(by_round, num, den) for num, den in RATIOS.values())))
     return out
 
 
