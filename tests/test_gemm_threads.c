@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "backend/dnnl_matmul.h"
 #include "backend/gemm.h"
 #include "check.h"
 #include "util/error.h"
@@ -66,20 +67,21 @@ static float *filled(size_t n, float scale, float phase) {
     return x;
 }
 
-/* For each backend: C at 1 thread against the reference, at 2, 3 and 8 threads against C at 1 thread. */
-static void check_shape(const shape *s) {
+/* For each backend: C at 1 thread against the reference, at 2, 3 and 8 threads against C at 1 thread.
+ * Padded strides (pad = 1) or dense matrices (pad = 0: the only ones oneDNN 2.6's brgemm takes). */
+static void check_shape(const shape *s, int pad) {
     const int a_rows = s->ta ? s->K : s->M, a_cols = s->ta ? s->M : s->K;
     const int b_rows = s->tb ? s->N : s->K, b_cols = s->tb ? s->K : s->N;
-    const int lda = a_cols + 3, ldb = b_cols + 1, ldc = s->N + 2;
+    const int lda = a_cols + 3 * pad, ldb = b_cols + pad, ldc = s->N + 2 * pad;
     const float alpha = 0.75f, beta = 0.5f;
     const size_t c_len = (size_t)s->M * ldc;
     float *A = filled((size_t)a_rows * lda, 1.0f, 0.3f), *B = filled((size_t)b_rows * ldb, 0.5f, 1.1f);
     float *C0 = filled(c_len, 2.0f, 2.7f), *C1 = malloc(sizeof(float) * c_len), *Ck = malloc(sizeof(float) * c_len);
     double *want = malloc(sizeof(double) * (size_t)s->M * s->N), *bound = malloc(sizeof(double) * (size_t)s->M * s->N);
     reference(s, alpha, beta, A, lda, B, ldb, C0, ldc, want, bound);
-    const char *backends[] = {"hybrid", "onednn", "openblas"};
+    const char *backends[] = {"hybrid", "onednn", "openblas", "matmul"};
     const int threads[] = {2, 3, 8};
-    for (int b = 0; b < 3; b++) {
+    for (int b = 0; b < 4; b++) {
         CHECK(nb_gemm_select(backends[b]) == 0, "%s", nb_last_error());
         memcpy(C1, C0, sizeof(float) * c_len);
         omp_set_num_threads(1);
@@ -102,6 +104,29 @@ static void check_shape(const shape *s) {
     free(bound);
 }
 
+static void check_matmul_path(const shape *s) {
+    const int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N, ldc = s->N;
+    const size_t a_len = (size_t)s->M * s->K, b_len = (size_t)s->K * s->N, c_len = (size_t)s->M * s->N;
+    float *A = filled(a_len, 1.0f, 0.3f), *B = filled(b_len, 0.5f, 1.1f), *C0 = filled(c_len, 2.0f, 2.7f);
+    float *C1 = malloc(sizeof(float) * c_len), *C2 = malloc(sizeof(float) * c_len);
+    const nb_matmul_shape m = {s->ta, s->tb, s->M, s->N, s->K, lda, ldb, ldc, 0.75f, 0.5f, 0};
+    omp_set_num_threads(2);
+    CHECK(nb_matmul_is_brgemm(&m), "oneDNN runs %c%c M=%d N=%d K=%d (dense) with brgemm", s->ta ? 'T' : 'N',
+          s->tb ? 'T' : 'N', s->M, s->N, s->K);
+    memcpy(C1, C0, sizeof(float) * c_len);
+    nb_matmul_run(&m, A, B, C1);
+    memcpy(C2, C0, sizeof(float) * c_len);
+    CHECK(nb_gemm_select("matmul") == 0, "%s", nb_last_error());
+    nb_gemm(s->ta, s->tb, s->M, s->N, s->K, 0.75f, A, lda, B, ldb, 0.5f, C2, ldc);
+    CHECK(memcmp(C1, C2, sizeof(float) * c_len) == 0, "matmul %c%c M=%d N=%d K=%d: nb_gemm runs the brgemm primitive",
+          s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->M, s->N, s->K);
+    free(A);
+    free(B);
+    free(C0);
+    free(C1);
+    free(C2);
+}
+
 int main(void) {
     const shape shapes[] = {
         {0, 0, 64, 512, 1536}, {0, 1, 64, 512, 1536}, {0, 0, 64, 512, 8192}, /* oneDNN splits K at 8 threads */
@@ -113,6 +138,22 @@ int main(void) {
         {0, 1, 2048, 512, 1536}, {0, 0, 1024, 1024, 600},                    /* oneDNN's threads (C >= 2^20) */
         {1, 0, 512, 512, 600},                                                /* OpenBLAS threaded: other K blocks */
     };
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) check_shape(&shapes[i]);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) check_shape(&shapes[i], 1);
+    /* Dense, so that "matmul" runs oneDNN's brgemm on the large ones (checked below): at most 1,024 columns,
+     * C >= 2^20 (its own threads), both transposes of B, few and many rows per thread; and shapes it leaves
+     * to the sgemm (too many columns, A^T B, a small C). */
+    const shape dense[] = {
+        {0, 1, 1024, 1024, 256}, {0, 0, 2048, 512, 96}, {0, 1, 4096, 256, 40}, {0, 0, 1040, 1024, 33},
+        {0, 0, 16384, 64, 24}, {0, 1, 1024, 1536, 64}, {1, 0, 1024, 1024, 48}, {0, 0, 300, 700, 100},
+    };
+    for (size_t i = 0; i < sizeof dense / sizeof dense[0]; i++) check_shape(&dense[i], 0);
+    /* The first five's sizes take oneDNN's brgemm under "matmul" (the rule of gemm.c's matmul_wanted, dense
+     * matrices): nb_gemm's C is bitwise the primitive's, which differs from the sgemm's where K spans more
+     * than one of their blocks (at K = 300 most agreed bitwise, so that check could not fail there). */
+    for (int i = 0; i < 5; i++) {
+        shape longer = dense[i];
+        longer.K = 1100;
+        check_matmul_path(&longer);
+    }
     return check_summary();
 }

@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include "backend/dnnl_matmul.h"
 #include "backend/gemm.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -19,6 +20,14 @@ static void gemm_hybrid(int trans_a, int trans_b, int M, int N, int K, float alp
     else nb_gemm_onednn(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* A marker: "matmul" is hybrid whose large products A B and A B^T run oneDNN's matmul primitive (its
+ * brgemm kernels; matmul_wanted below), measured no faster than hybrid on a whole step, so not the
+ * default (BENCHMARKS.md, "oneDNN's matmul primitive in fp32"). */
+static void gemm_matmul(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                        const float *B, int ldb, float beta, float *C, int ldc) {
+    gemm_hybrid(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 static const struct {
     const char *name, *label;
     gemm_fn fn;
@@ -26,6 +35,7 @@ static const struct {
     {"onednn", "oneDNN sgemm", nb_gemm_onednn},
     {"openblas", "OpenBLAS sgemm", nb_gemm_openblas},
     {"hybrid", "oneDNN sgemm, OpenBLAS for A^T B", gemm_hybrid},
+    {"matmul", "hybrid, oneDNN matmul (brgemm) for large A B and A B^T", gemm_matmul},
 };
 
 /* The default: hybrid, the fastest of the three on the development machine (BENCHMARKS.md). */
@@ -45,7 +55,7 @@ int nb_gemm_select(const char *name) {
             active = (int)i;
             return 0;
         }
-    return nb_fail("GEMM backend '%s': expected onednn, openblas or hybrid", name);
+    return nb_fail("GEMM backend '%s': expected onednn, openblas, hybrid or matmul", name);
 }
 
 const char *nb_gemm_backend(void) {
@@ -92,6 +102,7 @@ enum { TILE_MIN = 256, TILES_MAX = 16, ONEDNN_THREADS_MIN = 1 << 20 };
 
 typedef struct {
     gemm_fn fn;  /* the library that runs the product */
+    int matmul;  /* large products through oneDNN's matmul primitive where it runs brgemm */
     int trans_a, trans_b, M, N, K;
     float alpha, beta;
     const float *A, *B;
@@ -133,10 +144,30 @@ static void gemm_tiles_here(const gemm_call *g, int n, int tm, int tn, int cols)
     if (threads > 1) omp_set_num_threads(threads);
 }
 
+/* The products that "matmul" sends to oneDNN's matmul primitive, by a rule on the shape alone (so that
+ * the bits never depend on timing): C large enough for oneDNN's own threads (which split C, never K, for
+ * these: 2, 3 and 8 threads against 1 in tests/test_gemm_threads.c, 16 by hand); op(A) = A (for A^T B
+ * the brgemm of oneDNN 2.6 splits K at some thread counts, so those stay in OpenBLAS's fixed tiles); at
+ * most MATMUL_N_MAX columns, where brgemm beat the sgemm (1.09-1.25x on medium's and smollm-135m's
+ * shapes at 2 threads; 0.6-0.98x with 1,536 columns or more: BENCHMARKS.md, "oneDNN's matmul primitive
+ * in fp32"). oneDNN 2.6 runs brgemm only on dense matrices; for any other shape the sgemm runs. */
+enum { MATMUL_N_MAX = 1024 };
+
+static int matmul_wanted(const gemm_call *g) {
+    return !g->trans_a && g->N <= MATMUL_N_MAX && (long)g->M * g->N >= ONEDNN_THREADS_MIN;
+}
+
 static void gemm_fixed_order(const gemm_call *g) {
     if (omp_get_level() > 0) {  /* the caller's region gives each thread its own products */
         gemm_tiles_here(g, 1, g->M, g->N, 1);
         return;
+    }
+    if (g->matmul && matmul_wanted(g)) {
+        const nb_matmul_shape s = {g->trans_a, g->trans_b, g->M, g->N, g->K, g->lda, g->ldb, g->ldc, g->alpha, g->beta, 0};
+        if (nb_matmul_is_brgemm(&s)) {
+            nb_matmul_run(&s, g->A, g->B, g->C);
+            return;
+        }
     }
     if (g->fn == nb_gemm_onednn && (long)g->M * g->N >= ONEDNN_THREADS_MIN) {  /* its threads split C, not K */
         g->fn(g->trans_a, g->trans_b, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta, g->C, g->ldc);
@@ -160,8 +191,9 @@ void nb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
     pthread_once(&from_env, read_env);
     const double start = nb_gemm_time_begin();
     gemm_fn fn = backends[active].fn;
-    if (fn == gemm_hybrid) fn = trans_a && !trans_b ? nb_gemm_openblas : nb_gemm_onednn;
-    const gemm_call g = {fn, trans_a, trans_b, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc};
+    const int matmul = fn == gemm_matmul;
+    if (fn == gemm_hybrid || fn == gemm_matmul) fn = trans_a && !trans_b ? nb_gemm_openblas : nb_gemm_onednn;
+    const gemm_call g = {fn, matmul, trans_a, trans_b, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc};
     gemm_fixed_order(&g);
     nb_gemm_time_end(start);
 }

@@ -4,8 +4,10 @@
  * op(X) = X^T when the matching trans flag is set; lda/ldb/ldc are row strides.
  * Two CPU implementations are built in, oneDNN's sgemm and OpenBLAS (OpenMP build), and a
  * third choice that mixes them: "hybrid" (the default) uses oneDNN except for products A^T B,
- * where oneDNN 2.6 is slow and OpenBLAS is not. NB_GEMM=onednn|openblas|hybrid in the
- * environment, or nb_gemm_select, picks one.
+ * where oneDNN 2.6 is slow and OpenBLAS is not; "matmul" is hybrid with its large A B and A B^T
+ * (C of 2^20 elements or more, at most 1,024 columns, dense) through oneDNN's matmul primitive (brgemm
+ * kernels, cached per shape and thread) instead of its sgemm. NB_GEMM=onednn|openblas|hybrid|matmul in
+ * the environment, or nb_gemm_select, picks one.
  *
  * Where a device backend (a GPU) plugs in, later; none is built today (docs/architecture.md):
  *  - Kernels per layer, not only GEMM: src/layers/layers.h is the list of what a stage computes
@@ -45,7 +47,7 @@ void nb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
 void nb_syrk(int trans, int N, int K, float alpha, const float *A, int lda, float beta, float *C, int ldc);
 /* The name of the backend in use, for run headers and benchmarks. */
 const char *nb_gemm_backend(void);
-/* Chooses the backend by name ("onednn", "openblas" or "hybrid"); -1 with a message otherwise.
+/* Chooses the backend by name ("onednn", "openblas", "hybrid" or "matmul"); -1 with a message otherwise.
  * Call before any GEMM runs (it is not synchronized with running GEMMs). */
 int nb_gemm_select(const char *name);
 

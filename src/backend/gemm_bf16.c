@@ -1,8 +1,7 @@
 /* nb_gemm_bf16: bf16 operands, float32 accumulation (update-rules.md section 5).
  * Where oneDNN reports bf16 instructions (AVX512-BF16, AMX), a oneDNN matmul primitive runs it: one
- * primitive per shape (transposes, sizes, strides, alpha, beta), created on first use and kept in a
- * cache of the calling thread (each pipeline stage is a thread with its own), freed when the thread
- * ends. Elsewhere oneDNN 2.6 emulates bf16 at about a third of its sgemm's speed (measured on an Ice
+ * primitive per shape (transposes, sizes, strides, alpha, beta) and thread, created on first use
+ * (dnnl_matmul.c). Elsewhere oneDNN 2.6 emulates bf16 at about a third of its sgemm's speed (measured on an Ice
  * Lake Xeon, BENCHMARKS.md), so the operands are widened to float32 (exactly: a bf16 is the high half
  * of a float) and nb_gemm runs them; both accumulate in float32 and are deterministic.
  * NB_BF16_GEMM=onednn|widen forces one of the two (tests run both on any machine). */
@@ -12,43 +11,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "backend/dnnl_matmul.h"
 #include "backend/gemm.h"
 #include "util/error.h"
 
-enum { CACHE_SIZE = 64 };
-
+/* The calling thread's buffer for widened operands (the fallback), freed when the thread ends. */
 typedef struct {
-    int used, trans_a, trans_b, M, N, K, lda, ldb, ldc;
-    float alpha, beta;
-    dnnl_primitive_t prim;
-    dnnl_memory_desc_t a, b, c;
-} shape_entry;
-
-typedef struct {
-    dnnl_stream_t stream;
-    shape_entry entries[CACHE_SIZE];
-    int next_victim;
-    float *wide;        /* the widened operands (fallback) */
+    float *wide;
     size_t wide_count;
 } thread_cache;
 
-static dnnl_engine_t engine;
 static int use_onednn = -1;   /* 1: oneDNN matmul, 0: widen + nb_gemm */
 static pthread_key_t cache_key;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-static void die(const char *what, dnnl_status_t st) {
-    /* Only reachable through a programming error (bad strides) or a library failure: stop loudly. */
-    fprintf(stderr, "nobubble: internal error: oneDNN %s failed (status %d)\n", what, (int)st);
-    abort();
-}
-
 static void free_cache(void *p) {
     thread_cache *c = p;
     if (!c) return;
-    for (int i = 0; i < CACHE_SIZE; i++)
-        if (c->entries[i].used) dnnl_primitive_destroy(c->entries[i].prim);
-    if (c->stream) dnnl_stream_destroy(c->stream);
     free(c->wide);
     free(c);
 }
@@ -64,10 +43,6 @@ static void setup(void) {
     if (forced && !strcmp(forced, "onednn")) use_onednn = 1;
     else if (forced && !strcmp(forced, "widen")) use_onednn = 0;
     else use_onednn = isa_has_bf16();  /* unknown names are refused by the CLI (src/cli/main.c) */
-    if (use_onednn) {
-        dnnl_status_t st = dnnl_engine_create(&engine, dnnl_cpu, 0);
-        if (st != dnnl_success) die("engine creation", st);
-    }
 }
 
 int nb_bf16_native(void) {
@@ -94,78 +69,11 @@ static thread_cache *my_cache(void) {
     if (c) return c;
     c = calloc(1, sizeof *c);
     if (!c) {
-        fprintf(stderr, "nobubble: out of memory (bf16 GEMM cache)\n");
+        fprintf(stderr, "nobubble: out of memory (bf16 GEMM buffers)\n");
         exit(3);
     }
     pthread_setspecific(cache_key, c);
     return c;
-}
-
-/* A rows x cols matrix at p with row stride ld, read as stored (trans = 0) or transposed. */
-static void matrix_desc(dnnl_memory_desc_t *md, int rows, int cols, int ld, int trans, dnnl_data_type_t type) {
-    dnnl_dims_t dims = {rows, cols};
-    dnnl_dims_t strides = {trans ? 1 : ld, trans ? ld : 1};
-    dnnl_status_t st = dnnl_memory_desc_init_by_strides(md, 2, dims, type, strides);
-    if (st != dnnl_success) die("memory descriptor", st);
-}
-
-static void create_primitive(shape_entry *e) {
-    matrix_desc(&e->a, e->M, e->K, e->lda, e->trans_a, dnnl_bf16);
-    matrix_desc(&e->b, e->K, e->N, e->ldb, e->trans_b, dnnl_bf16);
-    matrix_desc(&e->c, e->M, e->N, e->ldc, 0, dnnl_f32);
-    dnnl_matmul_desc_t md;
-    dnnl_primitive_attr_t attr;
-    dnnl_post_ops_t ops;
-    dnnl_status_t st = dnnl_matmul_desc_init(&md, &e->a, &e->b, NULL, &e->c);
-    if (st != dnnl_success) die("matmul descriptor", st);
-    dnnl_primitive_attr_create(&attr);
-    if (e->alpha != 1.0f) dnnl_primitive_attr_set_output_scales(attr, 1, 0, &e->alpha);
-    dnnl_post_ops_create(&ops);
-    if (e->beta != 0.0f) dnnl_post_ops_append_sum(ops, e->beta);
-    dnnl_primitive_attr_set_post_ops(attr, ops);
-    dnnl_primitive_desc_t pd;
-    st = dnnl_primitive_desc_create(&pd, &md, attr, engine, NULL);
-    if (st != dnnl_success) die("bf16 matmul primitive descriptor", st);
-    st = dnnl_primitive_create(&e->prim, pd);
-    if (st != dnnl_success) die("bf16 matmul primitive", st);
-    dnnl_primitive_desc_destroy(pd);
-    dnnl_post_ops_destroy(ops);
-    dnnl_primitive_attr_destroy(attr);
-}
-
-static shape_entry *find_or_create(thread_cache *c, const shape_entry *key) {
-    for (int i = 0; i < CACHE_SIZE; i++) {
-        shape_entry *e = &c->entries[i];
-        if (e->used && e->trans_a == key->trans_a && e->trans_b == key->trans_b && e->M == key->M && e->N == key->N &&
-            e->K == key->K && e->lda == key->lda && e->ldb == key->ldb && e->ldc == key->ldc && e->alpha == key->alpha &&
-            e->beta == key->beta)
-            return e;
-    }
-    shape_entry *e = &c->entries[c->next_victim];
-    c->next_victim = (c->next_victim + 1) % CACHE_SIZE;
-    if (e->used) dnnl_primitive_destroy(e->prim);
-    *e = *key;
-    create_primitive(e);
-    e->used = 1;
-    return e;
-}
-
-static void gemm_onednn(thread_cache *c, const shape_entry *key, const nb_bf16 *A, const nb_bf16 *B, float *C) {
-    dnnl_status_t st;
-    if (!c->stream && (st = dnnl_stream_create(&c->stream, engine, dnnl_stream_default_flags)) != dnnl_success)
-        die("stream creation", st);
-    shape_entry *e = find_or_create(c, key);
-    dnnl_memory_t ma, mb, mc;
-    dnnl_memory_create(&ma, &e->a, engine, (void *)A);
-    dnnl_memory_create(&mb, &e->b, engine, (void *)B);
-    dnnl_memory_create(&mc, &e->c, engine, C);
-    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
-    st = dnnl_primitive_execute(e->prim, c->stream, 3, args);
-    if (st != dnnl_success) die("bf16 matmul", st);
-    dnnl_stream_wait(c->stream);
-    dnnl_memory_destroy(ma);
-    dnnl_memory_destroy(mb);
-    dnnl_memory_destroy(mc);
 }
 
 /* Copies a stored rows x cols block (row stride ld) of bf16 values into floats, packed. */
@@ -189,7 +97,7 @@ static float *wide_buffer(thread_cache *c, size_t need) {
     return c->wide;
 }
 
-static void gemm_widened(thread_cache *c, const shape_entry *k, const nb_bf16 *A, const nb_bf16 *B, float *C) {
+static void gemm_widened(thread_cache *c, const nb_matmul_shape *k, const nb_bf16 *A, const nb_bf16 *B, float *C) {
     const int a_rows = k->trans_a ? k->K : k->M, a_cols = k->trans_a ? k->M : k->K;
     const int b_rows = k->trans_b ? k->N : k->K, b_cols = k->trans_b ? k->K : k->N;
     float *wa = wide_buffer(c, (size_t)a_rows * a_cols + (size_t)b_rows * b_cols);
@@ -208,11 +116,10 @@ void nb_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, co
             for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
         return;
     }
-    shape_entry key = {0, trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, NULL, {0}, {0}, {0}};
-    thread_cache *c = my_cache();
+    const nb_matmul_shape key = {trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, 1};
     const double start = nb_gemm_time_begin();
-    if (use_onednn) gemm_onednn(c, &key, A, B, C);
-    else gemm_widened(c, &key, A, B, C);
+    if (use_onednn) nb_matmul_run(&key, A, B, C);
+    else gemm_widened(my_cache(), &key, A, B, C);
     nb_gemm_time_end(start);
 }
 
