@@ -107,8 +107,7 @@ static int same_shape(const nb_matmul_shape *x, const nb_matmul_shape *y) {
            x->bf16 == y->bf16;
 }
 
-static cache_entry *find_or_create(const nb_matmul_shape *s) {
-    thread_cache *c = my_cache();
+static cache_entry *find_or_create(thread_cache *c, const nb_matmul_shape *s) {
     const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     for (int i = 0; i < CACHE_SIZE; i++) {
         cache_entry *e = &c->entries[i];
@@ -124,11 +123,10 @@ static cache_entry *find_or_create(const nb_matmul_shape *s) {
     return e;
 }
 
-int nb_matmul_is_brgemm(const nb_matmul_shape *s) { return find_or_create(s)->brgemm; }
-
-void nb_matmul_run(const nb_matmul_shape *s, const void *A, const void *B, float *C) {
-    cache_entry *e = find_or_create(s);
+int nb_matmul_run(const nb_matmul_shape *s, const void *A, const void *B, float *C, int brgemm_only) {
     thread_cache *c = my_cache();
+    cache_entry *e = find_or_create(c, s);
+    if (brgemm_only && !e->brgemm) return 0;
     dnnl_memory_t ma, mb, mc;
     dnnl_memory_create(&ma, &e->a, engine, (void *)A);
     dnnl_memory_create(&mb, &e->b, engine, (void *)B);
@@ -140,4 +138,5 @@ void nb_matmul_run(const nb_matmul_shape *s, const void *A, const void *B, float
     dnnl_memory_destroy(ma);
     dnnl_memory_destroy(mb);
     dnnl_memory_destroy(mc);
+    return 1;
 }

@@ -11,10 +11,10 @@ typedef struct {
     int bf16;
 } nb_matmul_shape;
 
-/* 1 when oneDNN runs this shape with its brgemm kernels (the fast ones; oneDNN 2.6 picks them only for
- * some strides and shapes, and otherwise falls back to its sgemm), 0 otherwise. Creates the primitive. */
-int nb_matmul_is_brgemm(const nb_matmul_shape *s);
 /* Runs the product through the cached primitive of this shape and this thread (created on first use,
- * for the OpenMP thread count in force: a parallel region's thread gets a one-thread primitive). */
-void nb_matmul_run(const nb_matmul_shape *s, const void *A, const void *B, float *C);
+ * for the OpenMP thread count in force: a parallel region's thread gets a one-thread primitive) and
+ * returns 1. With brgemm_only set, a shape that oneDNN does not run with its brgemm kernels (the fast
+ * ones; oneDNN 2.6 takes them only for dense matrices, and otherwise falls back to its sgemm) is left
+ * untouched and 0 returned, so that the caller runs it its own way. */
+int nb_matmul_run(const nb_matmul_shape *s, const void *A, const void *B, float *C, int brgemm_only);
 #endif

@@ -20,22 +20,18 @@ static void gemm_hybrid(int trans_a, int trans_b, int M, int N, int K, float alp
     else nb_gemm_onednn(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-/* A marker: "matmul" is hybrid whose large products A B and A B^T run oneDNN's matmul primitive (its
- * brgemm kernels; matmul_wanted below), measured no faster than hybrid on a whole step, so not the
- * default (BENCHMARKS.md, "oneDNN's matmul primitive in fp32"). */
-static void gemm_matmul(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-                        const float *B, int ldb, float beta, float *C, int ldc) {
-    gemm_hybrid(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
+/* "matmul" is hybrid whose large products A B and A B^T run oneDNN's matmul primitive (its brgemm
+ * kernels; matmul_wanted below), measured no faster than hybrid on a whole step, so not the default
+ * (BENCHMARKS.md, "oneDNN's matmul primitive in fp32"). */
 static const struct {
     const char *name, *label;
     gemm_fn fn;
+    int matmul;  /* large products through oneDNN's matmul primitive (gemm_fixed_order) */
 } backends[] = {
-    {"onednn", "oneDNN sgemm", nb_gemm_onednn},
-    {"openblas", "OpenBLAS sgemm", nb_gemm_openblas},
-    {"hybrid", "oneDNN sgemm, OpenBLAS for A^T B", gemm_hybrid},
-    {"matmul", "hybrid, oneDNN matmul (brgemm) for large A B and A B^T", gemm_matmul},
+    {"onednn", "oneDNN sgemm", nb_gemm_onednn, 0},
+    {"openblas", "OpenBLAS sgemm", nb_gemm_openblas, 0},
+    {"hybrid", "oneDNN sgemm, OpenBLAS for A^T B", gemm_hybrid, 0},
+    {"matmul", "hybrid, oneDNN matmul (brgemm) for large A B and A B^T", gemm_hybrid, 1},
 };
 
 /* The default: hybrid, the fastest of the three on the development machine (BENCHMARKS.md). */
@@ -164,10 +160,7 @@ static void gemm_fixed_order(const gemm_call *g) {
     }
     if (g->matmul && matmul_wanted(g)) {
         const nb_matmul_shape s = {g->trans_a, g->trans_b, g->M, g->N, g->K, g->lda, g->ldb, g->ldc, g->alpha, g->beta, 0};
-        if (nb_matmul_is_brgemm(&s)) {
-            nb_matmul_run(&s, g->A, g->B, g->C);
-            return;
-        }
+        if (nb_matmul_run(&s, g->A, g->B, g->C, 1)) return;
     }
     if (g->fn == nb_gemm_onednn && (long)g->M * g->N >= ONEDNN_THREADS_MIN) {  /* its threads split C, not K */
         g->fn(g->trans_a, g->trans_b, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta, g->C, g->ldc);
@@ -191,9 +184,8 @@ void nb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
     pthread_once(&from_env, read_env);
     const double start = nb_gemm_time_begin();
     gemm_fn fn = backends[active].fn;
-    const int matmul = fn == gemm_matmul;
-    if (fn == gemm_hybrid || fn == gemm_matmul) fn = trans_a && !trans_b ? nb_gemm_openblas : nb_gemm_onednn;
-    const gemm_call g = {fn, matmul, trans_a, trans_b, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc};
+    if (fn == gemm_hybrid) fn = trans_a && !trans_b ? nb_gemm_openblas : nb_gemm_onednn;
+    const gemm_call g = {fn, backends[active].matmul, trans_a, trans_b, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc};
     gemm_fixed_order(&g);
     nb_gemm_time_end(start);
 }

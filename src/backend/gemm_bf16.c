@@ -118,7 +118,7 @@ void nb_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, co
     }
     const nb_matmul_shape key = {trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, 1};
     const double start = nb_gemm_time_begin();
-    if (use_onednn) nb_matmul_run(&key, A, B, C);
+    if (use_onednn) nb_matmul_run(&key, A, B, C, 0);
     else gemm_widened(my_cache(), &key, A, B, C);
     nb_gemm_time_end(start);
 }
