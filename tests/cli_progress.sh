@@ -26,7 +26,7 @@ grep -q '^step     6/6 .*| ETA 0:00' "$work/out" && ok || fail "the last step's 
 # the sanitizers: 3.5 / 6.9 printed as 51.5%.)
 mfu_bad=$(grep '^step ' "$work/out" | awk -v p="$peak_gflops" '{
   for (i = 1; i <= NF; i++) { if ($i == "GFLOP/s") g = $(i - 1); if ($i == "MFU") m = $(i + 1) }
-  sub("%", "", m); lo = 100 * (g - 0.05) / (p + 0.05) - 0.05; hi = 100 * (g + 0.05) / (p - 0.05) + 0.05
+  sub("%", "", m); m += 0; lo = 100 * (g - 0.05) / (p + 0.05) - 0.05; hi = 100 * (g + 0.05) / (p - 0.05) + 0.05
   if (m < lo || m > hi) print "MFU " m "% against " g " / " p }')
 [ -z "$mfu_bad" ] && ok || fail "MFU does not equal GFLOP/s over the peak: $mfu_bad"
 
