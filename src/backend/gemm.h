@@ -1,6 +1,7 @@
 /* The one interface between the math and the matrix-multiply hardware: every matrix product
  * in nobubble goes through nb_gemm (or nb_syrk, for the symmetric products X X^T of Muon's
- * Newton-Schulz), so that a new backend (another CPU library, CUDA) is one file. Row-major:  C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C,
+ * Newton-Schulz, or nb_tile_gemm, for attention's small per-task blocks), so that a new backend
+ * (another CPU library, CUDA) is one file. Row-major:  C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C,
  * op(X) = X^T when the matching trans flag is set; lda/ldb/ldc are row strides.
  * Two CPU implementations are built in, oneDNN's sgemm and OpenBLAS (OpenMP build), and a
  * third choice that mixes them: "hybrid" (the default) uses oneDNN except for products A^T B,
@@ -45,6 +46,20 @@ void nb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
  * does not depend on the thread count; Muon and NorMuon call it inside their parallel region, one matrix
  * per thread. Counted by nb_gemm_timing like a GEMM. */
 void nb_syrk(int trans, int N, int K, float alpha, const float *A, int lda, float beta, float *C, int ldc);
+/* ---- Small products inside one task (tile.c): attention's blocks ----
+ * C[M][N] = alpha * (init + sum over k = 0..K-1 of A(i,k) B[k][j]), init = C's old value when accumulate,
+ * else 0; A(i,k) = A[i * ars + k * aks] (any strides: A or A^T in place), B and C rows of ldb and ldc
+ * floats. Padding: N is rounded up to nb_tile_width(), and B's rows are read and C's rows written that
+ * far, so both must have room (pad B with zeros; the extra columns of C are scratch). Serial, on the
+ * calling thread; each element is one chain of fused multiply-adds over k in order (multiply and add
+ * where the CPU has no FMA), so the result does not depend on M, N, the blocking or the thread count.
+ * Not counted by nb_gemm_timing. NB_TILE_ROWS: the rows of C that one register tile holds (callers
+ * that skip work by rows, such as causal attention, cut at multiples of it). */
+enum { NB_TILE_ROWS = 4 };
+void nb_tile_gemm(int M, int N, int K, float alpha, const float *A, ptrdiff_t ars, ptrdiff_t aks,
+                  const float *B, ptrdiff_t ldb, int accumulate, float *C, ptrdiff_t ldc);
+int nb_tile_width(void);
+
 /* The name of the backend in use, for run headers and benchmarks. */
 const char *nb_gemm_backend(void);
 /* Chooses the backend by name ("onednn", "openblas", "hybrid" or "matmul"); -1 with a message otherwise.
@@ -101,7 +116,7 @@ const char *nb_cpu_isa_name(void);
  * Off unless a benchmark turns it on (then each call costs two clock reads). While on, every
  * nb_gemm and nb_gemm_bf16 call adds its wall time divided by the size of the OpenMP team it runs in:
  * a call made outside a parallel region (the linear layers, the head, the weight gradients) adds its
- * wall time; a call made by one thread of a parallel region (attention's per-block products, Muon's
+ * wall time; a call made by one thread of a parallel region (Muon's
  * and SOAP's per-matrix products) adds wall / threads, so a region whose threads all multiply adds
  * about its wall time (exactly when the threads' GEMM times are equal). A GEMM run by another
  * (nb_gemm_bf16 widening to nb_gemm) counts once. Not for use while GEMMs run on other threads. */

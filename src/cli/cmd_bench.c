@@ -50,7 +50,8 @@ typedef struct {
 
 /* Median over `steps` timed steps after two warm-up steps; the optimizer's part (computing d and
  * applying it through the delay's stash) is timed on its own too, and so is the time inside GEMMs
- * (nb_gemm_timing, src/backend/gemm.h: attention's per-thread GEMMs count wall / threads). */
+ * (nb_gemm_timing, src/backend/gemm.h: per-thread GEMMs, Muon's, count wall / threads;
+ * attention's register tiles are not GEMM time). */
 static int bench_one(const nb_config *cfg, const nb_optim_params *op, const nb_delay_options *delay,
                      nb_precision precision, int B, int T, int steps, bench_result *out) {
     nb_model m;

@@ -1,17 +1,27 @@
 /* Causal grouped-query attention without a stored T x T matrix: forward keeps only each
  * query row's log-sum-exp; backward recomputes the probabilities from it. Work is done in
- * blocks of QBLOCK query rows, each against the keys it can see, with GEMMs; a block's scores
- * live in a per-thread scratch of QBLOCK x T floats, so activation memory grows linearly with
- * the context length. One task per (sequence, head) in forward and per (sequence, kv head) in
- * backward, each on one thread, so the result does not depend on the number of threads. */
+ * blocks of QBLOCK query rows, each against the keys it can see; a block's scores live in a
+ * per-thread scratch of QBLOCK x T floats, so activation memory grows linearly with the context
+ * length. One task per (sequence, head) in forward and per (sequence, kv head) in backward, each on
+ * one thread, so the result does not depend on the number of threads.
+ *
+ * The products are nb_tile_gemm's (backend/gemm.h): each task first packs the head's K and V the way
+ * the products read them (K^T and V^T with keys along rows, K and V with rows padded to whole
+ * vectors), and each block its Q and dO rows (a 64-byte aligned scratch: a product's vector loads
+ * never split a cache line; BENCHMARKS.md, "Attention on register tiles"); the scores are read in
+ * place. Causality is used by row tiles of
+ * NB_TILE_ROWS queries: a tile's scores are computed only up to its last query's position, and its
+ * products with V and K stop there; entries past a row's own position are zeroed up to the block's
+ * padded width, so every product reads defined values. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "backend/gemm.h"
 #include "layers/fastmath.h"
 #include "layers/layers.h"
 
-enum { QBLOCK = 64 };
+enum { QBLOCK = 64, KBLOCK = 64 }; /* query rows per block; keys per cache block of a product */
 
 static inline float dot(const float *a, const float *b, int n) {
     float s = 0.0f;
@@ -26,11 +36,119 @@ static inline void round_bf16(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] = nb_bf16_rounded(x[i]);
 }
 
-/* out16[rows][hd] (row stride ld) = bf16(out): one block of a head's output, cast while it is in cache. */
-static void cast_block(nb_bf16 *out16, const float *out, int rows, int hd, int ld) {
-    for (int i = 0; i < rows; i++) {
-#pragma omp simd
-        for (int j = 0; j < hd; j++) out16[(size_t)i * ld + j] = nb_bf16_from_float(out[(size_t)i * ld + j]);
+static inline int round_up(int n, int m) { return (n + m - 1) / m * m; }
+
+/* A row stride for n floats: whole vectors, and not a multiple of 512 bytes, since the products walk
+ * down columns of K^T and of the scores, and rows 2 KB apart would share a few of L1's sets. */
+static inline int row_stride(int n) {
+    const int ld = round_up(n, nb_tile_width());
+    return ld % 128 ? ld : ld + nb_tile_width();
+}
+
+/* A task's buffers, one set per thread. Widths: Tp keys and hdp head values, both whole vectors. */
+typedef struct {
+    int T, hd, Tp, hdp;
+    float *S, *dS;          /* [QBLOCK][Tp] a block's scores (probabilities), and their gradients */
+    float *KT, *VT;         /* [hd][Tp]: keys along rows, for Q K^T and dO V^T */
+    float *Kp, *Vp;         /* [T][hdp]: K and V with padded rows, for P V and dS K */
+    float *dKp, *dVp;       /* [T][hdp]: a kv head's gradients, summed over its query heads */
+    float *Qp, *dOp, *Ob;   /* [QBLOCK][hdp]: a block's Q and dO padded; a product's output rows */
+    float *mem;
+} att_scratch;
+
+static att_scratch scratch_new(int T, int hd, int backward) {
+    att_scratch s = {.T = T, .hd = hd, .Tp = row_stride(T), .hdp = round_up(hd, nb_tile_width())};
+    const size_t score = (size_t)QBLOCK * s.Tp, trans = (size_t)hd * s.Tp, rows = (size_t)T * s.hdp,
+                 block = (size_t)QBLOCK * s.hdp;
+    const size_t n = backward ? 2 * score + 2 * trans + 4 * rows + 3 * block : score + trans + rows + 2 * block;
+    /* Whole cache lines: every packed row starts a vector, so no load of the products splits a line.
+     * Zeroed: the padding of every packed operand stays 0. */
+    const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+    s.mem = aligned_alloc(64, bytes);
+    if (!s.mem) { /* a few MB per thread; the layers have no error path, so say it and stop */
+        fprintf(stderr, "nobubble: attention: out of memory (%zu bytes of scratch per thread)\n", bytes);
+        exit(1);
+    }
+    memset(s.mem, 0, bytes);
+    float *p = s.mem;
+    s.S = p, p += score;
+    s.KT = p, p += trans;
+    s.Vp = p, p += rows;
+    s.Ob = p, p += block;
+    s.Qp = p, p += block;
+    if (backward) {
+        s.dS = p, p += score;
+        s.VT = p, p += trans;
+        s.Kp = p, p += rows;
+        s.dKp = p, p += rows;
+        s.dVp = p, p += rows;
+        s.dOp = p;
+    }
+    return s;
+}
+
+/* dst[k][t] = src[t][k] for T rows of hd values (row stride ld): keys along dst's rows (row stride Tp).
+ * By 16 rows of src at a time, which stay in L1 while each dst row gets 16 consecutive values. */
+static void pack_transposed(float *dst, int Tp, const float *src, int T, int hd, int ld) {
+    enum { ROWS = 16 };
+    for (int t0 = 0; t0 < T; t0 += ROWS) {
+        const int n = T - t0 < ROWS ? T - t0 : ROWS;
+        for (int k = 0; k < hd; k++) {
+            float *d = dst + (size_t)k * Tp + t0;
+            const float *s = src + (size_t)t0 * ld + k;
+            for (int t = 0; t < n; t++) d[t] = s[(size_t)t * ld];
+        }
+    }
+}
+
+/* dst[t][0..hd) = src[t][0..hd) for n rows; dst's rows are hdp wide, the rest already 0. */
+static void pack_rows(float *dst, int hdp, const float *src, int n, int hd, int ld) {
+    for (int t = 0; t < n; t++) memcpy(dst + (size_t)t * hdp, src + (size_t)t * ld, sizeof(float) * hd);
+}
+
+static void unpack_rows(float *dst, int ld, const float *src, int n, int hd, int hdp) {
+    for (int t = 0; t < n; t++) memcpy(dst + (size_t)t * ld, src + (size_t)t * hdp, sizeof(float) * hd);
+}
+
+/* The last key (exclusive) that the row tile holding query row i of a block at t0 sees. */
+static inline int tile_keys(int t0, int i, int nq) {
+    const int end = (i / NB_TILE_ROWS + 1) * NB_TILE_ROWS;
+    return t0 + (end < nq ? end : nq);
+}
+
+/* S[i][s] = alpha * sum_k A[i][k] BT[k][s] for the nq rows of a block at t0, each row tile up to its
+ * last query's keys (A's rows of stride lda, hd wide: Q or dO; BT: K^T or V^T). Keys go by KBLOCK,
+ * the row tiles inside, so that the KBLOCK columns of BT in use stay in L1 across the row tiles. */
+static void scores(float *S, int ldS, float alpha, const float *A, int lda, const float *BT, int Tp, int t0, int nq,
+                   int hd) {
+    for (int c0 = 0; c0 < t0 + nq; c0 += KBLOCK)
+        for (int i = c0 > t0 ? (c0 - t0) / NB_TILE_ROWS * NB_TILE_ROWS : 0; i < nq; i += NB_TILE_ROWS) {
+            const int rows = nq - i < NB_TILE_ROWS ? nq - i : NB_TILE_ROWS, keys = tile_keys(t0, i, nq) - c0;
+            nb_tile_gemm(rows, keys < KBLOCK ? keys : KBLOCK, hd, alpha, A + (size_t)i * lda, lda, 1, BT + c0, Tp, 0,
+                         S + (size_t)i * ldS + c0, ldS);
+        }
+}
+
+/* Out[i][:] = sum_s P[i][s] B[s][:] for the nq rows of a block at t0 (B: V or K, rows padded to hdp).
+ * Keys go by KBLOCK, the row tiles inside (B's KBLOCK rows stay in L1); each element's sum continues
+ * from one KBLOCK to the next (accumulate), so it is the same chain over s in order. */
+static void mix_rows(float *Out, const float *P, int ldS, const float *B, int hdp, int t0, int nq) {
+    for (int k0 = 0; k0 < t0 + nq; k0 += KBLOCK)
+        for (int i = k0 > t0 ? (k0 - t0) / NB_TILE_ROWS * NB_TILE_ROWS : 0; i < nq; i += NB_TILE_ROWS) {
+            const int rows = nq - i < NB_TILE_ROWS ? nq - i : NB_TILE_ROWS, keys = tile_keys(t0, i, nq) - k0;
+            nb_tile_gemm(rows, hdp, keys < KBLOCK ? keys : KBLOCK, 1.0f, P + (size_t)i * ldS + k0, ldS, 1,
+                         B + (size_t)k0 * hdp, hdp, k0 > 0, Out + (size_t)i * hdp, hdp);
+        }
+}
+
+/* G[s][:] += sum_i P[i][s] X[i][:] for the keys s < t0 + nq of a block at t0 (dK from dS and Q, dV from P
+ * and dO; X: nq rows padded to hdp). Key s gets nothing from queries i < s - t0, so those are skipped. */
+static void mix_keys(float *G, const float *P, int ldS, const float *X, int hdp, int t0, int nq) {
+    const int nk = t0 + nq;
+    for (int s = 0; s < nk; s += NB_TILE_ROWS) {
+        const int rows = nk - s < NB_TILE_ROWS ? nk - s : NB_TILE_ROWS, i0 = s > t0 ? s - t0 : 0;
+        nb_tile_gemm(rows, hdp, nq - i0, 1.0f, P + (size_t)i0 * ldS + s, 1, ldS, X + (size_t)i0 * hdp, hdp, 1,
+                     G + (size_t)s * hdp, hdp);
     }
 }
 
@@ -40,17 +158,25 @@ void attention_forward(float *out, nb_bf16 *out16, float *lse, const float *qkv,
     const float scale = 1.0f / sqrtf((float)hd);
 #pragma omp parallel
     {
-        float *S = malloc(sizeof(float) * QBLOCK * (size_t)T);
+        att_scratch w = scratch_new(T, hd, 0);
+        const int ldS = w.Tp;
+        int packed = -1; /* the (sequence, kv head) whose K^T and V the scratch holds */
 #pragma omp for schedule(static) collapse(2)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++) {
                 const float *base = qkv + (size_t)b * T * stride;
                 const float *K = base + dq + (h / group) * hd, *V = base + dq + dkv + (h / group) * hd;
+                if (packed != b * Hkv + h / group) { /* consecutive heads of a thread's share often share it */
+                    pack_transposed(w.KT, w.Tp, K, T, hd, stride);
+                    pack_rows(w.Vp, w.hdp, V, T, hd, stride);
+                    packed = b * Hkv + h / group;
+                }
                 for (int t0 = 0; t0 < T; t0 += QBLOCK) {
-                    const int nq = T - t0 < QBLOCK ? T - t0 : QBLOCK, nk = t0 + nq;
-                    nb_gemm(0, 1, nq, nk, hd, scale, base + (size_t)t0 * stride + h * hd, stride, K, stride, 0.0f, S, nk);
+                    const int nq = T - t0 < QBLOCK ? T - t0 : QBLOCK, width = round_up(t0 + nq, nb_tile_width());
+                    pack_rows(w.Qp, w.hdp, base + (size_t)t0 * stride + h * hd, nq, hd, stride);
+                    scores(w.S, ldS, scale, w.Qp, w.hdp, w.KT, w.Tp, t0, nq, hd);
                     for (int i = 0; i < nq; i++) {
-                        float *row = S + (size_t)i * nk, m = -INFINITY, sum = 0.0f;
+                        float *row = w.S + (size_t)i * ldS, m = -INFINITY, sum = 0.0f;
                         const int visible = t0 + i + 1;
                         /* The maximum of a set does not depend on the order it is taken in (a +0/-0
                          * tie changes only m's sign, which row[s] - m and m + log(sum) absorb, since
@@ -65,16 +191,20 @@ void attention_forward(float *out, nb_bf16 *out16, float *lse, const float *qkv,
                         const float inv = 1.0f / sum;
 #pragma omp simd
                         for (int s = 0; s < visible; s++) row[s] *= inv;
-                        for (int s = visible; s < nk; s++) row[s] = 0.0f;
+                        memset(row + visible, 0, sizeof(float) * (size_t)(width - visible));
                         if (bf16) round_bf16(row, visible);
                         lse[((size_t)b * H + h) * T + t0 + i] = m + logf(sum);
                     }
+                    mix_rows(w.Ob, w.S, ldS, w.Vp, w.hdp, t0, nq);
                     const size_t at = ((size_t)b * T + t0) * dq + (size_t)h * hd;
-                    nb_gemm(0, 0, nq, hd, nk, 1.0f, S, nk, V, stride, 0.0f, out + at, dq);
-                    if (out16) cast_block(out16 + at, out + at, nq, hd, dq);
+                    unpack_rows(out + at, dq, w.Ob, nq, hd, w.hdp);
+                    if (out16)
+                        for (int i = 0; i < nq; i++)
+                            for (int j = 0; j < hd; j++)
+                                out16[at + (size_t)i * dq + j] = nb_bf16_from_float(w.Ob[(size_t)i * w.hdp + j]);
                 }
             }
-        free(S);
+        free(w.mem);
     }
 }
 
@@ -82,30 +212,36 @@ void attention_backward(float *dqkv, const float *dout, const float *out, const 
                         int B, int T, int H, int Hkv, int hd, int bf16) {
     const int dq = H * hd, dkv = Hkv * hd, stride = dq + 2 * dkv, group = H / Hkv;
     const float scale = 1.0f / sqrtf((float)hd);
-    memset(dqkv, 0, sizeof(float) * (size_t)B * T * stride);
     /* The query heads that share a kv head all add into its dk and dv, so they stay in one
      * task and no two threads write the same rows. */
 #pragma omp parallel
     {
-        float *P = malloc(sizeof(float) * QBLOCK * (size_t)T), *dS = malloc(sizeof(float) * QBLOCK * (size_t)T);
+        att_scratch w = scratch_new(T, hd, 1);
+        const int ldS = w.Tp;
 #pragma omp for schedule(static) collapse(2)
         for (int b = 0; b < B; b++)
             for (int kvh = 0; kvh < Hkv; kvh++) {
                 const float *base = qkv + (size_t)b * T * stride;
                 float *dbase = dqkv + (size_t)b * T * stride;
                 const float *K = base + dq + kvh * hd, *V = base + dq + dkv + kvh * hd;
-                float *dK = dbase + dq + kvh * hd, *dV = dbase + dq + dkv + kvh * hd;
+                pack_transposed(w.KT, w.Tp, K, T, hd, stride);
+                pack_transposed(w.VT, w.Tp, V, T, hd, stride);
+                pack_rows(w.Kp, w.hdp, K, T, hd, stride);
+                memset(w.dKp, 0, sizeof(float) * (size_t)T * w.hdp);
+                memset(w.dVp, 0, sizeof(float) * (size_t)T * w.hdp);
                 for (int h = kvh * group; h < (kvh + 1) * group; h++)
                     for (int t0 = 0; t0 < T; t0 += QBLOCK) {
-                        const int nq = T - t0 < QBLOCK ? T - t0 : QBLOCK, nk = t0 + nq;
+                        const int nq = T - t0 < QBLOCK ? T - t0 : QBLOCK, width = round_up(t0 + nq, nb_tile_width());
                         const float *Q = base + (size_t)t0 * stride + h * hd;
                         const float *dO = dout + ((size_t)b * T + t0) * dq + h * hd;
                         const float *O = out + ((size_t)b * T + t0) * dq + h * hd;
+                        pack_rows(w.Qp, w.hdp, Q, nq, hd, stride);
+                        pack_rows(w.dOp, w.hdp, dO, nq, hd, dq);
                         /* P from the saved log-sum-exp; dP = dO V^T */
-                        nb_gemm(0, 1, nq, nk, hd, scale, Q, stride, K, stride, 0.0f, P, nk);
-                        nb_gemm(0, 1, nq, nk, hd, 1.0f, dO, dq, V, stride, 0.0f, dS, nk);
+                        scores(w.S, ldS, scale, w.Qp, w.hdp, w.KT, w.Tp, t0, nq, hd);
+                        scores(w.dS, ldS, 1.0f, w.dOp, w.hdp, w.VT, w.Tp, t0, nq, hd);
                         for (int i = 0; i < nq; i++) {
-                            float *p = P + (size_t)i * nk, *ds = dS + (size_t)i * nk;
+                            float *p = w.S + (size_t)i * ldS, *ds = w.dS + (size_t)i * ldS;
                             const int visible = t0 + i + 1;
                             const float l = lse[((size_t)b * H + h) * T + t0 + i];
                             const float D = dot(dO + (size_t)i * dq, O + (size_t)i * dq, hd);
@@ -114,19 +250,22 @@ void attention_backward(float *dqkv, const float *dout, const float *out, const 
                                 p[s] = nb_expf(p[s] - l);
                                 ds[s] = p[s] * (ds[s] - D) * scale;
                             }
-                            for (int s = visible; s < nk; s++) p[s] = ds[s] = 0.0f;
+                            memset(p + visible, 0, sizeof(float) * (size_t)(width - visible));
+                            memset(ds + visible, 0, sizeof(float) * (size_t)(width - visible));
                             if (bf16) {
                                 round_bf16(p, visible);
                                 round_bf16(ds, visible);
                             }
                         }
                         /* dQ = dS K, dK += dS^T Q, dV += P^T dO */
-                        nb_gemm(0, 0, nq, hd, nk, 1.0f, dS, nk, K, stride, 0.0f, dbase + (size_t)t0 * stride + h * hd, stride);
-                        nb_gemm(1, 0, nk, hd, nq, 1.0f, dS, nk, Q, stride, 1.0f, dK, stride);
-                        nb_gemm(1, 0, nk, hd, nq, 1.0f, P, nk, dO, dq, 1.0f, dV, stride);
+                        mix_rows(w.Ob, w.dS, ldS, w.Kp, w.hdp, t0, nq);
+                        unpack_rows(dbase + (size_t)t0 * stride + h * hd, stride, w.Ob, nq, hd, w.hdp);
+                        mix_keys(w.dKp, w.dS, ldS, w.Qp, w.hdp, t0, nq);
+                        mix_keys(w.dVp, w.S, ldS, w.dOp, w.hdp, t0, nq);
                     }
+                unpack_rows(dbase + dq + kvh * hd, stride, w.dKp, T, hd, w.hdp);
+                unpack_rows(dbase + dq + dkv + kvh * hd, stride, w.dVp, T, hd, w.hdp);
             }
-        free(P);
-        free(dS);
+        free(w.mem);
     }
 }

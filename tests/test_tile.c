@@ -1,0 +1,199 @@
+/* nb_tile_gemm (src/backend/tile.c) and the attention built on it (src/layers/attention.c).
+ *
+ * The tile product: every element of C is specified exactly (backend/gemm.h): one chain over k in
+ * order, init (C's old value or 0), then fused multiply-adds (multiply and add where the build has no
+ * FMA), then alpha times the chain. So each result is checked bitwise against that chain written out
+ * here with fmaf, and within rounding against a double-precision product; shapes cover every row tail
+ * (M mod 4), every vector count (N up to 5 vectors), K = 0, both strides of A (A and A^T) and both
+ * inits. Sentinels around C check that nothing outside its rows and padded width is written.
+ *
+ * Attention: forward (output and log-sum-exp) and backward (q, k and v gradients of a weighted sum of
+ * the output) against a naive double-precision implementation written here from the formulas (the
+ * softmax of q.k / sqrt(hd) over the positions up to the query's; dq, dk, dv by the chain rule), on
+ * shapes with several query blocks of 64, a last block that is not whole, head widths that are not
+ * whole vectors (24, 40) and wider than one tile (128), grouped and multi-query heads; and the same
+ * bits at 1 and 3 threads. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend/gemm.h"
+#include "check.h"
+#include "layers/layers.h"
+
+static unsigned rng = 12345;
+static float uniform(void) { /* in [-1, 1) */
+    rng = rng * 1103515245u + 12345u;
+    return (float)((rng >> 8) & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+static float chain(int K, float alpha, const float *A, ptrdiff_t ars, ptrdiff_t aks, int i, const float *B, int ldb,
+                   int j, float init) {
+    float acc = init;
+    for (int k = 0; k < K; k++) {
+#ifdef __FMA__
+        acc = fmaf(A[i * ars + k * aks], B[k * ldb + j], acc);
+#else
+        acc = acc + A[i * ars + k * aks] * B[k * ldb + j];
+#endif
+    }
+    return alpha * acc;
+}
+
+static void check_tile(int M, int N, int K, int transposed, int accumulate, float alpha) {
+    const int w = nb_tile_width(), Np = (N + w - 1) / w * w, ldb = Np + 3, ldc = Np + 5;
+    /* A(i, k) = A[i * a_rs + k * a_ks]: A stored M x K with row stride K + 2, or A^T stored K x M with row
+     * stride M + 1; (M + 1) x (K + 2) floats hold either. */
+    const ptrdiff_t a_rs = transposed ? 1 : K + 2, a_ks = transposed ? M + 1 : 1;
+    float *A = malloc(sizeof(float) * (size_t)(M + 1) * (K + 2));
+    float *B = malloc(sizeof(float) * (size_t)(K + 1) * ldb);
+    const size_t csize = (size_t)(M + 2) * ldc;
+    float *C = malloc(sizeof(float) * csize), *C0 = malloc(sizeof(float) * csize);
+    for (size_t i = 0; i < (size_t)(M + 1) * (K + 2); i++) A[i] = uniform();
+    for (size_t i = 0; i < (size_t)(K + 1) * ldb; i++) B[i] = uniform();
+    for (int k = 0; k < K; k++)
+        for (int j = N; j < Np; j++) B[k * ldb + j] = 0.0f; /* the padding the contract asks for */
+    for (size_t i = 0; i < csize; i++) C0[i] = uniform();
+    memcpy(C, C0, sizeof(float) * csize);
+    float *Cm = C + ldc; /* one row of sentinels above */
+    nb_tile_gemm(M, N, K, alpha, A, a_rs, a_ks, B, ldb, accumulate, Cm, ldc);
+    int bits = 1, near = 1, outside = 1;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            const float init = accumulate ? C0[(size_t)(i + 1) * ldc + j] : 0.0f;
+            const float want = chain(K, alpha, A, a_rs, a_ks, i, B, ldb, j, init);
+            const float got = Cm[(size_t)i * ldc + j];
+            if (memcmp(&got, &want, sizeof got)) bits = 0;
+            double ref = init, mag = fabs(init);
+            for (int k = 0; k < K; k++) {
+                const double p = (double)A[i * a_rs + k * a_ks] * B[k * ldb + j];
+                ref += p;
+                mag += fabs(p);
+            }
+            ref *= alpha;
+            if (fabs(got - ref) > (K + 2) * 6e-8 * fabs(alpha) * mag + 1e-30) near = 0;
+        }
+    for (size_t i = 0; i < csize; i++) {
+        const size_t row = i / ldc, col = i % ldc;
+        const int inside = row >= 1 && row <= (size_t)M && col < (size_t)Np;
+        if (!inside && memcmp(&C[i], &C0[i], sizeof(float))) outside = 0;
+    }
+    CHECK(bits, "tile M%d N%d K%d %s %s alpha %g: each element the fmaf chain, bitwise", M, N, K,
+          transposed ? "A^T" : "A", accumulate ? "accumulate" : "overwrite", alpha);
+    CHECK(near, "tile M%d N%d K%d %s %s: within rounding of the double product", M, N, K, transposed ? "A^T" : "A",
+          accumulate ? "accumulate" : "overwrite");
+    CHECK(outside, "tile M%d N%d K%d: nothing written outside C's rows and padded width", M, N, K);
+    free(A), free(B), free(C), free(C0);
+}
+
+/* ---- attention against a double-precision reference ---- */
+
+typedef struct {
+    int B, T, H, Hkv, hd;
+} shape;
+
+static void reference(const shape *s, const float *qkv, const float *G, double *out, double *lse, double *dqkv) {
+    const int dq = s->H * s->hd, dkv = s->Hkv * s->hd, stride = dq + 2 * dkv, group = s->H / s->Hkv, hd = s->hd;
+    const double scale = 1.0 / sqrt((double)hd);
+    double *p = malloc(sizeof(double) * s->T), *dp = malloc(sizeof(double) * s->T);
+    memset(dqkv, 0, sizeof(double) * (size_t)s->B * s->T * stride);
+    for (int b = 0; b < s->B; b++)
+        for (int h = 0; h < s->H; h++) {
+            const int kv = h / group;
+            for (int t = 0; t < s->T; t++) {
+                const float *q = qkv + ((size_t)b * s->T + t) * stride + h * hd;
+                double m = -INFINITY, sum = 0;
+                for (int u = 0; u <= t; u++) {
+                    const float *k = qkv + ((size_t)b * s->T + u) * stride + dq + kv * hd;
+                    double d = 0;
+                    for (int i = 0; i < hd; i++) d += (double)q[i] * k[i];
+                    p[u] = d * scale;
+                    m = fmax(m, p[u]);
+                }
+                for (int u = 0; u <= t; u++) sum += exp(p[u] - m);
+                for (int u = 0; u <= t; u++) p[u] = exp(p[u] - m) / sum;
+                lse[((size_t)b * s->H + h) * s->T + t] = m + log(sum);
+                double *o = out + ((size_t)b * s->T + t) * dq + h * hd;
+                const float *g = G + ((size_t)b * s->T + t) * dq + h * hd;
+                for (int i = 0; i < hd; i++) o[i] = 0;
+                double Dsum = 0;
+                for (int u = 0; u <= t; u++) {
+                    const float *v = qkv + ((size_t)b * s->T + u) * stride + dq + dkv + kv * hd;
+                    dp[u] = 0;
+                    for (int i = 0; i < hd; i++) o[i] += p[u] * v[i], dp[u] += (double)g[i] * v[i];
+                    Dsum += p[u] * dp[u];
+                }
+                /* d/d score_u of sum_i g_i o_i = p_u (dp_u - sum p dp); the score is scale q.k_u */
+                double *dqr = dqkv + ((size_t)b * s->T + t) * stride + h * hd;
+                for (int u = 0; u <= t; u++) {
+                    const double ds = p[u] * (dp[u] - Dsum) * scale;
+                    const float *k = qkv + ((size_t)b * s->T + u) * stride + dq + kv * hd;
+                    double *dk = dqkv + ((size_t)b * s->T + u) * stride + dq + kv * hd;
+                    double *dv = dqkv + ((size_t)b * s->T + u) * stride + dq + dkv + kv * hd;
+                    for (int i = 0; i < hd; i++) {
+                        dqr[i] += ds * k[i];
+                        dk[i] += ds * q[i];
+                        dv[i] += p[u] * g[i];
+                    }
+                }
+            }
+        }
+    free(p), free(dp);
+}
+
+static void check_attention(shape s) {
+    const int dq = s.H * s.hd, stride = dq + 2 * s.Hkv * s.hd;
+    const size_t N = (size_t)s.B * s.T;
+    float *qkv = malloc(sizeof(float) * N * stride), *G = malloc(sizeof(float) * N * dq);
+    for (size_t i = 0; i < N * stride; i++) qkv[i] = 1.5f * uniform(); /* scores of a few units: peaked rows */
+    for (size_t i = 0; i < N * dq; i++) G[i] = uniform();
+    float *out = malloc(sizeof(float) * N * dq), *lse = malloc(sizeof(float) * N * s.H);
+    float *dqkv = malloc(sizeof(float) * N * stride);
+    double *rout = malloc(sizeof(double) * N * dq), *rlse = malloc(sizeof(double) * N * s.H);
+    double *rd = malloc(sizeof(double) * N * stride);
+    reference(&s, qkv, G, rout, rlse, rd);
+    attention_forward(out, NULL, lse, qkv, s.B, s.T, s.H, s.Hkv, s.hd, 0);
+    attention_backward(dqkv, G, out, lse, qkv, s.B, s.T, s.H, s.Hkv, s.hd, 0);
+    const double eo = check_rel_err_d(out, rout, N * dq, 1e-3), el = check_rel_err_d(lse, rlse, N * s.H, 1e-3);
+    const double eg = check_rel_err_d(dqkv, rd, N * stride, 1e-3);
+    CHECK(eo < 2e-5 && el < 2e-5, "attention B%d T%d H%d Hkv%d hd%d forward: output %.2g, log-sum-exp %.2g relative",
+          s.B, s.T, s.H, s.Hkv, s.hd, eo, el);
+    CHECK(eg < 1e-4, "attention B%d T%d H%d Hkv%d hd%d backward: q/k/v gradients %.2g relative", s.B, s.T, s.H, s.Hkv,
+          s.hd, eg);
+    /* The same bits at another thread count. */
+    float *out3 = malloc(sizeof(float) * N * dq), *lse3 = malloc(sizeof(float) * N * s.H);
+    float *dqkv3 = malloc(sizeof(float) * N * stride);
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(threads == 3 ? 1 : 3);
+    attention_forward(out3, NULL, lse3, qkv, s.B, s.T, s.H, s.Hkv, s.hd, 0);
+    attention_backward(dqkv3, G, out3, lse3, qkv, s.B, s.T, s.H, s.Hkv, s.hd, 0);
+    omp_set_num_threads(threads);
+    CHECK(!memcmp(out, out3, sizeof(float) * N * dq) && !memcmp(lse, lse3, sizeof(float) * N * s.H) &&
+              !memcmp(dqkv, dqkv3, sizeof(float) * N * stride),
+          "attention B%d T%d H%d Hkv%d hd%d: the same bits at %d and %d threads", s.B, s.T, s.H, s.Hkv, s.hd, threads,
+          threads == 3 ? 1 : 3);
+    free(qkv), free(G), free(out), free(lse), free(dqkv), free(rout), free(rlse), free(rd), free(out3), free(lse3),
+        free(dqkv3);
+}
+
+int main(void) {
+    const int w = nb_tile_width();
+    for (int M = 1; M <= 9; M++)
+        for (int nv = 1; nv <= 5; nv++)
+            for (int K = 0; K <= 70; K += 35) {
+                const int N = nv * w - (M % 3) * (w > 4 ? 3 : 1); /* whole and partial last vectors */
+                check_tile(M, N, K, M % 2, 0, 1.0f);
+                check_tile(M, N, K + 1, (M + 1) % 2, 1, 1.0f);
+                check_tile(M, N, K + 3, M % 2, 0, 0.125f);
+            }
+    const shape shapes[] = {
+        {2, 150, 4, 2, 64},  /* three query blocks, the last of 22 rows; grouped heads */
+        {1, 70, 3, 1, 24},   /* multi-query; a head narrower than two vectors, padded */
+        {1, 130, 2, 2, 128}, /* a head wider than one tile */
+        {2, 33, 2, 1, 40},   /* one partial block */
+        {1, 1, 1, 1, 8},     /* one token */
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) check_attention(shapes[i]);
+    return check_summary();
+}
