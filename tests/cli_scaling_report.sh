@@ -33,9 +33,10 @@ EOF
 "$bin" sweep "$work/real.grid" --out "$work/real" --jobs 2 --quiet > "$work/real.log" 2>&1 && ok || fail "sweep: $(tail -3 "$work/real.log")"
 "$bin" report "$work/real" > /dev/null 2>&1 && ok || fail "report of the real sweep"
 python3 "$ref" "$work/real" > "$work/real.check" 2>&1 && ok || fail "real sweep against the reference: $(cat "$work/real.check")"
-# 2bw's slope is fitted (positive: "never"), 2bw+ef's is not (a negative gap): 2 extrapolation rows, 5 caveats
-check "real sweep: 4 tuning rows, 4 scaling rows, 2 slope rows, 2 extrapolation rows, 5 caveats" \
-  grep -q "17 of 17 rows" "$work/real.check"
+# 2bw's slope is fitted (positive: "never"), 2bw+ef's is not (a negative gap): 2 extrapolation rows, 5 caveats;
+# at one rate: 1e-3's 2bw and 1.6e-2's 2bw and 2bw+ef ran at both lengths (1e-3's 2bw+ef only at 4 steps)
+check "real sweep: 4 tuning rows, 4 scaling rows, 2 slope rows, 2 extrapolation rows, 5 caveats, 3 fixed-rate rows" \
+  grep -q "20 of 20 rows" "$work/real.check"
 # The caveats' model size is counted from summary.json's model: the engine's own count (train prints it) agrees.
 "$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 --steps 1 --eval-every 1 --eval-batches 1 \
   --threads 1 --out "$work/one" > "$work/one.log" 2>&1 && ok || fail "one train run: $(tail -3 "$work/one.log")"
@@ -138,6 +139,19 @@ has "slope: exactly -0.5 over 2 lengths, 6 points" "<td>2</td><td>6</td><td>-0.5
 # = 7.9529, half = 2.776445 sqrt(s^2 / Sxx) = 0.0988
 has "slope: its interval, shrinks" "<td>[-0.599, -0.401] shrinks</td>" "$(row optimizer=adamw 2bw)"
 has "slope: a negative gap is not fitted" "not fitted: the gap is -0.0100 &le; 0 at steps=100, seed 2 (no logarithm)" "$(row optimizer=muon 2bw)"
+# The gap at one rate: adamw's gap formula holds at every rate, so at 1e-3 (all 3 lengths, 9 points,
+# the seed factors repeating) the slope is exactly -0.5 again; normuon's has no spread (an interval of
+# zero width); muon's negative gap at 100 steps, seed 2 is at both of its rates; its EF ran at 100 only,
+# so no row (one length). 13 rows: adamw 3 rates x 2 curves, muon 2, normuon 2, soap 2, adan 1.
+frow() { sed -n '/<table id="fixed-rate-table">/,/<\/table>/p' "$html" | grep -o "<tr><td>$1</td><td>$2</td><td>$3</td>.*"; }
+has "fixed rate: adamw 1e-3 over 3 lengths, slope -0.5" "<td>3</td><td>9</td><td>-0.500</td>" "$(frow optimizer=adamw 1e-3 2bw)"
+has "fixed rate: adamw 2e-3 misses the pair whose sync did not run" "<td>3</td><td>8</td>" "$(frow optimizer=adamw 2e-3 2bw)"
+has "fixed rate: normuon's exact power law" "<td>2</td><td>6</td><td>-0.500</td><td>[-0.500, -0.500] shrinks</td>" \
+  "$(frow optimizer=normuon 8e-3 2bw)"
+has "fixed rate: muon's negative gap at 8e-3 too" "not fitted: the gap is -0.0100 &le; 0 at steps=100, seed 2" \
+  "$(frow optimizer=muon 8e-3 2bw)"
+check "fixed rate: no row for a curve run at one length" test -z "$(frow optimizer=muon 4e-3 2bw+ef)"
+check "fixed rate: 13 rows" test "$(sed -n '/<table id="fixed-rate-table">/,/<\/table>/p' "$html" | grep -c '<tr><td>')" -eq 13
 # The extrapolation table (ln gap = a + b ln tokens at T, 10 T, 100 T; noise floor = the sync runs' sd).
 # normuon's gaps are exactly 0.1 (tokens / 6400)^-0.5 on every seed (no spread: zero-width intervals):
 # at T = 64000 tokens 0.1 x 10^-0.5 = 0.0316, then 0.0100 and 0.0032; its sync runs are 3.6 + (0, 0.01,

@@ -430,12 +430,12 @@ static int collect_points(const tuning *t, const int *len, int n_len, int c, fit
     return rc || (!f->why.n && same_tokens && nb_buf_printf(&f->why, "not fitted: every length has the same tokens"));
 }
 
-/* The slope of ln(gap_s) on ln(tokens_s) over every (length, seed) pair at the lengths' tuned rates
- * (ordinary least squares, GSL), with its 95% t interval (points - 2 degrees of freedom). */
-static int slope_row(nb_buf *b, const tuning *t, const char *series, int c, const fit_points *f) {
+/* The slope of ln(gap_s) on ln(tokens_s) over every (length, seed) pair of f (ordinary least squares,
+ * GSL), with its 95% t interval (points - 2 degrees of freedom): the cells from the curve on. */
+static int slope_cells(nb_buf *b, const tuning *t, int c, const fit_points *f) {
     int n = f->n;
-    int rc = nb_buf_printf(b, "<tr><td>") || nbx_html(b, series) || nb_buf_printf(b, "</td><td>") ||
-             nbx_html(b, t->r->curves.v[c]) || nb_buf_printf(b, "</td><td>%d</td><td>%d</td>", f->lengths, n);
+    int rc = nb_buf_printf(b, "<td>") || nbx_html(b, t->r->curves.v[c]) ||
+             nb_buf_printf(b, "</td><td>%d</td><td>%d</td>", f->lengths, n);
     double c0, c1, cov00, cov01, cov11, sumsq;
     if (!rc && f->why.n) rc = nb_buf_printf(b, "<td colspan=\"2\">%s</td>", f->why.p);
     else if (!rc && n < 3)
@@ -449,7 +449,13 @@ static int slope_row(nb_buf *b, const tuning *t, const char *series, int c, cons
                                  : c1 - half > 0 ? "grows"
                                                  : "no trend resolved");
     }
-    return rc || nb_buf_printf(b, "</tr>\n");
+    return rc;
+}
+
+/* A row of the slope table: the points at the lengths' tuned rates. */
+static int slope_row(nb_buf *b, const tuning *t, const char *series, int c, const fit_points *f) {
+    return nb_buf_printf(b, "<tr><td>") || nbx_html(b, series) || nb_buf_printf(b, "</td>") ||
+           slope_cells(b, t, c, f) || nb_buf_printf(b, "</tr>\n");
 }
 
 /* The extrapolation row of (series, curve c) from the slope table's points; the noise floor is the
@@ -523,6 +529,74 @@ static int slope_tables(nb_buf *b, const tuning *t, int *len) {
     return rc;
 }
 
+/* ------------------------------------------------------------ the gap at one rate across lengths */
+/* The index of the rate labelled lr in group g; -1 when g has no such rate. */
+static int rate_index(const tuning *t, const tgroup *g, const char *lr) {
+    for (int i = 0; i < g->n_rates; i++)
+        if (!strcmp(row_of_panel(t->r, g->panel[i])->labels[t->lr_axis], lr)) return i;
+    return -1;
+}
+
+/* The points of (rate lr, curve c) over a series' lengths: as collect_points, but at one rate,
+ * whatever each length's pick (a length without that rate adds none). */
+static int fixed_points(const tuning *t, const int *len, int n_len, const char *lr, int c, fit_points *f) {
+    int cap = n_len * t->r->seeds.n + 1, rc = 0;
+    int *seed_lengths = calloc((size_t)t->r->seeds.n + 1, sizeof(int));
+    *f = (fit_points){.x = malloc(sizeof(double) * (size_t)cap), .y = malloc(sizeof(double) * (size_t)cap),
+                      .first = -1, .last = -1, .params = NAN};
+    if (!f->x || !f->y || !seed_lengths) { free(seed_lengths); return nb_fail("out of memory"); }
+    for (int k = 0; k < n_len && !rc; k++) {
+        tgroup g = t->g[len[k]];  /* a copy whose pick is the rate asked for */
+        if ((g.pick = rate_index(t, &g, lr)) < 0) continue;
+        int here = length_points(t, &g, c, f, seed_lengths);
+        if (here < 0) rc = -1;
+        else f->lengths += here;
+    }
+    free(seed_lengths);
+    return rc;
+}
+
+/* Per series, every rate run at two lengths or more and every delayed curve: the slope of the
+ * (length, seed) gaps at that one rate. */
+static int fixed_rate_rows(nb_buf *b, const tuning *t, const char *series, const int *len, int n_len) {
+    const nbx_report *r = t->r;
+    nbx_strv rates = {0};
+    int rc = 0;
+    for (int k = 0; k < n_len && !rc; k++)
+        for (int i = 0; i < t->g[len[k]].n_rates && !rc; i++) {
+            const char *lr = row_of_panel(r, t->g[len[k]].panel[i])->labels[t->lr_axis];
+            int seen = 0;
+            for (int j = 0; j < rates.n; j++) seen |= !strcmp(rates.v[j], lr);
+            if (!seen) rc = nbx_strv_push(&rates, lr, strlen(lr));
+        }
+    for (int j = 0; j < rates.n && !rc; j++)
+        for (int c = 0; c < r->curves.n && !rc; c++) {
+            if (c == t->sync) continue;
+            fit_points f;
+            rc = fixed_points(t, len, n_len, rates.v[j], c, &f);
+            if (!rc && f.lengths >= 2)
+                rc = nb_buf_printf(b, "<tr><td>") || nbx_html(b, series) || nb_buf_printf(b, "</td><td>") ||
+                     nbx_html(b, rates.v[j]) || nb_buf_printf(b, "</td>") || slope_cells(b, t, c, &f) ||
+                     nb_buf_printf(b, "</tr>\n");
+            free_points(&f);
+        }
+    nbx_strv_free(&rates);
+    return rc;
+}
+
+static int fixed_rate_section(nb_buf *b, const tuning *t, int *len) {
+    int rc = nb_buf_printf(b, "<h3 id=\"fixed-rate\">The gap at one rate across lengths</h3>\n<p class=\"note\">The "
+                              "slope above follows each length's tuned rate, so a tuned rate that moves between "
+                              "lengths moves the gap with it. Here the rate is held: for every rate run at two lengths or "
+                              "more, the same fit (ln(gap) on ln(tokens) over every (length, seed) pair, 95%% t interval) "
+                              "at that one rate, whether or not it is a length's pick.</p>\n<table id=\"fixed-rate-table\">"
+                              "<tr><th>series</th><th>lr</th><th>curve</th><th>lengths</th><th>points</th>"
+                              "<th>slope of ln(gap) on ln(tokens)</th><th>95%% interval</th></tr>\n");
+    for (int si = 0; si < t->series.n && !rc; si++)
+        rc = fixed_rate_rows(b, t, t->series.v[si], len, lengths_of(t, t->series.v[si], len));
+    return rc || nb_buf_printf(b, "</table>\n");
+}
+
 static int scaling_section(nb_buf *b, const tuning *t) {
     int *len = malloc(sizeof(int) * (size_t)(t->n_groups + 1)), rc = 0;
     if (!len) return nb_fail("out of memory");
@@ -546,7 +620,7 @@ static int scaling_section(nb_buf *b, const tuning *t) {
     }
     rc = rc || nb_buf_printf(b, "</table>\n<table id=\"slope-table\"><tr><th>series</th><th>curve</th><th>lengths</th>"
                                 "<th>points</th><th>slope of ln(gap) on ln(tokens)</th><th>95%% interval</th></tr>\n");
-    rc = rc || slope_tables(b, t, len);
+    rc = rc || slope_tables(b, t, len) || fixed_rate_section(b, t, len);
     for (int si = 0; si < t->series.n && !rc; si++) rc = scaling_chart(b, t, si, len, lengths_of(t, t->series.v[si], len));
     free(len);
     return rc;

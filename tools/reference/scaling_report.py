@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An independent reading of a sweep folder's tuning and scaling numbers (docs/experiments.md,
 "Tuned rates and scaling"), checked against the page `nobubble report` wrote: every row of the
-tuning, scaling, slope and extrapolation tables and every caveat under the last is computed here from
+tuning, scaling, slope, extrapolation and fixed-rate tables and every caveat under the extrapolation is computed here from
 results.csv and the runs' summary.json and metrics.jsonl, written out as the report writes it, and
 looked up in report.html (the extrapolation rows and the caveats are counted too: none more). Student's
 t quantiles come from a printed table, the slope, the mean response's interval and the crossing of the
@@ -297,7 +297,23 @@ def main(d, page):
                            f"{t_max:.0f} tokens.</li>")
         return out
 
-    extrap_want, fits, g_steps = [], [], {}
+    def slope_cells(pts, first_bad):
+        """the fixed-rate table's fit cells (the slope table's, without its tuned-length reason)"""
+        if first_bad:
+            return f"<td colspan=\"2\">{first_bad}</td></tr>"
+        n = len(pts)
+        mx, my = sum(p[0] for p in pts) / n, sum(p[1] for p in pts) / n
+        sxx = sum((p[0] - mx) ** 2 for p in pts)
+        b = sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
+        if n < 3:
+            return "<td>%+.3f</td><td>n/a: %d points, no interval</td></tr>" % (b, n)
+        a = my - b * mx
+        s2 = sum((p[1] - a - b * p[0]) ** 2 for p in pts) / (n - 2)
+        half = T975[n - 2] * math.sqrt(s2 / sxx)
+        verdict = "shrinks" if b + half < 0 else "grows" if b - half > 0 else "no trend resolved"
+        return "<td>%+.3f</td><td>[%+.3f, %+.3f] %s</td></tr>" % (b, b - half, b + half, verdict)
+
+    extrap_want, fixed_want, fits, g_steps = [], [], [], {}
     if "steps" in axes:
         series = []
         for g in groups:
@@ -368,12 +384,37 @@ def main(d, page):
                 fit = {"n": n, "mx": mx, "my": my, "sxx": sxx, "a": a, "b": b, "s2": s2, "t": T975[n - 2]}
                 extrap_want.append(erow + extrap_cells(fit, used, steps_of, pick))
                 fits.append((s, c, used, any(v > 1 for v in seed_lengths.values())))
+            # the gap at one rate across lengths: every rate run at 2 lengths or more, each delayed curve
+            fixed_rates = []
+            for g in lengths:
+                for r in runs:
+                    if title(r["labels"]) == g and r["labels"]["lr"] not in fixed_rates:
+                        fixed_rates.append(r["labels"]["lr"])
+            for rate in fixed_rates:
+                for c in delayed:
+                    pts, first_bad, n_len = [], None, 0
+                    for g in lengths:
+                        gp = gaps(g, rate, c)
+                        n_len += 1 if gp else 0
+                        for seed, gap, tok in gp:
+                            if gap <= 0 and first_bad is None:
+                                first_bad = "not fitted: the gap is %+.4f &le; 0 at steps=%s, seed %s (no logarithm)" % (
+                                    gap, steps_of[g], seed)
+                            pts.append((math.log(tok), math.log(gap) if gap > 0 else None))
+                    if n_len < 2:
+                        continue
+                    row = f"<tr><td>{html(s)}</td><td>{html(rate)}</td><td>{html(c)}</td><td>{n_len}</td><td>{len(pts)}</td>"
+                    fixed_want.append(row + slope_cells(pts, first_bad))
 
     cav, miscounts = (caveats(fits) if fits else []), []
-    want += extrap_want + cav
+    want += extrap_want + cav + fixed_want
     if "steps" in axes:  # exactly these rows and caveats: nothing more in the table or the list
         table = text[text.find('<table id="extrapolation-table">'):]
         table = table[:table.find("</table>")]
+        fixed = text[text.find('<table id="fixed-rate-table">'):] if '<table id="fixed-rate-table">' in text else ""
+        fixed = fixed[:fixed.find("</table>")]
+        if fixed.count("<tr>") - 1 != len(fixed_want):
+            miscounts.append(f"{page}: {len(fixed_want)} fixed-rate rows expected, the page has {fixed.count('<tr>') - 1}")
         ul = text[text.find('<ul id="extrapolation-caveats">'):] if '<ul id="extrapolation-caveats">' in text else ""
         ul = ul[:ul.find("</ul>")]
         for what, got, n in (("extrapolation rows", table.count("<tr>") - 1, len(extrap_want)),
