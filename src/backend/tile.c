@@ -8,10 +8,13 @@
  *
  * The kernel keeps a tile of RMAX rows x CV vectors of C in registers and walks k in order, one fused
  * multiply-add per element per k. So every element of C is the same chain whatever the tile it falls
- * in, and the result depends on neither M, N nor the thread that runs it. This file alone is compiled
- * with -ffp-contract=fast (CMakeLists.txt), so that `acc += a * b` is an FMA on CPUs that have one
- * (the rest of the build keeps ISO C's no-contraction; docs/precision.md). */
+ * in, and the result depends on neither M, N nor the thread that runs it. The FMA is the intrinsic,
+ * not a contraction the compiler may or may not make (it makes none at -O0, nor under ISO C's default,
+ * docs/precision.md): the same bits at every optimization level. */
 #include "backend/gemm.h"
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 #if defined(__AVX512F__)
 #define VW 16 /* floats per vector register */
@@ -31,6 +34,30 @@ typedef float vec_u __attribute__((vector_size(VW * sizeof(float)), aligned(size
 
 int nb_tile_width(void) { return VW; }
 
+/* x in every lane (adding x to a zero vector would not do: 0 + -0 is +0, and it costs an add). */
+static inline vec splat(float x) {
+#if VW == 16
+    return (vec)_mm512_set1_ps(x);
+#elif VW == 8
+    return (vec)_mm256_set1_ps(x);
+#else
+    vec v;
+    for (int l = 0; l < VW; l++) v[l] = x;
+    return v;
+#endif
+}
+
+/* acc + a * b rounded once where the CPU has FMA; multiplied, then added, where it has not. */
+static inline vec fma_v(vec a, vec b, vec acc) {
+#if VW == 16
+    return (vec)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)acc);
+#elif VW == 8 && defined(__FMA__)
+    return (vec)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)acc);
+#else
+    return acc + a * b;
+#endif
+}
+
 /* One tile: C[R][CV * VW] of the result. Inlined with constant R and CV at each call in tile_dispatch,
  * so that the accumulators are registers and the loops unroll. */
 static inline __attribute__((always_inline)) void tile(const int R, const int CV, int K, float alpha,
@@ -47,8 +74,8 @@ static inline __attribute__((always_inline)) void tile(const int R, const int CV
         vec b[CVMAX];
         for (int c = 0; c < CV; c++) b[c] = *(const vec_u *)(B + k * ldb + c * VW);
         for (int r = 0; r < R; r++) {
-            const float a = A[r * ars + k * aks];
-            for (int c = 0; c < CV; c++) acc[r][c] += a * b[c];
+            const vec a = splat(A[r * ars + k * aks]);
+            for (int c = 0; c < CV; c++) acc[r][c] = fma_v(a, b[c], acc[r][c]);
         }
     }
     for (int r = 0; r < R; r++)
