@@ -270,7 +270,31 @@ static void check_in_flight(nb_precision precision, int logit_rows) {
     }
 }
 
+/* A stage without the head (the first of two) holds, per row of a micro-batch, one block's backward
+ * gradients in float32: the residual stream's and the norm's (d each), q/k/v's, attention output's, and
+ * SwiGLU's input and output gradients (2F and F); under bf16 the gate/up gradient goes straight to its
+ * bf16 operand, so instead of the float32 2F it holds float32 q/k/v, attention's output and gate/up
+ * while a pass runs, and a bf16 product gradient as wide as the widest of q/k/v and gate/up. */
+static void check_scratch_sizes(void) {
+    nb_config cfg;
+    nb_config_preset("tiny", &cfg);
+    nb_model m;
+    CHECK(nb_model_create(&m, &cfg, 2, NULL) == 0, "create two stages");
+    const size_t N = 2 * 16, d = (size_t)cfg.d_model, hd = d / cfg.n_heads, dq = hd * cfg.n_heads;
+    const size_t qkv = dq + 2 * hd * cfg.n_kv_heads, F = (size_t)cfg.d_ffn, widest = qkv > 2 * F ? qkv : 2 * F;
+    const size_t fp32 = 4 * N * (d + d + qkv + dq + 2 * F + F);
+    const size_t bf16 = 4 * N * (d + d + qkv + dq + F) + 4 * N * (qkv + dq + 2 * F) + 2 * N * widest;
+    CHECK(nb_stage_scratch_bytes(&m.stages[0], 2, 16) == fp32, "fp32 scratch of a stage without the head: %zu, want %zu",
+          nb_stage_scratch_bytes(&m.stages[0], 2, 16), fp32);
+    CHECK(nb_model_set_precision(&m, NB_PRECISION_BF16, 2) == 0, "bf16");
+    CHECK(nb_stage_scratch_bytes(&m.stages[0], 2, 16) == bf16,
+          "bf16 scratch of a stage without the head: %zu, want %zu (no float32 gate/up gradient)",
+          nb_stage_scratch_bytes(&m.stages[0], 2, 16), bf16);
+    nb_model_free(&m);
+}
+
 int main(void) {
+    check_scratch_sizes();
     check_in_flight(NB_PRECISION_FP32, 0);
     check_in_flight(NB_PRECISION_FP32, 7);
     check_in_flight(NB_PRECISION_BF16, 0);

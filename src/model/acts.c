@@ -139,7 +139,7 @@ static size_t scratch_bytes(const nb_stage *s, scratch_id id, int N) {
     case SCR_DLN: return sizeof(float) * n * m.d;
     case SCR_DQKV: return sizeof(float) * blocks * n * m.qkv;
     case SCR_DATT: return sizeof(float) * blocks * n * m.dq;
-    case SCR_DGU: return sizeof(float) * blocks * n * 2 * m.F;
+    case SCR_DGU: return sizeof(float) * !bf16 * blocks * n * 2 * m.F;  /* bf16 writes it as bf16 (SCR_DY16) */
     case SCR_DH: return sizeof(float) * blocks * n * m.F;
     case SCR_LOGITS: return sizeof(float) * (bf16 || chunked) * rows * m.V;
     case SCR_QKV: return sizeof(float) * bf16 * blocks * n * m.qkv;
