@@ -47,7 +47,7 @@ static inline int row_stride(int n) {
 
 /* A task's buffers, one set per thread. Widths: Tp keys and hdp head values, both whole vectors. */
 typedef struct {
-    int T, hd, Tp, hdp;
+    int Tp, hdp;
     float *S, *dS;          /* [QBLOCK][Tp] a block's scores (probabilities), and their gradients */
     float *KT, *VT;         /* [hd][Tp]: keys along rows, for Q K^T and dO V^T */
     float *Kp, *Vp;         /* [T][hdp]: K and V with padded rows, for P V and dS K */
@@ -57,7 +57,7 @@ typedef struct {
 } att_scratch;
 
 static att_scratch scratch_new(int T, int hd, int backward) {
-    att_scratch s = {.T = T, .hd = hd, .Tp = row_stride(T), .hdp = round_up(hd, nb_tile_width())};
+    att_scratch s = {.Tp = row_stride(T), .hdp = round_up(hd, nb_tile_width())};
     const size_t score = (size_t)QBLOCK * s.Tp, trans = (size_t)hd * s.Tp, rows = (size_t)T * s.hdp,
                  block = (size_t)QBLOCK * s.hdp;
     const size_t n = backward ? 2 * score + 2 * trans + 4 * rows + 3 * block : score + trans + rows + 2 * block;
@@ -110,10 +110,24 @@ static void unpack_rows(float *dst, int ld, const float *src, int n, int hd, int
     for (int t = 0; t < n; t++) memcpy(dst + (size_t)t * ld, src + (size_t)t * hdp, sizeof(float) * hd);
 }
 
+/* out16[rows][hd] (row stride ld) = bf16(out) (row stride hdp): one block of a head's output, cast while
+ * it is in cache. */
+static void cast_block(nb_bf16 *out16, int ld, const float *out, int rows, int hd, int hdp) {
+    for (int i = 0; i < rows; i++) {
+#pragma omp simd
+        for (int j = 0; j < hd; j++) out16[(size_t)i * ld + j] = nb_bf16_from_float(out[(size_t)i * hdp + j]);
+    }
+}
+
 /* The last key (exclusive) that the row tile holding query row i of a block at t0 sees. */
 static inline int tile_keys(int t0, int i, int nq) {
     const int end = (i / NB_TILE_ROWS + 1) * NB_TILE_ROWS;
     return t0 + (end < nq ? end : nq);
+}
+
+/* The first row tile of a block at t0 that sees key k0 (the tiles before it end at or before k0). */
+static inline int first_tile_seeing(int k0, int t0) {
+    return k0 > t0 ? (k0 - t0) / NB_TILE_ROWS * NB_TILE_ROWS : 0;
 }
 
 /* S[i][s] = alpha * sum_k A[i][k] BT[k][s] for the nq rows of a block at t0, each row tile up to its
@@ -122,7 +136,7 @@ static inline int tile_keys(int t0, int i, int nq) {
 static void scores(float *S, int ldS, float alpha, const float *A, int lda, const float *BT, int Tp, int t0, int nq,
                    int hd) {
     for (int c0 = 0; c0 < t0 + nq; c0 += KBLOCK)
-        for (int i = c0 > t0 ? (c0 - t0) / NB_TILE_ROWS * NB_TILE_ROWS : 0; i < nq; i += NB_TILE_ROWS) {
+        for (int i = first_tile_seeing(c0, t0); i < nq; i += NB_TILE_ROWS) {
             const int rows = nq - i < NB_TILE_ROWS ? nq - i : NB_TILE_ROWS, keys = tile_keys(t0, i, nq) - c0;
             nb_tile_gemm(rows, keys < KBLOCK ? keys : KBLOCK, hd, alpha, A + (size_t)i * lda, lda, 1, BT + c0, Tp, 0,
                          S + (size_t)i * ldS + c0, ldS);
@@ -134,7 +148,7 @@ static void scores(float *S, int ldS, float alpha, const float *A, int lda, cons
  * from one KBLOCK to the next (accumulate), so it is the same chain over s in order. */
 static void mix_rows(float *Out, const float *P, int ldS, const float *B, int hdp, int t0, int nq) {
     for (int k0 = 0; k0 < t0 + nq; k0 += KBLOCK)
-        for (int i = k0 > t0 ? (k0 - t0) / NB_TILE_ROWS * NB_TILE_ROWS : 0; i < nq; i += NB_TILE_ROWS) {
+        for (int i = first_tile_seeing(k0, t0); i < nq; i += NB_TILE_ROWS) {
             const int rows = nq - i < NB_TILE_ROWS ? nq - i : NB_TILE_ROWS, keys = tile_keys(t0, i, nq) - k0;
             nb_tile_gemm(rows, hdp, keys < KBLOCK ? keys : KBLOCK, 1.0f, P + (size_t)i * ldS + k0, ldS, 1,
                          B + (size_t)k0 * hdp, hdp, k0 > 0, Out + (size_t)i * hdp, hdp);
@@ -198,10 +212,7 @@ void attention_forward(float *out, nb_bf16 *out16, float *lse, const float *qkv,
                     mix_rows(w.Ob, w.S, ldS, w.Vp, w.hdp, t0, nq);
                     const size_t at = ((size_t)b * T + t0) * dq + (size_t)h * hd;
                     unpack_rows(out + at, dq, w.Ob, nq, hd, w.hdp);
-                    if (out16)
-                        for (int i = 0; i < nq; i++)
-                            for (int j = 0; j < hd; j++)
-                                out16[at + (size_t)i * dq + j] = nb_bf16_from_float(w.Ob[(size_t)i * w.hdp + j]);
+                    if (out16) cast_block(out16 + at, dq, w.Ob, nq, hd, w.hdp);
                 }
             }
         free(w.mem);
