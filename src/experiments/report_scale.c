@@ -403,13 +403,22 @@ static void note_length(const tuning *t, const tgroup *g, fit_points *f) {
     if (!f->lengths++) f->first = f->last;
 }
 
-static int collect_points(const tuning *t, const int *len, int n_len, int c, fit_points *f) {
-    const nbx_report *r = t->r;
-    int cap = n_len * r->seeds.n + 1, rc = 0;
-    int *seed_lengths = calloc((size_t)r->seeds.n + 1, sizeof(int));
+/* An empty f with room for a point per (length, seed) of n_len lengths, and *seed_lengths, a zeroed count
+ * per seed of the lengths it has a point at (length_points); free it, and f with free_points. */
+static int points_new(const tuning *t, int n_len, fit_points *f, int **seed_lengths) {
+    const int cap = n_len * t->r->seeds.n + 1;
+    *seed_lengths = calloc((size_t)t->r->seeds.n + 1, sizeof(int));
     *f = (fit_points){.x = malloc(sizeof(double) * (size_t)cap), .y = malloc(sizeof(double) * (size_t)cap),
                       .first = -1, .last = -1, .params = NAN};
-    if (!f->x || !f->y || !seed_lengths) { free(seed_lengths); return nb_fail("out of memory"); }
+    if (f->x && f->y && *seed_lengths) return 0;
+    free(*seed_lengths);
+    return nb_fail("out of memory");
+}
+
+static int collect_points(const tuning *t, const int *len, int n_len, int c, fit_points *f) {
+    const nbx_report *r = t->r;
+    int rc = 0, *seed_lengths;
+    if (points_new(t, n_len, f, &seed_lengths)) return -1;
     for (int k = 0; k < n_len && !rc; k++) {
         const tgroup *g = &t->g[len[k]];
         if (g->pick < 0) continue;
@@ -540,11 +549,8 @@ static int rate_index(const tuning *t, const tgroup *g, const char *lr) {
 /* The points of (rate lr, curve c) over a series' lengths: as collect_points, but at one rate,
  * whatever each length's pick (a length without that rate adds none). */
 static int fixed_points(const tuning *t, const int *len, int n_len, const char *lr, int c, fit_points *f) {
-    int cap = n_len * t->r->seeds.n + 1, rc = 0;
-    int *seed_lengths = calloc((size_t)t->r->seeds.n + 1, sizeof(int));
-    *f = (fit_points){.x = malloc(sizeof(double) * (size_t)cap), .y = malloc(sizeof(double) * (size_t)cap),
-                      .first = -1, .last = -1, .params = NAN};
-    if (!f->x || !f->y || !seed_lengths) { free(seed_lengths); return nb_fail("out of memory"); }
+    int rc = 0, *seed_lengths;
+    if (points_new(t, n_len, f, &seed_lengths)) return -1;
     for (int k = 0; k < n_len && !rc; k++) {
         tgroup g = t->g[len[k]];  /* a copy whose pick is the rate asked for */
         if ((g.pick = rate_index(t, &g, lr)) < 0) continue;
