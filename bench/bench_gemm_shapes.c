@@ -1,5 +1,5 @@
 /* nb_gemm's backends on the products of one training step, side by side: for each shape, the backends
- * (default hybrid and matmul) alternate call by call, 11 calls each, and the table gives each one's
+ * (default hybrid and tiles) alternate call by call, 11 calls each, and the table gives each one's
  * GFLOP/s (median call) and the speedup of each later one over the first (the first's median time over
  * its), so drifts of a shared machine touch all alike.
  * Shapes are the linear layers' of a step of T tokens: forward x W^T (N T), input gradient dy W (N N),
@@ -63,7 +63,7 @@ static void compare(const char *what, int ta, int tb, int M, int N, int K, float
 }
 
 int main(int argc, char **argv) {
-    char *names[MAX_BACKENDS] = {"hybrid", "matmul"};
+    char *names[MAX_BACKENDS] = {"hybrid", "tiles"};
     int n_names = 2, arg = 1;
     if (argc > 2 && !strcmp(argv[1], "--backends")) {
         n_names = 0;

@@ -14,7 +14,7 @@ fi
 out=$(mktemp -d)
 for r in $(seq 1 "$rounds"); do
   for t in 1 2; do
-    for g in onednn hybrid openblas; do
+    for g in onednn hybrid tiles openblas; do
       NB_GEMM=$g ./build/nobubble bench --models "$models" --threads "$t" --steps 5 --json > "$out/nb_${g}_${r}_${t}.json"
     done
     OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread \
@@ -37,7 +37,7 @@ print("|---|---|---|---|---|---|---|---|")
 for (model, threads) in sorted(rows, key=lambda k: (["tiny", "small", "medium", "smollm-135m", "smollm-360m"].index(k[0]), k[1])):
     impls = rows[(model, threads)]
     torch_tps = med([x["tokens_per_s"] for x in impls.get("torch", [])]) if "torch" in impls else None
-    for impl in ["nobubble-onednn", "nobubble-hybrid", "nobubble-openblas", "torch"]:
+    for impl in ["nobubble-onednn", "nobubble-hybrid", "nobubble-tiles", "nobubble-openblas", "torch"]:
         if impl not in impls: continue
         xs = impls[impl]
         tps = med([x["tokens_per_s"] for x in xs])

@@ -79,9 +79,9 @@ static void check_shape(const shape *s, int pad) {
     float *C0 = filled(c_len, 2.0f, 2.7f), *C1 = malloc(sizeof(float) * c_len), *Ck = malloc(sizeof(float) * c_len);
     double *want = malloc(sizeof(double) * (size_t)s->M * s->N), *bound = malloc(sizeof(double) * (size_t)s->M * s->N);
     reference(s, alpha, beta, A, lda, B, ldb, C0, ldc, want, bound);
-    const char *backends[] = {"hybrid", "onednn", "openblas", "matmul"};
+    const char *backends[] = {"hybrid", "onednn", "openblas", "matmul", "tiles"};
     const int threads[] = {2, 3, 8};
-    for (int b = 0; b < 4; b++) {
+    for (int b = 0; b < 5; b++) {
         CHECK(nb_gemm_select(backends[b]) == 0, "%s", nb_last_error());
         memcpy(C1, C0, sizeof(float) * c_len);
         omp_set_num_threads(1);

@@ -12,7 +12,15 @@
  * softmax of q.k / sqrt(hd) over the positions up to the query's; dq, dk, dv by the chain rule), on
  * shapes with several query blocks of 64, a last block that is not whole, head widths that are not
  * whole vectors (24, 40) and wider than one tile (128), grouped and multi-query heads; and the same
- * bits at 1 and 3 threads. */
+ * bits at 1 and 3 threads.
+ *
+ * nb_gemm_tn_tiles (src/backend/gemm_tn.c), C = alpha A^T B + beta C: each element is specified as one
+ * fmaf chain over k in order from 0, then alpha * sum + beta * C (C not read when beta is 0), so it too
+ * is checked bitwise against that chain written here, and within rounding against double; on shapes
+ * that leave partial register tiles (rows not a multiple of 6, columns not of the vector panel), span
+ * several cache tiles (more than 264 rows, 256 columns) and several k slices (K above 128, and K = 0),
+ * with padded strides and dense ones, sentinels around C, NaN in C when beta is 0; and the same bits at 1, 2 and 3
+ * threads and from inside a parallel region (one product per thread). */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -85,6 +93,63 @@ static void check_tile(int M, int N, int K, int transposed, int accumulate, floa
           accumulate ? "accumulate" : "overwrite");
     CHECK(outside, "tile M%d N%d K%d: nothing written outside C's rows and padded width", M, N, K);
     free(A), free(B), free(C), free(C0);
+}
+
+/* ---- nb_gemm_tn_tiles: C = alpha A^T B + beta C ---- */
+/* pad: padded strides (1), or A and B dense and allocated to the float (0), so that a read past either's
+ * end is one the sanitizers see. */
+static void check_tn(int M, int N, int K, float alpha, float beta, int pad) {
+    const int lda = M + 3 * pad, ldb = N + pad, ldc = N + 2;
+    float *A = malloc(sizeof(float) * ((size_t)K * lda + 1 - !pad)), *B = malloc(sizeof(float) * ((size_t)K * ldb + 1 - !pad));
+    const size_t csize = (size_t)(M + 2) * ldc; /* a row of sentinels above and below */
+    float *C0 = malloc(sizeof(float) * csize), *C = malloc(sizeof(float) * csize), *Ct = malloc(sizeof(float) * csize);
+    for (size_t i = 0; i < (size_t)K * lda; i++) A[i] = uniform();
+    for (size_t i = 0; i < (size_t)K * ldb; i++) B[i] = uniform();
+    for (size_t i = 0; i < csize; i++) C0[i] = beta == 0.0f && i >= (size_t)ldc && i < (size_t)(M + 1) * ldc ? NAN : uniform();
+    memcpy(C, C0, sizeof(float) * csize);
+    omp_set_num_threads(1);
+    nb_gemm_tn_tiles(M, N, K, alpha, A, lda, B, ldb, beta, C + ldc, ldc);
+    int bits = 1, near = 1, outside = 1;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            const float c0 = C0[(size_t)(i + 1) * ldc + j], sum = chain(K, 1.0f, A, 1, lda, i, B, ldb, j, 0.0f);
+            const float want = beta == 0.0f ? alpha * sum : alpha * sum + beta * c0;
+            const float got = C[(size_t)(i + 1) * ldc + j];
+            if (memcmp(&got, &want, sizeof got)) bits = 0;
+            double ref = 0, mag = 0;
+            for (int k = 0; k < K; k++) {
+                const double p = (double)A[(size_t)k * lda + i] * B[(size_t)k * ldb + j];
+                ref += p;
+                mag += fabs(p);
+            }
+            const double old = beta == 0.0f ? 0.0 : beta * (double)c0; /* c0 is NaN when beta is 0 */
+            ref = alpha * ref + old;
+            if (!(fabs(got - ref) <= (K + 3) * 6e-8 * (fabs(alpha) * mag + fabs(old)) + 1e-30)) near = 0;
+        }
+    for (size_t i = 0; i < csize; i++) {
+        const size_t row = i / ldc, col = i % ldc;
+        if (!(row >= 1 && row <= (size_t)M && col < (size_t)N) && memcmp(&C[i], &C0[i], sizeof(float))) outside = 0;
+    }
+    CHECK(bits, "tn M%d N%d K%d alpha %g beta %g: each element the fmaf chain, then alpha sum + beta C, bitwise", M, N,
+          K, alpha, beta);
+    CHECK(near, "tn M%d N%d K%d: within rounding of the double product", M, N, K);
+    CHECK(outside, "tn M%d N%d K%d: nothing written outside C", M, N, K);
+    int same = 1;
+    for (int t = 2; t <= 3; t++) {
+        memcpy(Ct, C0, sizeof(float) * csize);
+        omp_set_num_threads(t);
+        nb_gemm_tn_tiles(M, N, K, alpha, A, lda, B, ldb, beta, Ct + ldc, ldc);
+        same &= !memcmp(C, Ct, sizeof(float) * csize);
+    }
+    float *Cp = malloc(sizeof(float) * 2 * csize);
+    memcpy(Cp, C0, sizeof(float) * csize);
+    memcpy(Cp + csize, C0, sizeof(float) * csize);
+#pragma omp parallel num_threads(2)
+    nb_gemm_tn_tiles(M, N, K, alpha, A, lda, B, ldb, beta, Cp + (size_t)omp_get_thread_num() * csize + ldc, ldc);
+    same &= !memcmp(C, Cp, sizeof(float) * csize) && !memcmp(C, Cp + csize, sizeof(float) * csize);
+    CHECK(same, "tn M%d N%d K%d: the same bits at 1, 2 and 3 threads and inside a parallel region", M, N, K);
+    omp_set_num_threads(1);
+    free(A), free(B), free(C), free(C0), free(Ct), free(Cp);
 }
 
 /* ---- attention against a double-precision reference ---- */
@@ -187,6 +252,15 @@ int main(void) {
                 check_tile(M, N, K + 1, (M + 1) % 2, 1, 1.0f);
                 check_tile(M, N, K + 3, M % 2, 0, 0.125f);
             }
+    const int tn[][3] = {
+        {1, 1, 1}, {5, 17, 0}, {6, 64, 128}, {7, 65, 129}, {13, 130, 300}, {8, 16, 3}, /* tails, slices, K = 0 */
+        {270, 300, 257}, {264, 256, 384}, {600, 40, 20}, {30, 700, 9},                  /* several cache tiles */
+    };
+    for (size_t i = 0; i < sizeof tn / sizeof *tn; i++) {
+        check_tn(tn[i][0], tn[i][1], tn[i][2], 1.0f, 1.0f, 1);
+        check_tn(tn[i][0], tn[i][1], tn[i][2], 0.75f, 0.0f, 1);
+        check_tn(tn[i][0], tn[i][1], tn[i][2], -0.5f, 0.25f, 0);
+    }
     const shape shapes[] = {
         {2, 150, 4, 2, 64},  /* three query blocks, the last of 22 rows; grouped heads */
         {1, 70, 3, 1, 24},   /* multi-query; a head narrower than two vectors, padded */

@@ -20,6 +20,14 @@ static void gemm_hybrid(int trans_a, int trans_b, int M, int N, int K, float alp
     else nb_gemm_onednn(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* "tiles" (the default) is hybrid whose A^T B run nobubble's own packed register tiles (gemm_tn.c) instead
+ * of OpenBLAS's fixed-order tiles. */
+static void gemm_tiles(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                       const float *B, int ldb, float beta, float *C, int ldc) {
+    if (trans_a && !trans_b) nb_gemm_tn_tiles(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else nb_gemm_onednn(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 /* "matmul" is hybrid whose large products A B and A B^T run oneDNN's matmul primitive (its brgemm
  * kernels; matmul_wanted below), measured no faster than hybrid on a whole step, so not the default
  * (BENCHMARKS.md, "oneDNN's matmul primitive in fp32"). */
@@ -32,10 +40,13 @@ static const struct {
     {"openblas", "OpenBLAS sgemm", nb_gemm_openblas, 0},
     {"hybrid", "oneDNN sgemm, OpenBLAS for A^T B", gemm_hybrid, 0},
     {"matmul", "hybrid, oneDNN matmul (brgemm) for large A B and A B^T", gemm_hybrid, 1},
+    {"tiles", "oneDNN sgemm, own register tiles for A^T B", gemm_tiles, 0},
 };
 
-/* The default: hybrid, the fastest of the three on the development machine (BENCHMARKS.md). */
-static int active = 2;  /* index into backends */
+/* The default: tiles (BENCHMARKS.md, "Weight gradients on register tiles": its A^T B 1.03-1.25x hybrid's
+ * per product, the step's GEMM time about 6% less than hybrid's against the same non-GEMM time, 14 of 14
+ * pairs on medium). */
+static int active = 4;  /* index into backends */
 static pthread_once_t from_env = PTHREAD_ONCE_INIT;
 
 /* NB_GEMM is read once, before the first GEMM; an unknown name keeps the default here (the nobubble
@@ -51,7 +62,7 @@ int nb_gemm_select(const char *name) {
             active = (int)i;
             return 0;
         }
-    return nb_fail("GEMM backend '%s': expected onednn, openblas, hybrid or matmul", name);
+    return nb_fail("GEMM backend '%s': expected onednn, openblas, hybrid, matmul or tiles", name);
 }
 
 const char *nb_gemm_backend(void) {
@@ -95,6 +106,13 @@ void nb_gemm_time_end(double start) {
  * parallel region (attention's blocks, the optimizers' matrices: one product per thread) it is one
  * call, which the libraries run on the calling thread. docs/executor.md, "Thread counts". */
 enum { TILE_MIN = 256, TILES_MAX = 16, ONEDNN_THREADS_MIN = 1 << 20 };
+
+/* nb_gemm_tn_tiles under gemm_fn's signature, as gemm_call's fn (the transposes are A^T B by then). */
+static void tn_tiles(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                                const float *B, int ldb, float beta, float *C, int ldc) {
+    (void)trans_a, (void)trans_b;
+    nb_gemm_tn_tiles(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
 
 typedef struct {
     gemm_fn fn;  /* the library that runs the product */
@@ -154,6 +172,10 @@ static int matmul_wanted(const gemm_call *g) {
 }
 
 static void gemm_fixed_order(const gemm_call *g) {
+    if (g->fn == tn_tiles) {  /* independent of the thread count by construction */
+        nb_gemm_tn_tiles(g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta, g->C, g->ldc);
+        return;
+    }
     if (omp_get_level() > 0) {  /* the caller's region gives each thread its own products */
         gemm_tiles_here(g, 1, g->M, g->N, 1);
         return;
@@ -185,6 +207,7 @@ void nb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
     const double start = nb_gemm_time_begin();
     gemm_fn fn = backends[active].fn;
     if (fn == gemm_hybrid) fn = trans_a && !trans_b ? nb_gemm_openblas : nb_gemm_onednn;
+    if (fn == gemm_tiles) fn = trans_a && !trans_b ? tn_tiles : nb_gemm_onednn;
     const gemm_call g = {fn, backends[active].matmul, trans_a, trans_b, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc};
     gemm_fixed_order(&g);
     nb_gemm_time_end(start);

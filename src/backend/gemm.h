@@ -3,12 +3,13 @@
  * Newton-Schulz, or nb_tile_gemm, for attention's small per-task blocks), so that a new backend
  * (another CPU library, CUDA) is one file. Row-major:  C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C,
  * op(X) = X^T when the matching trans flag is set; lda/ldb/ldc are row strides.
- * Two CPU implementations are built in, oneDNN's sgemm and OpenBLAS (OpenMP build), and a
- * third choice that mixes them: "hybrid" (the default) uses oneDNN except for products A^T B,
- * where oneDNN 2.6 is slow and OpenBLAS is not; "matmul" is hybrid with its large A B and A B^T
+ * Two CPU libraries are built in, oneDNN's sgemm and OpenBLAS (OpenMP build), and choices that mix
+ * them: "hybrid" uses oneDNN except for products A^T B, where oneDNN 2.6 is slow and OpenBLAS is not;
+ * "tiles" (the default) is hybrid with its A^T B (every weight gradient) on nobubble's own packed register
+ * tiles (nb_gemm_tn_tiles) instead of OpenBLAS; "matmul" is hybrid with its large A B and A B^T
  * (C of 2^20 elements or more, at most 1,024 columns, dense) through oneDNN's matmul primitive (brgemm
- * kernels, cached per shape and thread) instead of its sgemm. NB_GEMM=onednn|openblas|hybrid|matmul in
- * the environment, or nb_gemm_select, picks one.
+ * kernels, cached per shape and thread) instead of its sgemm. NB_GEMM=onednn|openblas|hybrid|matmul|tiles
+ * in the environment, or nb_gemm_select, picks one.
  *
  * Where a device backend (a GPU) plugs in, later; none is built today (docs/architecture.md):
  *  - Kernels per layer, not only GEMM: src/layers/layers.h is the list of what a stage computes
@@ -62,7 +63,7 @@ int nb_tile_width(void);
 
 /* The name of the backend in use, for run headers and benchmarks. */
 const char *nb_gemm_backend(void);
-/* Chooses the backend by name ("onednn", "openblas", "hybrid" or "matmul"); -1 with a message otherwise.
+/* Chooses the backend by name ("onednn", "openblas", "hybrid", "matmul" or "tiles"); -1 with a message otherwise.
  * Call before any GEMM runs (it is not synchronized with running GEMMs). */
 int nb_gemm_select(const char *name);
 
@@ -135,4 +136,10 @@ void nb_gemm_onednn(int trans_a, int trans_b, int M, int N, int K, float alpha, 
 void nb_syrk_openblas(int trans, int N, int K, float alpha, const float *A, int lda, float beta, float *C, int ldc);
 void nb_gemm_openblas(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                       const float *B, int ldb, float beta, float *C, int ldc);
+/* C[M,N] = alpha * A^T B + beta * C (A stored K x M) on nb_tile_gemm's register tiles, packed and
+ * cache-blocked (gemm_tn.c): each element one FMA chain over k in order from 0, then alpha * sum + beta * C
+ * (C not read when beta is 0), so the result depends on neither the blocking nor the thread count. Its
+ * own threads outside a parallel region, the calling thread inside one. */
+void nb_gemm_tn_tiles(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                      float *C, int ldc);
 #endif

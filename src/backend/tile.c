@@ -12,51 +12,19 @@
  * not a contraction the compiler may or may not make (it makes none at -O0, nor under ISO C's default,
  * docs/precision.md): the same bits at every optimization level. */
 #include "backend/gemm.h"
-#if defined(__AVX__)
-#include <immintrin.h>
-#endif
+#include "backend/vec.h"
 
-#if defined(__AVX512F__)
-#define VW 16 /* floats per vector register */
+#if VW == 16
 #define CVMAX 4
-#elif defined(__AVX__)
-#define VW 8
-#define CVMAX 2
 #else
-#define VW 4
 #define CVMAX 2
 #endif
 enum { RMAX = NB_TILE_ROWS };
 
-typedef float vec __attribute__((vector_size(VW * sizeof(float))));
 /* The same vector at any float's alignment: loads and stores through it need not be aligned. */
 typedef float vec_u __attribute__((vector_size(VW * sizeof(float)), aligned(sizeof(float)), may_alias));
 
 int nb_tile_width(void) { return VW; }
-
-/* x in every lane (adding x to a zero vector would not do: 0 + -0 is +0, and it costs an add). */
-static inline vec splat(float x) {
-#if VW == 16
-    return (vec)_mm512_set1_ps(x);
-#elif VW == 8
-    return (vec)_mm256_set1_ps(x);
-#else
-    vec v;
-    for (int l = 0; l < VW; l++) v[l] = x;
-    return v;
-#endif
-}
-
-/* acc + a * b rounded once where the CPU has FMA; multiplied, then added, where it has not. */
-static inline vec fma_v(vec a, vec b, vec acc) {
-#if VW == 16
-    return (vec)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)acc);
-#elif VW == 8 && defined(__FMA__)
-    return (vec)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)acc);
-#else
-    return acc + a * b;
-#endif
-}
 
 /* One tile: C[R][CV * VW] of the result. Inlined with constant R and CV at each call in tile_dispatch,
  * so that the accumulators are registers and the loops unroll. */
