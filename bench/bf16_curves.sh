@@ -2,8 +2,10 @@
 # bf16 against fp32 (issue 15): per model and seed, the same run in both precisions (seed and data order
 # shared), validation every STEPS/10 steps; then a table per model of the final validation losses, the
 # gap bf16 - fp32 paired per seed with a 95% t interval, and the paired gap at every evaluation beside
-# fp32's seed-to-seed spread (BENCHMARKS.md, "bf16 against fp32: loss curves"). Finished runs are kept:
-# run it again to go on. Loss values do not depend on timing, so it may run beside other work.
+# fp32's seed-to-seed spread (BENCHMARKS.md, "bf16 against fp32: loss curves"). Finished runs are kept,
+# and a run stopped part way resumes from its last checkpoint (every STEPS/10 steps; bitwise the run that
+# was not stopped): run it again to go on. Loss values do not depend on timing, so it may run beside
+# other work.
 # Usage: bench/bf16_curves.sh [MODELS (tiny)] [STEPS (1000)] [OUT (runs/bf16_curves)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,10 +20,14 @@ for m in "${mlist[@]}"; do
     for p in fp32 bf16; do
       run=$out/$m-$p-s$seed
       [ -f "$run/summary.json" ] && continue
-      echo "bf16_curves: $run" >&2
+      last=$(ls -d "$run"/checkpoints/step_* 2>/dev/null | sort | tail -1 || true)
+      if [ -n "$last" ]; then start=(--resume "$last"); else start=(--force); fi
+      echo "bf16_curves: $run${last:+ (from $last)}" >&2
       OMP_NUM_THREADS=1 ./build/nobubble train --data data/bible --model "$m" --steps "$steps" --warmup $((steps / 10)) \
         --seed "$seed" --data-seed "$seed" --eval-every $((steps / 10)) --eval-batches 8 --precision "$p" --threads 1 \
-        --quiet --force --out "$run" > "$run.log" 2>&1 || { echo "bf16_curves: $run failed: $(tail -2 "$run.log")" >&2; exit 1; }
+        --quiet --save-dir "$run/checkpoints" --save-every $((steps / 10)) --keep 2 "${start[@]}" --out "$run" \
+        >> "$run.log" 2>&1 || { echo "bf16_curves: $run failed: $(tail -2 "$run.log")" >&2; exit 1; }
+      rm -rf "$run/checkpoints"   # they were there to resume it
     done
   done
   python3 - "$out" "$m" <<'PY'
