@@ -7,13 +7,16 @@
 # was not stopped): run it again to go on. Loss values do not depend on timing, so it may run beside
 # other work.
 # Usage: bench/bf16_curves.sh [MODELS (tiny)] [STEPS (1000)] [OUT (runs/bf16_curves)]
+# NB_CURVES_BIN=PATH runs that binary instead of build/nobubble (a copy that later builds do not replace,
+# so that a run resumed in another session continues on the same bits).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 models=${1:-tiny}
 steps=${2:-1000}
 out=${3:-runs/bf16_curves}
-[ -x build/nobubble ] || bash scripts/build.sh >/dev/null
-[ -f data/bible/tokenizer.json ] || ./build/nobubble prepare --out data/bible >/dev/null
+bin=${NB_CURVES_BIN:-./build/nobubble}
+[ -x "$bin" ] || bash scripts/build.sh >/dev/null
+[ -f data/bible/tokenizer.json ] || "$bin" prepare --out data/bible >/dev/null
 IFS=, read -r -a mlist <<< "$models"
 for m in "${mlist[@]}"; do
   for seed in 1 2 3; do
@@ -23,7 +26,7 @@ for m in "${mlist[@]}"; do
       last=$(ls -d "$run"/checkpoints/step_* 2>/dev/null | sort | tail -1 || true)
       if [ -n "$last" ]; then start=(--resume "$last"); else start=(--force); fi
       echo "bf16_curves: $run${last:+ (from $last)}" >&2
-      OMP_NUM_THREADS=1 ./build/nobubble train --data data/bible --model "$m" --steps "$steps" --warmup $((steps / 10)) \
+      OMP_NUM_THREADS=1 "$bin" train --data data/bible --model "$m" --steps "$steps" --warmup $((steps / 10)) \
         --seed "$seed" --data-seed "$seed" --eval-every $((steps / 10)) --eval-batches 8 --precision "$p" --threads 1 \
         --quiet --save-dir "$run/checkpoints" --save-every $((steps / 10)) --keep 2 "${start[@]}" --out "$run" \
         >> "$run.log" 2>&1 || { echo "bf16_curves: $run failed: $(tail -2 "$run.log")" >&2; exit 1; }
