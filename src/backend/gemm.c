@@ -20,7 +20,7 @@ static void gemm_hybrid(int trans_a, int trans_b, int M, int N, int K, float alp
     else nb_gemm_onednn(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-/* "tiles" (the default) is hybrid whose A^T B run nobubble's own packed register tiles (gemm_tn.c) instead
+/* "tiles" (the default where the build targets AVX-512) is hybrid whose A^T B run nobubble's own packed register tiles (gemm_tn.c) instead
  * of OpenBLAS's fixed-order tiles. */
 static void gemm_tiles(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                        const float *B, int ldb, float beta, float *C, int ldc) {
@@ -43,10 +43,14 @@ static const struct {
     {"tiles", "oneDNN sgemm, own register tiles for A^T B", gemm_tiles, 0},
 };
 
-/* The default: tiles (BENCHMARKS.md, "Weight gradients on register tiles": its A^T B 1.03-1.25x hybrid's
- * per product, the step's GEMM time about 6% less than hybrid's against the same non-GEMM time, 14 of 14
- * pairs on medium). */
+/* The default: tiles where the build targets AVX-512 (BENCHMARKS.md, "Weight gradients on register
+ * tiles": its A^T B 1.02-1.24x hybrid's per product, the step's GEMM time 6-15% less against the same
+ * non-GEMM time); hybrid elsewhere, where the AVX2 tiles ran at 0.85-1.03x OpenBLAS's AVX2 kernels. */
+#if defined(__AVX512F__)
 static int active = 4;  /* index into backends */
+#else
+static int active = 2;
+#endif
 static pthread_once_t from_env = PTHREAD_ONCE_INIT;
 
 /* NB_GEMM is read once, before the first GEMM; an unknown name keeps the default here (the nobubble

@@ -5,7 +5,7 @@
  * op(X) = X^T when the matching trans flag is set; lda/ldb/ldc are row strides.
  * Two CPU libraries are built in, oneDNN's sgemm and OpenBLAS (OpenMP build), and choices that mix
  * them: "hybrid" uses oneDNN except for products A^T B, where oneDNN 2.6 is slow and OpenBLAS is not;
- * "tiles" (the default) is hybrid with its A^T B (every weight gradient) on nobubble's own packed register
+ * "tiles" (the default where the build targets AVX-512; "hybrid" elsewhere) is hybrid with its A^T B (every weight gradient) on nobubble's own packed register
  * tiles (nb_gemm_tn_tiles) instead of OpenBLAS; "matmul" is hybrid with its large A B and A B^T
  * (C of 2^20 elements or more, at most 1,024 columns, dense) through oneDNN's matmul primitive (brgemm
  * kernels, cached per shape and thread) instead of its sgemm. NB_GEMM=onednn|openblas|hybrid|matmul|tiles
