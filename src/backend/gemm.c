@@ -11,36 +11,32 @@
 
 typedef void (*gemm_fn)(int, int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
 
-/* oneDNN 2.6's sgemm runs C = A^T B at about half its usual speed when A is tall and C
- * narrow (weight gradients such as the LM head's), where OpenBLAS does not (measured on
- * the development machine, see BENCHMARKS.md); "hybrid" sends those products to OpenBLAS. */
-static void gemm_hybrid(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-                        const float *B, int ldb, float beta, float *C, int ldc) {
-    if (trans_a && !trans_b) nb_gemm_openblas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    else nb_gemm_onednn(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+/* nb_gemm_tn_tiles under gemm_fn's signature (only ever called for A^T B). */
+static void tn_tiles(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                     const float *B, int ldb, float beta, float *C, int ldc) {
+    (void)trans_a, (void)trans_b;
+    nb_gemm_tn_tiles(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-/* "tiles" (the default where the build targets AVX-512) is hybrid whose A^T B run nobubble's own packed register tiles (gemm_tn.c) instead
- * of OpenBLAS's fixed-order tiles. */
-static void gemm_tiles(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-                       const float *B, int ldb, float beta, float *C, int ldc) {
-    if (trans_a && !trans_b) nb_gemm_tn_tiles(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    else nb_gemm_onednn(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
-/* "matmul" is hybrid whose large products A B and A B^T run oneDNN's matmul primitive (its brgemm
- * kernels; matmul_wanted below), measured no faster than hybrid on a whole step, so not the default
- * (BENCHMARKS.md, "oneDNN's matmul primitive in fp32"). */
+/* Each backend names who runs A^T B (tn) and who runs the other products (fn).
+ * - "hybrid": oneDNN 2.6's sgemm runs C = A^T B at about half its usual speed when A is tall and C
+ *   narrow (weight gradients such as the LM head's), where OpenBLAS does not (measured on the
+ *   development machine, see BENCHMARKS.md), so those go to OpenBLAS.
+ * - "matmul" is hybrid whose large products A B and A B^T run oneDNN's matmul primitive (its brgemm
+ *   kernels; matmul_wanted below), measured no faster than hybrid on a whole step, so not the default
+ *   (BENCHMARKS.md, "oneDNN's matmul primitive in fp32").
+ * - "tiles" is hybrid whose A^T B run nobubble's own packed register tiles (gemm_tn.c) instead of
+ *   OpenBLAS's fixed-order tiles. */
 static const struct {
     const char *name, *label;
-    gemm_fn fn;
+    gemm_fn fn, tn;
     int matmul;  /* large products through oneDNN's matmul primitive (gemm_fixed_order) */
 } backends[] = {
-    {"onednn", "oneDNN sgemm", nb_gemm_onednn, 0},
-    {"openblas", "OpenBLAS sgemm", nb_gemm_openblas, 0},
-    {"hybrid", "oneDNN sgemm, OpenBLAS for A^T B", gemm_hybrid, 0},
-    {"matmul", "hybrid, oneDNN matmul (brgemm) for large A B and A B^T", gemm_hybrid, 1},
-    {"tiles", "oneDNN sgemm, own register tiles for A^T B", gemm_tiles, 0},
+    {"onednn", "oneDNN sgemm", nb_gemm_onednn, nb_gemm_onednn, 0},
+    {"openblas", "OpenBLAS sgemm", nb_gemm_openblas, nb_gemm_openblas, 0},
+    {"hybrid", "oneDNN sgemm, OpenBLAS for A^T B", nb_gemm_onednn, nb_gemm_openblas, 0},
+    {"matmul", "hybrid, oneDNN matmul (brgemm) for large A B and A B^T", nb_gemm_onednn, nb_gemm_openblas, 1},
+    {"tiles", "oneDNN sgemm, own register tiles for A^T B", nb_gemm_onednn, tn_tiles, 0},
 };
 
 /* The default: tiles where the build targets AVX-512 (BENCHMARKS.md, "Weight gradients on register
@@ -110,13 +106,6 @@ void nb_gemm_time_end(double start) {
  * parallel region (attention's blocks, the optimizers' matrices: one product per thread) it is one
  * call, which the libraries run on the calling thread. docs/executor.md, "Thread counts". */
 enum { TILE_MIN = 256, TILES_MAX = 16, ONEDNN_THREADS_MIN = 1 << 20 };
-
-/* nb_gemm_tn_tiles under gemm_fn's signature, as gemm_call's fn (the transposes are A^T B by then). */
-static void tn_tiles(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-                                const float *B, int ldb, float beta, float *C, int ldc) {
-    (void)trans_a, (void)trans_b;
-    nb_gemm_tn_tiles(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
 
 typedef struct {
     gemm_fn fn;  /* the library that runs the product */
@@ -209,9 +198,7 @@ void nb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
     if (M == 0 || N == 0) return;
     pthread_once(&from_env, read_env);
     const double start = nb_gemm_time_begin();
-    gemm_fn fn = backends[active].fn;
-    if (fn == gemm_hybrid) fn = trans_a && !trans_b ? nb_gemm_openblas : nb_gemm_onednn;
-    if (fn == gemm_tiles) fn = trans_a && !trans_b ? tn_tiles : nb_gemm_onednn;
+    const gemm_fn fn = trans_a && !trans_b ? backends[active].tn : backends[active].fn;
     const gemm_call g = {fn, backends[active].matmul, trans_a, trans_b, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc};
     gemm_fixed_order(&g);
     nb_gemm_time_end(start);

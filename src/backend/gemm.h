@@ -5,8 +5,9 @@
  * op(X) = X^T when the matching trans flag is set; lda/ldb/ldc are row strides.
  * Two CPU libraries are built in, oneDNN's sgemm and OpenBLAS (OpenMP build), and choices that mix
  * them: "hybrid" uses oneDNN except for products A^T B, where oneDNN 2.6 is slow and OpenBLAS is not;
- * "tiles" (the default where the build targets AVX-512; "hybrid" elsewhere) is hybrid with its A^T B (every weight gradient) on nobubble's own packed register
- * tiles (nb_gemm_tn_tiles) instead of OpenBLAS; "matmul" is hybrid with its large A B and A B^T
+ * "tiles" (the default where the build targets AVX-512; "hybrid" elsewhere) is hybrid with its A^T B
+ * (every weight gradient) on nobubble's own packed register tiles (nb_gemm_tn_tiles) instead of
+ * OpenBLAS; "matmul" is hybrid with its large A B and A B^T
  * (C of 2^20 elements or more, at most 1,024 columns, dense) through oneDNN's matmul primitive (brgemm
  * kernels, cached per shape and thread) instead of its sgemm. NB_GEMM=onednn|openblas|hybrid|matmul|tiles
  * in the environment, or nb_gemm_select, picks one.
@@ -63,7 +64,8 @@ int nb_tile_width(void);
 
 /* The name of the backend in use, for run headers and benchmarks. */
 const char *nb_gemm_backend(void);
-/* Chooses the backend by name ("onednn", "openblas", "hybrid", "matmul" or "tiles"); -1 with a message otherwise.
+/* Chooses the backend by name ("onednn", "openblas", "hybrid", "matmul" or "tiles"); -1 with a message
+ * otherwise.
  * Call before any GEMM runs (it is not synchronized with running GEMMs). */
 int nb_gemm_select(const char *name);
 
@@ -136,8 +138,8 @@ void nb_gemm_onednn(int trans_a, int trans_b, int M, int N, int K, float alpha, 
 void nb_syrk_openblas(int trans, int N, int K, float alpha, const float *A, int lda, float beta, float *C, int ldc);
 void nb_gemm_openblas(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                       const float *B, int ldb, float beta, float *C, int ldc);
-/* C[M,N] = alpha * A^T B + beta * C (A stored K x M) on nb_tile_gemm's register tiles, packed and
- * cache-blocked (gemm_tn.c): each element one FMA chain over k in order from 0, then alpha * sum + beta * C
+/* C[M,N] = alpha * A^T B + beta * C (A stored K x M) on register tiles of its own over packed,
+ * cache-blocked slices (gemm_tn.c): each element one FMA chain over k in order from 0, then alpha * sum + beta * C
  * (C not read when beta is 0), so the result depends on neither the blocking nor the thread count. Its
  * own threads outside a parallel region, the calling thread inside one. */
 void nb_gemm_tn_tiles(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, float beta,

@@ -56,6 +56,8 @@ static tn_scratch scratch_get(void) {
     return (tn_scratch){.B = mem, .A = mem + b, .acc = mem + b + a};
 }
 
+static int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
 typedef struct {
     int M, N, K;
     float alpha, beta;
@@ -120,9 +122,11 @@ static void pack_a(float *dst, const float *A, int lda, int M, int k0, int kc, i
 }
 
 /* The cache lines of slice rows k0..k0+kc (A's columns i0..i0+mc, then B's j0..j0+nc), numbered row by
- * row; lines first..last-1 are asked into L2 while the register tiles work on the slice before. */
+ * row; lines first..last-1 are asked into L2 while the register tiles work on the slice before. Its
+ * gain is small: medians 1.04-1.06x on 512 x 512 x 4,096 and 1,536 x 512 x 4,096 at 1 and 2 threads
+ * (4 alternating rounds against a build without it), inside this machine's noise. */
 static void prefetch_slice(const tn_call *g, int k0, int kc, int i0, int mc, int j0, int nc, int first, int last) {
-    const int la = (mc + 15) / 16, lb = (nc + 15) / 16, per_row = la + lb;
+    const int la = ceil_div(mc, 16), per_row = la + ceil_div(nc, 16);
     for (int l = first; l < last && l < kc * per_row; l++) {
         const int k = k0 + l / per_row, c = l % per_row;
         const float *x = c < la ? g->A + (size_t)k * g->lda + i0 + c * 16 : g->B + (size_t)k * g->ldb + j0 + (c - la) * 16;
@@ -133,7 +137,7 @@ static void prefetch_slice(const tn_call *g, int k0, int kc, int i0, int mc, int
 /* C's tile at (i0, j0): the sums slice by slice, then C = alpha * sum + beta * C. */
 static void tn_tile(const tn_call *g, const tn_scratch *s, int i0, int j0) {
     const int mc = g->M - i0 < g->mc ? g->M - i0 : g->mc, nc = g->N - j0 < g->nc ? g->N - j0 : g->nc;
-    const int panels = (nc + PANEL - 1) / PANEL, rowp = (mc + R - 1) / R;
+    const int panels = ceil_div(nc, PANEL), rowp = ceil_div(mc, R);
     if (g->K == 0)
         for (int i = 0; i < mc; i++) memset(s->acc + (size_t)i * NC, 0, sizeof(float) * nc);
     for (int k0 = 0; k0 < g->K; k0 += KC) {
@@ -141,7 +145,7 @@ static void tn_tile(const tn_call *g, const tn_scratch *s, int i0, int j0) {
         pack_b(s->B, g->B, g->ldb, k0, kc, j0, nc);
         pack_a(s->A, g->A, g->lda, g->M, k0, kc, i0, mc);
         const int next = k0 + kc, nkc = g->K - next < KC ? g->K - next : KC, tiles = panels * rowp;
-        const int lines = nkc * ((mc + 15) / 16 + (nc + 15) / 16);
+        const int lines = nkc * (ceil_div(mc, 16) + ceil_div(nc, 16)); /* prefetch_slice's numbering */
         for (int p = 0; p < panels; p++)
             for (int q = 0; q < rowp; q++) {
                 const int t = p * rowp + q;
@@ -161,8 +165,6 @@ static void tn_tile(const tn_call *g, const tn_scratch *s, int i0, int j0) {
             for (int j = 0; j < nc; j++) c[j] = alpha * sum[j] + beta * c[j];
     }
 }
-
-static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 /* Tiles of at most MC x NC, as equal as the register tiles allow (rows a multiple of R, columns of
  * PANEL), split further until every thread has one and, below four per thread, until the threads get
@@ -190,7 +192,7 @@ void nb_gemm_tn_tiles(int M, int N, int K, float alpha, const float *A, int lda,
     const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     tn_call g = {M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, MC, NC};
     const int n = tile_count(M, N, threads, &g.mc, &g.nc);
-    const int cols = (N + g.nc - 1) / g.nc;
+    const int cols = ceil_div(N, g.nc);
     if (threads <= 1 || n == 1) {
         const tn_scratch s = scratch_get();
         for (int t = 0; t < n; t++) tn_tile(&g, &s, t / cols * g.mc, t % cols * g.nc);
