@@ -20,7 +20,13 @@
  * that leave partial register tiles (rows not a multiple of 6, columns not of the vector panel), span
  * several cache tiles (more than 264 rows, 256 columns) and several k slices (K above 128, and K = 0),
  * with padded strides and dense ones, sentinels around C, NaN in C when beta is 0; and the same bits at 1, 2 and 3
- * threads and from inside a parallel region (one product per thread). */
+ * threads and from inside a parallel region (one product per thread).
+ *
+ * nb_tile_gemm_bf16 (src/backend/tile_bf16.c): bf16 rows times B packed in pairs along k, within K + 1
+ * roundings of the double product, on every row tail, 1 to 5 vectors (partial last ones), K 0 to 132,
+ * both inits; sentinels as above. Attention under bf16 (q, k, v and dO bf16 values): forward and
+ * backward against the double reference on the same values, within the bf16 roundings of the
+ * probabilities and score gradients, and the same bits at 1 and 3 threads. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -93,6 +99,53 @@ static void check_tile(int M, int N, int K, int transposed, int accumulate, floa
           accumulate ? "accumulate" : "overwrite");
     CHECK(outside, "tile M%d N%d K%d: nothing written outside C's rows and padded width", M, N, K);
     free(A), free(B), free(C), free(C0);
+}
+
+/* ---- nb_tile_gemm_bf16: bf16 rows times B in pairs along k ---- */
+static float bf16_value(float x) { return nb_bf16_to_float(nb_bf16_from_float(x)); }
+
+static void check_tile16(int M, int N, int K, int accumulate, float alpha) {
+    const int Np = (N + 15) / 16 * 16, lda = K + 2, ldb = Np + 16, ldc = Np + 5;
+    nb_bf16 *A = malloc(sizeof(nb_bf16) * (size_t)M * lda), *B = calloc((size_t)(K / 2 + 1) * 2 * ldb, sizeof(nb_bf16));
+    float *Bf = malloc(sizeof(float) * (size_t)(K + 1) * Np);
+    const size_t csize = (size_t)(M + 2) * ldc;
+    float *C = malloc(sizeof(float) * csize), *C0 = malloc(sizeof(float) * csize);
+    for (size_t i = 0; i < (size_t)M * lda; i++) A[i] = nb_bf16_from_float(uniform());
+    for (int k = 0; k < K; k++)
+        for (int j = 0; j < Np; j++) {
+            Bf[(size_t)k * Np + j] = j < N ? bf16_value(uniform()) : 0.0f; /* padding columns 0, as asked */
+            B[(size_t)(k / 2) * 2 * ldb + 2 * j + k % 2] = nb_bf16_from_float(Bf[(size_t)k * Np + j]);
+        }
+    for (size_t i = 0; i < csize; i++) C0[i] = uniform();
+    memcpy(C, C0, sizeof(float) * csize);
+    float *Cm = C + ldc;
+    nb_tile_gemm_bf16(M, N, K, alpha, A, lda, B, ldb, accumulate, Cm, ldc);
+    int near = 1, outside = 1;
+    double worst = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            const double init = accumulate ? C0[(size_t)(i + 1) * ldc + j] : 0.0;
+            double ref = init, mag = fabs(init);
+            for (int k = 0; k < K; k++) {
+                const double p = (double)nb_bf16_to_float(A[(size_t)i * lda + k]) * Bf[(size_t)k * Np + j];
+                ref += p;
+                mag += fabs(p);
+            }
+            ref *= alpha;
+            /* each product exact, each of the K additions rounded once: K + 1 roundings of at most 2^-24 */
+            const double err = fabs(Cm[(size_t)i * ldc + j] - ref), bound = (K + 2) * 6e-8 * fabs(alpha) * mag + 1e-30;
+            if (!(err <= bound)) near = 0;
+            if (mag > 0 && err / (fabs(alpha) * mag) > worst) worst = err / (fabs(alpha) * mag);
+        }
+    for (size_t i = 0; i < csize; i++) {
+        const size_t row = i / ldc, col = i % ldc;
+        const int inside = row >= 1 && row <= (size_t)M && col < (size_t)Np;
+        if (!inside && memcmp(&C[i], &C0[i], sizeof(float))) outside = 0;
+    }
+    CHECK(near, "tile16 M%d N%d K%d %s alpha %g: within K + 1 roundings of the double product (worst %.2g of the "
+                "sum of |products|)", M, N, K, accumulate ? "accumulate" : "overwrite", alpha, worst);
+    CHECK(outside, "tile16 M%d N%d K%d: nothing written outside C's rows and padded width", M, N, K);
+    free(A), free(B), free(Bf), free(C), free(C0);
 }
 
 /* ---- nb_gemm_tn_tiles: C = alpha A^T B + beta C ---- */
@@ -207,36 +260,48 @@ static void reference(const shape *s, const float *qkv, const float *G, double *
     free(p), free(dp);
 }
 
-static void check_attention(shape s) {
+/* bf16 0: fp32 attention against the double reference. bf16 1: attention as a bf16 run calls it (q, k, v
+ * and the output gradient bf16 values; the probabilities and score gradients rounded to bf16 inside,
+ * 2^-9 relative, which bounds the error) against the double reference on the same values; where the build
+ * has AVX512-BF16 this runs the products on nb_tile_gemm_bf16. Both: the same bits at 1 and 3 threads. */
+static void check_attention(shape s, int bf16) {
     const int dq = s.H * s.hd, stride = dq + 2 * s.Hkv * s.hd;
     const size_t N = (size_t)s.B * s.T;
+    const char *what = bf16 ? "attention bf16" : "attention";
     float *qkv = malloc(sizeof(float) * N * stride), *G = malloc(sizeof(float) * N * dq);
     for (size_t i = 0; i < N * stride; i++) qkv[i] = 1.5f * uniform(); /* scores of a few units: peaked rows */
     for (size_t i = 0; i < N * dq; i++) G[i] = uniform();
+    if (bf16) {
+        for (size_t i = 0; i < N * stride; i++) qkv[i] = bf16_value(qkv[i]);
+        for (size_t i = 0; i < N * dq; i++) G[i] = bf16_value(G[i]);
+    }
     float *out = malloc(sizeof(float) * N * dq), *lse = malloc(sizeof(float) * N * s.H);
     float *dqkv = malloc(sizeof(float) * N * stride);
     double *rout = malloc(sizeof(double) * N * dq), *rlse = malloc(sizeof(double) * N * s.H);
     double *rd = malloc(sizeof(double) * N * stride);
     reference(&s, qkv, G, rout, rlse, rd);
-    attention_forward(out, NULL, lse, qkv, s.B, s.T, s.H, s.Hkv, s.hd, 0);
-    attention_backward(dqkv, G, out, lse, qkv, s.B, s.T, s.H, s.Hkv, s.hd, 0);
+    attention_forward(out, NULL, lse, qkv, s.B, s.T, s.H, s.Hkv, s.hd, bf16);
+    attention_backward(dqkv, G, out, lse, qkv, s.B, s.T, s.H, s.Hkv, s.hd, bf16);
     const double eo = check_rel_err_d(out, rout, N * dq, 1e-3), el = check_rel_err_d(lse, rlse, N * s.H, 1e-3);
     const double eg = check_rel_err_d(dqkv, rd, N * stride, 1e-3);
-    CHECK(eo < 2e-5 && el < 2e-5, "attention B%d T%d H%d Hkv%d hd%d forward: output %.2g, log-sum-exp %.2g relative",
-          s.B, s.T, s.H, s.Hkv, s.hd, eo, el);
-    CHECK(eg < 1e-4, "attention B%d T%d H%d Hkv%d hd%d backward: q/k/v gradients %.2g relative", s.B, s.T, s.H, s.Hkv,
-          s.hd, eg);
+    if (bf16)
+        printf("%s B%d T%d H%d Hkv%d hd%d: output %.2g, log-sum-exp %.2g, gradients %.2g relative\n", what, s.B, s.T,
+               s.H, s.Hkv, s.hd, eo, el, eg);
+    CHECK(eo < (bf16 ? 6e-3 : 2e-5) && el < 2e-5, "%s B%d T%d H%d Hkv%d hd%d forward: output %.2g, log-sum-exp %.2g "
+          "relative", what, s.B, s.T, s.H, s.Hkv, s.hd, eo, el);
+    CHECK(eg < (bf16 ? 6e-3 : 1e-4), "%s B%d T%d H%d Hkv%d hd%d backward: q/k/v gradients %.2g relative", what, s.B,
+          s.T, s.H, s.Hkv, s.hd, eg);
     /* The same bits at another thread count. */
     float *out3 = malloc(sizeof(float) * N * dq), *lse3 = malloc(sizeof(float) * N * s.H);
     float *dqkv3 = malloc(sizeof(float) * N * stride);
     const int threads = omp_get_max_threads();
     omp_set_num_threads(threads == 3 ? 1 : 3);
-    attention_forward(out3, NULL, lse3, qkv, s.B, s.T, s.H, s.Hkv, s.hd, 0);
-    attention_backward(dqkv3, G, out3, lse3, qkv, s.B, s.T, s.H, s.Hkv, s.hd, 0);
+    attention_forward(out3, NULL, lse3, qkv, s.B, s.T, s.H, s.Hkv, s.hd, bf16);
+    attention_backward(dqkv3, G, out3, lse3, qkv, s.B, s.T, s.H, s.Hkv, s.hd, bf16);
     omp_set_num_threads(threads);
     CHECK(!memcmp(out, out3, sizeof(float) * N * dq) && !memcmp(lse, lse3, sizeof(float) * N * s.H) &&
               !memcmp(dqkv, dqkv3, sizeof(float) * N * stride),
-          "attention B%d T%d H%d Hkv%d hd%d: the same bits at %d and %d threads", s.B, s.T, s.H, s.Hkv, s.hd, threads,
+          "%s B%d T%d H%d Hkv%d hd%d: the same bits at %d and %d threads", what, s.B, s.T, s.H, s.Hkv, s.hd, threads,
           threads == 3 ? 1 : 3);
     free(qkv), free(G), free(out), free(lse), free(dqkv), free(rout), free(rlse), free(rd), free(out3), free(lse3),
         free(dqkv3);
@@ -268,6 +333,15 @@ int main(void) {
         {2, 33, 2, 1, 40},   /* one partial block */
         {1, 1, 1, 1, 8},     /* one token */
     };
-    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) check_attention(shapes[i]);
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) check_attention(shapes[i], 0);
+    for (int M = 1; M <= 9; M += 2)
+        for (int nv = 1; nv <= 5; nv++)
+            for (int K = 0; K <= 130; K += 26) {
+                const int N = nv * 16 - (M % 3) * 3;
+                check_tile16(M, N, K, M % 2, 1.0f);
+                check_tile16(M, N, K + 2, (M + 1) % 2, 0.125f);
+            }
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) check_attention(shapes[i], 1);
+    printf("attention bf16 products on %s\n", nb_tile_bf16_available() ? "nb_tile_gemm_bf16 (AVX512-BF16)" : "nb_tile_gemm (no bf16 instruction in this build)");
     return check_summary();
 }

@@ -14,6 +14,7 @@
  * products with V and K stop there; entries past a row's own position are zeroed up to the block's
  * padded width, so every product reads defined values. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,14 +54,34 @@ typedef struct {
     float *Kp, *Vp;         /* [T][hdp]: K and V with padded rows, for P V and dS K */
     float *dKp, *dVp;       /* [T][hdp]: a kv head's gradients, summed over its query heads */
     float *Qp, *dOp, *Ob;   /* [QBLOCK][hdp]: a block's Q and dO padded; a product's output rows */
+    /* bf16 products on the CPU's bf16 instruction (pairs: nb_tile_gemm_bf16's packing, backend/gemm.h) */
+    nb_bf16 *KT2, *VT2;     /* [hd/2][Tp][2]: K and V in pairs along the head dimension, for Q K^T, dO V^T */
+    nb_bf16 *V2;            /* [Tp/2][hdp][2]: V (forward) or K (backward) in pairs along keys, for P V, dS K */
+    nb_bf16 *A16, *B16;     /* [QBLOCK][hdp]: a block's Q and dO as bf16 rows */
+    nb_bf16 *P16;           /* [QBLOCK][Tp]: a block's probabilities (forward) or score gradients (backward) */
+    nb_bf16 *PT, *dST;      /* [Tp][QBLOCK]: a block's P and dS by keys (queries along rows), for P^T dO, dS^T Q */
+    nb_bf16 *Q2, *dO2;      /* [QBLOCK/2][hdp][2]: a block's Q and dO in pairs along queries */
     float *mem;
 } att_scratch;
 
-static att_scratch scratch_new(int T, int hd, int backward) {
+/* Whether attention's bf16 products run on nb_tile_gemm_bf16: where the build has the instruction and
+ * the head dimension pairs up (the pairs run along it in Q K^T and dO V^T). */
+static int native_bf16(int bf16, int hd) { return bf16 && nb_tile_bf16_available() && hd % 2 == 0; }
+
+/* bf16 values in whole 64-byte lines, so that each bf16 buffer starts a line. */
+static size_t lines16(size_t n) { return (n + 31) / 32 * 32; }
+
+static att_scratch scratch_new(int T, int hd, int backward, int native) {
     att_scratch s = {.Tp = row_stride(T), .hdp = round_up(hd, nb_tile_width())};
     const size_t score = (size_t)QBLOCK * s.Tp, trans = (size_t)hd * s.Tp, rows = (size_t)T * s.hdp,
                  block = (size_t)QBLOCK * s.hdp;
-    const size_t n = backward ? 2 * score + 2 * trans + 4 * rows + 3 * block : score + trans + rows + 2 * block;
+    size_t n = backward ? 2 * score + 2 * trans + 4 * rows + 3 * block : score + trans + rows + 2 * block;
+    /* The bf16 buffers, after the floats (counted in floats: two bf16 values each). */
+    const size_t t16 = lines16((size_t)hd * s.Tp), v16 = lines16((size_t)s.Tp * s.hdp), b16 = lines16(block),
+                 p16 = lines16(score);
+    const size_t kq16 = lines16((size_t)s.Tp * QBLOCK), q16 = lines16((size_t)(QBLOCK + 2) * s.hdp);
+    const size_t n16 = native ? (backward ? 2 * t16 + 2 * kq16 + 2 * q16 : t16) + v16 + 2 * b16 + p16 : 0;
+    n = (n + 15) / 16 * 16 + n16 / 2;
     /* Whole cache lines: every packed row starts a vector, so no load of the products splits a line.
      * Zeroed: the padding of every packed operand stays 0. */
     const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
@@ -82,7 +103,22 @@ static att_scratch scratch_new(int T, int hd, int backward) {
         s.Kp = p, p += rows;
         s.dKp = p, p += rows;
         s.dVp = p, p += rows;
-        s.dOp = p;
+        s.dOp = p, p += block;
+    }
+    if (native) {
+        nb_bf16 *q = (nb_bf16 *)(s.mem + ((size_t)(p - s.mem) + 15) / 16 * 16);
+        s.KT2 = q, q += t16;
+        if (backward) s.VT2 = q, q += t16;
+        s.V2 = q, q += v16;
+        s.A16 = q, q += b16;
+        s.B16 = q, q += b16;
+        s.P16 = q, q += p16;
+        if (backward) {
+            s.PT = q, q += kq16;
+            s.dST = q, q += kq16;
+            s.Q2 = q, q += q16;
+            s.dO2 = q;
+        }
     }
     return s;
 }
@@ -116,6 +152,41 @@ static void cast_block(nb_bf16 *out16, int ld, const float *out, int rows, int h
     for (int i = 0; i < rows; i++) {
 #pragma omp simd
         for (int j = 0; j < hd; j++) out16[(size_t)i * ld + j] = nb_bf16_from_float(out[(size_t)i * hdp + j]);
+    }
+}
+
+/* ---- bf16 operands for nb_tile_gemm_bf16 (the values are already bf16 values: the casts are exact) */
+
+/* dst in pairs along the head dimension: dst[(k/2)][t][k%2] = src[t][k], rows of 2 Tp values; for K^T
+ * and V^T, keys along the rows. hd is even. */
+static void pack_pairs_dim(nb_bf16 *dst, int Tp, const float *src, int T, int hd, int ld) {
+    enum { ROWS = 16 }; /* by 16 keys, which stay in L1 while each pair row gets 16 consecutive pairs */
+    uint32_t *d32 = (uint32_t *)dst;
+    for (int t0 = 0; t0 < T; t0 += ROWS) {
+        const int n = T - t0 < ROWS ? T - t0 : ROWS;
+        for (int k = 0; k < hd; k += 2) {
+            uint32_t *d = d32 + (size_t)(k / 2) * Tp + t0;
+            const float *x = src + (size_t)t0 * ld + k;
+            for (int t = 0; t < n; t++)
+                d[t] = nb_bf16_from_float(x[(size_t)t * ld]) | (uint32_t)nb_bf16_from_float(x[(size_t)t * ld + 1]) << 16;
+        }
+    }
+}
+
+/* dst in pairs along keys: dst[t/2][j][t%2] = src[t][j], rows of 2 hdp values; for V and K as the right
+ * operand of P V and dS K. Keys T.. (to an even count) and columns hd.. stay 0. */
+static void pack_pairs_keys(nb_bf16 *dst, int hdp, const float *src, int T, int hd, int ld) {
+    for (int t = 0; t < T; t++) {
+        nb_bf16 *d = dst + (size_t)(t / 2) * 2 * hdp + (t % 2);
+        for (int j = 0; j < hd; j++) d[2 * (size_t)j] = nb_bf16_from_float(src[(size_t)t * ld + j]);
+    }
+}
+
+/* dst[i][0..n) = bf16(src[i][0..n)) for `rows` rows (strides ldd, lds). */
+static void cast_rows(nb_bf16 *dst, int ldd, const float *src, int lds, int rows, int n) {
+    for (int i = 0; i < rows; i++) {
+#pragma omp simd
+        for (int j = 0; j < n; j++) dst[(size_t)i * ldd + j] = nb_bf16_from_float(src[(size_t)i * lds + j]);
     }
 }
 
@@ -155,6 +226,29 @@ static void mix_rows(float *Out, const float *P, int ldS, const float *B, int hd
         }
 }
 
+/* scores() with bf16 operands: A16 rows (hdp wide), BT2 = K^T or V^T in pairs along the head dimension. */
+static void scores16(float *S, int ldS, float alpha, const nb_bf16 *A16, int lda, const nb_bf16 *BT2, int Tp, int t0,
+                     int nq, int hd) {
+    for (int c0 = 0; c0 < t0 + nq; c0 += KBLOCK)
+        for (int i = first_tile_seeing(c0, t0); i < nq; i += NB_TILE_ROWS) {
+            const int rows = nq - i < NB_TILE_ROWS ? nq - i : NB_TILE_ROWS, keys = tile_keys(t0, i, nq) - c0;
+            nb_tile_gemm_bf16(rows, keys < KBLOCK ? keys : KBLOCK, hd, alpha, A16 + (size_t)i * lda, lda,
+                              BT2 + 2 * (size_t)c0, Tp, 0, S + (size_t)i * ldS + c0, ldS);
+        }
+}
+
+/* mix_rows() with bf16 operands: P16 rows (zero past each row's keys, to the block's padded width), B2 =
+ * V or K in pairs along keys. A tile's key count is rounded up to even: the extra key is a zero of P16. */
+static void mix_rows16(float *Out, const nb_bf16 *P16, int ldS, const nb_bf16 *B2, int hdp, int t0, int nq) {
+    for (int k0 = 0; k0 < t0 + nq; k0 += KBLOCK)
+        for (int i = first_tile_seeing(k0, t0); i < nq; i += NB_TILE_ROWS) {
+            const int rows = nq - i < NB_TILE_ROWS ? nq - i : NB_TILE_ROWS, keys = tile_keys(t0, i, nq) - k0;
+            const int n = keys < KBLOCK ? keys : KBLOCK;
+            nb_tile_gemm_bf16(rows, hdp, n + n % 2, 1.0f, P16 + (size_t)i * ldS + k0, ldS, B2 + (size_t)k0 * hdp, hdp,
+                              k0 > 0, Out + (size_t)i * hdp, hdp);
+        }
+}
+
 /* G[s][:] += sum_i P[i][s] X[i][:] for the keys s < t0 + nq of a block at t0 (dK from dS and Q, dV from P
  * and dO; X: nq rows padded to hdp). Key s gets nothing from queries i < s - t0, so those are skipped. */
 static void mix_keys(float *G, const float *P, int ldS, const float *X, int hdp, int t0, int nq) {
@@ -166,13 +260,48 @@ static void mix_keys(float *G, const float *P, int ldS, const float *X, int hdp,
     }
 }
 
+/* mix_keys() with bf16 operands: PT = P or dS by keys (row s: the block's queries in order, ld QBLOCK),
+ * X2 = Q or dO in pairs along queries. A row tile of keys starts at its first query that sees it (a
+ * multiple of NB_TILE_ROWS, so even) and runs to nq rounded up to even: the extra query is zero in both. */
+static void mix_keys16(float *G, const nb_bf16 *PT, const nb_bf16 *X2, int hdp, int t0, int nq) {
+    const int nk = t0 + nq, n = nq + nq % 2;
+    for (int s = 0; s < nk; s += NB_TILE_ROWS) {
+        const int rows = nk - s < NB_TILE_ROWS ? nk - s : NB_TILE_ROWS, i0 = s > t0 ? s - t0 : 0;
+        nb_tile_gemm_bf16(rows, hdp, n - i0, 1.0f, PT + (size_t)s * QBLOCK + i0, QBLOCK, X2 + (size_t)i0 * hdp, hdp,
+                          1, G + (size_t)s * hdp, hdp);
+    }
+}
+
+/* PT[s][i] = bf16(S[i][s]) for a block's nq rows (stride ldS) and the keys s < width, two rows at a time
+ * (one 32-bit store per key), with a zero query after an odd nq. */
+static void cast_by_keys(nb_bf16 *PT, const float *S, int ldS, int nq, int width) {
+    uint32_t *dst = (uint32_t *)PT;
+    for (int i = 0; i < nq; i += 2) {
+        const float *r0 = S + (size_t)i * ldS, *r1 = r0 + ldS;
+        if (i + 1 < nq)
+            for (int s = 0; s < width; s++)
+                dst[(size_t)s * (QBLOCK / 2) + i / 2] =
+                    nb_bf16_from_float(r0[s]) | (uint32_t)nb_bf16_from_float(r1[s]) << 16;
+        else
+            for (int s = 0; s < width; s++) dst[(size_t)s * (QBLOCK / 2) + i / 2] = nb_bf16_from_float(r0[s]);
+    }
+}
+
+/* X2 = the nq rows of X (stride ld, hd wide) in pairs along rows, with the row after an odd nq zero. */
+static void pack_block_pairs(nb_bf16 *X2, int hdp, const float *X, int ld, int nq, int hd) {
+    pack_pairs_keys(X2, hdp, X, nq, hd, ld);
+    if (nq % 2)
+        for (int j = 0; j < hd; j++) X2[(size_t)(nq / 2) * 2 * hdp + 2 * (size_t)j + 1] = 0;
+}
+
 void attention_forward(float *out, nb_bf16 *out16, float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd,
                        int bf16) {
     const int dq = H * hd, dkv = Hkv * hd, stride = dq + 2 * dkv, group = H / Hkv;
     const float scale = 1.0f / sqrtf((float)hd);
 #pragma omp parallel
     {
-        att_scratch w = scratch_new(T, hd, 0);
+        const int native = native_bf16(bf16, hd);
+        att_scratch w = scratch_new(T, hd, 0, native);
         const int ldS = w.Tp;
         int packed = -1; /* the (sequence, kv head) whose K^T and V the scratch holds */
 #pragma omp for schedule(static) collapse(2)
@@ -181,14 +310,25 @@ void attention_forward(float *out, nb_bf16 *out16, float *lse, const float *qkv,
                 const float *base = qkv + (size_t)b * T * stride;
                 const float *K = base + dq + (h / group) * hd, *V = base + dq + dkv + (h / group) * hd;
                 if (packed != b * Hkv + h / group) { /* consecutive heads of a thread's share often share it */
-                    pack_transposed(w.KT, w.Tp, K, T, hd, stride);
-                    pack_rows(w.Vp, w.hdp, V, T, hd, stride);
+                    if (native) {
+                        pack_pairs_dim(w.KT2, w.Tp, K, T, hd, stride);
+                        pack_pairs_keys(w.V2, w.hdp, V, T, hd, stride);
+                    } else {
+                        pack_transposed(w.KT, w.Tp, K, T, hd, stride);
+                        pack_rows(w.Vp, w.hdp, V, T, hd, stride);
+                    }
                     packed = b * Hkv + h / group;
                 }
                 for (int t0 = 0; t0 < T; t0 += QBLOCK) {
                     const int nq = T - t0 < QBLOCK ? T - t0 : QBLOCK, width = round_up(t0 + nq, nb_tile_width());
-                    pack_rows(w.Qp, w.hdp, base + (size_t)t0 * stride + h * hd, nq, hd, stride);
-                    scores(w.S, ldS, scale, w.Qp, w.hdp, w.KT, w.Tp, t0, nq, hd);
+                    const float *Q = base + (size_t)t0 * stride + h * hd;
+                    if (native) {
+                        cast_rows(w.A16, w.hdp, Q, stride, nq, hd);
+                        scores16(w.S, ldS, scale, w.A16, w.hdp, w.KT2, w.Tp, t0, nq, hd);
+                    } else {
+                        pack_rows(w.Qp, w.hdp, Q, nq, hd, stride);
+                        scores(w.S, ldS, scale, w.Qp, w.hdp, w.KT, w.Tp, t0, nq, hd);
+                    }
                     for (int i = 0; i < nq; i++) {
                         float *row = w.S + (size_t)i * ldS, m = -INFINITY, sum = 0.0f;
                         const int visible = t0 + i + 1;
@@ -206,10 +346,12 @@ void attention_forward(float *out, nb_bf16 *out16, float *lse, const float *qkv,
 #pragma omp simd
                         for (int s = 0; s < visible; s++) row[s] *= inv;
                         memset(row + visible, 0, sizeof(float) * (size_t)(width - visible));
-                        if (bf16) round_bf16(row, visible);
+                        if (native) cast_rows(w.P16 + (size_t)i * ldS, ldS, row, ldS, 1, width);
+                        else if (bf16) round_bf16(row, visible);
                         lse[((size_t)b * H + h) * T + t0 + i] = m + logf(sum);
                     }
-                    mix_rows(w.Ob, w.S, ldS, w.Vp, w.hdp, t0, nq);
+                    if (native) mix_rows16(w.Ob, w.P16, ldS, w.V2, w.hdp, t0, nq);
+                    else mix_rows(w.Ob, w.S, ldS, w.Vp, w.hdp, t0, nq);
                     const size_t at = ((size_t)b * T + t0) * dq + (size_t)h * hd;
                     unpack_rows(out + at, dq, w.Ob, nq, hd, w.hdp);
                     if (out16) cast_block(out16 + at, dq, w.Ob, nq, hd, w.hdp);
@@ -227,7 +369,8 @@ void attention_backward(float *dqkv, const float *dout, const float *out, const 
      * task and no two threads write the same rows. */
 #pragma omp parallel
     {
-        att_scratch w = scratch_new(T, hd, 1);
+        const int native = native_bf16(bf16, hd);
+        att_scratch w = scratch_new(T, hd, 1, native);
         const int ldS = w.Tp;
 #pragma omp for schedule(static) collapse(2)
         for (int b = 0; b < B; b++)
@@ -235,9 +378,15 @@ void attention_backward(float *dqkv, const float *dout, const float *out, const 
                 const float *base = qkv + (size_t)b * T * stride;
                 float *dbase = dqkv + (size_t)b * T * stride;
                 const float *K = base + dq + kvh * hd, *V = base + dq + dkv + kvh * hd;
-                pack_transposed(w.KT, w.Tp, K, T, hd, stride);
-                pack_transposed(w.VT, w.Tp, V, T, hd, stride);
-                pack_rows(w.Kp, w.hdp, K, T, hd, stride);
+                if (native) {
+                    pack_pairs_dim(w.KT2, w.Tp, K, T, hd, stride);
+                    pack_pairs_dim(w.VT2, w.Tp, V, T, hd, stride);
+                    pack_pairs_keys(w.V2, w.hdp, K, T, hd, stride);
+                } else {
+                    pack_transposed(w.KT, w.Tp, K, T, hd, stride);
+                    pack_transposed(w.VT, w.Tp, V, T, hd, stride);
+                    pack_rows(w.Kp, w.hdp, K, T, hd, stride);
+                }
                 memset(w.dKp, 0, sizeof(float) * (size_t)T * w.hdp);
                 memset(w.dVp, 0, sizeof(float) * (size_t)T * w.hdp);
                 for (int h = kvh * group; h < (kvh + 1) * group; h++)
@@ -246,11 +395,20 @@ void attention_backward(float *dqkv, const float *dout, const float *out, const 
                         const float *Q = base + (size_t)t0 * stride + h * hd;
                         const float *dO = dout + ((size_t)b * T + t0) * dq + h * hd;
                         const float *O = out + ((size_t)b * T + t0) * dq + h * hd;
-                        pack_rows(w.Qp, w.hdp, Q, nq, hd, stride);
-                        pack_rows(w.dOp, w.hdp, dO, nq, hd, dq);
                         /* P from the saved log-sum-exp; dP = dO V^T */
-                        scores(w.S, ldS, scale, w.Qp, w.hdp, w.KT, w.Tp, t0, nq, hd);
-                        scores(w.dS, ldS, 1.0f, w.dOp, w.hdp, w.VT, w.Tp, t0, nq, hd);
+                        if (native) {
+                            cast_rows(w.A16, w.hdp, Q, stride, nq, hd);
+                            cast_rows(w.B16, w.hdp, dO, dq, nq, hd);
+                            pack_block_pairs(w.Q2, w.hdp, Q, stride, nq, hd);
+                            pack_block_pairs(w.dO2, w.hdp, dO, dq, nq, hd);
+                            scores16(w.S, ldS, scale, w.A16, w.hdp, w.KT2, w.Tp, t0, nq, hd);
+                            scores16(w.dS, ldS, 1.0f, w.B16, w.hdp, w.VT2, w.Tp, t0, nq, hd);
+                        } else {
+                            pack_rows(w.Qp, w.hdp, Q, nq, hd, stride);
+                            pack_rows(w.dOp, w.hdp, dO, nq, hd, dq);
+                            scores(w.S, ldS, scale, w.Qp, w.hdp, w.KT, w.Tp, t0, nq, hd);
+                            scores(w.dS, ldS, 1.0f, w.dOp, w.hdp, w.VT, w.Tp, t0, nq, hd);
+                        }
                         for (int i = 0; i < nq; i++) {
                             float *p = w.S + (size_t)i * ldS, *ds = w.dS + (size_t)i * ldS;
                             const int visible = t0 + i + 1;
@@ -263,16 +421,27 @@ void attention_backward(float *dqkv, const float *dout, const float *out, const 
                             }
                             memset(p + visible, 0, sizeof(float) * (size_t)(width - visible));
                             memset(ds + visible, 0, sizeof(float) * (size_t)(width - visible));
-                            if (bf16) {
+                            if (bf16 && !native) { /* the casts below round */
                                 round_bf16(p, visible);
                                 round_bf16(ds, visible);
                             }
+                            if (native) cast_rows(w.P16 + (size_t)i * ldS, ldS, ds, ldS, 1, width);
+                        }
+                        if (native) {
+                            cast_by_keys(w.PT, w.S, ldS, nq, width);
+                            cast_by_keys(w.dST, w.dS, ldS, nq, width);
                         }
                         /* dQ = dS K, dK += dS^T Q, dV += P^T dO */
-                        mix_rows(w.Ob, w.dS, ldS, w.Kp, w.hdp, t0, nq);
+                        if (native) mix_rows16(w.Ob, w.P16, ldS, w.V2, w.hdp, t0, nq);
+                        else mix_rows(w.Ob, w.dS, ldS, w.Kp, w.hdp, t0, nq);
                         unpack_rows(dbase + (size_t)t0 * stride + h * hd, stride, w.Ob, nq, hd, w.hdp);
-                        mix_keys(w.dKp, w.dS, ldS, w.Qp, w.hdp, t0, nq);
-                        mix_keys(w.dVp, w.S, ldS, w.dOp, w.hdp, t0, nq);
+                        if (native) {
+                            mix_keys16(w.dKp, w.dST, w.Q2, w.hdp, t0, nq);
+                            mix_keys16(w.dVp, w.PT, w.dO2, w.hdp, t0, nq);
+                        } else {
+                            mix_keys(w.dKp, w.dS, ldS, w.Qp, w.hdp, t0, nq);
+                            mix_keys(w.dVp, w.S, ldS, w.dOp, w.hdp, t0, nq);
+                        }
                     }
                 unpack_rows(dbase + dq + kvh * hd, stride, w.dKp, T, hd, w.hdp);
                 unpack_rows(dbase + dq + dkv + kvh * hd, stride, w.dVp, T, hd, w.hdp);
