@@ -17,6 +17,7 @@ out=${3:-runs/bf16_curves}
 bin=${NB_CURVES_BIN:-./build/nobubble}
 [ -x "$bin" ] || bash scripts/build.sh >/dev/null
 [ -f data/bible/tokenizer.json ] || "$bin" prepare --out data/bible >/dev/null
+mkdir -p "$out"
 IFS=, read -r -a mlist <<< "$models"
 for m in "${mlist[@]}"; do
   for seed in 1 2 3; do
