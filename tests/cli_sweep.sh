@@ -160,10 +160,12 @@ stop_at() {
   local dir=$1 step=$2 sig=$3 every=${4:-10} keep=${5:-2}
   "$bin" sweep "$work/resume.grid" --out "$dir" --save-every $every --keep $keep > "$dir.log" 2>&1 &
   local pid=$!
-  for i in $(seq 1 1200); do
+  # Polled every 10 ms (up to 60 s): a 120-step point can finish within a 50 ms poll on a fast or loaded
+  # machine (seen once under `ctest -j2`), and then there is nothing left to stop.
+  for i in $(seq 1 6000); do
     if [ "$step" = none ]; then [ -s "$dir/runs/1/metrics.jsonl" ] && break
     else [ -d "$dir/runs/1/checkpoints/$step" ] && break; fi
-    sleep 0.05
+    sleep 0.01
   done
   kill -$sig $pid
   wait $pid
