@@ -32,12 +32,13 @@ runs=${NB_RUNS_ROOT:-runs}/$name saved=${NB_RESULTS_ROOT:-results}/$name
 complete() { [ -f "$1/summary.json" ] && [ -f "$1/command.txt" ] && [ -f "$1/metrics.jsonl" ]; }
 
 thin() {  # metrics.jsonl on stdin -> the kept lines on stdout
-  awk '{ line[NR] = $0 } END {
+  awk 'function step_of(l,  s) { if (!match(l, /"step": *[0-9]+/)) return ""; s = substr(l, RSTART, RLENGTH); sub(/.*: */, "", s); return s }
+       { line[NR] = $0 }
+       END {
          if (NR == 0) exit
-         match(line[NR], /"step": *[0-9]+/); last = substr(line[NR], RSTART, RLENGTH); sub(/.*: */, "", last)
-         every = int((last + 99) / 100); if (every < 1) every = 1
+         every = int((step_of(line[NR]) + 99) / 100); if (every < 1) every = 1
          for (i = 1; i <= NR; i++) {
-           s = ""; if (match(line[i], /"step": *[0-9]+/)) { s = substr(line[i], RSTART, RLENGTH); sub(/.*: */, "", s) }
+           s = step_of(line[i])
            if (i == 1 || i == NR || line[i] ~ /"val_loss"/ || (s != "" && s % every == 0)) print line[i]
          }
        }'

@@ -61,65 +61,76 @@ typedef struct {
     nb_bf16 *P16;           /* [QBLOCK][Tp]: a block's probabilities (forward) or score gradients (backward) */
     nb_bf16 *PT, *dST;      /* [Tp][QBLOCK]: a block's P and dS by keys (queries along rows), for P^T dO, dS^T Q */
     nb_bf16 *Q2, *dO2;      /* [QBLOCK/2][hdp][2]: a block's Q and dO in pairs along queries */
-    float *mem;
+    float *mem;             /* all of them, one allocation (scratch_new); a pass gets only what it uses */
 } att_scratch;
 
 /* Whether attention's bf16 products run on nb_tile_gemm_bf16: where the build has the instruction and
  * the head dimension pairs up (the pairs run along it in Q K^T and dO V^T). */
 static int native_bf16(int bf16, int hd) { return bf16 && nb_tile_bf16_available() && hd % 2 == 0; }
 
-/* bf16 values in whole 64-byte lines, so that each bf16 buffer starts a line. */
-static size_t lines16(size_t n) { return (n + 31) / 32 * 32; }
+/* Hands out a scratch's buffers in order, each from a whole 64-byte line (every packed row starts a
+ * vector, so no load of the products splits a line). With no base it only counts the bytes, so that
+ * one description of the layout both sizes the allocation and carves it. */
+typedef struct {
+    char *base;
+    size_t used;
+} carver;
+
+static void *take(carver *c, size_t bytes) {
+    void *at = c->base ? c->base + c->used : NULL;
+    c->used += (bytes + 63) / 64 * 64;
+    return at;
+}
+
+/* The buffers the pass uses, and only those: forward or backward, fp32 tiles or the bf16 instruction. */
+static void layout(att_scratch *s, carver *c, int T, int hd, int backward, int native) {
+    const size_t score = (size_t)QBLOCK * s->Tp, trans = (size_t)hd * s->Tp, rows = (size_t)T * s->hdp,
+                 block = (size_t)QBLOCK * s->hdp, f = sizeof(float), h = sizeof(nb_bf16);
+    s->S = take(c, score * f);
+    s->Ob = take(c, block * f);
+    if (backward) {
+        s->dS = take(c, score * f);
+        s->dKp = take(c, rows * f);
+        s->dVp = take(c, rows * f);
+    }
+    if (!native) {
+        s->KT = take(c, trans * f);
+        s->Qp = take(c, block * f);
+        if (backward) {
+            s->VT = take(c, trans * f);
+            s->Kp = take(c, rows * f);
+            s->dOp = take(c, block * f);
+        } else {
+            s->Vp = take(c, rows * f);
+        }
+        return;
+    }
+    s->KT2 = take(c, trans * h);
+    s->V2 = take(c, (size_t)s->Tp * s->hdp * h);
+    s->A16 = take(c, block * h);
+    s->P16 = take(c, score * h);
+    if (backward) {
+        s->VT2 = take(c, trans * h);
+        s->B16 = take(c, block * h);
+        s->PT = take(c, (size_t)s->Tp * QBLOCK * h);
+        s->dST = take(c, (size_t)s->Tp * QBLOCK * h);
+        s->Q2 = take(c, (size_t)(QBLOCK + 2) * s->hdp * h);
+        s->dO2 = take(c, (size_t)(QBLOCK + 2) * s->hdp * h);
+    }
+}
 
 static att_scratch scratch_new(int T, int hd, int backward, int native) {
     att_scratch s = {.Tp = row_stride(T), .hdp = round_up(hd, nb_tile_width())};
-    const size_t score = (size_t)QBLOCK * s.Tp, trans = (size_t)hd * s.Tp, rows = (size_t)T * s.hdp,
-                 block = (size_t)QBLOCK * s.hdp;
-    size_t n = backward ? 2 * score + 2 * trans + 4 * rows + 3 * block : score + trans + rows + 2 * block;
-    /* The bf16 buffers, after the floats (counted in floats: two bf16 values each). */
-    const size_t t16 = lines16((size_t)hd * s.Tp), v16 = lines16((size_t)s.Tp * s.hdp), b16 = lines16(block),
-                 p16 = lines16(score);
-    const size_t kq16 = lines16((size_t)s.Tp * QBLOCK), q16 = lines16((size_t)(QBLOCK + 2) * s.hdp);
-    const size_t n16 = native ? (backward ? 2 * t16 + 2 * kq16 + 2 * q16 : t16) + v16 + 2 * b16 + p16 : 0;
-    n = (n + 15) / 16 * 16 + n16 / 2;
-    /* Whole cache lines: every packed row starts a vector, so no load of the products splits a line.
-     * Zeroed: the padding of every packed operand stays 0. */
-    const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
-    s.mem = aligned_alloc(64, bytes);
+    carver size = {0};
+    layout(&s, &size, T, hd, backward, native);
+    s.mem = aligned_alloc(64, size.used);
     if (!s.mem) { /* a few MB per thread; the layers have no error path, so say it and stop */
-        fprintf(stderr, "nobubble: attention: out of memory (%zu bytes of scratch per thread)\n", bytes);
+        fprintf(stderr, "nobubble: attention: out of memory (%zu bytes of scratch per thread)\n", size.used);
         exit(1);
     }
-    memset(s.mem, 0, bytes);
-    float *p = s.mem;
-    s.S = p, p += score;
-    s.KT = p, p += trans;
-    s.Vp = p, p += rows;
-    s.Ob = p, p += block;
-    s.Qp = p, p += block;
-    if (backward) {
-        s.dS = p, p += score;
-        s.VT = p, p += trans;
-        s.Kp = p, p += rows;
-        s.dKp = p, p += rows;
-        s.dVp = p, p += rows;
-        s.dOp = p, p += block;
-    }
-    if (native) {
-        nb_bf16 *q = (nb_bf16 *)(s.mem + ((size_t)(p - s.mem) + 15) / 16 * 16);
-        s.KT2 = q, q += t16;
-        if (backward) s.VT2 = q, q += t16;
-        s.V2 = q, q += v16;
-        s.A16 = q, q += b16;
-        s.B16 = q, q += b16;
-        s.P16 = q, q += p16;
-        if (backward) {
-            s.PT = q, q += kq16;
-            s.dST = q, q += kq16;
-            s.Q2 = q, q += q16;
-            s.dO2 = q;
-        }
-    }
+    memset(s.mem, 0, size.used); /* the padding of every packed operand stays 0 */
+    carver carve = {(char *)s.mem, 0};
+    layout(&s, &carve, T, hd, backward, native);
     return s;
 }
 
