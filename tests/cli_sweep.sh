@@ -101,19 +101,43 @@ cat > "$work/seeds.grid" <<EOF
 fixed: $small --steps 120 --eval-every 40
 axis seed: 1 2 3
 EOF
-# Starts a sweep, waits until point 1 is complete and point 2 has logged a step, sends the signal.
+# The pid of the trainer running point $2 of the sweep into $1 (empty if none).
+point_pid() { pgrep -f -- "--out $1/runs/$2( |\$)" | head -1; }
+# Whether that trainer is stopped (SIGSTOP: state T).
+point_stalled() {
+  local p
+  p=$(point_pid "$1" "$2")
+  [ -n "$p" ] && [ "$(ps -o stat= -p "$p" | cut -c1)" = T ]
+}
+# Waits (up to 60 s) until point $2 of the sweep into $1 stalls, continuing any other point that does.
+# The points run with NB_PIPELINE_FAULT=0:STEP:stall (the trainer's test hook: the process stops itself
+# by SIGSTOP at that step), so that a signal reaches a point at a known step, whatever the machine's
+# speed: a 120-step point can otherwise finish between two polls on a fast or loaded machine.
+await_stall() {
+  local dir=$1 point=$2 i p
+  for i in $(seq 1 6000); do
+    point_stalled "$dir" "$point" && return 0
+    for p in $(ls "$dir/runs" 2>/dev/null); do
+      [ "$p" != "$point" ] && point_stalled "$dir" "$p" && kill -CONT "$(point_pid "$dir" "$p")"
+    done
+    sleep 0.01
+  done
+  return 1
+}
+# Starts a sweep whose points stall at step 60; once point 1 is complete and point 2 has stalled, sends
+# the signal to the sweep, then continues point 2 (which meets the signal the sweep passed on, if any).
 interrupt() {
   local sig=$1 dir=$2
-  "$bin" sweep "$work/seeds.grid" --out "$dir" > "$dir.log" 2>&1 &
+  NB_PIPELINE_FAULT=0:60:stall "$bin" sweep "$work/seeds.grid" --out "$dir" > "$dir.log" 2>&1 &
   local pid=$!
-  for i in $(seq 1 1200); do
-    [ -f "$dir/runs/1/summary.json" ] && [ -s "$dir/runs/2/metrics.jsonl" ] && break
-    sleep 0.05
-  done
+  await_stall "$dir" 2 || fail "$sig: point 2 never stalled at step 60: $(cat "$dir.log")"
   # One sweep per --out: a second one is refused while this one runs (its lock; a killed sweep's is free).
   expect_error "$sig: a second sweep into the same --out" "--out $dir is in use by another nobubble run (pid $pid)" \
     "$bin" sweep "$work/seeds.grid" --out "$dir"
+  local child
+  child=$(point_pid "$dir" 2)
   kill -$sig $pid
+  [ -n "$child" ] && kill -CONT "$child" 2> /dev/null
   wait $pid
 }
 for sig in KILL INT; do
@@ -153,21 +177,18 @@ check "--save-every: the point's command is the grid's alone" \
   test "$(cat "$work/ref/runs/1/command.txt")" = "train $small --steps 120 --eval-every 20 --seed 1"
 check "--save-every: a completed point's checkpoints are removed" test ! -e "$work/ref/runs/1/checkpoints"
 ref_hash=$(hash_of "$work/ref")
-# Starts a --save-every sweep (10, or $4) of resume.grid into $1, stops it with signal $3 once its
-# point's checkpoint $2 exists (a checkpoint folder appears whole, by a rename; `none`: once a step is
-# logged), and waits for it.
+# Starts a --save-every sweep (10, or $4) of resume.grid into $1 whose point stalls at step $2 (the hook
+# above), sends it signal $3 once stalled, continues the point, and waits for the sweep. At step $2 the
+# point has saved every checkpoint up to it (a checkpoint folder appears whole, by a rename).
 stop_at() {
   local dir=$1 step=$2 sig=$3 every=${4:-10} keep=${5:-2}
-  "$bin" sweep "$work/resume.grid" --out "$dir" --save-every $every --keep $keep > "$dir.log" 2>&1 &
-  local pid=$!
-  # Polled every 10 ms (up to 60 s): a 120-step point can finish within a 50 ms poll on a fast or loaded
-  # machine (seen once under `ctest -j2`), and then there is nothing left to stop.
-  for i in $(seq 1 6000); do
-    if [ "$step" = none ]; then [ -s "$dir/runs/1/metrics.jsonl" ] && break
-    else [ -d "$dir/runs/1/checkpoints/$step" ] && break; fi
-    sleep 0.01
-  done
+  NB_PIPELINE_FAULT=0:$step:stall "$bin" sweep "$work/resume.grid" --out "$dir" --save-every $every --keep $keep \
+    > "$dir.log" 2>&1 &
+  local pid=$! child
+  await_stall "$dir" 1 || fail "stop_at $dir: the point never stalled at step $step: $(cat "$dir.log")"
+  child=$(point_pid "$dir" 1)
   kill -$sig $pid
+  [ -n "$child" ] && kill -CONT "$child" 2> /dev/null
   wait $pid
 }
 # Flips the last byte of a file (a tensor's data: its checksum no longer matches).
@@ -178,7 +199,7 @@ flip_last_byte() {
 }
 
 # SIGTERM to the sweep after the first checkpoint: the trainer saves one more where it stops.
-stop_at "$work/res" step_000010 TERM
+stop_at "$work/res" 15 TERM
 check "stopped after a checkpoint: not complete" test ! -e "$work/res/runs/1/summary.json"
 cp "$work/res/runs/1/metrics.jsonl" "$work/res.metrics"
 newest=$(ls "$work/res/runs/1/checkpoints" | tail -1)
@@ -200,9 +221,9 @@ check "resume: checkpoints removed once complete" test ! -e "$work/res/runs/1/ch
 check "resume: results.csv says done" test "$(csv_field "$work/res/results.csv" 1 status)" = done
 
 # The newest checkpoint corrupt (a flipped byte) and the one before it incomplete: the one before those.
-# (--keep 3, so that at least three exist however far the run got before the signal; any --keep above 0
+# (Stopped after step 35 with --keep 3: steps 20, 30 and the stop's own are left; any --keep above 0
 # validates at each save as the reference's --keep 2 does, so the metrics stay comparable.)
-stop_at "$work/bad1" step_000030 TERM 10 3
+stop_at "$work/bad1" 35 TERM 10 3
 set -- $(ckpts "$work/bad1")
 if [ $# -ge 3 ]; then
   n=$#; corrupt=${!n}; k=$((n - 1)); incomplete=${!k}; k=$((n - 2)); good=${!k}
@@ -221,20 +242,19 @@ else
 fi
 
 # Every checkpoint unusable: from scratch, saying why.
-stop_at "$work/bad2" step_000010 TERM
+stop_at "$work/bad2" 15 TERM
 check "no usable checkpoint: stopped before the end" test ! -e "$work/bad2/runs/1/summary.json"
 for c in "$work/bad2/runs/1/checkpoints"/step_*; do flip_last_byte "$c/state.safetensors"; done
 "$bin" sweep "$work/resume.grid" --out "$work/bad2" --save-every 10 > "$work/bad2.rerun.log" 2>&1 && ok ||
   fail "no usable checkpoint: $(cat "$work/bad2.rerun.log")"
-# (which checkpoints are left depends on how far the run got before the signal: --keep 2 prunes step 10
-# once step 30 is written, so any corrupt one is named; 120 steps keep the run from finishing first)
+# (stopped after step 15 with --keep 2: step 10 and the stop's own checkpoint are left, both corrupt)
 check "no usable checkpoint: from scratch, saying so" \
   grep -q " start 1 (from scratch: no usable checkpoint: .*step_0000[0-9]*: corrupt: " "$work/bad2/sweep.log"
 check "no usable checkpoint: no resume" test -z "$(grep " resume 1 " "$work/bad2/sweep.log")"
 check "no usable checkpoint: the weights equal the uninterrupted run's" test "$(hash_of "$work/bad2")" = "$ref_hash"
 
 # Interrupted before its first checkpoint (SIGKILL: the trainer dies with the sweep, saving nothing).
-stop_at "$work/none" none KILL 1000
+stop_at "$work/none" 5 KILL 1000
 check "killed before a checkpoint: none saved" test -z "$(ckpts "$work/none")" -a ! -e "$work/none/runs/1/summary.json"
 "$bin" sweep "$work/resume.grid" --out "$work/none" --save-every 1000 > "$work/none.rerun.log" 2>&1 && ok ||
   fail "no checkpoint: $(cat "$work/none.rerun.log")"
