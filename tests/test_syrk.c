@@ -1,5 +1,6 @@
 /* nb_syrk and nb_syrk_bf16 (src/backend/gemm.h) against a double-precision product of the same values:
- * C = alpha op(A) op(A)^T + beta C for A A^T and A^T A, over shapes (1 x 1, odd, K < N, K > N, K = 0),
+ * C = alpha op(A) op(A)^T + beta C for A A^T and A^T A, over shapes (1 x 1, odd, K < N, K > N, K = 0,
+ * N over one row panel of 128 and not a multiple of it),
  * padded strides, alpha and beta. The error must stay within float32 accumulation's bound
  * (2 K 2^-24 (|alpha| sum |a a| + |beta c|)); C must come out exactly symmetric, its lower triangle on
  * entry must not matter (it holds NaN here), and the padding between rows must stay untouched. ctest
@@ -82,6 +83,9 @@ int main(void) {
         check_syrk(trans, 17, 40, 1.0f, 0.0f);
         check_syrk(trans, 40, 17, 0.5f, 1.0f);
         check_syrk(trans, 64, 129, 2.0315f, -4.775f);
+        /* several row panels of 128, the last one short (gemm.c: nb_syrk's panels) */
+        check_syrk(trans, 129, 33, 1.0f, 0.0f);
+        check_syrk(trans, 300, 70, 2.0315f, -4.775f);
         check_syrk(trans, 5, 3, -2.0f, 0.75f);
         check_syrk(trans, 6, 0, 1.0f, 0.5f);
         check_syrk(trans, 3, 0, 1.0f, 0.0f);

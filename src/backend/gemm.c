@@ -213,19 +213,27 @@ void nb_mirror_upper(float *C, int N, int ldc) {
                 for (int j = j0; j < j0 + TILE && j < i; j++) C[(size_t)i * ldc + j] = C[(size_t)j * ldc + i];
 }
 
+/* C's upper triangle in row panels of SYRK_PANEL rows: panel i is the GEMM op(A)[i, i + p) op(A)[i, N)^T,
+ * (N + p) / 2N of a full product's flops (5/8 at N = 512), on the GEMM backend. Measured on one thread
+ * (AMD Zen 5, BENCHMARKS.md, "Muon's symmetric products on the GEMM backend"), oneDNN's panels run the
+ * Gram matrices of Muon's shapes 1.2-1.6x faster than OpenBLAS's ssyrk, which the environment may hold
+ * to AVX2; from 128 rows down a panel is the whole product, which still ran no slower. A panel also
+ * computes the part of its diagonal block below the diagonal (reading C there when beta is not 0):
+ * nb_mirror_upper then overwrites it, so only the upper triangle's values matter, as documented. */
+enum { SYRK_PANEL = 128 };
+
 void nb_syrk(int trans, int N, int K, float alpha, const float *A, int lda, float beta, float *C, int ldc) {
     if (N == 0) return;
     const double start = nb_gemm_time_begin();
     if (K == 0) {  /* an empty sum: C = beta C (a BLAS would refuse the zero leading dimension) */
         for (int i = 0; i < N; i++)
             for (int j = i; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
-    } else if (omp_get_level() == 0 && omp_get_max_threads() > 1) {  /* on one thread: see nb_gemm's tiles */
-        const int threads = omp_get_max_threads();
-        omp_set_num_threads(1);
-        nb_syrk_openblas(trans, N, K, alpha, A, lda, beta, C, ldc);
-        omp_set_num_threads(threads);
     } else {
-        nb_syrk_openblas(trans, N, K, alpha, A, lda, beta, C, ldc);
+        for (int i = 0; i < N; i += SYRK_PANEL) {
+            const int rows = N - i < SYRK_PANEL ? N - i : SYRK_PANEL;
+            const float *Ai = trans ? A + i : A + (size_t)i * lda;
+            nb_gemm(trans, !trans, rows, N - i, K, alpha, Ai, lda, Ai, lda, beta, C + (size_t)i * ldc + i, ldc);
+        }
     }
     nb_mirror_upper(C, N, ldc);
     nb_gemm_time_end(start);

@@ -41,12 +41,12 @@
 void nb_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
              const float *B, int ldb, float beta, float *C, int ldc);
 /* C[N,N] = alpha * op(A) op(A)^T + beta * C with op(A) = A (N x K, trans = 0: A A^T) or A^T (A stored
- * K x N, trans = 1: A^T A): a symmetric product at half a GEMM's flops. Both triangles are written
- * (the upper one computed, the lower one copied from it, so C is exactly symmetric); on entry only C's
- * upper triangle is read (for beta). OpenBLAS's ssyrk runs it whatever the backend (oneDNN has no
- * SYRK), always on the calling thread (OpenBLAS's threaded driver sums in another order), so the result
- * does not depend on the thread count; Muon and NorMuon call it inside their parallel region, one matrix
- * per thread. Counted by nb_gemm_timing like a GEMM. */
+ * K x N, trans = 1: A^T A): a symmetric product. Both triangles are written (the upper one computed, the
+ * lower one copied from it, so C is exactly symmetric); only the upper triangle of C on entry affects the
+ * result (for beta). The upper triangle runs as row panels of 128 through nb_gemm (gemm.c: about 5/8 of a
+ * full product's flops at N = 512), so it has nb_gemm's properties: the same result whatever the thread
+ * count, on the calling thread inside a parallel region (Muon and NorMuon call it there, one matrix per
+ * thread). Counted by nb_gemm_timing like a GEMM. */
 void nb_syrk(int trans, int N, int K, float alpha, const float *A, int lda, float beta, float *C, int ldc);
 /* ---- Small products inside one task (tile.c): attention's blocks ----
  * C[M][N] = alpha * (init + sum over k = 0..K-1 of A(i,k) B[k][j]), init = C's old value when accumulate,
@@ -118,8 +118,7 @@ void nb_tile_gemm_bf16(int M, int N, int K, float alpha, const nb_bf16 *A, ptrdi
 void nb_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, const nb_bf16 *A, int lda,
                   const nb_bf16 *B, int ldb, float beta, float *C, int ldc);
 /* nb_syrk with bf16 operands and float32 accumulation: where nb_gemm_bf16 runs oneDNN's bf16 matmul, the
- * full product (oneDNN has no SYRK; bf16 instructions make it cheaper than an fp32 SYRK) with its upper
- * triangle copied to the lower one; where it widens, the widened operand through nb_syrk. */
+ * same row panels through it; where it widens, the widened operand through nb_syrk. */
 void nb_syrk_bf16(int trans, int N, int K, float alpha, const nb_bf16 *A, int lda, float beta, float *C, int ldc);
 /* 1 where oneDNN reports bf16 instructions (AVX512-BF16 or AMX), where nb_gemm_bf16 runs oneDNN's bf16
  * matmul; 0 elsewhere, where it widens the operands and runs the fp32 GEMM. */
@@ -147,7 +146,6 @@ void nb_gemm_time_end(double start);
 /* The implementations (one file each). */
 void nb_gemm_onednn(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                     const float *B, int ldb, float beta, float *C, int ldc);
-void nb_syrk_openblas(int trans, int N, int K, float alpha, const float *A, int lda, float beta, float *C, int ldc);
 void nb_gemm_openblas(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                       const float *B, int ldb, float beta, float *C, int ldc);
 /* C[M,N] = alpha * A^T B + beta * C (A stored K x M) on register tiles of its own over packed,

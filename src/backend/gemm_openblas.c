@@ -8,8 +8,3 @@ void nb_gemm_openblas(int trans_a, int trans_b, int M, int N, int K, float alpha
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,
                 alpha, A, lda, B, ldb, beta, C, ldc);
 }
-
-/* The upper triangle of C = alpha op(A) op(A)^T + beta C (nb_syrk mirrors it). */
-void nb_syrk_openblas(int trans, int N, int K, float alpha, const float *A, int lda, float beta, float *C, int ldc) {
-    cblas_ssyrk(CblasRowMajor, CblasUpper, trans ? CblasTrans : CblasNoTrans, N, K, alpha, A, lda, beta, C, ldc);
-}
