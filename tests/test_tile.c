@@ -148,6 +148,24 @@ static void check_tile16(int M, int N, int K, int accumulate, float alpha) {
     free(A), free(B), free(Bf), free(C), free(C0);
 }
 
+/* The instruction's subnormal rule (gemm.h: subnormals flushed), which the scalar fallback follows: a
+ * product below float's normal range and a subnormal bf16 input both count as zero. */
+static void check_tile16_subnormals(void) {
+    enum { LDB = 16 };
+    nb_bf16 A[2], B[2 * LDB] = {0};
+    float C[LDB];
+    const nb_bf16 tiny = nb_bf16_from_float(ldexpf(1.0f, -70)), one = nb_bf16_from_float(1.0f);
+    const nb_bf16 sub = (nb_bf16)1; /* the smallest positive bf16 subnormal, about 9.2e-41 */
+    A[0] = tiny, A[1] = 0;          /* k = 0: 2^-70 x 2^-70 = 2^-140, subnormal in float */
+    for (int j = 0; j < LDB; j++) B[2 * j] = tiny;
+    nb_tile_gemm_bf16(1, LDB, 2, 1.0f, A, 2, B, LDB, 0, C, LDB);
+    CHECK(C[0] == 0.0f, "tile16: a subnormal product is flushed to zero (got %g)", C[0]);
+    A[0] = sub, A[1] = one; /* k = 0: a subnormal input; k = 1: 1 x 1 */
+    for (int j = 0; j < LDB; j++) B[2 * j] = one, B[2 * j + 1] = one;
+    nb_tile_gemm_bf16(1, LDB, 2, 1.0f, A, 2, B, LDB, 0, C, LDB);
+    CHECK(C[0] == 1.0f, "tile16: a subnormal input counts as zero (got %.9g)", C[0]);
+}
+
 /* ---- nb_gemm_tn_tiles: C = alpha A^T B + beta C ---- */
 /* pad: padded strides (1), or A and B dense and allocated to the float (0), so that a read past either's
  * end is one the sanitizers see. */
@@ -332,15 +350,17 @@ int main(void) {
         {1, 130, 2, 2, 128}, /* a head wider than one tile */
         {2, 33, 2, 1, 40},   /* one partial block */
         {1, 1, 1, 1, 8},     /* one token */
+        {1, 128, 2, 1, 32},  /* keys a multiple of 128: the padded row stride */
     };
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) check_attention(shapes[i], 0);
-    for (int M = 1; M <= 9; M += 2)
+    for (int M = 1; M <= 9; M++)
         for (int nv = 1; nv <= 5; nv++)
             for (int K = 0; K <= 130; K += 26) {
                 const int N = nv * 16 - (M % 3) * 3;
                 check_tile16(M, N, K, M % 2, 1.0f);
                 check_tile16(M, N, K + 2, (M + 1) % 2, 0.125f);
             }
+    check_tile16_subnormals();
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) check_attention(shapes[i], 1);
     printf("attention bf16 products on %s\n", nb_tile_bf16_available() ? "nb_tile_gemm_bf16 (AVX512-BF16)" : "nb_tile_gemm (no bf16 instruction in this build)");
     return check_summary();

@@ -11,14 +11,24 @@
  * value. Every element of C is the same chain of instructions whatever tile or thread computes it, so
  * the result depends on neither M, N nor the thread count; it differs from nb_tile_gemm on the same
  * values by the instruction's rounding of each pair (docs/precision.md). */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include "backend/gemm.h"
 #include "backend/vec.h"
+
+/* An odd K would drop its last k silently (B holds pairs): only a programming error, so stop loudly. */
+static void require_even_k(int K) {
+    if (K % 2) {
+        fprintf(stderr, "nobubble: internal error: nb_tile_gemm_bf16 with odd K = %d (pad with a zero k)\n", K);
+        abort();
+    }
+}
 
 #if defined(__AVX512BF16__) && VW == 16
 #define HAVE_DPBF16 1
 enum { RMAX = NB_TILE_ROWS, CVMAX = 4 };
-
-typedef float vec_u __attribute__((vector_size(VW * sizeof(float)), aligned(sizeof(float)), may_alias));
 
 int nb_tile_bf16_available(void) { return 1; }
 
@@ -61,6 +71,7 @@ static void dispatch16(int R, int CV, int K2, float alpha, const nb_bf16 *A, ptr
 
 void nb_tile_gemm_bf16(int M, int N, int K, float alpha, const nb_bf16 *A, ptrdiff_t lda, const nb_bf16 *B,
                        ptrdiff_t ldb, int accumulate, float *C, ptrdiff_t ldc) {
+    require_even_k(K);
     const int nv = (N + VW - 1) / VW, K2 = K / 2;
     for (int i = 0; i < M; i += RMAX) {
         const int R = M - i < RMAX ? M - i : RMAX;
@@ -75,17 +86,24 @@ void nb_tile_gemm_bf16(int M, int N, int K, float alpha, const nb_bf16 *A, ptrdi
 int nb_tile_bf16_available(void) { return 0; }
 
 /* Without the instruction nobody calls it (attention asks nb_tile_bf16_available first); a scalar
- * version of the same sums keeps the symbol defined and the contract testable. */
+ * version of the same sums keeps the symbol defined and the contract testable. Like the instruction it
+ * treats subnormal inputs as zero and flushes a subnormal sum to zero (each product of two bf16 values
+ * is exact in double; the float sum then rounds once per addition, as the instruction's). */
+static float flush_subnormal(float x) { return fabsf(x) < FLT_MIN ? 0.0f * x : x; }
+static float daz(nb_bf16 v) { return flush_subnormal(nb_bf16_to_float(v)); }
+
 void nb_tile_gemm_bf16(int M, int N, int K, float alpha, const nb_bf16 *A, ptrdiff_t lda, const nb_bf16 *B,
                        ptrdiff_t ldb, int accumulate, float *C, ptrdiff_t ldc) {
+    require_even_k(K);
     const int Np = (N + VW - 1) / VW * VW;
     for (int i = 0; i < M; i++)
         for (int j = 0; j < Np; j++) {
             float acc = accumulate ? C[(size_t)i * ldc + j] : 0.0f;
             for (int kp = 0; kp < K / 2; kp++) {
                 const nb_bf16 *b = B + (size_t)kp * 2 * ldb + 2 * j;
-                acc += nb_bf16_to_float(A[(size_t)i * lda + 2 * kp + 1]) * nb_bf16_to_float(b[1]);
-                acc += nb_bf16_to_float(A[(size_t)i * lda + 2 * kp]) * nb_bf16_to_float(b[0]);
+                const nb_bf16 *a = A + (size_t)i * lda + 2 * kp;
+                acc = flush_subnormal(acc + (float)((double)daz(a[1]) * daz(b[1])));
+                acc = flush_subnormal(acc + (float)((double)daz(a[0]) * daz(b[0])));
             }
             C[(size_t)i * ldc + j] = alpha * acc;
         }

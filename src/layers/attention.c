@@ -114,8 +114,8 @@ static void layout(att_scratch *s, carver *c, int T, int hd, int backward, int n
         s->B16 = take(c, block * h);
         s->PT = take(c, (size_t)s->Tp * QBLOCK * h);
         s->dST = take(c, (size_t)s->Tp * QBLOCK * h);
-        s->Q2 = take(c, (size_t)(QBLOCK + 2) * s->hdp * h);
-        s->dO2 = take(c, (size_t)(QBLOCK + 2) * s->hdp * h);
+        s->Q2 = take(c, (size_t)QBLOCK * s->hdp * h);
+        s->dO2 = take(c, (size_t)QBLOCK * s->hdp * h);
     }
 }
 
