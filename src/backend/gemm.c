@@ -213,15 +213,14 @@ void nb_mirror_upper(float *C, int N, int ldc) {
                 for (int j = j0; j < j0 + TILE && j < i; j++) C[(size_t)i * ldc + j] = C[(size_t)j * ldc + i];
 }
 
-/* C's upper triangle in row panels of SYRK_PANEL rows: panel i is the GEMM op(A)[i, i + p) op(A)[i, N)^T,
- * (N + p) / 2N of a full product's flops (5/8 at N = 512), on the GEMM backend. Measured on one thread
- * (AMD Zen 5, BENCHMARKS.md, "Muon's symmetric products on the GEMM backend"), oneDNN's panels run the
- * Gram matrices of Muon's shapes 1.2-1.6x faster than OpenBLAS's ssyrk, which the environment may hold
- * to AVX2; from 128 rows down a panel is the whole product, which still ran no slower. A panel also
- * computes the part of its diagonal block below the diagonal (reading C there when beta is not 0):
- * nb_mirror_upper then overwrites it, so only the upper triangle's values matter, as documented. */
-enum { SYRK_PANEL = 128 };
-
+/* C's upper triangle in row panels of NB_SYRK_PANEL rows: panel i is the GEMM
+ * op(A)[i, i + p) op(A)[i, N)^T, (N + p) / 2N of a full product's flops (5/8 at N = 512), on the GEMM
+ * backend. Measured on one thread (AMD Zen 5, BENCHMARKS.md, "Muon's symmetric products on the GEMM
+ * backend"), oneDNN's panels ran Muon's Gram matrices from 256 rows up 1.3-1.6x faster than OpenBLAS's
+ * ssyrk, which the environment may hold to AVX2; from 128 rows down a panel is the whole product, which
+ * still ran no slower. A panel also computes the part of its diagonal block below the diagonal (reading
+ * C there when beta is not 0): nb_mirror_upper then overwrites it, so only the upper triangle's values
+ * matter, as documented. */
 void nb_syrk(int trans, int N, int K, float alpha, const float *A, int lda, float beta, float *C, int ldc) {
     if (N == 0) return;
     const double start = nb_gemm_time_begin();
@@ -229,8 +228,8 @@ void nb_syrk(int trans, int N, int K, float alpha, const float *A, int lda, floa
         for (int i = 0; i < N; i++)
             for (int j = i; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
     } else {
-        for (int i = 0; i < N; i += SYRK_PANEL) {
-            const int rows = N - i < SYRK_PANEL ? N - i : SYRK_PANEL;
+        for (int i = 0; i < N; i += NB_SYRK_PANEL) {
+            const int rows = N - i < NB_SYRK_PANEL ? N - i : NB_SYRK_PANEL;
             const float *Ai = trans ? A + i : A + (size_t)i * lda;
             nb_gemm(trans, !trans, rows, N - i, K, alpha, Ai, lda, Ai, lda, beta, C + (size_t)i * ldc + i, ldc);
         }

@@ -104,8 +104,9 @@ void nb_bf16_widen(float *dst, const nb_bf16 *src, size_t n);
  * C[M][N] = alpha * (init + sum over k-pairs p = 0..K/2-1 of [A(i,2p+1) B(2p+1,j) then A(i,2p) B(2p,j)]),
  * init as in nb_tile_gemm, on the CPU's bf16 dot-product instruction (AVX512-BF16's VDPBF16PS: each
  * product exact, each of the two additions rounded to nearest even, subnormal inputs and sums taken as
- * zero). K even (pad with a zero k; an odd K stops the program, as a programming error). A: bf16 rows, A(i,k) = A[i * lda + k]. B packed in pairs along k: B(k,j) =
- * B[(k / 2) * 2 * ldb + 2 * j + k % 2], ldb >= N rounded up to 16 (pad with zeros); C's rows are
+ * zero). K even (pad with a zero k; an odd K stops the program, as a programming error). A: bf16 rows,
+ * A(i,k) = A[i * lda + k]. B packed in pairs along k: B(k,j) = B[(k / 2) * 2 * ldb + 2 * j + k % 2],
+ * ldb >= N rounded up to 16 (pad with zeros); C's rows are
  * written that far, as nb_tile_gemm's. Serial; same chain for every element whatever M, N or the thread.
  * nb_tile_bf16_available(): 1 where the build has the instruction (only then is it fast: elsewhere
  * a scalar version of the same sums and the same subnormal rule, for tests). */
@@ -142,6 +143,9 @@ void nb_mirror_upper(float *C, int N, int ldc);
  * end(start) adds the call's share. */
 double nb_gemm_time_begin(void);
 void nb_gemm_time_end(double start);
+
+/* Rows of C's upper triangle per GEMM in nb_syrk and nb_syrk_bf16 (gemm.c says why 128). */
+enum { NB_SYRK_PANEL = 128 };
 
 /* The implementations (one file each). */
 void nb_gemm_onednn(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,

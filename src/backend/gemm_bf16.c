@@ -131,10 +131,9 @@ void nb_syrk_bf16(int trans, int N, int K, float alpha, const nb_bf16 *A, int ld
     }
     pthread_once(&once, setup);
     if (use_onednn) {  /* row panels of the upper triangle, as nb_syrk (gemm.c); the mirror counted too */
-        enum { PANEL = 128 };
         const double start = nb_gemm_time_begin();
-        for (int i = 0; i < N; i += PANEL) {
-            const int rows = N - i < PANEL ? N - i : PANEL;
+        for (int i = 0; i < N; i += NB_SYRK_PANEL) {
+            const int rows = N - i < NB_SYRK_PANEL ? N - i : NB_SYRK_PANEL;
             const nb_bf16 *Ai = trans ? A + i : A + (size_t)i * lda;
             nb_gemm_bf16(trans, !trans, rows, N - i, K, alpha, Ai, lda, Ai, lda, beta, C + (size_t)i * ldc + i, ldc);
         }

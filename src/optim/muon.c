@@ -7,8 +7,9 @@
  * iteration is A = X^T X, X = a X + X B, which is the wide one transposed. X X^T and A A (A is
  * symmetric) are symmetric products, so nb_syrk computes only their upper triangle (row panels: 5/8
  * of a GEMM's flops at r = 512); a is added to B's diagonal so that X = (a I + B) X is one GEMM; X and
- * its successor swap buffers instead of being copied. Under bf16 (nb_optimizer_set_precision) the three products take bf16 operands (X, A and
- * a I + B rounded to bf16) and accumulate in fp32; b A, the diagonal and X stay fp32. */
+ * its successor swap buffers instead of being copied. Under bf16 (nb_optimizer_set_precision) the three
+ * products take bf16 operands (X, A and a I + B rounded to bf16) and accumulate in fp32; b A, the
+ * diagonal and X stay fp32. */
 #include <math.h>
 #include <string.h>
 #include "backend/gemm.h"
