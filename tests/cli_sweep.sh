@@ -124,6 +124,19 @@ await_stall() {
   done
   return 1
 }
+# Continues the stalled trainer $1 once the signal the sweep passes on is pending for it (SigPnd or
+# ShdPnd in /proc), or once it is gone (a killed sweep's child dies with it): continued earlier, it could
+# finish its point before the sweep's signal arrives.
+continue_after_signal() {
+  local child=$1 i
+  [ -n "$child" ] || return 0
+  for i in $(seq 1 6000); do
+    [ -d "/proc/$child" ] || return 0
+    grep -qE '^(SigPnd|ShdPnd):[[:space:]]*0*[1-9a-f]' "/proc/$child/status" 2> /dev/null && break
+    sleep 0.01
+  done
+  kill -CONT "$child" 2> /dev/null
+}
 # Starts a sweep whose points stall at step 60; once point 1 is complete and point 2 has stalled, sends
 # the signal to the sweep, then continues point 2 (which meets the signal the sweep passed on, if any).
 interrupt() {
@@ -137,7 +150,7 @@ interrupt() {
   local child
   child=$(point_pid "$dir" 2)
   kill -$sig $pid
-  [ -n "$child" ] && kill -CONT "$child" 2> /dev/null
+  continue_after_signal "$child"
   wait $pid
 }
 for sig in KILL INT; do
@@ -188,7 +201,7 @@ stop_at() {
   await_stall "$dir" 1 || fail "stop_at $dir: the point never stalled at step $step: $(cat "$dir.log")"
   child=$(point_pid "$dir" 1)
   kill -$sig $pid
-  [ -n "$child" ] && kill -CONT "$child" 2> /dev/null
+  continue_after_signal "$child"
   wait $pid
 }
 # Flips the last byte of a file (a tensor's data: its checksum no longer matches).
