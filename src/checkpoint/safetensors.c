@@ -234,7 +234,9 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 /* A name that occurs twice among the header's keys (NULL when none), found by sorting: a header may hold
  * millions of names, and comparing every pair would take hours. */
 static const char *duplicate_key(char **keys, size_t n, int *oom) {
-    char **sorted = malloc(sizeof *sorted * (n ? n : 1));
+    *oom = 0;
+    if (n < 2) return NULL; /* an empty header's keys are NULL, which memcpy and qsort may not be given */
+    char **sorted = malloc(sizeof *sorted * n);
     const char *dup = NULL;
     *oom = !sorted;
     if (!sorted) return NULL;
