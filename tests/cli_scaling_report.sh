@@ -52,7 +52,14 @@ check "real sweep: the caveats' model size is the engine's ($n_params)" \
 # gap is a quarter of it: recovery 75% on every seed.
 # muon: rates 4e-3 8e-3; at 100 the highest rate is best (edge); at 1000 a failed synchronous run at
 # 8e-3 rules that rate out (4e-3 tuned, the lowest: edge) and 2bw+ef has no runs (not run at the tuned
-# rate); one of 2bw's gaps is negative (-0.01 at 100, seed 2): its slope is not fitted.
+# rate); one of 2bw's gaps is negative (-0.01 at 100, seed 2) and that length's paired gap (0.05, -0.01,
+# 0.05) is within noise, so the length is left out of the fit and named, which leaves one length: not fitted.
+# lion (1e-3, 100 and 1000 steps, 5 seeds): 2bw's gap is 0.1 on every seed but -0.001 at 1000 steps,
+# seed 5, where the paired gap is resolved (mean 0.0798, half 0.0561): a gap <= 0 that is not noise stops
+# the fit (no logarithm). Its EF's gap is exactly 0.05 (tokens / 6400)^-0.5 on every seed at 100 and 1000
+# steps, and (0.02, -0.01, 0.02, -0.01, 0.01) at 3000, within noise (mean 0.006, sd 0.0151658, half
+# 2.776445 x 0.0151658 / sqrt(5) = 0.018831): 3000 is left out and named, the fit over the other two
+# is exact (slope -0.5).
 # normuon, soap, adan (one rate each, 100 and 1000 steps): the extrapolation's cases, described at its checks.
 python3 - "$work/hand" <<'EOF'
 import json, os, sys
@@ -109,6 +116,13 @@ for steps, v in ((100, 4.0), (1000, 3.6)):
         if steps == 100 or s == 1:
             run(steps, "adan", "1e-3", "sync", s, round(sync, 6), d_model=256, d_ffn=768)
             run(steps, "adan", "1e-3", "2bw", s, round(sync + 0.08 * (steps / 100) ** -0.5, 9), d_model=256, d_ffn=768)
+for steps, v in ((100, 4.0), (1000, 3.6), (3000, 3.3)):
+    for s in (1, 2, 3, 4, 5):
+        sync = v + 0.01 * s
+        run(steps, "lion", "1e-3", "sync", s, round(sync, 6))
+        run(steps, "lion", "1e-3", "2bw", s, round(sync + (-0.001 if (steps, s) == (1000, 5) else 0.1), 6))
+        ef = 0.05 * (steps / 100) ** -0.5 if steps < 3000 else {1: 0.02, 2: -0.01, 3: 0.02, 4: -0.01, 5: 0.01}[s]
+        run(steps, "lion", "1e-3", "2bw+ef", s, round(sync + ef, 9))
 with open(d + "/results.csv", "w") as f:
     f.write("point,steps,optimizer,lr,delay,seed,final_train_loss,final_val_loss,best_val_loss,tokens,seconds,status,exit_status\n")
     f.write("\n".join(rows) + "\n")
@@ -138,20 +152,31 @@ has "slope: exactly -0.5 over 2 lengths, 6 points" "<td>2</td><td>6</td><td>-0.5
 # residuals ln(1, 1.1, 0.9) less their mean at both lengths: SSR 0.040302, s^2 = SSR / 4, Sxx = 6 (ln(10) / 2)^2
 # = 7.9529, half = 2.776445 sqrt(s^2 / Sxx) = 0.0988
 has "slope: its interval, shrinks" "<td>[-0.599, -0.401] shrinks</td>" "$(row optimizer=adamw 2bw)"
-has "slope: a negative gap is not fitted" "not fitted: the gap is -0.0100 &le; 0 at steps=100, seed 2 (no logarithm)" "$(row optimizer=muon 2bw)"
+# muon's 100 steps at 8e-3: gaps (0.05, -0.01, 0.05), mean 0.03, sd 0.034641, half 4.302653 x 0.034641 / sqrt(3) = 0.086053
+has "slope: a length within noise with a negative gap is left out" \
+  "<td>1</td><td>3</td><td colspan=\"2\">not fitted: gaps at 1 tuned length, 2 needed; left out, within noise: 100 steps at lr 8e-3 (+0.0300 [-0.0561, +0.1161])</td>" \
+  "$(row optimizer=muon 2bw)"
+has "slope: a negative gap at a resolved length is not fitted" "not fitted: the gap is -0.0010 &le; 0 at steps=1000, seed 5 (no logarithm)" \
+  "$(row optimizer=lion 2bw)"
+has "slope: a fit with a length left out names it" \
+  "<td>2</td><td>10</td><td>-0.500</td><td>[-0.500, -0.500] shrinks; left out, within noise: 3000 steps at lr 1e-3 (+0.0060 [-0.0128, +0.0248])</td>" \
+  "$(row optimizer=lion 2bw+ef)"
 # The gap at one rate: adamw's gap formula holds at every rate, so at 1e-3 (all 3 lengths, 9 points,
 # the seed factors repeating) the slope is exactly -0.5 again; normuon's has no spread (an interval of
-# zero width); muon's negative gap at 100 steps, seed 2 is at both of its rates; its EF ran at 100 only,
-# so no row (one length). 13 rows: adamw 3 rates x 2 curves, muon 2, normuon 2, soap 2, adan 1.
+# zero width); muon's negative gap at 100 steps, seed 2 is at both of its rates (left out at 8e-3, where
+# its length is within noise); its EF ran at 100 only, so no row (one length). 15 rows: adamw 3 rates x 2
+# curves, muon 2, normuon 2, soap 2, adan 1, lion 2.
 frow() { sed -n '/<table id="fixed-rate-table">/,/<\/table>/p' "$html" | grep -o "<tr><td>$1</td><td>$2</td><td>$3</td>.*"; }
 has "fixed rate: adamw 1e-3 over 3 lengths, slope -0.5" "<td>3</td><td>9</td><td>-0.500</td>" "$(frow optimizer=adamw 1e-3 2bw)"
 has "fixed rate: adamw 2e-3 misses the pair whose sync did not run" "<td>3</td><td>8</td>" "$(frow optimizer=adamw 2e-3 2bw)"
 has "fixed rate: normuon's exact power law" "<td>2</td><td>6</td><td>-0.500</td><td>[-0.500, -0.500] shrinks</td>" \
   "$(frow optimizer=normuon 8e-3 2bw)"
-has "fixed rate: muon's negative gap at 8e-3 too" "not fitted: the gap is -0.0100 &le; 0 at steps=100, seed 2" \
+has "fixed rate: muon's 100 steps left out at 8e-3 too" \
+  "not fitted: gaps at 1 length, 2 needed; left out, within noise: 100 steps at lr 8e-3 (+0.0300 [-0.0561, +0.1161])" \
   "$(frow optimizer=muon 8e-3 2bw)"
+has "fixed rate: lion's negative gap" "not fitted: the gap is -0.0010 &le; 0 at steps=1000, seed 5" "$(frow optimizer=lion 1e-3 2bw)"
 check "fixed rate: no row for a curve run at one length" test -z "$(frow optimizer=muon 4e-3 2bw+ef)"
-check "fixed rate: 13 rows" test "$(sed -n '/<table id="fixed-rate-table">/,/<\/table>/p' "$html" | grep -c '<tr><td>')" -eq 13
+check "fixed rate: 15 rows" test "$(sed -n '/<table id="fixed-rate-table">/,/<\/table>/p' "$html" | grep -c '<tr><td>')" -eq 15
 # The extrapolation table (ln gap = a + b ln tokens at T, 10 T, 100 T; noise floor = the sync runs' sd).
 # normuon's gaps are exactly 0.1 (tokens / 6400)^-0.5 on every seed (no spread: zero-width intervals):
 # at T = 64000 tokens 0.1 x 10^-0.5 = 0.0316, then 0.0100 and 0.0032; its sync runs are 3.6 + (0, 0.01,
@@ -184,12 +209,16 @@ has "extrapolation: 2 points" '<td colspan="7">not extrapolated: 2 points, no in
 has "extrapolation: no noise floor from one run" \
   "<td>0.0253 [0.0253, 0.0253]</td><td>0.0080 [0.0080, 0.0080]</td><td>0.0025 [0.0025, 0.0025]</td><td>n/a: 1 synchronous run</td><td>n/a: no noise floor</td>" \
   "$(erow optimizer=adan 2bw)"
+has "extrapolation: a length left out leaves one" \
+  '<td colspan="7">not fitted: gaps at 1 tuned length, 2 needed; left out, within noise: 100 steps at lr 8e-3 (+0.0300 [-0.0561, +0.1161])</td>' \
+  "$(erow optimizer=muon 2bw)"
 has "extrapolation: a negative gap is not fitted" \
-  '<td colspan="7">not fitted: the gap is -0.0100 &le; 0 at steps=100, seed 2 (no logarithm)</td>' "$(erow optimizer=muon 2bw)"
+  '<td colspan="7">not fitted: the gap is -0.0010 &le; 0 at steps=1000, seed 5 (no logarithm)</td>' "$(erow optimizer=lion 2bw)"
 has "extrapolation: one length is not fitted" '<td colspan="7">not fitted: gaps at 1 tuned length, 2 needed</td>' \
   "$(erow optimizer=muon 2bw+ef)"
 caveats=$(sed -n '/<ul id="extrapolation-caveats">/,/<\/ul>/p' "$html")
-check "caveats: one per fitted row (6), seeds, rate, model, paper" test "$(grep -c '<li>' <<< "$caveats")" -eq 10
+check "caveats: one per fitted row (7), seeds, rate, model, paper" test "$(grep -c '<li>' <<< "$caveats")" -eq 11
+has "caveats: a length left out" "<li>optimizer=lion, 2bw+ef: a fit over 2 lengths spanning a factor 10 of tokens (6400 to 64000, 1.00 decades): 100 steps at lr 1e-3 (grid edge), 1000 steps at lr 1e-3 (grid edge); left out, within noise: 3000 steps at lr 1e-3 (+0.0060 [-0.0128, +0.0248]); 100 T lies" "$caveats"
 has "caveats: N and F" "<li>optimizer=adamw, 2bw: a fit over 2 lengths spanning a factor 10 of tokens (6400 to 64000, 1.00 decades): 100 steps at lr 2e-3, 1000 steps at lr 1e-3 (grid edge); 100 T lies 2 decades beyond the longest, 2.0 times that span.</li>" "$caveats"
 has "caveats: model sizes" "One model size per fit (1.38M to 4.46M parameters)" "$caveats"
 has "caveats: the paper's scale" "1e8 parameters is 1.4 decades above 4.46M, and 1e9 tokens is 4.2 decades beyond the longest fitted length's 64000 tokens." "$caveats"
@@ -228,8 +257,8 @@ has "caveats: no model in a summary" \
 erow0() { sed -n '/<table id="extrapolation-table">/,/<\/table>/p' "$work/floor0/report.html" | grep -o "<tr><td>$1</td><td>$2</td>.*"; }
 has "extrapolation: a noise floor of 0 is never reached" "<td>0.0000 (3 runs)</td><td>never (noise floor 0)</td>" \
   "$(erow0 optimizer=normuon 2bw)"
-check "the gap-against-rate charts" test "$(grep -c '<svg[^>]* id="gaplr-' "$html")" -eq 11
-check "the scaling charts" test "$(grep -c '<svg[^>]* id="scaling-' "$html")" -eq 5
+check "the gap-against-rate charts" test "$(grep -c '<svg[^>]* id="gaplr-' "$html")" -eq 14
+check "the scaling charts" test "$(grep -c '<svg[^>]* id="scaling-' "$html")" -eq 6
 
 # ---------------------------------------------------------------- no lr axis: no new section
 mkdir -p "$work/nolr/runs"

@@ -357,13 +357,20 @@ static int scaling_rows(nb_buf *b, const tuning *t, const tgroup *g) {
 }
 
 /* The points of the slope and extrapolation tables of (series, curve c): one per (length, seed) pair
- * at the lengths' tuned rates, x = ln(tokens_s), y = ln(gap_s); why says why no line is fitted. */
+ * at the lengths' tuned rates, x = ln(tokens_s), y = ln(gap_s); why says why no line is fitted.
+ * A gap <= 0 has no logarithm. When its length's paired gap is within noise (the interval covers
+ * zero), the length is left out, since its gaps are noise around a value too small to resolve
+ * (typically the longest length, where the study wants to see the gap vanish); left_out names it
+ * with its gap, so that the tables say what the fit omits. A gap <= 0 at a length whose gap is
+ * resolved stops the fit. */
 typedef struct {
     double *x, *y;
     int n, lengths, first, last;  /* first, last: the groups of the shortest and longest lengths with a point */
     int seeds_shared, edge;       /* a seed at two lengths or more; a tuned rate at its grid's edge */
+    int n_left;                   /* lengths left out, their gap within noise */
     double params;                /* the model's parameters; NAN unknown, -1 when lengths differ */
     nb_buf why, lengths_text;     /* lengths_text: "300 steps at lr 2e-3, 1000 steps at lr 1e-3 (grid edge)" */
+    nb_buf left_out;              /* "; left out, within noise: 10000 steps at lr 8e-3 (+0.0075 [-0.0418, +0.0568])" */
 } fit_points;
 
 static void free_points(fit_points *f) {
@@ -371,13 +378,30 @@ static void free_points(fit_points *f) {
     free(f->y);
     nb_buf_free(&f->why);
     nb_buf_free(&f->lengths_text);
+    nb_buf_free(&f->left_out);
 }
 
-/* A length's seeds become points; the first gap <= 0 (in length and seed order) says why there is
- * no fit, since it has no logarithm. */
+/* Leaves a length out of f when one of its gaps is <= 0 and its paired gap is within noise (a single
+ * pair has no interval and stays in); returns 1 when it did, -1 on error. */
+static int leave_out(const tuning *t, const tgroup *g, int c, fit_points *f) {
+    int p = g->panel[g->pick], n = t->sync >= 0 ? nbx_paired_gaps(t->r, p, c, t->sync, t->scratch, NULL) : 0, nonpositive = 0;
+    for (int i = 0; i < n; i++) nonpositive |= !(t->scratch[i] > 0);
+    nbx_paired gp = nbx_paired_stats(t->scratch, n < 0 ? 0 : n);
+    if (!nonpositive || gp.n < 2 || !gp.within_noise) return 0;
+    f->n_left++;
+    int rc = nb_buf_printf(&f->left_out, "%s", f->left_out.n ? ", " : "; left out, within noise: ") ||
+             nbx_html(&f->left_out, g->steps) || nb_buf_printf(&f->left_out, " steps at lr ") ||
+             nbx_html(&f->left_out, row_of_panel(t->r, p)->labels[t->lr_axis]) ||
+             nb_buf_printf(&f->left_out, " (%+.4f [%+.4f, %+.4f])", gp.mean, gp.mean - gp.half, gp.mean + gp.half);
+    return rc ? -1 : 1;
+}
+
+/* A length's seeds become points, unless its gap is within noise (leave_out); the first gap <= 0 of
+ * a length kept (in length and seed order) says why there is no fit, since it has no logarithm. */
 static int length_points(const tuning *t, const tgroup *g, int c, fit_points *f, int *seed_lengths) {
     const nbx_report *r = t->r;
-    int p = g->panel[g->pick], here = 0, rc = 0;
+    int p = g->panel[g->pick], here = 0, rc = leave_out(t, g, c, f);
+    if (rc) return rc < 0 ? -1 : 0;
     for (int s = 0; s < r->seeds.n && !rc; s++) {
         double gap = nbx_final_of(r, p, c, r->seeds.v[s]) - nbx_final_of(r, p, t->sync, r->seeds.v[s]);
         if (isnan(gap)) continue;
@@ -435,7 +459,9 @@ static int collect_points(const tuning *t, const int *len, int n_len, int c, fit
     int same_tokens = 1;
     for (int i = 1; i < f->n; i++) same_tokens &= f->x[i] == f->x[0];
     rc = rc || (!f->why.n && f->lengths < 2 &&
-                nb_buf_printf(&f->why, "not fitted: gaps at %d tuned length%s, 2 needed", f->lengths, f->lengths == 1 ? "" : "s"));
+                nb_buf_printf(&f->why, "not fitted: gaps at %d tuned length%s, 2 needed%s", f->lengths,
+                              f->lengths == 1 ? "" : "s", f->left_out.n ? f->left_out.p : ""));
+    rc = rc || (f->left_out.n && nb_buf_printf(&f->lengths_text, "%s", f->left_out.p));
     return rc || (!f->why.n && same_tokens && nb_buf_printf(&f->why, "not fitted: every length has the same tokens"));
 }
 
@@ -449,14 +475,15 @@ static int slope_cells(nb_buf *b, const tuning *t, int c, const fit_points *f) {
     if (!rc && f->why.n) rc = nb_buf_printf(b, "<td colspan=\"2\">%s</td>", f->why.p);
     else if (!rc && n < 3)
         rc = gsl_fit_linear(f->x, 1, f->y, 1, (size_t)n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq) ||
-             nb_buf_printf(b, "<td>%+.3f</td><td>n/a: %d points, no interval</td>", c1, n);
+             nb_buf_printf(b, "<td>%+.3f</td><td>n/a: %d points, no interval%s</td>", c1, n, f->left_out.n ? f->left_out.p : "");
     else if (!rc) {
         rc = gsl_fit_linear(f->x, 1, f->y, 1, (size_t)n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
         double half = nbx_t975(n - 2) * sqrt(cov11);
-        rc = rc || nb_buf_printf(b, "<td>%+.3f</td><td>[%+.3f, %+.3f] %s</td>", c1, c1 - half, c1 + half,
+        rc = rc || nb_buf_printf(b, "<td>%+.3f</td><td>[%+.3f, %+.3f] %s%s</td>", c1, c1 - half, c1 + half,
                                  c1 + half < 0   ? "shrinks"
                                  : c1 - half > 0 ? "grows"
-                                                 : "no trend resolved");
+                                                 : "no trend resolved",
+                                 f->left_out.n ? f->left_out.p : "");
     }
     return rc;
 }
@@ -559,7 +586,9 @@ static int fixed_points(const tuning *t, const int *len, int n_len, const char *
         else f->lengths += here;
     }
     free(seed_lengths);
-    return rc;
+    return rc || (!f->why.n && f->lengths < 2 && f->lengths + f->n_left >= 2 &&
+                  nb_buf_printf(&f->why, "not fitted: gaps at %d length%s, 2 needed%s", f->lengths,
+                                f->lengths == 1 ? "" : "s", f->left_out.p));
 }
 
 /* Per series, every rate run at two lengths or more and every delayed curve: the slope of the
@@ -580,7 +609,7 @@ static int fixed_rate_rows(nb_buf *b, const tuning *t, const char *series, const
             if (c == t->sync) continue;
             fit_points f;
             rc = fixed_points(t, len, n_len, rates.v[j], c, &f);
-            if (!rc && f.lengths >= 2)
+            if (!rc && f.lengths + f.n_left >= 2)
                 rc = nb_buf_printf(b, "<tr><td>") || nbx_html(b, series) || nb_buf_printf(b, "</td><td>") ||
                      nbx_html(b, rates.v[j]) || nb_buf_printf(b, "</td>") || slope_cells(b, t, c, &f) ||
                      nb_buf_printf(b, "</tr>\n");
@@ -615,7 +644,9 @@ static int scaling_section(nb_buf *b, const tuning *t) {
                           "(length, seed) pair's own gap at the tuned rates, with a 95%% t interval on points - 2 "
                           "degrees of freedom: gap ~ tokens^slope, so a negative slope whose interval excludes zero "
                           "means the gap shrinks. Seeds within a length are treated as independent points. A gap &le; 0 "
-                          "has no logarithm: the slope is then not fitted (and says where). The chart draws each "
+                          "has no logarithm: when its length's paired gap is within noise, that length is left out of "
+                          "the fit and named with its gap (at the longest length this makes the fitted slope less "
+                          "steep than the data, not more); otherwise the slope is not fitted (and says where). The chart draws each "
                           "length's mean gap; a mean &le; 0 has no place on the log axis and is left out.</p>\n"
                           "<table id=\"scaling-table\"><tr><th>series</th><th>steps</th><th>tokens</th><th>tuned lr</th>"
                           "<th>curve</th><th>gap to sync (paired mean)</th><th>gap 95%% interval</th><th>pairs</th>"

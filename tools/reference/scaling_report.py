@@ -261,19 +261,20 @@ def main(d, page):
 
     def caveats(fits):
         out, t_max, sizes = [], 0, []
-        for s, c, used, shared in fits:
+        for s, c, used, shared, left in fits:
             t1, t2 = mean_tokens(used[0]), mean_tokens(used[-1])
             span = math.log10(t2 / t1)
             text = ", ".join(f"{g_steps[g]} steps at lr {pick[g]}" + (" (grid edge)" if is_edge(g) else "") for g in used)
+            text += left_text(left)
             out.append(f"<li>{html(s)}, {html(c)}: a fit over {len(used)} lengths spanning a factor {t2 / t1:.3g} of tokens "
                        f"({t1:.0f} to {t2:.0f}, {span:.2f} decades): {html(text)}; 100 T lies 2 decades beyond the longest, "
                        f"{2 / span:.1f} times that span.</li>")
             t_max = max(t_max, t2)
             sizes.append(fit_params(used))
-        if any(shared for *_, shared in fits):
+        if any(shared for _, _, _, shared, _ in fits):
             out.append("<li>Each fit's points are (length, seed) pairs treated as independent, although a seed keeps its "
                        "initialization and data order at every length: the intervals may be too narrow.</li>")
-        edge = any(is_edge(g) for _, _, used, _ in fits for g in used)
+        edge = any(is_edge(g) for _, _, used, _, _ in fits for g in used)
         out.append("<li>The rate is tuned anew at each length (the rates above): the extrapolation assumes that longer "
                    "runs, tuned the same way, stay on the fitted line." +
                    (" A rate at its grid's edge may not be the best: a better one may lie beyond." if edge else "") + "</li>")
@@ -297,21 +298,33 @@ def main(d, page):
                            f"{t_max:.0f} tokens.</li>")
         return out
 
-    def slope_cells(pts, first_bad):
+    def left_out(g, rate, gp):
+        """the text naming a length left out of a fit (a gap <= 0 and the paired gap within noise), else None"""
+        m, sd, half = stats([x[1] for x in gp])
+        if half is None or not any(x[1] <= 0 for x in gp) or not (m - half <= 0 <= m + half):
+            return None
+        return "%s steps at lr %s (%+.4f [%+.4f, %+.4f])" % (g_steps[g], rate, m, m - half, m + half)
+
+    def left_text(left):
+        return "; left out, within noise: " + ", ".join(html(x) for x in left) if left else ""
+
+    def slope_cells(pts, first_bad, left, n_len):
         """the fixed-rate table's fit cells (the slope table's, without its tuned-length reason)"""
         if first_bad:
             return f"<td colspan=\"2\">{first_bad}</td></tr>"
+        if n_len < 2:
+            return f"<td colspan=\"2\">not fitted: gaps at {n_len} length{'' if n_len == 1 else 's'}, 2 needed{left_text(left)}</td></tr>"
         n = len(pts)
         mx, my = sum(p[0] for p in pts) / n, sum(p[1] for p in pts) / n
         sxx = sum((p[0] - mx) ** 2 for p in pts)
         b = sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
         if n < 3:
-            return "<td>%+.3f</td><td>n/a: %d points, no interval</td></tr>" % (b, n)
+            return "<td>%+.3f</td><td>n/a: %d points, no interval%s</td></tr>" % (b, n, left_text(left))
         a = my - b * mx
         s2 = sum((p[1] - a - b * p[0]) ** 2 for p in pts) / (n - 2)
         half = T975[n - 2] * math.sqrt(s2 / sxx)
         verdict = "shrinks" if b + half < 0 else "grows" if b - half > 0 else "no trend resolved"
-        return "<td>%+.3f</td><td>[%+.3f, %+.3f] %s</td></tr>" % (b, b - half, b + half, verdict)
+        return "<td>%+.3f</td><td>[%+.3f, %+.3f] %s%s</td></tr>" % (b, b - half, b + half, verdict, left_text(left))
 
     extrap_want, fixed_want, fits, g_steps = [], [], [], {}
     if "steps" in axes:
@@ -347,11 +360,15 @@ def main(d, page):
                     row += f"<td>{len(gp)}</td><td>{recovery(g, rate, c)}</td></tr>"
                     want.append(row)
             for c in delayed:
-                pts, first_bad, used, seed_lengths = [], None, [], {}
+                pts, first_bad, used, seed_lengths, left = [], None, [], {}, []
                 for g in lengths:
                     if pick[g] is None:
                         continue
                     gp = gaps(g, pick[g], c)
+                    why_left = left_out(g, pick[g], gp) if gp else None
+                    if why_left:
+                        left.append(why_left)
+                        continue
                     if gp:
                         used.append(g)
                     for seed, gap, tok in gp:
@@ -364,7 +381,8 @@ def main(d, page):
                 row = f"<tr><td>{html(s)}</td><td>{html(c)}</td><td>{n_len}</td><td>{len(pts)}</td>"
                 erow = f"<tr><td>{html(s)}</td><td>{html(c)}</td>"
                 if first_bad or n_len < 2:
-                    reason = first_bad or "not fitted: gaps at %d tuned length%s, 2 needed" % (n_len, "" if n_len == 1 else "s")
+                    reason = first_bad or "not fitted: gaps at %d tuned length%s, 2 needed%s" % (n_len, "" if n_len == 1 else "s",
+                                                                                                   left_text(left))
                     want.append(row + f"<td colspan=\"2\">{reason}</td></tr>")
                     extrap_want.append(erow + f"<td colspan=\"7\">{reason}</td></tr>")
                     continue
@@ -373,17 +391,18 @@ def main(d, page):
                 sxx = sum((p[0] - mx) ** 2 for p in pts)
                 b = sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
                 if n < 3:
-                    want.append(row + "<td>%+.3f</td><td>n/a: %d points, no interval</td></tr>" % (b, n))
+                    want.append(row + "<td>%+.3f</td><td>n/a: %d points, no interval%s</td></tr>" % (b, n, left_text(left)))
                     extrap_want.append(erow + "<td colspan=\"7\">not extrapolated: %d points, no interval (3 needed)</td></tr>" % n)
                     continue
                 a = my - b * mx
                 s2 = sum((p[1] - a - b * p[0]) ** 2 for p in pts) / (n - 2)
                 half = T975[n - 2] * math.sqrt(s2 / sxx)
                 verdict = "shrinks" if b + half < 0 else "grows" if b - half > 0 else "no trend resolved"
-                want.append(row + "<td>%+.3f</td><td>[%+.3f, %+.3f] %s</td></tr>" % (b, b - half, b + half, verdict))
+                want.append(row + "<td>%+.3f</td><td>[%+.3f, %+.3f] %s%s</td></tr>" % (b, b - half, b + half, verdict,
+                                                                                         left_text(left)))
                 fit = {"n": n, "mx": mx, "my": my, "sxx": sxx, "a": a, "b": b, "s2": s2, "t": T975[n - 2]}
                 extrap_want.append(erow + extrap_cells(fit, used, steps_of, pick))
-                fits.append((s, c, used, any(v > 1 for v in seed_lengths.values())))
+                fits.append((s, c, used, any(v > 1 for v in seed_lengths.values()), left))
             # the gap at one rate across lengths: every rate run at 2 lengths or more, each delayed curve
             fixed_rates = []
             for g in lengths:
@@ -392,19 +411,23 @@ def main(d, page):
                         fixed_rates.append(r["labels"]["lr"])
             for rate in fixed_rates:
                 for c in delayed:
-                    pts, first_bad, n_len = [], None, 0
+                    pts, first_bad, n_len, left = [], None, 0, []
                     for g in lengths:
                         gp = gaps(g, rate, c)
+                        why_left = left_out(g, rate, gp) if gp else None
+                        if why_left:
+                            left.append(why_left)
+                            continue
                         n_len += 1 if gp else 0
                         for seed, gap, tok in gp:
                             if gap <= 0 and first_bad is None:
                                 first_bad = "not fitted: the gap is %+.4f &le; 0 at steps=%s, seed %s (no logarithm)" % (
                                     gap, steps_of[g], seed)
                             pts.append((math.log(tok), math.log(gap) if gap > 0 else None))
-                    if n_len < 2:
+                    if n_len + len(left) < 2:
                         continue
                     row = f"<tr><td>{html(s)}</td><td>{html(rate)}</td><td>{html(c)}</td><td>{n_len}</td><td>{len(pts)}</td>"
-                    fixed_want.append(row + slope_cells(pts, first_bad))
+                    fixed_want.append(row + slope_cells(pts, first_bad, left, n_len))
 
     cav, miscounts = (caveats(fits) if fits else []), []
     want += extrap_want + cav + fixed_want
