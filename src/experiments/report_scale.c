@@ -116,7 +116,8 @@ static sync_cell sync_of(const tuning *t, int p) {
 }
 
 /* The paired gap of curve c to sync in panel p as "+0.0123 [+0.0050, +0.0196]" (with "within
- * noise" when the interval covers zero); one pair has no interval. */
+ * noise" when the interval covers zero); one pair has no interval. The pairs' gaps stay in
+ * t->scratch[0..n) until the next call. */
 static nbx_paired gap_of(const tuning *t, int p, int c) {
     int n = t->sync >= 0 ? nbx_paired_gaps(t->r, p, c, t->sync, t->scratch, NULL) : 0;
     return nbx_paired_stats(t->scratch, n < 0 ? 0 : n);
@@ -384,9 +385,9 @@ static void free_points(fit_points *f) {
 /* Leaves a length out of f when one of its gaps is <= 0 and its paired gap is within noise (a single
  * pair has no interval and stays in); returns 1 when it did, -1 on error. */
 static int leave_out(const tuning *t, const tgroup *g, int c, fit_points *f) {
-    int p = g->panel[g->pick], n = t->sync >= 0 ? nbx_paired_gaps(t->r, p, c, t->sync, t->scratch, NULL) : 0, nonpositive = 0;
-    for (int i = 0; i < n; i++) nonpositive |= !(t->scratch[i] > 0);
-    nbx_paired gp = nbx_paired_stats(t->scratch, n < 0 ? 0 : n);
+    int p = g->panel[g->pick], nonpositive = 0;
+    nbx_paired gp = gap_of(t, p, c);  /* leaves the pairs' gaps in t->scratch[0..gp.n) */
+    for (int i = 0; i < gp.n; i++) nonpositive |= !(t->scratch[i] > 0);
     if (!nonpositive || gp.n < 2 || !gp.within_noise) return 0;
     f->n_left++;
     int rc = nb_buf_printf(&f->left_out, "%s", f->left_out.n ? ", " : "; left out, within noise: ") ||
@@ -396,7 +397,10 @@ static int leave_out(const tuning *t, const tgroup *g, int c, fit_points *f) {
     return rc ? -1 : 1;
 }
 
-/* A length's seeds become points, unless its gap is within noise (leave_out); the first gap <= 0 of
+/* The "; left out, within noise: ..." suffix of f's cells, or "" when no length was left out. */
+static const char *left_suffix(const fit_points *f) { return f->left_out.n ? f->left_out.p : ""; }
+
+/* A length's seeds become points, unless leave_out takes the length out; the first gap <= 0 of
  * a length kept (in length and seed order) says why there is no fit, since it has no logarithm. */
 static int length_points(const tuning *t, const tgroup *g, int c, fit_points *f, int *seed_lengths) {
     const nbx_report *r = t->r;
@@ -460,8 +464,8 @@ static int collect_points(const tuning *t, const int *len, int n_len, int c, fit
     for (int i = 1; i < f->n; i++) same_tokens &= f->x[i] == f->x[0];
     rc = rc || (!f->why.n && f->lengths < 2 &&
                 nb_buf_printf(&f->why, "not fitted: gaps at %d tuned length%s, 2 needed%s", f->lengths,
-                              f->lengths == 1 ? "" : "s", f->left_out.n ? f->left_out.p : ""));
-    rc = rc || (f->left_out.n && nb_buf_printf(&f->lengths_text, "%s", f->left_out.p));
+                              f->lengths == 1 ? "" : "s", left_suffix(f)));
+    rc = rc || (f->n_left && nb_buf_printf(&f->lengths_text, "%s", left_suffix(f)));
     return rc || (!f->why.n && same_tokens && nb_buf_printf(&f->why, "not fitted: every length has the same tokens"));
 }
 
@@ -475,7 +479,7 @@ static int slope_cells(nb_buf *b, const tuning *t, int c, const fit_points *f) {
     if (!rc && f->why.n) rc = nb_buf_printf(b, "<td colspan=\"2\">%s</td>", f->why.p);
     else if (!rc && n < 3)
         rc = gsl_fit_linear(f->x, 1, f->y, 1, (size_t)n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq) ||
-             nb_buf_printf(b, "<td>%+.3f</td><td>n/a: %d points, no interval%s</td>", c1, n, f->left_out.n ? f->left_out.p : "");
+             nb_buf_printf(b, "<td>%+.3f</td><td>n/a: %d points, no interval%s</td>", c1, n, left_suffix(f));
     else if (!rc) {
         rc = gsl_fit_linear(f->x, 1, f->y, 1, (size_t)n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
         double half = nbx_t975(n - 2) * sqrt(cov11);
@@ -483,7 +487,7 @@ static int slope_cells(nb_buf *b, const tuning *t, int c, const fit_points *f) {
                                  c1 + half < 0   ? "shrinks"
                                  : c1 - half > 0 ? "grows"
                                                  : "no trend resolved",
-                                 f->left_out.n ? f->left_out.p : "");
+                                 left_suffix(f));
     }
     return rc;
 }
@@ -588,7 +592,7 @@ static int fixed_points(const tuning *t, const int *len, int n_len, const char *
     free(seed_lengths);
     return rc || (!f->why.n && f->lengths < 2 && f->lengths + f->n_left >= 2 &&
                   nb_buf_printf(&f->why, "not fitted: gaps at %d length%s, 2 needed%s", f->lengths,
-                                f->lengths == 1 ? "" : "s", f->left_out.p));
+                                f->lengths == 1 ? "" : "s", left_suffix(f)));
 }
 
 /* Per series, every rate run at two lengths or more and every delayed curve: the slope of the
