@@ -328,7 +328,7 @@ check "skip: the others kept, in order" test "$(cut -d: -f1 "$work/skip.out" | t
 # The shipped presets parse, with the documented number of points.
 root=$(cd "$(dirname "$0")/.." && pwd)
 for preset in lr:42 optimizers_quick:63 optimizers_small:63 momentum:198 depth:63 mitigations:48 pipeline:24 \
-              equal_time:36 cooldown:108 quickstart:6 scaling:246 scaling_small:30 taylor:60 optimizers:162; do
+              equal_time:36 cooldown:108 quickstart:6 scaling:246 scaling_small:39 taylor:60 optimizers:162; do
   n=$("$bin" sweep "$root/experiments/${preset%%:*}/grid.txt" --dry-run 2>&1 | grep -c ": nobubble train ")
   [ "$n" = "${preset#*:}" ] && ok || fail "preset ${preset%%:*}: $n points, expected ${preset#*:}"
 done
