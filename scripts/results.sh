@@ -3,8 +3,9 @@
 # otherwise starts with an empty runs/ (it is not tracked), and a sweep of many hours would start over.
 #
 #   bash scripts/results.sh save NAME      runs/NAME -> results/NAME: every complete point's command.txt
-#                                          and summary.json, its metrics.jsonl thinned (below), and
-#                                          results.csv; points already saved are refreshed
+#                                          and summary.json (and final_eval.json where a study wrote one),
+#                                          its metrics.jsonl thinned (below), and results.csv; points
+#                                          already saved are refreshed
 #   bash scripts/results.sh restore NAME   results/NAME -> runs/NAME: every saved point that runs/NAME
 #                                          lacks or has not completed (an interrupted point's folder is
 #                                          replaced; a complete one is never touched), and results.csv
@@ -53,6 +54,8 @@ case "$action" in
       complete "$dir" || continue
       mkdir -p "$saved/runs/$point"
       cp "$dir/command.txt" "$dir/summary.json" "$saved/runs/$point/"
+      # A study's own measurement of the final model (experiments/claim_10k/evaluate.sh), where there is one.
+      [ -f "$dir/final_eval.json" ] && cp "$dir/final_eval.json" "$saved/runs/$point/"
       thin < "$dir/metrics.jsonl" > "$saved/runs/$point/metrics.jsonl.tmp"
       mv "$saved/runs/$point/metrics.jsonl.tmp" "$saved/runs/$point/metrics.jsonl"
       n=$((n + 1))
@@ -76,6 +79,7 @@ case "$action" in
       fi
       mkdir -p "$target"
       cp "$dir/command.txt" "$dir/summary.json" "$dir/metrics.jsonl" "$target/"
+      [ -f "$dir/final_eval.json" ] && cp "$dir/final_eval.json" "$target/"
       n=$((n + 1))
     done
     [ -f "$runs/results.csv" ] || { [ -f "$saved/results.csv" ] && cp "$saved/results.csv" "$runs/results.csv"; }
