@@ -84,6 +84,12 @@ typedef struct nb_train_result {
     uint64_t weights_hash;      /* nb_model_weights_hash of the final weights */
     int primary;                /* this process reports the run (0 only on MPI ranks > 0, which hold
                                    one stage and leave the results above unset) */
+    /* A run resumed from a checkpoint at its last step (or past it) trains nothing: */
+    int already_complete;       /* its results were all there (summary.json, the export): nothing was
+                                   read beyond the checkpoint's step, nothing written; steps is the
+                                   checkpoint's, the results above are unset */
+    int summary_rebuilt;        /* summary.json was missing (a kill after the final save): rebuilt from
+                                   metrics.jsonl and the checkpoint's weights, nothing else changed */
 } nb_train_result;
 
 /* The settings table's defaults (adamw's where they differ by optimizer) and the tiny model. */

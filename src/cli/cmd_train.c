@@ -336,6 +336,16 @@ static int train_command(int argc, char **argv, nb_train_config_file **file) {
         return 1;
     }
     if (!res.primary) return 0;  /* an MPI rank > 0: the first stage reports the run */
+    if (res.already_complete) {
+        printf("the run is already complete: --resume %s is at its last step, %d; nothing to do, nothing changed",
+               o.resume_dir, res.steps);
+        if (o.out_dir) printf(" (its results: %s/summary.json)", o.out_dir);
+        printf("\n");
+        return 0;
+    }
+    if (res.summary_rebuilt)
+        printf("%s/summary.json was missing (the run was stopped after its final checkpoint): rebuilt from %s/metrics.jsonl "
+               "and the checkpoint's weights\n", o.out_dir, o.out_dir);
     char val_loss[32] = "none (no validation data)";
     if (o.val_pattern) snprintf(val_loss, sizeof val_loss, "%.4f", res.final_val_loss);
     printf("done: %d steps, final train loss %.4f, val loss %s, %.0f tokens/s, weights %016llx\n", res.steps,

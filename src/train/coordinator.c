@@ -62,8 +62,12 @@ static void newest_checkpoint(coordinator *c, char *buf, size_t size) { exec_las
  * than t - tau. */
 static void prove(coordinator *c, int t, double tau) {
     const nb_train_options *o = c->run->o;
-    if (!o->val_pattern) train_weights_proven(o, t - (int)tau, &c->proven);
-    else if (!isnan(c->val)) train_weights_proven(o, t + 1, &c->proven);
+    int version;
+    if (!o->val_pattern) version = t - (int)tau;
+    else if (!isnan(c->val)) version = t + 1;
+    else return;
+    exec_checkpoint_proven(c->run, version);
+    train_weights_proven(o, version, &c->proven);
 }
 
 static int saves_at(const exec_endpoint *e, int t) {
@@ -131,9 +135,7 @@ static int report(exec_endpoint *e, int t) {
     const double train_s = nb_now() - c->t0 - aside_seconds(c), dt = train_s - c->train_s;
     c->train_s = train_s;
     c->last_loss = sum.loss;
-    char newest[4200];
-    newest_checkpoint(c, newest, sizeof newest);
-    if (!isnan(c->val) && !isfinite(c->val)) return train_diverged(t, "the validation loss", c->val, newest);
+    if (!isnan(c->val) && !isfinite(c->val)) return train_diverged(t, "the validation loss", c->val);
     const float lr = nb_schedule_lr(&run->sched, t);
     const double tps = dt > 0 ? tokens_per_step(run) / dt : 0;
     const int last = t == e->end - 1;
@@ -195,8 +197,9 @@ static int commit(exec_endpoint *e, int t) {
         train_save_failed(dir, previous);
         return -1;
     }
-    exec_set_last_saved(run, dir);
+    exec_checkpoint_saved(run, dir, t + 1);
     if (!o->quiet) train_report_checkpoint("saved", dir, nb_now() - t0);
+    train_fault_point("after_save", t + 1);
     c->committed_msg = 1;
     c->commit_aside += nb_now() - t0;
     prove(c, t, c->step_tau);
@@ -239,12 +242,15 @@ static void print_pipeline(const coordinator *c, double tokens_per_s) {
     printf("\n");
 }
 
-static void pipeline_summary(const coordinator *c, char *buf, size_t size) {
+/* The pipeline's section of summary.json; measured: whether the stages' times are this run's (a run
+ * resumed at its last step measured none, and a summary holds no value nothing measured). */
+static void pipeline_summary(const coordinator *c, int measured, char *buf, size_t size) {
     const exec_run *run = c->run;
     size_t n = (size_t)snprintf(buf, size, "\"pipeline\": {\"kind\": \"%s\", \"transport\": \"%s\", "
-                                "\"threads_per_stage\": %d, \"steady_steps\": [%d, %d], \"stages\": [",
+                                "\"threads_per_stage\": %d, \"steady_steps\": [%d, %d]%s",
                                 nb_pipe_kind_name(run->sc.kind), nb_transport_name((nb_transport_kind)run->o->transport),
-                                run->threads, run->steady_from + 1, run->steady_to);
+                                run->threads, run->steady_from + 1, run->steady_to, measured ? ", \"stages\": [" : "}");
+    if (!measured) return;
     for (int i = 0; i < run->P && n < size; i++) {
         const exec_report *r = &c->reports[i];
         n += (size_t)snprintf(buf + n, size - n,
@@ -278,16 +284,25 @@ static int finish(exec_endpoint *e) {
     res->tokens_per_s = res->seconds > 0 ? tokens_per_step(run) * ran / res->seconds : 0;
     res->weights_hash = nb_model_weights_hash(run->model);
     res->primary = 1;
+    /* Resumed at the last step: nb_train went no further when every result was there. Here summary.json
+     * or the export is missing: a summary that exists stays as the run wrote it; a missing one is rebuilt
+     * from the metrics, never written with values no step measured. */
+    int write_summary = o->out_dir != NULL;
+    if (ran == 0 && o->out_dir) {
+        if (nb_fs_exists_in(o->out_dir, "summary.json")) write_summary = 0;
+        else if (train_metrics_final(o->out_dir, run->S, tokens_per_step(run), res)) return -1;
+        else res->summary_rebuilt = 1;
+    }
     char extra[8192];
     const int pipeline = o->pipeline >= 0;
-    if (pipeline) pipeline_summary(c, extra, sizeof extra);
-    if (pipeline && !o->quiet) {
+    if (pipeline) pipeline_summary(c, ran > 0, extra, sizeof extra);
+    if (pipeline && ran > 0 && !o->quiet) {
         print_pipeline(c, res->tokens_per_s);
         fflush(stdout);
     }
     if (c->metrics && (ferror(c->metrics) || fflush(c->metrics))) return nb_fail("%s/metrics.jsonl: write failed", o->out_dir);
     if (train_tb_close(&c->tb)) return -1;
-    if (o->out_dir && train_write_summary(o, res, run->T, pipeline ? extra : NULL)) return -1;
+    if (write_summary && train_write_summary(o, res, run->T, pipeline ? extra : NULL)) return -1;
     if (o->export_dir && (nb_export_hf(run->model, o->export_dir) ||
                           nb_export_hf_generation_config(run->model, o->export_dir)))
         return -1;
@@ -365,7 +380,9 @@ int exec_coordinator_init(exec_endpoint *e, exec_run *run, exec_endpoint **stage
     c->saved = calloc((size_t)P, sizeof *c->saved);
     c->reports = calloc((size_t)P, sizeof *c->reports);
     if (!c->in || !c->saved || !c->reports) return nb_fail("out of memory");
-    /* A resumed run continues the metrics of the run it resumes. */
+    /* The run's settings, once the stages hold their weights (a refused --resume changes no file); a
+     * resumed run continues the metrics of the run it resumes. */
+    if (run->o->out_dir && train_write_config(run->o)) return -1;
     if (run->o->out_dir && !(c->metrics = train_open_metrics(run->o->out_dir, run->o->resume_dir ? run->start : -1)))
         return -1;
     if (run->o->tensorboard_dir && train_tb_open(&c->tb, run->o->tensorboard_dir)) return -1;

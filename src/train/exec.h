@@ -16,6 +16,10 @@
 #include "nobubble/train.h"
 #include "util/fs.h"
 
+#include "train/run.h"
+
+#define EXEC_UNPROVEN_MAX 64   /* unproven checkpoints remembered for the message (older ones drop out) */
+
 /* What a run's endpoints share in this process. Read-only while the lists run, but for last_saved. */
 typedef struct {
     const nb_train_options *o;
@@ -31,13 +35,22 @@ typedef struct {
     int threads;             /* GEMM threads per driver */
     int steady_from, steady_to;  /* the steady-state window of steps [from, to): a pipeline's report */
     nb_fs_lock locks[2];     /* --save-dir's and --out's (train_lock_run), held by the coordinator's process */
-    pthread_mutex_t saved_mu;
+    pthread_mutex_t saved_mu;  /* guards the four below */
     char last_saved[4200];   /* the newest complete checkpoint ("" when none), named if the run fails */
+    train_checkpoints saved;  /* which of them proved good, for a divergence's message */
+    int unproven[EXEC_UNPROVEN_MAX], n_unproven;  /* steps saved after saved.good, oldest first */
 } exec_run;
 
-/* The newest complete checkpoint, copied (a stage that fails names it; the coordinator writes it). */
+/* The newest complete checkpoint, copied (a save that fails names it; the coordinator writes it). */
 void exec_last_saved(exec_run *run, char *buf, size_t size);
-void exec_set_last_saved(exec_run *run, const char *dir);
+/* The checkpoint of step `step` (dir) is complete: the newest, not proven yet. */
+void exec_checkpoint_saved(exec_run *run, const char *dir, int step);
+/* The checkpoint a run resumed from: the newest, and counted as good (the run was started from it). */
+void exec_checkpoint_resumed(exec_run *run, const char *dir);
+/* Weights of version `version` proved finite (--keep's proof): the newest checkpoint at or before it is good. */
+void exec_checkpoint_proven(exec_run *run, int version);
+/* A copy of the good and unproven checkpoints, for train_diverged. */
+void exec_checkpoints(exec_run *run, train_checkpoints *out);
 
 /* What a stage tells the coordinator after its update t. */
 typedef struct {

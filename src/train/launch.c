@@ -17,8 +17,10 @@
 #include "nobubble/data.h"
 #include "train/exec.h"
 #include "train/run.h"
+#include "train/state.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/fs.h"
 #include "util/signals.h"
 
 static int check_pipeline_options(const nb_train_options *o) {
@@ -144,7 +146,7 @@ static int setup_stages(exec_run *run, exec_endpoint *eps, int first, int last) 
         const double t = nb_now();
         for (int s = first; s <= last; s++)
             if (exec_stage_resume(&eps[s])) return -1;
-        exec_set_last_saved(run, run->o->resume_dir);
+        exec_checkpoint_resumed(run, run->o->resume_dir);
         if (!run->o->quiet && first == 0) {
             train_report_checkpoint("loaded", run->o->resume_dir, nb_now() - t);
             printf("resumed from %s at step %d\n", run->o->resume_dir, run->start);
@@ -298,6 +300,37 @@ static nb_train_options *resolve_precision(const nb_train_options *o, nb_train_o
     return copy;
 }
 
+/* Whether this process reports the run: every process but an MPI rank > 0 (known from the launcher's
+ * variables before MPI starts). */
+static int reporting_process(const nb_train_options *o) {
+    if (o->pipeline < 0 || o->transport != NB_TRANSPORT_MPI) return 1;
+    const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+    if (!rank) rank = getenv("PMI_RANK");
+    return !rank || atoi(rank) == 0;
+}
+
+/* A resume from a checkpoint at the run's last step trains nothing. With every result the run writes in
+ * place (summary.json in --out, the model in --export) it has nothing to do: nothing is built or
+ * written, and it returns 1. With one missing it goes on (0) to rebuild it (finish()), which the summary
+ * needs the run's own metrics.jsonl for: without them it is refused (-1) before anything is written. A
+ * checkpoint past the last step is refused by the load (--steps may not shrink), changing nothing. */
+static int resume_at_end(const nb_train_options *o, nb_train_result *res) {
+    long long next;
+    if (!o->resume_dir || train_state_step(o->resume_dir, &next) || next != o->steps) return 0;  /* the load says why */
+    const int summary = !o->out_dir || nb_fs_exists_in(o->out_dir, "summary.json");
+    if (summary && (!o->export_dir || nb_fs_exists_in(o->export_dir, "model.safetensors"))) {
+        res->steps = (int)next;
+        res->already_complete = 1;
+        res->primary = reporting_process(o);
+        return 1;
+    }
+    if (!summary && !nb_fs_exists_in(o->out_dir, "metrics.jsonl"))
+        return nb_fail("--resume %s is at step %lld, this run's last: nothing to train, and --out %s holds neither the "
+                       "run's summary.json nor the metrics.jsonl to rebuild it from (give the run's own --out; "
+                       "`nobubble eval` measures the checkpoint's model)", o->resume_dir, next, o->out_dir);
+    return 0;
+}
+
 int nb_train(const nb_train_options *given, nb_train_result *res) {
     nb_train_options resolved;
     const nb_train_options *o = resolve_precision(given, &resolved);
@@ -308,6 +341,8 @@ int nb_train(const nb_train_options *given, nb_train_result *res) {
     if (o->pipeline >= 0 && check_pipeline_options(o)) return -1;
     const int S = o->steps * (o->pipeline == NB_PIPE_PIPEDREAM ? o->microbatches : 1);
     if (nb_delay_validate(&o->delay, S, o->stages)) return -1;
+    const int at_end = resume_at_end(o, res);
+    if (at_end) return at_end > 0 ? 0 : -1;
     nb_model model;
     memset(&model, 0, sizeof model);
     exec_run run;
@@ -327,6 +362,11 @@ int nb_train(const nb_train_options *given, nb_train_result *res) {
     else if (o->pipeline < 0) rc = run_one_process(&run, eps, res);
     else if (!mpi) rc = run_threads(&run, eps, res, cpus, n_cpus);
     else rc = run_mpi(&run, eps, res);
+    if (rc && run.o && reporting_process(o)) {   /* every thread has stopped: the proofs are final */
+        train_checkpoints saved;
+        exec_checkpoints(&run, &saved);
+        train_diverged_advice(&saved);
+    }
     for (int i = 0; eps && i < o->stages; i++) exec_stage_free(&eps[i]);
     if (eps) exec_coordinator_free(&eps[o->stages]);
     free(eps);

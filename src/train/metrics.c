@@ -102,3 +102,48 @@ FILE *train_open_metrics(const char *out_dir, int resumed_at) {
     }
     return f;
 }
+
+/* One line's numbers for train_metrics_final; 0 when the line is not a whole step line. */
+static int read_line(const char *line, size_t n, long long *step, double *loss, double *time_s, double *val) {
+    nb_json v;
+    if (n < 2 || line[n - 1] != '\n' || nb_json_parse(line, n - 1, &v, "metrics.jsonl line")) return 0;
+    const nb_json *s = nb_json_get(&v, "step"), *l = nb_json_get(&v, "train_loss"), *t = nb_json_get(&v, "time_s"),
+                  *vl = nb_json_get(&v, "val_loss");
+    int ok = s && s->type == NB_JNUM && s->is_int && l && l->type == NB_JNUM && t && t->type == NB_JNUM;
+    if (ok) {
+        *step = s->i, *loss = l->num, *time_s = t->num;
+        *val = vl && vl->type == NB_JNUM ? vl->num : NAN;
+    }
+    nb_json_free(&v);
+    return ok;
+}
+
+int train_metrics_final(const char *out_dir, int last_step, double tokens_per_step, nb_train_result *res) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", out_dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return nb_fail("%s: cannot read it to rebuild summary.json: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    long long step = 0, last = 0;
+    double loss = NAN, time_s = 0, val = NAN, prev_time = 0;
+    int segment = 0;   /* lines since the last resume (time_s starts again from 0 at each) */
+    while ((n = getline(&line, &cap, f)) > 0) {
+        double t, v;
+        if (!read_line(line, (size_t)n, &step, &loss, &t, &v)) continue;
+        segment = t < prev_time ? 1 : segment + 1;
+        prev_time = time_s = t, last = step;
+        if (!isnan(v)) val = v;
+    }
+    free(line);
+    fclose(f);
+    if (last != last_step)
+        return nb_fail("%s ends at step %lld, not at the checkpoint's step %d: summary.json cannot be rebuilt from it",
+                       path, last, last_step);
+    res->final_train_loss = loss;
+    res->final_val_loss = val;
+    res->seconds = time_s;
+    res->tokens_per_s = time_s > 0 ? tokens_per_step * segment / time_s : 0;
+    return 0;
+}

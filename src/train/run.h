@@ -28,6 +28,11 @@ int train_sync_metrics(FILE *f, const char *out_dir);
  * run resumed at step resumed_at, first rewritten atomically with only the whole lines of steps
  * 1..resumed_at (the steps before the checkpoint), then opened to append. NULL on failure (nb_fail). */
 FILE *train_open_metrics(const char *out_dir, int resumed_at);
+/* The results summary.json holds, read back from OUT_DIR/metrics.jsonl, for a run whose last step is done
+ * but whose summary is missing (a kill between the final checkpoint and the summary): the last line's
+ * training loss (it must be of last_step), the newest validation loss, and the seconds and tokens/s of
+ * the steps since the last resume, as the run would have written them. */
+int train_metrics_final(const char *out_dir, int last_step, double tokens_per_step, nb_train_result *res);
 
 /* Checkpoints: "checkpoint saved DIR: size in time"; a failed save's message (nb_fail), naming the
  * previous checkpoint ("" when none); removing this run's periodic checkpoints beyond --keep. */
@@ -37,9 +42,23 @@ void train_prune_checkpoints(const nb_train_options *o, int saved_step, int ever
 /* Divergence (docs/checkpoints.md, "A run that diverges"): a step whose loss, gradient norm or update is
  * not finite stops the run before that step's update is applied (or, for the update, before anything
  * is saved), and no non-finite weights are ever saved, so every checkpoint on disk is a good one.
- * train_diverged fails (nb_fail) naming the step (1-based, as progress lines count), what became
- * non-finite and the newest checkpoint ("" when none). */
-int train_diverged(int step, const char *what, double value, const char *newest);
+ * train_diverged fails (nb_fail) naming the step (1-based, as progress lines count) and what became
+ * non-finite. Weights can be finite and still give a non-finite validation loss, and a delayed step runs
+ * on older weights than the newest, so the newest checkpoint is not always a good one to resume from:
+ * train_checkpoints says which proved good (--keep's proof). */
+typedef struct {
+    char good[4200];      /* the newest checkpoint whose weights proved finite (--keep's proof), "" when none */
+    char unproven[2048];  /* the ones saved after it, not proven: "A, B" ("" when none) */
+    int validated;        /* the proof is a finite validation loss (else a finite step on the weights) */
+} train_checkpoints;
+int train_diverged(int step, const char *what, double value);
+#define TRAIN_DIVERGED_SAYS "the run stopped before applying that step"
+/* Once the run has stopped (every thread joined, so that nothing is proven or pruned any more), the
+ * advice a divergence's message ends with: the checkpoint to resume from and those not to. Appended to
+ * nb_last_error() when it is a divergence's (of this process or of a stage whose failure it carries). */
+void train_diverged_advice(const train_checkpoints *saved);
+/* Test hook (NB_TRAIN_FAULT=WHERE:STEP): SIGKILL at a named point of the run; trainer.c lists them. */
+void train_fault_point(const char *where, int step);
 /* --keep prunes only behind proof: a checkpoint counts toward the newest K once a step has run on its
  * weights with a finite loss and gradient, or, with validation data, once its validation loss was
  * finite (training batches can be finite where validation ones are not), so a run that diverges right

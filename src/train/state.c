@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "nobubble/checkpoint.h"
+#include "train/run.h"
 #include "train/run_fields.h"
 #include "train/state_meta.h"
 #include "util/error.h"
@@ -256,9 +257,49 @@ static int install(const char *tmp, const char *dir) {
         return 0;
     }
 #endif
-    if (train_state_remove(dir)) return -1;
-    if (rename(tmp, dir) == 0) return 0;
-    return nb_fail("checkpoint %s: cannot replace it with %s: %s", dir, tmp, strerror(errno));
+    /* No atomic exchange here: the old checkpoint leaves its name whole, then the new one takes it. */
+    char gone[4300];
+    snprintf(gone, sizeof gone, "%s" STATE_DELETING, dir);
+    if (train_state_remove(gone)) return -1;
+    if (rename(dir, gone)) return nb_fail("checkpoint %s: cannot move it aside to %s: %s", dir, gone, strerror(errno));
+    if (rename(tmp, dir)) return nb_fail("checkpoint %s: cannot replace it with %s: %s", dir, tmp, strerror(errno));
+    train_state_remove(gone);
+    return 0;
+}
+
+/* A checkpoint folder goes in two moves so that a kill at any moment leaves either the whole checkpoint
+ * under its name or nothing there: renamed out of its committed name to DIR.deleting (which no reader
+ * takes for a checkpoint), then its files removed. A DIR.deleting that a killed removal left is removed
+ * first, and every such leftover goes when a run starts (train_state_clean_leftovers). */
+int train_state_discard(const char *dir) {
+    char gone[4300];
+    if (refuse_link(dir, dir)) return -1;
+    snprintf(gone, sizeof gone, "%s" STATE_DELETING, dir);
+    if (train_state_remove(gone)) return -1;
+    if (rename(dir, gone)) {
+        if (errno == ENOENT) return 0;
+        return nb_fail("checkpoint %s: cannot rename it to %s before removing it: %s", dir, gone, strerror(errno));
+    }
+    train_fault_point("prune", 0);
+    return train_state_remove(gone);
+}
+
+/* "step_NNNNNN.deleting" or "step_NNNNNN.partial": what a killed removal or save left. */
+static int is_leftover(const char *name) {
+    if (strncmp(name, "step_", 5)) return 0;
+    const char *end = name + 5 + strspn(name + 5, "0123456789");
+    return end > name + 5 && (!strcmp(end, STATE_DELETING) || !strcmp(end, ".partial"));
+}
+
+void train_state_clean_leftovers(const char *save_dir) {
+    DIR *d = opendir(save_dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char path[4400];
+        if (!is_leftover(e->d_name)) continue;
+        snprintf(path, sizeof path, "%s/%s", save_dir, e->d_name);
+        if (train_state_remove(path)) fprintf(stderr, "warning: %s\n", nb_last_error());
+    }
+    if (d) closedir(d);
 }
 
 /* The end of a save whose files are in tmp (rc: whether writing them failed): installed as dir, the
@@ -490,6 +531,16 @@ int train_state_load_stages(const char *dir, const train_parts *p, int first, in
     if (!rc && first == 0) report_load(head, p, o, overridden, c.filled);
     *next_step = (int)sm.next_step;
     nb_st_set_close(&set);
+    return rc;
+}
+
+int train_state_step(const char *dir, long long *next_step) {
+    nb_st_set set;
+    if (nb_st_set_open(dir, "state", &set)) return -1;
+    state_meta sm = {0, 0};
+    int rc = state_meta_steps(&set, &sm);
+    nb_st_set_close(&set);
+    *next_step = sm.next_step;
     return rc;
 }
 

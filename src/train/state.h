@@ -33,6 +33,8 @@ int train_state_load(const char *dir, const train_parts *p, int *next_step, cons
  * completion marker) and renames dir.partial to dir. */
 int train_state_save_part(const char *dir, const train_parts *p, int stage, int next_step, const nb_train_options *o);
 int train_state_commit(const char *dir, const nb_model *m);
+/* The step a checkpoint folder continues from (its next_step), read from its metadata alone. */
+int train_state_step(const char *dir, long long *next_step);
 /* Removes dir.partial, once no stage writes into it any more (a part failed): nothing else changes. */
 void train_state_abort(const char *dir);
 /* train_state_load for stages first..last only (a pipeline process holds its own stage), from either
@@ -42,4 +44,12 @@ int train_state_load_stages(const char *dir, const train_parts *p, int first, in
 /* Removes a checkpoint folder (its completion marker first) and a killed save's temporaries in it; a
  * folder that is a symbolic link is refused (an error naming it), nothing deleted through it. */
 int train_state_remove(const char *dir);
+/* Removes a committed checkpoint so that a kill at any moment leaves it whole or absent under its name:
+ * renamed to DIR.deleting first (STATE_DELETING), then removed. Used by --keep's pruning, --force and
+ * a save that replaces a folder. */
+#define STATE_DELETING ".deleting"
+int train_state_discard(const char *dir);
+/* Removes what killed saves and removals left in save_dir (step_N.partial, step_N.deleting); a run
+ * calls it once it holds the folder's lock. Failures are warnings: those names are never read. */
+void train_state_clean_leftovers(const char *save_dir);
 #endif

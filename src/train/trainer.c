@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,14 +57,33 @@ void train_save_failed(const char *dir, const char *previous) {
         nb_fail("checkpoint %s not saved, and this run has no earlier checkpoint: %s", dir, why);
 }
 
-int train_diverged(int step, const char *what, double value, const char *newest) {
-    if (newest && newest[0])
-        return nb_fail("%s became %g at step %d: the run stopped before applying that step or saving anything after "
-                       "it; the checkpoints before it are kept, the newest being %s (resume from it, or an earlier one, "
-                       "with a lower --lr and --override)", what, value, step + 1, newest);
-    return nb_fail("%s became %g at step %d: the run stopped before applying that step, and saved nothing of it or "
-                   "after it (resume from an earlier checkpoint with a lower --lr and --override, or start again with "
-                   "a lower --lr)", what, value, step + 1);
+int train_diverged(int step, const char *what, double value) {
+    return nb_fail("%s became %g at step %d: " TRAIN_DIVERGED_SAYS " or saving anything after it", what, value,
+                   step + 1);
+}
+
+void train_diverged_advice(const train_checkpoints *saved) {
+    char said[2048], others[2400] = "";
+    snprintf(said, sizeof said, "%s", nb_last_error());
+    if (!strstr(said, TRAIN_DIVERGED_SAYS)) return;
+    if (saved->unproven[0])
+        snprintf(others, sizeof others, "; not from %s, saved after it without a finite %s of their weights", saved->unproven,
+                 saved->validated ? "validation loss" : "step");
+    if (saved->good[0])
+        nb_fail("%s; resume from %s, the newest checkpoint whose weights proved finite (or an earlier one), with a lower "
+                "--lr and --override%s", said, saved->good, others);
+    else
+        nb_fail("%s; no checkpoint of this run proved finite (resume from an earlier run's checkpoint with a lower --lr "
+                "and --override, or start again with a lower --lr)%s", said, others);
+}
+
+/* Test hook: NB_TRAIN_FAULT=WHERE:STEP kills the process (SIGKILL, as kill -9 would) at that point of
+ * the run, so that tests can check what a kill there leaves: "after_save:N" once the checkpoint of step N
+ * is complete, "prune:0" while --keep removes a checkpoint (between its rename and its files' removal). */
+void train_fault_point(const char *where, int step) {
+    const char *spec = getenv("NB_TRAIN_FAULT");
+    const size_t n = strlen(where);
+    if (spec && !strncmp(spec, where, n) && spec[n] == ':' && atoi(spec + n + 1) == step) raise(SIGKILL);
 }
 
 int train_evaluates(const nb_train_options *o, int step, int last) {
@@ -90,7 +110,7 @@ void train_prune_checkpoints(const nb_train_options *o, int saved_step, int ever
         snprintf(dir, sizeof dir, "%s/step_%06d", o->save_dir, old);
         if (old <= 0 || lstat(dir, &st)) break;
         /* A link where this run's folder was is not pruned (nor what it points to): said, and left. */
-        if (train_state_remove(dir)) fprintf(stderr, "warning: --keep %d: %s\n", o->keep, nb_last_error());
+        if (train_state_discard(dir)) fprintf(stderr, "warning: --keep %d: %s\n", o->keep, nb_last_error());
     }
 }
 
@@ -99,11 +119,12 @@ int train_lock_run(const nb_train_options *o, nb_fs_lock locks[2]) {
     nb_fs_lock_init(&locks[1]);
     if (o->save_dir && (nb_fs_mkdirs(o->save_dir, "--save-dir") || nb_fs_lock_dir(&locks[0], o->save_dir, "--save-dir")))
         return -1;
+    if (o->save_dir) train_state_clean_leftovers(o->save_dir);
     if (o->out_dir && (nb_fs_mkdirs(o->out_dir, "--out") || nb_fs_lock_dir(&locks[1], o->out_dir, "--out"))) {
         nb_fs_unlock(&locks[0]);
         return -1;
     }
-    if (train_claim_folders(o) || (o->out_dir && train_write_config(o))) {
+    if (train_claim_folders(o)) {
         train_unlock_run(locks);
         return -1;
     }

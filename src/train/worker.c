@@ -70,11 +70,10 @@ static void count_op(stage *w, int op, double seconds) {
     w->op_count[op]++;
 }
 
-/* A divergence names the newest checkpoint, where this process knows it. */
+/* A divergence's message gets the checkpoints to resume from once the run has stopped (nb_train). */
 static int diverged(stage *w, int step, const char *what, double value) {
-    char newest[4200];
-    exec_last_saved(w->run, newest, sizeof newest);
-    return train_diverged(step, what, value, newest);
+    (void)w;
+    return train_diverged(step, what, value);
 }
 
 static const float *weights_of(stage *w, int version) {
@@ -236,7 +235,7 @@ static void own_parts(const stage *w, train_parts *p, nb_optimizer **opt, nb_sta
 /* No checkpoint of non-finite weights, ever (train_diverged names step t). */
 static int weights_finite(const stage *w, int t) {
     const double sq = nb_grad_sum_squares(w->st->params, w->st->tensors, w->st->n_tensors);
-    return isfinite(sq) ? 0 : train_diverged(t, "the weights' sum of squares", sq, NULL);
+    return isfinite(sq) ? 0 : train_diverged(t, "the weights' sum of squares", sq);
 }
 
 /* The first stage's loader has read ahead into the next step: a checkpoint holds its position at the

@@ -147,6 +147,13 @@ int nb_fs_is_link(const char *path) {
     return !lstat(path, &st) && S_ISLNK(st.st_mode);
 }
 
+int nb_fs_exists_in(const char *dir, const char *name) {
+    char path[4400];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return !lstat(path, &st) && S_ISREG(st.st_mode);
+}
+
 int nb_fs_remove_files(const char *dir, const char *const *first, int n_first, int (*match)(const char *name),
                        const char *what) {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

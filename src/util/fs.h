@@ -45,6 +45,8 @@ void nb_fs_lock_init(nb_fs_lock *lk);
 
 /* Whether path is a symbolic link (lstat: never follows it). */
 int nb_fs_is_link(const char *path);
+/* Whether dir/name is a regular file (lstat: a link there is not). */
+int nb_fs_exists_in(const char *dir, const char *name);
 
 /* Removes folder dir's entries for which match(name) holds, those named in first[0..n_first) before
  * any other, then dir itself if that leaves it empty. Never through a symbolic link: dir being a link

@@ -6,12 +6,16 @@
 # A try fails when the final metrics.jsonl does not hold every step 1..N exactly once, in order, or when
 # its lines differ from an uninterrupted run's (timing fields aside). Prints, per mode: tries, runs
 # actually killed, failures, and the metrics lines lost in all.
-# Usage: tools/reliability/kill_metrics.sh path/to/nobubble [tries per mode (100)] [steps (12)] [modes ("one-process pipeline")]
+# With KEEP (5th argument, e.g. 1) the runs prune with --keep KEEP, so that kills land inside removals too.
+# After each kill, every step_N folder must be a whole checkpoint (its state and model files; a removal
+# in progress is a step_N.deleting folder): a broken one under its committed name counts as a failure.
+# Usage: tools/reliability/kill_metrics.sh path/to/nobubble [tries per mode (100)] [steps (12)] [modes ("one-process pipeline")] [keep (0)]
 set -u
-bin=${1:?usage: reliability/kill_metrics.sh path/to/nobubble [tries] [steps]}
+bin=${1:?usage: reliability/kill_metrics.sh path/to/nobubble [tries] [steps] [modes] [keep]}
 tries=${2:-100}
 steps=${3:-12}
 modes=${4:-one-process pipeline}
+keep=${5:-0}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 source "$(dirname "$0")/../../tests/support/small_corpus.sh"
@@ -22,6 +26,7 @@ want_steps=$(seq 1 "$steps" | tr '\n' ' ')
 total_fail=0
 for mode in $modes; do
   flags=(); [ $mode = pipeline ] && flags=(--stages 2 --pipeline 2bw --microbatches 2)
+  [ "$keep" -gt 0 ] && flags+=(--keep "$keep")
   "$bin" train "${small[@]}" "${flags[@]}" --save-dir "$work/ref/save" --save-every 1 --out "$work/ref/out" > /dev/null 2>&1 \
     || { echo "$mode: the uninterrupted run failed"; exit 1; }
   untimed "$work/ref/out" > "$work/ref.lines"
@@ -29,7 +34,7 @@ for mode in $modes; do
   elapsed=$( { time "$bin" train "${small[@]}" "${flags[@]}" --save-dir "$work/t/save" --save-every 1 --out "$work/t/out" > /dev/null 2>&1; } 2>&1 )
   span_ms=$(awk -v s="${elapsed:-1}" 'BEGIN { m = int(s * 1000); print (m < 100 ? 100 : m) }')
   rm -rf "$work/ref" "$work/t"
-  seed=7919 kills=0 fails=0 lost=0
+  seed=7919 kills=0 fails=0 lost=0 broken=0
   for trial in $(seq 1 "$tries"); do
     seed=$(( (seed * 1103515245 + 12345) % 2147483648 ))
     ms=$(( seed % span_ms ))
@@ -39,7 +44,14 @@ for mode in $modes; do
     sleep "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))"
     kill -9 $pid 2>/dev/null && kills=$((kills + 1))
     wait $pid 2>/dev/null
-    newest=$(ls -d "$d"/save/step_[0-9]* 2>/dev/null | grep -v '\.partial$' | sort | tail -1)
+    for c in "$d"/save/step_[0-9]*; do
+      case "$c" in *.partial|*.deleting|*'[0-9]*') continue ;; esac
+      if ! { [ -f "$c/state.safetensors" ] || [ -f "$c/state.safetensors.index.json" ]; } \
+         || ! ls "$c"/model*.safetensors > /dev/null 2>&1; then
+        broken=$((broken + 1)); echo "$mode try $trial: broken checkpoint under its name: $c: $(ls "$c" | tr '\n' ' ')"
+      fi
+    done
+    newest=$(ls -d "$d"/save/step_[0-9]* 2>/dev/null | grep -v '\.partial$\|\.deleting$' | sort | tail -1)
     # killed before its first checkpoint: start afresh over the killed run's metrics.jsonl (--force)
     resume=(--force); [ -n "$newest" ] && resume=(--resume "$newest")
     if ! "$bin" train "${small[@]}" "${flags[@]}" --save-dir "$d/save" --save-every 1 --out "$d/out" "${resume[@]}" \
@@ -54,7 +66,7 @@ for mode in $modes; do
       echo "$mode try $trial (killed after ${ms} ms, resumed from '${newest:-nothing}'): steps $got"
     fi
   done
-  echo "RESULT $mode: $tries tries, $kills killed, $fails failures, $lost metrics lines lost (run span ${span_ms} ms, $steps steps)"
-  total_fail=$((total_fail + fails))
+  echo "RESULT $mode (--keep $keep): $tries tries, $kills killed, $fails failures, $lost metrics lines lost, $broken broken checkpoints under a step_N name (run span ${span_ms} ms, $steps steps)"
+  total_fail=$((total_fail + fails + broken))
 done
 [ $total_fail -eq 0 ]
