@@ -33,6 +33,7 @@ typedef struct {
     nb_fs_lock locks[2];     /* --save-dir's and --out's (train_lock_run), held by the coordinator's process */
     pthread_mutex_t saved_mu;
     char last_saved[4200];   /* the newest complete checkpoint ("" when none), named if the run fails */
+    nb_memory_estimate mem;  /* this process's estimated memory and what was available (summary.json) */
 } exec_run;
 
 /* The newest complete checkpoint, copied (a stage that fails names it; the coordinator writes it). */
