@@ -5,7 +5,8 @@
 set -u
 bin=${1:?usage: cli_mpirun.sh path/to/nobubble}
 command -v mpirun >/dev/null || { echo "skipped: no mpirun (scripts/setup.sh installs openmpi-bin)"; exit 77; }
-ldd "$bin" | grep -q libmpi || { echo "skipped: nobubble was built without MPI"; exit 77; }
+# (the libraries are the real binary's, beside the static launcher $bin: src/cli/launcher/)
+ldd "$(dirname "$bin")/nobubble-core" | grep -q libmpi || { echo "skipped: nobubble was built without MPI"; exit 77; }
 source "$(dirname "$0")/support/cli_harness.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Open MPI's plugins leak at exit (see cli_pipeline.sh): no leak checks under AddressSanitizer.

@@ -16,9 +16,9 @@ small_corpus "$bin" "$work/data" || fail "prepare"
 small=(--data "$work/data" --set n_layers=2 --set context=16 --batch 2 --threads 1 --quiet)
 train() { "$bin" train "${small[@]}" "$@"; }
 field() { sed -n "s/.*\"$2\": \\([^,]*\\),*\$/\\1/p" "$1/summary.json" | head -1; }
-# The summary without the timing fields (a resumed run measures its own seconds; a pipeline's stage
-# times are checked apart).
-untimed_summary() { grep -v '"seconds"\|"tokens_per_s"\|"pipeline"' "$1/summary.json"; }
+# The summary without the measured fields (a resumed run measures its own seconds and memory; a
+# pipeline's stage times are checked apart).
+untimed_summary() { grep -v '"seconds"\|"tokens_per_s"\|"pipeline"\|"memory"' "$1/summary.json"; }
 
 # ---- the finished run, resumed from its final checkpoint: nothing changes
 train --steps 6 --save-dir "$work/a/save" --save-every 3 --out "$work/a/out" --export "$work/a/hf" > /dev/null 2>&1 \
@@ -55,6 +55,7 @@ for mode in one-process pipeline; do
   grep -q "summary.json was missing .*: rebuilt from" "$d/log" && ok || fail "$mode: the rebuild is said: $(cat "$d/log")"
   diff <(untimed_summary "$d/ref") <(untimed_summary "$d/out") > /dev/null && ok \
     || fail "$mode: the rebuilt summary equals the uninterrupted run's but for its timing: $(diff <(untimed_summary "$d/ref") <(untimed_summary "$d/out"))"
+  grep -q '"peak_rss_bytes": null' "$d/out/summary.json" && ok || fail "$mode: no peak memory of the run in the rebuilt summary"
   s=$(field "$d/out" seconds); tps=$(field "$d/out" tokens_per_s)
   awk -v s="$s" -v t="$tps" 'BEGIN { exit !(s > 0 && t > 0) }' && ok || fail "$mode: measured timing in the rebuilt summary ($s s, $tps tokens/s)"
   cmp -s "$d/ref-hf/model.safetensors" "$d/hf/model.safetensors" && ok || fail "$mode: the export written by the resume"

@@ -157,6 +157,10 @@ typedef struct nb_loader nb_loader;
  * sequential); rank/n_ranks: data-parallel split without overlap (use 0/1). */
 int nb_loader_open(nb_loader **out, const char *pattern, int B, int T, int vocab_size, uint64_t seed,
                    int rank, int n_ranks);
+/* Whether any shard matches pattern: 0, or -1 with "loader: no shard files match 'PATTERN'" and, when
+ * the pattern's folder is missing, "(no folder DIR)". Cheap (a glob): nb_train checks its patterns with it
+ * before it builds the model. */
+int nb_loader_check_pattern(const char *pattern);
 /* Next batch: inputs[B*T], targets[B*T] (targets = inputs shifted by one token); wraps to a
  * new epoch at the end. */
 int nb_loader_next(nb_loader *l, int *inputs, int *targets);

@@ -117,6 +117,10 @@ typedef struct nb_model {
 /* Builds the stages. blocks_per_stage may be NULL for an even split (earlier stages take
  * the remainder); otherwise its n_stages entries must be >= 0 and sum to n_layers. */
 int nb_model_create(nb_model *m, const nb_config *cfg, int n_stages, const int *blocks_per_stage);
+/* The same stages with their tensor tables only (no weights, gradients or scratch): what a memory
+ * estimate reads (n_params, tensors, nb_acts_bytes, nb_stage_scratch_bytes) before anything large is
+ * allocated. Free with nb_model_free. */
+int nb_model_layout(nb_model *m, const nb_config *cfg, int n_stages, const int *blocks_per_stage);
 void nb_model_free(nb_model *m);
 /* For a process that runs one stage of a split (an MPI rank): frees the other stages' weights and
  * gradients (their tensor tables stay). nb_model_alloc_stage gives a stage zeroed weights again,

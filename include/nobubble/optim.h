@@ -58,6 +58,11 @@ typedef struct nb_optimizer nb_optimizer;
 int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_tensor *tensors, int n_tensors,
                         size_t n_params);
 void nb_optimizer_free(nb_optimizer *o);
+/* Bytes of the state nb_optimizer_create would allocate for these tensors (each rule's buffers), without
+ * allocating it; *scratch_per_thread (may be NULL): the bytes of the scratch it keeps per OpenMP thread
+ * (the largest matrix's Newton-Schulz or SOAP work). (size_t)-1 when out of memory for the plan. */
+size_t nb_optimizer_state_bytes(const nb_optim_params *p, const nb_tensor *tensors, int n_tensors,
+                                size_t *scratch_per_thread);
 /* d = U(grads, state, w, lr) for every tensor; embed and gain tensors of Muon, NorMuon, SOAP and MARS
  * use aux_lr. Advances the state (and the step count). */
 void nb_optimizer_step(nb_optimizer *o, const float *grads, const float *w, float lr, float aux_lr, float *d);

@@ -208,6 +208,10 @@ typedef struct {
  * 0 <= version <= t). Any P, M >= 1. Its lowered lists, driven by one worker, compute exactly what
  * a pipeline with the same versions computes. */
 int nb_pipe_generate_sequential(nb_pipe_schedule *out, int n_stages, int n_micro, int n_steps, const int *versions);
+/* The most micro-batches of stage `stage` in flight (forward done, backward not yet) in the generators'
+ * schedules of this kind, P stages, M micro-batches per step and n_steps steps (any versions): the
+ * activation slots it holds. Closed forms, so that a memory estimate needs no schedule. */
+int nb_pipe_peak_in_flight(nb_pipe_kind kind, int n_stages, int n_micro, int n_steps, int stage);
 
 int nb_pipe_lower(const nb_pipe_schedule *s, const nb_low_options *o, nb_low_schedule *out);
 void nb_low_free(nb_low_schedule *l);

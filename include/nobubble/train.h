@@ -73,6 +73,8 @@ typedef struct nb_train_options {
                                    CPU has bf16 instructions, fp32 elsewhere) (fp32) */
     float peer_timeout;         /* seconds a stage waits for a message before the run fails naming the
                                    stage it waited for: a stalled or vanished MPI rank (300; 0: no limit) */
+    int memory_check;           /* refuse a run whose estimated memory exceeds what is available, before
+                                   anything is allocated (nb_train_memory_estimate, nb_memory_check) (1) */
 } nb_train_options;
 
 typedef struct nb_train_result {
@@ -105,6 +107,36 @@ int nb_evaluate(nb_model *m, nb_acts **acts, struct nb_loader *val, int batches,
  * signals with sigwait (a handler interrupting oneDNN's GEMM can corrupt memory: util/signals.h).
  * nb_train then fails with a message saying where it stopped. */
 void nb_train_request_stop(void);
+
+/* ---- memory ----
+ * What a process of a run needs, estimated from its options alone (the model's layout, the optimizer's
+ * rules, the delay, the schedule's activation slots) before anything large is allocated, so that a run
+ * that cannot fit is refused in milliseconds instead of being killed by the kernel minutes later. Its
+ * accuracy against measured peaks is in docs/limits.md ("Memory"). All figures in bytes. */
+typedef struct nb_memory_estimate {
+    double weights;       /* fp32 weights */
+    double gradients;     /* gradients, the update d, tied-embedding gradient buffers */
+    double optimizer;     /* the optimizer's state and its per-thread scratch */
+    double versions;      /* weight versions kept for delayed steps, the EF buffer, bf16 copies */
+    double activations;   /* activation slots: one per micro-batch in flight, and the evaluation's */
+    double scratch;       /* stages' scratch, message buffers, RoPE tables, the key/value cache */
+    double runtime;       /* the process itself: libraries, threads, loaders (a measured constant) */
+    double total;         /* the sum: one process */
+    int processes;        /* processes of the run on this machine, each needing about `total` (MPI ranks
+                             on the node, else 1) */
+    double available;     /* set by nb_memory_check: what the machine has left (INFINITY: unknown) */
+    char available_source[160];  /* ... and where that figure comes from ("MemAvailable", ...) */
+} nb_memory_estimate;
+/* A training run's process (nb_train's; an MPI rank: its largest stage's). */
+int nb_train_memory_estimate(const nb_train_options *o, nb_memory_estimate *e);
+/* Inference on one stage: the weights, a B x T activation slot and its scratch for a forward (B = 0:
+ * none), a key/value cache of kv_len positions (0: none). What eval, sample and export hold. */
+int nb_infer_memory_estimate(const nb_config *c, int B, int T, int kv_len, nb_memory_estimate *e);
+/* Fills e->available and refuses (nb_fail) when processes x total exceeds it: "the model needs about
+ * 27.3 GiB (weights 5.1, ...) and 21.9 GiB is available (MemAvailable); use OVERRIDE to run anyway". */
+int nb_memory_check(nb_memory_estimate *e, const char *override);
+/* "about 1.2 GiB (weights 0.3, gradients 0.6, ...)" into buf. */
+void nb_memory_describe(const nb_memory_estimate *e, char *buf, size_t size);
 int nb_train(const nb_train_options *o, nb_train_result *r);
 
 /* Whether the folders the run writes may be used: out_dir or save_dir holding an earlier run

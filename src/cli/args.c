@@ -140,3 +140,9 @@ int cli_parse(const char *usage, int argc, char **argv, const cli_option *opts, 
     }
     return 0;
 }
+
+int cli_memory_check(const char *cmd, nb_memory_estimate *e, int check) {
+    if (!check || !nb_memory_check(e, "--no-memory-check")) return 0;
+    fprintf(stderr, "nobubble %s: %s\n", cmd, nb_last_error());
+    return -1;
+}

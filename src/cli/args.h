@@ -43,4 +43,11 @@ void cli_help(FILE *f, const char *usage, const cli_option *opts, int n_opts);
 /* --threads N (0: leave OpenMP's default): 1 <= N <= min(CLI_MAX_THREADS, 4 x the online cores).
  * Prints the error and returns -1 otherwise. */
 int cli_check_threads(const char *cmd, const char *flag, int n);
+/* The memory check of a command that builds a model (eval, sample, export, bench; train's is nb_train's):
+ * with check, refuses a model whose estimate exceeds the available memory, printing why, and returns -1.
+ * CLI_MEMORY_OPTION is the flag that turns it off. */
+struct nb_memory_estimate;
+int cli_memory_check(const char *cmd, struct nb_memory_estimate *e, int check);
+#define CLI_MEMORY_OPTION(var) \
+    {"--no-memory-check", OPT_FLAG, &(var), "       build the model even where its estimated memory exceeds the available"}
 #endif

@@ -23,6 +23,7 @@
 static const char usage[] =
     "usage: nobubble bench [--models tiny,small,medium] [--threads 1,2] [--optimizers adamw] [--delays sync]\n"
     "                      [--precisions fp32,bf16] [--steps N] [--seq T] [--batch B | --tokens N] [--json]\n"
+    "                      [--no-memory-check]\n"
     "Times full training steps (forward, backward, optimizer, update) of each preset on random tokens.\n"
     "A step is B sequences of T tokens: T = --seq (default: each preset's context), B = --batch, or\n"
     "--tokens / T (default 2048 / T). A --seq above a preset's context raises that preset's context to it\n"
@@ -52,6 +53,27 @@ typedef struct {
  * applying it through the delay's stash) is timed on its own too, and so is the time inside GEMMs
  * (nb_gemm_timing, src/backend/gemm.h: per-thread GEMMs, Muon's, count wall / threads;
  * attention's register tiles are not GEMM time). */
+/* Whether a measurement fits: bench_one's model, slot, optimizer and versions are one training process's
+ * with one stage and no validation, which nb_train_memory_estimate counts. */
+static int bench_fits(const nb_config *cfg, const nb_optim_params *op, const nb_delay_options *delay,
+                      nb_precision precision, int B, int T, int steps, int check) {
+    nb_train_options o;
+    nb_train_defaults(&o);
+    o.model = *cfg;
+    o.optim = *op;
+    o.delay = *delay;
+    o.precision = precision;
+    o.batch = B;
+    o.seq_len = T;
+    o.steps = steps + 2;
+    nb_memory_estimate mem;
+    if (nb_train_memory_estimate(&o, &mem)) {
+        fprintf(stderr, "nobubble bench: %s\n", nb_last_error());
+        return -1;
+    }
+    return cli_memory_check("bench", &mem, check);
+}
+
 static int bench_one(const nb_config *cfg, const nb_optim_params *op, const nb_delay_options *delay,
                      nb_precision precision, int B, int T, int steps, bench_result *out) {
     nb_model m;
@@ -159,7 +181,7 @@ static int bench_shape(const char *model, nb_config *cfg, int seq, int batch, in
 int cmd_bench(int argc, char **argv) {
     const char *models = "tiny,small,medium", *threads_list = "1,2", *optimizers = "adamw", *delays = "sync";
     const char *precisions = "fp32";
-    int steps = 5, tokens = 0, seq = 0, batch = 0, json = 0;
+    int steps = 5, tokens = 0, seq = 0, batch = 0, json = 0, no_memory_check = 0;
     const cli_option opts[] = {
         {"--models", OPT_STR, &models, "LIST   comma-separated presets (tiny,small,medium)"},
         {"--threads", OPT_STR, &threads_list, "LIST   comma-separated thread counts (1,2)"},
@@ -173,6 +195,7 @@ int cmd_bench(int argc, char **argv) {
         {"--tokens", OPT_INT, &tokens, "N      tokens per step when --batch is not given: B = N / T (2048) "
                                        CLI_RANGE(1, 16777216)},
         {"--json", OPT_FLAG, &json, "       print the results as JSON"},
+        CLI_MEMORY_OPTION(no_memory_check),
     };
     int rc = cli_parse(usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
     if (rc) return rc > 0 ? 0 : 2;
@@ -252,6 +275,13 @@ int cmd_bench(int argc, char **argv) {
             return 2;
         }
     }
+    /* Every measurement checked before the first runs (a refusal after minutes of others helps no one). */
+    for (int mi = 0; mi < nm; mi++)
+        for (int oi = 0; oi < no; oi++)
+            for (int di = 0; di < nd; di++)
+                for (int pi = 0; pi < np; pi++)
+                    if (bench_fits(&cfgs[mi], &ops[oi], &dls[di], precs[pi], Bs[mi], Ts[mi], steps, !no_memory_check))
+                        return 1;
     const char *bf16_how = nb_bf16_native() ? "oneDNN bf16 matmul (bf16 instructions)"
                                             : "emulated: widened to fp32 GEMMs (no bf16 instructions)";
     if (json)
@@ -264,7 +294,8 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 0; i < nm && !json; i++)
         if (cfgs[i].context != contexts[i])
             printf("%s: context raised from %d to --seq %d for the benchmark (no weight depends on it)\n", mitems[i],
-                   contexts[i], cfgs[i].context);    int first = 1;
+                   contexts[i], cfgs[i].context);
+    int first = 1;
     for (int ti = 0; ti < nt; ti++) {
         const char *isa;
         double peak = nb_measure_fp32_peak(threads[ti], 0.5, &isa);

@@ -11,11 +11,12 @@
 
 static const char usage[] =
     "usage: nobubble eval --checkpoint DIR [--data DIR | --val GLOB] [--batch B] [--seq T] [--batches N] [--json]\n"
+    "                     [--no-memory-check]\n"
     "Validation loss and perplexity of a saved model (a folder with model.safetensors and config.json).";
 
 int cmd_eval(int argc, char **argv) {
     const char *ckpt = NULL, *data = NULL, *val = NULL;
-    int B = 8, T = 0, batches = 8, json = 0;
+    int B = 8, T = 0, batches = 8, json = 0, no_memory_check = 0;
     const cli_option opts[] = {
         {"--checkpoint", OPT_STR, &ckpt, "DIR    model.safetensors + config.json (required)"},
         {"--data", OPT_STR, &data, "DIR    prepared data: DIR/*_val_*.bin (data/bible)"},
@@ -24,6 +25,7 @@ int cmd_eval(int argc, char **argv) {
         {"--seq", OPT_INT, &T, "T      tokens per sequence (the model's context) " CLI_RANGE(0, 1048576)},
         {"--batches", OPT_INT, &batches, "N      micro-batches evaluated (8) " CLI_RANGE(1, 4096)},
         {"--json", OPT_FLAG, &json, "       print the result as JSON"},
+        CLI_MEMORY_OPTION(no_memory_check),
     };
     int rc = cli_parse(usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
     if (rc) return rc > 0 ? 0 : 2;
@@ -47,6 +49,13 @@ int cmd_eval(int argc, char **argv) {
         snprintf(glob_buf, sizeof glob_buf, "%s/*_val_*.bin", data ? data : "data/bible");
         val = glob_buf;
     }
+    /* Before the model is built: the shards exist, and the model fits. */
+    nb_memory_estimate mem;
+    if (nb_loader_check_pattern(val) || nb_infer_memory_estimate(&cfg, B, T, 0, &mem)) {
+        fprintf(stderr, "nobubble eval: %s\n", nb_last_error());
+        return 1;
+    }
+    if (cli_memory_check("eval", &mem, !no_memory_check)) return 1;
     nb_model m;
     nb_loader *loader = NULL;
     nb_acts *acts = NULL;

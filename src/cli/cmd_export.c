@@ -6,9 +6,10 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "nobubble/checkpoint.h"
+#include "nobubble/train.h"
 
 static const char usage[] =
-    "usage: nobubble export [--model tiny] [--set FIELD=VALUE]... [--seed S] --out DIR\n"
+    "usage: nobubble export [--model tiny] [--set FIELD=VALUE]... [--seed S] --out DIR [--no-memory-check]\n"
     "Writes a freshly initialized model as DIR/model.safetensors, DIR/config.json and\n"
     "DIR/generation_config.json\n"
     "(Hugging Face LlamaForCausalLM).";
@@ -17,11 +18,13 @@ int cmd_export(int argc, char **argv) {
     const char *preset = "tiny", *out = NULL;
     opt_list sets = {0};
     unsigned long long seed = 1;
+    int no_memory_check = 0;
     const cli_option opts[] = {
         {"--model", OPT_STR, &preset, "NAME   tiny | small | medium | smollm-135m | smollm-360m (tiny)"},
         {"--set", OPT_LIST, &sets, "F=V    override a model field, e.g. --set n_layers=2 (repeatable)"},
         {"--seed", OPT_U64, &seed, "S      initialization seed (1)"},
         {"--out", OPT_STR, &out, "DIR    the folder to write (created if needed)"},
+        CLI_MEMORY_OPTION(no_memory_check),
     };
     int n_opts = (int)(sizeof opts / sizeof opts[0]);
     int r = cli_parse(usage, argc, argv, opts, n_opts);
@@ -40,8 +43,14 @@ int cmd_export(int argc, char **argv) {
             fprintf(stderr, "nobubble export: --set %s\n", nb_last_error());
             return 2;
         }
+    nb_memory_estimate mem;
+    if (nb_config_validate(&c) || nb_infer_memory_estimate(&c, 0, 0, 0, &mem)) {
+        fprintf(stderr, "nobubble export: %s\n", nb_last_error());
+        return 2;
+    }
+    if (cli_memory_check("export", &mem, !no_memory_check)) return 1;
     nb_model m;
-    if (nb_config_validate(&c) || nb_model_create(&m, &c, 1, NULL)) {
+    if (nb_model_create(&m, &c, 1, NULL)) {
         fprintf(stderr, "nobubble export: %s\n", nb_last_error());
         return 2;
     }

@@ -11,11 +11,12 @@
 #include "nobubble/checkpoint.h"
 #include "nobubble/data.h"
 #include "nobubble/model.h"
+#include "nobubble/train.h"
 #include "util/rng.h"
 
 static const char usage[] =
     "usage: nobubble sample --checkpoint DIR --prompt TEXT [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
-    "                       [--tokenizer FILE]\n"
+    "                       [--tokenizer FILE] [--no-memory-check]\n"
     "Generates text from a saved model; --temperature 0 is greedy.";
 
 /* The next token from logits: greedy at temperature 0, else softmax(logits / T) over the top k. */
@@ -51,7 +52,7 @@ static int pick(float *logits, int V, float temperature, int top_k, nb_rng *rng)
 
 int cmd_sample(int argc, char **argv) {
     const char *ckpt = NULL, *prompt = NULL, *tok_path = NULL;
-    int n_new = 64, top_k = 40;
+    int n_new = 64, top_k = 40, no_memory_check = 0;
     float temperature = 0.8f;
     unsigned long long seed = 1;
     const cli_option opts[] = {
@@ -62,6 +63,7 @@ int cmd_sample(int argc, char **argv) {
         {"--top-k", OPT_INT, &top_k, "K      sample among the K most likely tokens; 0 = all (40) " CLI_RANGE(0, 1000000000)},
         {"--seed", OPT_U64, &seed, "S      sampling seed (1)"},
         {"--tokenizer", OPT_STR, &tok_path, "FILE   tokenizer (DIR/tokenizer.json if present, else data/bible/tokenizer.json)"},
+        CLI_MEMORY_OPTION(no_memory_check),
     };
     int rc = cli_parse(usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
     if (rc) return rc > 0 ? 0 : 2;
@@ -110,6 +112,15 @@ int cmd_sample(int argc, char **argv) {
         free(ids);
         nb_tokenizer_free(tok);
         return 2;
+    }
+    nb_memory_estimate mem;
+    int refused = nb_infer_memory_estimate(&cfg, 0, 0, (int)n_prompt + n_new, &mem);
+    if (refused) fprintf(stderr, "nobubble sample: %s\n", nb_last_error());
+    else refused = cli_memory_check("sample", &mem, !no_memory_check);
+    if (refused) {
+        free(ids);
+        nb_tokenizer_free(tok);
+        return 1;
     }
     rc = 1;
     nb_kv_cache *kv = NULL;

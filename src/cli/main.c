@@ -1,28 +1,45 @@
 /* nobubble: the command line. One binary, one subcommand per job. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "backend/gemm.h"
 #include "cli/commands.h"
 #include "nobubble/common.h"
+#include "util/error.h"
+#include "util/signals.h"
 
 typedef struct {
     const char *name;
     int (*run)(int argc, char **argv);
     const char *summary;
+    int stops;   /* 1: the command takes the stop signals itself (a clean stop); 0: main's thread exits */
 } subcommand;
 
 static const subcommand subcommands[] = {
-    {"prepare", cmd_prepare, "tokenize text into train/validation token shards"},
-    {"train", cmd_train, "train a model (any optimizer, micro-batch accumulation)"},
-    {"eval", cmd_eval, "validation loss and perplexity of a saved model"},
-    {"sample", cmd_sample, "generate text from a saved model (key/value cache)"},
-    {"bench", cmd_bench, "measure step time, tokens/s and GFLOP/s per preset"},
-    {"schedule", cmd_schedule, "simulate a pipeline schedule: timeline, bubble, memory (text, SVG, JSON)"},
-    {"export", cmd_export, "write a freshly initialized model as a Hugging Face folder (safetensors)"},
-    {"sweep", cmd_sweep, "run a grid of training runs (child processes, resumable) into a results table"},
-    {"report", cmd_report, "an HTML page of a sweep's runs: loss curves, gaps to sync, recovery"},
+    {"prepare", cmd_prepare, "tokenize text into train/validation token shards", 0},
+    {"train", cmd_train, "train a model (any optimizer, micro-batch accumulation)", 1},
+    {"eval", cmd_eval, "validation loss and perplexity of a saved model", 0},
+    {"sample", cmd_sample, "generate text from a saved model (key/value cache)", 0},
+    {"bench", cmd_bench, "measure step time, tokens/s and GFLOP/s per preset", 0},
+    {"schedule", cmd_schedule, "simulate a pipeline schedule: timeline, bubble, memory (text, SVG, JSON)", 0},
+    {"export", cmd_export, "write a freshly initialized model as a Hugging Face folder (safetensors)", 0},
+    {"sweep", cmd_sweep, "run a grid of training runs (child processes, resumable) into a results table", 1},
+    {"report", cmd_report, "an HTML page of a sweep's runs: loss curves, gaps to sync, recovery", 0},
 };
+
+static const char *running = "nobubble";
+
+/* A command with no clean stop ends on the first stop signal, as the default disposition would, but
+ * saying so: 128 + the signal. Called on the signal thread (util/signals.h). */
+static void exit_on_signal(int sig, int count) {
+    (void)count;
+    const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGUSR1";
+    fprintf(stderr, "nobubble %s: %s: exiting\n", running, name);
+    _exit(128 + sig);
+}
+
 
 static void usage(FILE *f) {
     fprintf(f, "usage: nobubble <command> [options]   (nobubble <command> --help for each)\n\ncommands:\n");
@@ -49,13 +66,28 @@ static int check_bf16_env(void) {
     return -1;
 }
 
+/* The command's run, after its signal thread: train and sweep start their own (a clean stop), every
+ * other command main's, which exits. */
+static int run_command(const subcommand *c, int argc, char **argv) {
+    running = c->name;
+    if (!c->stops && nb_signals_start(exit_on_signal)) {
+        fprintf(stderr, "nobubble %s: %s\n", c->name, nb_last_error());
+        return 1;
+    }
+    return check_gemm_env() || check_bf16_env() ? 2 : c->run(argc, argv);
+}
+
 int main(int argc, char **argv) {
+    /* First: the stop signals blocked (the launcher, src/cli/launcher/, blocked them before this binary
+     * was loaded; this covers a run of nobubble-core itself). From here a signal waits, pending, for the
+     * command's signal thread: none meets the default disposition, which killed without a message. */
+    nb_signals_block(NULL);
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) { printf("nobubble %s\n", NB_VERSION); return 0; }
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
-        if (!strcmp(cmd, subcommands[i].name)) return check_gemm_env() || check_bf16_env() ? 2 : subcommands[i].run(argc - 1, argv + 1);
+        if (!strcmp(cmd, subcommands[i].name)) return run_command(&subcommands[i], argc - 1, argv + 1);
     fprintf(stderr, "nobubble: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

@@ -3,8 +3,10 @@
  * docs/data.md states the order exactly. */
 #define _POSIX_C_SOURCE 200809L
 #include <glob.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "util/hash.h"
 #include "nobubble/data.h"
 #include "util/error.h"
@@ -53,6 +55,21 @@ void nb_loader_free(nb_loader *l) {
     free(l);
 }
 
+int nb_loader_check_pattern(const char *pattern) {
+    glob_t g;
+    const int gr = glob(pattern, 0, NULL, &g), found = gr == 0 && g.gl_pathc > 0;
+    if (gr == 0) globfree(&g);
+    if (found) return 0;
+    /* The folder part, when it holds no pattern characters and does not exist: the likelier mistake. */
+    char dir[4096];
+    const char *slash = strrchr(pattern, '/');
+    struct stat st;
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - pattern) : 0, pattern);
+    if (slash && slash > pattern && !strpbrk(dir, "*?[") && stat(dir, &st) != 0)
+        return nb_fail("loader: no shard files match '%s' (no folder %s)", pattern, dir);
+    return nb_fail("loader: no shard files match '%s'", pattern);
+}
+
 int nb_loader_open(nb_loader **out, const char *pattern, int B, int T, int vocab_size, uint64_t seed, int rank,
                    int n_ranks) {
     *out = NULL;
@@ -60,12 +77,9 @@ int nb_loader_open(nb_loader **out, const char *pattern, int B, int T, int vocab
     if (n_ranks < 1 || rank < 0 || rank >= n_ranks)
         return nb_fail("loader %s: rank %d out of range for %d ranks", pattern, rank, n_ranks);
     if (vocab_size < 1) return nb_fail("loader %s: vocabulary size %d is not positive", pattern, vocab_size);
+    if (nb_loader_check_pattern(pattern)) return -1;
     glob_t g;
-    int gr = glob(pattern, 0, NULL, &g);
-    if (gr != 0 || g.gl_pathc == 0) {
-        if (gr == 0) globfree(&g);
-        return nb_fail("loader: no shard files match '%s'", pattern);
-    }
+    if (glob(pattern, 0, NULL, &g) != 0) return nb_fail("loader: no shard files match '%s'", pattern);
     nb_loader *l = calloc(1, sizeof *l);
     if (!l) { globfree(&g); return nb_fail("out of memory"); }
     l->pattern = strdup(pattern);

@@ -8,7 +8,8 @@
 #include "util/hash.h"
 #include "util/rng.h"
 
-int nb_model_create(nb_model *m, const nb_config *cfg, int n_stages, const int *blocks_per_stage) {
+/* The model's stages; with allocate, their weights, gradients, scratch and RoPE tables too. */
+static int make_stages(nb_model *m, const nb_config *cfg, int n_stages, const int *blocks_per_stage, int allocate) {
     memset(m, 0, sizeof *m);
     if (nb_config_validate(cfg)) return -1;
     if (n_stages < 1 || n_stages > cfg->n_layers)
@@ -28,10 +29,19 @@ int nb_model_create(nb_model *m, const nb_config *cfg, int n_stages, const int *
     for (int i = 0; i < n_stages; i++) {
         int n = blocks_per_stage ? blocks_per_stage[i]
                                  : cfg->n_layers / n_stages + (i < cfg->n_layers % n_stages ? 1 : 0);
-        nb_stage_init(&m->stages[i], cfg, i, n_stages, first, n);
+        if (allocate) nb_stage_init(&m->stages[i], cfg, i, n_stages, first, n);
+        else nb_stage_layout(&m->stages[i], cfg, i, n_stages, first, n);
         first += n;
     }
     return 0;
+}
+
+int nb_model_create(nb_model *m, const nb_config *cfg, int n_stages, const int *blocks_per_stage) {
+    return make_stages(m, cfg, n_stages, blocks_per_stage, 1);
+}
+
+int nb_model_layout(nb_model *m, const nb_config *cfg, int n_stages, const int *blocks_per_stage) {
+    return make_stages(m, cfg, n_stages, blocks_per_stage, 0);
 }
 
 void nb_model_free(nb_model *m) {

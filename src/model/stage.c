@@ -57,7 +57,7 @@ static void *checked_calloc(size_t n, size_t size) {
     return p;
 }
 
-int nb_stage_init(nb_stage *s, const nb_config *cfg, int index, int count, int first_block, int n_blocks) {
+void nb_stage_layout(nb_stage *s, const nb_config *cfg, int index, int count, int first_block, int n_blocks) {
     memset(s, 0, sizeof *s);
     s->cfg = *cfg;
     s->index = index;
@@ -68,6 +68,10 @@ int nb_stage_init(nb_stage *s, const nb_config *cfg, int index, int count, int f
     s->has_head = index == count - 1;
     s->tensors = checked_calloc((size_t)n_blocks * TENSORS_PER_BLOCK + 3, sizeof(nb_tensor));
     layout_tensors(s);
+}
+
+int nb_stage_init(nb_stage *s, const nb_config *cfg, int index, int count, int first_block, int n_blocks) {
+    nb_stage_layout(s, cfg, index, count, first_block, n_blocks);
     s->params = checked_calloc(s->n_params, sizeof(float));
     s->grads = checked_calloc(s->n_params, sizeof(float));
     dims m = stage_dims(cfg);

@@ -4,6 +4,8 @@
 #include "backend/gemm.h"
 #include "nobubble/model.h"
 
+/* The stage's fields and tensor table only (nb_model_layout); nb_stage_init also allocates. */
+void nb_stage_layout(nb_stage *s, const nb_config *cfg, int index, int count, int first_block, int n_blocks);
 int nb_stage_init(nb_stage *s, const nb_config *cfg, int index, int count, int first_block, int n_blocks);
 void nb_stage_release(nb_stage *s);
 

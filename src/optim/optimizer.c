@@ -140,26 +140,36 @@ static int is_matrix_rule(rule_kind r) { return r == RULE_MUON || r == RULE_NORM
 
 /* Scratch for the largest matrix: Muon and NorMuon need 2 matrices and 2 r x r blocks (and, under bf16,
  * a matrix and an r x r block of bf16), SOAP 2 matrices, an n x n float and two n x n doubles for its
- * preconditioned sides. */
-static void size_scratch(nb_optimizer *o) {
+ * preconditioned sides. Floats into sizes[4], doubles per array into *side2, bf16 values into *bf16_out. */
+static void scratch_sizes(const tensor_state *ts, int n_tensors, size_t sizes[4], size_t *side2_out,
+                          size_t *bf16_out) {
     size_t mat = 1, square = 1, side2 = 1, bf16 = 1;
-    for (int i = 0; i < o->n_tensors; i++) {
-        const tensor_state *ts = &o->ts[i];
-        const nb_tensor *t = ts->t;
-        if (!is_matrix_rule(ts->rule)) continue;
+    for (int i = 0; i < n_tensors; i++) {
+        const nb_tensor *t = ts[i].t;
+        if (!is_matrix_rule(ts[i].rule)) continue;
         size_t r = (size_t)t->shape[0], c = (size_t)t->shape[1], small = r < c ? r : c;
         mat = t->numel > mat ? t->numel : mat;
         square = 2 * small * small > square ? 2 * small * small : square;
         if (t->numel + small * small > bf16) bf16 = t->numel + small * small;
-        if (ts->rule == RULE_SOAP) {
-            if (ts->left && r * r > side2) side2 = r * r;
-            if (ts->right && c * c > side2) side2 = c * c;
+        if (ts[i].rule == RULE_SOAP) {
+            if (ts[i].left && r * r > side2) side2 = r * r;
+            if (ts[i].right && c * c > side2) side2 = c * c;
         }
     }
-    size_t sizes[4] = {mat, mat > side2 ? mat : side2, mat, square};
-    memcpy(o->scratch_sizes, sizes, sizeof sizes);
-    o->scratch_side2 = side2;
-    o->scratch_bf16 = bf16;
+    const size_t s4[4] = {mat, mat > side2 ? mat : side2, mat, square};
+    memcpy(sizes, s4, sizeof s4);
+    *side2_out = side2;
+    *bf16_out = bf16;
+}
+
+static void size_scratch(nb_optimizer *o) {
+    scratch_sizes(o->ts, o->n_tensors, o->scratch_sizes, &o->scratch_side2, &o->scratch_bf16);
+}
+
+/* Bytes of one thread's scratch (ensure_scratch allocates these). */
+static size_t scratch_bytes_per_thread(const size_t sizes[4], size_t side2, size_t bf16) {
+    return sizeof(float) * (sizes[0] + sizes[1] + sizes[2] + sizes[3]) + 2 * sizeof(double) * side2 +
+           sizeof(nb_bf16) * bf16;
 }
 
 /* A matrix rule's work on t: about rows x cols x min(rows, cols) (Newton-Schulz's and SOAP's products). */
@@ -216,6 +226,31 @@ static int ensure_scratch(nb_optimizer *o, int threads) {
     return 0;
 }
 
+/* Which rule takes t, and its buffers' names and lengths (nothing allocated). */
+static void plan_tensor(tensor_state *ts, const nb_optim_params *p, const nb_tensor *t) {
+    ts->t = t;
+    ts->rule = rule_of(p->kind, t->group);
+    if (t->group == NB_GROUP_MATRIX && t->ndim != 2) ts->rule = RULE_ADAMW;
+    ts->n_buf = rule_buffers(ts->rule, t, p, ts->buf_name, ts->buf_len);
+    ts->left = ts->rule == RULE_SOAP && ts->buf_len[2] > 0;
+    ts->right = ts->rule == RULE_SOAP && ts->buf_len[3] > 0;
+}
+
+size_t nb_optimizer_state_bytes(const nb_optim_params *p, const nb_tensor *tensors, int n_tensors,
+                                size_t *scratch_per_thread) {
+    tensor_state *ts = calloc((size_t)(n_tensors ? n_tensors : 1), sizeof *ts);
+    size_t state = 0, sizes[4], side2, bf16;
+    if (!ts) return (size_t)-1;
+    for (int i = 0; i < n_tensors; i++) {
+        plan_tensor(&ts[i], p, &tensors[i]);
+        for (int b = 0; b < ts[i].n_buf; b++) state += sizeof(float) * ts[i].buf_len[b];
+    }
+    scratch_sizes(ts, n_tensors, sizes, &side2, &bf16);
+    if (scratch_per_thread) *scratch_per_thread = scratch_bytes_per_thread(sizes, side2, bf16);
+    free(ts);
+    return state;
+}
+
 int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_tensor *tensors, int n_tensors,
                         size_t n_params) {
     *out = NULL;
@@ -234,12 +269,7 @@ int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_t
             nb_optimizer_free(o);
             return nb_fail("tensor %s lies outside the parameter buffer", t->name);
         }
-        ts->t = t;
-        ts->rule = rule_of(p->kind, t->group);
-        if (t->group == NB_GROUP_MATRIX && t->ndim != 2) ts->rule = RULE_ADAMW;
-        ts->n_buf = rule_buffers(ts->rule, t, p, ts->buf_name, ts->buf_len);
-        ts->left = ts->rule == RULE_SOAP && ts->buf_len[2] > 0;
-        ts->right = ts->rule == RULE_SOAP && ts->buf_len[3] > 0;
+        plan_tensor(ts, p, t);
         for (int b = 0; b < ts->n_buf; b++) {
             if (ts->buf_len[b] && !(ts->buf[b] = calloc(ts->buf_len[b], sizeof(float)))) {
                 nb_optimizer_free(o);

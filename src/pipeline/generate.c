@@ -270,3 +270,18 @@ int nb_pipe_generate(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int
 int nb_pipe_generate_sequential(nb_pipe_schedule *out, int n_stages, int n_micro, int n_steps, const int *versions) {
     return nb_pipe_generate_versions(out, NB_PIPE_SEQUENTIAL, n_stages, n_micro, n_steps, versions);
 }
+
+/* As the generators above emit: sequential one at a time; GPipe a step's M; 1F1B its warm-up W = P - 1 - s
+ * and one more, within a step's M; the streams (2BW, PipeDream, and any versions) the same over all
+ * micro-batches of the run. */
+int nb_pipe_peak_in_flight(nb_pipe_kind kind, int n_stages, int n_micro, int n_steps, int stage) {
+    const long depth = (long)n_stages - stage, all = (long)n_micro * n_steps;
+    long peak;
+    switch (kind) {
+    case NB_PIPE_SEQUENTIAL: peak = 1; break;
+    case NB_PIPE_GPIPE: peak = n_micro; break;
+    case NB_PIPE_1F1B: peak = depth < n_micro ? depth : n_micro; break;
+    default: peak = depth < all ? depth : all; break;
+    }
+    return peak > 1 ? (int)peak : 1;
+}

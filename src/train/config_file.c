@@ -172,10 +172,10 @@ const char *nb_train_config_model_set(const nb_train_config_file *f, int i) { re
 
 /* ------------------------------------------------------------------ writing */
 /* Whether a row goes into the written configuration: what the run computes and where it reads and
- * writes; not the one-off actions (--resume, --override, --force), nor the second halves of --delay
+ * writes; not the one-off actions (--resume, --override, --force, --memory-check), nor the second halves of --delay
  * and --ef (their first halves carry them), nor what was left unset. */
 static int written(const nb_setting *s, const nb_train_options *o) {
-    static const char *const actions[] = {"resume", "override", "force"};
+    static const char *const actions[] = {"resume", "override", "force", "memory_check"};
     if (!s->flag && !is_model_row(s)) return 0;
     for (size_t i = 0; i < sizeof actions / sizeof actions[0]; i++)
         if (!strcmp(s->name, actions[i])) return 0;

@@ -17,6 +17,7 @@
 #include "train/tensorboard.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/memory.h"
 
 typedef struct {
     exec_run *run;
@@ -264,6 +265,21 @@ static void pipeline_summary(const coordinator *c, int measured, char *buf, size
     if (n < size) snprintf(buf + n, size - n, "]}");
 }
 
+/* summary.json's "memory": the estimate, what was available, and this process's measured peak (VmHWM). */
+static size_t memory_summary(const nb_memory_estimate *m, int measured, char *buf, size_t size) {
+    char peak[32] = "null";
+    if (measured) snprintf(peak, sizeof peak, "%.0f", nb_memory_peak_rss());
+    const int n = snprintf(buf, size,
+                           "\"memory\": {\"estimate_bytes\": %.0f, \"weights\": %.0f, \"gradients\": %.0f, "
+                           "\"optimizer\": %.0f, \"versions\": %.0f, \"activations\": %.0f, \"scratch\": %.0f, "
+                           "\"runtime\": %.0f, \"processes\": %d, \"available_bytes\": %.0f, \"available_source\": "
+                           "\"%s\", \"peak_rss_bytes\": %s}",
+                           m->total, m->weights, m->gradients, m->optimizer, m->versions, m->activations, m->scratch,
+                           m->runtime, m->processes, isfinite(m->available) ? m->available : -1,
+                           m->available_source, peak);
+    return n > 0 && (size_t)n < size ? (size_t)n : 0;
+}
+
 /* The run's results, summary.json and the export; a run stopped on request fails here, saying where to
  * resume from. */
 static int finish(exec_endpoint *e) {
@@ -295,14 +311,19 @@ static int finish(exec_endpoint *e) {
     }
     char extra[8192];
     const int pipeline = o->pipeline >= 0;
-    if (pipeline) pipeline_summary(c, ran > 0, extra, sizeof extra);
+    /* The peak is of this process: a resume that trained nothing measured no peak of the run. */
+    const size_t n = memory_summary(&run->mem, ran > 0, extra, sizeof extra);
+    if (pipeline && n + 4 < sizeof extra) {
+        snprintf(extra + n, sizeof extra - n, ",\n  ");
+        pipeline_summary(c, ran > 0, extra + n + 4, sizeof extra - n - 4);
+    }
     if (pipeline && ran > 0 && !o->quiet) {
         print_pipeline(c, res->tokens_per_s);
         fflush(stdout);
     }
     if (c->metrics && (ferror(c->metrics) || fflush(c->metrics))) return nb_fail("%s/metrics.jsonl: write failed", o->out_dir);
     if (train_tb_close(&c->tb)) return -1;
-    if (write_summary && train_write_summary(o, res, run->T, pipeline ? extra : NULL)) return -1;
+    if (write_summary && train_write_summary(o, res, run->T, extra)) return -1;
     if (o->export_dir && (nb_export_hf(run->model, o->export_dir) ||
                           nb_export_hf_generation_config(run->model, o->export_dir)))
         return -1;

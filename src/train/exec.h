@@ -39,6 +39,7 @@ typedef struct {
     char last_saved[4200];   /* the newest complete checkpoint ("" when none), named if the run fails */
     train_checkpoints saved;  /* which of them proved good, for a divergence's message */
     int unproven[EXEC_UNPROVEN_MAX], n_unproven;  /* steps saved after saved.good, oldest first */
+    nb_memory_estimate mem;  /* this process's estimated memory and what was available (summary.json) */
 } exec_run;
 
 /* The newest complete checkpoint, copied (a save that fails names it; the coordinator writes it). */

@@ -21,6 +21,7 @@
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/memory.h"
 #include "util/signals.h"
 
 static int check_pipeline_options(const nb_train_options *o) {
@@ -120,6 +121,10 @@ static void print_start(const exec_run *run, const exec_endpoint *eps, int first
     size_t extra = 0;
     for (int s = first; s <= last; s++) extra += exec_stage_stash_bytes(&eps[s]);
     printf("%s; %.1f MiB of weight versions and EF buffers\n", delay, extra / 1048576.0);
+    char mem[512];
+    nb_memory_describe(&run->mem, mem, sizeof mem);
+    printf("memory: %s estimated, %.1f GiB available (%s)\n", mem, run->mem.available / 1073741824.0,
+           run->mem.available_source);
     if (o->precision == NB_PRECISION_BF16) {
         size_t copies = 0;
         for (int s = first; s <= last; s++) copies += sizeof(nb_bf16) * run->model->stages[s].n_params;
@@ -243,6 +248,7 @@ static int run_mpi(exec_run *run, exec_endpoint *eps, nb_train_result *res) {
     if (nb_mpi_links(links, &n_links, P, P + 1)) return -1;
     const int s = nb_link_stage(links[0]);
     nb_model_keep_only(run->model, s);  /* this process holds its own stage only */
+    if (!run->o->init_from || run->o->resume_dir) nb_model_init(run->model, run->o->seed);  /* its stage only */
     exec_endpoint *mine[2] = {&eps[s], &eps[P]};
     int rc = s == 0 && train_lock_run(run->o, run->locks);
     rc = rc || setup_stages(run, eps, s, s) || (s == 0 && exec_coordinator_init(&eps[P], run, NULL, res));
@@ -281,7 +287,10 @@ static int make_run(exec_run *run, const nb_train_options *o, int T, int S) {
         split = balanced;
     }
     if (nb_model_create(run->model, &o->model, o->stages, split)) return -1;
-    if (!o->init_from || o->resume_dir) nb_model_init(run->model, o->seed);   /* else the weights are imported */
+    /* Else the weights are imported; an MPI rank initializes its own stage once it knows it (run_mpi): the
+     * others' weights, written here, would be resident for nothing (every tensor draws its own stream). */
+    const int mpi = pipeline && o->transport == NB_TRANSPORT_MPI;
+    if ((!o->init_from || o->resume_dir) && !mpi) nb_model_init(run->model, o->seed);
     return make_schedule(o, S, &run->sc) || plan_steps(run);
 }
 
@@ -331,6 +340,18 @@ static int resume_at_end(const nb_train_options *o, nb_train_result *res) {
     return 0;
 }
 
+/* What can be checked before the model is built, in milliseconds, so that a mistake is not found after
+ * minutes and gigabytes of building: the data's shards exist, and the run fits in memory (unless
+ * --no-memory-check). The estimate goes to the start lines and summary.json. */
+static int check_before_building(const nb_train_options *o, nb_memory_estimate *mem) {
+    if (nb_loader_check_pattern(o->train_pattern) || (o->val_pattern && nb_loader_check_pattern(o->val_pattern)))
+        return -1;
+    if (nb_train_memory_estimate(o, mem)) return -1;
+    if (o->memory_check) return nb_memory_check(mem, "--no-memory-check");
+    mem->available = nb_memory_available(mem->available_source, sizeof mem->available_source);
+    return 0;
+}
+
 int nb_train(const nb_train_options *given, nb_train_result *res) {
     nb_train_options resolved;
     const nb_train_options *o = resolve_precision(given, &resolved);
@@ -357,6 +378,7 @@ int nb_train(const nb_train_options *given, nb_train_result *res) {
     int rc = -1;
     const int mpi = o->pipeline >= 0 && o->transport == NB_TRANSPORT_MPI;
     if (!eps) nb_fail("out of memory");
+    else if (check_before_building(o, &run.mem)) ;
     else if (!mpi && train_lock_run(o, run.locks)) ;
     else if (make_run(&run, o, T, S)) ;
     else if (o->pipeline < 0) rc = run_one_process(&run, eps, res);

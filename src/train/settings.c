@@ -210,6 +210,13 @@ const nb_setting nb_settings[] = {
      .resume = NB_RESUME_FREE},
     {.name = "quiet", .flag = "--quiet", .type = NB_SET_BOOL, NO_RANGE, .offset = AT(quiet), .def = 0,
      .metavar = "", .help = "no progress lines", .resume = NB_RESUME_FREE},
+    /* An action like --force: never written into the run's train_config.json (config_file.c), so that
+     * --config of a run's own file checks memory again; a file may still give it explicitly. */
+    {.name = "memory_check", .flag = "--memory-check", .off_flag = "--no-memory-check", .type = NB_SET_BOOL,
+     NO_RANGE, .offset = AT(memory_check), .def = 1, .metavar = "",
+     .help = "refuse a run whose estimated memory exceeds the available memory, before allocating (the default; "
+             "--no-memory-check: run anyway)",
+     .resume = NB_RESUME_FREE},
 
     /* The arithmetic: bf16 changes what the weights compute, so a resume may change it only with --override;
      * checkpoints from before this row ran fp32. summary.json and checkpoints record auto's choice. */

@@ -1,0 +1,151 @@
+/* The memory a run needs, estimated from its options before anything large is allocated, and the
+ * check that refuses a run that cannot fit (train.h, "memory"). Each term follows what the code
+ * allocates: the stages (model/stage.c, model/acts.c), the worker's buffers and slots (worker.c), the
+ * optimizer (optim/optimizer.c), the weight versions (delay/delay.c). */
+#include <math.h>
+#include <stdint.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "nobubble/pipeline.h"
+#include "nobubble/runtime.h"
+#include "nobubble/train.h"
+#include "util/error.h"
+#include "util/memory.h"
+
+/* The process besides what the estimate counts: the binary and its libraries (oneDNN, OpenBLAS, MPI),
+ * the threads' stacks, oneDNN's GEMM buffers, the loaders' pages, glibc's arenas. Measured on the
+ * smallest runs (docs/limits.md, "Memory"), rounded up. */
+#define RUNTIME_BYTES (64.0 * 1048576)
+
+static void add_total(nb_memory_estimate *e) {
+    e->total = e->weights + e->gradients + e->optimizer + e->versions + e->activations + e->scratch + e->runtime;
+}
+
+/* Weights, gradients and the RoPE tables of a stage as nb_stage_init allocates them (a tied model in one
+ * stage also accumulates the head's gradient apart). */
+static void stage_tensors(const nb_stage *st, nb_memory_estimate *e) {
+    const nb_config *c = &st->cfg;
+    const double n = (double)st->n_params, embed = (double)c->vocab_size * c->d_model;
+    e->weights += sizeof(float) * n;
+    e->gradients += sizeof(float) * (n + (st->has_head && st->has_embed && c->tied ? embed : 0));
+    e->scratch += sizeof(float) * (double)c->context * (c->d_model / c->n_heads);
+}
+
+/* One stage of a training run: its tensors, the worker's buffers (worker.c stage_alloc: the update d,
+ * the received activations and their gradient, the head's gradient a split tied embedding receives,
+ * the loader's step positions), the optimizer, the weight versions and the activation slots. */
+static int train_stage(const nb_train_options *o, nb_stage *st, int T, int S, nb_memory_estimate *e) {
+    const nb_config *c = &st->cfg;
+    const int P = o->stages, s = st->index, pipedream = o->pipeline == NB_PIPE_PIPEDREAM;
+    const double n = (double)st->n_params, embed = (double)c->vocab_size * c->d_model;
+    const double message = sizeof(float) * (double)o->batch * T * c->d_model;
+    stage_tensors(st, e);
+    e->gradients += sizeof(float) * (n + (c->tied && st->has_embed && !st->has_head ? embed : 0));
+    e->scratch += 2 * message + (st->has_embed ? 8.0 * S : 0);
+    size_t per_thread = 0, state = nb_optimizer_state_bytes(&o->optim, st->tensors, st->n_tensors, &per_thread);
+    if (state == (size_t)-1) return nb_fail("out of memory");
+    e->optimizer += (double)state + (double)per_thread * omp_get_max_threads();
+    const int tau = nb_delay_tau_max(&o->delay, s, P);
+    e->versions += sizeof(float) * n * (tau + (o->delay.ef && tau > 0 ? 1 : 0));
+    if (st->precision == NB_PRECISION_BF16) e->versions += sizeof(uint16_t) * n * (tau + 2);
+    const nb_pipe_kind kind = o->pipeline >= 0 ? (nb_pipe_kind)o->pipeline : NB_PIPE_SEQUENTIAL;
+    const int M = pipedream ? 1 : o->microbatches;
+    const int slots = nb_pipe_peak_in_flight(kind, P, M, S, s) + (o->val_pattern ? 1 : 0);
+    e->activations += (double)slots * nb_acts_bytes(st, o->batch, T);
+    e->scratch += (double)nb_stage_scratch_bytes(st, o->batch, T);
+    return 0;
+}
+
+/* MPI ranks of this run on this machine (Open MPI says; 1 elsewhere). */
+static int local_processes(const nb_train_options *o) {
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (o->pipeline < 0 || o->transport != NB_TRANSPORT_MPI) return 1;
+    return local && atoi(local) > 0 ? atoi(local) : 1;
+}
+
+int nb_train_memory_estimate(const nb_train_options *o, nb_memory_estimate *e) {
+    memset(e, 0, sizeof *e);
+    const int T = o->seq_len ? o->seq_len : o->model.context;
+    const int S = o->steps * (o->pipeline == NB_PIPE_PIPEDREAM ? o->microbatches : 1);
+    const int mpi = o->pipeline >= 0 && o->transport == NB_TRANSPORT_MPI;
+    int balanced[NB_TRAIN_MAX_STAGES];
+    const int *split = o->split;
+    if (o->stages < 1 || o->stages > NB_TRAIN_MAX_STAGES) return nb_fail("stages = %d: out of range", o->stages);
+    if (!split && o->pipeline >= 0) {
+        if (nb_config_balanced_split(&o->model, T, o->stages, balanced)) return -1;
+        split = balanced;
+    }
+    nb_model m;
+    if (nb_model_layout(&m, &o->model, o->stages, split)) return -1;
+    const nb_precision precision = nb_precision_choose(o->precision);
+    int rc = 0;
+    for (int s = 0; s < m.n_stages && !rc; s++) {
+        nb_memory_estimate one;
+        memset(&one, 0, sizeof one);
+        m.stages[s].precision = precision;   /* what nb_acts_bytes and the scratch's sizes read */
+        rc = train_stage(o, &m.stages[s], T, S, &one);
+        add_total(&one);
+        /* One process holds every stage; an MPI rank one, whichever: the largest. */
+        if (!mpi) {
+            e->weights += one.weights, e->gradients += one.gradients, e->optimizer += one.optimizer;
+            e->versions += one.versions, e->activations += one.activations, e->scratch += one.scratch;
+        } else if (one.total > e->total) {
+            *e = one;
+        }
+    }
+    nb_model_free(&m);
+    e->runtime = RUNTIME_BYTES;
+    e->processes = local_processes(o);
+    add_total(e);
+    return rc;
+}
+
+int nb_infer_memory_estimate(const nb_config *c, int B, int T, int kv_len, nb_memory_estimate *e) {
+    memset(e, 0, sizeof *e);
+    nb_model m;
+    if (nb_model_layout(&m, c, 1, NULL)) return -1;
+    const nb_stage *st = &m.stages[0];
+    stage_tensors(st, e);
+    e->gradients = 0;   /* allocated by nb_model_create but never written: no resident memory */
+    if (B > 0) {
+        e->activations = (double)nb_acts_bytes(st, B, T);
+        e->scratch += (double)nb_stage_scratch_bytes(st, B, T);
+    }
+    /* generate.c: keys and values of every layer, and one position's work vectors */
+    const double hd = c->d_model / c->n_heads;
+    e->scratch += sizeof(float) * ((double)kv_len * 2 * c->n_layers * c->n_kv_heads * hd + kv_len);
+    e->scratch += sizeof(float) * (double)c->vocab_size;   /* one position's logits */
+    nb_model_free(&m);
+    e->runtime = RUNTIME_BYTES;
+    e->processes = 1;
+    add_total(e);
+    return 0;
+}
+
+static double gib(double bytes) { return bytes / (1024.0 * 1048576); }
+
+void nb_memory_describe(const nb_memory_estimate *e, char *buf, size_t size) {
+    /* GiB, or MiB for a run under 1 GiB (where every part would read 0.00 GiB) */
+    const int mib = e->total < 1024.0 * 1048576;
+    const double u = mib ? 1048576.0 : 1024.0 * 1048576;
+    snprintf(buf, size,
+             "about %.*f %s%s (weights %.*f, gradients %.*f, optimizer state %.*f, weight versions and EF %.*f, "
+             "activations %.*f, scratch %.*f, runtime %.*f)",
+             mib ? 0 : 1, e->total / u, mib ? "MiB" : "GiB", e->processes > 1 ? " per process" : "",
+             mib ? 0 : 1, e->weights / u, mib ? 0 : 1, e->gradients / u, mib ? 0 : 1, e->optimizer / u,
+             mib ? 0 : 1, e->versions / u, mib ? 0 : 1, e->activations / u, mib ? 0 : 1, e->scratch / u,
+             mib ? 0 : 1, e->runtime / u);
+}
+
+int nb_memory_check(nb_memory_estimate *e, const char *override) {
+    e->available = nb_memory_available(e->available_source, sizeof e->available_source);
+    const double need = e->total * (e->processes > 1 ? e->processes : 1);
+    if (!(need > e->available)) return 0;
+    char what[512], ranks[64] = "";
+    nb_memory_describe(e, what, sizeof what);
+    if (e->processes > 1) snprintf(ranks, sizeof ranks, " x %d processes on this machine", e->processes);
+    return nb_fail("the model needs %s%s and %.1f GiB is available (%s); use %s to run anyway", what, ranks,
+                   gib(e->available), e->available_source, override);
+}

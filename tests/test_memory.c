@@ -1,0 +1,112 @@
+/* The memory estimate (train.h, "memory"): for one small model every term counted by hand from what
+ * the code allocates (model/stage.c, model/acts.c, worker.c, optim/optimizer.c, delay/delay.c), the
+ * delay's versions and EF buffer, the activation slots of a pipeline against the generated schedules'
+ * peaks, and the check's refusal, which names the override. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+#include "check.h"
+#include "model/acts.h"
+#include "nobubble/pipeline.h"
+#include "nobubble/train.h"
+
+/* V 64, d 16, 2 blocks, 2 heads of 8 (and 2 key/value heads), d_ffn 32, context 8, tied. */
+static nb_config small_config(void) {
+    nb_config c;
+    nb_config_preset("tiny", &c);
+    c.vocab_size = 64, c.d_model = 16, c.n_layers = 2, c.n_heads = 2, c.n_kv_heads = 2, c.d_ffn = 32;
+    c.context = 8, c.tied = 1;
+    return c;
+}
+
+static void by_hand(void) {
+    nb_train_options o;
+    nb_train_defaults(&o);
+    o.model = small_config();
+    o.batch = 2, o.seq_len = 4, o.steps = 5, o.val_pattern = NULL;
+    nb_memory_estimate e;
+    CHECK(nb_train_memory_estimate(&o, &e) == 0, "estimate: %s", nb_last_error());
+    /* parameters: the embedding 64 x 16; per block two gains of 16, q, k, v, o of 16 x 16, gate and up
+     * 32 x 16, down 16 x 32; the final gain 16 (tied in one stage: no head tensor) */
+    const double n = 64 * 16 + 2 * (16 + 4 * 256 + 16 + 3 * 512) + 16;
+    CHECK(n == 6224, "hand count %g", n);
+    CHECK(e.weights == 4 * n, "weights %g, expected %g", e.weights, 4 * n);
+    /* gradients, the update d, and the tied head's gradient apart (64 x 16) */
+    CHECK(e.gradients == 4 * n + 4 * n + 4 * 64 * 16, "gradients %g", e.gradients);
+    /* AdamW: m and v; scratch per thread: four 1-float blocks, two 1-double blocks, one bf16 value */
+    const double threads = omp_get_max_threads();
+    CHECK(e.optimizer == 8 * n + threads * (4 * 4 + 2 * 8 + 2), "optimizer %g (threads %g)", e.optimizer, threads);
+    CHECK(e.versions == 0, "synchronous fp32 keeps no versions: %g", e.versions);
+    /* One slot (the one-process order), N = 8 rows, each array rounded up to 64 bytes: tokens, targets
+     * (32 -> 64 each), the residual stream 3 x 8 x 16 floats; per block ln1 512, rstd1 64, qkv 8 x 48
+     * floats 1536, att 512, lse 8 x 2 floats 64, mid 512, ln2 512, rstd2 64, gate/up 8 x 64 floats 2048,
+     * h 1024; the head: lnf 512, rstdf 64, the logits 8 x 64 floats 2048, ce_lse 64. */
+    const double block = 512 + 64 + 1536 + 512 + 64 + 512 + 512 + 64 + 2048 + 1024;
+    const double slot = 64 + 64 + 1536 + 2 * block + (512 + 64 + 2048 + 64);
+    CHECK(e.activations == slot + sizeof(nb_acts) + 2 * sizeof(block_acts), "activations %g, expected %g",
+          e.activations, slot + sizeof(nb_acts) + 2 * sizeof(block_acts));
+    /* the backward's scratch (dres 512, dln 512, dqkv 1536, datt 512, dgu 2048, dh 1024), the two
+     * message buffers (2 x 512), the loader's step positions (8 x 5), RoPE (2 x 8 x 4 floats) */
+    const double scratch = 512 + 512 + 1536 + 512 + 2048 + 1024 + 1024 + 8 * 5 + 256;
+    CHECK(e.scratch == scratch, "scratch %g, expected %g", e.scratch, scratch);
+    CHECK(e.runtime > 0 && e.processes == 1, "runtime %g, processes %d", e.runtime, e.processes);
+    const double sum = e.weights + e.gradients + e.optimizer + e.versions + e.activations + e.scratch + e.runtime;
+    CHECK(e.total == sum, "total %g, the parts sum to %g", e.total, sum);
+
+    /* 2BW simulated on 2 stages, with EF: one older version and one EF buffer of each stage's weights
+     * (the last stage holds the tied head's copy, 64 x 16 more) */
+    o.stages = 2;
+    nb_delay_parse("2bw", &o.delay);
+    o.delay.ef = 1;
+    CHECK(nb_train_memory_estimate(&o, &e) == 0, "2bw: %s", nb_last_error());
+    CHECK(e.versions == 2 * 4 * (n + 64 * 16), "2bw + EF versions %g, expected %g", e.versions, 2 * 4 * (n + 64 * 16));
+    /* bf16: each stage's bf16 copies too, tau_max + 2 = 3 of them */
+    o.precision = NB_PRECISION_BF16;
+    CHECK(nb_train_memory_estimate(&o, &e) == 0, "bf16: %s", nb_last_error());
+    CHECK(e.versions == 2 * 4 * (n + 64 * 16) + 3 * 2 * (n + 64 * 16), "bf16 versions %g", e.versions);
+}
+
+/* The closed forms against the generated schedules' own peaks (what the worker allocates). */
+static void slots_against_schedules(void) {
+    const nb_pipe_kind kinds[] = {NB_PIPE_GPIPE, NB_PIPE_1F1B, NB_PIPE_2BW, NB_PIPE_PIPEDREAM};
+    const int shapes[][3] = {{4, 4, 3}, {3, 8, 2}, {4, 1, 5}, {2, 2, 1}};   /* P, M, steps */
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (size_t h = 0; h < sizeof shapes / sizeof shapes[0]; h++) {
+            const int P = shapes[h][0], M = kinds[k] == NB_PIPE_PIPEDREAM ? 1 : shapes[h][1], S = shapes[h][2];
+            nb_pipe_schedule sc;
+            if (nb_pipe_generate(&sc, kinds[k], P, M, S)) continue;   /* 1F1B and 2BW need M >= P */
+            for (int s = 0; s < P; s++) {
+                int inflight = 0, peak = 1;
+                for (size_t a = sc.start[s]; a < sc.start[s + 1]; a++) {
+                    if (sc.actions[a].op == NB_PIPE_FORWARD && ++inflight > peak) peak = inflight;
+                    if (sc.actions[a].op == NB_PIPE_BACKWARD) inflight--;
+                }
+                const int closed = nb_pipe_peak_in_flight(kinds[k], P, M, S, s);
+                CHECK(closed == peak, "%s P %d M %d steps %d stage %d: closed form %d, schedule %d",
+                      nb_pipe_kind_name(kinds[k]), P, M, S, s, closed, peak);
+            }
+            nb_pipe_free(&sc);
+        }
+}
+
+/* A need above what is available is refused, naming the parts, the figure's source and the override. */
+static void refusal(void) {
+    nb_memory_estimate e;
+    memset(&e, 0, sizeof e);
+    e.weights = 1e18, e.total = 1e18, e.processes = 1;
+    CHECK(nb_memory_check(&e, "--no-memory-check") != 0, "an exabyte is refused");
+    const char *msg = nb_last_error();
+    CHECK(strstr(msg, "the model needs about") && strstr(msg, "(weights ") && strstr(msg, "is available (") &&
+              strstr(msg, "use --no-memory-check to run anyway"), "message: %s", msg);
+    e.total = 1, e.weights = 1;
+    CHECK(nb_memory_check(&e, "--no-memory-check") == 0, "a byte fits: %s", nb_last_error());
+    CHECK(e.available > 0, "available %g (%s)", e.available, e.available_source);
+}
+
+int main(void) {
+    by_hand();
+    slots_against_schedules();
+    refusal();
+    return check_summary();
+}
