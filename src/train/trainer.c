@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,14 +76,6 @@ void train_diverged_advice(const train_checkpoints *saved) {
                 "and --override, or start again with a lower --lr)%s", said, others);
 }
 
-/* Test hook: NB_TRAIN_FAULT=WHERE:STEP kills the process (SIGKILL, as kill -9 would) at that point of
- * the run, so that tests can check what a kill there leaves: "after_save:N" once the checkpoint of step N
- * is complete, "prune:0" while --keep removes a checkpoint (between its rename and its files' removal). */
-void train_fault_point(const char *where, int step) {
-    const char *spec = getenv("NB_TRAIN_FAULT");
-    const size_t n = strlen(where);
-    if (spec && !strncmp(spec, where, n) && spec[n] == ':' && atoi(spec + n + 1) == step) raise(SIGKILL);
-}
 
 int train_evaluates(const nb_train_options *o, int step, int last) {
     const int periodic_save = o->save_every && (step + 1) % o->save_every == 0;
