@@ -89,4 +89,18 @@ python3 "$analyze" --results "$work/res" --partial > "$work/e.out" 2>&1 && grep 
 sed -i '2s/5.5,/5.50001,/' "$work/res/claim_10k/runs/1_muon_4e-3_sync/metrics.jsonl"
 python3 "$analyze" --results "$work/res" --partial > "$work/f.out" 2>&1 && fail "a changed twin accepted" \
   || { grep -q "DIFFERENT" "$work/f.out" && grep -q "stops the analysis" "$work/f.out" && ok || fail "a changed twin: $(cat "$work/f.out")"; }
+# ... unless the point ran on another kind of CPU than its twin (machines.log, the sweep's log): then its
+# difference is reported and the analysis goes on; on the twin's kind it still stops it.
+printf '100 start Intel(R) Xeon(R) Processor | avx512f | binary 0\n' > "$work/res/claim_10k/machines.log"
+printf '150 start 1_muon_4e-3_sync\n160 done 1_muon_4e-3_sync 10.0s\n' > "$work/res/claim_10k/sweep.log"
+python3 "$analyze" --results "$work/res" --partial > "$work/g.out" 2>&1 \
+  && grep -q "| 1_muon_4e-3_sync | 2 | 1 | 2 | 2 | another CPU (Intel(R) Xeon(R) Processor): final training loss +1.00e-05 from its twin's |" "$work/g.out" \
+  && ok || fail "a changed twin on another CPU: $(grep '1_muon' "$work/g.out")"
+printf '155 start AMD EPYC 9B45 | avx512f | binary 0\n' >> "$work/res/claim_10k/machines.log"
+python3 "$analyze" --results "$work/res" --partial > "$work/h.out" 2>&1 \
+  && grep -q "another CPU (AMD EPYC 9B45, Intel(R) Xeon(R) Processor)" "$work/h.out" && ok \
+  || fail "a point resumed on a second CPU is named with both: $(grep '1_muon' "$work/h.out")"
+printf '100 start AMD EPYC 9B45 | avx512f | binary 0\n' > "$work/res/claim_10k/machines.log"
+python3 "$analyze" --results "$work/res" --partial > "$work/i.out" 2>&1 && fail "a changed twin on the twin's CPU accepted" \
+  || { grep -q "DIFFERENT" "$work/i.out" && ok || fail "a changed twin on the twin's CPU: $(cat "$work/i.out")"; }
 finish

@@ -152,12 +152,40 @@ def metrics_lines(path):
     return out
 
 
+TWIN_CPU = "AMD EPYC"   # the scaling study's 10,000-step runs were made on a Zen 5 (README.md, Amendment 1)
+
+
+def point_machines(root):
+    """{point: set of CPU names} from machines.log (TIME start CPU | flags | binary) and the sweep's log
+    (TIME start|resume|done POINT ...): the machine of an event is the newest machine line before it."""
+    folder = os.path.join(root, "claim_10k")
+    machines, events = [], {}
+    try:
+        with open(os.path.join(folder, "machines.log")) as f:
+            for line in f:
+                t, _, rest = line.partition(" start ")
+                machines.append((int(t), rest.split(" | ")[0].strip()))
+        with open(os.path.join(folder, "sweep.log")) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 3 and parts[1] in ("start", "resume", "done"):
+                    events.setdefault(parts[2], []).append(int(parts[0]))
+    except OSError:
+        return {}
+    out = {}
+    for point, times in events.items():
+        out[point] = {next((cpu for t0, cpu in reversed(machines) if t0 <= t), "unknown") for t in times}
+    return out
+
+
 def reproduction_check(root):
     """Seeds 1-3 against the scaling study's 10,000-step runs: every common step's training loss and every
-    common validation loss equal. Returns (rows, mismatches)."""
+    common validation loss equal, where the point ran on the twins' kind of CPU only (elsewhere the
+    difference is reported, without a verdict). Returns (rows, mismatches)."""
     rows, bad = [], 0
     base = os.path.join(root, "claim_10k", "runs")
     old_base = os.path.join(root, "scaling", "runs")
+    machines = point_machines(root)
     if not os.path.isdir(base):
         return rows, bad
     for point in sorted(os.listdir(base)):
@@ -174,8 +202,17 @@ def reproduction_check(root):
         vals = [s for s in steps if "val_loss" in new[s] and "val_loss" in old[s]]
         val_eq = sum(1 for s in vals if new[s]["val_loss"] == old[s]["val_loss"])
         ok = losses == len(steps) and val_eq == len(vals) and len(steps) > 0
-        bad += not ok
-        rows.append(f"| {point} | {len(steps)} | {losses} | {len(vals)} | {val_eq} | {'equal' if ok else 'DIFFERENT'} |")
+        cpus = machines.get(point, set())
+        same_cpu = bool(cpus) and all(c.startswith(TWIN_CPU) for c in cpus)
+        if ok:
+            verdict = "equal"
+        elif same_cpu or not machines:
+            verdict, bad = "DIFFERENT", bad + 1
+        else:
+            last = max(steps)
+            verdict = (f"another CPU ({', '.join(sorted(cpus))}): final training loss "
+                       f"{new[last]['train_loss'] - old[last]['train_loss']:+.2e} from its twin's")
+        rows.append(f"| {point} | {len(steps)} | {losses} | {len(vals)} | {val_eq} | {verdict} |")
     return rows, bad
 
 
