@@ -12,7 +12,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 source "$(dirname "$0")/../../tests/support/small_corpus.sh"
 small_corpus "$bin" "$work/data" || { echo "prepare failed"; exit 1; }
-runs=0 diverged=0 lost=0 silent=0 nan_accepted=0 never_saved=0
+runs=0 diverged=0 lost=0 silent=0 nan_accepted=0 never_saved=0 named_bad=0 named=0
 for mode in "" "--delay 2bw --stages 2" "--pipeline 2bw --stages 2 --microbatches 2"; do
   for opt in adamw sgd lion muon normuon adan mars soap; do
     for lr in 1e2 1e3 1e4 1e6; do
@@ -25,7 +25,16 @@ for mode in "" "--delay 2bw --stages 2" "--pipeline 2bw --stages 2 --microbatche
       if [ $rc -eq 0 ]; then continue; fi   # this one did not diverge within 40 steps
       diverged=$((diverged + 1))
       grep -q "became .* at step [0-9]" "$work/log" || { silent=$((silent + 1)); echo "no step named ($opt $lr $mode): $(tail -1 "$work/log")"; }
-      kept=$(ls "$work/ck" 2>/dev/null | grep -v partial)
+      # The checkpoint the message says to resume from (this code's wording, or the one before it) must
+      # evaluate to a finite loss.
+      pick=$(sed -n 's/.*resume from \([^,]*\), the newest checkpoint whose weights proved finite.*/\1/p; s/.*the newest being \([^ ]*\) (resume from it.*/\1/p' "$work/log" | head -1)
+      if [ -n "$pick" ]; then
+        named=$((named + 1))
+        if ! "$bin" eval --checkpoint "$pick" --data "$work/data" --batch 2 --batches 2 2>/dev/null | grep -q "val loss [0-9]"; then
+          named_bad=$((named_bad + 1)); echo "named a checkpoint that is not finite ($opt $lr $mode): $pick"
+        fi
+      fi
+      kept=$(ls "$work/ck" 2>/dev/null | grep -v 'partial\|deleting')
       [ -z "$kept" ] && { never_saved=$((never_saved + 1)); continue; }
       good=0
       for c in $kept; do
@@ -37,4 +46,4 @@ for mode in "" "--delay 2bw --stages 2" "--pipeline 2bw --stages 2 --microbatche
     done
   done
 done
-echo "runs $runs, diverged $diverged, last good checkpoint lost $lost, diverged before any save $never_saved, exit without naming the step $silent, non-finite loss accepted by eval $nan_accepted"
+echo "runs $runs, diverged $diverged, last good checkpoint lost $lost, diverged before any save $never_saved, exit without naming the step $silent, non-finite loss accepted by eval $nan_accepted, checkpoint named to resume from $named, of which not finite $named_bad"
