@@ -66,8 +66,9 @@ static int copy_kept(FILE *in, FILE *out, int last_step) {
 /* Rewrites path with only the lines of steps 1..last_step: into a temporary renamed over it, so that
  * a crash meanwhile leaves the old file, whose lines are kept. */
 static int trim_metrics(const char *path, int last_step) {
-    FILE *in = fopen(path, "r");
-    if (!in) return errno == ENOENT ? 0 : nb_fail("%s: cannot read: %s", path, strerror(errno));
+    if (access(path, F_OK) && errno == ENOENT) return 0;
+    FILE *in = nb_fs_fopen_regular(path, NULL);
+    if (!in) return -1;
     nb_afile out;
     if (nb_afile_open(&out, path)) {
         fclose(in);
