@@ -116,7 +116,7 @@ expect_error "M < P for 1f1b" "1f1b needs M >= P" "$bin" schedule --kind 1f1b --
 expect_error "M < P for 2bw" "2bw needs M >= P" "$bin" schedule --kind 2bw --stages 4 --microbatches 2
 expect_error "zero forward cost" "--forward-cost '0': 0: expected a cost > 0" "$bin" schedule --kind gpipe --stages 2 --microbatches 2 --forward-cost 0
 expect_error "negative backward cost" "--backward-cost '1,-2'" "$bin" schedule --kind gpipe --stages 2 --microbatches 2 --backward-cost 1,-2
-expect_error "cost not a number" "'abc' is not a number" "$bin" schedule --kind gpipe --stages 2 --microbatches 2 --backward-cost abc
+expect_error "cost not a number" "'abc' is not a decimal number" "$bin" schedule --kind gpipe --stages 2 --microbatches 2 --backward-cost abc
 expect_error "cost list length" "2 values for 4 stages: expected 1 value or 4" "$bin" schedule --kind gpipe --stages 4 --microbatches 4 --forward-cost 1,2
 expect_error "negative update cost" "--update-cost '-1'" "$bin" schedule --kind gpipe --stages 2 --microbatches 2 --update-cost -1
 expect_error "comm list" "--comm-cost '1,2': 2 values: expected one value" "$bin" schedule --kind gpipe --stages 2 --microbatches 2 --comm-cost 1,2

@@ -292,7 +292,7 @@ EOF
 rc=$?
 [ $rc -ne 0 ] && grep -q "FAILED (exit status 2): .*--lr -1" "$work/fail.log" && ok || fail "failed point: rc $rc: $(cat "$work/fail.log")"
 check "the other point completes" test "$(csv_field "$work/fail/results.csv" 1e-3 status)" = done
-check "the failure and its exit status are recorded" test "$(csv_field "$work/fail/results.csv" 1 status),$(csv_field "$work/fail/results.csv" 1 exit_status)" = "failed,2"
+check "the failure and its exit status are recorded" test "$(csv_field "$work/fail/results.csv" neg1 status),$(csv_field "$work/fail/results.csv" neg1 exit_status)" = "failed,2"
 
 # ---------------------------------------------------------------- grid expansion (--dry-run)
 cat > "$work/expand.grid" <<'EOF'

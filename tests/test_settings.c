@@ -286,7 +286,8 @@ static void test_messages(void) {
     expect_error("--steps", "99999999999999999999", "--steps 99999999999999999999: out of range");
     expect_error("--beta1", "1", "--beta1 1: out of range, expected a number in [0, 1)");
     expect_error("--lr", "0", "--lr 0: out of range, expected a number in (0, 1000000000]");
-    expect_error("--lr", "nan", "--lr 'nan': expected a finite number");
+    expect_error("--lr", "nan", "--lr 'nan': expected a decimal number");
+    expect_error("--lr", "0x10", "--lr '0x10': expected a decimal number");   /* strtof would read 16 */
     expect_error("--seed", "-1", "--seed '-1': expected a non-negative integer");
     expect_error("--optimizer", "adam", "--optimizer 'adam': expected one of sgd, adamw, muon, lion, adan, mars, soap, normuon");
     expect_error("--transport", "mpi", "--transport and mpirun need --pipeline KIND");

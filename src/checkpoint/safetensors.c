@@ -400,15 +400,9 @@ int nb_st_open(const char *path, nb_st_file *f) {
     f->fd = -1;
     f->path = strdup(path);
     if (!f->path) return nb_fail("%s: out of memory", path);
-    f->fd = open(path, O_RDONLY);
-    if (f->fd < 0) {
-        nb_fail("%s: cannot open: %s", path, strerror(errno));
-        nb_st_close(f);
-        return -1;
-    }
     struct stat st;
-    if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        nb_fail("%s: not a regular file", path);
+    f->fd = nb_fs_open_regular(path, NULL, &st);
+    if (f->fd < 0) {
         nb_st_close(f);
         return -1;
     }

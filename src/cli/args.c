@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include "nobubble/common.h"
 #include "nobubble/train.h"
+#include "util/decimal.h"
 
 /* The range a help line ends in ("... [MIN..MAX]"); 0 when it names none. */
 static int has_range(const cli_option *o, double *lo, double *hi) {
@@ -39,6 +40,9 @@ static int out_of_range(const char *cmd, const cli_option *o, const char *v, dou
 static int parse_value(const char *cmd, const cli_option *o, const char *v) {
     char *end;
     errno = 0;
+    /* Decimal only: strtof would read "0x10" as 16 and "inf" as infinity. */
+    if ((o->type == OPT_INT || o->type == OPT_U64 || o->type == OPT_FLOAT) && !nb_is_decimal(v, o->type != OPT_FLOAT))
+        goto malformed;
     switch (o->type) {
     case OPT_INT: {
         long long x = strtoll(v, &end, 10);
@@ -84,7 +88,8 @@ static int parse_value(const char *cmd, const cli_option *o, const char *v) {
     case OPT_FLAG:
         break;
     }
-    static const char *const expected[] = {"an integer", "a finite number", "a non-negative integer", "", "", "", ""};
+malformed:;
+    static const char *const expected[] = {"an integer", "a decimal number", "a non-negative integer", "", "", "", ""};
     double lo, hi;
     fprintf(stderr, "nobubble %s: %s '%s': expected %s", cmd, o->flag, v, expected[o->type]);
     if (has_range(o, &lo, &hi)) fprintf(stderr, " from %.10g to %.10g", lo, hi);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "cli/commands.h"
 #include "nobubble/data.h"
+#include "util/decimal.h"
 
 static void prepare_usage(FILE *f) {
     fprintf(f,
@@ -36,7 +37,7 @@ static void prepare_usage(FILE *f) {
 static int parse_u64(const char *flag, const char *s, unsigned long long *v) {
     char *end;
     errno = 0;
-    if (!s || !*s || *s == '-') goto bad;
+    if (!s || !nb_is_decimal(s, 1) || *s == '-') goto bad;
     *v = strtoull(s, &end, 10);
     if (errno || *end) goto bad;
     return 0;
@@ -96,8 +97,8 @@ int cmd_prepare(int argc, char **argv) {
         } else if (!strcmp(a, "--val-fraction")) {
             char *end;
             o.val_fraction = strtod(argv[++i], &end);
-            if (*end || end == argv[i]) {
-                fprintf(stderr, "nobubble prepare: --val-fraction needs a number, got '%s'\n", argv[i]);
+            if (!nb_is_decimal(argv[i], 0) || *end || end == argv[i]) {
+                fprintf(stderr, "nobubble prepare: --val-fraction needs a decimal number, got '%s'\n", argv[i]);
                 goto out;
             }
         } else {

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/schedule_lowered.h"
 #include "nobubble/pipeline.h"
+#include "util/decimal.h"
 
 static const char usage[] =
     "usage: nobubble schedule --kind gpipe|1f1b|pipedream|2bw|sequential --stages P --microbatches M [--steps S]\n"
@@ -47,8 +48,8 @@ static double *parse_costs(const char *flag, const char *text, int P, int zero_o
         if (comma) *comma = 0;
         errno = 0;
         double v = strtod(p, &end);
-        if (errno || end == p || *end || !isfinite(v)) {
-            fprintf(stderr, "nobubble schedule: %s '%s': '%s' is not a number (expected %s)\n", flag, text, p,
+        if (!nb_is_decimal(p, 0) || errno || end == p || *end || !isfinite(v)) {
+            fprintf(stderr, "nobubble schedule: %s '%s': '%s' is not a decimal number (expected %s)\n", flag, text, p,
                     zero_ok ? "numbers >= 0" : "numbers > 0");
             goto fail;
         }

@@ -17,6 +17,7 @@
 #include <zlib.h>
 #include "nobubble/data.h"
 #include "util/error.h"
+#include "util/fs.h"
 #include "util/json.h"
 
 #define GCIDE_PACKAGE "dict-gcide"
@@ -27,8 +28,13 @@ static int read_gz(const char *path, nb_buf *raw) {
     if (access(path, R_OK))
         return nb_fail("gcide corpus: cannot read %s: %s (install Debian's %s package: apt-get install %s; or pass "
                        "--gcide-file FILE)", path, strerror(errno), GCIDE_PACKAGE, GCIDE_PACKAGE);
-    gzFile f = gzopen(path, "rb");
-    if (!f) return nb_fail("gcide corpus: cannot open %s: %s", path, strerror(errno));
+    int fd = nb_fs_open_regular(path, "gcide corpus", NULL);
+    if (fd < 0) return -1;
+    gzFile f = gzdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return nb_fail("gcide corpus: cannot open %s: out of memory", path);
+    }
     char chunk[1 << 16];
     int got, rc = 0;
     while ((got = gzread(f, chunk, sizeof chunk)) > 0 && !rc) {

@@ -17,13 +17,9 @@ static int32_t rd_i32(const uint8_t *p) {
 
 int nb_shard_open(const char *path, nb_shard *s) {
     memset(s, 0, sizeof *s);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return nb_fail("shard %s: cannot open: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return nb_fail("shard %s: not a regular file", path);
-    }
+    int fd = nb_fs_open_regular(path, "shard", &st);
+    if (fd < 0) return -1;
     size_t size = (size_t)st.st_size;
     if (size < NB_SHARD_HEADER_BYTES) {
         close(fd);

@@ -10,6 +10,7 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include "util/decimal.h"
 #include "util/json.h"
 #include "util/fs.h"
 #include "experiments/exp.h"
@@ -19,7 +20,9 @@
 #define GRID_MAX_POINTS 10000
 #define LABEL_MAX 64
 
-typedef struct { char *label; nbx_strv flags; } gvalue;
+/* is_number: a one-line value that is a decimal number, number its value (values are compared as
+ * numbers, not as labels). */
+typedef struct { char *label; nbx_strv flags; int is_number; double number; } gvalue;
 typedef struct { char *name; gvalue *values; int n, cap, line; } gaxis;
 typedef struct { char *name; nbx_strv labels; } gcond;
 typedef struct { gcond *conds; int n; nbx_strv flags; } gwhen;
@@ -129,25 +132,58 @@ static int add_value(nb_grid *g, gaxis *ax, int line, const char *label, const c
     return tokens(g, line, flags, &v->flags);
 }
 
-/* A shorthand value: V (maybe quoted, maybe several words) gives `--NAME V` and the label made
- * of V's words, leading dashes dropped, other odd characters as '-': "2bw --ef 1" -> 2bw-ef-1. */
+/* A one-word value that is a number: another value of the axis with the same number ("1e-3" and
+ * "0.001") would run the same point twice under two names (the same name: add_value's "given twice"). */
+static int same_number(const nb_grid *g, const gaxis *ax, int line, const char *v, double x, const char *label) {
+    for (int i = 0; i < ax->n; i++)
+        if (ax->values[i].is_number && ax->values[i].number == x && strcmp(ax->values[i].label, label))
+            return nb_fail("%s:%d: axis %s: value '%s' is the same number as the value labelled '%s'", g->what, line,
+                           ax->name, v, ax->values[i].label);
+    return 0;
+}
+
+static int is_negative_number(const char *word, size_t n) {
+    char text[LABEL_MAX + 2];
+    if (word[0] != '-' || n >= sizeof text) return 0;
+    memcpy(text, word, n);
+    text[n] = 0;
+    return nb_is_decimal(text, 0);
+}
+
+/* One word of a shorthand value into its label: a negative number's sign as "neg" (a label cannot
+ * start with '-', and "-1e-3" must not become the label of 1e-3), other leading dashes dropped
+ * ("--ef" -> "ef"), odd characters as '-'. */
+static int put_label_word(nb_buf *label, const char *word, size_t n) {
+    if (is_negative_number(word, n) && nb_buf_put(label, "neg", 3)) return -1;
+    while (n && *word == '-') word++, n--;
+    for (size_t i = 0; i < n; i++)
+        if (nb_buf_put(label, label_char((unsigned char)word[i]) ? &word[i] : "-", 1)) return -1;
+    return 0;
+}
+
+/* A shorthand value: V (maybe quoted, maybe several words) gives `--NAME V` and the label made of V's
+ * words joined by '-' (put_label_word): "2bw --ef 1" -> 2bw-ef-1, "-1e-3" -> neg1e-3. */
 static int add_short_value(nb_grid *g, gaxis *ax, int line, const char *v) {
     nb_buf flags = {0}, label = {0};
-    int rc = -1;
+    int rc = -1, is_number = nb_is_decimal(v, 0);
+    double x = is_number ? strtod(v, NULL) : 0;
     if (nb_buf_printf(&flags, "--%s %s", ax->name, v)) goto out;
     for (const char *p = v; *p;) {
         while (*p == ' ' || *p == '\t') p++;
         if (!*p) break;
-        while (*p == '-') p++;
-        if (label.n && nb_buf_put(&label, "-", 1)) goto out;
-        for (; *p && *p != ' ' && *p != '\t'; p++)
-            if (nb_buf_put(&label, label_char((unsigned char)*p) ? p : "-", 1)) goto out;
+        size_t n = strcspn(p, " \t");
+        if ((label.n && nb_buf_put(&label, "-", 1)) || put_label_word(&label, p, n)) goto out;
+        p += n;
     }
     if (nb_buf_put(&label, "", 0)) goto out;
     if (bad_label(label.p))
         rc = nb_fail("%s:%d: axis %s: value '%s' makes no usable label (letters, digits, '.', '_', '+', '-'); "
                      "give it one with an `axis %s` block of `LABEL: FLAGS` lines", g->what, line, ax->name, v, ax->name);
-    else rc = add_value(g, ax, line, label.p, flags.p);
+    else if (!(is_number && same_number(g, ax, line, v, x, label.p))) rc = add_value(g, ax, line, label.p, flags.p);
+    if (!rc) {
+        ax->values[ax->n - 1].is_number = is_number;
+        ax->values[ax->n - 1].number = x;
+    }
 out:
     nb_buf_free(&flags);
     nb_buf_free(&label);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include "experiments/extrap.h"
 #include "experiments/report.h"
+#include "util/decimal.h"
 #include "util/error.h"
 
 typedef struct {
@@ -50,7 +51,7 @@ static int axis_named(const nbx_report *r, const char *name) {
 static double label_value(const char *s) {
     char *end;
     double v = strtod(s, &end);
-    return end != s && !*end && isfinite(v) ? v : NAN;
+    return nb_is_decimal(s, 0) && end != s && !*end && isfinite(v) ? v : NAN;
 }
 
 static const nbx_rrow *row_of_panel(const nbx_report *r, int p) {

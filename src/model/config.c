@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "nobubble/model.h"
+#include "util/decimal.h"
 #include "util/error.h"
 
 typedef struct {
@@ -38,7 +39,7 @@ static int parse_int(const char *key, const char *s, int *out) {
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < INT_MIN || v > INT_MAX)
+    if (!nb_is_decimal(s, 1) || errno || end == s || *end || v < INT_MIN || v > INT_MAX)
         return nb_fail("model field %s: '%s' is not an integer", key, s);
     *out = (int)v;
     return 0;
@@ -48,7 +49,8 @@ static int parse_double(const char *key, const char *s, double *out) {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end) return nb_fail("model field %s: '%s' is not a number", key, s);
+    if (!nb_is_decimal(s, 0) || errno || end == s || *end)
+        return nb_fail("model field %s: '%s' is not a decimal number", key, s);
     *out = v;
     return 0;
 }

@@ -37,6 +37,16 @@ static const nb_setting *row_of_key(const char *key) {
     return s && (s->flag || is_model_row(s)) ? s : NULL;
 }
 
+/* --resume, --override and --force: what one command does with the folders it is given, not how a
+ * run computes; a file shared between runs must not carry them (a saved file would restart, or wipe,
+ * whatever its "out" names). Kept out of the written file and refused in a read one. */
+static int is_action_row(const nb_setting *s) {
+    static const char *const actions[] = {"resume", "override", "force"};
+    for (size_t i = 0; i < sizeof actions / sizeof actions[0]; i++)
+        if (!strcmp(s->name, actions[i])) return 1;
+    return 0;
+}
+
 static const char *json_kind(const json_t *v) {
     switch (json_typeof(v)) {
     case JSON_OBJECT: return "an object";
@@ -108,6 +118,9 @@ static int apply_key(nb_settings_args *a, nb_train_config_file *f, const char *n
     if (!s)
         return nb_fail("%s: unknown key \"%s\": expected a setting's name, as its flag without \"--\" (\"lr\", "
                        "\"aux-lr\") or a model field (\"n_layers\"); nobubble train --help lists them", name, key);
+    if (is_action_row(s))
+        return nb_fail("%s: \"%s\": %s is a decision of the command line, not a setting a file can carry; give "
+                       "it as a flag", name, key, s->flag);
     if (value_text(s, v, text, sizeof text))
         return nb_fail("%s: \"%s\" is %s: expected %s", name, key, json_kind(v), wanted_kind(s));
     if (is_model_row(s)) return add_model_set(f, s->name, text);
@@ -175,10 +188,8 @@ const char *nb_train_config_model_set(const nb_train_config_file *f, int i) { re
  * writes; not the one-off actions (--resume, --override, --force, --memory-check), nor the second halves of --delay
  * and --ef (their first halves carry them), nor what was left unset. */
 static int written(const nb_setting *s, const nb_train_options *o) {
-    static const char *const actions[] = {"resume", "override", "force", "memory_check"};
-    if (!s->flag && !is_model_row(s)) return 0;
-    for (size_t i = 0; i < sizeof actions / sizeof actions[0]; i++)
-        if (!strcmp(s->name, actions[i])) return 0;
+    /* --memory-check's override is not written either: --config of a run's own file checks again. */
+    if ((!s->flag && !is_model_row(s)) || is_action_row(s) || !strcmp(s->name, "memory_check")) return 0;
     const void *f = setting_field(s, o);
     if (s->type == NB_SET_STRING) return *(const char *const *)f != NULL;
     if (s->type == NB_SET_EF) return ((const nb_delay_options *)f)->ef;

@@ -66,8 +66,9 @@ static int copy_kept(FILE *in, FILE *out, int last_step) {
 /* Rewrites path with only the lines of steps 1..last_step: into a temporary renamed over it, so that
  * a crash meanwhile leaves the old file, whose lines are kept. */
 static int trim_metrics(const char *path, int last_step) {
-    FILE *in = fopen(path, "r");
-    if (!in) return errno == ENOENT ? 0 : nb_fail("%s: cannot read: %s", path, strerror(errno));
+    if (access(path, F_OK) && errno == ENOENT) return 0;
+    FILE *in = nb_fs_fopen_regular(path, NULL);
+    if (!in) return -1;
     nb_afile out;
     if (nb_afile_open(&out, path)) {
         fclose(in);
@@ -121,8 +122,8 @@ static int read_line(const char *line, size_t n, long long *step, double *loss, 
 int train_metrics_final(const char *out_dir, int last_step, double tokens_per_step, nb_train_result *res) {
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", out_dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return nb_fail("%s: cannot read it to rebuild summary.json: %s", path, strerror(errno));
+    FILE *f = nb_fs_fopen_regular(path, NULL);
+    if (!f) return nb_fail("cannot rebuild summary.json: %s", nb_last_error());
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;

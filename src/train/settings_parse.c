@@ -12,6 +12,7 @@
 #include "nobubble/runtime.h"
 #include "nobubble/train.h"
 #include "train/settings_value.h"
+#include "util/decimal.h"
 #include "util/error.h"
 
 void *setting_field(const nb_setting *s, const nb_train_options *o) { return (char *)o + s->offset; }
@@ -78,18 +79,20 @@ static int out_of_range(const nb_setting *s, const char *flag, const char *text)
 }
 
 static int malformed(const nb_setting *s, const char *flag, const char *text) {
-    const char *what = s->type == NB_SET_FLOAT || s->type == NB_SET_EF ? "a finite number" : expected_kind(s);
+    const char *what = s->type == NB_SET_FLOAT || s->type == NB_SET_EF ? "a decimal number" : expected_kind(s);
     if (!nb_setting_has_range(s)) return nb_fail("%s '%s': expected %s", flag, text, what);
     char range[64];
     format_range(s, range, sizeof range);
     return nb_fail("%s '%s': expected %s in %s", flag, text, what, range);
 }
 
-/* A number flag: well-formed, then in range (a well-formed integer past long long is out of range). */
+/* A number flag: well-formed (decimal only), then in range (a well-formed integer past long long is out
+ * of range). */
 static int parse_number(const nb_setting *s, const char *flag, const char *text, nb_train_options *o) {
     char *end;
     errno = 0;
     double x;
+    if (!nb_is_decimal(text, s->type == NB_SET_INT || s->type == NB_SET_U64)) return malformed(s, flag, text);
     if (s->type == NB_SET_INT) {
         long long v = strtoll(text, &end, 10);
         if (end == text || *end) return malformed(s, flag, text);

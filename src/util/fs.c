@@ -284,15 +284,58 @@ int nb_fs_write_atomic(const char *path, const void *data, size_t n) {
     return nb_afile_commit(&a);
 }
 
+/* What st is, for the message refusing a file that is not a regular one. */
+static const char *file_kind(const struct stat *st) {
+    if (S_ISFIFO(st->st_mode)) return "a FIFO (named pipe)";
+    if (S_ISDIR(st->st_mode)) return "a folder";
+    if (S_ISCHR(st->st_mode)) return "a character device";
+    if (S_ISBLK(st->st_mode)) return "a block device";
+    if (S_ISSOCK(st->st_mode)) return "a socket";
+    return "a special file";
+}
+
+int nb_fs_open_regular(const char *path, const char *what, struct stat *st) {
+    const char *w = what ? what : "", *sep = what ? " " : "";
+    /* O_NONBLOCK: a FIFO opens at once instead of waiting for a writer (a signal could not stop that
+     * wait); O_NOCTTY: a terminal named here never becomes the controlling one. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return nb_fail("%s%s%s: cannot open: %s", w, sep, path, strerror(errno));
+    struct stat own;
+    if (!st) st = &own;
+    if (fstat(fd, st) != 0) {
+        int e = errno;
+        close(fd);
+        return nb_fail("%s%s%s: cannot stat: %s", w, sep, path, strerror(e));
+    }
+    if (!S_ISREG(st->st_mode)) {
+        close(fd);
+        return nb_fail("%s%s%s is %s, not a regular file", w, sep, path, file_kind(st));
+    }
+    /* A regular file never blocks; cleared anyway so that every read is an ordinary one. */
+    int flags = fcntl(fd, F_GETFL);
+    if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    return fd;
+}
+
+/* nb_fs_open_regular as a FILE*. */
+static FILE *open_stream(const char *path, const char *what, struct stat *st) {
+    int fd = nb_fs_open_regular(path, what, st);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        nb_fail("%s%s%s: fdopen failed: %s", what ? what : "", what ? " " : "", path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
+FILE *nb_fs_fopen_regular(const char *path, const char *what) { return open_stream(path, what, NULL); }
+
 int nb_fs_read_file(const char *path, char **data, size_t *n, const char *what) {
     const char *w = what ? what : "file";
-    FILE *f = fopen(path, "rb");
-    if (!f) return nb_fail("%s %s: cannot open: %s", w, path, strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return nb_fail("%s %s: not a regular file", w, path);
-    }
+    FILE *f = open_stream(path, w, &st);
+    if (!f) return -1;
     size_t size = (size_t)st.st_size;
     char *p = malloc(size + 1);
     if (!p) {

@@ -7,6 +7,7 @@
 #define NB_UTIL_FS_H
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 /* mkdir -p: creates path and its missing parents. flag (may be NULL) names where path came from in
  * errors ("--save-dir PATH: cannot create ..."). A path that exists and is not a folder is an error. */
@@ -23,6 +24,14 @@ void nb_afile_abort(nb_afile *a);
 int nb_fs_write_atomic(const char *path, const void *data, size_t n);
 int nb_fs_fsync_dir(const char *dir);    /* the folder holding path entries */
 char *nb_fs_dirname(const char *path);   /* malloc'ed; "." when there is no slash */
+/* Opens path for reading when it is a regular file, without ever blocking on what it is: a FIFO,
+ * folder, device or socket in its place is refused before anything is read, "WHAT PATH is a FIFO
+ * (named pipe), not a regular file" (what may be NULL: "PATH is ..."). Returns a close-on-exec,
+ * blocking descriptor (st, when not NULL, gets its fstat), or -1 (nb_fail). Every reader of a file a
+ * user names goes through it (or the two below). */
+int nb_fs_open_regular(const char *path, const char *what, struct stat *st);
+/* The same, as a FILE* ("rb"); NULL on failure (nb_fail). */
+FILE *nb_fs_fopen_regular(const char *path, const char *what);
 /* Reads a whole file (NUL-terminated, *n excludes the NUL). what: how to name it in errors
  * (e.g. "--input"), may be NULL. */
 int nb_fs_read_file(const char *path, char **data, size_t *n, const char *what);
