@@ -110,7 +110,8 @@ kill_trials() {
   local want; want=$(hash_of "$work/ref")
   # A kill after the final save leaves nothing to train: that checkpoint's model is compared instead.
   local last; last=$(printf 'step_%06d' $steps)
-  cp "$work/ref/$last/model.safetensors" "$work/ref_model.safetensors"; rm -rf "$work/ref"
+  rm -rf "$work/ref_model"; mkdir -p "$work/ref_model"
+  cp "$work/ref/$last"/model*.safetensors "$work/ref_model/"; rm -rf "$work/ref"
   # The kill moments spread over the span of one such run (this machine's speed).
   TIMEFORMAT=%R
   local elapsed; elapsed=$( { time train --steps $steps "${flags[@]}" --save-dir "$work/timing" --save-every 1 > /dev/null 2>&1; } 2>&1 )
@@ -136,7 +137,7 @@ kill_trials() {
     [ -z "$incomplete" ] && ok || fail "$mode trial $trial (killed after ${ms} ms): incomplete checkpoint folders:$incomplete"
     newest=$(ls -d "$d"/save/step_[0-9]* 2>/dev/null | grep -v '\.partial$' | sort | tail -1)
     if [ "$(basename "${newest:-none}")" = "$last" ]; then
-      cmp -s "$newest/model.safetensors" "$work/ref_model.safetensors" && ok \
+      diff -r <(cd "$newest" && cat model*.safetensors | cksum) <(cd "$work/ref_model" && cat model*.safetensors | cksum) > /dev/null && ok \
         || fail "$mode trial $trial (killed after its final save): the final checkpoint's model is the uninterrupted run's"
       rm -rf "$d"; continue
     fi

@@ -39,7 +39,7 @@ refused "eval: a part named by the index" "$work/part/model-00002-of-00004.safet
 # model.safetensors for --init-from
 hf_copy "$hf" "$work/init" model.safetensors
 refused "train --init-from: model.safetensors" "$work/init/model.safetensors" \
-  "$bin" train --init-from "$work/init" --steps 1 --batch 1 --seq 8 --quiet
+  "$bin" train --init-from "$work/init" --train "$work/data/*_train_*.bin" --steps 1 --batch 1 --seq 8 --quiet
 
 # train --config
 mkfifo "$work/config.json"
