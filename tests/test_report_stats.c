@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "check.h"
+#include "experiments/fits.h"
 #include "experiments/stats.h"
 #include "nobubble/common.h"
 #include "nobubble/experiments.h"
@@ -42,6 +43,33 @@ static void test_paired_stats(void) {
     CHECK(s.n == 1 && s.mean == 0.1 && isnan(s.half) && !s.within_noise, "one pair: no interval, never within noise");
     s = nbx_paired_stats(gaps, 0);
     CHECK(s.n == 0 && isnan(s.mean), "no pairs: mean NAN");
+}
+
+/* The scaling section's fits over per-length means (fits.c), in closed form. */
+static void test_fits(void) {
+    /* An sd of 3 values: chi-square with 2 df has the quantile -2 ln(1 - p). */
+    double lo, hi;
+    nbx_sd_interval(0.01, 3, 0.95, &lo, &hi);
+    CHECK(fabs(lo - 0.01 * sqrt(2 / (-2 * log(0.025)))) < 1e-12 && fabs(hi - 0.01 * sqrt(2 / (-2 * log(0.975)))) < 1e-12,
+          "sd interval [%.9f, %.9f]", lo, hi);
+    /* Welch with equal spreads and sizes: df = 2 (n - 1) = 4, half = t_{0.975,4} sqrt(2 sd^2 / n). */
+    const double a[3] = {0.1, 0.2, 0.3}, b[3] = {0.3, 0.4, 0.5};
+    nbx_welch w = nbx_welch_diff(nbx_paired_stats(a, 3), nbx_paired_stats(b, 3));
+    CHECK(fabs(w.diff - 0.2) < 1e-12 && fabs(w.df - 4) < 1e-9 && fabs(w.half - 2.776445 * sqrt(2 * 0.01 / 3)) < 1e-6,
+          "welch %.6f +- %.6f, df %.6f", w.diff, w.half, w.df);
+    w = nbx_welch_diff(nbx_paired_stats(a, 1), nbx_paired_stats(b, 3));
+    CHECK(isnan(w.half), "one value on a side: no interval");
+    /* An exact power law is recovered with an interval of zero width; a sign change runs off the search. */
+    const double tokens[3] = {1e3, 1e4, 1e5}, gap[3] = {0.1, 0.1 * pow(10, -0.5), 0.01}, mixed[2] = {0.1, -0.05};
+    nbx_power p = nbx_power_fit(tokens, gap, 3);
+    CHECK(fabs(p.b + 0.5) < 1e-7 && fabs(p.lo + 0.5) < 1e-7 && fabs(p.hi + 0.5) < 1e-7 && !p.off && !p.lo_open && !p.hi_open,
+          "power law b %.9f [%.9f, %.9f]", p.b, p.lo, p.hi);
+    p = nbx_power_fit(tokens, mixed, 2);
+    CHECK(p.off == -1 && isnan(p.b), "a positive then a negative mean: the exponent runs past -%g", NBX_POWER_B_MAX);
+    /* Flat means but one: the profile stays below its threshold far out on one side. */
+    const double flat[3] = {0.1, 0.1, 0.02};
+    p = nbx_power_fit(tokens, flat, 3);
+    CHECK(!p.off && p.lo_open, "a poorly determined exponent has an open end: b %.3f [%.3f, %.3f]", p.b, p.lo, p.hi);
 }
 
 /* ---- a hand-made sweep folder ---- */
@@ -127,6 +155,7 @@ static void test_report(void) {
 int main(void) {
     test_quantiles();
     test_paired_stats();
+    test_fits();
     test_report();
     return check_summary();
 }

@@ -1,15 +1,19 @@
 /* The extrapolation table of the scaling section (docs/experiments.md, "Tuned rates and scaling"): the
- * log-log line of the slope table (ln gap = c0 + c1 ln tokens, ordinary least squares by GSL) read
- * at the longest fitted length's tokens T, at 10 T and at 100 T, each with the 95% confidence
- * interval of the line's mean there, and the tokens where the line falls to the noise floor (the
- * synchronous runs' seed-to-seed standard deviation), with the interval found by inverting the
- * confidence band. Then the caveats that apply to the rows fitted. */
+ * log-log line of the slope table (ln mean gap = c0 + c1 ln tokens over the lengths, ordinary least
+ * squares by GSL) read at the longest fitted length's tokens T, at 10 T and at 100 T, each with the
+ * 95% confidence interval of the line's mean there, and the tokens where the line falls to the
+ * noise floor (the synchronous runs' seed-to-seed standard deviation, itself with a chi-square
+ * interval), with an interval that carries the line's uncertainty and the floor's. Then the caveats
+ * that apply to the rows fitted. */
 #include <gsl/gsl_fit.h>
 #include <math.h>
 #include "experiments/extrap.h"
-#include "experiments/stats.h"
+#include "experiments/fits.h"
 
-typedef struct { double c0, c1, cov00, cov01, cov11, sumsq, t; } loglog_fit;
+/* t: the 95% t quantile of the line's intervals; tj: the 97.5% one of the crossing, whose interval
+ * joins the line's band and the floor's interval at 97.5% each (Bonferroni: both hold together with
+ * probability at least 95%). */
+typedef struct { double c0, c1, cov00, cov01, cov11, sumsq, t, tj; } loglog_fit;
 
 /* ------------------------------------------------------------ cells */
 /* A token count too large for a double reads as such rather than "inf". */
@@ -32,20 +36,24 @@ static int gap_cell(nb_buf *b, const loglog_fit *f, double tokens) {
            nb_buf_printf(b, ", ") || gap_text(b, exp(y + f->t * se)) || nb_buf_printf(b, "]</td>");
 }
 
+/* The floor with its 95% chi-square interval: with 3 runs (2 degrees of freedom) it spans a factor of
+ * 12, which the crossing's interval must carry. */
 static int floor_cell(nb_buf *b, const nbx_extrap_in *in) {
     if (in->floor_runs < 2)
         return nb_buf_printf(b, "<td>n/a: %d synchronous run%s</td>", in->floor_runs, in->floor_runs == 1 ? "" : "s");
-    return nb_buf_printf(b, "<td>%.4f (%d runs)</td>", in->floor_sd, in->floor_runs);
+    double lo, hi;
+    nbx_sd_interval(in->floor_sd, in->floor_runs, 0.95, &lo, &hi);
+    return nb_buf_printf(b, "<td>%.4f [%.4f, %.4f] (%d runs)</td>", in->floor_sd, lo, hi, in->floor_runs);
 }
 
-/* The confidence band holds level L at the x where (c0 + c1 x - L)^2 <= t^2 var(x), var(x) = cov00 +
- * 2 x cov01 + x^2 cov11: a quadratic A x^2 + B x + C <= 0. With A = c1^2 - t^2 cov11 > 0 (the slope's
- * own interval excludes zero) the x form a bounded interval between its roots (the discriminant is
- * then >= 0 in exact arithmetic; an exact fit, s = 0, gives a double root, which rounding may push
- * below 0); otherwise the set is unbounded and no interval is given. Returns 1 with [lo, hi] in
- * tokens, 0 when unbounded. */
+/* The confidence band (quantile tj) holds level L at the x where (c0 + c1 x - L)^2 <= tj^2 var(x),
+ * var(x) = cov00 + 2 x cov01 + x^2 cov11: a quadratic A x^2 + B x + C <= 0. With A = c1^2 - tj^2
+ * cov11 > 0 (the slope's own interval excludes zero) the x form a bounded interval between its roots
+ * (the discriminant is then >= 0 in exact arithmetic; an exact fit, s = 0, gives a double root, which
+ * rounding may push below 0); otherwise the set is unbounded and no interval is given. Returns 1
+ * with [lo, hi] in tokens, 0 when unbounded. */
 static int crossing_interval(const loglog_fit *f, double level, double *lo, double *hi) {
-    double t2 = f->t * f->t, d = f->c0 - level;
+    double t2 = f->tj * f->tj, d = f->c0 - level;
     double A = f->c1 * f->c1 - t2 * f->cov11, B = 2 * (f->c1 * d - t2 * f->cov01), C = d * d - t2 * f->cov00;
     if (!(A > 0)) return 0;
     double disc = fmax(B * B - 4 * A * C, 0);
@@ -60,12 +68,16 @@ static int crossing_cell(nb_buf *b, const loglog_fit *f, const nbx_extrap_in *in
     if (in->floor_runs < 2) return nb_buf_printf(b, "<td>n/a: no noise floor</td>");
     if (f->c1 >= 0) return nb_buf_printf(b, "<td>never (slope &ge; 0)</td>");
     if (!(in->floor_sd > 0)) return nb_buf_printf(b, "<td>never (noise floor 0)</td>");
-    double level = log(in->floor_sd), lo, hi;
+    double level = log(in->floor_sd), f_lo, f_hi, lo, hi, unused;
     int rc = nb_buf_printf(b, "<td>") || tokens_text(b, exp((level - f->c0) / f->c1));
-    if (crossing_interval(f, level, &lo, &hi))
+    nbx_sd_interval(in->floor_sd, in->floor_runs, 0.975, &f_lo, &f_hi);
+    /* With A > 0 both edges of the band fall with x (their slopes are at most c1 + tj sqrt(cov11) < 0),
+     * so the tokens where the band meets some floor in [f_lo, f_hi] run from where its lower edge
+     * meets f_hi to where its upper edge meets f_lo: the first root at f_hi, the second at f_lo. */
+    if (crossing_interval(f, log(f_hi), &lo, &unused) && crossing_interval(f, log(f_lo), &unused, &hi))
         rc = rc || nb_buf_printf(b, " [") || tokens_text(b, lo) || nb_buf_printf(b, ", ") || tokens_text(b, hi) ||
              nb_buf_printf(b, "]");
-    else rc = rc || nb_buf_printf(b, " (no interval: the slope's interval reaches 0)");
+    else rc = rc || nb_buf_printf(b, " (no interval: the slope's 97.5%% interval reaches 0)");
     return rc || nb_buf_printf(b, "</td>");
 }
 
@@ -85,8 +97,8 @@ static int note_fit(nbx_extrap_notes *notes, const nbx_extrap_in *in) {
     nb_buf *f = &notes->fits;
     return nb_buf_printf(f, "<li>") || nbx_html(f, in->series) || nb_buf_printf(f, ", ") || nbx_html(f, in->curve) ||
            nb_buf_printf(f, ": a fit over %d lengths spanning a factor %.3g of tokens (%.0f to %.0f, %.2f decades): ",
-                         in->lengths, factor, in->t_first, in->t_last, span) ||
-           nbx_html(f, in->lengths_text) ||
+                         in->n, factor, in->t_first, in->t_last, span) ||
+           nb_buf_printf(f, "%s", in->lengths_text) ||  /* already HTML (report_scale.c) */
            nb_buf_printf(f, "; 100 T lies 2 decades beyond the longest, %.1f times that span.</li>\n", 2 / span);
 }
 
@@ -94,20 +106,22 @@ void nbx_extrap_notes_free(nbx_extrap_notes *notes) { nb_buf_free(&notes->fits);
 
 /* ------------------------------------------------------------ the table */
 int nbx_extrap_header(nb_buf *b) {
-    return nb_buf_printf(b, "<p class=\"note\">Extrapolation: the slope table's line, ln(gap) = a + slope ln(tokens), "
-                            "read at the longest fitted length's tokens T, at 10 T and at 100 T (exp of the line; "
-                            "the 95%% confidence interval of the line's mean there, t on points - 2 degrees of freedom, "
-                            "exponentiated), and the tokens where it falls to the noise floor: the sample standard "
-                            "deviation of the synchronous runs' final validation loss at T's tuned rate (a smaller gap "
-                            "cannot be told from seed noise). That crossing's interval is where the line's 95%% "
-                            "confidence band holds the floor; it is bounded only when the slope's own interval "
-                            "excludes zero. By hand: gap(10 T) = gap(T) &times; 10^slope, and the crossing is T "
-                            "&times; (floor / gap(T))^(1/slope). Rows whose slope has no interval are not "
-                            "extrapolated.</p>\n"
+    return nb_buf_printf(b, "<p class=\"note\">Extrapolation: the slope table's line, ln(mean gap) = a + slope "
+                            "ln(tokens), read at the longest fitted length's tokens T, at 10 T and at 100 T (exp of the "
+                            "line; the 95%% confidence interval of the line's mean there, t on lengths - 2 degrees of "
+                            "freedom, exponentiated), and the tokens where it falls to the noise floor: the sample "
+                            "standard deviation of the synchronous runs' final validation loss at T's tuned rate (a "
+                            "smaller gap cannot be told from seed noise), with its 95%% interval from the chi-square "
+                            "distribution (runs - 1 degrees of freedom). The crossing's interval carries both "
+                            "uncertainties: the tokens where the line's confidence band meets a floor inside the "
+                            "floor's interval, each at 97.5%% so that both hold together with probability at least "
+                            "95%%; it is bounded only when the slope's own 97.5%% interval excludes zero. By hand: "
+                            "gap(10 T) = gap(T) &times; 10^slope, and the crossing is T &times; (floor / "
+                            "gap(T))^(1/slope). Rows whose slope has no interval are not extrapolated.</p>\n"
                             "<table id=\"extrapolation-table\"><tr><th>series</th><th>curve</th><th>longest length "
                             "(steps)</th><th>its tokens T</th><th>fitted gap at T [95%% interval]</th><th>at 10 T</th>"
-                            "<th>at 100 T</th><th>noise floor: sync final val loss sd (runs)</th><th>tokens where "
-                            "the fitted gap reaches the floor [95%% interval]</th></tr>\n");
+                            "<th>at 100 T</th><th>noise floor: sync final val loss sd [95%% interval] (runs)</th>"
+                            "<th>tokens where the fitted gap reaches the floor [95%% interval, line and floor]</th></tr>\n");
 }
 
 int nbx_extrap_row(nb_buf *b, nbx_extrap_notes *notes, const nbx_extrap_in *in) {
@@ -116,8 +130,8 @@ int nbx_extrap_row(nb_buf *b, nbx_extrap_notes *notes, const nbx_extrap_in *in) 
     if (rc) return rc;
     if (in->why && *in->why) return nb_buf_printf(b, "<td colspan=\"7\">%s</td></tr>\n", in->why);
     if (in->n < 3)
-        return nb_buf_printf(b, "<td colspan=\"7\">not extrapolated: %d points, no interval (3 needed)</td></tr>\n", in->n);
-    loglog_fit f = {.t = nbx_t975(in->n - 2)};
+        return nb_buf_printf(b, "<td colspan=\"7\">not extrapolated: %d lengths, no interval (3 needed)</td></tr>\n", in->n);
+    loglog_fit f = {.t = nbx_t975(in->n - 2), .tj = nbx_t_quantile(0.9875, in->n - 2)};
     rc = gsl_fit_linear(in->x, 1, in->y, 1, (size_t)in->n, &f.c0, &f.c1, &f.cov00, &f.cov01, &f.cov11, &f.sumsq) ||
          nb_buf_printf(b, "<td>") || nbx_html(b, in->last_steps) || nb_buf_printf(b, "</td><td>%.0f</td>", in->t_last);
     for (double m = 1; m <= 100 && !rc; m *= 10) rc = gap_cell(b, &f, m * in->t_last);
@@ -163,9 +177,9 @@ int nbx_extrap_footer(nb_buf *b, const nbx_extrap_notes *n) {
     rc = nb_buf_printf(b, "<p class=\"note\">Caveats of the extrapolation:</p>\n<ul id=\"extrapolation-caveats\">\n%s",
                        n->fits.p);
     if (n->seeds_shared)
-        rc = rc || nb_buf_printf(b, "<li>Each fit's points are (length, seed) pairs treated as independent, although a "
-                                    "seed keeps its initialization and data order at every length: the intervals may "
-                                    "be too narrow.</li>\n");
+        rc = rc || nb_buf_printf(b, "<li>Each fit treats its lengths' mean gaps as independent, although a seed keeps "
+                                    "its initialization and data order at every length: a seed's effect on the gap that "
+                                    "lasts across lengths makes the intervals too wide or too narrow.</li>\n");
     rc = rc || nb_buf_printf(b, "<li>The rate is tuned anew at each length (the rates above): the extrapolation assumes "
                                 "that longer runs, tuned the same way, stay on the fitted line.%s</li>\n",
                              n->edge ? " A rate at its grid's edge may not be the best: a better one may lie beyond."

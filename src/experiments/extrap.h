@@ -1,7 +1,7 @@
 /* Internal: the scaling section's extrapolation table and its caveats (docs/experiments.md, "Tuned
- * rates and scaling"). report_scale.c gathers each series' and delayed curve's points; this file fits
- * ln(gap) on ln(tokens), extrapolates with confidence intervals and writes the table's rows, then
- * the caveats that apply to the rows it fitted. */
+ * rates and scaling"). report_scale.c gathers each series' and delayed curve's mean gap per length;
+ * this file fits ln(mean gap) on ln(tokens), extrapolates with confidence intervals and writes the
+ * table's rows, then the caveats that apply to the rows it fitted. */
 #ifndef NB_EXPERIMENTS_EXTRAP_H
 #define NB_EXPERIMENTS_EXTRAP_H
 #include "experiments/exp.h"
@@ -9,15 +9,15 @@
 /* One row's input: the slope table's points of a (series, curve). */
 typedef struct {
     const char *series, *curve;
-    const double *x, *y;        /* ln(tokens), ln(gap) of each (length, seed) point */
-    int n, lengths;             /* points; tuned lengths with a point */
+    const double *x, *y;        /* ln(tokens), ln(mean gap) of each tuned length with a mean gap > 0 */
+    int n;                      /* how many */
     const char *why;            /* non-empty: the slope is not fitted, and why (the slope table's words) */
     const char *last_steps;     /* the longest fitted length's steps label */
     double t_first, t_last;     /* mean tokens at the shortest and the longest fitted lengths */
-    const char *lengths_text;   /* "300 steps at lr 2e-3, 1000 steps at lr 1e-3 (grid edge)" */
+    const char *lengths_text;   /* HTML: "300 steps at lr 2e-3, 1000 steps at lr 1e-3 (grid edge)", then any left out */
     double floor_sd;            /* sample sd of the synchronous final val losses at the longest length */
     int floor_runs;             /* how many */
-    int seeds_shared;           /* a seed has points at two lengths or more */
+    int seeds_shared;           /* a seed has pairs at two lengths or more */
     int edge;                   /* a fitted length's tuned rate is at its grid's edge */
     double params;              /* the model's parameter count; NAN when unknown, -1 when the lengths differ */
 } nbx_extrap_in;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "experiments/extrap.h"
+#include "experiments/fits.h"
 #include "experiments/report.h"
 #include "util/decimal.h"
 #include "util/error.h"
@@ -358,155 +359,197 @@ static int scaling_rows(nb_buf *b, const tuning *t, const tgroup *g) {
     return rc;
 }
 
-/* The points of the slope and extrapolation tables of (series, curve c): one per (length, seed) pair
- * at the lengths' tuned rates, x = ln(tokens_s), y = ln(gap_s); why says why no line is fitted.
- * A gap <= 0 has no logarithm. When its length's paired gap is within noise (the interval covers
- * zero), the length is left out, since its gaps are noise around a value too small to resolve
- * (typically the longest length, where the study wants to see the gap vanish); left_out names it
- * with its gap, so that the tables say what the fit omits. A gap <= 0 at a length whose gap is
- * resolved stops the fit. */
+/* ------------------------------------------------------------ one mean per length */
+/* The lengths of (series, curve c), one value each: the mean paired gap over seeds at the length's
+ * tuned rate (or at one rate, fixed_means), with its tokens. Every fit takes these, never the seeds
+ * as points: a length's seeds are the noise of its mean, not more lengths (as points they narrow the
+ * slope's interval about sqrt(seeds)-fold and take the seeds' spread for the spread about the line).
+ * The log-log line needs a mean > 0: a length whose mean is <= 0 is left out of that line alone, and
+ * named; the power law and the differences keep every length. */
 typedef struct {
-    double *x, *y;
-    int n, lengths, first, last;  /* first, last: the groups of the shortest and longest lengths with a point */
-    int seeds_shared, edge;       /* a seed at two lengths or more; a tuned rate at its grid's edge */
-    int n_left;                   /* lengths left out, their gap within noise */
-    double params;                /* the model's parameters; NAN unknown, -1 when lengths differ */
-    nb_buf why, lengths_text;     /* lengths_text: "300 steps at lr 2e-3, 1000 steps at lr 1e-3 (grid edge)" */
-    nb_buf left_out;              /* "; left out, within noise: 10000 steps at lr 8e-3 (+0.0075 [-0.0418, +0.0568])" */
-} fit_points;
+    int n, tuned;                   /* lengths with a pair, ascending; tuned: at each length's pick */
+    int *group, *rate;              /* each length's group and rate index */
+    double *tokens, *mean;          /* the synchronous runs' mean tokens; the mean gap */
+    nbx_paired *gap;                /* the paired gap's mean, sd and interval */
+    double *x, *y;                  /* ln tokens and ln mean gap of the lengths in the log fit */
+    int n_log, first, last;         /* lengths in the log fit; groups of its shortest and longest, -1 none */
+    int *seed_lengths, seeds_shared;/* per seed, the lengths it has a pair at; a seed at two or more */
+    int edge;                       /* a tuned rate of the log fit at its grid's edge */
+    double params;                  /* the model's parameters; NAN unknown, -1 when lengths differ */
+    nb_buf lengths_text;            /* the log fit's lengths: "300 steps at lr 2e-3, 1000 steps at lr 1e-3 (grid edge)" */
+    nb_buf left_out;                /* "; left out, mean gap &le; 0: 10000 steps at lr 8e-3 (-0.0075 [-0.0418, +0.0268])" */
+    nb_buf why;                     /* non-empty: no log fit, and why (with left_out) */
+} length_means;
 
-static void free_points(fit_points *f) {
-    free(f->x);
-    free(f->y);
-    nb_buf_free(&f->why);
-    nb_buf_free(&f->lengths_text);
-    nb_buf_free(&f->left_out);
+static void free_means(length_means *m) {
+    free(m->group);
+    free(m->rate);
+    free(m->tokens);
+    free(m->mean);
+    free(m->gap);
+    free(m->x);
+    free(m->y);
+    free(m->seed_lengths);
+    nb_buf_free(&m->lengths_text);
+    nb_buf_free(&m->left_out);
+    nb_buf_free(&m->why);
 }
 
-/* Leaves a length out of f when one of its gaps is <= 0 and its paired gap is within noise (a single
- * pair has no interval and stays in); returns 1 when it did, -1 on error. */
-static int leave_out(const tuning *t, const tgroup *g, int c, fit_points *f) {
-    int p = g->panel[g->pick], nonpositive = 0;
-    nbx_paired gp = gap_of(t, p, c);  /* leaves the pairs' gaps in t->scratch[0..gp.n) */
-    for (int i = 0; i < gp.n; i++) nonpositive |= !(t->scratch[i] > 0);
-    if (!nonpositive || gp.n < 2 || !gp.within_noise) return 0;
-    f->n_left++;
-    int rc = nb_buf_printf(&f->left_out, "%s", f->left_out.n ? ", " : "; left out, within noise: ") ||
-             nbx_html(&f->left_out, g->steps) || nb_buf_printf(&f->left_out, " steps at lr ") ||
-             nbx_html(&f->left_out, row_of_panel(t->r, p)->labels[t->lr_axis]) ||
-             nb_buf_printf(&f->left_out, " (%+.4f [%+.4f, %+.4f])", gp.mean, gp.mean - gp.half, gp.mean + gp.half);
-    return rc ? -1 : 1;
-}
-
-/* The "; left out, within noise: ..." suffix of f's cells, or "" when no length was left out. */
-static const char *left_suffix(const fit_points *f) { return f->left_out.n ? f->left_out.p : ""; }
-
-/* A length's seeds become points, unless leave_out takes the length out; the first gap <= 0 of
- * a length kept (in length and seed order) says why there is no fit, since it has no logarithm. */
-static int length_points(const tuning *t, const tgroup *g, int c, fit_points *f, int *seed_lengths) {
-    const nbx_report *r = t->r;
-    int p = g->panel[g->pick], here = 0, rc = leave_out(t, g, c, f);
-    if (rc) return rc < 0 ? -1 : 0;
-    for (int s = 0; s < r->seeds.n && !rc; s++) {
-        double gap = nbx_final_of(r, p, c, r->seeds.v[s]) - nbx_final_of(r, p, t->sync, r->seeds.v[s]);
-        if (isnan(gap)) continue;
-        if (!(gap > 0) && !f->why.n)
-            rc = nb_buf_printf(&f->why, "not fitted: the gap is %+.4f &le; 0 at steps=", gap) || nbx_html(&f->why, g->steps) ||
-                 nb_buf_printf(&f->why, ", seed ") || nbx_html(&f->why, r->seeds.v[s]) ||
-                 nb_buf_printf(&f->why, " (no logarithm)");
-        f->x[f->n] = log(tokens_of(t, p, r->seeds.v[s]));
-        f->y[f->n++] = gap > 0 ? log(gap) : NAN;
-        f->seeds_shared |= ++seed_lengths[s] > 1;
-        here = 1;
-    }
-    return rc ? -1 : here;
-}
-
-static void note_length(const tuning *t, const tgroup *g, fit_points *f) {
-    const nbx_run *run = nbx_first_run(t->r, g->panel[g->pick], t->sync);
-    double params = run ? run->params : NAN;
-    if (f->lengths == 0 || isnan(params)) f->params = params;
-    else if (!isnan(f->params) && params != f->params) f->params = -1;
-    f->edge |= g->pick == 0 || g->pick == g->n_rates - 1;
-    f->last = (int)(g - t->g);
-    if (!f->lengths++) f->first = f->last;
-}
-
-/* An empty f with room for a point per (length, seed) of n_len lengths, and *seed_lengths, a zeroed count
- * per seed of the lengths it has a point at (length_points); free it, and f with free_points. */
-static int points_new(const tuning *t, int n_len, fit_points *f, int **seed_lengths) {
-    const int cap = n_len * t->r->seeds.n + 1;
-    *seed_lengths = calloc((size_t)t->r->seeds.n + 1, sizeof(int));
-    *f = (fit_points){.x = malloc(sizeof(double) * (size_t)cap), .y = malloc(sizeof(double) * (size_t)cap),
-                      .first = -1, .last = -1, .params = NAN};
-    if (f->x && f->y && *seed_lengths) return 0;
-    free(*seed_lengths);
+static int means_new(const tuning *t, int n_len, int tuned, length_means *m) {
+    size_t cap = (size_t)n_len + 1;
+    *m = (length_means){.tuned = tuned, .group = malloc(sizeof(int) * cap), .rate = malloc(sizeof(int) * cap),
+                        .tokens = malloc(sizeof(double) * cap), .mean = malloc(sizeof(double) * cap),
+                        .gap = malloc(sizeof(nbx_paired) * cap), .x = malloc(sizeof(double) * cap),
+                        .y = malloc(sizeof(double) * cap), .seed_lengths = calloc((size_t)t->r->seeds.n + 1, sizeof(int)),
+                        .first = -1, .last = -1, .params = NAN};
+    if (m->group && m->rate && m->tokens && m->mean && m->gap && m->x && m->y && m->seed_lengths) return 0;
+    free_means(m);
+    *m = (length_means){0};  /* the caller frees it again */
     return nb_fail("out of memory");
 }
 
-static int collect_points(const tuning *t, const int *len, int n_len, int c, fit_points *f) {
+/* "300 steps at lr 2e-3" */
+static int length_label(nb_buf *b, const tuning *t, int gi, int ri) {
+    const tgroup *g = &t->g[gi];
+    return nbx_html(b, g->steps) || nb_buf_printf(b, " steps at lr ") ||
+           nbx_html(b, row_of_panel(t->r, g->panel[ri])->labels[t->lr_axis]);
+}
+
+/* The log fit's bookkeeping for the extrapolation and its caveats: lengths, model size, edges. */
+static int note_length(const tuning *t, length_means *m, int gi, int ri) {
+    const tgroup *g = &t->g[gi];
+    const nbx_run *run = nbx_first_run(t->r, g->panel[ri], t->sync);
+    double params = run ? run->params : NAN;
+    int edge = ri == 0 || ri == g->n_rates - 1;
+    if (m->n_log == 0 || isnan(params)) m->params = params;
+    else if (!isnan(m->params) && params != m->params) m->params = -1;
+    m->edge |= m->tuned && edge;
+    m->last = gi;
+    if (m->first < 0) m->first = gi;
+    return nb_buf_printf(&m->lengths_text, "%s", m->n_log ? ", " : "") || length_label(&m->lengths_text, t, gi, ri) ||
+           nb_buf_printf(&m->lengths_text, "%s", m->tuned && edge ? " (grid edge)" : "");
+}
+
+/* Adds group gi at rate index ri to m when curve c has a pair there; a mean <= 0 is named in left_out. */
+static int add_length(const tuning *t, length_means *m, int gi, int ri, int c) {
     const nbx_report *r = t->r;
-    int rc = 0, *seed_lengths;
-    if (points_new(t, n_len, f, &seed_lengths)) return -1;
+    int p = t->g[gi].panel[ri], k = m->n, rc = 0;
+    nbx_paired gp = gap_of(t, p, c);
+    if (!gp.n) return 0;
+    m->group[k] = gi;
+    m->rate[k] = ri;
+    m->tokens[k] = mean_tokens(t, p);
+    m->mean[k] = gp.mean;
+    m->gap[m->n++] = gp;
+    for (int s = 0; s < r->seeds.n; s++)
+        if (!isnan(nbx_final_of(r, p, c, r->seeds.v[s])) && !isnan(nbx_final_of(r, p, t->sync, r->seeds.v[s])))
+            m->seeds_shared |= ++m->seed_lengths[s] > 1;
+    if (gp.mean > 0) {
+        rc = note_length(t, m, gi, ri);
+        m->x[m->n_log] = log(m->tokens[k]);
+        m->y[m->n_log++] = log(gp.mean);
+        return rc;
+    }
+    rc = nb_buf_printf(&m->left_out, "%s", m->left_out.n ? ", " : "; left out, mean gap &le; 0 (no logarithm): ") ||
+         length_label(&m->left_out, t, gi, ri) || nb_buf_printf(&m->left_out, " (%+.4f", gp.mean);
+    if (gp.n > 1) rc = rc || nb_buf_printf(&m->left_out, " [%+.4f, %+.4f]", gp.mean - gp.half, gp.mean + gp.half);
+    return rc || nb_buf_printf(&m->left_out, ")");
+}
+
+/* The "; left out, ..." suffix of a cell, or "" when the log fit kept every length. */
+static const char *left_suffix(const length_means *m) { return m->left_out.n ? m->left_out.p : ""; }
+
+static int same_tokens(const double *x, int n) {
+    int same = 1;
+    for (int i = 1; i < n; i++) same &= x[i] == x[0];
+    return same;
+}
+
+/* Why the log fit has no line: fewer than two lengths with a mean > 0, or no spread of tokens. */
+static int log_why(length_means *m) {
+    if (m->n_log < 2)
+        return nb_buf_printf(&m->why, "not fitted: a mean gap &gt; 0 at %d length%s, 2 needed%s", m->n_log,
+                             m->n_log == 1 ? "" : "s", left_suffix(m));
+    if (same_tokens(m->x, m->n_log)) return nb_buf_printf(&m->why, "not fitted: every length has the same tokens");
+    return 0;
+}
+
+/* The means of (series, curve c) at each length's tuned rate; a length without a pick adds none. */
+static int tuned_means(const tuning *t, const int *len, int n_len, int c, length_means *m) {
+    int rc = means_new(t, n_len, 1, m);
+    for (int k = 0; k < n_len && !rc; k++)
+        if (t->g[len[k]].pick >= 0) rc = add_length(t, m, len[k], t->g[len[k]].pick, c);
+    rc = rc || log_why(m);  /* the caveats name the lengths left out after the lengths kept */
+    return rc || (m->left_out.n && nb_buf_printf(&m->lengths_text, "%s", m->left_out.p));
+}
+
+/* The index of the rate labelled lr in group g; -1 when g has no such rate. */
+static int rate_index(const tuning *t, const tgroup *g, const char *lr) {
+    for (int i = 0; i < g->n_rates; i++)
+        if (!strcmp(row_of_panel(t->r, g->panel[i])->labels[t->lr_axis], lr)) return i;
+    return -1;
+}
+
+/* The means of (rate lr, curve c) over a series' lengths, whatever each length's pick (a length
+ * without that rate adds none). */
+static int fixed_means(const tuning *t, const int *len, int n_len, const char *lr, int c, length_means *m) {
+    int rc = means_new(t, n_len, 0, m);
     for (int k = 0; k < n_len && !rc; k++) {
-        const tgroup *g = &t->g[len[k]];
-        if (g->pick < 0) continue;
-        int here = length_points(t, g, c, f, seed_lengths);
-        if (here < 0) rc = -1;
-        else if (here)
-            rc = nb_buf_printf(&f->lengths_text, "%s", f->lengths ? ", " : "") || nbx_html(&f->lengths_text, g->steps) ||
-                 nb_buf_printf(&f->lengths_text, " steps at lr ") ||
-                 nbx_html(&f->lengths_text, row_of_panel(r, g->panel[g->pick])->labels[t->lr_axis]) ||
-                 nb_buf_printf(&f->lengths_text, "%s", g->pick == 0 || g->pick == g->n_rates - 1 ? " (grid edge)" : "");
-        if (here > 0) note_length(t, g, f);
+        int ri = rate_index(t, &t->g[len[k]], lr);
+        if (ri >= 0) rc = add_length(t, m, len[k], ri, c);
     }
-    free(seed_lengths);
-    int same_tokens = 1;
-    for (int i = 1; i < f->n; i++) same_tokens &= f->x[i] == f->x[0];
-    rc = rc || (!f->why.n && f->lengths < 2 &&
-                nb_buf_printf(&f->why, "not fitted: gaps at %d tuned length%s, 2 needed%s", f->lengths,
-                              f->lengths == 1 ? "" : "s", left_suffix(f)));
-    rc = rc || (f->n_left && nb_buf_printf(&f->lengths_text, "%s", left_suffix(f)));
-    return rc || (!f->why.n && same_tokens && nb_buf_printf(&f->why, "not fitted: every length has the same tokens"));
+    return rc || log_why(m);
 }
 
-/* The slope of ln(gap_s) on ln(tokens_s) over every (length, seed) pair of f (ordinary least squares,
- * GSL), with its 95% t interval (points - 2 degrees of freedom): the cells from the curve on. */
-static int slope_cells(nb_buf *b, const tuning *t, int c, const fit_points *f) {
-    int n = f->n;
-    int rc = nb_buf_printf(b, "<td>") || nbx_html(b, t->r->curves.v[c]) ||
-             nb_buf_printf(b, "</td><td>%d</td><td>%d</td>", f->lengths, n);
+/* ------------------------------------------------------------ the fits' cells */
+/* What an interval excludes: zero below it (the gap shrinks), zero above it (grows), or neither. */
+static const char *verdict(double lo, double hi) { return hi < 0 ? "shrinks" : lo > 0 ? "grows" : "not resolved"; }
+
+/* ln(mean gap) on ln(tokens) by ordinary least squares (GSL) over the lengths whose mean is > 0, with
+ * a 95% t interval on lengths - 2 degrees of freedom; the lengths left out named. */
+static int log_cell(nb_buf *b, const length_means *m) {
     double c0, c1, cov00, cov01, cov11, sumsq;
-    if (!rc && f->why.n) rc = nb_buf_printf(b, "<td colspan=\"2\">%s</td>", f->why.p);
-    else if (!rc && n < 3)
-        rc = gsl_fit_linear(f->x, 1, f->y, 1, (size_t)n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq) ||
-             nb_buf_printf(b, "<td>%+.3f</td><td>n/a: %d points, no interval%s</td>", c1, n, left_suffix(f));
-    else if (!rc) {
-        rc = gsl_fit_linear(f->x, 1, f->y, 1, (size_t)n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
-        double half = nbx_t975(n - 2) * sqrt(cov11);
-        rc = rc || nb_buf_printf(b, "<td>%+.3f</td><td>[%+.3f, %+.3f] %s%s</td>", c1, c1 - half, c1 + half,
-                                 c1 + half < 0   ? "shrinks"
-                                 : c1 - half > 0 ? "grows"
-                                                 : "no trend resolved",
-                                 left_suffix(f));
-    }
-    return rc;
+    if (m->why.n) return nb_buf_printf(b, "<td>%s</td>", m->why.p);
+    int n = m->n_log, rc = gsl_fit_linear(m->x, 1, m->y, 1, (size_t)n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
+    if (n < 3) return rc || nb_buf_printf(b, "<td>%+.3f (2 lengths, no interval)%s</td>", c1, left_suffix(m));
+    double half = nbx_t975(n - 2) * sqrt(cov11);
+    return rc || nb_buf_printf(b, "<td>%+.3f [%+.3f, %+.3f] %s%s</td>", c1, c1 - half, c1 + half,
+                               verdict(c1 - half, c1 + half), left_suffix(m));
 }
 
-/* A row of the slope table: the points at the lengths' tuned rates. */
-static int slope_row(nb_buf *b, const tuning *t, const char *series, int c, const fit_points *f) {
-    return nb_buf_printf(b, "<tr><td>") || nbx_html(b, series) || nb_buf_printf(b, "</td>") ||
-           slope_cells(b, t, c, f) || nb_buf_printf(b, "</tr>\n");
+/* An end of the power law's interval, or how far past the search it reaches. */
+static int power_end(nb_buf *b, double v, int open) {
+    return open ? nb_buf_printf(b, v < 0 ? "&lt; -%g" : "&gt; +%g", NBX_POWER_B_MAX) : nb_buf_printf(b, "%+.3f", v);
 }
 
-/* The extrapolation row of (series, curve c) from the slope table's points; the noise floor is the
+/* The exponent of gap = a tokens^b fitted to every length's mean gap (fits.c), its profile interval. */
+static int power_cell(nb_buf *b, const length_means *m) {
+    if (m->n < 2) return nb_buf_printf(b, "<td>not fitted: %d length, 2 needed</td>", m->n);
+    if (same_tokens(m->tokens, m->n)) return nb_buf_printf(b, "<td>not fitted: every length has the same tokens</td>");
+    nbx_power p = nbx_power_fit(m->tokens, m->mean, m->n);
+    if (p.off)
+        return nb_buf_printf(b, "<td>not fitted: the least-squares exponent lies beyond %+g</td>", p.off * NBX_POWER_B_MAX);
+    if (m->n < 3) return nb_buf_printf(b, "<td>%+.3f (2 lengths, no interval)</td>", p.b);
+    return nb_buf_printf(b, "<td>%+.3f [", p.b) || power_end(b, p.lo, p.lo_open) || nb_buf_printf(b, ", ") ||
+           power_end(b, p.hi, p.hi_open) || nb_buf_printf(b, "] %s</td>", verdict(p.lo, p.hi));
+}
+
+/* The columns shared by the slope and fixed-rate tables, from the curve on. */
+static int fit_cells(nb_buf *b, const tuning *t, int c, const length_means *m) {
+    int pairs = 0;
+    for (int k = 0; k < m->n; k++) pairs += m->gap[k].n;
+    return nb_buf_printf(b, "<td>") || nbx_html(b, t->r->curves.v[c]) ||
+           nb_buf_printf(b, "</td><td>%d</td><td>%d</td>", m->n, pairs) || log_cell(b, m) || power_cell(b, m);
+}
+
+/* The extrapolation row of (series, curve c) from the log fit's means; the noise floor is the
  * synchronous runs' sd at the longest length's tuned rate. */
-static int extrap_row(nb_buf *b, nbx_extrap_notes *notes, const tuning *t, const char *series, int c, const fit_points *f) {
-    nbx_extrap_in in = {.series = series, .curve = t->r->curves.v[c], .x = f->x, .y = f->y, .n = f->n,
-                        .lengths = f->lengths, .why = f->why.p, .lengths_text = f->lengths_text.p,
-                        .seeds_shared = f->seeds_shared, .edge = f->edge, .params = f->params};
-    if (f->last >= 0) {
-        const tgroup *first = &t->g[f->first], *last = &t->g[f->last];
+static int extrap_row(nb_buf *b, nbx_extrap_notes *notes, const tuning *t, const char *series, int c, const length_means *m) {
+    nbx_extrap_in in = {.series = series, .curve = t->r->curves.v[c], .x = m->x, .y = m->y, .n = m->n_log,
+                        .why = m->why.p, .lengths_text = m->lengths_text.p,
+                        .seeds_shared = m->seeds_shared, .edge = m->edge, .params = m->params};
+    if (m->last >= 0) {
+        const tgroup *first = &t->g[m->first], *last = &t->g[m->last];
         sync_cell s = sync_of(t, last->panel[last->pick]);
         in.last_steps = last->steps;
         in.t_first = mean_tokens(t, first->panel[first->pick]);
@@ -515,6 +558,105 @@ static int extrap_row(nb_buf *b, nbx_extrap_notes *notes, const tuning *t, const
         in.floor_runs = s.finished;
     }
     return nbx_extrap_row(b, notes, &in);
+}
+
+/* ------------------------------------------------------------ the tables, per series and curve */
+/* A row (or rows) of a table from the means of (series, curve c) at the tuned rates (lr NULL) or at
+ * rate lr. */
+typedef int (*means_fn)(nb_buf *b, const tuning *t, const char *series, const char *lr, int c, const length_means *m,
+                        void *ctx);
+
+/* fn on every series' delayed curves at the tuned rates. */
+static int each_tuned(nb_buf *b, const tuning *t, int *len, means_fn fn, void *ctx) {
+    int rc = 0;
+    for (int si = 0; si < t->series.n && !rc; si++) {
+        int n = lengths_of(t, t->series.v[si], len);
+        for (int c = 0; c < t->r->curves.n && !rc; c++) {
+            if (c == t->sync) continue;
+            length_means m;
+            rc = tuned_means(t, len, n, c, &m) || fn(b, t, t->series.v[si], NULL, c, &m, ctx);
+            free_means(&m);
+        }
+    }
+    return rc;
+}
+
+/* The rates a series' lengths ran, in the order first met. */
+static int series_rates(const tuning *t, const int *len, int n_len, nbx_strv *rates) {
+    int rc = 0;
+    for (int k = 0; k < n_len && !rc; k++)
+        for (int i = 0; i < t->g[len[k]].n_rates && !rc; i++) {
+            const char *lr = row_of_panel(t->r, t->g[len[k]].panel[i])->labels[t->lr_axis];
+            int seen = 0;
+            for (int j = 0; j < rates->n; j++) seen |= !strcmp(rates->v[j], lr);
+            if (!seen) rc = nbx_strv_push(rates, lr, strlen(lr));
+        }
+    return rc;
+}
+
+/* fn on every series' rates and delayed curves with pairs at two lengths or more at that rate. */
+static int each_fixed(nb_buf *b, const tuning *t, int *len, means_fn fn, void *ctx) {
+    int rc = 0;
+    for (int si = 0; si < t->series.n && !rc; si++) {
+        int n = lengths_of(t, t->series.v[si], len);
+        nbx_strv rates = {0};
+        rc = series_rates(t, len, n, &rates);
+        for (int j = 0; j < rates.n && !rc; j++)
+            for (int c = 0; c < t->r->curves.n && !rc; c++) {
+                if (c == t->sync) continue;
+                length_means m;
+                rc = fixed_means(t, len, n, rates.v[j], c, &m) ||
+                     (m.n >= 2 && fn(b, t, t->series.v[si], rates.v[j], c, &m, ctx));
+                free_means(&m);
+            }
+        nbx_strv_free(&rates);
+    }
+    return rc;
+}
+
+/* A row of the slope table (lr NULL) or of the fixed-rate table. */
+static int fit_row(nb_buf *b, const tuning *t, const char *series, const char *lr, int c, const length_means *m,
+                   void *ctx) {
+    (void)ctx;
+    int rc = nb_buf_printf(b, "<tr><td>") || nbx_html(b, series) || nb_buf_printf(b, "</td>");
+    if (lr) rc = rc || nb_buf_printf(b, "<td>") || nbx_html(b, lr) || nb_buf_printf(b, "</td>");
+    return rc || fit_cells(b, t, c, m) || nb_buf_printf(b, "</tr>\n");
+}
+
+static int extrap_fn(nb_buf *b, const tuning *t, const char *series, const char *lr, int c, const length_means *m,
+                     void *notes) {
+    (void)lr;
+    return extrap_row(b, notes, t, series, c, m);
+}
+
+/* The rate label of length k of m. */
+static const char *rate_label(const tuning *t, const length_means *m, int k) {
+    return row_of_panel(t->r, t->g[m->group[k]].panel[m->rate[k]])->labels[t->lr_axis];
+}
+
+/* The change of the mean gap from each length of m to the next, with a 95% Welch interval: the two
+ * lengths' runs are different runs, so nothing pairs them (a seed label shared across lengths is
+ * the same initialization, not the same run). */
+static int difference_rows(nb_buf *b, const tuning *t, const char *series, const char *lr, int c, const length_means *m,
+                           void *ctx) {
+    (void)ctx;
+    int rc = 0;
+    for (int k = 1; k < m->n && !rc; k++) {
+        nbx_welch w = nbx_welch_diff(m->gap[k - 1], m->gap[k]);
+        rc = nb_buf_printf(b, "<tr><td>") || nbx_html(b, series) || nb_buf_printf(b, "</td><td>") ||
+             nbx_html(b, t->r->curves.v[c]) || nb_buf_printf(b, "</td><td>");
+        if (lr) rc = rc || nbx_html(b, lr);
+        else rc = rc || nbx_html(b, rate_label(t, m, k - 1)) || nb_buf_printf(b, " &rarr; ") ||
+                 nbx_html(b, rate_label(t, m, k)) || nb_buf_printf(b, " (tuned)");
+        rc = rc || nb_buf_printf(b, "</td><td>") || nbx_html(b, t->g[m->group[k - 1]].steps) ||
+             nb_buf_printf(b, " &rarr; ") || nbx_html(b, t->g[m->group[k]].steps) ||
+             nb_buf_printf(b, "</td><td>%+.4f &rarr; %+.4f</td>", m->mean[k - 1], m->mean[k]);
+        if (isnan(w.half)) rc = rc || nb_buf_printf(b, "<td>%+.4f (one pair at a length: no interval)</td><td>&mdash;</td>", w.diff);
+        else rc = rc || nb_buf_printf(b, "<td>%+.4f [%+.4f, %+.4f] %s</td><td>%.1f</td>", w.diff, w.diff - w.half,
+                                      w.diff + w.half, verdict(w.diff - w.half, w.diff + w.half), w.df);
+        rc = rc || nb_buf_printf(b, "</tr>\n");
+    }
+    return rc;
 }
 
 /* The mean gap of each delayed curve at each tuned length against tokens, log-log, with intervals. */
@@ -547,94 +689,41 @@ static int scaling_chart(nb_buf *b, const tuning *t, int si, const int *len, int
     return rc;
 }
 
-/* The slope table, then the extrapolation table on the same points, with its caveats. */
+
+/* The slope table, then the extrapolation table from the same log fits, with its caveats. */
 static int slope_tables(nb_buf *b, const tuning *t, int *len) {
-    const nbx_report *r = t->r;
-    int n_rows = 0, rc = 0;
-    fit_points *f = calloc((size_t)(t->series.n * r->curves.n + 1), sizeof *f);
-    if (!f) return nb_fail("out of memory");
-    for (int si = 0; si < t->series.n && !rc; si++) {
-        int n = lengths_of(t, t->series.v[si], len);
-        for (int c = 0; c < r->curves.n && !rc; c++)
-            if (c != t->sync) rc = collect_points(t, len, n, c, &f[n_rows++]) || slope_row(b, t, t->series.v[si], c, &f[n_rows - 1]);
-    }
     nbx_extrap_notes notes = {0};
-    rc = rc || nb_buf_printf(b, "</table>\n") || nbx_extrap_header(b);
-    for (int si = 0, k = 0; si < t->series.n && !rc; si++)
-        for (int c = 0; c < r->curves.n && !rc; c++)
-            if (c != t->sync) rc = extrap_row(b, &notes, t, t->series.v[si], c, &f[k++]);
-    rc = rc || nbx_extrap_footer(b, &notes);
+    int rc = nb_buf_printf(b, "<table id=\"slope-table\"><tr><th>series</th><th>curve</th><th>lengths</th><th>pairs</th>"
+                              "<th>ln(mean gap) on ln(tokens): slope [95%% interval]</th><th>power law on the mean gaps, "
+                              "gap = a tokens^b: b [95%% profile interval]</th></tr>\n") ||
+             each_tuned(b, t, len, fit_row, NULL) || nb_buf_printf(b, "</table>\n") || nbx_extrap_header(b) ||
+             each_tuned(b, t, len, extrap_fn, &notes) || nbx_extrap_footer(b, &notes);
     nbx_extrap_notes_free(&notes);
-    for (int k = 0; k < n_rows; k++) free_points(&f[k]);
-    free(f);
-    return rc;
-}
-
-/* ------------------------------------------------------------ the gap at one rate across lengths */
-/* The index of the rate labelled lr in group g; -1 when g has no such rate. */
-static int rate_index(const tuning *t, const tgroup *g, const char *lr) {
-    for (int i = 0; i < g->n_rates; i++)
-        if (!strcmp(row_of_panel(t->r, g->panel[i])->labels[t->lr_axis], lr)) return i;
-    return -1;
-}
-
-/* The points of (rate lr, curve c) over a series' lengths: as collect_points, but at one rate,
- * whatever each length's pick (a length without that rate adds none). */
-static int fixed_points(const tuning *t, const int *len, int n_len, const char *lr, int c, fit_points *f) {
-    int rc = 0, *seed_lengths;
-    if (points_new(t, n_len, f, &seed_lengths)) return -1;
-    for (int k = 0; k < n_len && !rc; k++) {
-        tgroup g = t->g[len[k]];  /* a copy whose pick is the rate asked for */
-        if ((g.pick = rate_index(t, &g, lr)) < 0) continue;
-        int here = length_points(t, &g, c, f, seed_lengths);
-        if (here < 0) rc = -1;
-        else f->lengths += here;
-    }
-    free(seed_lengths);
-    return rc || (!f->why.n && f->lengths < 2 && f->lengths + f->n_left >= 2 &&
-                  nb_buf_printf(&f->why, "not fitted: gaps at %d length%s, 2 needed%s", f->lengths,
-                                f->lengths == 1 ? "" : "s", left_suffix(f)));
-}
-
-/* Per series, every rate run at two lengths or more and every delayed curve: the slope of the
- * (length, seed) gaps at that one rate. */
-static int fixed_rate_rows(nb_buf *b, const tuning *t, const char *series, const int *len, int n_len) {
-    const nbx_report *r = t->r;
-    nbx_strv rates = {0};
-    int rc = 0;
-    for (int k = 0; k < n_len && !rc; k++)
-        for (int i = 0; i < t->g[len[k]].n_rates && !rc; i++) {
-            const char *lr = row_of_panel(r, t->g[len[k]].panel[i])->labels[t->lr_axis];
-            int seen = 0;
-            for (int j = 0; j < rates.n; j++) seen |= !strcmp(rates.v[j], lr);
-            if (!seen) rc = nbx_strv_push(&rates, lr, strlen(lr));
-        }
-    for (int j = 0; j < rates.n && !rc; j++)
-        for (int c = 0; c < r->curves.n && !rc; c++) {
-            if (c == t->sync) continue;
-            fit_points f;
-            rc = fixed_points(t, len, n_len, rates.v[j], c, &f);
-            if (!rc && f.lengths + f.n_left >= 2)
-                rc = nb_buf_printf(b, "<tr><td>") || nbx_html(b, series) || nb_buf_printf(b, "</td><td>") ||
-                     nbx_html(b, rates.v[j]) || nb_buf_printf(b, "</td>") || slope_cells(b, t, c, &f) ||
-                     nb_buf_printf(b, "</tr>\n");
-            free_points(&f);
-        }
-    nbx_strv_free(&rates);
     return rc;
 }
 
 static int fixed_rate_section(nb_buf *b, const tuning *t, int *len) {
     int rc = nb_buf_printf(b, "<h3 id=\"fixed-rate\">The gap at one rate across lengths</h3>\n<p class=\"note\">The "
                               "slope above follows each length's tuned rate, so a tuned rate that moves between "
-                              "lengths moves the gap with it. Here the rate is held: for every rate run at two lengths or "
-                              "more, the same fit (ln(gap) on ln(tokens) over every (length, seed) pair, 95%% t interval) "
-                              "at that one rate, whether or not it is a length's pick.</p>\n<table id=\"fixed-rate-table\">"
-                              "<tr><th>series</th><th>lr</th><th>curve</th><th>lengths</th><th>points</th>"
-                              "<th>slope of ln(gap) on ln(tokens)</th><th>95%% interval</th></tr>\n");
-    for (int si = 0; si < t->series.n && !rc; si++)
-        rc = fixed_rate_rows(b, t, t->series.v[si], len, lengths_of(t, t->series.v[si], len));
-    return rc || nb_buf_printf(b, "</table>\n");
+                              "lengths moves the gap with it. Here the rate is held: for every rate with pairs at two "
+                              "lengths or more, the same fits (one mean gap per length) at that one rate, whether or not "
+                              "it is a length's pick.</p>\n<table id=\"fixed-rate-table\"><tr><th>series</th><th>lr</th>"
+                              "<th>curve</th><th>lengths</th><th>pairs</th><th>ln(mean gap) on ln(tokens): slope [95%% "
+                              "interval]</th><th>power law on the mean gaps: b [95%% profile interval]</th></tr>\n");
+    return rc || each_fixed(b, t, len, fit_row, NULL) || nb_buf_printf(b, "</table>\n");
+}
+
+static int difference_section(nb_buf *b, const tuning *t, int *len) {
+    int rc = nb_buf_printf(b, "<h3 id=\"differences\">The change between consecutive lengths</h3>\n<p class=\"note\">No "
+                              "curve assumed: from each length to the next (at the tuned rates, then at each rate held), "
+                              "the change of the mean paired gap, with a 95%% Welch interval (the two lengths' runs are "
+                              "different runs, not paired by seed; unequal variances, Welch-Satterthwaite degrees of "
+                              "freedom): &ldquo;shrinks&rdquo; or &ldquo;grows&rdquo; only when the interval excludes "
+                              "zero, else &ldquo;not resolved&rdquo;.</p>\n<table id=\"difference-table\"><tr><th>series"
+                              "</th><th>curve</th><th>lr</th><th>steps</th><th>mean gaps</th><th>change [95%% Welch "
+                              "interval]</th><th>Welch df</th></tr>\n");
+    return rc || each_tuned(b, t, len, difference_rows, NULL) || each_fixed(b, t, len, difference_rows, NULL) ||
+           nb_buf_printf(b, "</table>\n");
 }
 
 static int scaling_section(nb_buf *b, const tuning *t) {
@@ -645,14 +734,17 @@ static int scaling_section(nb_buf *b, const tuning *t) {
                           "synchronous runs at that length's tuned rate (the tuning table's pick) against training tokens "
                           "(the synchronous runs' last metrics line), its 95%% t interval, and the recovery of a mitigated "
                           "delay (n/a when the plain delay's gap is within noise). A length whose tuning is not complete "
-                          "says so. The slope is the ordinary least-squares fit of ln(gap) on ln(tokens) over every "
-                          "(length, seed) pair's own gap at the tuned rates, with a 95%% t interval on points - 2 "
-                          "degrees of freedom: gap ~ tokens^slope, so a negative slope whose interval excludes zero "
-                          "means the gap shrinks. Seeds within a length are treated as independent points. A gap &le; 0 "
-                          "has no logarithm: when its length's paired gap is within noise, that length is left out of "
-                          "the fit and named with its gap (at the longest length this makes the fitted slope less "
-                          "steep than the data, not more); otherwise the slope is not fitted (and says where). The chart draws each "
-                          "length's mean gap; a mean &le; 0 has no place on the log axis and is left out.</p>\n"
+                          "says so. The fits below take one value per length, its mean paired gap, never the seeds as "
+                          "points (a length's seeds are the noise of its mean, not more lengths). The slope is the "
+                          "ordinary least-squares fit of ln(mean gap) on ln(tokens), with a 95%% t interval on lengths - 2 "
+                          "degrees of freedom: gap ~ tokens^slope. A mean gap &le; 0 has no logarithm: that length is "
+                          "left out of this fit, and named. The power law gap = a tokens^b is fitted by least squares to "
+                          "the mean gaps themselves, every length kept, and b's 95%% interval is its profile interval "
+                          "(the b whose residual sum stays within RSS_min (1 + t&sup2; / (lengths - 2))). The log fit "
+                          "weighs each length's relative error alike, the power law its absolute error. "
+                          "&ldquo;shrinks&rdquo; or &ldquo;grows&rdquo; only when the interval excludes zero, else "
+                          "&ldquo;not resolved&rdquo;. The chart draws each length's mean gap; a mean &le; 0 has no "
+                          "place on the log axis and is left out.</p>\n"
                           "<table id=\"scaling-table\"><tr><th>series</th><th>steps</th><th>tokens</th><th>tuned lr</th>"
                           "<th>curve</th><th>gap to sync (paired mean)</th><th>gap 95%% interval</th><th>pairs</th>"
                           "<th>recovery (95%% interval)</th></tr>\n");
@@ -660,9 +752,8 @@ static int scaling_section(nb_buf *b, const tuning *t) {
         int n = lengths_of(t, t->series.v[si], len);
         for (int k = 0; k < n && !rc; k++) rc = scaling_rows(b, t, &t->g[len[k]]);
     }
-    rc = rc || nb_buf_printf(b, "</table>\n<table id=\"slope-table\"><tr><th>series</th><th>curve</th><th>lengths</th>"
-                                "<th>points</th><th>slope of ln(gap) on ln(tokens)</th><th>95%% interval</th></tr>\n");
-    rc = rc || slope_tables(b, t, len) || fixed_rate_section(b, t, len);
+    rc = rc || nb_buf_printf(b, "</table>\n") || slope_tables(b, t, len) || fixed_rate_section(b, t, len) ||
+         difference_section(b, t, len);
     for (int si = 0; si < t->series.n && !rc; si++) rc = scaling_chart(b, t, si, len, lengths_of(t, t->series.v[si], len));
     free(len);
     return rc;

@@ -37,6 +37,123 @@ def stats(x):
     return m, sd, T975[n - 1] * sd / math.sqrt(n)
 
 
+# ---------------------------------------------------------------- quantiles and fits (no scipy here)
+def t_quantile(p, df):
+    """Student's t quantile for real df > 0: the CDF 1/2 + c sqrt(df) int_0^theta cos^(df-1) over theta =
+    atan(x / sqrt(df)) (x = sqrt(df) tan theta takes the density to a smooth integrand), Simpson's rule,
+    inverted by bisection"""
+    c = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+
+    def cdf(x):
+        th, n = math.atan(x / math.sqrt(df)), 400
+        h = th / n
+        s = sum((1 if i in (0, n) else 4 if i % 2 else 2) * math.cos(i * h) ** (df - 1) for i in range(n + 1))
+        return 0.5 + c * math.sqrt(df) * s * h / 3
+    lo, hi = 0.0, 1e4
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) < p else (lo, mid)
+    return (lo + hi) / 2
+
+
+def chi2_quantile(p, df):
+    """the chi-square quantile: the lower regularized gamma P(df/2, x/2) by its power series, inverted by
+    bisection"""
+    a = df / 2
+
+    def cdf(x):
+        z = x / 2
+        if z <= 0:
+            return 0.0
+        term = total = 1 / a
+        k = 0
+        while term > 1e-17 * total:
+            k += 1
+            term *= z / (a + k)
+            total += term
+        return math.exp(a * math.log(z) - z - math.lgamma(a)) * total
+    lo, hi = 0.0, 1e3
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) < p else (lo, mid)
+    return (lo + hi) / 2
+
+
+# the computed quantiles against the printed table and chi-square's 2-df closed form, -2 ln(1 - p)
+assert all(abs(t_quantile(0.975, k) - v) < 2e-6 for k, v in T975.items()), "t_quantile disagrees with the t table"
+assert all(abs(chi2_quantile(p, 2) + 2 * math.log(1 - p)) < 1e-9 for p in (0.0125, 0.025, 0.975, 0.9875))
+
+
+def sd_interval(sd, n, level):
+    """a standard deviation's interval: sd sqrt((n - 1) / chi2), chi2 at the upper and lower tails"""
+    tail = (1 - level) / 2
+    return sd * math.sqrt((n - 1) / chi2_quantile(1 - tail, n - 1)), sd * math.sqrt((n - 1) / chi2_quantile(tail, n - 1))
+
+
+B_MAX = 10
+
+
+def power_law(tokens, means):
+    """gap = a (tokens / geometric mean)^b by least squares: (b, lo, hi, lo_open, hi_open, off). b from a grid of
+    step 0.05 over [-10, 10] refined by ternary search; the profile interval's ends where the residual sum first
+    passes RSS_min (1 + t^2 / (n - 2)) walking out from b in steps of 0.05, then bisection"""
+    lt = [math.log(v) for v in tokens]
+    u = [v - sum(lt) / len(lt) for v in lt]
+
+    def rss(b):
+        x = [math.exp(b * v) for v in u]
+        a = sum(m * xi for m, xi in zip(means, x)) / sum(xi * xi for xi in x)
+        return sum((m - a * xi) ** 2 for m, xi in zip(means, x))
+    grid = [-B_MAX + 0.05 * i for i in range(int(2 * B_MAX / 0.05) + 1)]
+    i = min(range(len(grid)), key=lambda k: rss(grid[k]))
+    if i in (0, len(grid) - 1):
+        return None, None, None, False, False, -1 if i == 0 else 1
+    lo, hi = grid[i - 1], grid[i + 1]
+    while hi - lo > 1e-11:
+        m1, m2 = lo + (hi - lo) / 3, hi - (hi - lo) / 3
+        lo, hi = (lo, m2) if rss(m1) <= rss(m2) else (m1, hi)
+    b = (lo + hi) / 2
+    n = len(means)
+    if n < 3:
+        return b, None, None, False, False, 0
+    level = rss(b) * (1 + T975[n - 2] ** 2 / (n - 2))
+
+    def end(sign):
+        inside = b
+        while True:
+            out = inside + sign * 0.05
+            if abs(out) >= B_MAX:
+                out = sign * B_MAX
+            if rss(out) > level:
+                break
+            if out == sign * B_MAX:
+                return out, True
+            inside = out
+        for _ in range(200):
+            mid = (inside + out) / 2
+            inside, out = (inside, mid) if rss(mid) > level else (mid, out)
+        return (inside + out) / 2, False
+    (lo, lo_open), (hi, hi_open) = end(-1), end(1)
+    return b, lo, hi, lo_open, hi_open, 0
+
+
+def welch(x, y):
+    """mean(y) - mean(x), the half-width of its 95% Welch interval and the Welch-Satterthwaite df (None, None
+    when a side has one value; half 0 and df n_x + n_y - 2 when neither has spread)"""
+    mx, sx, _ = stats(x)
+    my, sy, _ = stats(y)
+    if len(x) < 2 or len(y) < 2:
+        return my - mx, None, None
+    vx, vy = sx * sx / len(x), sy * sy / len(y)
+    if vx + vy == 0:
+        return my - mx, 0.0, len(x) + len(y) - 2
+    df = (vx + vy) ** 2 / (vx ** 2 / (len(x) - 1) + vy ** 2 / (len(y) - 1))
+    return my - mx, t_quantile(0.975, df) * math.sqrt(vx + vy), df
+
+
+def verdict(lo, hi):
+    return "shrinks" if hi < 0 else "grows" if lo > 0 else "not resolved"
+
 def number(s):
     try:
         v = float(s)
@@ -227,22 +344,27 @@ def main(d, page):
             k = len(sync_vals)
             return out + "<td>n/a: %d synchronous run%s</td><td>n/a: no noise floor</td></tr>" % (k, "" if k == 1 else "s")
         _, floor, _ = stats(sync_vals)
-        out += "<td>%.4f (%d runs)</td>" % (floor, len(sync_vals))
+        f_lo, f_hi = sd_interval(floor, len(sync_vals), 0.95)
+        out += "<td>%.4f [%.4f, %.4f] (%d runs)</td>" % (floor, f_lo, f_hi, len(sync_vals))
         if f["b"] >= 0:
             return out + "<td>never (slope &ge; 0)</td></tr>"
         if floor <= 0:
             return out + "<td>never (noise floor 0)</td></tr>"
-        L = math.log(floor)
-        cross = math.exp((L - f["a"]) / f["b"])
-        # the band holds L where (my + b u - L)^2 <= t^2 s^2 (1/n + u^2 / Sxx), u = x - mean x
-        g2 = f["t"] ** 2 * f["s2"]
-        A, B = f["b"] ** 2 - g2 / f["sxx"], 2 * f["b"] * (f["my"] - L)
-        C = (f["my"] - L) ** 2 - g2 / f["n"]
+        cross = math.exp((math.log(floor) - f["a"]) / f["b"])
+        # Bonferroni: the line's band at 97.5% (its t) and the floor's 97.5% interval. The band holds L where
+        # (my + b u - L)^2 <= t^2 s^2 (1/n + u^2 / Sxx), u = x - mean x; the crossing's interval runs from the
+        # band's first meeting with the floor's upper end to its last meeting with the lower end.
+        g2 = t_quantile(0.9875, f["n"] - 2) ** 2 * f["s2"]
+        A = f["b"] ** 2 - g2 / f["sxx"]
         if A <= 0:
-            return out + f"<td>{tok_num(cross)} (no interval: the slope's interval reaches 0)</td></tr>"
-        root = math.sqrt(max(B * B - 4 * A * C, 0))  # B^2/4 - AC = (t^2 s^2)(d^2/Sxx + A/n) >= 0 when A > 0
-        r = sorted(((-B - root) / (2 * A), (-B + root) / (2 * A)))
-        lo, hi = (math.exp(f["mx"] + u) for u in r)
+            return out + f"<td>{tok_num(cross)} (no interval: the slope's 97.5% interval reaches 0)</td></tr>"
+
+        def roots(L):
+            B, C = 2 * f["b"] * (f["my"] - L), (f["my"] - L) ** 2 - g2 / f["n"]
+            root = math.sqrt(max(B * B - 4 * A * C, 0))  # B^2/4 - AC = (t^2 s^2)(d^2/Sxx + A/n) >= 0 when A > 0
+            return sorted(((-B - root) / (2 * A), (-B + root) / (2 * A)))
+        f_lo, f_hi = sd_interval(floor, len(sync_vals), 0.975)
+        lo, hi = math.exp(f["mx"] + roots(math.log(f_hi))[0]), math.exp(f["mx"] + roots(math.log(f_lo))[1])
         return out + f"<td>{tok_num(cross)} [{tok_num(lo)}, {tok_num(hi)}]</td></tr>"
 
     def count_text(v):
@@ -264,16 +386,17 @@ def main(d, page):
         for s, c, used, shared, left in fits:
             t1, t2 = mean_tokens(used[0]), mean_tokens(used[-1])
             span = math.log10(t2 / t1)
-            text = ", ".join(f"{g_steps[g]} steps at lr {pick[g]}" + (" (grid edge)" if is_edge(g) else "") for g in used)
-            text += left_text(left)
+            text = html(", ".join(f"{g_steps[g]} steps at lr {pick[g]}" + (" (grid edge)" if is_edge(g) else "") for g in used))
+            text += left
             out.append(f"<li>{html(s)}, {html(c)}: a fit over {len(used)} lengths spanning a factor {t2 / t1:.3g} of tokens "
-                       f"({t1:.0f} to {t2:.0f}, {span:.2f} decades): {html(text)}; 100 T lies 2 decades beyond the longest, "
+                       f"({t1:.0f} to {t2:.0f}, {span:.2f} decades): {text}; 100 T lies 2 decades beyond the longest, "
                        f"{2 / span:.1f} times that span.</li>")
             t_max = max(t_max, t2)
             sizes.append(fit_params(used))
         if any(shared for _, _, _, shared, _ in fits):
-            out.append("<li>Each fit's points are (length, seed) pairs treated as independent, although a seed keeps its "
-                       "initialization and data order at every length: the intervals may be too narrow.</li>")
+            out.append("<li>Each fit treats its lengths' mean gaps as independent, although a seed keeps its initialization "
+                       "and data order at every length: a seed's effect on the gap that lasts across lengths makes the "
+                       "intervals too wide or too narrow.</li>")
         edge = any(is_edge(g) for _, _, used, _, _ in fits for g in used)
         out.append("<li>The rate is tuned anew at each length (the rates above): the extrapolation assumes that longer "
                    "runs, tuned the same way, stay on the fitted line." +
@@ -298,35 +421,94 @@ def main(d, page):
                            f"{t_max:.0f} tokens.</li>")
         return out
 
-    def left_out(g, rate, gp):
-        """the text naming a length left out of a fit (a gap <= 0 and the paired gap within noise), else None"""
-        m, sd, half = stats([x[1] for x in gp])
-        if half is None or not any(x[1] <= 0 for x in gp) or not (m - half <= 0 <= m + half):
-            return None
-        return "%s steps at lr %s (%+.4f [%+.4f, %+.4f])" % (g_steps[g], rate, m, m - half, m + half)
+    def tokens_at(g, rate):
+        tok = [final(g, rate, sync, x)["tokens"] for x in seeds if final(g, rate, sync, x)]
+        return sum(tok) / len(tok)
 
-    def left_text(left):
-        return "; left out, within noise: " + ", ".join(html(x) for x in left) if left else ""
+    def means_of(lengths, rate_of, c):
+        """one entry per length with a pair: (group, rate, its gaps, mean tokens); rate_of(g) None: no rate"""
+        out = []
+        for g in lengths:
+            rate = rate_of(g)
+            gp = gaps(g, rate, c) if rate is not None else []
+            if gp:
+                out.append((g, rate, [x[1] for x in gp], tokens_at(g, rate)))
+        return out
 
-    def slope_cells(pts, first_bad, left, n_len):
-        """the fixed-rate table's fit cells (the slope table's, without its tuned-length reason)"""
-        if first_bad:
-            return f"<td colspan=\"2\">{first_bad}</td></tr>"
-        if n_len < 2:
-            return f"<td colspan=\"2\">not fitted: gaps at {n_len} length{'' if n_len == 1 else 's'}, 2 needed{left_text(left)}</td></tr>"
+    def split_log(ms):
+        """the lengths whose mean gap is > 0 (the log fit's) and the text naming the others"""
+        kept, left = [], []
+        for g, rate, gp, tok in ms:
+            m, sd, half = stats(gp)
+            if m > 0:
+                kept.append((g, rate, gp, tok))
+            else:
+                left.append("%s steps at lr %s (%+.4f" % (g_steps[g], rate, m) +
+                            (" [%+.4f, %+.4f])" % (m - half, m + half) if half is not None else ")"))
+        return kept, "; left out, mean gap &le; 0 (no logarithm): " + ", ".join(html(x) for x in left) if left else ""
+
+    def log_line(kept):
+        """ln(mean gap) on ln(tokens) in centred form; None below 2 lengths or without a spread of tokens"""
+        pts = [(math.log(tok), math.log(sum(gp) / len(gp))) for _, _, gp, tok in kept]
         n = len(pts)
+        if n < 2 or len({p[0] for p in pts}) == 1:
+            return None
         mx, my = sum(p[0] for p in pts) / n, sum(p[1] for p in pts) / n
         sxx = sum((p[0] - mx) ** 2 for p in pts)
         b = sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
-        if n < 3:
-            return "<td>%+.3f</td><td>n/a: %d points, no interval%s</td></tr>" % (b, n, left_text(left))
         a = my - b * mx
-        s2 = sum((p[1] - a - b * p[0]) ** 2 for p in pts) / (n - 2)
-        half = T975[n - 2] * math.sqrt(s2 / sxx)
-        verdict = "shrinks" if b + half < 0 else "grows" if b - half > 0 else "no trend resolved"
-        return "<td>%+.3f</td><td>[%+.3f, %+.3f] %s%s</td></tr>" % (b, b - half, b + half, verdict, left_text(left))
+        s2 = sum((p[1] - a - b * p[0]) ** 2 for p in pts) / (n - 2) if n > 2 else None
+        return {"n": n, "mx": mx, "my": my, "sxx": sxx, "a": a, "b": b, "s2": s2}
 
-    extrap_want, fixed_want, fits, g_steps = [], [], [], {}
+    def log_reason(kept, left):
+        if len(kept) < 2:
+            return "not fitted: a mean gap &gt; 0 at %d length%s, 2 needed%s" % (len(kept), "" if len(kept) == 1 else "s", left)
+        return "not fitted: every length has the same tokens" if log_line(kept) is None else None
+
+    def log_cell(ms):
+        kept, left = split_log(ms)
+        reason = log_reason(kept, left)
+        if reason:
+            return f"<td>{reason}</td>"
+        f = log_line(kept)
+        if f["n"] < 3:
+            return "<td>%+.3f (2 lengths, no interval)%s</td>" % (f["b"], left)
+        half = T975[f["n"] - 2] * math.sqrt(f["s2"] / f["sxx"])
+        return "<td>%+.3f [%+.3f, %+.3f] %s%s</td>" % (f["b"], f["b"] - half, f["b"] + half,
+                                                      verdict(f["b"] - half, f["b"] + half), left)
+
+    def power_cell(ms):
+        if len(ms) < 2:
+            return "<td>not fitted: %d length, 2 needed</td>" % len(ms)
+        if len({tok for *_, tok in ms}) == 1:
+            return "<td>not fitted: every length has the same tokens</td>"
+        b, lo, hi, lo_open, hi_open, off = power_law([tok for *_, tok in ms], [sum(gp) / len(gp) for _, _, gp, _ in ms])
+        if off:
+            return "<td>not fitted: the least-squares exponent lies beyond %+d</td>" % (off * B_MAX)
+        if lo is None:
+            return "<td>%+.3f (2 lengths, no interval)</td>" % b
+        ends = ("&lt; -%d" % B_MAX if lo_open else "%+.3f" % lo, "&gt; +%d" % B_MAX if hi_open else "%+.3f" % hi)
+        return "<td>%+.3f [%s, %s] %s</td>" % (b, ends[0], ends[1], verdict(lo, hi))
+
+    def fit_cells(c, ms):
+        return f"<td>{html(c)}</td><td>{len(ms)}</td><td>{sum(len(gp) for _, _, gp, _ in ms)}</td>" + log_cell(ms) + \
+            power_cell(ms) + "</tr>"
+
+    def difference_rows(s, c, ms, rate):
+        out = []
+        for (g0, r0, x, _), (g1, r1, y, _) in zip(ms, ms[1:]):
+            d, half, df = welch(x, y)
+            lr = html(rate) if rate else f"{html(r0)} &rarr; {html(r1)} (tuned)"
+            row = (f"<tr><td>{html(s)}</td><td>{html(c)}</td><td>{lr}</td><td>{g_steps[g0]} &rarr; {g_steps[g1]}</td>"
+                   f"<td>{sum(x) / len(x):+.4f} &rarr; {sum(y) / len(y):+.4f}</td>")
+            if half is None:
+                out.append(row + "<td>%+.4f (one pair at a length: no interval)</td><td>&mdash;</td></tr>" % d)
+            else:
+                out.append(row + "<td>%+.4f [%+.4f, %+.4f] %s</td><td>%.1f</td></tr>" % (d, d - half, d + half,
+                                                                                        verdict(d - half, d + half), df))
+        return out
+
+    extrap_want, fixed_want, diff_want, diff_fixed, fits, g_steps = [], [], [], [], [], {}
     if "steps" in axes:
         series = []
         for g in groups:
@@ -360,50 +542,29 @@ def main(d, page):
                     row += f"<td>{len(gp)}</td><td>{recovery(g, rate, c)}</td></tr>"
                     want.append(row)
             for c in delayed:
-                pts, first_bad, used, seed_lengths, left = [], None, [], {}, []
-                for g in lengths:
-                    if pick[g] is None:
-                        continue
-                    gp = gaps(g, pick[g], c)
-                    why_left = left_out(g, pick[g], gp) if gp else None
-                    if why_left:
-                        left.append(why_left)
-                        continue
-                    if gp:
-                        used.append(g)
-                    for seed, gap, tok in gp:
-                        if gap <= 0 and first_bad is None:
-                            first_bad = "not fitted: the gap is %+.4f &le; 0 at steps=%s, seed %s (no logarithm)" % (
-                                gap, steps_of[g], seed)
-                        pts.append((math.log(tok), math.log(gap) if gap > 0 else None))
-                        seed_lengths[seed] = seed_lengths.get(seed, 0) + 1
-                n_len = len(used)
-                row = f"<tr><td>{html(s)}</td><td>{html(c)}</td><td>{n_len}</td><td>{len(pts)}</td>"
+                ms = means_of(lengths, lambda g: pick[g], c)
+                kept, left = split_log(ms)
+                want.append(f"<tr><td>{html(s)}</td>" + fit_cells(c, ms))
+                diff_want.extend(difference_rows(s, c, ms, None))
                 erow = f"<tr><td>{html(s)}</td><td>{html(c)}</td>"
-                if first_bad or n_len < 2:
-                    reason = first_bad or "not fitted: gaps at %d tuned length%s, 2 needed%s" % (n_len, "" if n_len == 1 else "s",
-                                                                                                   left_text(left))
-                    want.append(row + f"<td colspan=\"2\">{reason}</td></tr>")
+                reason = log_reason(kept, left)
+                if reason:
                     extrap_want.append(erow + f"<td colspan=\"7\">{reason}</td></tr>")
                     continue
-                n = len(pts)
-                mx, my = sum(p[0] for p in pts) / n, sum(p[1] for p in pts) / n
-                sxx = sum((p[0] - mx) ** 2 for p in pts)
-                b = sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
-                if n < 3:
-                    want.append(row + "<td>%+.3f</td><td>n/a: %d points, no interval%s</td></tr>" % (b, n, left_text(left)))
-                    extrap_want.append(erow + "<td colspan=\"7\">not extrapolated: %d points, no interval (3 needed)</td></tr>" % n)
+                fit = log_line(kept)
+                if fit["n"] < 3:
+                    extrap_want.append(erow + "<td colspan=\"7\">not extrapolated: %d lengths, no interval (3 needed)</td></tr>"
+                                       % fit["n"])
                     continue
-                a = my - b * mx
-                s2 = sum((p[1] - a - b * p[0]) ** 2 for p in pts) / (n - 2)
-                half = T975[n - 2] * math.sqrt(s2 / sxx)
-                verdict = "shrinks" if b + half < 0 else "grows" if b - half > 0 else "no trend resolved"
-                want.append(row + "<td>%+.3f</td><td>[%+.3f, %+.3f] %s%s</td></tr>" % (b, b - half, b + half, verdict,
-                                                                                         left_text(left)))
-                fit = {"n": n, "mx": mx, "my": my, "sxx": sxx, "a": a, "b": b, "s2": s2, "t": T975[n - 2]}
+                fit["t"] = T975[fit["n"] - 2]
+                used = [g for g, *_ in kept]
                 extrap_want.append(erow + extrap_cells(fit, used, steps_of, pick))
-                fits.append((s, c, used, any(v > 1 for v in seed_lengths.values()), left))
-            # the gap at one rate across lengths: every rate run at 2 lengths or more, each delayed curve
+                seed_count = {}
+                for g, rate, _, _ in ms:
+                    for seed, _, _ in gaps(g, rate, c):
+                        seed_count[seed] = seed_count.get(seed, 0) + 1
+                fits.append((s, c, used, any(v > 1 for v in seed_count.values()), left))
+            # the gap at one rate across lengths: every rate with pairs at 2 lengths or more, each delayed curve
             fixed_rates = []
             for g in lengths:
                 for r in runs:
@@ -411,26 +572,14 @@ def main(d, page):
                         fixed_rates.append(r["labels"]["lr"])
             for rate in fixed_rates:
                 for c in delayed:
-                    pts, first_bad, n_len, left = [], None, 0, []
-                    for g in lengths:
-                        gp = gaps(g, rate, c)
-                        why_left = left_out(g, rate, gp) if gp else None
-                        if why_left:
-                            left.append(why_left)
-                            continue
-                        n_len += 1 if gp else 0
-                        for seed, gap, tok in gp:
-                            if gap <= 0 and first_bad is None:
-                                first_bad = "not fitted: the gap is %+.4f &le; 0 at steps=%s, seed %s (no logarithm)" % (
-                                    gap, steps_of[g], seed)
-                            pts.append((math.log(tok), math.log(gap) if gap > 0 else None))
-                    if n_len + len(left) < 2:
-                        continue
-                    row = f"<tr><td>{html(s)}</td><td>{html(rate)}</td><td>{html(c)}</td><td>{n_len}</td><td>{len(pts)}</td>"
-                    fixed_want.append(row + slope_cells(pts, first_bad, left, n_len))
+                    ms = means_of(lengths, lambda g: rate if rate in rates[g] else None, c)
+                    if len(ms) >= 2:
+                        fixed_want.append(f"<tr><td>{html(s)}</td><td>{html(rate)}</td>" + fit_cells(c, ms))
+                        diff_fixed.extend(difference_rows(s, c, ms, rate))
 
     cav, miscounts = (caveats(fits) if fits else []), []
-    want += extrap_want + cav + fixed_want
+    diff_want += diff_fixed
+    want += extrap_want + cav + fixed_want + diff_want
     if "steps" in axes:  # exactly these rows and caveats: nothing more in the table or the list
         table = text[text.find('<table id="extrapolation-table">'):]
         table = table[:table.find("</table>")]
@@ -438,6 +587,10 @@ def main(d, page):
         fixed = fixed[:fixed.find("</table>")]
         if fixed.count("<tr>") - 1 != len(fixed_want):
             miscounts.append(f"{page}: {len(fixed_want)} fixed-rate rows expected, the page has {fixed.count('<tr>') - 1}")
+        diffs = text[text.find('<table id="difference-table">'):] if '<table id="difference-table">' in text else ""
+        diffs = diffs[:diffs.find("</table>")]
+        if diffs.count("<tr>") - 1 != len(diff_want):
+            miscounts.append(f"{page}: {len(diff_want)} difference rows expected, the page has {diffs.count('<tr>') - 1}")
         ul = text[text.find('<ul id="extrapolation-caveats">'):] if '<ul id="extrapolation-caveats">' in text else ""
         ul = ul[:ul.find("</ul>")]
         for what, got, n in (("extrapolation rows", table.count("<tr>") - 1, len(extrap_want)),
