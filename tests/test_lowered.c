@@ -294,7 +294,8 @@ static void test_permutations_hand(void) {
     free_lists(&l);
 }
 
-/* The simulator on a hand-made 1F1B of 2 stages and 2 micro-batches equals nb_pipe_simulate's. */
+/* The simulator on a hand-made 1F1B of 2 stages and 2 micro-batches equals nb_pipe_simulate's (the
+ * generated 1F1B's lowering, simulated): the hand-made lists are that lowering. */
 static void test_simulate_hand(void) {
     hand h;
     hand_gpipe(&h, 2, 2);
@@ -510,8 +511,9 @@ static void test_cut_lowerings_validate(void) {
 }
 
 /* Without tied, clip, eval or save, and with messages costing only the stages' latency, the lowered
- * lists take exactly the schedule's time: the messages the lowering adds (stats, END, DONE) never hold a
- * stage up. */
+ * lists take exactly the schedule's time: nb_pipe_simulate simulates the same lowering but takes the
+ * makespan over the schedule's own actions, so this checks that the coordinator and the messages the
+ * lowering adds (stats, END, DONE) never end later than the stages' work. */
 static void test_makespan_matches(void) {
     const double f[] = {1, 1.5, 1, 2, 1}, b[] = {2, 3, 2.5, 2, 2}, u[] = {0.5, 0, 0.25, 0.5, 1};
     int cases = 0, bad = 0;

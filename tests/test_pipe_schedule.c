@@ -1,4 +1,4 @@
-/* Pipeline schedules: generators, validator and lock-step simulator (include/nobubble/pipeline.h). */
+/* Pipeline schedules: generators, validator and simulator (include/nobubble/pipeline.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -246,9 +246,10 @@ static void test_validator_rejects(void) {
                                  {NB_PIPE_BACKWARD, 1, 0, 0}, {NB_PIPE_UPDATE, -1, 0, 0}};
     memcpy(act(&sc, 0, 0), s0, sizeof s0);
     memcpy(act(&sc, 1, 0), s1, sizeof s1);
-    expect_rejected(&sc, "cyclic wait", "deadlock", "stage 0 action 1 (backward mb 0) waits for the backward of mb 0 from stage 1");
-    expect_rejected(&sc, "cyclic wait", "stage 1 action 1 (forward mb 1) waits for the forward of mb 1 from stage 0",
-                    "cyclic");
+    /* deadlock is the lowered check's: it names the lowered lists' receives (their indices in those lists) */
+    expect_rejected(&sc, "cyclic wait", "deadlock", "a cycle of waits: stage 0 -> stage 1 -> stage 0");
+    expect_rejected(&sc, "cyclic wait", "stage 0 action 2 (RECV GRAD(0) <- stage 1) waits for stage 1",
+                    "stage 1 action 2 (RECV ACT(1) <- stage 0) waits for stage 0");
     nb_pipe_sim sim;
     nb_pipe_costs c = uniform(2, 1, 1, 0, 0);
     CHECK(nb_pipe_simulate(&sc, &c, &sim) && strstr(nb_last_error(), "deadlock"), "the simulator refuses it too");
@@ -257,6 +258,16 @@ static void test_validator_rejects(void) {
                                     {NB_PIPE_BACKWARD, 1, 0, 0}, {NB_PIPE_UPDATE, -1, 0, 0}};
     memcpy(act(&sc, 0, 0), fixed, sizeof fixed);
     CHECK(!*verdict(&sc), "the repaired schedule passes: %s", verdict(&sc));
+    nb_pipe_free(&sc);
+
+    /* a forward on a version its updates have not made yet (the lowered check's): one stage runs
+     * F0 B0 F1 U0 B1 U1, step 1's forward on version 1 before update 0 */
+    const size_t six[1] = {6};
+    CHECK(!nb_pipe_alloc(&sc, NB_PIPE_1F1B, 1, 1, 2, six), "alloc");
+    const nb_pipe_action early[] = {{NB_PIPE_FORWARD, 0, 0, 0}, {NB_PIPE_BACKWARD, 0, 0, 0}, {NB_PIPE_FORWARD, 1, 1, 1},
+                                    {NB_PIPE_UPDATE, -1, 0, 0}, {NB_PIPE_BACKWARD, 1, 1, 1}, {NB_PIPE_UPDATE, -1, 1, 1}};
+    memcpy(act(&sc, 0, 0), early, sizeof early);
+    expect_rejected(&sc, "a version from the future", "FORWARD mb 1 (step 1, version 1)", "a version from the future");
     nb_pipe_free(&sc);
 }
 
@@ -296,6 +307,20 @@ static void test_cost_model(void) {
     F[1] = 1;
     pc.comm = -1;
     CHECK(nb_pipe_simulate(&sc, &pc, &sim) && strstr(nb_last_error(), "comm cost"), "a negative comm cost is refused");
+    nb_pipe_free(&sc);
+    /* The simulation is the lowered lists': in the one-process order every stage waits, at its update,
+     * for the decision on that step (END), so a slow last update holds the next step back. P = 3,
+     * M = 1, S = 2, f = b = 1, u = 0.5, 0.5, 3: stage 2's update 0 runs 4..7, so stage 0 starts step 1
+     * at 7 and stage 2's update 1 runs 11..14 (without the wait: 6.5 and a makespan of 13.5). */
+    const int versions[6] = {0, 0, 0, 1, 1, 1};
+    double F3[3] = {1, 1, 1}, U3[3] = {0.5, 0.5, 3};
+    nb_pipe_costs c3 = {F3, F3, U3, 0};
+    if (!nb_pipe_generate_sequential(&sc, 3, 1, 2, versions) && !nb_pipe_simulate(&sc, &c3, &sim)) {
+        CHECK(sim.makespan == 14.0 && sim.t_start[sc.start[0] + 3] == 7.0,
+              "sequential: step 1 starts at 7, after every stage's update 0 (%g), makespan %g (want 14)",
+              sim.t_start[sc.start[0] + 3], sim.makespan);
+        nb_pipe_sim_free(&sim);
+    } else CHECK(0, "%s", nb_last_error());
     nb_pipe_free(&sc);
 }
 

@@ -1,5 +1,5 @@
 /* Pipeline schedules as pure data (GPipe, 1F1B, PipeDream, PipeDream-2BW), their validator and
- * a lock-step simulator with per-stage costs. See docs/schedules.md.
+ * a simulator with per-stage costs (the schedule's lowering, simulated). See docs/schedules.md.
  *
  * A schedule has P stages; per stage an ordered list of actions (forward or backward of one
  * micro-batch, or the optimizer update). Micro-batches are numbered globally: micro-batch j
@@ -78,10 +78,12 @@ size_t nb_pipe_n_actions(const nb_pipe_schedule *s);
 /* 0 when the schedule is sound: actions well formed; every micro-batch forwarded and backwarded
  * exactly once per stage, forward first; backwards in increasing micro-batch order (the
  * accumulation order of the single-process run); forward and backward of a micro-batch on the
- * same version, the one the delay rule gives, never above the updates done; updates in step
- * order, each after all of its step's backwards, and a step's backwards between update t - 1
- * and update t; and no deadlock (the dependency simulation completes). Otherwise -1 with a
- * message naming the stage, the action index and the problem (a deadlock names the cycle). */
+ * same version, the one the delay rule gives; updates in step order, each after all of its step's
+ * backwards, and a step's backwards between update t - 1 and update t; and its lowering (no tied,
+ * clip, evaluation or saving) passes nb_low_validate: no version used before the updates made it,
+ * no deadlock. Otherwise -1 with a message naming the stage, the action index and the problem
+ * ("schedule: ..."), or the lowered check's ("lowered: ...", action indices in the lowered lists;
+ * a deadlock names the cycle of waits). */
 int nb_pipe_validate(const nb_pipe_schedule *s);
 
 /* Per-stage costs (arrays of n_stages): forward, backward (> 0) and update (>= 0) durations,
@@ -103,10 +105,13 @@ typedef struct {
     double *t_start, *t_finish;   /* per action, indexed like schedule->actions */
 } nb_pipe_sim;
 
-/* Validates and simulates: each action starts when its stage is free and its input has arrived
- * (forward of j at s: forward of j at s - 1 finished + comm; backward of j at s: backward of j at
- * s + 1 finished + comm, or at the last stage its own forward finished; an update: when the
- * stage is free). O(actions) time and memory. Free the result with nb_pipe_sim_free. */
+/* Validates and simulates. The simulation is the schedule's lowering (no tied, clip, evaluation or
+ * saving) run by nb_low_simulate with latency = comm and every other message and the coordinator
+ * free: each action starts when its stage is free and its input has arrived (forward of j at s:
+ * forward of j at s - 1 finished + comm; backward of j at s: backward of j at s + 1 finished + comm,
+ * or at the last stage its own forward finished; an update: when the stage is free; in the
+ * one-process order, a stage's next step also waits for every stage's update, the END it receives).
+ * O(actions) time and memory. Free the result with nb_pipe_sim_free. */
 int nb_pipe_simulate(const nb_pipe_schedule *s, const nb_pipe_costs *costs, nb_pipe_sim *out);
 void nb_pipe_sim_free(nb_pipe_sim *sim);
 
@@ -261,8 +266,8 @@ typedef struct {
 
 /* Validates (nb_low_validate) and simulates the lists: each action starts when its endpoint is free
  * and, for a RECV, its message has arrived (the SEND's finish + latency + bytes / bandwidth); a RECV
- * itself takes no time. With zero message costs the lowering of a schedule without tied, clip,
- * eval or save has nb_pipe_simulate's makespan (comm = latency). O(actions log actions).
+ * itself takes no time. nb_pipe_simulate is this simulator run on a schedule's plain lowering.
+ * O(actions) time and memory.
  * Free the result with nb_low_sim_free. */
 int nb_low_simulate(const nb_low_schedule *l, const nb_low_costs *costs, nb_low_sim *out);
 void nb_low_sim_free(nb_low_sim *sim);

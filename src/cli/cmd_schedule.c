@@ -1,5 +1,5 @@
 /* nobubble schedule: generates a pipeline schedule (GPipe, 1F1B, PipeDream, 2BW), validates it,
- * simulates it lock-step with per-stage costs and prints the timeline as text, the bubble
+ * simulates it (as its lowering, nb_pipe_simulate) with per-stage costs and prints the timeline as text, the bubble
  * fraction, per-stage idle fraction, peak in-flight activations and weight versions; --svg writes
  * the timeline as a picture, --json prints the numbers as JSON. See docs/schedules.md. */
 #include <errno.h>
@@ -32,7 +32,8 @@ static const char usage[] =
 /* One value for every stage, or one per stage; each a finite number > 0 (>= 0 when zero_ok). */
 /* Costs are finite, at most MAX_COST, so that every time the simulator adds up stays far from overflow. */
 #define MAX_COST 1e9
-/* Stages x micro-batches x steps at most this: the simulator keeps a few doubles per stage and micro-batch. */
+/* Stages x micro-batches x steps at most this: the simulation holds the schedule's lowered lists, about
+ * 6 low-level actions per pass with their times and pairing (about 4 GB and 15 s of CPU at the cap). */
 #define MAX_PASSES 10000000LL
 
 static double *parse_costs(const char *flag, const char *text, int P, int zero_ok) {
@@ -259,7 +260,8 @@ int cmd_schedule(int argc, char **argv) {
     nb_pipe_sim sim = {0};
     int status = 2;
     if (!cc) goto out;
-    if (nb_pipe_generate(&sc, kind, P, M, S) || nb_pipe_validate(&sc)) {
+    /* nb_pipe_simulate validates the schedule itself; the lowered lists need the schedule's own checks first */
+    if (nb_pipe_generate(&sc, kind, P, M, S) || (lowered && nb_pipe_validate(&sc))) {
         fprintf(stderr, "nobubble schedule: %s\n", nb_last_error());
         goto out;
     }

@@ -2,6 +2,7 @@
  * exactly one RECV and the reverse, and the lists run to their ends when sends never wait (the run
  * itself is lowered_run.c's). docs/schedules.md, "The lowered form". */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,23 +118,59 @@ int lowered_check_fields(const nb_low_schedule *l) {
     return 0;
 }
 
-/* One end of a message: the sort brings a message's SENDs, then its RECVs, together, each in list
- * order. */
+/* One end of a message, with its sort key packed in two words, compared hi first: sender, receiver,
+ * kind, index, SEND before RECV (the fields check made every part >= 0: peers in 0 .. P, index >= 0, a
+ * known kind). The sort brings a message's SENDs, then its RECVs, together, each in list order. */
 typedef struct {
-    int from, to, kind, index, is_recv;
-    size_t at;  /* global action index */
+    uint64_t hi, lo;  /* hi: from << 32 | to; lo: kind << 33 | index << 1 | is_recv */
+    size_t at;        /* global action index */
 } message_end;
 
-static int cmp_int(int x, int y) { return (x > y) - (x < y); }
+static message_end make_end(int from, int to, int kind, int index, int is_recv, size_t at) {
+    return (message_end){(uint64_t)(unsigned)from << 32 | (unsigned)to,
+                         (uint64_t)(unsigned)kind << 33 | (uint64_t)(unsigned)index << 1 | (unsigned)is_recv, at};
+}
+static int end_from(const message_end *x) { return (int)(x->hi >> 32); }
+static int end_to(const message_end *x) { return (int)(x->hi & 0xffffffffu); }
+static int end_kind(const message_end *x) { return (int)(x->lo >> 33); }
+static int end_index(const message_end *x) { return (int)((x->lo >> 1) & 0xffffffffu); }
+static int end_is_recv(const message_end *x) { return (int)(x->lo & 1); }
+/* The same message (sender, receiver, kind, index), either end. */
+static int same_message(const message_end *x, const message_end *y) { return x->hi == y->hi && x->lo >> 1 == y->lo >> 1; }
 
-static int compare_ends(const void *px, const void *py) {
-    const message_end *x = px, *y = py;
-    int c = cmp_int(x->from, y->from);
-    if (!c) c = cmp_int(x->to, y->to);
-    if (!c) c = cmp_int(x->kind, y->kind);
-    if (!c) c = cmp_int(x->index, y->index);
-    if (!c) c = cmp_int(x->is_recv, y->is_recv);
-    return c ? c : (x->at > y->at) - (x->at < y->at);
+#define DIGITS 16  /* bytes of the two key words, least significant first */
+static unsigned digit(const message_end *x, int d) { return (unsigned)((d < 8 ? x->lo : x->hi) >> (8 * (d % 8))) & 255u; }
+
+/* Sorts the ends by key, stably (a least-significant-digit radix sort), so that the ends of one message
+ * stay in list order, the order collect_ends gives them. O(n) where a comparison sort of the millions of
+ * messages of a long run was the validator's and the simulator's largest cost. -1 when out of memory. */
+static int sort_ends(message_end *ends, size_t n) {
+    size_t(*count)[256] = calloc(DIGITS, sizeof *count);
+    message_end *tmp = malloc(sizeof *tmp * (n ? n : 1)), *from = ends, *to = tmp;
+    if (!count || !tmp) {
+        free(count);
+        free(tmp);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        for (int d = 0; d < DIGITS; d++) count[d][digit(&ends[i], d)]++;
+    for (int d = 0; d < DIGITS; d++) {
+        if (n == 0 || count[d][digit(&from[0], d)] == n) continue;  /* one value: the pass would change nothing */
+        size_t at = 0;
+        for (int v = 0; v < 256; v++) {
+            const size_t c = count[d][v];
+            count[d][v] = at;
+            at += c;
+        }
+        for (size_t i = 0; i < n; i++) to[count[d][digit(&from[i], d)]++] = from[i];
+        message_end *t = from;
+        from = to;
+        to = t;
+    }
+    if (from != ends) memcpy(ends, from, sizeof *ends * n);
+    free(count);
+    free(tmp);
+    return 0;
 }
 
 static int endpoint_of(const nb_low_schedule *l, size_t g) {
@@ -157,7 +194,7 @@ static message_end *collect_ends(const nb_low_schedule *l, size_t *n_out) {
             const nb_low_action *a = &l->actions[g];
             if (!lowered_is_message(a->op)) continue;
             const int recv = a->op == NB_LOW_RECV;
-            ends[n++] = (message_end){recv ? a->peer : e, recv ? e : a->peer, (int)a->msg, a->index, recv, g};
+            ends[n++] = make_end(recv ? a->peer : e, recv ? e : a->peer, (int)a->msg, a->index, recv, g);
         }
     *n_out = n;
     return ends;
@@ -167,9 +204,10 @@ static int report_unmatched(const nb_low_schedule *l, const message_end *x, size
     char other[32], from[32], to[32];
     const int e = endpoint_of(l, x->at), P = l->n_stages;
     return fail_at(l, e, x->at - l->start[e], "no matching %s in %s's list (%zu SEND and %zu RECV of %s(%d) from %s to %s)",
-                   x->is_recv ? "SEND" : "RECV", nb_low_endpoint_text(x->is_recv ? x->from : x->to, P, other, sizeof other),
-                   sends, recvs, nb_msg_kind_name((nb_msg_kind)x->kind), x->index,
-                   nb_low_endpoint_text(x->from, P, from, sizeof from), nb_low_endpoint_text(x->to, P, to, sizeof to));
+                   end_is_recv(x) ? "SEND" : "RECV",
+                   nb_low_endpoint_text(end_is_recv(x) ? end_from(x) : end_to(x), P, other, sizeof other), sends, recvs,
+                   nb_msg_kind_name((nb_msg_kind)end_kind(x)), end_index(x),
+                   nb_low_endpoint_text(end_from(x), P, from, sizeof from), nb_low_endpoint_text(end_to(x), P, to, sizeof to));
 }
 
 /* Pairs one message's ends [g0, g1): the k-th SEND with the k-th RECV. Returns the first end left
@@ -177,7 +215,7 @@ static int report_unmatched(const nb_low_schedule *l, const message_end *x, size
 static const message_end *pair_group(const message_end *g0, const message_end *g1, size_t *partner, size_t *sends,
                                      size_t *recvs) {
     const message_end *r = g0;
-    while (r < g1 && !r->is_recv) r++;
+    while (r < g1 && !end_is_recv(r)) r++;
     *sends = (size_t)(r - g0);
     *recvs = (size_t)(g1 - r);
     const size_t n = *sends < *recvs ? *sends : *recvs;
@@ -192,14 +230,14 @@ static const message_end *pair_group(const message_end *g0, const message_end *g
 int lowered_pair(const nb_low_schedule *l, size_t *partner) {
     size_t n;
     message_end *ends = collect_ends(l, &n);
-    if (!ends) return nb_fail("out of memory pairing the messages of a lowered schedule");
-    qsort(ends, n, sizeof *ends, compare_ends);
+    if (!ends || sort_ends(ends, n)) {
+        free(ends);
+        return nb_fail("out of memory pairing the messages of a lowered schedule");
+    }
     const message_end *worst = NULL;  /* the unmatched end earliest in the lists, so the report is stable */
     size_t worst_sends = 0, worst_recvs = 0;
     for (size_t i = 0, j; i < n; i = j) {
-        for (j = i + 1; j < n && ends[j].from == ends[i].from && ends[j].to == ends[i].to &&
-                        ends[j].kind == ends[i].kind && ends[j].index == ends[i].index;)
-            j++;
+        for (j = i + 1; j < n && same_message(&ends[j], &ends[i]);) j++;
         size_t sends, recvs;
         const message_end *u = pair_group(ends + i, ends + j, partner, &sends, &recvs);
         if (u && (!worst || u->at < worst->at)) worst = u, worst_sends = sends, worst_recvs = recvs;

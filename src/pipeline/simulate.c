@@ -1,4 +1,19 @@
-/* The schedule validator and the lock-step simulator (docs/schedules.md). */
+/* The schedule validator and simulator (docs/schedules.md). There is one model of a pipeline's
+ * run: its lowering (lower.c), checked by the lowered validator and timed by the lowered simulator.
+ * Here are only what the schedule adds to it:
+ *
+ * - the checks of the schedule's own meaning, which the lowered check does not see (check_structure):
+ *   well-formed actions (the lowering takes any op that is not a forward or backward for an update,
+ *   and does not look at a micro-batch's range or step); each micro-batch forwarded and backwarded
+ *   exactly once per stage, forward first (a stage's own order has no message that would show it,
+ *   and one stage has no messages at all); the version the delay rule gives; the backward on its
+ *   forward's version (weight stashing); backwards in micro-batch order and between update t - 1
+ *   and update t; updates from step 0, one per step, in order, each after its step's backwards, on
+ *   the version the updates made (the lowered check lets updates begin at any step, as a resumed
+ *   run's do, and the lowering ignores an update's version). A version used before the updates
+ *   made it and deadlock are the lowered check's (nb_low_validate).
+ * - the statistics of a simulated schedule: the lowered simulator's times of the schedule's
+ *   actions, and from them busy, idle, the bubble, the steady-state window and the peaks. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +38,7 @@ static void describe(char *buf, size_t size, const nb_pipe_action *a) {
         goto done;                                                                                      \
     } while (0)
 
-/* Everything but deadlock freedom, stage by stage, in one pass each. */
+/* The schedule's own checks (above), stage by stage, in one pass each. */
 static int check_structure(const nb_pipe_schedule *sc) {
     if (!sc || !sc->start || !sc->actions) return nb_fail("schedule: empty (not generated)");
     if (sc->n_stages < 1 || sc->n_micro < 1 || sc->n_steps < 1)
@@ -63,8 +78,6 @@ static int check_structure(const nb_pipe_schedule *sc) {
                 if (a->version != rule)
                     FAIL_AT("version %d: the %s delay rule gives version %d for step %d", a->version,
                             nb_pipe_kind_name(sc->kind), rule, a->step);
-                if (a->version > updates)
-                    FAIL_AT("version %d used after only %d updates (a version from the future)", a->version, updates);
                 state[a->mb] |= 1;
                 fwd_ver[a->mb] = a->version;
                 n_fwd++;
@@ -103,111 +116,50 @@ done:
     return rc;
 }
 
-/* The dependency simulation: a worklist of stages, each advanced as far as its inputs allow.
- * t_start/t_finish (per action) get the times; -1 with the cycle named on a deadlock. */
-static int run(const nb_pipe_schedule *sc, const double *f, const double *b, const double *u, double comm,
-               double *t_start, double *t_finish) {
-    const int P = sc->n_stages, N = sc->n_micro * sc->n_steps;
-    const size_t PN = (size_t)P * (size_t)N;
-    double *fdone = malloc(sizeof(double) * PN), *bdone = malloc(sizeof(double) * PN), *free_at = calloc((size_t)P, sizeof(double));
-    size_t *next = calloc((size_t)P, sizeof(size_t));
-    int *queue = malloc(sizeof(int) * (size_t)P);
-    unsigned char *queued = calloc((size_t)P, 1);
-    int rc = 0;
-    if (!fdone || !bdone || !free_at || !next || !queue || !queued) {
-        rc = nb_fail("out of memory simulating %d stages x %d micro-batches", P, N);
-        goto done;
-    }
-    for (size_t i = 0; i < PN; i++) fdone[i] = bdone[i] = -1.0;
-    /* circular queue of at most P stages */
-    int head = 0, count = 0;
-    for (int s = 0; s < P; s++) { queue[s] = s; queued[s] = 1; }
-    count = P;
-    while (count) {
-        int s = queue[head];
-        head = (head + 1) % P;
-        count--;
-        queued[s] = 0;
-        const size_t n = sc->start[s + 1] - sc->start[s];
-        int progressed = 0;
-        while (next[s] < n) {
-            const size_t idx = sc->start[s] + next[s];
-            const nb_pipe_action *a = &sc->actions[idx];
-            double ready = 0.0, dur;
-            if (a->op == NB_PIPE_FORWARD) {
-                if (s > 0) {
-                    double d = fdone[(size_t)(s - 1) * N + a->mb];
-                    if (d < 0) break;
-                    ready = d + comm;
-                }
-                dur = f[s];
-            } else if (a->op == NB_PIPE_BACKWARD) {
-                if (s < P - 1) {
-                    double d = bdone[(size_t)(s + 1) * N + a->mb];
-                    if (d < 0) break;
-                    ready = d + comm;
-                } else {
-                    ready = fdone[(size_t)s * N + a->mb];
-                }
-                dur = b[s];
-            } else {
-                dur = u[s];
-            }
-            double t0 = ready > free_at[s] ? ready : free_at[s];
-            t_start[idx] = t0;
-            t_finish[idx] = free_at[s] = t0 + dur;
-            if (a->op == NB_PIPE_FORWARD) fdone[(size_t)s * N + a->mb] = t0 + dur;
-            else if (a->op == NB_PIPE_BACKWARD) bdone[(size_t)s * N + a->mb] = t0 + dur;
-            next[s]++;
-            progressed = 1;
-        }
-        if (progressed)
-            for (int nb = s - 1; nb <= s + 1; nb += 2)
-                if (nb >= 0 && nb < P && !queued[nb] && next[nb] < sc->start[nb + 1] - sc->start[nb]) {
-                    queue[(head + count) % P] = nb;
-                    count++;
-                    queued[nb] = 1;
-                }
-    }
-    int first = -1;
-    for (int s = 0; s < P && first < 0; s++)
-        if (next[s] < sc->start[s + 1] - sc->start[s]) first = s;
-    if (first >= 0) {
-        /* Follow the chain of waits from the first stuck stage until a stage repeats. */
-        char msg[1024];
-        int len = snprintf(msg, sizeof msg, "schedule: deadlock:"), s = first;
-        memset(queued, 0, (size_t)P);
-        for (int hop = 0; hop < 8 && !queued[s]; hop++) {
-            queued[s] = 1;
-            const nb_pipe_action *a = &sc->actions[sc->start[s] + next[s]];
-            int dep = a->op == NB_PIPE_FORWARD ? s - 1 : s + 1;
-            if (len > 0 && (size_t)len < sizeof msg)
-                len += snprintf(msg + len, sizeof msg - len, "%s stage %d action %zu (%s mb %d) waits for the %s of mb %d from stage %d",
-                                hop ? ";" : "", s, next[s], op_name(a->op), a->mb, op_name(a->op), a->mb, dep);
-            s = dep;
-        }
-        if (len > 0 && (size_t)len < sizeof msg && queued[s])
-            snprintf(msg + len, sizeof msg - len, " (a cyclic wait)");
-        rc = nb_fail("%s", msg);
-    }
-done:
-    free(fdone); free(bdone); free(free_at); free(next); free(queue); free(queued);
+int nb_pipe_validate(const nb_pipe_schedule *sc) {
+    if (check_structure(sc)) return -1;
+    nb_low_schedule l;
+    const nb_low_options plain = {0};
+    if (nb_pipe_lower(sc, &plain, &l)) return -1;
+    int rc = nb_low_validate(&l);
+    nb_low_free(&l);
     return rc;
 }
 
-int nb_pipe_validate(const nb_pipe_schedule *sc) {
-    if (check_structure(sc)) return -1;
-    const int P = sc->n_stages;
-    const size_t n = nb_pipe_n_actions(sc);
-    double *ones = malloc(sizeof(double) * (size_t)P), *zeros = calloc((size_t)P, sizeof(double));
-    double *t0 = malloc(sizeof(double) * (n ? n : 1)), *t1 = malloc(sizeof(double) * (n ? n : 1));
-    int rc;
-    if (!ones || !zeros || !t0 || !t1) rc = nb_fail("out of memory validating a schedule of %zu actions", n);
-    else {
-        for (int s = 0; s < P; s++) ones[s] = 1.0;
-        rc = run(sc, ones, ones, zeros, 0.0, t0, t1);
+/* The times of the schedule's actions: stage s's FORWARD, BACKWARD and APPLY in its lowered list are
+ * its schedule actions, in order (GRADS, sends and receives sit between them). */
+static void copy_times(const nb_pipe_schedule *sc, const nb_low_schedule *l, const nb_low_sim *sim, double *t_start,
+                       double *t_finish) {
+    for (int s = 0; s < sc->n_stages; s++) {
+        size_t k = sc->start[s];
+        for (size_t g = l->start[s]; g < l->start[s + 1]; g++) {
+            const nb_low_op op = l->actions[g].op;
+            if (op != NB_LOW_FORWARD && op != NB_LOW_BACKWARD && op != NB_LOW_APPLY) continue;
+            t_start[k] = sim->t_start[g];
+            t_finish[k++] = sim->t_finish[g];
+        }
     }
-    free(ones); free(zeros); free(t0); free(t1);
+}
+
+/* The schedule run as its lowering (no tied embedding, clipping, evaluation or saving) with the
+ * schedule's costs: ACT and GRAD take comm from send to receive, every other message and the
+ * coordinator take no time, so a forward at s > 0 starts once the forward at s - 1 has finished plus
+ * comm and its stage is free, a backward likewise from s + 1, an update when its stage is free.
+ * The lowering's own messages (STATS, END, DONE) never hold a stage up (docs/schedules.md). */
+static int lowered_times(const nb_pipe_schedule *sc, const nb_pipe_costs *c, double *t_start, double *t_finish) {
+    nb_low_schedule l;
+    const nb_low_options plain = {0};
+    if (nb_pipe_lower(sc, &plain, &l)) return -1;
+    nb_low_costs lc = {0};
+    lc.forward = c->forward;
+    lc.backward = c->backward;
+    lc.update = c->update;
+    lc.latency = c->comm;
+    nb_low_sim sim;
+    int rc = nb_low_simulate(&l, &lc, &sim);
+    if (!rc) copy_times(sc, &l, &sim, t_start, t_finish);
+    nb_low_sim_free(&sim);
+    nb_low_free(&l);
     return rc;
 }
 
@@ -275,7 +227,7 @@ int nb_pipe_simulate(const nb_pipe_schedule *sc, const nb_pipe_costs *c, nb_pipe
         rc = nb_fail("out of memory simulating a schedule of %zu actions", n);
         goto done;
     }
-    if ((rc = run(sc, c->forward, c->backward, c->update, c->comm, out->t_start, out->t_finish))) goto done;
+    if ((rc = lowered_times(sc, c, out->t_start, out->t_finish))) goto done;
     double makespan = 0.0;
     for (size_t i = 0; i < n; i++)
         if (out->t_finish[i] > makespan) makespan = out->t_finish[i];
