@@ -1,4 +1,4 @@
-/* bf16 (update-rules.md section 5): the cast against hand-worked bit patterns, nb_gemm_bf16 against a
+/* bf16 (docs/rules.md, section 5): the cast against hand-worked bit patterns, nb_gemm_bf16 against a
  * double-precision product of the same bf16 values (both of its paths: ctest runs this file again with
  * NB_BF16_GEMM=onednn), the bf16 model's gradients against the fp32 model's within a bf16 tolerance,
  * and the stage's cache of cast weight versions. */

@@ -1,4 +1,4 @@
-/* Staleness (update-rules.md sections 3 and 4).
+/* Staleness (docs/rules.md, sections 3 and 4).
  * 1. On a least-squares problem with plain SGD, every delay mode and mitigation gives exactly
  *    the trajectory of the recurrence written out here in double (dyadic numbers keep the float
  *    arithmetic exact for the steps compared with ==).
@@ -65,7 +65,7 @@ static void run_engine(const nb_delay_options *o, int P, float lr, float traj[ST
     }
 }
 
-/* The same, written as the recurrence of update-rules.md in double. */
+/* The same, written as the recurrence of docs/rules.md in double. */
 static void run_recurrence(const nb_delay_options *o, int P, double lr, double traj[STEPS][4 * N]) {
     for (int s = 0; s < P; s++)
         for (int i = 0; i < N; i++) {

@@ -1,4 +1,4 @@
-/* Closed-form properties of the optimizers that need no reference (update-rules.md section 2):
+/* Closed-form properties of the optimizers that need no reference (docs/rules.md, section 2):
  * the sheet's defaults; parsing and validation errors; Lion's step is lr*{-1,0,1} plus decay;
  * Muon's orthogonalized matrix has its singular values in the band the Newton-Schulz quintic
  * reaches in 5 steps; bias correction makes the first step lr in magnitude (AdamW, Adan, MARS,

@@ -1,6 +1,6 @@
 /* The C optimizers against the independent float64 references of
  * tools/reference/optim_reference.py (torch.optim.AdamW itself for AdamW, direct numpy
- * transcriptions of update-rules.md for the others): 20 steps on five tensors (square [8,8],
+ * transcriptions of docs/rules.md for the others): 20 steps on five tensors (square [8,8],
  * wide [8,20] and tall [20,8] matrices, an [10,6] embedding, a [12] gain) with varying
  * gradient scales, ~10% zero gradients, varying lr and aux_lr, weight decay 0.1.
  *

@@ -1,4 +1,4 @@
-/* safetensors and the Hugging Face export: bytes against the spec (formats.md), round trips,
+/* safetensors and the Hugging Face export: bytes against the format (docs/checkpoints.md), round trips,
  * every rejection of a damaged file, export/import across stage splits (tied and untied),
  * config.json, and atomic writes. */
 #define _POSIX_C_SOURCE 200809L

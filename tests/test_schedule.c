@@ -1,4 +1,4 @@
-/* Learning-rate schedules (update-rules.md section 5) against their formulas, computed here in
+/* Learning-rate schedules (docs/rules.md, section 5) against their formulas, computed here in
  * double:
  *   warmup:   lr * (t + 1) / warmup for t < warmup (lr/warmup at t = 0, lr at t = warmup - 1);
  *   cosine:   lr_min + 0.5 (lr - lr_min)(1 + cos(pi p)), p = (t - warmup) / (total - 1 - warmup),

@@ -1,4 +1,4 @@
-/* nobubble: checkpoints. safetensors files (../shared/reference/formats.md) written atomically
+/* nobubble: checkpoints. safetensors files (docs/checkpoints.md) written atomically
  * and read with full validation, and the Hugging Face export of a model (model.safetensors +
  * config.json for LlamaForCausalLM) with its import. See docs/checkpoints.md. */
 #ifndef NOBUBBLE_CHECKPOINT_H

@@ -1,7 +1,7 @@
 /* nobubble: staleness. Which weight version each stage's forward and backward use at step t
  * (the delay a PipeDream-2BW or PipeDream pipeline imposes), the weight versions a stage keeps
  * for it, and the mitigations: error feedback, Taylor (delay-compensated) gradients, and
- * synchronous start and cooldown (../shared/reference/update-rules.md sections 3 and 4).
+ * synchronous start and cooldown (docs/rules.md sections 3 and 4).
  *
  * Per step t and stage s, in order:
  *   w = nb_stash_weights(...)            the version w_{t - tau_s(t)} to run forward/backward on

@@ -47,7 +47,7 @@ int nb_config_balanced_split(const nb_config *c, int T, int n_stages, int *block
 /* Parameters of the whole model (a tied embedding counted once). */
 size_t nb_config_param_count(const nb_config *c);
 
-/* ---- precision (../shared/reference/update-rules.md section 5) ----
+/* ---- precision (docs/rules.md section 5) ----
  * fp32: everything in float32 (the reference path). bf16: every GEMM (the linear layers' forward and
  * both backward products, the head's, and attention's) takes bf16 operands and accumulates in
  * float32; weights, gradients, optimizer state, the loss, softmax and normalization statistics stay

@@ -3,7 +3,7 @@
  * An optimizer computes the step d_t for a stage's tensors from their gradients, the current
  * weights and the scheduled learning rate, and advances its own state; applying w -= d is the
  * trainer's job, so that delays and error feedback can wrap any optimizer without touching it
- * (../shared/reference/update-rules.md, whose rules and defaults these follow exactly).
+ * (docs/rules.md, whose rules and defaults these follow exactly).
  *
  * Groups: Muon, NorMuon, SOAP and MARS apply their rule to matrix tensors only and AdamW (aux_beta1,
  * aux_beta2, eps, weight decay) at the auxiliary learning rate to embed and gain tensors;
@@ -80,7 +80,7 @@ void nb_optimizer_restore(nb_optimizer *o, const long *counts, long steps);
 int nb_optimizer_state_count(const nb_optimizer *o);
 int nb_optimizer_state(const nb_optimizer *o, int i, const char **name, float **data, size_t *numel);
 
-/* ---- learning-rate schedules (update-rules.md section 5) ---- */
+/* ---- learning-rate schedules (docs/rules.md, section 6) ---- */
 typedef enum { NB_SCHEDULE_COSINE, NB_SCHEDULE_WSD, NB_SCHEDULE_CONSTANT } nb_schedule_kind;
 typedef struct nb_schedule {
     nb_schedule_kind kind;

@@ -60,19 +60,17 @@ nb_link *nb_hub_link(nb_hub *h, int stage);
 const char *nb_hub_failure(nb_hub *h);
 void nb_hub_free(nb_hub *h);
 
-/* MPI: initializes MPI (once per process) and returns this rank's link; fails when nobubble was
- * built without MPI or when the world size is not n_stages. */
+/* MPI: whether nobubble was built with it. */
 int nb_mpi_available(void);
-int nb_mpi_link(nb_link **out, int n_stages);
-/* MPI with endpoints beyond the stages: the world size must be n_stages (one rank per stage);
+/* MPI (initialized once per process; fails when nobubble was built without MPI or when the world size
+ * is not n_stages): one rank per stage;
  * endpoints n_stages..n_endpoints-1 live on rank 0. On rank 0, links[0] is endpoint 0 and links[1..]
  * are the extra endpoints in order (links must hold 1 + n_endpoints - n_stages); elsewhere links[0]
  * is the rank's stage. *n_links says how many were made. Every link's nb_link_stage() is its
  * endpoint and nb_link_count() is n_endpoints. Messages between two endpoints of one process go
  * through an in-process queue (no MPI; any size); to another rank they go over MPI with the
  * endpoint pair in the MPI tag (fails at once, naming MPI_TAG_UB, when it does not fit). All links
- * of a process must be driven by one thread; nb_link_close each, then nb_mpi_finish once.
- * nb_mpi_link is this with n_endpoints == n_stages. */
+ * of a process must be driven by one thread; nb_link_close each, then nb_mpi_finish once. */
 int nb_mpi_links(nb_link **links, int *n_links, int n_stages, int n_endpoints);
 /* MPI_Finalize, after the links are closed (no-op without MPI or when it was never started). */
 void nb_mpi_finish(void);

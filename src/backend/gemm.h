@@ -69,7 +69,7 @@ const char *nb_gemm_backend(void);
  * Call before any GEMM runs (it is not synchronized with running GEMMs). */
 int nb_gemm_select(const char *name);
 
-/* ---- bfloat16 (../shared/reference/update-rules.md section 5) ----
+/* ---- bfloat16 (docs/rules.md section 5) ----
  * A bf16 value is the high half of a float32: 8 exponent bits, 7 stored mantissa bits. Casts round
  * to nearest, ties to even; a NaN stays a NaN (quiet). The product of two bf16 values is exact in
  * float32, so a bf16 GEMM that accumulates in float32 equals an sgemm on the widened operands up to

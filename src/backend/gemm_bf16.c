@@ -1,4 +1,4 @@
-/* nb_gemm_bf16: bf16 operands, float32 accumulation (update-rules.md section 5).
+/* nb_gemm_bf16: bf16 operands, float32 accumulation (docs/rules.md, section 5).
  * Where oneDNN reports bf16 instructions (AVX512-BF16, AMX), a oneDNN matmul primitive runs it: one
  * primitive per shape (transposes, sizes, strides, alpha, beta) and thread, created on first use
  * (dnnl_matmul.c). Elsewhere oneDNN 2.6 emulates bf16 at about a third of its sgemm's speed (measured on an Ice

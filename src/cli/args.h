@@ -30,11 +30,6 @@ typedef struct {
 
 /* The ranges the subcommands share (docs/limits.md lists every flag's). */
 #define CLI_MAX_THREADS 1024        /* --threads: and at most 4x the online cores, see cli_check_threads */
-#define CLI_MAX_STEPS 100000000     /* optimizer steps of one run (NB_TRAIN_MAX_STEPS) */
-#define CLI_MAX_BATCH 65536         /* sequences per micro-batch (NB_TRAIN_MAX_BATCH) */
-#define CLI_MAX_MICROBATCHES 4096   /* micro-batches per step and eval batches (NB_TRAIN_MAX_MICROBATCHES) */
-#define CLI_MAX_STAGES 1024         /* pipeline stages (train: also at most the model's layers) */
-#define CLI_MAX_SEQ 1048576         /* tokens per sequence (and at most the model's context) */
 
 /* Parses argv[1..argc) (argv[0] is the subcommand). Positional arguments are refused.
  * Returns 0 to go on, 1 when --help was printed, -1 after printing an error. */

@@ -1,4 +1,4 @@
-/* Token shards in the llm.c format (see docs/data.md and shared/reference/formats.md). */
+/* Token shards in the llm.c format (docs/data.md states it). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>

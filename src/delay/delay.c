@@ -1,4 +1,4 @@
-/* Delay modes, weight versions and mitigations (update-rules.md sections 3 and 4). */
+/* Delay modes, weight versions and mitigations (docs/rules.md, sections 3 and 4). */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>

@@ -27,7 +27,7 @@ void linear_forward(float *y, float beta, const float *x, const float *w, int N,
 void linear_backward(float *dx, float dx_beta, float *dw, const float *dy, const float *x, const float *w,
                      int N, int in, int out);
 
-/* The same two products with bf16 operands (update-rules.md section 5): x and w already cast (an
+/* The same two products with bf16 operands (docs/rules.md, section 5): x and w already cast (an
  * activation kept in bf16, a weight version cast once); dy is cast here into dy_scratch (N x out
  * values). Outputs and the accumulated dw stay float32. */
 void linear_forward_bf16(float *y, float beta, const nb_bf16 *x, const nb_bf16 *w, int N, int in, int out);

@@ -1,4 +1,4 @@
-/* A bf16 stage's state: its weight versions cast to bf16, each once (update-rules.md section 5:
+/* A bf16 stage's state: its weight versions cast to bf16, each once (docs/rules.md, section 5:
  * "each weight version is cast to bf16 once, never per micro-batch"). The cache is keyed by the
  * version's number, which the caller gives (a stashed version's weights never change while it lives);
  * the least recently used entry makes room. (The stage's scratch, bf16 operands included, is

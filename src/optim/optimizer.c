@@ -1,5 +1,5 @@
 /* The optimizer interface: hyperparameters and their checks, the per-tensor state, and the
- * dispatch of each tensor to its rule (update-rules.md section 1 decides which). */
+ * dispatch of each tensor to its rule (docs/rules.md, section 1 decides which). */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>

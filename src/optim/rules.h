@@ -1,5 +1,5 @@
 /* Internal: the update rules, one per file, and the per-tensor state they keep. Each rule
- * computes d for one tensor from its gradient g and current weights w (update-rules.md). */
+ * computes d for one tensor from its gradient g and current weights w (docs/rules.md). */
 #ifndef NB_OPTIM_RULES_H
 #define NB_OPTIM_RULES_H
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* Learning-rate schedules (update-rules.md section 5). */
+/* Learning-rate schedules (docs/rules.md, section 6). */
 #include <math.h>
 #include <string.h>
 #include "nobubble/optim.h"

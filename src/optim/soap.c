@@ -1,4 +1,4 @@
-/* SOAP on matrix tensors (update-rules.md, with the project's conventions in docs/optimizers.md):
+/* SOAP on matrix tensors (docs/rules.md, with the project's conventions in docs/optimizers.md):
  * keep L = b2 L + (1-b2) G G^T and R = b2 R + (1-b2) G^T G and their eigenbases QL, QR; run
  * AdamW on G' = QL^T G QR with moments in that basis, and map the step back with QL (.) QR^T.
  * The first step computes L, R and a full eigen-decomposition and returns d = 0. Afterwards L

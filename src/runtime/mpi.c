@@ -280,9 +280,3 @@ int nb_mpi_links(nb_link **links, int *n_links, int n_stages, int n_endpoints) {
 void nb_mpi_finish(void) {}
 #endif
 
-/* One stage per rank and no other endpoint: the pipeline trainer's link. */
-int nb_mpi_link(nb_link **out, int n_stages) {
-    int n = 0;
-    *out = NULL;
-    return nb_mpi_links(out, &n, n_stages, n_stages);
-}

@@ -1,4 +1,4 @@
-/* Internal: the run's metrics as TensorBoard event files (--tensorboard DIR; docs/tensorboard.md):
+/* Internal: the run's metrics as TensorBoard event files (--tensorboard DIR; docs/monitoring.md):
  * DIR/events.out.tfevents.<seconds>.<host>.<pid>.nobubble, a new file for each run (a resumed run too),
  * never one that exists. Each record is TFRecord framing (length, masked CRC-32C of the length, the
  * bytes, masked CRC-32C of the bytes) around an Event protobuf: first the file version, then per step

@@ -12,7 +12,7 @@ raises it, as nobubble bench does), the same FLOP count, and four modes:
   compile-bf16    torch.compile(model) under the same autocast
 
 Optimizers: adamw (torch.optim.AdamW, fused where this torch has it on CPU, else foreach) and muon
-(torch.optim.Muon where this torch has it, else the rule of ../shared/reference/update-rules.md
+(torch.optim.Muon where this torch has it, else the rule of docs/rules.md
 written below; on the block matrices only, AdamW at lr 1e-3 on the embedding and the norm gains, as
 nobubble does). A step is forward, backward, optimizer step and zero_grad; warm-up steps (which
 include compilation) are left out of the median and their excess time is reported as compile_s.
@@ -149,7 +149,7 @@ def adamw(params, lr):
 
 
 class MuonRule(torch.optim.Optimizer):
-    """Muon as ../shared/reference/update-rules.md and src/optim/muon.c: m = mu m + (1 - mu) g;
+    """Muon as docs/rules.md and src/optim/muon.c: m = mu m + (1 - mu) g;
     G = (1 - mu) g + mu m (Nesterov); X = G / (||G||_F + 1e-7) on the wide orientation; 5 times
     A = X X^T, X = a X + (b A + c A A) X; w -= lr sqrt(max(1, rows / cols)) X + lr wd w."""
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent float64 references for nobubble's optimizers (../shared/reference/update-rules.md,
+"""Independent float64 references for nobubble's optimizers (docs/rules.md,
 sections 1 and 2), written as NBFX0001 fixtures that tests/test_optim_reference.c compares the
 C optimizers against.
 
