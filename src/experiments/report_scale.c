@@ -75,15 +75,6 @@ static int describe(const tuning *t, const nbx_rrow *row, int skip, int as_key, 
     return 0;
 }
 
-static int mean_sd(const double *x, int n, double *mean, double *sd) {
-    double s = 0, q = 0;
-    for (int i = 0; i < n; i++) s += x[i];
-    *mean = n ? s / n : NAN;
-    for (int i = 0; i < n; i++) q += (x[i] - *mean) * (x[i] - *mean);
-    *sd = n > 1 ? sqrt(q / (n - 1)) : 0;
-    return n;
-}
-
 /* Mean +- sample sd of curve c's final validation losses in panel p ("not run" when the grid has no
  * such point, "not finished" when none is done). */
 static int loss_cell(nb_buf *b, const tuning *t, int p, int c) {
@@ -97,9 +88,8 @@ static int loss_cell(nb_buf *b, const tuning *t, int p, int c) {
     }
     if (!planned) return nb_buf_printf(b, "<td>not run</td>");
     if (!n) return nb_buf_printf(b, "<td>not finished</td>");
-    double mean, sd;
-    mean_sd(t->scratch, n, &mean, &sd);
-    return nb_buf_printf(b, "<td>%.4f &plusmn; %.4f (%d)</td>", mean, sd, n);
+    const nbx_paired m = nbx_paired_stats(t->scratch, n);   /* the one mean and sd of the report */
+    return nb_buf_printf(b, "<td>%.4f &plusmn; %.4f (%d)</td>", m.mean, m.sd, n);
 }
 
 static sync_cell sync_of(const tuning *t, int p) {
@@ -113,7 +103,8 @@ static sync_cell sync_of(const tuning *t, int p) {
         s.done += row->done;
         if (row->done && !isnan(row->run.final_val_loss)) t->scratch[s.finished++] = row->run.final_val_loss;
     }
-    mean_sd(t->scratch, s.finished, &s.mean, &s.sd);
+    const nbx_paired m = nbx_paired_stats(t->scratch, s.finished);
+    s.mean = m.mean, s.sd = m.sd;
     return s;
 }
 
