@@ -12,14 +12,15 @@ void exec_last_saved(exec_run *run, char *buf, size_t size) {
     pthread_mutex_unlock(&run->saved_mu);
 }
 
-/* saved.unproven from the remembered steps, "DIR/step_000006, DIR/step_000007" (run->saved_mu held). */
-static void list_unproven(exec_run *run) {
-    char *out = run->saved.unproven;
-    const size_t size = sizeof run->saved.unproven;
+/* out->unproven from the remembered steps, "DIR/step_000006, DIR/step_000007" (run->saved_mu held): made
+ * when asked for, from the steps, the one record of them. */
+static void list_unproven(const exec_run *run, train_checkpoints *out) {
+    const size_t size = sizeof out->unproven;
     size_t n = 0;
-    out[0] = 0;
+    out->unproven[0] = 0;
     for (int i = 0; i < run->n_unproven && n < size; i++)
-        n += (size_t)snprintf(out + n, size - n, "%s%s/step_%06d", i ? ", " : "", run->o->save_dir, run->unproven[i]);
+        n += (size_t)snprintf(out->unproven + n, size - n, "%s%s/step_%06d", i ? ", " : "", run->o->save_dir,
+                              run->unproven[i]);
 }
 
 void exec_checkpoint_saved(exec_run *run, const char *dir, int step) {
@@ -30,14 +31,13 @@ void exec_checkpoint_saved(exec_run *run, const char *dir, int step) {
         run->n_unproven--;
     }
     run->unproven[run->n_unproven++] = step;
-    list_unproven(run);
     pthread_mutex_unlock(&run->saved_mu);
 }
 
 void exec_checkpoint_resumed(exec_run *run, const char *dir) {
     pthread_mutex_lock(&run->saved_mu);
     snprintf(run->last_saved, sizeof run->last_saved, "%s", dir);
-    snprintf(run->saved.good, sizeof run->saved.good, "%s", dir);
+    snprintf(run->good, sizeof run->good, "%s", dir);
     pthread_mutex_unlock(&run->saved_mu);
 }
 
@@ -46,17 +46,17 @@ void exec_checkpoint_proven(exec_run *run, int version) {
     int k = 0;
     while (k < run->n_unproven && run->unproven[k] <= version) k++;
     if (k > 0) {
-        snprintf(run->saved.good, sizeof run->saved.good, "%s/step_%06d", run->o->save_dir, run->unproven[k - 1]);
+        snprintf(run->good, sizeof run->good, "%s/step_%06d", run->o->save_dir, run->unproven[k - 1]);
         memmove(run->unproven, run->unproven + k, sizeof run->unproven[0] * (size_t)(run->n_unproven - k));
         run->n_unproven -= k;
-        list_unproven(run);
     }
     pthread_mutex_unlock(&run->saved_mu);
 }
 
 void exec_checkpoints(exec_run *run, train_checkpoints *out) {
     pthread_mutex_lock(&run->saved_mu);
-    *out = run->saved;
+    snprintf(out->good, sizeof out->good, "%s", run->good);
+    list_unproven(run, out);
     out->validated = run->o->val_pattern != NULL;
     pthread_mutex_unlock(&run->saved_mu);
 }

@@ -37,8 +37,8 @@ typedef struct {
     nb_fs_lock locks[2];     /* --save-dir's and --out's (train_lock_run), held by the coordinator's process */
     pthread_mutex_t saved_mu;  /* guards the four below */
     char last_saved[4200];   /* the newest complete checkpoint ("" when none), named if the run fails */
-    train_checkpoints saved;  /* which of them proved good, for a divergence's message */
-    int unproven[EXEC_UNPROVEN_MAX], n_unproven;  /* steps saved after saved.good, oldest first */
+    char good[4200];         /* the newest checkpoint proven good ("" when none), for a divergence's message */
+    int unproven[EXEC_UNPROVEN_MAX], n_unproven;  /* steps saved after it, oldest first */
     nb_memory_estimate mem;  /* this process's estimated memory and what was available (summary.json) */
 } exec_run;
 
