@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "backend/gemm.h"
+#include "backend/backend.h"
 #include "layers/layers.h"
 #include "util/clock.h"
 
@@ -50,12 +50,13 @@ int main(int argc, char **argv) {
         nb_bf16_round(qkv, N * stride);
         nb_bf16_round(dout, N * H * hd);
     }
+    const nb_backend *be = nb_backend_default();
     double fwd[CALLS], bwd[CALLS];
     for (int c = -1; c < CALLS; c++) {
         double t = nb_now();
-        attention_forward(out, NULL, lse, qkv, B, T, H, Hkv, hd, bf16);
+        attention_forward(be, out, NULL, lse, qkv, B, T, H, Hkv, hd, bf16);
         double u = nb_now();
-        attention_backward(dqkv, dout, out, lse, qkv, B, T, H, Hkv, hd, bf16);
+        attention_backward(be, dqkv, dout, out, lse, qkv, B, T, H, Hkv, hd, bf16);
         double v = nb_now();
         if (c >= 0) fwd[c] = u - t, bwd[c] = v - u;
     }
@@ -66,7 +67,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < N * stride; i++) check += dqkv[i];
     printf("attention %s B%d T%d H%d Hkv%d hd%d: forward %.2f ms (%.1f GFLOP/s), backward %.2f ms (%.1f GFLOP/s), "
            "sum of dqkv %.6g\n",
-           bf16 ? (nb_tile_bf16_available() ? "bf16 (bf16 instructions)" : "bf16 (emulated)") : "fp32", B, T, H,
+           bf16 ? (be->tile_bf16_native ? "bf16 (bf16 instructions)" : "bf16 (emulated)") : "fp32", B, T, H,
            Hkv, hd, 1e3 * fwd[CALLS / 2], 2 * per / fwd[CALLS / 2] * 1e-9, 1e3 * bwd[CALLS / 2],
            5 * per / bwd[CALLS / 2] * 1e-9, check);
     free(qkv), free(dout), free(out), free(lse), free(dqkv);

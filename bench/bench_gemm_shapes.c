@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "backend/gemm.h"
+#include "backend/backend.h"
 #include "util/clock.h"
 #include "util/error.h"
 
@@ -36,15 +36,16 @@ static float *random_matrix(size_t n) {
 }
 
 /* One product for every backend, alternating; prints one row. */
-static void compare(const char *what, int ta, int tb, int M, int N, int K, float beta, char **names, int n_names) {
+static nb_backend *backends[MAX_BACKENDS];
+
+static void compare(const char *what, int ta, int tb, int M, int N, int K, float beta, int n_names) {
     const int lda = ta ? M : K, ldb = tb ? K : N;
     float *A = random_matrix((size_t)M * K), *B = random_matrix((size_t)K * N), *C = random_matrix((size_t)M * N);
     double t[MAX_BACKENDS][CALLS];
     for (int c = 0; c < CALLS; c++)
         for (int b = 0; b < n_names; b++) {
-            nb_gemm_select(names[b]);
             const double start = nb_now();
-            nb_gemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, N);
+            nb_gemm(backends[b], ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, N);
             t[b][c] = nb_now() - start;
         }
     const double gflop = 2.0 * M * N * K * 1e-9;
@@ -72,7 +73,7 @@ int main(int argc, char **argv) {
         arg = 3;
     }
     for (int b = 0; b < n_names; b++)
-        if (nb_gemm_select(names[b])) {
+        if (nb_backend_open(names[b], &backends[b])) {
             fprintf(stderr, "bench_gemm_shapes: --backends: %s\n", nb_last_error());
             return 2;
         }
@@ -97,11 +98,11 @@ int main(int argc, char **argv) {
         }
         char what[64];
         snprintf(what, sizeof what, "%d->%d forward", in, out);
-        compare(what, 0, 1, tokens, out, in, 0.0f, names, n_names);
+        compare(what, 0, 1, tokens, out, in, 0.0f, n_names);
         snprintf(what, sizeof what, "%d->%d input grad", in, out);
-        compare(what, 0, 0, tokens, in, out, 0.0f, names, n_names);
+        compare(what, 0, 0, tokens, in, out, 0.0f, n_names);
         snprintf(what, sizeof what, "%d->%d weight grad", in, out);
-        compare(what, 1, 0, out, in, tokens, 1.0f, names, n_names);
+        compare(what, 1, 0, out, in, tokens, 1.0f, n_names);
     }
     return 0;
 }

@@ -15,8 +15,10 @@ small=(--data "$work/data" --set n_layers=2 --set context=16 --batch 2 --threads
 train() { nb train "${small[@]}" "$@"; }
 
 # ---- the environment: an unknown GEMM backend is refused by every command, not replaced by the default
-expect_error "NB_GEMM=cublas" "NB_GEMM: GEMM backend 'cublas': expected onednn, openblas, hybrid, matmul or tiles" env NB_GEMM=cublas "$bin" train "${small[@]}" --steps 1
-expect_error "NB_GEMM=OneDNN (eval)" "NB_GEMM: GEMM backend 'OneDNN'" env NB_GEMM=OneDNN "$bin" eval --checkpoint "$work/none"
+expect_error "NB_GEMM=cublas" "NB_GEMM: backend 'cublas': expected tiles, hybrid, onednn or openblas" env NB_GEMM=cublas "$bin" train "${small[@]}" --steps 1
+expect_error "NB_GEMM=OneDNN (eval)" "NB_GEMM: backend 'OneDNN'" env NB_GEMM=OneDNN "$bin" eval --checkpoint "$work/none"
+expect_error "NB_GEMM=matmul (gone)" "NB_GEMM: backend 'matmul'" env NB_GEMM=matmul "$bin" train "${small[@]}" --steps 1
+expect_error "--gemm cublas" "--gemm: backend 'cublas'" "$bin" train "${small[@]}" --steps 1 --gemm cublas
 NB_GEMM=openblas "$bin" train "${small[@]}" --steps 1 >/dev/null 2>&1 && ok || fail "NB_GEMM=openblas: a valid backend runs"
 
 # ---- train: every number in range (the parser's [MIN..MAX], shown by --help)

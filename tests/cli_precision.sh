@@ -68,9 +68,13 @@ chosen=$(sed -n 's/^precision: auto chose \([a-z0-9]*\) .*/\1/p' "$work/auto.log
 { [ "$chosen" = fp32 ] || [ "$chosen" = bf16 ]; } && grep -q "\"precision\": \"$chosen\"" "$work/auto/summary.json" && ok \
   || fail "auto: printed '$chosen', summary $(grep -o '"precision": "[a-z0-9]*"' "$work/auto/summary.json")"
 
-# Both bf16 GEMM paths give the same numbers up to the order of float32 additions.
-NB_BF16_GEMM=onednn train dnnl.log --precision bf16 || fail "NB_BF16_GEMM=onednn"
-NB_BF16_GEMM=widen train widen.log --precision bf16 || fail "NB_BF16_GEMM=widen"
+# Both bf16 GEMM paths give the same numbers up to the order of float32 additions (the backend's suffix
+# names the path: --gemm or NB_GEMM).
+train dnnl.log --precision bf16 --gemm tiles:onednn --out "$work/dnnl" || fail "--gemm tiles:onednn"
+NB_GEMM=tiles:widen train widen.log --precision bf16 --out "$work/widen" || fail "NB_GEMM=tiles:widen"
+# summary.json names the backend that ran: the flag's, else the environment's
+grep -q '"gemm": "tiles:onednn"' "$work/dnnl/summary.json" && grep -q '"gemm": "tiles:widen"' "$work/widen/summary.json" \
+  && ok || fail "summary.json's gemm: $(grep -o '"gemm": "[^"]*"' "$work/dnnl/summary.json" "$work/widen/summary.json")"
 python3 - "$(val_of "$work/dnnl.log")" "$(val_of "$work/widen.log")" <<'PY' && ok || fail "the two bf16 GEMM paths agree"
 import sys
 a, b = map(float, sys.argv[1:])
@@ -78,5 +82,8 @@ sys.exit(0 if abs(a - b) <= 1e-3 * a else 1)
 PY
 
 expect_error "--precision fp16" "--precision" "$bin" train "${small[@]}" --precision fp16
-expect_error "NB_BF16_GEMM=amx" "NB_BF16_GEMM" env NB_BF16_GEMM=amx "$bin" train "${small[@]}"
+expect_error "--gemm tiles:amx" "--gemm: backend 'tiles:amx': expected tiles, hybrid, onednn or openblas" \
+  "$bin" train "${small[@]}" --gemm tiles:amx
+# The old switch is refused, not ignored: its choice would silently not apply.
+expect_error "NB_BF16_GEMM=widen" "NB_BF16_GEMM is no longer read" env NB_BF16_GEMM=widen "$bin" train "${small[@]}"
 finish

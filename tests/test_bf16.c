@@ -1,12 +1,12 @@
 /* bf16 (docs/rules.md, section 5): the cast against hand-worked bit patterns, nb_gemm_bf16 against a
  * double-precision product of the same bf16 values (both of its paths: ctest runs this file again with
- * NB_BF16_GEMM=onednn), the bf16 model's gradients against the fp32 model's within a bf16 tolerance,
+ * NB_GEMM=tiles:onednn), the bf16 model's gradients against the fp32 model's within a bf16 tolerance,
  * and the stage's cache of cast weight versions. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "backend/gemm.h"
+#include "backend/backend.h"
 #include "check.h"
 #include "nobubble/model.h"
 #include "util/error.h"
@@ -39,6 +39,8 @@ static void test_cast(void) {
 
 /* C = alpha op(A) op(B) + beta C on stored bf16 matrices with padded rows, against a double product of the
  * same values: the products are exact, so only float32 accumulation separates the two. */
+static nb_backend *be;
+
 static void check_gemm(int ta, int tb, int M, int N, int K, float alpha, float beta) {
     const int a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
     const int lda = a_cols + 3, ldb = b_cols + 5, ldc = N + 2;
@@ -47,7 +49,7 @@ static void check_gemm(int ta, int tb, int M, int N, int K, float alpha, float b
     for (int i = 0; i < a_rows * lda; i++) A[i] = nb_bf16_from_float(sinf(0.37f * i) * 2.0f);
     for (int i = 0; i < b_rows * ldb; i++) B[i] = nb_bf16_from_float(cosf(0.11f * i + 1.0f));
     for (int i = 0; i < M * ldc; i++) C[i] = C0[i] = 0.25f * (float)(i % 7) - 0.5f;
-    nb_gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    nb_gemm_bf16(be, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     double worst = 0;
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
@@ -88,8 +90,8 @@ static void test_gemm(void) {
     nb_bf16 A[12], B[12];
     float C1[9] = {0}, C2[9] = {0};
     for (int i = 0; i < 12; i++) A[i] = B[i] = nb_bf16_from_float(0.1f * i - 0.3f);
-    nb_gemm_bf16(0, 1, 3, 3, 4, 1.0f, A, 4, B, 4, 0.0f, C1, 3);
-    nb_gemm_bf16(0, 1, 3, 3, 4, 1.0f, A, 4, B, 4, 0.0f, C2, 3);
+    nb_gemm_bf16(be, 0, 1, 3, 3, 4, 1.0f, A, 4, B, 4, 0.0f, C1, 3);
+    nb_gemm_bf16(be, 0, 1, 3, 3, 4, 1.0f, A, 4, B, 4, 0.0f, C2, 3);
     CHECK(!memcmp(C1, C2, sizeof C1), "a repeated bf16 GEMM is bitwise the same");
 }
 
@@ -131,7 +133,7 @@ static void test_gradients(int tied, float loss_scale) {
     nb_config cfg = small_config(96, 64, 2, 4, 2, 160, 80);
     cfg.tied = tied;
     nb_model m;
-    CHECK(nb_model_create(&m, &cfg, 1, NULL) == 0, "create: %s", nb_last_error());
+    CHECK(nb_model_create(&m, &cfg, 1, NULL, be) == 0, "create: %s", nb_last_error());
     nb_model_init(&m, 7);
     const int B = 2, T = 80, N = B * T;  /* T > 64: attention's query blocks of 64 rows both used */
     int *tok = malloc(sizeof(int) * N), *tgt = malloc(sizeof(int) * N);
@@ -169,7 +171,7 @@ static void test_gradients(int tied, float loss_scale) {
 static void test_version_cache(void) {
     nb_config cfg = small_config(64, 32, 1, 2, 2, 64, 16);
     nb_model m;
-    CHECK(nb_model_create(&m, &cfg, 1, NULL) == 0, "create: %s", nb_last_error());
+    CHECK(nb_model_create(&m, &cfg, 1, NULL, be) == 0, "create: %s", nb_last_error());
     nb_model_init(&m, 3);
     nb_stage *s = &m.stages[0];
     CHECK(nb_stage_set_precision(s, NB_PRECISION_BF16, 2) == 0, "bf16: %s", nb_last_error());
@@ -221,11 +223,15 @@ static void test_version_cache(void) {
 }
 
 int main(void) {
+    /* NB_GEMM picks the backend (ctest runs this file with tiles:onednn too: the other bf16 path) */
+    CHECK(nb_backend_open(getenv("NB_GEMM"), &be) == 0, "NB_GEMM: %s", nb_last_error());
+    printf("backend %s: bf16 products %s\n", nb_backend_name(be), be->bf16_native ? "on oneDNN's bf16 matmul" : "widened");
     test_cast();
     test_gemm();
     test_gradients(0, 1.0f);
     test_gradients(1, 1.0f);
     test_gradients(0, 0.25f);  /* the loss scale of 4 micro-batches (bf16: the head products' alpha) */
     test_version_cache();
+    nb_backend_close(be);
     return check_summary();
 }

@@ -38,7 +38,7 @@ static void run_engine(const nb_delay_options *o, int P, float lr, float traj[ST
     for (int s = 0; s < P; s++) {
         memcpy(w[s], W0, sizeof W0);
         CHECK(nb_stash_create(&stash[s], o, s, P, STEPS, w[s], N) == 0, "stash: %s", nb_last_error());
-        CHECK(nb_optimizer_create(&opt[s], &p, &t, 1, N) == 0, "sgd: %s", nb_last_error());
+        CHECK(nb_optimizer_create(&opt[s], &p, &t, 1, N, NULL) == 0, "sgd: %s", nb_last_error());
     }
     if (applied_sum) memset(applied_sum, 0, sizeof(float) * P * N), memset(computed_sum, 0, sizeof(float) * P * N);
     for (int step = 0; step < STEPS; step++)

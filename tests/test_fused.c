@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "backend/gemm.h"
+#include "backend/backend.h"
 #include "check.h"
 #include "layers/layers.h"
 
@@ -185,9 +185,9 @@ static void test_attention_cast(void) {
     nb_bf16 *out16 = malloc(sizeof(nb_bf16) * no), *want16 = malloc(sizeof(nb_bf16) * no);
     fill(qkv, n, 1.5f, 10);
     nb_bf16_round(qkv, n);
-    attention_forward(want, NULL, want_lse, qkv, B, T, H, Hkv, hd, 1);
+    attention_forward(nb_backend_default(), want, NULL, want_lse, qkv, B, T, H, Hkv, hd, 1);
     nb_bf16_cast(want16, want, no);
-    attention_forward(out, out16, lse, qkv, B, T, H, Hkv, hd, 1);
+    attention_forward(nb_backend_default(), out, out16, lse, qkv, B, T, H, Hkv, hd, 1);
     CHECK(!memcmp(out16, want16, sizeof(nb_bf16) * no), "attention_forward's bf16 output: the cast of its output");
     CHECK(!memcmp(out, want, sizeof(float) * no) && !memcmp(lse, want_lse, sizeof(float) * B * H * T),
           "attention_forward: the same output and log-sum-exp with and without the bf16 copy");

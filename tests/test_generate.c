@@ -12,7 +12,7 @@ enum { LEN = 20 };
 static void check_config(int tied) {
     nb_config cfg = {40, 32, 3, 4, 2, 48, 24, 10000.0, 1e-5, tied};
     nb_model m;
-    CHECK(nb_model_create(&m, &cfg, 2, NULL) == 0, "%s", nb_last_error());
+    CHECK(nb_model_create(&m, &cfg, 2, NULL, NULL) == 0, "%s", nb_last_error());
     srand(11);
     for (int si = 0; si < m.n_stages; si++) {
         nb_stage *s = &m.stages[si];

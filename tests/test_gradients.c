@@ -122,7 +122,7 @@ static double ref_loss(const ref_model *r, const int *tok, const int *tgt, int B
 
 static void check_config(nb_config cfg, int B, int T, unsigned seed) {
     nb_model m;
-    CHECK(nb_model_create(&m, &cfg, 1, NULL) == 0, "create: %s", nb_last_error());
+    CHECK(nb_model_create(&m, &cfg, 1, NULL, NULL) == 0, "create: %s", nb_last_error());
     nb_stage *s = &m.stages[0];
     /* Weights large enough that every path matters (attention far from uniform). */
     srand(seed);

@@ -41,7 +41,7 @@ static void check_model(const char *fixture, const char *folder, int n_stages) {
     }
     check_config_equals_fixture(dir, &cfg, &want);
     nb_model m;
-    CHECK(nb_model_create(&m, &cfg, n_stages, NULL) == 0, "%s", nb_last_error());
+    CHECK(nb_model_create(&m, &cfg, n_stages, NULL, NULL) == 0, "%s", nb_last_error());
     CHECK(nb_import_hf(&m, dir) == 0, "%s: import: %s", dir, nb_last_error());
     nb_acts *acts[2];
     for (int i = 0; i < n_stages; i++) acts[i] = nb_acts_create(&m.stages[i], B, T);

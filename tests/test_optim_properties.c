@@ -233,7 +233,7 @@ typedef struct {
 static int rig_open(rig *r, const nb_optim_params *p, table tb) {
     memset(r, 0, sizeof *r);
     r->tb = tb;
-    int rc = nb_optimizer_create(&r->o, p, r->tb.t, r->tb.n, r->tb.n_params);
+    int rc = nb_optimizer_create(&r->o, p, r->tb.t, r->tb.n, r->tb.n_params, NULL);
     CHECK(rc == 0 && r->o, "%s: nb_optimizer_create: %s", KIND_NAMES[p->kind], rc ? nb_last_error() : "");
     if (rc || !r->o) return -1;
     r->g = calloc(tb.n_params, sizeof *r->g);
@@ -489,7 +489,7 @@ static void test_muon_bf16(void) {
     nb_optimizer *o = NULL;
     table tb = std_table();
     nb_optim_params p = nb_optim_defaults(NB_OPT_MUON);
-    CHECK(nb_optimizer_create(&o, &p, tb.t, tb.n, tb.n_params) == 0, "muon: %s", nb_last_error());
+    CHECK(nb_optimizer_create(&o, &p, tb.t, tb.n, tb.n_params, NULL) == 0, "muon: %s", nb_last_error());
     CHECK(o && nb_optimizer_set_precision(o, NB_PRECISION_AUTO) == -1 && strstr(nb_last_error(), "auto"),
           "set_precision refuses auto (resolve it first): %s", nb_last_error());
     nb_optimizer_free(o);

@@ -171,7 +171,7 @@ static void run_case(const opt_case *c, const inputs *in) {
     int rc = nb_optim_validate(&p);
     CHECK(rc == 0, "%s: the fixture's hyperparameters validate: %s", c->file, rc ? nb_last_error() : "");
     nb_optimizer *o = NULL;
-    rc = nb_optimizer_create(&o, &p, in->t, N_T, in->n_params);
+    rc = nb_optimizer_create(&o, &p, in->t, N_T, in->n_params, NULL);
     CHECK(rc == 0 && o, "%s: nb_optimizer_create: %s", c->file, rc ? nb_last_error() : "");
     if (rc || !o) { nbfx_free(f); return; }
 

@@ -15,7 +15,7 @@ static void run(nb_optimizer_kind kind, int threads, const nb_tensor *t, int n_t
     p.weight_decay = 0.1f;
     p.precond_every = 4;
     nb_optimizer *o;
-    CHECK(nb_optimizer_create(&o, &p, t, n_t, n) == 0, "%s", nb_last_error());
+    CHECK(nb_optimizer_create(&o, &p, t, n_t, n, NULL) == 0, "%s", nb_last_error());
     float *w = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n);
     srand(3);
     for (size_t i = 0; i < n; i++) w[i] = (float)rand() / RAND_MAX - 0.5f;

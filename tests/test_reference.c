@@ -47,7 +47,7 @@ static int run_case(const char *label, const nbfx *f, const nb_config *cfg, int 
     printf("}\n");
     nb_model m;
     memset(&m, 0, sizeof m);
-    int rc = nb_model_create(&m, cfg, n_stages, blocks);
+    int rc = nb_model_create(&m, cfg, n_stages, blocks, NULL);
     CHECK(rc == 0, "%s: nb_model_create: %s", label, rc ? nb_last_error() : "");
     if (rc) return -1;
     CHECK(m.n_stages == n_stages, "%s: model has %d stages, expected %d", label, m.n_stages, n_stages);

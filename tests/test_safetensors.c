@@ -467,7 +467,7 @@ static void test_export_import(void) {
             for (int to = 1; to <= 3; to += 2) {
                 nb_config c = small_config(tied);
                 nb_model a, b;
-                if (nb_model_create(&a, &c, from, NULL) || nb_model_create(&b, &c, to, NULL)) {
+                if (nb_model_create(&a, &c, from, NULL, NULL) || nb_model_create(&b, &c, to, NULL, NULL)) {
                     CHECK(0, "create: %s", nb_last_error());
                     return;
                 }
@@ -525,7 +525,7 @@ static void test_config_json(void) {
     for (int tied = 0; tied <= 1; tied++) {
         nb_config c = small_config(tied);
         nb_model m;
-        if (nb_model_create(&m, &c, 1, NULL)) return;
+        if (nb_model_create(&m, &c, 1, NULL, NULL)) return;
         nb_model_init(&m, 5);
         char sub[32];
         snprintf(sub, sizeof sub, "cfg%d", tied);
@@ -574,7 +574,7 @@ static void test_config_json(void) {
 static void test_import_errors(void) {
     nb_config c = small_config(0);
     nb_model m;
-    if (nb_model_create(&m, &c, 1, NULL)) return;
+    if (nb_model_create(&m, &c, 1, NULL, NULL)) return;
     nb_model_init(&m, 3);
     CHECK(nb_export_hf(&m, pathf("bad")) == 0, "export: %s", nb_last_error());
     uint64_t h0 = nb_model_weights_hash(&m);
@@ -588,7 +588,7 @@ static void test_import_errors(void) {
         t[i].data = s->params + s->tensors[i].offset;
     }
     nb_model other;
-    nb_model_create(&other, &c, 3, NULL);
+    nb_model_create(&other, &c, 3, NULL, NULL);
     nb_model_init(&other, 77);
     uint64_t h1 = nb_model_weights_hash(&other);
     /* a missing tensor: drop model.layers.1.mlp.up_proj.weight (index 1 + 9 + 7) */
@@ -625,13 +625,13 @@ static void test_import_errors(void) {
     nb_config c2 = c;
     c2.d_ffn = 64;
     nb_model wide;
-    nb_model_create(&wide, &c2, 1, NULL);
+    nb_model_create(&wide, &c2, 1, NULL, NULL);
     CHECK(nb_import_hf(&wide, pathf("cfg0")) == -1 && strstr(nb_last_error(), "\"intermediate_size\" is 48"),
           "config mismatch: %s", nb_last_error());
     nb_model_free(&wide);
     nb_config c3 = c;
     c3.tied = 1;
-    nb_model_create(&wide, &c3, 1, NULL);
+    nb_model_create(&wide, &c3, 1, NULL, NULL);
     CHECK(nb_import_hf(&wide, pathf("cfg0")) == -1 && strstr(nb_last_error(), "tie_word_embeddings"),
           "tie mismatch: %s", nb_last_error());
     nb_model_free(&wide);

@@ -59,9 +59,9 @@ static void check_splits(int tied) {
     for (int i = 0; i < M * B * T; i++) { tok[i] = rand() % 64; tgt[i] = rand() % 64; }
     nb_model one, two, three;
     int split2[2] = {2, 1}, split3[3] = {1, 1, 1};
-    CHECK(nb_model_create(&one, &cfg, 1, NULL) == 0, "%s", nb_last_error());
-    CHECK(nb_model_create(&two, &cfg, 2, split2) == 0, "%s", nb_last_error());
-    CHECK(nb_model_create(&three, &cfg, 3, split3) == 0, "%s", nb_last_error());
+    CHECK(nb_model_create(&one, &cfg, 1, NULL, NULL) == 0, "%s", nb_last_error());
+    CHECK(nb_model_create(&two, &cfg, 2, split2, NULL) == 0, "%s", nb_last_error());
+    CHECK(nb_model_create(&three, &cfg, 3, split3, NULL) == 0, "%s", nb_last_error());
     nb_model_init(&one, 42);
     nb_model_init(&two, 42);
     nb_model_init(&three, 42);
@@ -78,7 +78,7 @@ static void check_splits(int tied) {
     }
     /* Different seeds give different weights (the seed is used). */
     nb_model other;
-    nb_model_create(&other, &cfg, 1, NULL);
+    nb_model_create(&other, &cfg, 1, NULL, NULL);
     nb_model_init(&other, 43);
     CHECK(nb_model_weights_hash(&other) != nb_model_weights_hash(&one), "seed changes the weights");
     nb_model_free(&other);
@@ -91,7 +91,7 @@ static void check_init_statistics(void) {
     nb_config cfg;
     nb_config_preset("tiny", &cfg);
     nb_model m;
-    nb_model_create(&m, &cfg, 1, NULL);
+    nb_model_create(&m, &cfg, 1, NULL, NULL);
     nb_model_init(&m, 1);
     const nb_stage *s = &m.stages[0];
     for (int ti = 0; ti < s->n_tensors; ti++) {
@@ -119,7 +119,7 @@ static void check_activation_memory(void) {
     nb_config_preset("tiny", &cfg);
     cfg.context = 4096;
     nb_model m;
-    nb_model_create(&m, &cfg, 1, NULL);
+    nb_model_create(&m, &cfg, 1, NULL, NULL);
     double per_token_1k = nb_acts_bytes(&m.stages[0], 1, 1024) / 1024.0;
     double per_token_4k = nb_acts_bytes(&m.stages[0], 1, 4096) / 4096.0;
     printf("activation bytes per token: T=1024 %.0f, T=4096 %.0f\n", per_token_1k, per_token_4k);
@@ -153,7 +153,7 @@ static void check_bad_input(void) {
     CHECK(nb_config_override(&c, "width=3") == -1 && strstr(nb_last_error(), "width"), "%s", nb_last_error());
     CHECK(nb_config_override(&c, "n_layers=2") == 0 && c.n_layers == 2, "override n_layers");
     nb_model m;
-    CHECK(nb_model_create(&m, &base, 1, NULL) == 0, "%s", nb_last_error());
+    CHECK(nb_model_create(&m, &base, 1, NULL, NULL) == 0, "%s", nb_last_error());
     CHECK(nb_acts_create(&m.stages[0], 1, base.context + 1) == NULL && strstr(nb_last_error(), "context"),
           "sequence longer than the context: %s", nb_last_error());
     nb_acts *a = nb_acts_create(&m.stages[0], 1, 4);
@@ -165,8 +165,8 @@ static void check_bad_input(void) {
     CHECK(nb_stage_forward(&m.stages[0], m.stages[0].params, NB_VERSION_NONE, a, tok, NULL, tgt, &loss) == -1, "negative token id");
     int split[2] = {3, 3};
     nb_model bad;
-    CHECK(nb_model_create(&bad, &base, 2, split) == -1 && strstr(nb_last_error(), "n_layers"), "bad split: %s", nb_last_error());
-    CHECK(nb_model_create(&bad, &base, 9, NULL) == -1 && strstr(nb_last_error(), "stages"), "too many stages: %s", nb_last_error());
+    CHECK(nb_model_create(&bad, &base, 2, split, NULL) == -1 && strstr(nb_last_error(), "n_layers"), "bad split: %s", nb_last_error());
+    CHECK(nb_model_create(&bad, &base, 9, NULL, NULL) == -1 && strstr(nb_last_error(), "stages"), "too many stages: %s", nb_last_error());
     nb_acts_free(a);
     nb_model_free(&m);
 }
@@ -184,7 +184,7 @@ static void check_logit_chunks(nb_precision precision) {
     cfg.n_layers = 1;
     cfg.vocab_size = 300;
     nb_model whole, chunked;
-    CHECK(nb_model_create(&whole, &cfg, 1, NULL) == 0 && nb_model_create(&chunked, &cfg, 1, NULL) == 0, "create");
+    CHECK(nb_model_create(&whole, &cfg, 1, NULL, NULL) == 0 && nb_model_create(&chunked, &cfg, 1, NULL, NULL) == 0, "create");
     nb_model_init(&whole, 5);
     nb_model_init(&chunked, 5);
     chunked.stages[0].logit_rows = 7;  /* 32 rows: chunks of 7, 7, 7, 7, 4 */
@@ -219,7 +219,7 @@ static void check_logit_chunks(nb_precision precision) {
     big.n_kv_heads = 2;
     big.d_ffn = 16;
     nb_model m;
-    CHECK(nb_model_create(&m, &big, 1, NULL) == 0, "create big vocabulary");
+    CHECK(nb_model_create(&m, &big, 1, NULL, NULL) == 0, "create big vocabulary");
     const size_t chunk = (size_t)16 << 22;  /* 16 rows of 2^20 floats: 64 MiB */
     size_t b16 = nb_acts_bytes(&m.stages[0], 1, 16), b32 = nb_acts_bytes(&m.stages[0], 2, 16);
     size_t s32 = nb_stage_scratch_bytes(&m.stages[0], 2, 16);
@@ -241,7 +241,7 @@ static void check_in_flight(nb_precision precision, int logit_rows) {
     cfg.n_layers = 2;
     cfg.vocab_size = 300;
     nb_model one, both;
-    CHECK(nb_model_create(&one, &cfg, 2, NULL) == 0 && nb_model_create(&both, &cfg, 2, NULL) == 0, "create");
+    CHECK(nb_model_create(&one, &cfg, 2, NULL, NULL) == 0 && nb_model_create(&both, &cfg, 2, NULL, NULL) == 0, "create");
     nb_model *ms[2] = {&one, &both};
     nb_acts *acts[2][2][2];  /* model, micro-batch, stage */
     int tok[2 * B * T], tgt[2 * B * T];
@@ -283,7 +283,7 @@ static void check_scratch_sizes(void) {
     nb_config cfg;
     nb_config_preset("tiny", &cfg);
     nb_model m;
-    CHECK(nb_model_create(&m, &cfg, 2, NULL) == 0, "create two stages");
+    CHECK(nb_model_create(&m, &cfg, 2, NULL, NULL) == 0, "create two stages");
     const size_t N = 2 * 16, d = (size_t)cfg.d_model, hd = d / cfg.n_heads, dq = hd * cfg.n_heads;
     const size_t qkv = dq + 2 * hd * cfg.n_kv_heads, F = (size_t)cfg.d_ffn, widest = qkv > 2 * F ? qkv : 2 * F;
     const size_t fp32 = 4 * N * (d + d + qkv + dq + 2 * F + F);

@@ -1,15 +1,15 @@
-/* nb_syrk and nb_syrk_bf16 (src/backend/gemm.h) against a double-precision product of the same values:
+/* nb_syrk and nb_syrk_bf16 (src/backend/backend.h) against a double-precision product of the same values:
  * C = alpha op(A) op(A)^T + beta C for A A^T and A^T A, over shapes (1 x 1, odd, K < N, K > N, K = 0,
  * N over one row panel of 128 and not a multiple of it),
  * padded strides, alpha and beta. The error must stay within float32 accumulation's bound
  * (2 K 2^-24 (|alpha| sum |a a| + |beta c|)); C must come out exactly symmetric, its lower triangle on
  * entry must not matter (it holds NaN here), and the padding between rows must stay untouched. ctest
- * runs this file again with NB_BF16_GEMM=onednn for nb_syrk_bf16's other path. */
+ * runs this file again with NB_GEMM=tiles:onednn for nb_syrk_bf16's other path. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "backend/gemm.h"
+#include "backend/backend.h"
 #include "check.h"
 
 /* A's element (i, l) of op(A) (N x K), as a double. */
@@ -52,6 +52,8 @@ static void fill_c(float *C0, int N, int ldc) {
         for (int j = 0; j < ldc; j++) C0[(size_t)i * ldc + j] = j < i ? NAN : 0.25f * (float)((i * 7 + j) % 9) - 1.0f;
 }
 
+static nb_backend *be;
+
 static void check_syrk(int trans, int N, int K, float alpha, float beta) {
     const int rows = trans ? K : N, cols = trans ? N : K, lda = cols + 3, ldc = N + 2;
     float *A = malloc(sizeof(float) * ((size_t)rows * lda + 1)), *C = malloc(sizeof(float) * (size_t)N * ldc);
@@ -60,7 +62,7 @@ static void check_syrk(int trans, int N, int K, float alpha, float beta) {
     for (int i = 0; i < rows * lda; i++) A[i] = sinf(0.37f * i + 0.2f) * 2.0f;
     fill_c(C0, N, ldc);
     memcpy(C, C0, sizeof(float) * (size_t)N * ldc);
-    nb_syrk(trans, N, K, alpha, A, lda, beta, C, ldc);
+    nb_syrk(be, trans, N, K, alpha, A, lda, beta, C, ldc);
     compare("nb_syrk", trans, N, K, alpha, beta, A, lda, C0, C, ldc);
 
     for (int i = 0; i < rows * lda; i++) {
@@ -68,7 +70,7 @@ static void check_syrk(int trans, int N, int K, float alpha, float beta) {
         Aw[i] = nb_bf16_to_float(H[i]);
     }
     memcpy(C, C0, sizeof(float) * (size_t)N * ldc);
-    nb_syrk_bf16(trans, N, K, alpha, H, lda, beta, C, ldc);
+    nb_syrk_bf16(be, trans, N, K, alpha, H, lda, beta, C, ldc);
     compare("nb_syrk_bf16", trans, N, K, alpha, beta, Aw, lda, C0, C, ldc);
     free(A);
     free(Aw);
@@ -78,6 +80,8 @@ static void check_syrk(int trans, int N, int K, float alpha, float beta) {
 }
 
 int main(void) {
+    /* NB_GEMM picks the backend (ctest runs this file with tiles:onednn too: nb_syrk_bf16's other path) */
+    CHECK(nb_backend_open(getenv("NB_GEMM"), &be) == 0, "NB_GEMM: %s", nb_last_error());
     for (int trans = 0; trans < 2; trans++) {
         check_syrk(trans, 1, 1, 1.0f, 0.0f);
         check_syrk(trans, 17, 40, 1.0f, 0.0f);
@@ -90,5 +94,6 @@ int main(void) {
         check_syrk(trans, 6, 0, 1.0f, 0.5f);
         check_syrk(trans, 3, 0, 1.0f, 0.0f);
     }
+    nb_backend_close(be);
     return check_summary();
 }

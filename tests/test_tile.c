@@ -1,6 +1,6 @@
 /* nb_tile_gemm (src/backend/tile.c) and the attention built on it (src/layers/attention.c).
  *
- * The tile product: every element of C is specified exactly (backend/gemm.h): one chain over k in
+ * The tile product: every element of C is specified exactly (backend/backend.h): one chain over k in
  * order, init (C's old value or 0), then fused multiply-adds (multiply and add where the build has no
  * FMA), then alpha times the chain. So each result is checked bitwise against that chain written out
  * here with fmaf, and within rounding against a double-precision product; shapes cover every row tail
@@ -32,7 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "backend/gemm.h"
+#include "backend/cpu.h"
 #include "check.h"
 #include "layers/layers.h"
 
@@ -56,7 +56,7 @@ static float chain(int K, float alpha, const float *A, ptrdiff_t ars, ptrdiff_t 
 }
 
 static void check_tile(int M, int N, int K, int transposed, int accumulate, float alpha) {
-    const int w = nb_tile_width(), Np = (N + w - 1) / w * w, ldb = Np + 3, ldc = Np + 5;
+    const int w = nb_cpu_tile_width(), Np = (N + w - 1) / w * w, ldb = Np + 3, ldc = Np + 5;
     /* A(i, k) = A[i * a_rs + k * a_ks]: A stored M x K with row stride K + 2, or A^T stored K x M with row
      * stride M + 1; (M + 1) x (K + 2) floats hold either. */
     const ptrdiff_t a_rs = transposed ? 1 : K + 2, a_ks = transposed ? M + 1 : 1;
@@ -71,7 +71,7 @@ static void check_tile(int M, int N, int K, int transposed, int accumulate, floa
     for (size_t i = 0; i < csize; i++) C0[i] = uniform();
     memcpy(C, C0, sizeof(float) * csize);
     float *Cm = C + ldc; /* one row of sentinels above */
-    nb_tile_gemm(M, N, K, alpha, A, a_rs, a_ks, B, ldb, accumulate, Cm, ldc);
+    nb_cpu_tile_gemm(M, N, K, alpha, A, a_rs, a_ks, B, ldb, accumulate, Cm, ldc);
     int bits = 1, near = 1, outside = 1;
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
@@ -119,7 +119,7 @@ static void check_tile16(int M, int N, int K, int accumulate, float alpha) {
     for (size_t i = 0; i < csize; i++) C0[i] = uniform();
     memcpy(C, C0, sizeof(float) * csize);
     float *Cm = C + ldc;
-    nb_tile_gemm_bf16(M, N, K, alpha, A, lda, B, ldb, accumulate, Cm, ldc);
+    nb_cpu_tile_gemm_bf16(M, N, K, alpha, A, lda, B, ldb, accumulate, Cm, ldc);
     int near = 1, outside = 1;
     double worst = 0;
     for (int i = 0; i < M; i++)
@@ -148,7 +148,7 @@ static void check_tile16(int M, int N, int K, int accumulate, float alpha) {
     free(A), free(B), free(Bf), free(C), free(C0);
 }
 
-/* The instruction's subnormal rule (gemm.h: subnormals flushed), which the scalar fallback follows: a
+/* The instruction's subnormal rule (backend.h: subnormals flushed), which the scalar fallback follows: a
  * product below float's normal range and a subnormal bf16 input both count as zero. */
 static void check_tile16_subnormals(void) {
     enum { LDB = 16 };
@@ -158,11 +158,11 @@ static void check_tile16_subnormals(void) {
     const nb_bf16 sub = (nb_bf16)1; /* the smallest positive bf16 subnormal, about 9.2e-41 */
     A[0] = tiny, A[1] = 0;          /* k = 0: 2^-70 x 2^-70 = 2^-140, subnormal in float */
     for (int j = 0; j < LDB; j++) B[2 * j] = tiny;
-    nb_tile_gemm_bf16(1, LDB, 2, 1.0f, A, 2, B, LDB, 0, C, LDB);
+    nb_cpu_tile_gemm_bf16(1, LDB, 2, 1.0f, A, 2, B, LDB, 0, C, LDB);
     CHECK(C[0] == 0.0f, "tile16: a subnormal product is flushed to zero (got %g)", C[0]);
     A[0] = sub, A[1] = one; /* k = 0: a subnormal input; k = 1: 1 x 1 */
     for (int j = 0; j < LDB; j++) B[2 * j] = one, B[2 * j + 1] = one;
-    nb_tile_gemm_bf16(1, LDB, 2, 1.0f, A, 2, B, LDB, 0, C, LDB);
+    nb_cpu_tile_gemm_bf16(1, LDB, 2, 1.0f, A, 2, B, LDB, 0, C, LDB);
     CHECK(C[0] == 1.0f, "tile16: a subnormal input counts as zero (got %.9g)", C[0]);
 }
 
@@ -179,7 +179,7 @@ static void check_tn(int M, int N, int K, float alpha, float beta, int pad) {
     for (size_t i = 0; i < csize; i++) C0[i] = beta == 0.0f && i >= (size_t)ldc && i < (size_t)(M + 1) * ldc ? NAN : uniform();
     memcpy(C, C0, sizeof(float) * csize);
     omp_set_num_threads(1);
-    nb_gemm_tn_tiles(M, N, K, alpha, A, lda, B, ldb, beta, C + ldc, ldc);
+    nb_cpu_gemm_tn_tiles(1, 0, M, N, K, alpha, A, lda, B, ldb, beta, C + ldc, ldc);
     int bits = 1, near = 1, outside = 1;
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
@@ -209,14 +209,14 @@ static void check_tn(int M, int N, int K, float alpha, float beta, int pad) {
     for (int t = 2; t <= 3; t++) {
         memcpy(Ct, C0, sizeof(float) * csize);
         omp_set_num_threads(t);
-        nb_gemm_tn_tiles(M, N, K, alpha, A, lda, B, ldb, beta, Ct + ldc, ldc);
+        nb_cpu_gemm_tn_tiles(1, 0, M, N, K, alpha, A, lda, B, ldb, beta, Ct + ldc, ldc);
         same &= !memcmp(C, Ct, sizeof(float) * csize);
     }
     float *Cp = malloc(sizeof(float) * 2 * csize);
     memcpy(Cp, C0, sizeof(float) * csize);
     memcpy(Cp + csize, C0, sizeof(float) * csize);
 #pragma omp parallel num_threads(2)
-    nb_gemm_tn_tiles(M, N, K, alpha, A, lda, B, ldb, beta, Cp + (size_t)omp_get_thread_num() * csize + ldc, ldc);
+    nb_cpu_gemm_tn_tiles(1, 0, M, N, K, alpha, A, lda, B, ldb, beta, Cp + (size_t)omp_get_thread_num() * csize + ldc, ldc);
     same &= !memcmp(C, Cp, sizeof(float) * csize) && !memcmp(C, Cp + csize, sizeof(float) * csize);
     CHECK(same, "tn M%d N%d K%d: the same bits at 1, 2 and 3 threads and inside a parallel region", M, N, K);
     omp_set_num_threads(1);
@@ -298,8 +298,8 @@ static void check_attention(shape s, int bf16) {
     double *rout = malloc(sizeof(double) * N * dq), *rlse = malloc(sizeof(double) * N * s.H);
     double *rd = malloc(sizeof(double) * N * stride);
     reference(&s, qkv, G, rout, rlse, rd);
-    attention_forward(out, NULL, lse, qkv, s.B, s.T, s.H, s.Hkv, s.hd, bf16);
-    attention_backward(dqkv, G, out, lse, qkv, s.B, s.T, s.H, s.Hkv, s.hd, bf16);
+    attention_forward(nb_backend_default(), out, NULL, lse, qkv, s.B, s.T, s.H, s.Hkv, s.hd, bf16);
+    attention_backward(nb_backend_default(), dqkv, G, out, lse, qkv, s.B, s.T, s.H, s.Hkv, s.hd, bf16);
     const double eo = check_rel_err_d(out, rout, N * dq, 1e-3), el = check_rel_err_d(lse, rlse, N * s.H, 1e-3);
     const double eg = check_rel_err_d(dqkv, rd, N * stride, 1e-3);
     if (bf16)
@@ -314,8 +314,8 @@ static void check_attention(shape s, int bf16) {
     float *dqkv3 = malloc(sizeof(float) * N * stride);
     const int threads = omp_get_max_threads();
     omp_set_num_threads(threads == 3 ? 1 : 3);
-    attention_forward(out3, NULL, lse3, qkv, s.B, s.T, s.H, s.Hkv, s.hd, bf16);
-    attention_backward(dqkv3, G, out3, lse3, qkv, s.B, s.T, s.H, s.Hkv, s.hd, bf16);
+    attention_forward(nb_backend_default(), out3, NULL, lse3, qkv, s.B, s.T, s.H, s.Hkv, s.hd, bf16);
+    attention_backward(nb_backend_default(), dqkv3, G, out3, lse3, qkv, s.B, s.T, s.H, s.Hkv, s.hd, bf16);
     omp_set_num_threads(threads);
     CHECK(!memcmp(out, out3, sizeof(float) * N * dq) && !memcmp(lse, lse3, sizeof(float) * N * s.H) &&
               !memcmp(dqkv, dqkv3, sizeof(float) * N * stride),
@@ -326,7 +326,7 @@ static void check_attention(shape s, int bf16) {
 }
 
 int main(void) {
-    const int w = nb_tile_width();
+    const int w = nb_cpu_tile_width();
     for (int M = 1; M <= 9; M++)
         for (int nv = 1; nv <= 5; nv++)
             for (int K = 0; K <= 70; K += 35) {
@@ -362,6 +362,6 @@ int main(void) {
             }
     check_tile16_subnormals();
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) check_attention(shapes[i], 1);
-    printf("attention bf16 products on %s\n", nb_tile_bf16_available() ? "nb_tile_gemm_bf16 (AVX512-BF16)" : "nb_tile_gemm (no bf16 instruction in this build)");
+    printf("attention bf16 products on %s\n", nb_cpu_tile_bf16_available() ? "nb_tile_gemm_bf16 (AVX512-BF16)" : "nb_tile_gemm (no bf16 instruction in this build)");
     return check_summary();
 }

@@ -45,12 +45,12 @@ static void check_determinism_and_learning(void) {
 static void check_adamw_closed_form(void) {
     nb_config cfg = {8, 4, 1, 2, 1, 6, 4, 10000.0, 1e-5, 0};
     nb_model m;
-    nb_model_create(&m, &cfg, 1, NULL);
+    nb_model_create(&m, &cfg, 1, NULL, NULL);
     nb_stage *s = &m.stages[0];
     nb_optimizer *opt;
     nb_optim_params p = nb_optim_defaults(NB_OPT_ADAMW);
     p.weight_decay = 0.1f;
-    CHECK(nb_optimizer_create(&opt, &p, s->tensors, s->n_tensors, s->n_params) == 0, "adamw: %s", nb_last_error());
+    CHECK(nb_optimizer_create(&opt, &p, s->tensors, s->n_tensors, s->n_params, NULL) == 0, "adamw: %s", nb_last_error());
     float *w = s->params, *g = s->grads, *d = calloc(s->n_params, sizeof(float));
     for (size_t i = 0; i < s->n_params; i++) { w[i] = 0.5f - 0.01f * (float)(i % 97); g[i] = 0.03f * (float)((int)(i % 11) - 5); }
     double maxerr = 0;
@@ -76,7 +76,7 @@ static void check_adamw_closed_form(void) {
     /* At step 0 with wd = 0 on gains, |d| = lr * |g| / (|g| + eps): lr wherever g != 0. */
     const nb_tensor *gain = &s->tensors[1];
     nb_optimizer_free(opt);
-    nb_optimizer_create(&opt, &p, s->tensors, s->n_tensors, s->n_params);
+    nb_optimizer_create(&opt, &p, s->tensors, s->n_tensors, s->n_params, NULL);
     nb_optimizer_step(opt, g, w, 0.01f, 0.01f, d);
     for (size_t k = gain->offset; k < gain->offset + gain->numel; k++)
         if (g[k] != 0) CHECK(fabsf(fabsf(d[k]) - 0.01f) < 1e-6f, "bias-corrected first step of a gain is lr");
@@ -115,7 +115,7 @@ static void check_export_of_trained_weights(void) {
     nb_train_result r;
     CHECK(nb_train(&o, &r) == 0, "%s", nb_last_error());
     nb_model m;
-    CHECK(nb_model_create(&m, &o.model, 2, NULL) == 0, "%s", nb_last_error());
+    CHECK(nb_model_create(&m, &o.model, 2, NULL, NULL) == 0, "%s", nb_last_error());
     CHECK(nb_import_hf(&m, dir) == 0, "import: %s", nb_last_error());
     CHECK(nb_model_weights_hash(&m) == r.weights_hash, "the exported weights are the trained ones, bitwise");
     nb_model_free(&m);

@@ -8,6 +8,7 @@
 #define NOBUBBLE_MODEL_H
 #include <stddef.h>
 #include <stdint.h>
+#include "nobubble/backend.h"
 #include "nobubble/common.h"
 
 /* ---- configuration ---- */
@@ -83,6 +84,9 @@ typedef struct nb_stage {
     int index, count;            /* this stage's position and the number of stages */
     int first_block, n_blocks;   /* the contiguous range of blocks it runs */
     int has_embed, has_head;     /* first stage / last stage */
+    /* What runs its products (and, with a device, holds its memory): the run's backend, chosen once when
+     * it starts; the optimizer and the delay rules of the stage use it too (nobubble/backend.h). */
+    const nb_backend *backend;
     int n_tensors;
     nb_tensor *tensors;
     size_t n_params;
@@ -114,9 +118,11 @@ typedef struct nb_model {
     nb_stage *stages;
 } nb_model;
 
-/* Builds the stages. blocks_per_stage may be NULL for an even split (earlier stages take
- * the remainder); otherwise its n_stages entries must be >= 0 and sum to n_layers. */
-int nb_model_create(nb_model *m, const nb_config *cfg, int n_stages, const int *blocks_per_stage);
+/* Builds the stages on backend (NULL: nb_backend_default()), which must outlive the model.
+ * blocks_per_stage may be NULL for an even split (earlier stages take the remainder); otherwise its
+ * n_stages entries must be >= 0 and sum to n_layers. */
+int nb_model_create(nb_model *m, const nb_config *cfg, int n_stages, const int *blocks_per_stage,
+                    const nb_backend *backend);
 /* The same stages with their tensor tables only (no weights, gradients or scratch): what a memory
  * estimate reads (n_params, tensors, nb_acts_bytes, nb_stage_scratch_bytes) before anything large is
  * allocated. Free with nb_model_free. */

@@ -54,9 +54,10 @@ int nb_optim_validate(const nb_optim_params *p);
 typedef struct nb_optimizer nb_optimizer;
 
 /* tensors[0..n_tensors) describe a parameter buffer of n_params floats (offsets, shapes,
- * groups), e.g. a stage's table. */
+ * groups), e.g. a stage's table; backend (NULL: nb_backend_default()) runs the rules' products: the
+ * stage's (nb_stage.backend). */
 int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_tensor *tensors, int n_tensors,
-                        size_t n_params);
+                        size_t n_params, const nb_backend *backend);
 void nb_optimizer_free(nb_optimizer *o);
 /* Bytes of the state nb_optimizer_create would allocate for these tensors (each rule's buffers), without
  * allocating it; *scratch_per_thread (may be NULL): the bytes of the scratch it keeps per OpenMP thread

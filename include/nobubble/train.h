@@ -71,6 +71,8 @@ typedef struct nb_train_options {
     int threads_per_stage;      /* GEMM threads per worker (0: the process's cores / stages, at least 1) */
     nb_precision precision;     /* fp32, bf16, or auto (resolved by nb_train before it runs: bf16 where the
                                    CPU has bf16 instructions, fp32 elsewhere) (fp32) */
+    const char *gemm;           /* the backend that runs the products (nobubble/backend.h: "tiles",
+                                   "hybrid:widen", ...; NULL: the build's default); nb_train opens it */
     float peer_timeout;         /* seconds a stage waits for a message before the run fails naming the
                                    stage it waited for: a stalled or vanished MPI rank (300; 0: no limit) */
     int memory_check;           /* refuse a run whose estimated memory exceeds what is available, before

@@ -1,5 +1,5 @@
-/* oneDNN matmul primitives, one per shape, cached per thread: shared by the float32 "matmul" backend
- * (gemm.c) and nb_gemm_bf16 (gemm_bf16.c). Internal to src/backend. */
+/* oneDNN matmul primitives, one per shape, cached per thread: the bf16 products of
+ * gemm_bf16.c. Internal to src/backend. */
 #ifndef NB_BACKEND_DNNL_MATMUL_H
 #define NB_BACKEND_DNNL_MATMUL_H
 
@@ -12,9 +12,7 @@ typedef struct {
 } nb_matmul_shape;
 
 /* Runs the product through the cached primitive of this shape and this thread (created on first use,
- * for the OpenMP thread count in force: a parallel region's thread gets a one-thread primitive) and
- * returns 1. With brgemm_only set, a shape that oneDNN does not run with its brgemm kernels (the fast
- * ones; oneDNN 2.6 takes them only for dense matrices, and otherwise falls back to its sgemm) is left
- * untouched and 0 returned, so that the caller runs it its own way. */
-int nb_matmul_run(const nb_matmul_shape *s, const void *A, const void *B, float *C, int brgemm_only);
+ * for the OpenMP thread count in force: a parallel region's thread gets a one-thread primitive): 0, or -1
+ * after nb_fail. */
+int nb_matmul_run(const nb_matmul_shape *s, const void *A, const void *B, float *C);
 #endif

@@ -1,4 +1,4 @@
-/* nb_gemm_tn_tiles: C = alpha * A^T B + beta * C (A stored K x M, B K x N, row-major) on nobubble's own
+/* nb_cpu_gemm_tn_tiles: C = alpha * A^T B + beta * C (A stored K x M, B K x N, row-major) on nobubble's own
  * register tiles: the weight gradients dW += dy^T x.
  *
  * Why not a library: oneDNN 2.6's sgemm runs A^T B at half its usual speed, and OpenBLAS, which
@@ -17,7 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "backend/gemm.h"
+#include "backend/cpu.h"
+#include "util/error.h"
 #include "backend/vec.h"
 #include "util/thread_buffer.h"
 
@@ -46,14 +47,13 @@ typedef struct {
  * gradient (glibc gives large blocks back to the system on free; perf showed the faults). */
 static nb_thread_buffer scratch_buffer;
 
-static tn_scratch scratch_get(void) {
+/* This thread's scratch; 0, or -1 after nb_fail when it cannot be had. */
+static int scratch_get(tn_scratch *s) {
     const size_t a = (size_t)MC * KC + 16, b = (size_t)KC * NC, c = (size_t)MC * NC; /* A: 2 floats of slack, a line */
     float *mem = nb_thread_buffer_get(&scratch_buffer, (a + b + c) * sizeof(float));
-    if (!mem) { /* under 1 MB per thread; the layers have no error path, so say it and stop */
-        fprintf(stderr, "nobubble: GEMM: out of memory (%zu bytes of scratch per thread)\n", (a + b + c) * sizeof(float));
-        exit(1);
-    }
-    return (tn_scratch){.B = mem, .A = mem + b, .acc = mem + b + a};
+    if (!mem) return nb_fail("out of memory: the A^T B tiles' scratch (%zu bytes per thread)", (a + b + c) * sizeof(float));
+    *s = (tn_scratch){.B = mem, .A = mem + b, .acc = mem + b + a};
+    return 0;
 }
 
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -186,22 +186,30 @@ static int tile_count(int M, int N, int threads, int *mc, int *nc) {
     return n;
 }
 
-void nb_gemm_tn_tiles(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, float beta,
-                      float *C, int ldc) {
-    if (M <= 0 || N <= 0) return;
+int nb_cpu_gemm_tn_tiles(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                         const float *B, int ldb, float beta, float *C, int ldc) {
+    (void)trans_a, (void)trans_b;  /* only ever called for A^T B */
+    if (M <= 0 || N <= 0) return 0;
     const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     tn_call g = {M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, MC, NC};
     const int n = tile_count(M, N, threads, &g.mc, &g.nc);
     const int cols = ceil_div(N, g.nc);
+    tn_scratch s;
     if (threads <= 1 || n == 1) {
-        const tn_scratch s = scratch_get();
+        if (scratch_get(&s)) return -1;
         for (int t = 0; t < n; t++) tn_tile(&g, &s, t / cols * g.mc, t % cols * g.nc);
-        return;
+        return 0;
     }
-#pragma omp parallel num_threads(threads < n ? threads : n)
+    int failed = 0;
+#pragma omp parallel num_threads(threads < n ? threads : n) private(s) reduction(| : failed)
     {
-        const tn_scratch s = scratch_get();
+        failed = scratch_get(&s) != 0;
+        /* every thread takes part in the loop (a worksharing loop must be met by all); one without
+         * scratch computes nothing and the product is reported failed */
 #pragma omp for schedule(dynamic, 1)
-        for (int t = 0; t < n; t++) tn_tile(&g, &s, t / cols * g.mc, t % cols * g.nc);
+        for (int t = 0; t < n; t++)
+            if (!failed) tn_tile(&g, &s, t / cols * g.mc, t % cols * g.nc);
     }
+    if (failed) return nb_fail("out of memory: the A^T B tiles' scratch");
+    return 0;
 }

@@ -11,7 +11,7 @@
  * in, and the result depends on neither M, N nor the thread that runs it. The FMA is the intrinsic,
  * not a contraction the compiler may or may not make (it makes none at -O0, nor under ISO C's default,
  * docs/precision.md): the same bits at every optimization level. */
-#include "backend/gemm.h"
+#include "backend/cpu.h"
 #include "backend/vec.h"
 
 #if VW == 16
@@ -24,7 +24,7 @@ enum { RMAX = NB_TILE_ROWS };
 /* The same vector at any float's alignment: loads and stores through it need not be aligned. */
 typedef float vec_u __attribute__((vector_size(VW * sizeof(float)), aligned(sizeof(float)), may_alias));
 
-int nb_tile_width(void) { return VW; }
+int nb_cpu_tile_width(void) { return VW; }
 
 /* One tile: C[R][CV * VW] of the result. Inlined with constant R and CV at each call in tile_dispatch,
  * so that the accumulators are registers and the loops unroll. */
@@ -67,7 +67,7 @@ static void tile_dispatch(int R, int CV, int K, float alpha, const float *A, ptr
     }
 }
 
-void nb_tile_gemm(int M, int N, int K, float alpha, const float *A, ptrdiff_t ars, ptrdiff_t aks,
+void nb_cpu_tile_gemm(int M, int N, int K, float alpha, const float *A, ptrdiff_t ars, ptrdiff_t aks,
                   const float *B, ptrdiff_t ldb, int accumulate, float *C, ptrdiff_t ldc) {
     const int nv = (N + VW - 1) / VW;
     for (int i = 0; i < M; i += RMAX) {

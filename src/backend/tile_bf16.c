@@ -6,7 +6,7 @@
  * float lane: twice the products per instruction, and half the bytes of the packed operand.
  *
  * Same shape of kernel as tile.c: a tile of R rows x CV vectors of C in registers, k walked in order,
- * two k at a time. B comes packed in pairs along k (backend/gemm.h), so one 64-byte load holds 16
+ * two k at a time. B comes packed in pairs along k (backend/backend.h), so one 64-byte load holds 16
  * columns x 2 k; A's pair (A[i][k], A[i][k+1]) is adjacent in a bf16 row and is broadcast as one 32-bit
  * value. Every element of C is the same chain of instructions whatever tile or thread computes it, so
  * the result depends on neither M, N nor the thread count; it differs from nb_tile_gemm on the same
@@ -15,22 +15,20 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include "backend/gemm.h"
+#include "backend/cpu.h"
+#include "util/error.h"
 #include "backend/vec.h"
 
-/* An odd K would drop its last k silently (B holds pairs): only a programming error, so stop loudly. */
-static void require_even_k(int K) {
-    if (K % 2) {
-        fprintf(stderr, "nobubble: internal error: nb_tile_gemm_bf16 with odd K = %d (pad with a zero k)\n", K);
-        abort();
-    }
+/* An odd K would drop its last k silently (B holds pairs): a programming error, refused. */
+static int odd_k(int K) {
+    return K % 2 ? nb_fail("internal error: a bf16 tile product with odd K = %d (pad with a zero k)", K) : 0;
 }
 
 #if defined(__AVX512BF16__) && VW == 16
 #define HAVE_DPBF16 1
 enum { RMAX = NB_TILE_ROWS, CVMAX = 4 };
 
-int nb_tile_bf16_available(void) { return 1; }
+int nb_cpu_tile_bf16_available(void) { return 1; }
 
 static inline __attribute__((always_inline)) void tile16(const int R, const int CV, int K2, float alpha,
                                                           const nb_bf16 *A, ptrdiff_t lda, const nb_bf16 *B,
@@ -69,9 +67,9 @@ static void dispatch16(int R, int CV, int K2, float alpha, const nb_bf16 *A, ptr
     }
 }
 
-void nb_tile_gemm_bf16(int M, int N, int K, float alpha, const nb_bf16 *A, ptrdiff_t lda, const nb_bf16 *B,
+int nb_cpu_tile_gemm_bf16(int M, int N, int K, float alpha, const nb_bf16 *A, ptrdiff_t lda, const nb_bf16 *B,
                        ptrdiff_t ldb, int accumulate, float *C, ptrdiff_t ldc) {
-    require_even_k(K);
+    if (odd_k(K)) return -1;
     const int nv = (N + VW - 1) / VW, K2 = K / 2;
     for (int i = 0; i < M; i += RMAX) {
         const int R = M - i < RMAX ? M - i : RMAX;
@@ -81,20 +79,21 @@ void nb_tile_gemm_bf16(int M, int N, int K, float alpha, const nb_bf16 *A, ptrdi
                        C + (size_t)i * ldc + v * VW, ldc);
         }
     }
+    return 0;
 }
 #else
-int nb_tile_bf16_available(void) { return 0; }
+int nb_cpu_tile_bf16_available(void) { return 0; }
 
-/* Without the instruction nobody calls it (attention asks nb_tile_bf16_available first); a scalar
+/* Without the instruction nobody calls it (attention asks the backend's tile_bf16_native first); a scalar
  * version of the same sums keeps the symbol defined and the contract testable. Like the instruction it
  * treats subnormal inputs as zero and flushes a subnormal sum to zero (each product of two bf16 values
  * is exact in double; the float sum then rounds once per addition, as the instruction's). */
 static float flush_subnormal(float x) { return fabsf(x) < FLT_MIN ? 0.0f * x : x; }
 static float daz(nb_bf16 v) { return flush_subnormal(nb_bf16_to_float(v)); }
 
-void nb_tile_gemm_bf16(int M, int N, int K, float alpha, const nb_bf16 *A, ptrdiff_t lda, const nb_bf16 *B,
+int nb_cpu_tile_gemm_bf16(int M, int N, int K, float alpha, const nb_bf16 *A, ptrdiff_t lda, const nb_bf16 *B,
                        ptrdiff_t ldb, int accumulate, float *C, ptrdiff_t ldc) {
-    require_even_k(K);
+    if (odd_k(K)) return -1;
     const int Np = (N + VW - 1) / VW * VW;
     for (int i = 0; i < M; i++)
         for (int j = 0; j < Np; j++) {
@@ -107,5 +106,6 @@ void nb_tile_gemm_bf16(int M, int N, int K, float alpha, const nb_bf16 *A, ptrdi
             }
             C[(size_t)i * ldc + j] = alpha * acc;
         }
+    return 0;
 }
 #endif

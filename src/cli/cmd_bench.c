@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "backend/gemm.h"
+#include "backend/backend.h"
 #include "backend/peak.h"
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -51,7 +51,7 @@ typedef struct {
 
 /* Median over `steps` timed steps after two warm-up steps; the optimizer's part (computing d and
  * applying it through the delay's stash) is timed on its own too, and so is the time inside GEMMs
- * (nb_gemm_timing, src/backend/gemm.h: per-thread GEMMs, Muon's, count wall / threads;
+ * (nb_gemm_timing, src/backend/backend.h: per-thread GEMMs, Muon's, count wall / threads;
  * attention's register tiles are not GEMM time). */
 /* Whether a measurement fits: bench_one's model, slot, optimizer and versions are one training process's
  * with one stage and no validation, which nb_train_memory_estimate counts. */
@@ -77,7 +77,7 @@ static int bench_fits(const nb_config *cfg, const nb_optim_params *op, const nb_
 static int bench_one(const nb_config *cfg, const nb_optim_params *op, const nb_delay_options *delay,
                      nb_precision precision, int B, int T, int steps, bench_result *out) {
     nb_model m;
-    if (nb_model_create(&m, cfg, 1, NULL)) return -1;
+    if (nb_model_create(&m, cfg, 1, NULL, cli_backend())) return -1;
     nb_model_init(&m, 1);
     nb_stage *s = &m.stages[0];
     /* as training runs it: each weight version cast to bf16 once (by its number, below) */
@@ -88,7 +88,7 @@ static int bench_one(const nb_config *cfg, const nb_optim_params *op, const nb_d
     nb_acts *a = nb_acts_create(s, B, T);
     nb_optimizer *opt = NULL;
     nb_stash *stash = NULL;
-    if (!a || nb_optimizer_create(&opt, op, s->tensors, s->n_tensors, s->n_params) ||
+    if (!a || nb_optimizer_create(&opt, op, s->tensors, s->n_tensors, s->n_params, s->backend) ||
         nb_optimizer_set_precision(opt, precision) ||
         nb_stash_create(&stash, delay, 0, 1, steps + 2, s->params, s->n_params)) {
         nb_optimizer_free(opt);
@@ -282,15 +282,15 @@ int cmd_bench(int argc, char **argv) {
                 for (int pi = 0; pi < np; pi++)
                     if (bench_fits(&cfgs[mi], &ops[oi], &dls[di], precs[pi], Bs[mi], Ts[mi], steps, !no_memory_check))
                         return 1;
-    const char *bf16_how = nb_bf16_native() ? "oneDNN bf16 matmul (bf16 instructions)"
+    const char *bf16_how = nb_backend_bf16_native(cli_backend()) ? "oneDNN bf16 matmul (bf16 instructions)"
                                             : "emulated: widened to fp32 GEMMs (no bf16 instructions)";
     if (json)
-        printf("{\"gemm\": \"%s\", \"cpu_isa\": \"%s\", \"bf16_native\": %s, \"results\": [", nb_gemm_backend(),
+        printf("{\"gemm\": \"%s\", \"cpu_isa\": \"%s\", \"bf16_native\": %s, \"results\": [", nb_backend_label(cli_backend()),
                nb_cpu_isa_name(), nb_bf16_native() ? "true" : "false");
     else
         printf("GEMM backend: %s; oneDNN ISA %s, bf16 %s; auto chooses %s\n"
                "FLOPs per token = 6 x matrix params (head included) + 6 x layers x d_attn x (T+1)\n",
-               nb_gemm_backend(), nb_cpu_isa_name(), bf16_how, nb_precision_name(nb_precision_choose(NB_PRECISION_AUTO)));
+               nb_backend_label(cli_backend()), nb_cpu_isa_name(), bf16_how, nb_precision_name(nb_precision_choose(NB_PRECISION_AUTO)));
     for (int i = 0; i < nm && !json; i++)
         if (cfgs[i].context != contexts[i])
             printf("%s: context raised from %d to --seq %d for the benchmark (no weight depends on it)\n", mitems[i],

@@ -62,7 +62,7 @@ int cmd_eval(int argc, char **argv) {
     int *inputs = malloc(sizeof(int) * (size_t)B * T), *targets = malloc(sizeof(int) * (size_t)B * T);
     double loss = NAN;
     rc = 1;
-    if (nb_model_create(&m, &cfg, 1, NULL)) goto fail_model;
+    if (nb_model_create(&m, &cfg, 1, NULL, cli_backend())) goto fail_model;
     if (nb_import_hf(&m, ckpt) || nb_loader_open(&loader, val, B, T, cfg.vocab_size, 0, 0, 1) ||
         !(acts = nb_acts_create(&m.stages[0], B, T)) || !inputs || !targets ||
         nb_evaluate(&m, &acts, loader, batches, inputs, targets, &loss))

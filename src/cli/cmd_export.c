@@ -50,7 +50,7 @@ int cmd_export(int argc, char **argv) {
     }
     if (cli_memory_check("export", &mem, !no_memory_check)) return 1;
     nb_model m;
-    if (nb_model_create(&m, &c, 1, NULL)) {
+    if (nb_model_create(&m, &c, 1, NULL, cli_backend())) {
         fprintf(stderr, "nobubble export: %s\n", nb_last_error());
         return 2;
     }

@@ -125,7 +125,7 @@ int cmd_sample(int argc, char **argv) {
     rc = 1;
     nb_kv_cache *kv = NULL;
     float *logits = malloc(sizeof(float) * (size_t)cfg.vocab_size);
-    if (nb_model_create(&m, &cfg, 1, NULL)) goto out_tok;
+    if (nb_model_create(&m, &cfg, 1, NULL, cli_backend())) goto out_tok;
     if (nb_import_hf(&m, ckpt) || !(kv = nb_kv_cache_create(&m, (int)n_prompt + n_new))) goto out;
     for (size_t i = 0; i < n_prompt; i++)
         if (nb_decode_step(&m, kv, (int)ids[i], logits)) goto out;

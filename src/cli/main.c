@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "backend/gemm.h"
+#include "backend/backend.h"
 #include "cli/commands.h"
 #include "nobubble/common.h"
 #include "util/error.h"
@@ -48,22 +48,26 @@ static void usage(FILE *f) {
     fprintf(f, "  %-9s %s\n", "version", "print the version");
 }
 
-/* NB_GEMM picks the GEMM of every command: a name that is not a backend is an error, not the default
- * (the library keeps its default for a caller that sets a wrong one). */
-static int check_gemm_env(void) {
-    const char *name = getenv("NB_GEMM");
-    if (!name || !*name || !nb_gemm_select(name)) return 0;
+/* NB_GEMM names the backend of every command (train's --gemm overrides it): a name that is not a
+ * backend is an error, not the default. */
+static nb_backend *env_backend;
+
+static int open_env_backend(void) {
+    if (getenv("NB_BF16_GEMM")) {  /* its choice is now a suffix of the backend's name: never ignore it */
+        fprintf(stderr, "nobubble: environment variable NB_BF16_GEMM is no longer read: name the bf16 path in NB_GEMM "
+                        "or train's --gemm (e.g. NB_GEMM=tiles:widen or hybrid:onednn), and unset it\n");
+        return -1;
+    }
+    if (!nb_backend_open(getenv("NB_GEMM"), &env_backend)) return 0;
     fprintf(stderr, "nobubble: environment variable NB_GEMM: %s\n", nb_last_error());
     return -1;
 }
 
-/* NB_BF16_GEMM forces one path of the bf16 GEMM (src/backend/gemm_bf16.c): anything else is an error. */
-static int check_bf16_env(void) {
-    const char *name = getenv("NB_BF16_GEMM");
-    if (!name || !*name || !strcmp(name, "onednn") || !strcmp(name, "widen")) return 0;
-    fprintf(stderr, "nobubble: environment variable NB_BF16_GEMM: '%s': expected onednn or widen (or unset: oneDNN "
-                    "where the CPU has bf16 instructions, widened fp32 GEMMs elsewhere)\n", name);
-    return -1;
+const nb_backend *cli_backend(void) { return env_backend; }
+
+const char *cli_backend_env(void) {
+    const char *e = getenv("NB_GEMM");
+    return e && *e ? e : NULL;
 }
 
 /* The command's run, after its signal thread: train and sweep start their own (a clean stop), every
@@ -74,7 +78,10 @@ static int run_command(const subcommand *c, int argc, char **argv) {
         fprintf(stderr, "nobubble %s: %s\n", c->name, nb_last_error());
         return 1;
     }
-    return check_gemm_env() || check_bf16_env() ? 2 : c->run(argc, argv);
+    if (open_env_backend()) return 2;
+    const int rc = c->run(argc, argv);
+    nb_backend_close(env_backend);
+    return rc;
 }
 
 int main(int argc, char **argv) {

@@ -5,7 +5,7 @@
  * length. One task per (sequence, head) in forward and per (sequence, kv head) in backward, each on
  * one thread, so the result does not depend on the number of threads.
  *
- * The products are nb_tile_gemm's (backend/gemm.h): each task first packs the head's K and V the way
+ * The products are nb_tile_gemm's, on the stage's backend (backend/backend.h): each task first packs the head's K and V the way
  * the products read them (K^T and V^T with keys along rows, K and V with rows padded to whole
  * vectors), and each block its Q and dO rows (a 64-byte aligned scratch: a product's vector loads
  * never split a cache line; BENCHMARKS.md, "Attention on register tiles"); the scores are read in
@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "backend/gemm.h"
+#include "backend/backend.h"
 #include "layers/fastmath.h"
 #include "layers/layers.h"
 
@@ -41,9 +41,9 @@ static inline int round_up(int n, int m) { return (n + m - 1) / m * m; }
 
 /* A row stride for n floats: whole vectors, and not a multiple of 512 bytes, since the products walk
  * down columns of K^T and of the scores, and rows 2 KB apart would share a few of L1's sets. */
-static inline int row_stride(int n) {
-    const int ld = round_up(n, nb_tile_width());
-    return ld % 128 ? ld : ld + nb_tile_width();
+static inline int row_stride(const nb_backend *be, int n) {
+    const int ld = round_up(n, be->tile_width);
+    return ld % 128 ? ld : ld + be->tile_width;
 }
 
 /* A task's buffers, one set per thread. Widths: Tp keys and hdp head values, both whole vectors. */
@@ -54,7 +54,7 @@ typedef struct {
     float *Kp, *Vp;         /* [T][hdp]: K and V with padded rows, for P V and dS K */
     float *dKp, *dVp;       /* [T][hdp]: a kv head's gradients, summed over its query heads */
     float *Qp, *dOp, *Ob;   /* [QBLOCK][hdp]: a block's Q and dO padded; a product's output rows */
-    /* bf16 products on the CPU's bf16 instruction (pairs: nb_tile_gemm_bf16's packing, backend/gemm.h) */
+    /* bf16 products on the CPU's bf16 instruction (pairs: nb_tile_gemm_bf16's packing, backend/backend.h) */
     nb_bf16 *KT2, *VT2;     /* [hd/2][Tp][2]: K and V in pairs along the head dimension, for Q K^T, dO V^T */
     nb_bf16 *V2;            /* [Tp/2][hdp][2]: V (forward) or K (backward) in pairs along keys, for P V, dS K */
     nb_bf16 *A16, *B16;     /* [QBLOCK][hdp]: a block's Q and dO as bf16 rows */
@@ -66,7 +66,7 @@ typedef struct {
 
 /* Whether attention's bf16 products run on nb_tile_gemm_bf16: where the build has the instruction and
  * the head dimension pairs up (the pairs run along it in Q K^T and dO V^T). */
-static int native_bf16(int bf16, int hd) { return bf16 && nb_tile_bf16_available() && hd % 2 == 0; }
+static int native_bf16(const nb_backend *be, int bf16, int hd) { return bf16 && be->tile_bf16_native && hd % 2 == 0; }
 
 /* Hands out a scratch's buffers in order, each from a whole 64-byte line (every packed row starts a
  * vector, so no load of the products splits a line). With no base it only counts the bytes, so that
@@ -119,16 +119,15 @@ static void layout(att_scratch *s, carver *c, int T, int hd, int backward, int n
     }
 }
 
-static att_scratch scratch_new(int T, int hd, int backward, int native) {
-    att_scratch s = {.Tp = row_stride(T), .hdp = round_up(hd, nb_tile_width())};
+/* A thread's scratch from the backend's memory, zeroed (the padding of every packed operand stays 0).
+ * Without it (s.mem NULL) the backend has recorded the failure, which the stage reports; the thread
+ * then skips its share of the work. */
+static att_scratch scratch_new(const nb_backend *be, int T, int hd, int backward, int native) {
+    att_scratch s = {.Tp = row_stride(be, T), .hdp = round_up(hd, be->tile_width)};
     carver size = {0};
     layout(&s, &size, T, hd, backward, native);
-    s.mem = aligned_alloc(64, size.used);
-    if (!s.mem) { /* a few MB per thread; the layers have no error path, so say it and stop */
-        fprintf(stderr, "nobubble: attention: out of memory (%zu bytes of scratch per thread)\n", size.used);
-        exit(1);
-    }
-    memset(s.mem, 0, size.used); /* the padding of every packed operand stays 0 */
+    s.mem = nb_backend_alloc(be, size.used, "attention's scratch per thread");
+    if (!s.mem) return s;
     carver carve = {(char *)s.mem, 0};
     layout(&s, &carve, T, hd, backward, native);
     return s;
@@ -215,12 +214,12 @@ static inline int first_tile_seeing(int k0, int t0) {
 /* S[i][s] = alpha * sum_k A[i][k] BT[k][s] for the nq rows of a block at t0, each row tile up to its
  * last query's keys (A's rows of stride lda, hd wide: Q or dO; BT: K^T or V^T). Keys go by KBLOCK,
  * the row tiles inside, so that the KBLOCK columns of BT in use stay in L1 across the row tiles. */
-static void scores(float *S, int ldS, float alpha, const float *A, int lda, const float *BT, int Tp, int t0, int nq,
+static void scores(const nb_backend *be, float *S, int ldS, float alpha, const float *A, int lda, const float *BT, int Tp, int t0, int nq,
                    int hd) {
     for (int c0 = 0; c0 < t0 + nq; c0 += KBLOCK)
         for (int i = first_tile_seeing(c0, t0); i < nq; i += NB_TILE_ROWS) {
             const int rows = nq - i < NB_TILE_ROWS ? nq - i : NB_TILE_ROWS, keys = tile_keys(t0, i, nq) - c0;
-            nb_tile_gemm(rows, keys < KBLOCK ? keys : KBLOCK, hd, alpha, A + (size_t)i * lda, lda, 1, BT + c0, Tp, 0,
+            nb_tile_gemm(be, rows, keys < KBLOCK ? keys : KBLOCK, hd, alpha, A + (size_t)i * lda, lda, 1, BT + c0, Tp, 0,
                          S + (size_t)i * ldS + c0, ldS);
         }
 }
@@ -228,45 +227,45 @@ static void scores(float *S, int ldS, float alpha, const float *A, int lda, cons
 /* Out[i][:] = sum_s P[i][s] B[s][:] for the nq rows of a block at t0 (B: V or K, rows padded to hdp).
  * Keys go by KBLOCK, the row tiles inside (B's KBLOCK rows stay in L1); each element's sum continues
  * from one KBLOCK to the next (accumulate), so it is the same chain over s in order. */
-static void mix_rows(float *Out, const float *P, int ldS, const float *B, int hdp, int t0, int nq) {
+static void mix_rows(const nb_backend *be, float *Out, const float *P, int ldS, const float *B, int hdp, int t0, int nq) {
     for (int k0 = 0; k0 < t0 + nq; k0 += KBLOCK)
         for (int i = first_tile_seeing(k0, t0); i < nq; i += NB_TILE_ROWS) {
             const int rows = nq - i < NB_TILE_ROWS ? nq - i : NB_TILE_ROWS, keys = tile_keys(t0, i, nq) - k0;
-            nb_tile_gemm(rows, hdp, keys < KBLOCK ? keys : KBLOCK, 1.0f, P + (size_t)i * ldS + k0, ldS, 1,
+            nb_tile_gemm(be, rows, hdp, keys < KBLOCK ? keys : KBLOCK, 1.0f, P + (size_t)i * ldS + k0, ldS, 1,
                          B + (size_t)k0 * hdp, hdp, k0 > 0, Out + (size_t)i * hdp, hdp);
         }
 }
 
 /* scores() with bf16 operands: A16 rows (hdp wide), BT2 = K^T or V^T in pairs along the head dimension. */
-static void scores16(float *S, int ldS, float alpha, const nb_bf16 *A16, int lda, const nb_bf16 *BT2, int Tp, int t0,
+static void scores16(const nb_backend *be, float *S, int ldS, float alpha, const nb_bf16 *A16, int lda, const nb_bf16 *BT2, int Tp, int t0,
                      int nq, int hd) {
     for (int c0 = 0; c0 < t0 + nq; c0 += KBLOCK)
         for (int i = first_tile_seeing(c0, t0); i < nq; i += NB_TILE_ROWS) {
             const int rows = nq - i < NB_TILE_ROWS ? nq - i : NB_TILE_ROWS, keys = tile_keys(t0, i, nq) - c0;
-            nb_tile_gemm_bf16(rows, keys < KBLOCK ? keys : KBLOCK, hd, alpha, A16 + (size_t)i * lda, lda,
+            nb_tile_gemm_bf16(be, rows, keys < KBLOCK ? keys : KBLOCK, hd, alpha, A16 + (size_t)i * lda, lda,
                               BT2 + 2 * (size_t)c0, Tp, 0, S + (size_t)i * ldS + c0, ldS);
         }
 }
 
 /* mix_rows() with bf16 operands: P16 rows (zero past each row's keys, to the block's padded width), B2 =
  * V or K in pairs along keys. A tile's key count is rounded up to even: the extra key is a zero of P16. */
-static void mix_rows16(float *Out, const nb_bf16 *P16, int ldS, const nb_bf16 *B2, int hdp, int t0, int nq) {
+static void mix_rows16(const nb_backend *be, float *Out, const nb_bf16 *P16, int ldS, const nb_bf16 *B2, int hdp, int t0, int nq) {
     for (int k0 = 0; k0 < t0 + nq; k0 += KBLOCK)
         for (int i = first_tile_seeing(k0, t0); i < nq; i += NB_TILE_ROWS) {
             const int rows = nq - i < NB_TILE_ROWS ? nq - i : NB_TILE_ROWS, keys = tile_keys(t0, i, nq) - k0;
             const int n = keys < KBLOCK ? keys : KBLOCK;
-            nb_tile_gemm_bf16(rows, hdp, n + n % 2, 1.0f, P16 + (size_t)i * ldS + k0, ldS, B2 + (size_t)k0 * hdp, hdp,
+            nb_tile_gemm_bf16(be, rows, hdp, n + n % 2, 1.0f, P16 + (size_t)i * ldS + k0, ldS, B2 + (size_t)k0 * hdp, hdp,
                               k0 > 0, Out + (size_t)i * hdp, hdp);
         }
 }
 
 /* G[s][:] += sum_i P[i][s] X[i][:] for the keys s < t0 + nq of a block at t0 (dK from dS and Q, dV from P
  * and dO; X: nq rows padded to hdp). Key s gets nothing from queries i < s - t0, so those are skipped. */
-static void mix_keys(float *G, const float *P, int ldS, const float *X, int hdp, int t0, int nq) {
+static void mix_keys(const nb_backend *be, float *G, const float *P, int ldS, const float *X, int hdp, int t0, int nq) {
     const int nk = t0 + nq;
     for (int s = 0; s < nk; s += NB_TILE_ROWS) {
         const int rows = nk - s < NB_TILE_ROWS ? nk - s : NB_TILE_ROWS, i0 = s > t0 ? s - t0 : 0;
-        nb_tile_gemm(rows, hdp, nq - i0, 1.0f, P + (size_t)i0 * ldS + s, 1, ldS, X + (size_t)i0 * hdp, hdp, 1,
+        nb_tile_gemm(be, rows, hdp, nq - i0, 1.0f, P + (size_t)i0 * ldS + s, 1, ldS, X + (size_t)i0 * hdp, hdp, 1,
                      G + (size_t)s * hdp, hdp);
     }
 }
@@ -274,11 +273,11 @@ static void mix_keys(float *G, const float *P, int ldS, const float *X, int hdp,
 /* mix_keys() with bf16 operands: PT = P or dS by keys (row s: the block's queries in order, ld QBLOCK),
  * X2 = Q or dO in pairs along queries. A row tile of keys starts at its first query that sees it (a
  * multiple of NB_TILE_ROWS, so even) and runs to nq rounded up to even: the extra query is zero in both. */
-static void mix_keys16(float *G, const nb_bf16 *PT, const nb_bf16 *X2, int hdp, int t0, int nq) {
+static void mix_keys16(const nb_backend *be, float *G, const nb_bf16 *PT, const nb_bf16 *X2, int hdp, int t0, int nq) {
     const int nk = t0 + nq, n = nq + nq % 2;
     for (int s = 0; s < nk; s += NB_TILE_ROWS) {
         const int rows = nk - s < NB_TILE_ROWS ? nk - s : NB_TILE_ROWS, i0 = s > t0 ? s - t0 : 0;
-        nb_tile_gemm_bf16(rows, hdp, n - i0, 1.0f, PT + (size_t)s * QBLOCK + i0, QBLOCK, X2 + (size_t)i0 * hdp, hdp,
+        nb_tile_gemm_bf16(be, rows, hdp, n - i0, 1.0f, PT + (size_t)s * QBLOCK + i0, QBLOCK, X2 + (size_t)i0 * hdp, hdp,
                           1, G + (size_t)s * hdp, hdp);
     }
 }
@@ -305,19 +304,20 @@ static void pack_block_pairs(nb_bf16 *X2, int hdp, const float *X, int ld, int n
         for (int j = 0; j < hd; j++) X2[(size_t)(nq / 2) * 2 * hdp + 2 * (size_t)j + 1] = 0;
 }
 
-void attention_forward(float *out, nb_bf16 *out16, float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd,
+void attention_forward(const nb_backend *be, float *out, nb_bf16 *out16, float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd,
                        int bf16) {
     const int dq = H * hd, dkv = Hkv * hd, stride = dq + 2 * dkv, group = H / Hkv;
     const float scale = 1.0f / sqrtf((float)hd);
 #pragma omp parallel
     {
-        const int native = native_bf16(bf16, hd);
-        att_scratch w = scratch_new(T, hd, 0, native);
+        const int native = native_bf16(be, bf16, hd);
+        att_scratch w = scratch_new(be, T, hd, 0, native);
         const int ldS = w.Tp;
         int packed = -1; /* the (sequence, kv head) whose K^T and V the scratch holds */
 #pragma omp for schedule(static) collapse(2)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++) {
+                if (!w.mem) continue;
                 const float *base = qkv + (size_t)b * T * stride;
                 const float *K = base + dq + (h / group) * hd, *V = base + dq + dkv + (h / group) * hd;
                 if (packed != b * Hkv + h / group) { /* consecutive heads of a thread's share often share it */
@@ -331,14 +331,14 @@ void attention_forward(float *out, nb_bf16 *out16, float *lse, const float *qkv,
                     packed = b * Hkv + h / group;
                 }
                 for (int t0 = 0; t0 < T; t0 += QBLOCK) {
-                    const int nq = T - t0 < QBLOCK ? T - t0 : QBLOCK, width = round_up(t0 + nq, nb_tile_width());
+                    const int nq = T - t0 < QBLOCK ? T - t0 : QBLOCK, width = round_up(t0 + nq, be->tile_width);
                     const float *Q = base + (size_t)t0 * stride + h * hd;
                     if (native) {
                         cast_rows(w.A16, w.hdp, Q, stride, nq, hd);
-                        scores16(w.S, ldS, scale, w.A16, w.hdp, w.KT2, w.Tp, t0, nq, hd);
+                        scores16(be, w.S, ldS, scale, w.A16, w.hdp, w.KT2, w.Tp, t0, nq, hd);
                     } else {
                         pack_rows(w.Qp, w.hdp, Q, nq, hd, stride);
-                        scores(w.S, ldS, scale, w.Qp, w.hdp, w.KT, w.Tp, t0, nq, hd);
+                        scores(be, w.S, ldS, scale, w.Qp, w.hdp, w.KT, w.Tp, t0, nq, hd);
                     }
                     for (int i = 0; i < nq; i++) {
                         float *row = w.S + (size_t)i * ldS, m = -INFINITY, sum = 0.0f;
@@ -361,18 +361,18 @@ void attention_forward(float *out, nb_bf16 *out16, float *lse, const float *qkv,
                         else if (bf16) round_bf16(row, visible);
                         lse[((size_t)b * H + h) * T + t0 + i] = m + logf(sum);
                     }
-                    if (native) mix_rows16(w.Ob, w.P16, ldS, w.V2, w.hdp, t0, nq);
-                    else mix_rows(w.Ob, w.S, ldS, w.Vp, w.hdp, t0, nq);
+                    if (native) mix_rows16(be, w.Ob, w.P16, ldS, w.V2, w.hdp, t0, nq);
+                    else mix_rows(be, w.Ob, w.S, ldS, w.Vp, w.hdp, t0, nq);
                     const size_t at = ((size_t)b * T + t0) * dq + (size_t)h * hd;
                     unpack_rows(out + at, dq, w.Ob, nq, hd, w.hdp);
                     if (out16) cast_block(out16 + at, dq, w.Ob, nq, hd, w.hdp);
                 }
             }
-        free(w.mem);
+        nb_backend_free(be, w.mem);
     }
 }
 
-void attention_backward(float *dqkv, const float *dout, const float *out, const float *lse, const float *qkv,
+void attention_backward(const nb_backend *be, float *dqkv, const float *dout, const float *out, const float *lse, const float *qkv,
                         int B, int T, int H, int Hkv, int hd, int bf16) {
     const int dq = H * hd, dkv = Hkv * hd, stride = dq + 2 * dkv, group = H / Hkv;
     const float scale = 1.0f / sqrtf((float)hd);
@@ -380,12 +380,13 @@ void attention_backward(float *dqkv, const float *dout, const float *out, const 
      * task and no two threads write the same rows. */
 #pragma omp parallel
     {
-        const int native = native_bf16(bf16, hd);
-        att_scratch w = scratch_new(T, hd, 1, native);
+        const int native = native_bf16(be, bf16, hd);
+        att_scratch w = scratch_new(be, T, hd, 1, native);
         const int ldS = w.Tp;
 #pragma omp for schedule(static) collapse(2)
         for (int b = 0; b < B; b++)
             for (int kvh = 0; kvh < Hkv; kvh++) {
+                if (!w.mem) continue;
                 const float *base = qkv + (size_t)b * T * stride;
                 float *dbase = dqkv + (size_t)b * T * stride;
                 const float *K = base + dq + kvh * hd, *V = base + dq + dkv + kvh * hd;
@@ -402,7 +403,7 @@ void attention_backward(float *dqkv, const float *dout, const float *out, const 
                 memset(w.dVp, 0, sizeof(float) * (size_t)T * w.hdp);
                 for (int h = kvh * group; h < (kvh + 1) * group; h++)
                     for (int t0 = 0; t0 < T; t0 += QBLOCK) {
-                        const int nq = T - t0 < QBLOCK ? T - t0 : QBLOCK, width = round_up(t0 + nq, nb_tile_width());
+                        const int nq = T - t0 < QBLOCK ? T - t0 : QBLOCK, width = round_up(t0 + nq, be->tile_width);
                         const float *Q = base + (size_t)t0 * stride + h * hd;
                         const float *dO = dout + ((size_t)b * T + t0) * dq + h * hd;
                         const float *O = out + ((size_t)b * T + t0) * dq + h * hd;
@@ -412,13 +413,13 @@ void attention_backward(float *dqkv, const float *dout, const float *out, const 
                             cast_rows(w.B16, w.hdp, dO, dq, nq, hd);
                             pack_block_pairs(w.Q2, w.hdp, Q, stride, nq, hd);
                             pack_block_pairs(w.dO2, w.hdp, dO, dq, nq, hd);
-                            scores16(w.S, ldS, scale, w.A16, w.hdp, w.KT2, w.Tp, t0, nq, hd);
-                            scores16(w.dS, ldS, 1.0f, w.B16, w.hdp, w.VT2, w.Tp, t0, nq, hd);
+                            scores16(be, w.S, ldS, scale, w.A16, w.hdp, w.KT2, w.Tp, t0, nq, hd);
+                            scores16(be, w.dS, ldS, 1.0f, w.B16, w.hdp, w.VT2, w.Tp, t0, nq, hd);
                         } else {
                             pack_rows(w.Qp, w.hdp, Q, nq, hd, stride);
                             pack_rows(w.dOp, w.hdp, dO, nq, hd, dq);
-                            scores(w.S, ldS, scale, w.Qp, w.hdp, w.KT, w.Tp, t0, nq, hd);
-                            scores(w.dS, ldS, 1.0f, w.dOp, w.hdp, w.VT, w.Tp, t0, nq, hd);
+                            scores(be, w.S, ldS, scale, w.Qp, w.hdp, w.KT, w.Tp, t0, nq, hd);
+                            scores(be, w.dS, ldS, 1.0f, w.dOp, w.hdp, w.VT, w.Tp, t0, nq, hd);
                         }
                         for (int i = 0; i < nq; i++) {
                             float *p = w.S + (size_t)i * ldS, *ds = w.dS + (size_t)i * ldS;
@@ -443,20 +444,20 @@ void attention_backward(float *dqkv, const float *dout, const float *out, const 
                             cast_by_keys(w.dST, w.dS, ldS, nq, width);
                         }
                         /* dQ = dS K, dK += dS^T Q, dV += P^T dO */
-                        if (native) mix_rows16(w.Ob, w.P16, ldS, w.V2, w.hdp, t0, nq);
-                        else mix_rows(w.Ob, w.dS, ldS, w.Kp, w.hdp, t0, nq);
+                        if (native) mix_rows16(be, w.Ob, w.P16, ldS, w.V2, w.hdp, t0, nq);
+                        else mix_rows(be, w.Ob, w.dS, ldS, w.Kp, w.hdp, t0, nq);
                         unpack_rows(dbase + (size_t)t0 * stride + h * hd, stride, w.Ob, nq, hd, w.hdp);
                         if (native) {
-                            mix_keys16(w.dKp, w.dST, w.Q2, w.hdp, t0, nq);
-                            mix_keys16(w.dVp, w.PT, w.dO2, w.hdp, t0, nq);
+                            mix_keys16(be, w.dKp, w.dST, w.Q2, w.hdp, t0, nq);
+                            mix_keys16(be, w.dVp, w.PT, w.dO2, w.hdp, t0, nq);
                         } else {
-                            mix_keys(w.dKp, w.dS, ldS, w.Qp, w.hdp, t0, nq);
-                            mix_keys(w.dVp, w.S, ldS, w.dOp, w.hdp, t0, nq);
+                            mix_keys(be, w.dKp, w.dS, ldS, w.Qp, w.hdp, t0, nq);
+                            mix_keys(be, w.dVp, w.S, ldS, w.dOp, w.hdp, t0, nq);
                         }
                     }
                 unpack_rows(dbase + dq + kvh * hd, stride, w.dKp, T, hd, w.hdp);
                 unpack_rows(dbase + dq + dkv + kvh * hd, stride, w.dVp, T, hd, w.hdp);
             }
-        free(w.mem);
+        nb_backend_free(be, w.mem);
     }
 }

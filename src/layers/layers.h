@@ -2,11 +2,13 @@
  * Shapes use N = B*T rows (token positions). Backward functions that say "+=" accumulate,
  * so that gradients of several micro-batches (and the residual stream) simply add up.
  * Every function is deterministic: the same inputs give bitwise the same outputs for any
- * number of threads (parallel loops never split a reduction). */
+ * number of threads (parallel loops never split a reduction). The layers with matrix products take `be`,
+ * the stage's backend (backend/backend.h), which runs them and records their failures; the stage checks
+ * it after each forward and backward. */
 #ifndef NB_LAYERS_H
 #define NB_LAYERS_H
 #include <stddef.h>
-#include "backend/gemm.h"
+#include "backend/backend.h"
 
 /* out[n] = table[tokens[n]] */
 void embedding_forward(float *out, const int *tokens, const float *table, int N, int d);
@@ -22,20 +24,20 @@ void rmsnorm_backward(float *dx, float *dgain, const float *dout, const float *x
                       const float *rstd, int N, int d);
 
 /* y[N,out] = x[N,in] w^T + beta * y, with w stored (out, in) like torch.nn.Linear */
-void linear_forward(float *y, float beta, const float *x, const float *w, int N, int in, int out);
+void linear_forward(const nb_backend *be, float *y, float beta, const float *x, const float *w, int N, int in, int out);
 /* dx[N,in] = dy w (+ dx if dx_beta = 1), dw += dy^T x */
-void linear_backward(float *dx, float dx_beta, float *dw, const float *dy, const float *x, const float *w,
+void linear_backward(const nb_backend *be, float *dx, float dx_beta, float *dw, const float *dy, const float *x, const float *w,
                      int N, int in, int out);
 
 /* The same two products with bf16 operands (docs/rules.md, section 5): x and w already cast (an
  * activation kept in bf16, a weight version cast once); dy is cast here into dy_scratch (N x out
  * values). Outputs and the accumulated dw stay float32. */
-void linear_forward_bf16(float *y, float beta, const nb_bf16 *x, const nb_bf16 *w, int N, int in, int out);
-void linear_backward_bf16(float *dx, float dx_beta, float *dw, const float *dy, const nb_bf16 *x, const nb_bf16 *w,
+void linear_forward_bf16(const nb_backend *be, float *y, float beta, const nb_bf16 *x, const nb_bf16 *w, int N, int in, int out);
+void linear_backward_bf16(const nb_backend *be, float *dx, float dx_beta, float *dw, const float *dy, const nb_bf16 *x, const nb_bf16 *w,
                           int N, int in, int out, nb_bf16 *dy_scratch);
 /* The same two products on a dy already cast to bf16, both scaled by alpha: dx = alpha dy w (+ dx),
  * dw += alpha dy^T x (the loss's gradient, cast once in forward, scaled by the backward's loss scale). */
-void linear_backward_bf16_cast(float *dx, float dx_beta, float *dw, float alpha, const nb_bf16 *dy16,
+void linear_backward_bf16_cast(const nb_backend *be, float *dx, float dx_beta, float *dw, float alpha, const nb_bf16 *dy16,
                                const nb_bf16 *x, const nb_bf16 *w, int N, int in, int out);
 
 /* Rotary embedding in place on the first n_rot_heads heads (q heads then k heads) of each row
@@ -64,10 +66,10 @@ void rope_backward_cast_bf16(nb_bf16 *dx16, const float *dx, int B, int T, int s
  * rounds q, k and v themselves (in qkv), so that backward sees the same values. */
 /* out16 (NULL: none) also receives out cast to bf16, each block as it is computed (the o-projection's operand
  * under bf16): bitwise nb_bf16_cast of out afterwards. */
-void attention_forward(float *out, nb_bf16 *out16, float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd,
+void attention_forward(const nb_backend *be, float *out, nb_bf16 *out16, float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd,
                        int bf16);
 /* dqkv (overwritten, same packing as qkv) from dout, recomputing probabilities from lse. */
-void attention_backward(float *dqkv, const float *dout, const float *out, const float *lse, const float *qkv,
+void attention_backward(const nb_backend *be, float *dqkv, const float *dout, const float *out, const float *lse, const float *qkv,
                         int B, int T, int H, int Hkv, int hd, int bf16);
 
 /* gu[N][2F] holds (gate | up); h = silu(gate) * up */

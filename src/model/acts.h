@@ -3,7 +3,7 @@
  * runs: one set per stage, shared by all its slots, since a stage runs one pass at a time). */
 #ifndef NB_MODEL_ACTS_H
 #define NB_MODEL_ACTS_H
-#include "backend/gemm.h"
+#include "backend/backend.h"
 #include "nobubble/model.h"
 
 /* The widths of a block's tensors. */

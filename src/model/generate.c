@@ -94,7 +94,7 @@ int nb_decode_step(const nb_model *m, nb_kv_cache *k, int token, float *logits) 
             block_weights w = weights_of_block(s, s->params, l);
             float rstd;
             rmsnorm_forward(k->ln, &rstd, k->x, w.ln1, 1, d, eps);
-            linear_forward(k->qkv, 0.0f, k->ln, w.wqkv, 1, d, qkv);
+            linear_forward(s->backend, k->qkv, 0.0f, k->ln, w.wqkv, 1, d, qkv);
             /* one row: the tables from this position on give it angle pos */
             rope_forward(k->qkv, 1, 1, qkv, c->n_heads + c->n_kv_heads, c->d_model / c->n_heads,
                          s->rope_cos + (size_t)pos * half, s->rope_sin + (size_t)pos * half);
@@ -102,17 +102,18 @@ int nb_decode_step(const nb_model *m, nb_kv_cache *k, int token, float *logits) 
             memcpy(k->k + at, k->qkv + k->dq, sizeof(float) * k->dkv);
             memcpy(k->v + at, k->qkv + k->dq + k->dkv, sizeof(float) * k->dkv);
             attend(k, c, layer, pos);
-            linear_forward(k->x, 1.0f, k->att, w.wo, 1, k->dq, d);
+            linear_forward(s->backend, k->x, 1.0f, k->att, w.wo, 1, k->dq, d);
             rmsnorm_forward(k->ln, &rstd, k->x, w.ln2, 1, d, eps);
-            linear_forward(k->gu, 0.0f, k->ln, w.wgu, 1, d, 2 * k->F);
+            linear_forward(s->backend, k->gu, 0.0f, k->ln, w.wgu, 1, d, 2 * k->F);
             swiglu_forward(k->h, k->gu, 1, k->F);
-            linear_forward(k->x, 1.0f, k->h, w.wdown, 1, k->F, d);
+            linear_forward(s->backend, k->x, 1.0f, k->h, w.wdown, 1, k->F, d);
         }
     }
     const nb_stage *last = &m->stages[m->n_stages - 1];
     float rstd;
     rmsnorm_forward(k->ln, &rstd, k->x, final_norm_weights(last, last->params), 1, d, eps);
-    linear_forward(logits, 0.0f, k->ln, head_weights(last, last->params), 1, d, c->vocab_size);
+    linear_forward(last->backend, logits, 0.0f, k->ln, head_weights(last, last->params), 1, d, c->vocab_size);
+    if (nb_backend_check(last->backend)) return -1;
     k->len++;
     return 0;
 }

@@ -8,10 +8,12 @@
 #include "util/hash.h"
 #include "util/rng.h"
 
-/* The model's stages; with allocate, their weights, gradients, scratch and RoPE tables too. */
-static int make_stages(nb_model *m, const nb_config *cfg, int n_stages, const int *blocks_per_stage, int allocate) {
+/* The model's stages on backend be; with allocate, their weights, gradients, scratch and RoPE tables too. */
+static int make_stages(nb_model *m, const nb_config *cfg, int n_stages, const int *blocks_per_stage, int allocate,
+                       const nb_backend *be) {
     memset(m, 0, sizeof *m);
     if (nb_config_validate(cfg)) return -1;
+    if (!be && !(be = nb_backend_default())) return nb_fail("no backend: the default one could not be opened");
     if (n_stages < 1 || n_stages > cfg->n_layers)
         return nb_fail("stages = %d: expected 1 <= stages <= n_layers (%d)", n_stages, cfg->n_layers);
     int sum = 0;
@@ -31,17 +33,19 @@ static int make_stages(nb_model *m, const nb_config *cfg, int n_stages, const in
                                  : cfg->n_layers / n_stages + (i < cfg->n_layers % n_stages ? 1 : 0);
         if (allocate) nb_stage_init(&m->stages[i], cfg, i, n_stages, first, n);
         else nb_stage_layout(&m->stages[i], cfg, i, n_stages, first, n);
+        m->stages[i].backend = be;
         first += n;
     }
     return 0;
 }
 
-int nb_model_create(nb_model *m, const nb_config *cfg, int n_stages, const int *blocks_per_stage) {
-    return make_stages(m, cfg, n_stages, blocks_per_stage, 1);
+int nb_model_create(nb_model *m, const nb_config *cfg, int n_stages, const int *blocks_per_stage,
+                    const nb_backend *backend) {
+    return make_stages(m, cfg, n_stages, blocks_per_stage, 1, backend);
 }
 
 int nb_model_layout(nb_model *m, const nb_config *cfg, int n_stages, const int *blocks_per_stage) {
-    return make_stages(m, cfg, n_stages, blocks_per_stage, 0);
+    return make_stages(m, cfg, n_stages, blocks_per_stage, 0, NULL);
 }
 
 void nb_model_free(nb_model *m) {

@@ -142,17 +142,17 @@ static void block_forward(const nb_stage *s, const block_weights *w, block_acts 
     int N = B * T;
     float eps = (float)s->cfg.norm_eps;
     rmsnorm_forward(b->ln1, b->rstd1, x, w->ln1, N, m.d, eps);
-    linear_forward(b->qkv, 0.0f, b->ln1, w->wqkv, N, m.d, m.qkv);
+    linear_forward(s->backend, b->qkv, 0.0f, b->ln1, w->wqkv, N, m.d, m.qkv);
     rope_forward(b->qkv, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
-    attention_forward(b->att, NULL, b->lse, b->qkv, B, T, m.H, m.Hkv, m.hd, 0);
+    attention_forward(s->backend, b->att, NULL, b->lse, b->qkv, B, T, m.H, m.Hkv, m.hd, 0);
     /* Residual adds are folded into the output GEMMs: copy the stream, then beta = 1. */
     memcpy(b->mid, x, sizeof(float) * (size_t)N * m.d);
-    linear_forward(b->mid, 1.0f, b->att, w->wo, N, m.dq, m.d);
+    linear_forward(s->backend, b->mid, 1.0f, b->att, w->wo, N, m.dq, m.d);
     rmsnorm_forward(b->ln2, b->rstd2, b->mid, w->ln2, N, m.d, eps);
-    linear_forward(b->gu, 0.0f, b->ln2, w->wgu, N, m.d, 2 * m.F);
+    linear_forward(s->backend, b->gu, 0.0f, b->ln2, w->wgu, N, m.d, 2 * m.F);
     swiglu_forward(b->h, b->gu, N, m.F);
     memcpy(out, b->mid, sizeof(float) * (size_t)N * m.d);
-    linear_forward(out, 1.0f, b->h, w->wdown, N, m.F, m.d);
+    linear_forward(s->backend, out, 1.0f, b->h, w->wdown, N, m.F, m.d);
 }
 
 static void block_backward(const nb_stage *s, const block_weights *w, const block_weights *g, block_acts *b,
@@ -161,15 +161,15 @@ static void block_backward(const nb_stage *s, const block_weights *w, const bloc
     int N = B * T;
     float *dres = d->dres;
     /* MLP branch */
-    linear_backward(d->dh, 0.0f, (float *)g->wdown, dres, b->h, w->wdown, N, m.F, m.d);
+    linear_backward(s->backend, d->dh, 0.0f, (float *)g->wdown, dres, b->h, w->wdown, N, m.F, m.d);
     swiglu_backward(d->dgu, d->dh, b->gu, N, m.F);
-    linear_backward(d->dln, 0.0f, (float *)g->wgu, d->dgu, b->ln2, w->wgu, N, m.d, 2 * m.F);
+    linear_backward(s->backend, d->dln, 0.0f, (float *)g->wgu, d->dgu, b->ln2, w->wgu, N, m.d, 2 * m.F);
     rmsnorm_backward(dres, (float *)g->ln2, d->dln, b->mid, w->ln2, b->rstd2, N, m.d);
     /* attention branch */
-    linear_backward(d->datt, 0.0f, (float *)g->wo, dres, b->att, w->wo, N, m.dq, m.d);
-    attention_backward(d->dqkv, d->datt, b->att, b->lse, b->qkv, B, T, m.H, m.Hkv, m.hd, 0);
+    linear_backward(s->backend, d->datt, 0.0f, (float *)g->wo, dres, b->att, w->wo, N, m.dq, m.d);
+    attention_backward(s->backend, d->dqkv, d->datt, b->att, b->lse, b->qkv, B, T, m.H, m.Hkv, m.hd, 0);
     rope_backward(d->dqkv, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
-    linear_backward(d->dln, 0.0f, (float *)g->wqkv, d->dqkv, b->ln1, w->wqkv, N, m.d, m.qkv);
+    linear_backward(s->backend, d->dln, 0.0f, (float *)g->wqkv, d->dqkv, b->ln1, w->wqkv, N, m.d, m.qkv);
     rmsnorm_backward(dres, (float *)g->ln1, d->dln, x, w->ln1, b->rstd1, N, m.d);
 }
 
@@ -194,18 +194,18 @@ static void block_forward_bf16(const nb_stage *s, const block_weights *w, const 
     const float eps = (float)s->cfg.norm_eps;
     float *qkv = stage_scratch(s, SCR_QKV, N), *att = stage_scratch(s, SCR_ATT, N), *gu = stage_scratch(s, SCR_GU, N);
     rmsnorm_forward_bf16(b->ln1b, b->rstd1, x, w->ln1, N, m.d, eps);
-    linear_forward_bf16(qkv, 0.0f, b->ln1b, w16->wqkv, N, m.d, m.qkv);
+    linear_forward_bf16(s->backend, qkv, 0.0f, b->ln1b, w16->wqkv, N, m.d, m.qkv);
     /* q, k, v rotated and rounded as attention's bf16 operands, and kept in bf16, in one pass */
     rope_forward_bf16(qkv, b->qkvb, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
-    attention_forward(att, b->attb, b->lse, qkv, B, T, m.H, m.Hkv, m.hd, 1);  /* O kept in bf16 as computed */
+    attention_forward(s->backend, att, b->attb, b->lse, qkv, B, T, m.H, m.Hkv, m.hd, 1);  /* O kept in bf16 as computed */
     memcpy(b->mid, x, sizeof(float) * (size_t)N * m.d);
-    linear_forward_bf16(b->mid, 1.0f, b->attb, w16->wo, N, m.dq, m.d);
+    linear_forward_bf16(s->backend, b->mid, 1.0f, b->attb, w16->wo, N, m.dq, m.d);
     rmsnorm_forward_bf16(b->ln2b, b->rstd2, b->mid, w->ln2, N, m.d, eps);
-    linear_forward_bf16(gu, 0.0f, b->ln2b, w16->wgu, N, m.d, 2 * m.F);
+    linear_forward_bf16(s->backend, gu, 0.0f, b->ln2b, w16->wgu, N, m.d, 2 * m.F);
     /* gate/up kept in bf16 (as autocast keeps a linear's output), SwiGLU on those values, in one pass */
     swiglu_forward_cast_bf16(b->hb, b->gub, gu, N, m.F);
     memcpy(out, b->mid, sizeof(float) * (size_t)N * m.d);
-    linear_forward_bf16(out, 1.0f, b->hb, w16->wdown, N, m.F, m.d);
+    linear_forward_bf16(s->backend, out, 1.0f, b->hb, w16->wdown, N, m.F, m.d);
 }
 
 static void block_backward_bf16(const nb_stage *s, const block_weights *w, const block_weights16 *w16,
@@ -217,18 +217,18 @@ static void block_backward_bf16(const nb_stage *s, const block_weights *w, const
     nb_bf16 *dy16 = stage_scratch(s, SCR_DY16, N);
     float *qkv = stage_scratch(s, SCR_QKV, N), *att = stage_scratch(s, SCR_ATT, N);
     /* MLP branch */
-    linear_backward_bf16(d->dh, 0.0f, (float *)g->wdown, dres, b->hb, w16->wdown, N, m.F, m.d, dy16);
+    linear_backward_bf16(s->backend, d->dh, 0.0f, (float *)g->wdown, dres, b->hb, w16->wdown, N, m.F, m.d, dy16);
     swiglu_backward_bf16_cast(dy16, d->dh, b->gub, N, m.F);  /* dgu straight to its bf16 operand */
-    linear_backward_bf16_cast(d->dln, 0.0f, (float *)g->wgu, 1.0f, dy16, b->ln2b, w16->wgu, N, m.d, 2 * m.F);
+    linear_backward_bf16_cast(s->backend, d->dln, 0.0f, (float *)g->wgu, 1.0f, dy16, b->ln2b, w16->wgu, N, m.d, 2 * m.F);
     rmsnorm_backward(dres, (float *)g->ln2, d->dln, b->mid, w->ln2, b->rstd2, N, m.d);
     /* attention branch: its output O (for the row sums of dO O) and q/k/v widened from the slot */
-    linear_backward_bf16(d->datt, 0.0f, (float *)g->wo, dres, b->attb, w16->wo, N, m.dq, m.d, dy16);
+    linear_backward_bf16(s->backend, d->datt, 0.0f, (float *)g->wo, dres, b->attb, w16->wo, N, m.dq, m.d, dy16);
     nb_bf16_round(d->datt, (size_t)N * m.dq);  /* dO as attention's bf16 operand */
     nb_bf16_widen(qkv, b->qkvb, (size_t)N * m.qkv);
     nb_bf16_widen(att, b->attb, (size_t)N * m.dq);
-    attention_backward(d->dqkv, d->datt, att, b->lse, qkv, B, T, m.H, m.Hkv, m.hd, 1);
+    attention_backward(s->backend, d->dqkv, d->datt, att, b->lse, qkv, B, T, m.H, m.Hkv, m.hd, 1);
     rope_backward_cast_bf16(dy16, d->dqkv, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
-    linear_backward_bf16_cast(d->dln, 0.0f, (float *)g->wqkv, 1.0f, dy16, b->ln1b, w16->wqkv, N, m.d, m.qkv);
+    linear_backward_bf16_cast(s->backend, d->dln, 0.0f, (float *)g->wqkv, 1.0f, dy16, b->ln1b, w16->wqkv, N, m.d, m.qkv);
     rmsnorm_backward(dres, (float *)g->ln1, d->dln, x, w->ln1, b->rstd1, N, m.d);
 }
 
@@ -247,8 +247,8 @@ static void head_product(const nb_stage *s, const float *w, const nb_bf16 *w16, 
                          int rows) {
     dims m = stage_dims(&s->cfg);
     const float *head = head_weights(s, w);
-    if (w16) linear_forward_bf16(z, 0.0f, a->lnfb + (size_t)r0 * m.d, w16 + (head - w), rows, m.d, m.V);
-    else linear_forward(z, 0.0f, a->lnf + (size_t)r0 * m.d, head, rows, m.d, m.V);
+    if (w16) linear_forward_bf16(s->backend, z, 0.0f, a->lnfb + (size_t)r0 * m.d, w16 + (head - w), rows, m.d, m.V);
+    else linear_forward(s->backend, z, 0.0f, a->lnf + (size_t)r0 * m.d, head, rows, m.d, m.V);
 }
 
 /* The loss's gradient through the head, chunk by chunk: dln (the final norm's output gradient) and the
@@ -268,11 +268,11 @@ static void head_backward(nb_stage *s, const float *w, const nb_bf16 *w16, nb_ac
         if (w16) {
             nb_bf16 *dz16 = whole_logits(a) ? a->dlogits + (size_t)r0 * m.V : stage_scratch(s, SCR_DY16, N);
             if (!whole_logits(a)) cross_entropy_grad_bf16(dz16, z, a->ce_lse + r0, a->targets + r0, rows, m.V, N);
-            linear_backward_bf16_cast(dln, 0.0f, dhead, loss_scale, dz16, a->lnfb + (size_t)r0 * m.d, w16 + (head - w),
+            linear_backward_bf16_cast(s->backend, dln, 0.0f, dhead, loss_scale, dz16, a->lnfb + (size_t)r0 * m.d, w16 + (head - w),
                                       rows, m.d, m.V);
         } else {
             cross_entropy_backward(z, a->ce_lse + r0, a->targets + r0, rows, m.V, loss_scale, N);
-            linear_backward(dln, 0.0f, dhead, z, a->lnf + (size_t)r0 * m.d, head, rows, m.d, m.V);
+            linear_backward(s->backend, dln, 0.0f, dhead, z, a->lnf + (size_t)r0 * m.d, head, rows, m.d, m.V);
         }
     }
 }
@@ -343,6 +343,7 @@ int nb_stage_forward(const nb_stage *s, const float *w, long version, nb_acts *a
                 return nb_fail("target id %d at position %d is outside the vocabulary [0, %d)", targets[n], n, m.V);
     if (s->has_head) memcpy(a->targets, targets, sizeof(int) * (size_t)N);
     stage_body_forward(s, w, version, a);
+    if (nb_backend_check(s->backend)) return nb_fail("stage %d, forward: %s", s->index, nb_last_error());
     if (s->has_head && loss) *loss = a->loss;
     return 0;
 }
@@ -377,5 +378,6 @@ int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, con
     }
     if (s->has_embed) embedding_backward(s->grads + s->tensors[0].offset, d.dres, a->tokens, N, m.d);
     else memcpy(a->dinput, d.dres, sizeof(float) * (size_t)N * m.d);
+    if (nb_backend_check(s->backend)) return nb_fail("stage %d, backward: %s", s->index, nb_last_error());
     return 0;
 }

@@ -1,7 +1,7 @@
 /* Internal: building and releasing one stage (the model owns its stages). */
 #ifndef NB_MODEL_STAGE_H
 #define NB_MODEL_STAGE_H
-#include "backend/gemm.h"
+#include "backend/backend.h"
 #include "nobubble/model.h"
 
 /* The stage's fields and tensor table only (nb_model_layout); nb_stage_init also allocates. */

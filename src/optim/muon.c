@@ -12,13 +12,14 @@
  * diagonal and X stay fp32. */
 #include <math.h>
 #include <string.h>
-#include "backend/gemm.h"
+#include "backend/backend.h"
 #include "optim/rules.h"
 
 static const float NS_A = 3.4445f, NS_B = -4.7750f, NS_C = 2.0315f;
 
 /* One matrix of the iteration: X is rows x cols as stored; r = min(rows, cols) is the side of A and B. */
 typedef struct {
+    const nb_backend *be;
     int rows, cols, r, tall;
     int bf16;
     nb_bf16 *hx, *hs;  /* bf16 copies of X (rows x cols) and of an r x r block, under bf16 */
@@ -28,11 +29,11 @@ typedef struct {
 static void ns_gram(const ns_matrix *m, const float *X, float *A) {
     const int k = m->tall ? m->rows : m->cols;
     if (!m->bf16) {
-        nb_syrk(m->tall, m->r, k, 1.0f, X, m->cols, 0.0f, A, m->r);
+        nb_syrk(m->be, m->tall, m->r, k, 1.0f, X, m->cols, 0.0f, A, m->r);
         return;
     }
     nb_bf16_cast(m->hx, X, (size_t)m->rows * m->cols);
-    nb_syrk_bf16(m->tall, m->r, k, 1.0f, m->hx, m->cols, 0.0f, A, m->r);
+    nb_syrk_bf16(m->be, m->tall, m->r, k, 1.0f, m->hx, m->cols, 0.0f, A, m->r);
 }
 
 /* B = a I + b A + c A A (A A = A A^T: A is symmetric). */
@@ -41,9 +42,9 @@ static void ns_polynomial(const ns_matrix *m, const float *A, float *B) {
     memcpy(B, A, sizeof(float) * (size_t)r * r);
     if (m->bf16) {
         nb_bf16_cast(m->hs, A, (size_t)r * r);
-        nb_syrk_bf16(0, r, r, NS_C, m->hs, r, NS_B, B, r);
+        nb_syrk_bf16(m->be, 0, r, r, NS_C, m->hs, r, NS_B, B, r);
     } else {
-        nb_syrk(0, r, r, NS_C, A, r, NS_B, B, r);
+        nb_syrk(m->be, 0, r, r, NS_C, A, r, NS_B, B, r);
     }
     for (int i = 0; i < r; i++) B[(size_t)i * r + i] += NS_A;
 }
@@ -52,13 +53,13 @@ static void ns_polynomial(const ns_matrix *m, const float *A, float *B) {
 static void ns_apply(const ns_matrix *m, const float *B, const float *X, float *Xn) {
     const int rows = m->rows, cols = m->cols, r = m->r;
     if (!m->bf16) {
-        if (m->tall) nb_gemm(0, 0, rows, cols, r, 1.0f, X, cols, B, r, 0.0f, Xn, cols);
-        else nb_gemm(0, 0, rows, cols, r, 1.0f, B, r, X, cols, 0.0f, Xn, cols);
+        if (m->tall) nb_gemm(m->be, 0, 0, rows, cols, r, 1.0f, X, cols, B, r, 0.0f, Xn, cols);
+        else nb_gemm(m->be, 0, 0, rows, cols, r, 1.0f, B, r, X, cols, 0.0f, Xn, cols);
         return;
     }
     nb_bf16_cast(m->hs, B, (size_t)r * r);
-    if (m->tall) nb_gemm_bf16(0, 0, rows, cols, r, 1.0f, m->hx, cols, m->hs, r, 0.0f, Xn, cols);
-    else nb_gemm_bf16(0, 0, rows, cols, r, 1.0f, m->hs, r, m->hx, cols, 0.0f, Xn, cols);
+    if (m->tall) nb_gemm_bf16(m->be, 0, 0, rows, cols, r, 1.0f, m->hx, cols, m->hs, r, 0.0f, Xn, cols);
+    else nb_gemm_bf16(m->be, 0, 0, rows, cols, r, 1.0f, m->hs, r, m->hx, cols, 0.0f, Xn, cols);
 }
 
 /* X's Newton-Schulz orthogonalization, using Xn (the size of X) and A, B (r x r each) as scratch;
@@ -93,7 +94,7 @@ const float *muon_orthogonalize(tensor_state *ts, const rule_ctx *c, const float
     }
     const float inv = (float)(1.0 / (sqrt(sq) + 1e-7));
     for (size_t i = 0; i < n; i++) X[i] *= inv;
-    const ns_matrix mat = {rows, cols, r, tall, c->bf16, c->s->h, c->s->h + n};
+    const ns_matrix mat = {c->be, rows, cols, r, tall, c->bf16, c->s->h, c->s->h + n};
     float *A = c->s->f[3], *B = A + (size_t)r * r;
     return newton_schulz(&mat, X, c->s->f[2], A, B, c->p->ns_steps);
 }

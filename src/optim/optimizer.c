@@ -64,6 +64,7 @@ int nb_optim_validate(const nb_optim_params *p) {
 
 struct nb_optimizer {
     nb_optim_params p;
+    const nb_backend *be;  /* runs the rules' products (Muon's, NorMuon's, SOAP's): the stage's */
     int n_tensors;
     tensor_state *ts;
     scratch *s;          /* one per thread: matrix rules run in parallel over tensors */
@@ -252,12 +253,14 @@ size_t nb_optimizer_state_bytes(const nb_optim_params *p, const nb_tensor *tenso
 }
 
 int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_tensor *tensors, int n_tensors,
-                        size_t n_params) {
+                        size_t n_params, const nb_backend *backend) {
     *out = NULL;
+    if (!backend && !(backend = nb_backend_default())) return nb_fail("no backend: the default one could not be opened");
     if (nb_optim_validate(p)) return -1;
     nb_optimizer *o = calloc(1, sizeof *o);
     if (!o) return nb_fail("out of memory");
     o->p = *p;
+    o->be = backend;
     o->n_tensors = n_tensors;
     o->ts = calloc((size_t)(n_tensors ? n_tensors : 1), sizeof(tensor_state));
     if (!o->ts) { nb_optimizer_free(o); return nb_fail("out of memory"); }
@@ -331,7 +334,7 @@ void nb_optimizer_step(nb_optimizer *o, const float *grads, const float *w, floa
     for (int k = 0; k < o->n_matrix; k++) {
         const int i = o->by_cost[k];
         tensor_state *ts = &o->ts[i];
-        rule_ctx ctx = {&o->p, lr, o->steps, &o->s[omp_get_thread_num()], o->bf16};
+        rule_ctx ctx = {&o->p, lr, o->steps, &o->s[omp_get_thread_num()], o->bf16, o->be};
         if (tensor_step(o, ts, &ctx, &ctx, grads, w, d)) {
             /* LAPACK failing on a finite symmetric matrix: only with NaN/Inf gradients, which the
              * trainer stops on before they reach the optimizer. (The message is this thread's.) */
@@ -343,7 +346,8 @@ void nb_optimizer_step(nb_optimizer *o, const float *grads, const float *w, floa
         }
     }
     if (failed >= 0) abort();
-    rule_ctx main_ctx = {&o->p, lr, o->steps, &o->s[0], o->bf16}, aux_ctx = {&o->p, aux_lr, o->steps, &o->s[0], o->bf16};
+    rule_ctx main_ctx = {&o->p, lr, o->steps, &o->s[0], o->bf16, o->be},
+             aux_ctx = {&o->p, aux_lr, o->steps, &o->s[0], o->bf16, o->be};
     for (int i = 0; i < o->n_tensors; i++)
         if (!is_matrix_rule(o->ts[i].rule)) tensor_step(o, &o->ts[i], &main_ctx, &aux_ctx, grads, w, d);
     o->steps++;

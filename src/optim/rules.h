@@ -3,7 +3,7 @@
 #ifndef NB_OPTIM_RULES_H
 #define NB_OPTIM_RULES_H
 #include <stddef.h>
-#include "backend/gemm.h"
+#include "backend/backend.h"
 #include "nobubble/optim.h"
 
 typedef enum { RULE_SGD, RULE_ADAMW, RULE_MUON, RULE_LION, RULE_ADAN, RULE_MARS, RULE_SOAP, RULE_NORMUON } rule_kind;
@@ -33,6 +33,7 @@ typedef struct {
     long step;           /* the optimizer's step t (0-based) */
     scratch *s;
     int bf16;            /* 1: Muon's and NorMuon's Newton-Schulz products take bf16 operands (fp32 accumulation) */
+    const nb_backend *be; /* runs the products (the stage's backend) */
 } rule_ctx;
 
 /* The buffers a rule keeps for tensor t: names and lengths (up to MAX_BUFFERS). */

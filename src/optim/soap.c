@@ -8,7 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "backend/gemm.h"
+#include "backend/backend.h"
 #include "optim/rules.h"
 #include "util/linalg.h"
 
@@ -27,8 +27,8 @@ static int eigenbasis(const float *S, float *Q, int n, double *a, double *q) {
 }
 
 /* Q <- qr(S Q), through double. tmp: n x n floats. */
-static int refresh(const float *S, float *Q, int n, float *tmp, double *a, double *q) {
-    nb_gemm(0, 0, n, n, n, 1.0f, S, n, Q, n, 0.0f, tmp, n);
+static int refresh(const nb_backend *be, const float *S, float *Q, int n, float *tmp, double *a, double *q) {
+    nb_gemm(be, 0, 0, n, n, n, 1.0f, S, n, Q, n, 0.0f, tmp, n);
     for (size_t i = 0; i < (size_t)n * n; i++) a[i] = tmp[i];
     if (nb_qr_q(n, a, q)) return -1;
     for (size_t i = 0; i < (size_t)n * n; i++) Q[i] = (float)q[i];
@@ -36,9 +36,9 @@ static int refresh(const float *S, float *Q, int n, float *tmp, double *a, doubl
 }
 
 /* L = beta L + (1-beta) G G^T and/or R = beta R + (1-beta) G^T G (beta = 0 at the first step). */
-static void accumulate(tensor_state *ts, const float *G, int rows, int cols, float beta, float b2) {
-    if (ts->left) nb_gemm(0, 1, rows, rows, cols, 1.0f - b2, G, cols, G, cols, beta, ts->buf[L_], rows);
-    if (ts->right) nb_gemm(1, 0, cols, cols, rows, 1.0f - b2, G, cols, G, cols, beta, ts->buf[R_], cols);
+static void accumulate(const nb_backend *be, tensor_state *ts, const float *G, int rows, int cols, float beta, float b2) {
+    if (ts->left) nb_gemm(be, 0, 1, rows, rows, cols, 1.0f - b2, G, cols, G, cols, beta, ts->buf[L_], rows);
+    if (ts->right) nb_gemm(be, 1, 0, cols, cols, rows, 1.0f - b2, G, cols, G, cols, beta, ts->buf[R_], cols);
 }
 
 int soap_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d) {
@@ -48,8 +48,9 @@ int soap_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *
     const float b1 = c->p->beta1, b2 = c->p->beta2, eps = c->p->eps, lr = c->lr, wd = decay_of(t, c->p);
     float *P = c->s->f[0], *T = c->s->f[1];
     double *da = c->s->d[0], *dq = c->s->d[1];
+    const nb_backend *be = c->be;
     if (c->step == 0) {
-        accumulate(ts, g, rows, cols, 0.0f, b2);
+        accumulate(c->be, ts, g, rows, cols, 0.0f, b2);
         if (ts->left && eigenbasis(ts->buf[L_], ts->buf[QL_], rows, da, dq)) return -1;
         if (ts->right && eigenbasis(ts->buf[R_], ts->buf[QR_], cols, da, dq)) return -1;
         memset(d, 0, sizeof(float) * n);
@@ -58,10 +59,10 @@ int soap_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *
     /* G' = QL^T G QR */
     const float *src = g;
     if (ts->left) {
-        nb_gemm(1, 0, rows, cols, rows, 1.0f, ts->buf[QL_], rows, src, cols, 0.0f, T, cols);
+        nb_gemm(be, 1, 0, rows, cols, rows, 1.0f, ts->buf[QL_], rows, src, cols, 0.0f, T, cols);
         src = T;
     }
-    if (ts->right) nb_gemm(0, 0, rows, cols, cols, 1.0f, src, cols, ts->buf[QR_], cols, 0.0f, P, cols);
+    if (ts->right) nb_gemm(be, 0, 0, rows, cols, cols, 1.0f, src, cols, ts->buf[QR_], cols, 0.0f, P, cols);
     else memcpy(P, src, sizeof(float) * n);
     /* AdamW in the eigenbasis; N overwrites P */
     const float c1 = 1.0f - (float)pow(b1, (double)(ts->count + 1));
@@ -77,18 +78,18 @@ int soap_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *
     /* back: QL N QR^T */
     src = P;
     if (ts->left) {
-        nb_gemm(0, 0, rows, cols, rows, 1.0f, ts->buf[QL_], rows, src, cols, 0.0f, T, cols);
+        nb_gemm(be, 0, 0, rows, cols, rows, 1.0f, ts->buf[QL_], rows, src, cols, 0.0f, T, cols);
         src = T;
     }
     float *back = src == T ? P : T;
-    if (ts->right) nb_gemm(0, 1, rows, cols, cols, 1.0f, src, cols, ts->buf[QR_], cols, 0.0f, back, cols);
+    if (ts->right) nb_gemm(be, 0, 1, rows, cols, cols, 1.0f, src, cols, ts->buf[QR_], cols, 0.0f, back, cols);
     else back = (float *)src;
     for (size_t i = 0; i < n; i++) d[i] = lr * back[i] + lr * wd * w[i];
     /* then the preconditioner statistics, and a refresh of the bases */
-    accumulate(ts, g, rows, cols, b2, b2);
+    accumulate(c->be, ts, g, rows, cols, b2, b2);
     if (c->step % c->p->precond_every == 0) {
-        if (ts->left && refresh(ts->buf[L_], ts->buf[QL_], rows, T, da, dq)) return -1;
-        if (ts->right && refresh(ts->buf[R_], ts->buf[QR_], cols, T, da, dq)) return -1;
+        if (ts->left && refresh(c->be, ts->buf[L_], ts->buf[QL_], rows, T, da, dq)) return -1;
+        if (ts->right && refresh(c->be, ts->buf[R_], ts->buf[QR_], cols, T, da, dq)) return -1;
     }
     return 0;
 }

@@ -24,6 +24,7 @@
 typedef struct {
     const nb_train_options *o;
     nb_model *model;
+    const nb_backend *backend;  /* every stage's (nb_stage.backend), opened by nb_train from --gemm */
     nb_pipe_schedule sc;     /* the schedule of the whole run */
     nb_low_options low_opt;  /* how it is lowered (a stop lowers its cut the same way) */
     unsigned char *eval_at, *save_at;  /* per step of sc */

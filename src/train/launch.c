@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "backend/gemm.h"
+#include "backend/backend.h"
 #include "nobubble/checkpoint.h"
 #include "nobubble/data.h"
 #include "train/exec.h"
@@ -286,7 +286,7 @@ static int make_run(exec_run *run, const nb_train_options *o, int T, int S) {
         if (nb_config_balanced_split(&o->model, T, o->stages, balanced)) return -1;
         split = balanced;
     }
-    if (nb_model_create(run->model, &o->model, o->stages, split)) return -1;
+    if (nb_model_create(run->model, &o->model, o->stages, split, run->backend)) return -1;
     /* Else the weights are imported; an MPI rank initializes its own stage once it knows it (run_mpi): the
      * others' weights, written here, would be resident for nothing (every tensor draws its own stream). */
     const int mpi = pipeline && o->transport == NB_TRANSPORT_MPI;
@@ -362,13 +362,20 @@ int nb_train(const nb_train_options *given, nb_train_result *res) {
     if (o->pipeline >= 0 && check_pipeline_options(o)) return -1;
     const int S = o->steps * (o->pipeline == NB_PIPE_PIPEDREAM ? o->microbatches : 1);
     if (nb_delay_validate(&o->delay, S, o->stages)) return -1;
+    nb_backend *backend;
+    if (nb_backend_open(o->gemm, &backend)) return nb_fail("--gemm: %s", nb_last_error());
+    resolved.gemm = nb_backend_name(backend);  /* summary.json names the one that ran */
     const int at_end = resume_at_end(o, res);
-    if (at_end) return at_end > 0 ? 0 : -1;
+    if (at_end) {
+        nb_backend_close(backend);
+        return at_end > 0 ? 0 : -1;
+    }
     nb_model model;
     memset(&model, 0, sizeof model);
     exec_run run;
     memset(&run, 0, sizeof run);
     run.model = &model;
+    run.backend = backend;
     pthread_mutex_init(&run.saved_mu, NULL);
     nb_fs_lock_init(&run.locks[0]);
     nb_fs_lock_init(&run.locks[1]);
@@ -398,6 +405,7 @@ int nb_train(const nb_train_options *given, nb_train_result *res) {
     nb_low_free(&run.low);
     nb_pipe_free(&run.sc);
     nb_model_free(&model);
+    nb_backend_close(backend);
     train_unlock_run(run.locks);
     pthread_mutex_destroy(&run.saved_mu);
     return rc;

@@ -225,6 +225,12 @@ const nb_setting nb_settings[] = {
      .help = "GEMM operands fp32 or bf16 (fp32 accumulation, master weights and optimizer state); auto: bf16 where "
              "the CPU has bf16 instructions",
      .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "precision", .unrecorded = "fp32", .summary_key = "run.precision"},
+    /* The backend: which library runs which product. Each is deterministic, but two may round differently,
+     * so a resume on another is allowed and named in summary.json (docs/executor.md, "Thread counts"). */
+    {.name = "gemm", .flag = "--gemm", .type = NB_SET_STRING, NO_RANGE, .offset = AT(gemm), .metavar = "NAME",
+     .help = "the backend of the products: tiles, hybrid, onednn or openblas, :onednn or :widen for bf16 (default: "
+             "the environment's NB_GEMM, else the build's)",
+     .resume = NB_RESUME_FREE, .summary_key = "run.gemm"},
 
     /* Real pipeline workers. */
     {.name = "pipeline", .flag = "--pipeline", .type = NB_SET_ENUM, NO_RANGE, .offset = AT(pipeline),

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include "backend/gemm.h"
+#include "backend/backend.h"
 #include "nobubble/common.h"
 #include "nobubble/train.h"
 #include "train/run.h"
@@ -55,9 +55,8 @@ static int put_loss(nb_buf *b, const char *key, double v) {
 static int put_summary(nb_buf *b, const nb_train_options *o, const nb_train_result *res, const char *extra) {
     return nb_buf_printf(b, "{\n  \"nobubble\": \"%s\",\n", NB_VERSION) ||
            put_section(b, "model", o) || nb_buf_printf(b, "},\n") ||
-           /* What the machine brought, not a setting: the threads and the GEMM library. */
-           put_section(b, "run", o) || nb_buf_printf(b, ", \"threads\": %d, \"gemm\": ", omp_get_max_threads()) ||
-           put_str(b, nb_gemm_backend()) || nb_buf_printf(b, "},\n") ||
+           /* What the machine brought, not a setting: the threads. */
+           put_section(b, "run", o) || nb_buf_printf(b, ", \"threads\": %d},\n", omp_get_max_threads()) ||
            put_section(b, "delay", o) || nb_buf_printf(b, "},\n") ||
            (extra && nb_buf_printf(b, "  %s,\n", extra)) ||
            put_loss(b, "final_train_loss", res->final_train_loss) ||

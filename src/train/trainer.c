@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "backend/gemm.h"
+#include "backend/backend.h"
 #include "nobubble/checkpoint.h"
 #include "nobubble/data.h"
 #include "nobubble/delay.h"

@@ -424,7 +424,7 @@ int exec_stage_init(exec_endpoint *e, exec_run *run, int s) {
     if (nb_stage_set_precision(w->st, o->precision, nb_delay_tau_max(&o->delay, s, run->P) + 2)) return -1;
     if (stage_alloc(w)) return -1;
     if (o->val_pattern && !(w->eval_slot = nb_acts_create(w->st, o->batch, run->T))) return -1;
-    if (nb_optimizer_create(&w->opt, &o->optim, w->st->tensors, w->st->n_tensors, w->st->n_params) ||
+    if (nb_optimizer_create(&w->opt, &o->optim, w->st->tensors, w->st->n_tensors, w->st->n_params, w->st->backend) ||
         nb_optimizer_set_precision(w->opt, o->precision))
         return -1;
     if (nb_stash_create(&w->stash, &o->delay, s, run->P, run->S, w->st->params, w->st->n_params)) return -1;

@@ -1,0 +1,219 @@
+/* The CPU backends (include/nobubble/backend.h): which library runs which product, opened by name, and
+ * the operation table every one of them shares. A failure inside a product is recorded here, in the
+ * backend, and reported by nb_backend_check: the layers and the optimizer rules have no error path of
+ * their own, as a device's queued kernels have none (a CUDA error is read at the next synchronization). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend/cpu.h"
+#include "util/error.h"
+
+/* Each backend names who runs A^T B (tn) and who runs the other products (fn).
+ * - "hybrid": oneDNN 2.6's sgemm runs C = A^T B at about half its usual speed when A is tall and C
+ *   narrow (weight gradients such as the LM head's), where OpenBLAS does not (measured on the
+ *   development machine, see BENCHMARKS.md), so those go to OpenBLAS.
+ * - "tiles" is hybrid whose A^T B run nobubble's own packed register tiles (gemm_tn.c) instead of
+ *   OpenBLAS's fixed-order tiles.
+ * - "onednn" and "openblas": one library each, the references the two above are measured against.
+ * A fifth, "matmul" (hybrid with its large A B and A B^T through oneDNN's matmul primitive), measured
+ * no faster than hybrid on a whole step and went (BENCHMARKS.md, "oneDNN's matmul primitive in fp32"). */
+typedef struct {
+    const char *name, *label;
+    nb_cpu_gemm_fn fn, tn;
+    int fn_is_onednn, tn_own_order;
+} variant;
+
+static const variant variants[] = {
+    {"tiles", "oneDNN sgemm, own register tiles for A^T B", nb_cpu_gemm_onednn, nb_cpu_gemm_tn_tiles, 1, 1},
+    {"hybrid", "oneDNN sgemm, OpenBLAS for A^T B", nb_cpu_gemm_onednn, nb_cpu_gemm_openblas, 1, 0},
+    {"onednn", "oneDNN sgemm", nb_cpu_gemm_onednn, nb_cpu_gemm_onednn, 1, 0},
+    {"openblas", "OpenBLAS sgemm", nb_cpu_gemm_openblas, nb_cpu_gemm_openblas, 0, 0},
+};
+enum { N_VARIANTS = sizeof variants / sizeof variants[0] };
+
+/* The default: tiles where the build targets AVX-512 (BENCHMARKS.md, "Weight gradients on register
+ * tiles": its A^T B 1.02-1.24x hybrid's per product, the step's GEMM time 6-15% less against the same
+ * non-GEMM time); hybrid elsewhere, where the AVX2 tiles ran at 0.85-1.03x OpenBLAS's AVX2 kernels. */
+#if defined(__AVX512F__)
+static const char *const default_name = "tiles";
+#else
+static const char *const default_name = "hybrid";
+#endif
+
+const char *nb_backend_choices(void) {
+    return "tiles, hybrid, onednn or openblas (with :onednn or :widen for the bf16 products)";
+}
+
+/* A backend's state: its choice of libraries and the first failure since the last check. */
+typedef struct {
+    nb_cpu_config config;
+    atomic_int failed;
+    pthread_mutex_t lock;
+    char message[512];
+} cpu_state;
+
+static cpu_state *state_of(const nb_backend *b) { return b->impl; }
+
+/* Keeps the calling thread's last error (nb_fail's) as the backend's failure, unless one is kept. */
+static void record(const nb_backend *b) {
+    cpu_state *s = state_of(b);
+    pthread_mutex_lock(&s->lock);
+    if (!atomic_load(&s->failed)) {
+        snprintf(s->message, sizeof s->message, "%s", nb_last_error());
+        atomic_store(&s->failed, 1);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void cpu_gemm(const nb_backend *b, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                     int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    if (nb_cpu_gemm(&state_of(b)->config, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) record(b);
+}
+
+static void cpu_gemm_bf16(const nb_backend *b, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                          const nb_bf16 *A, int lda, const nb_bf16 *B, int ldb, float beta, float *C, int ldc) {
+    if (nb_cpu_gemm_bf16(&state_of(b)->config, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+        record(b);
+}
+
+static void cpu_syrk(const nb_backend *b, int trans, int N, int K, float alpha, const float *A, int lda, float beta,
+                     float *C, int ldc) {
+    if (nb_cpu_syrk(&state_of(b)->config, trans, N, K, alpha, A, lda, beta, C, ldc)) record(b);
+}
+
+static void cpu_syrk_bf16(const nb_backend *b, int trans, int N, int K, float alpha, const nb_bf16 *A, int lda,
+                          float beta, float *C, int ldc) {
+    if (nb_cpu_syrk_bf16(&state_of(b)->config, trans, N, K, alpha, A, lda, beta, C, ldc)) record(b);
+}
+
+static void cpu_tile_gemm(const nb_backend *b, int M, int N, int K, float alpha, const float *A, ptrdiff_t ars,
+                          ptrdiff_t aks, const float *B, ptrdiff_t ldb, int accumulate, float *C, ptrdiff_t ldc) {
+    (void)b;
+    nb_cpu_tile_gemm(M, N, K, alpha, A, ars, aks, B, ldb, accumulate, C, ldc);
+}
+
+static void cpu_tile_gemm_bf16(const nb_backend *b, int M, int N, int K, float alpha, const nb_bf16 *A, ptrdiff_t lda,
+                               const nb_bf16 *B, ptrdiff_t ldb, int accumulate, float *C, ptrdiff_t ldc) {
+    if (nb_cpu_tile_gemm_bf16(M, N, K, alpha, A, lda, B, ldb, accumulate, C, ldc)) record(b);
+}
+
+/* Host memory, 64-byte aligned (a cache line, an AVX-512 vector), zeroed. */
+static void *cpu_alloc(const nb_backend *b, size_t bytes, const char *what) {
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    void *p = rounded >= bytes ? aligned_alloc(64, rounded ? rounded : 64) : NULL;
+    if (!p) {
+        nb_fail("out of memory: %s (%zu bytes)", what, bytes);
+        record(b);
+        return NULL;
+    }
+    memset(p, 0, rounded);
+    return p;
+}
+
+static void cpu_free(const nb_backend *b, void *p) {
+    (void)b;
+    free(p);
+}
+
+static void cpu_copy(const nb_backend *b, void *dst, const void *src, size_t bytes) {
+    (void)b;
+    if (bytes) memmove(dst, src, bytes);
+}
+
+/* Nothing is queued on the CPU: every product has finished when it returns. */
+static int cpu_check(const nb_backend *b) {
+    cpu_state *s = state_of(b);
+    if (!atomic_load(&s->failed)) return 0;
+    pthread_mutex_lock(&s->lock);
+    nb_fail("%s", s->message);
+    atomic_store(&s->failed, 0);
+    pthread_mutex_unlock(&s->lock);
+    return -1;
+}
+
+static void cpu_close(nb_backend *b) {
+    cpu_state *s = state_of(b);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+    free(b);
+}
+
+static const nb_backend_ops cpu_ops = {
+    .gemm = cpu_gemm,
+    .gemm_bf16 = cpu_gemm_bf16,
+    .syrk = cpu_syrk,
+    .syrk_bf16 = cpu_syrk_bf16,
+    .tile_gemm = cpu_tile_gemm,
+    .tile_gemm_bf16 = cpu_tile_gemm_bf16,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .to_host = cpu_copy,
+    .from_host = cpu_copy,
+    .check = cpu_check,
+    .close = cpu_close,
+};
+
+/* spec = NAME or NAME:BF16 into the variant and the bf16 path (-1: the CPU's choice). */
+static int parse_spec(const char *spec, const variant **v, int *bf16_onednn) {
+    const char *colon = strchr(spec, ':');
+    const size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
+    *v = NULL;
+    for (int i = 0; i < N_VARIANTS; i++)
+        if (strlen(variants[i].name) == len && !strncmp(spec, variants[i].name, len)) *v = &variants[i];
+    *bf16_onednn = -1;
+    if (colon && !strcmp(colon + 1, "onednn")) *bf16_onednn = 1;
+    else if (colon && !strcmp(colon + 1, "widen")) *bf16_onednn = 0;
+    else if (colon) *v = NULL;
+    return *v ? 0 : nb_fail("backend '%s': expected %s", spec, nb_backend_choices());
+}
+
+int nb_backend_open(const char *spec, nb_backend **out) {
+    *out = NULL;
+    if (!spec || !*spec) spec = default_name;
+    if (strlen(spec) >= sizeof ((nb_backend *)0)->name) return nb_fail("backend '%.40s...': name too long", spec);
+    const variant *v;
+    int bf16_onednn;
+    if (parse_spec(spec, &v, &bf16_onednn)) return -1;
+    nb_backend *b = calloc(1, sizeof *b);
+    cpu_state *s = calloc(1, sizeof *s);
+    if (!b || !s) {
+        free(b);
+        free(s);
+        return nb_fail("out of memory opening backend '%s'", spec);
+    }
+    s->config = (nb_cpu_config){v->fn, v->tn, v->fn_is_onednn, v->tn_own_order,
+                                bf16_onednn >= 0 ? bf16_onednn : nb_bf16_native()};
+    pthread_mutex_init(&s->lock, NULL);
+    b->ops = &cpu_ops;
+    snprintf(b->name, sizeof b->name, "%s", spec);
+    b->label = v->label;
+    b->tile_width = nb_cpu_tile_width();
+    b->tile_bf16_native = nb_cpu_tile_bf16_available();
+    b->bf16_native = s->config.bf16_onednn;
+    b->impl = s;
+    *out = b;
+    return 0;
+}
+
+void nb_backend_close(nb_backend *b) {
+    if (b) b->ops->close(b);
+}
+
+static nb_backend *default_backend;
+static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+
+static void open_default(void) {
+    if (nb_backend_open(NULL, &default_backend)) default_backend = NULL;
+}
+
+const nb_backend *nb_backend_default(void) {
+    pthread_once(&default_once, open_default);
+    return default_backend;
+}
+
+const char *nb_backend_name(const nb_backend *b) { return b->name; }
+const char *nb_backend_label(const nb_backend *b) { return b->label; }
+int nb_backend_check(const nb_backend *b) { return b->ops->check(b); }
+int nb_backend_bf16_native(const nb_backend *b) { return b->bf16_native; }

@@ -1,0 +1,252 @@
+/* The backend object (include/nobubble/backend.h, src/backend/backend.h).
+ * - Opening by name: every CPU backend and bf16 suffix opens; unknown names, suffixes and the removed
+ *   "matmul" are refused naming the value and the choices; NULL and "" open the build's default.
+ * - Failures are recorded, not fatal: an odd K in a bf16 tile product and an allocation too large for
+ *   any machine each make nb_backend_check fail once with a message naming them, then pass again.
+ * - The seam: a test backend that wraps the default one counts every call. A model made on it runs its
+ *   stage's forward and backward (fp32 and bf16, with a tied head) and an optimizer made on it runs
+ *   Muon's and SOAP's products, and every product arrives at the wrapper: none goes around it, and the
+ *   results are bitwise those of the default backend. Made to fail its products, the wrapper makes the
+ *   stage's forward and backward and the key/value decode return -1 with its message, and nothing exits. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend/backend.h"
+#include "check.h"
+#include "nobubble/model.h"
+#include "nobubble/optim.h"
+#include "util/error.h"
+
+/* Under AddressSanitizer an impossible allocation must return NULL, as glibc's does, instead of stopping the
+ * test (CI's ASAN_OPTIONS adds to these defaults). */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+
+static void check_open(void) {
+    const char *good[] = {"tiles", "hybrid", "onednn", "openblas", "tiles:onednn", "tiles:widen", "hybrid:widen",
+                          "openblas:onednn"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        nb_backend *b = NULL;
+        CHECK(nb_backend_open(good[i], &b) == 0 && b && !strcmp(nb_backend_name(b), good[i]), "open %s: %s", good[i],
+              nb_last_error());
+        if (b && strstr(good[i], ":widen")) CHECK(!nb_backend_bf16_native(b), "%s: bf16 widened", good[i]);
+        if (b && strstr(good[i], ":onednn")) CHECK(nb_backend_bf16_native(b), "%s: bf16 on oneDNN", good[i]);
+        nb_backend_close(b);
+    }
+    const char *bad[] = {"cublas", "matmul", "Tiles", "tiles:", "tiles:amx", ":widen", "tiles:widen:widen", "hybrid "};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        nb_backend *b = (nb_backend *)&b;  /* must be cleared */
+        char want[64];
+        snprintf(want, sizeof want, "backend '%s': expected tiles, hybrid", bad[i]);
+        CHECK(nb_backend_open(bad[i], &b) == -1 && !b && strstr(nb_last_error(), want), "refuse '%s': %s", bad[i],
+              nb_last_error());
+    }
+    nb_backend *d1, *d2;
+    CHECK(nb_backend_open(NULL, &d1) == 0 && nb_backend_open("", &d2) == 0, "NULL and \"\" open the default");
+    CHECK(!strcmp(nb_backend_name(d1), nb_backend_name(nb_backend_default())) &&
+              !strcmp(nb_backend_name(d2), nb_backend_name(d1)),
+          "the default: %s", nb_backend_name(d1));
+    nb_backend_close(d1);
+    nb_backend_close(d2);
+}
+
+static void check_recorded_failures(void) {
+    nb_backend *b;
+    CHECK(nb_backend_open("tiles", &b) == 0, "open");
+    CHECK(nb_backend_check(b) == 0, "a new backend has no failure");
+    nb_bf16 A[4] = {0}, B[64] = {0};
+    float C[64];
+    nb_tile_gemm_bf16(b, 1, 1, 3, 1.0f, A, 4, B, 16, 0, C, 16);  /* K = 3: odd */
+    CHECK(nb_backend_check(b) == -1 && strstr(nb_last_error(), "odd K = 3"), "odd K recorded: %s", nb_last_error());
+    CHECK(nb_backend_check(b) == 0, "the record is cleared once reported");
+    void *p = nb_backend_alloc(b, SIZE_MAX / 2, "a test's impossible buffer");
+    CHECK(!p && nb_backend_check(b) == -1 && strstr(nb_last_error(), "out of memory: a test's impossible buffer"),
+          "a failed allocation is recorded: %s", nb_last_error());
+    float *q = nb_backend_alloc(b, 100, "a small buffer");
+    CHECK(q && ((uintptr_t)q % 64) == 0 && q[0] == 0.0f && q[24] == 0.0f, "allocations are zeroed and aligned");
+    nb_backend_free(b, q);
+    CHECK(nb_backend_check(b) == 0, "no failure after a good allocation");
+    nb_backend_close(b);
+}
+
+/* ---- A backend of the test's own: counts calls, forwards them to the default backend, or fails them. */
+static struct {
+    long gemm, gemm_bf16, syrk, syrk_bf16, tile, tile_bf16, alloc;
+    int fail;       /* 1: products do nothing and record a failure */
+    int failed;     /* the record */
+} seen;
+
+static const nb_backend *inner(const nb_backend *b) { return b->impl; }
+
+static int refused(void) {
+    if (!seen.fail) return 0;
+    seen.failed = 1;
+    return 1;
+}
+
+static void w_gemm(const nb_backend *b, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                   const float *B, int ldb, float beta, float *C, int ldc) {
+    seen.gemm++;
+    if (!refused()) nb_gemm(inner(b), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+static void w_gemm_bf16(const nb_backend *b, int ta, int tb, int M, int N, int K, float alpha, const nb_bf16 *A,
+                        int lda, const nb_bf16 *B, int ldb, float beta, float *C, int ldc) {
+    seen.gemm_bf16++;
+    if (!refused()) nb_gemm_bf16(inner(b), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+static void w_syrk(const nb_backend *b, int t, int N, int K, float alpha, const float *A, int lda, float beta, float *C,
+                   int ldc) {
+#pragma omp atomic
+    seen.syrk++;
+    nb_syrk(inner(b), t, N, K, alpha, A, lda, beta, C, ldc);
+}
+static void w_syrk_bf16(const nb_backend *b, int t, int N, int K, float alpha, const nb_bf16 *A, int lda, float beta,
+                        float *C, int ldc) {
+#pragma omp atomic
+    seen.syrk_bf16++;
+    nb_syrk_bf16(inner(b), t, N, K, alpha, A, lda, beta, C, ldc);
+}
+static void w_tile(const nb_backend *b, int M, int N, int K, float alpha, const float *A, ptrdiff_t ars, ptrdiff_t aks,
+                   const float *B, ptrdiff_t ldb, int acc, float *C, ptrdiff_t ldc) {
+#pragma omp atomic
+    seen.tile++;
+    nb_tile_gemm(inner(b), M, N, K, alpha, A, ars, aks, B, ldb, acc, C, ldc);
+}
+static void w_tile_bf16(const nb_backend *b, int M, int N, int K, float alpha, const nb_bf16 *A, ptrdiff_t lda,
+                        const nb_bf16 *B, ptrdiff_t ldb, int acc, float *C, ptrdiff_t ldc) {
+#pragma omp atomic
+    seen.tile_bf16++;
+    nb_tile_gemm_bf16(inner(b), M, N, K, alpha, A, lda, B, ldb, acc, C, ldc);
+}
+static void *w_alloc(const nb_backend *b, size_t bytes, const char *what) {
+#pragma omp atomic
+    seen.alloc++;
+    return nb_backend_alloc(inner(b), bytes, what);
+}
+static void w_free(const nb_backend *b, void *p) { nb_backend_free(inner(b), p); }
+static void w_copy(const nb_backend *b, void *dst, const void *src, size_t n) {
+    (void)b;
+    memcpy(dst, src, n);
+}
+static int w_check(const nb_backend *b) {
+    if (seen.failed) {
+        seen.failed = 0;
+        return nb_fail("the test backend refused a product");
+    }
+    return nb_backend_check(inner(b));
+}
+static void w_close(nb_backend *b) { (void)b; }
+
+static const nb_backend_ops wrapper_ops = {w_gemm, w_gemm_bf16, w_syrk, w_syrk_bf16, w_tile, w_tile_bf16,
+                                           w_alloc, w_free, w_copy, w_copy, w_check, w_close};
+
+static nb_backend wrapper(const nb_backend *real) {
+    nb_backend w = *real;
+    w.ops = &wrapper_ops;
+    snprintf(w.name, sizeof w.name, "counting");
+    w.impl = (void *)real;
+    return w;
+}
+
+/* One micro-batch forward and backward of a 2-layer tied model in `precision`; the loss and the
+ * gradients into *loss and grads (n_params floats). */
+static nb_config small_config(int n_layers, int context) {
+    nb_config cfg;
+    nb_config_preset("tiny", &cfg);
+    cfg.n_layers = n_layers;
+    cfg.vocab_size = 64;
+    cfg.context = context;
+    return cfg;
+}
+
+static int step(const nb_backend *be, nb_precision precision, float *loss, float *grads, size_t *n_params) {
+    const nb_config cfg = small_config(2, 16);
+    nb_model m;
+    if (nb_model_create(&m, &cfg, 1, NULL, be)) return -1;
+    nb_model_init(&m, 7);
+    nb_stage *s = &m.stages[0];
+    CHECK(s->backend == be, "the stage holds the backend it was made on");
+    if (precision == NB_PRECISION_BF16 && nb_stage_set_precision(s, precision, 2)) return -1;
+    nb_acts *a = nb_acts_create(s, 2, 16);
+    int tokens[32], targets[32];
+    for (int i = 0; i < 32; i++) tokens[i] = (i * 7) % 64, targets[i] = (i * 11 + 3) % 64;
+    int rc = nb_stage_forward(s, s->params, 0, a, tokens, NULL, targets, loss) ||
+             nb_stage_backward(s, s->params, 0, a, NULL, 1.0f);
+    if (!rc) {
+        nb_model_sum_tied_grads(&m);
+        memcpy(grads, s->grads, sizeof(float) * s->n_params);
+        *n_params = s->n_params;
+    }
+    nb_acts_free(a);
+    nb_model_free(&m);
+    return rc ? -1 : 0;
+}
+
+static void check_seam(void) {
+    const nb_backend *real = nb_backend_default();
+    nb_backend counting = wrapper(real);
+    static float g_real[1 << 20], g_wrap[1 << 20];
+    for (int p = 0; p < 2; p++) {
+        const nb_precision prec = p ? NB_PRECISION_BF16 : NB_PRECISION_FP32;
+        float l_real = 0, l_wrap = 0;
+        size_t n_real = 0, n_wrap = 0;
+        memset(&seen, 0, sizeof seen);
+        CHECK(step(real, prec, &l_real, g_real, &n_real) == 0, "%s on the default backend: %s", nb_precision_name(prec),
+              nb_last_error());
+        CHECK(step(&counting, prec, &l_wrap, g_wrap, &n_wrap) == 0, "%s on the counting backend: %s",
+              nb_precision_name(prec), nb_last_error());
+        /* per block 4 forward products (qkv, o, gate-up, down) and 8 backward, then the head's 1 + 2 */
+        const long want = 2 * 12 + 3;
+        const long got = p ? seen.gemm_bf16 : seen.gemm, other = p ? seen.gemm : seen.gemm_bf16;
+        CHECK(got == want && other == 0, "%s: %ld products through the stage's backend (want %ld), %ld of the other kind",
+              nb_precision_name(prec), got, want, other);
+        CHECK(seen.tile + seen.tile_bf16 > 0 && seen.alloc > 0, "%s: attention's tiles (%ld + %ld) and scratch (%ld) too",
+              nb_precision_name(prec), seen.tile, seen.tile_bf16, seen.alloc);
+        CHECK(l_real == l_wrap && n_real == n_wrap && !memcmp(g_real, g_wrap, sizeof(float) * n_real),
+              "%s: the same loss (%.9g, %.9g) and bitwise gradients through the wrapper", nb_precision_name(prec), l_real,
+              l_wrap);
+    }
+    /* The optimizer's products: Muon's symmetric and plain products, SOAP's, on the stage's backend. */
+    nb_tensor t = {.name = "w", .ndim = 2, .shape = {24, 40}, .offset = 0, .numel = 960, .group = NB_GROUP_MATRIX};
+    float g[960], w[960], d[960];
+    for (int i = 0; i < 960; i++) g[i] = (float)((i * 37) % 101) / 101.0f - 0.5f, w[i] = 0.01f * (float)(i % 13);
+    const nb_optimizer_kind kinds[] = {NB_OPT_MUON, NB_OPT_SOAP};
+    for (int k = 0; k < 2; k++) {
+        nb_optim_params op = nb_optim_defaults(kinds[k]);
+        nb_optimizer *o;
+        memset(&seen, 0, sizeof seen);
+        CHECK(nb_optimizer_create(&o, &op, &t, 1, 960, &counting) == 0, "%s: %s", nb_optimizer_name(kinds[k]),
+              nb_last_error());
+        nb_optimizer_step(o, g, w, 1e-3f, 1e-3f, d);
+        nb_optimizer_step(o, g, w, 1e-3f, 1e-3f, d);
+        CHECK(seen.gemm + seen.syrk > 0, "%s: its products (%ld gemm, %ld syrk) go through the backend it was made with",
+              nb_optimizer_name(kinds[k]), seen.gemm, seen.syrk);
+        nb_optimizer_free(o);
+    }
+    /* A backend whose products fail: the stage's calls and the decoder report it, nothing exits. */
+    float loss, *grads = g_wrap;
+    size_t n;
+    memset(&seen, 0, sizeof seen);
+    seen.fail = 1;
+    CHECK(step(&counting, NB_PRECISION_FP32, &loss, grads, &n) == -1 &&
+              strstr(nb_last_error(), "stage 0, forward: the test backend refused a product"),
+          "a failed product fails the stage's forward: %s", nb_last_error());
+    const nb_config cfg = small_config(1, 8);
+    nb_model m;
+    CHECK(nb_model_create(&m, &cfg, 1, NULL, &counting) == 0, "create");
+    nb_kv_cache *kv = nb_kv_cache_create(&m, 4);
+    float logits[64];
+    CHECK(kv && nb_decode_step(&m, kv, 3, logits) == -1 && strstr(nb_last_error(), "refused"),
+          "a failed product fails the decode step: %s", nb_last_error());
+    nb_kv_cache_free(kv);
+    nb_model_free(&m);
+    seen.fail = 0;
+}
+
+int main(void) {
+    check_open();
+    check_recorded_failures();
+    check_seam();
+    return check_summary();
+}
