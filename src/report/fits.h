@@ -3,9 +3,9 @@
  * seeds, so that a length's seeds are never counted as independent lengths: a power law fitted to
  * the means themselves (one whose mean is <= 0 included), the change between two lengths' means
  * (Welch), and the interval of a standard deviation (the noise floor). */
-#ifndef NB_EXPERIMENTS_FITS_H
-#define NB_EXPERIMENTS_FITS_H
-#include "experiments/stats.h"
+#ifndef NB_REPORT_FITS_H
+#define NB_REPORT_FITS_H
+#include "report/stats.h"
 
 /* The exponents the power law's search covers: |b| <= NBX_POWER_B_MAX. A gap that changes 10^10-fold
  * over tenfold tokens is no power law a study would report; past it the cells say "< -10". */

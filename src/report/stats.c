@@ -2,7 +2,7 @@
  * distribution (n - 1 degrees of freedom), the quantile from GSL. */
 #include <gsl/gsl_cdf.h>
 #include <math.h>
-#include "experiments/stats.h"
+#include "report/stats.h"
 
 double nbx_t975(int df) { return gsl_cdf_tdist_Pinv(0.975, (double)df); }
 

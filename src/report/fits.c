@@ -1,7 +1,7 @@
 /* The statistics of the scaling section's fits over a series' lengths (fits.h). Quantiles from GSL. */
 #include <gsl/gsl_cdf.h>
 #include <math.h>
-#include "experiments/fits.h"
+#include "report/fits.h"
 
 double nbx_t_quantile(double p, double df) { return gsl_cdf_tdist_Pinv(p, df); }
 

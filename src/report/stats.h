@@ -1,8 +1,8 @@
 /* Internal: paired statistics of a sweep's gaps (docs/experiments.md, "Paired gaps"). Runs that
  * differ only in delay or mitigation share seed and data order, so their differences are taken
  * seed by seed and summarized with a t interval. */
-#ifndef NB_EXPERIMENTS_STATS_H
-#define NB_EXPERIMENTS_STATS_H
+#ifndef NB_REPORT_STATS_H
+#define NB_REPORT_STATS_H
 
 /* The 0.975 quantile of Student's t distribution with df >= 1 degrees of freedom (GSL). */
 double nbx_t975(int df);

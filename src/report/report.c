@@ -8,8 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "experiments/report.h"
-#include "nobubble/experiments.h"
+#include "report/report.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/hash.h"
