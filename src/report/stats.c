@@ -1,10 +1,19 @@
-/* Paired statistics: mean, sample standard deviation and a 95% interval from Student's t
- * distribution (n - 1 degrees of freedom), the quantile from GSL. */
+/* The report's statistics: mean, sample standard deviation and a 95% interval from Student's t
+ * distribution (n - 1 degrees of freedom); the quantiles (t, and chi-square for a standard
+ * deviation's interval) from GSL, in this file alone. */
 #include <gsl/gsl_cdf.h>
 #include <math.h>
 #include "report/stats.h"
 
-double nbx_t975(int df) { return gsl_cdf_tdist_Pinv(0.975, (double)df); }
+double nbx_t_quantile(double p, double df) { return gsl_cdf_tdist_Pinv(p, df); }
+
+double nbx_t975(int df) { return nbx_t_quantile(0.975, (double)df); }
+
+void nbx_sd_interval(double sd, int n, double level, double *lo, double *hi) {
+    double df = n - 1, tail = (1 - level) / 2;
+    *lo = sd * sqrt(df / gsl_cdf_chisq_Pinv(1 - tail, df));
+    *hi = sd * sqrt(df / gsl_cdf_chisq_Pinv(tail, df));
+}
 
 nbx_paired nbx_paired_stats(const double *x, int n) {
     nbx_paired s = {.n = n, .mean = NAN, .sd = 0, .half = NAN, .within_noise = 0};

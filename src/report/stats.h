@@ -1,11 +1,17 @@
-/* Internal: paired statistics of a sweep's gaps (docs/experiments.md, "Paired gaps"). Runs that
- * differ only in delay or mitigation share seed and data order, so their differences are taken
- * seed by seed and summarized with a t interval. */
+/* Internal: the report's one mean, standard deviation and t interval, and the quantiles every
+ * interval of the report takes. Its first use, the paired statistics of a sweep's gaps
+ * (docs/experiments.md, "Paired gaps"): runs that differ only in delay or mitigation share seed and
+ * data order, so their differences are taken seed by seed and summarized with a t interval. */
 #ifndef NB_REPORT_STATS_H
 #define NB_REPORT_STATS_H
 
-/* The 0.975 quantile of Student's t distribution with df >= 1 degrees of freedom (GSL). */
+/* Student's t quantile for any p in (0, 1) and real df > 0 (GSL). */
+double nbx_t_quantile(double p, double df);
+/* The 0.975 quantile of Student's t distribution with df >= 1 degrees of freedom. */
 double nbx_t975(int df);
+/* The two-sided interval at `level` (0.95) of a standard deviation sd of n >= 2 values, from the
+ * chi-square distribution with n - 1 degrees of freedom (normal values assumed). */
+void nbx_sd_interval(double sd, int n, double level, double *lo, double *hi);
 
 typedef struct {
     int n;              /* values summarized */
