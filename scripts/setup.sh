@@ -13,9 +13,8 @@ packages=(
   bible-kjv         # the default corpus (the King James Bible)
   libpcre2-dev      # PCRE2: the regex pre-tokenizers of Hugging Face tokenizer.json files
   libopenmpi-dev openmpi-bin  # MPI: pipeline stages as processes (--transport mpi)
-  libjansson-dev    # Jansson: JSON for train --config
   zlib1g-dev        # zlib: reads dict-gcide's dictzip file (nobubble prepare --corpus gcide)
-  libgsl-dev        # GSL: Student's t quantiles of the report's paired intervals
+  libgsl-dev        # GSL: the report's t and chi-square quantiles and least squares (the binary only)
 )
 # With --test: what only the tests need as well.
 if [ "${1:-}" = "--test" ]; then

@@ -47,6 +47,13 @@ printf '{"train": "nowhere/*_train_*.bin", "val": "nowhere/*.bin", "steps": 1, "
 check "--data overrides the file's shards" "$bin" train --config shards.json --data data --set n_layers=1 \
   --set context=16 --batch 2 --eval-batches 1 --out D > /dev/null
 
+# ---- a seed past 2^63 is written as a JSON integer and read back exactly (its digits go to --seed's parser)
+check "a run with seed 2^64 - 1" "$bin" train --data data --set n_layers=1 --set context=16 --batch 2 --steps 1 \
+  --eval-batches 1 --seed 18446744073709551615 --quiet --out S > /dev/null
+check "its file writes the seed as an integer" grep -q '"seed": 18446744073709551615' S/train_config.json
+check "the same run from its file" "$bin" train --config S/train_config.json --out S2 > /dev/null
+[ -n "$(hash_of S)" ] && [ "$(hash_of S)" = "$(hash_of S2)" ] && ok || fail "seed 2^64 - 1 round trip: $(hash_of S) $(hash_of S2)"
+
 # ---- an earlier run's train_config.json makes its --out a run folder
 expect_usage "train_config.json alone marks a run" "already holds a run (train_config.json)" \
   bash -c "mkdir -p C && cp A/train_config.json C/ && '$bin' train --config C/train_config.json --out C"
@@ -72,7 +79,12 @@ bad "an unknown enum name" '{"optimizer": "adam"}' '"optimizer": --optimizer '"'
 bad "a bad delay" '{"delay": "late"}' '"delay":'
 bad "a model field of the wrong type" '{"n_layers": 2.5}' '"n_layers" is a number: expected an integer'
 bad "a model field out of range" '{"n_heads": 3}' '--config bad.json: model: d_model = 128 is not divisible by n_heads = 3'
-bad "a duplicate key" '{"lr": 0.1, "lr": 0.2}' 'bad.json:1:'
+bad "a duplicate key" '{"lr": 0.1, "lr": 0.2}' 'bad.json:1:13: not valid JSON: the key "lr" given twice in one object'
+bad "a duplicate key in a nested value" '{"steps": 2, "x": {"a": 1, "a": 2}}' 'bad.json:1:28: not valid JSON: the key "a" given twice'
+bad "a leading zero" '{"steps": 007}' 'bad.json:1:11: not valid JSON: a number with a leading zero'
+bad "an integer past the row's range" '{"steps": 99999999999999999999}' '"steps": --steps 99999999999999999999: out of range'
+bad "a seed past 2^64 - 1" '{"seed": 18446744073709551616}' '"seed": --seed '"'"'18446744073709551616'"'"': expected a non-negative integer'
+bad "a string holding \u0000" '{"optimizer": "muon\u0000x"}' '"optimizer": the string holds \u0000'
 bad "not JSON" '{"lr": 0.1,' 'bad.json:1:'
 bad "not an object" '[1, 2]' 'the top level is an array: expected an object'
 bad "empty" '' 'bad.json:'

@@ -1,4 +1,4 @@
-/* The report's paired statistics (src/experiments/stats.c, report.c): Student's t quantiles
+/* The report's paired statistics (src/report/stats.c, report.c): Student's t quantiles
  * against published table values; mean, standard deviation and 95% interval of hand-computed
  * gaps; and a report of a hand-made sweep folder whose gaps, intervals, "within noise" verdicts,
  * unpaired seed and per-seed recovery were computed by hand (below). */
@@ -8,10 +8,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "check.h"
-#include "experiments/fits.h"
-#include "experiments/stats.h"
+#include "report/fits.h"
+#include "report/stats.h"
 #include "nobubble/common.h"
-#include "nobubble/experiments.h"
+#include "report/report.h"
 
 static void test_quantiles(void) {
     /* t_{0.975, df} from a t table (e.g. NIST/SEMATECH e-Handbook, table 1.4.2.7.3.3). */

@@ -1,6 +1,7 @@
 /* nobubble: experiments. A grid file describes a set of training runs (points); a sweep runs
  * each point as a `nobubble train` child process, J at a time, resumably, and writes a results
- * table; a report draws the runs as one self-contained HTML page. See docs/experiments.md. */
+ * table. The report that draws them (`nobubble report`) is the command line's, not the library's:
+ * src/report/report.h. See docs/experiments.md. */
 #ifndef NOBUBBLE_EXPERIMENTS_H
 #define NOBUBBLE_EXPERIMENTS_H
 #include <stddef.h>
@@ -66,9 +67,4 @@ int nb_sweep_run(const nb_grid *g, const nb_sweep_options *o, nb_sweep_result *r
  * interrupted. Thread-safe and async-signal-safe (the CLI calls it from its signal thread). */
 void nb_sweep_request_stop(void);
 
-/* ------------------------------------------------------------ reports */
-/* Reads DIR/results.csv and each run's metrics.jsonl and summary.json, and writes one HTML page
- * (inline SVG charts, tables) to out_path. A folder without results.csv but with summary.json is one
- * run's (train --out): its page has the run's results, its loss curves and its summary. */
-int nb_report_write(const char *dir, const char *out_path);
 #endif

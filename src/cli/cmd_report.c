@@ -4,7 +4,8 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/positional.h"
-#include "nobubble/experiments.h"
+#include "nobubble/common.h"
+#include "report/report.h"
 
 static const char usage[] =
     "usage: nobubble report DIR [--out FILE]\n"

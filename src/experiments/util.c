@@ -71,18 +71,3 @@ int nbx_shell_quote(nb_buf *b, const char *arg) {
         if (*p == '\'' ? nb_buf_printf(b, "'\\''") : nb_buf_put(b, p, 1)) return -1;
     return nb_buf_put(b, "'", 1);
 }
-
-int nbx_html(nb_buf *b, const char *s) {
-    for (; *s; s++) {
-        int r;
-        switch (*s) {
-        case '&': r = nb_buf_printf(b, "&amp;"); break;
-        case '<': r = nb_buf_printf(b, "&lt;"); break;
-        case '>': r = nb_buf_printf(b, "&gt;"); break;
-        case '"': r = nb_buf_printf(b, "&quot;"); break;
-        default: r = nb_buf_put(b, s, 1);
-        }
-        if (r) return -1;
-    }
-    return 0;
-}

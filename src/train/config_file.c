@@ -1,11 +1,11 @@
-/* train --config FILE: a run's settings as one JSON object, read with Jansson (Debian's libjansson),
- * and the resolved configuration every run writes into its --out (NB_TRAIN_CONFIG_FILE) in the same
- * form, so that --config of that file runs the same computation again. Keys are the settings table's:
- * a flag's name without "--" ("lr", "aux-lr"; the row's name, "aux_lr", is taken too) and the model's
- * fields ("n_layers"); values are typed as the row says. Every value goes through the parser the
- * flags use (nb_settings_arg), so the ranges and messages are the table's. docs/config.md. */
-#include <errno.h>
-#include <jansson.h>
+/* train --config FILE: a run's settings as one JSON object, read with the project's JSON reader
+ * (src/util/json.h; a key given twice is refused), and the resolved configuration every run writes
+ * into its --out (NB_TRAIN_CONFIG_FILE) in the same form, so that --config of that file runs the same
+ * computation again. Keys are the settings table's: a flag's name without "--" ("lr", "aux-lr"; the
+ * row's name, "aux_lr", is taken too) and the model's fields ("n_layers"); values are typed as the row
+ * says. Every value goes through the parser the flags use (nb_settings_arg), so the ranges and
+ * messages are the table's; an integer goes as its digits in the file, exactly (a seed up to
+ * 2^64 - 1 too). docs/config.md. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +17,7 @@
 #include "util/json.h"
 
 struct nb_train_config_file {
-    json_t *root;        /* owns the strings that string settings point to */
+    nb_json root;        /* owns the strings that string settings point to */
     char **model_sets;   /* "FIELD=VALUE", applied by the caller after the model's preset */
     int n_model_sets;
 };
@@ -47,14 +47,19 @@ static int is_action_row(const nb_setting *s) {
     return 0;
 }
 
-static const char *json_kind(const json_t *v) {
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
-    case JSON_TRUE: case JSON_FALSE: return "a boolean";
+/* A number written without a fraction or an exponent ("3", "-20"; not "3.0", "3e2"). */
+static int is_integer(const char *text, const nb_json *v) {
+    return v->type == NB_JNUM && !memchr(text + v->at, '.', v->len) && !memchr(text + v->at, 'e', v->len) &&
+           !memchr(text + v->at, 'E', v->len);
+}
+
+static const char *json_kind(const char *text, const nb_json *v) {
+    switch (v->type) {
+    case NB_JOBJ: return "an object";
+    case NB_JARR: return "an array";
+    case NB_JSTR: return "a string";
+    case NB_JNUM: return is_integer(text, v) ? "an integer" : "a number";
+    case NB_JBOOL: return "a boolean";
     default: return "null";
     }
 }
@@ -69,33 +74,38 @@ static const char *wanted_kind(const nb_setting *s) {
     }
 }
 
-/* The value as the text its flag would take (into text), or -1 when its JSON type is not the row's. */
-static int value_text(const nb_setting *s, const json_t *v, char *text, size_t size) {
+/* The number's digits as the file writes them (an integer: exact, whatever its size). */
+static void digits_of(const char *json, const nb_json *v, char *text, size_t size) {
+    snprintf(text, size, "%.*s", (int)(v->len < size ? v->len : size - 1), json + v->at);
+}
+
+/* The value as the text its flag would take (into text), or -1 when its JSON type is not the row's.
+ * json: the file's text, where a number's digits are. */
+static int value_text(const nb_setting *s, const char *json, const nb_json *v, char *text, size_t size) {
     switch (s->type) {
     case NB_SET_INT:
-        if (!json_is_integer(v)) return -1;
-        snprintf(text, size, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        if (!is_integer(json, v)) return -1;
+        digits_of(json, v, text, size);
         return 0;
     case NB_SET_U64:
-        if (json_is_string(v) && json_string_value(v)[0] &&
-            strspn(json_string_value(v), "0123456789") == strlen(json_string_value(v))) {
-            snprintf(text, size, "%s", json_string_value(v));
+        if (v->type == NB_JSTR && v->str[0] && strspn(v->str, "0123456789") == v->str_len) {
+            snprintf(text, size, "%s", v->str);
             return 0;
         }
-        if (!json_is_integer(v)) return -1;
-        snprintf(text, size, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        if (!is_integer(json, v)) return -1;
+        digits_of(json, v, text, size);
         return 0;
     case NB_SET_FLOAT: case NB_SET_DOUBLE: case NB_SET_EF:
-        if (!json_is_number(v)) return -1;
-        snprintf(text, size, "%.17g", json_number_value(v));
+        if (v->type != NB_JNUM) return -1;
+        snprintf(text, size, "%.17g", v->num);
         return 0;
     case NB_SET_BOOL:
-        if (!json_is_boolean(v)) return -1;
-        snprintf(text, size, "%d", json_is_true(v));
+        if (v->type != NB_JBOOL) return -1;
+        snprintf(text, size, "%d", v->b);
         return 0;
     default:
-        if (!json_is_string(v)) return -1;
-        snprintf(text, size, "%s", json_string_value(v));
+        if (v->type != NB_JSTR) return -1;
+        snprintf(text, size, "%s", v->str);
         return 0;
     }
 }
@@ -112,7 +122,8 @@ static int add_model_set(nb_train_config_file *f, const char *name, const char *
 
 /* One key: its row, its type, then the flags' parser (ranges, names) or, for a model field, kept for
  * the caller. given[row] becomes 2: set by the file (the command line, 1, may set it again). */
-static int apply_key(nb_settings_args *a, nb_train_config_file *f, const char *name, const char *key, json_t *v) {
+static int apply_key(nb_settings_args *a, nb_train_config_file *f, const char *name, const char *json, const char *key,
+                     const nb_json *v) {
     const nb_setting *s = row_of_key(key);
     char text[4096];
     if (!s)
@@ -121,13 +132,15 @@ static int apply_key(nb_settings_args *a, nb_train_config_file *f, const char *n
     if (is_action_row(s))
         return nb_fail("%s: \"%s\": %s is a decision of the command line, not a setting a file can carry; give "
                        "it as a flag", name, key, s->flag);
-    if (value_text(s, v, text, sizeof text))
-        return nb_fail("%s: \"%s\" is %s: expected %s", name, key, json_kind(v), wanted_kind(s));
+    if (value_text(s, json, v, text, sizeof text))
+        return nb_fail("%s: \"%s\" is %s: expected %s", name, key, json_kind(json, v), wanted_kind(s));
+    if (v->type == NB_JSTR && strlen(v->str) != v->str_len)
+        return nb_fail("%s: \"%s\": the string holds \\u0000", name, key);
     if (is_model_row(s)) return add_model_set(f, s->name, text);
     unsigned char *given = &a->given[s - nb_settings];
     if (s->type == NB_SET_BOOL) {
-        setting_set_number(s, a->o, json_is_true(v));
-    } else if (nb_settings_arg(a, s->flag, s->type == NB_SET_STRING ? json_string_value(v) : text)) {
+        setting_set_number(s, a->o, v->b);
+    } else if (nb_settings_arg(a, s->flag, s->type == NB_SET_STRING ? v->str : text)) {
         return nb_fail("%s: \"%s\": %s", name, key, nb_last_error());
     }
     *given = 2;
@@ -138,29 +151,24 @@ void nb_train_config_free(nb_train_config_file *f) {
     if (!f) return;
     for (int i = 0; i < f->n_model_sets; i++) free(f->model_sets[i]);
     free(f->model_sets);
-    json_decref(f->root);
+    nb_json_free(&f->root);
     free(f);
 }
 
 int nb_settings_parse_config(nb_settings_args *a, const char *text, size_t n, const char *name,
                              nb_train_config_file **out) {
     *out = NULL;
-    json_error_t err;
+    nb_json_error err;
     nb_train_config_file *f = calloc(1, sizeof *f);
     if (!f) return nb_fail("out of memory");
-    f->root = json_loadb(text, n, JSON_REJECT_DUPLICATES, &err);
-    int rc = 0;
-    if (!f->root)
-        rc = nb_fail("%s:%d:%d: not valid JSON: %s", name, err.line, err.column, err.text);
-    else if (!json_is_object(f->root))
+    int rc = nb_json_read(text, n, &f->root, NB_JSON_UNIQUE_KEYS, &err);
+    if (rc && err.line)
+        nb_fail("%s:%zu:%zu: not valid JSON: %s", name, err.line, err.column, err.text);
+    else if (!rc && f->root.type != NB_JOBJ)
         rc = nb_fail("%s: the top level is %s: expected an object of settings ({\"lr\": 0.001, ...})", name,
-                     json_kind(f->root));
-    const char *key;
-    json_t *v;
-    if (!rc)
-        json_object_foreach(f->root, key, v) {
-            if ((rc = apply_key(a, f, name, key, v))) break;
-        }
+                     json_kind(text, &f->root));
+    for (size_t k = 0; !rc && k < f->root.n; k++)   /* in the file's order */
+        rc = apply_key(a, f, name, text, f->root.keys[k], &f->root.items[k]);
     if (rc) {
         nb_train_config_free(f);
         return -1;

@@ -64,12 +64,19 @@ void nb_buf_free(nb_buf *b) {
 }
 
 /* ------------------------------------------------------------ JSON reader */
-typedef struct { const char *s; size_t n, i; const char *what; int depth; } jp;
+typedef struct { const char *s; size_t n, i; int depth; unsigned flags; nb_json_error *err; } jp;
 
+/* Records where (p->i) and why the text is not JSON; the caller writes the message. */
 static int jfail(jp *p, const char *msg) {
-    size_t line = 1;
-    for (size_t k = 0; k < p->i && k < p->n; k++) line += p->s[k] == '\n';
-    return nb_fail("%s: invalid JSON at line %zu: %s", p->what, line, msg);
+    size_t line = 1, column = 1;
+    for (size_t k = 0; k < p->i && k < p->n; k++) {
+        if (p->s[k] == '\n') line++, column = 1;
+        else column++;
+    }
+    p->err->line = line;
+    p->err->column = column;
+    snprintf(p->err->text, sizeof p->err->text, "%s", msg);
+    return -1;
 }
 static void jws(jp *p) {
     while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\n' || p->s[p->i] == '\t' || p->s[p->i] == '\r')) p->i++;
@@ -159,9 +166,39 @@ static int jpush(nb_json *v, size_t *cap) {
     return 0;
 }
 
+/* A key and where it stands, for NB_JSON_UNIQUE_KEYS. */
+typedef struct { const char *key; size_t at; } jkey;
+
+static int jkey_cmp(const void *a, const void *b) {
+    const jkey *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x->at > y->at) - (x->at < y->at);
+}
+
+/* NB_JSON_UNIQUE_KEYS: the object's keys sorted (n log n, whatever a hostile file holds), the
+ * earliest second use of a key, if any, is the error's place. */
+static int unique_keys(jp *p, const nb_json *v, const size_t *key_at) {
+    if (v->n < 2) return 0;
+    jkey *k = malloc(v->n * sizeof *k);
+    if (!k) return nb_fail("out of memory");
+    for (size_t j = 0; j < v->n; j++) k[j] = (jkey){v->keys[j], key_at[j]};
+    qsort(k, v->n, sizeof *k, jkey_cmp);
+    size_t dup = (size_t)-1;
+    const char *key = NULL;
+    for (size_t j = 1; j < v->n; j++)
+        if (!strcmp(k[j - 1].key, k[j].key) && k[j].at < dup) dup = k[j].at, key = k[j].key;
+    free(k);
+    if (dup == (size_t)-1) return 0;
+    char msg[sizeof p->err->text];
+    snprintf(msg, sizeof msg, "the key \"%.48s\" given twice in one object", key);
+    p->i = dup;
+    return jfail(p, msg);
+}
+
 static int jvalue(jp *p, nb_json *v) {
     memset(v, 0, sizeof *v);
     jws(p);
+    v->at = p->i;
     if (p->i >= p->n) return jfail(p, "unexpected end");
     if (++p->depth > 200) return jfail(p, "nested too deeply");
     char c = p->s[p->i];
@@ -169,18 +206,27 @@ static int jvalue(jp *p, nb_json *v) {
     if (c == '{' || c == '[') {
         v->type = c == '{' ? NB_JOBJ : NB_JARR;
         char close = c == '{' ? '}' : ']';
-        size_t cap = 0;
+        size_t cap = 0, *key_at = NULL;   /* with NB_JSON_UNIQUE_KEYS: where each key stands */
+        int unique = v->type == NB_JOBJ && (p->flags & NB_JSON_UNIQUE_KEYS);
         p->i++;
         jws(p);
-        if (p->i < p->n && p->s[p->i] == close) { p->i++; p->depth--; return 0; }
+        if (p->i < p->n && p->s[p->i] == close) { p->i++; p->depth--; v->len = p->i - v->at; return 0; }
         for (;;) {
+            size_t old_cap = cap;
             if (jpush(v, &cap)) { r = -1; break; }
+            if (unique && cap != old_cap) {
+                size_t *grown = realloc(key_at, cap * sizeof *grown);
+                if (!grown) { r = nb_fail("out of memory"); break; }
+                key_at = grown;
+            }
             char *key = NULL;
             if (v->type == NB_JOBJ) {
                 jws(p);
-                size_t kl;
+                size_t kl, at = p->i;
                 if (p->i >= p->n || p->s[p->i] != '"') { r = jfail(p, "expected a string key"); break; }
                 if (jstring(p, &key, &kl)) { r = -1; break; }
+                if (unique && strlen(key) != kl) { free(key); p->i = at; r = jfail(p, "a key holds \\u0000"); break; }
+                if (unique) key_at[v->n] = at;
                 jws(p);
                 if (p->i >= p->n || p->s[p->i] != ':') { free(key); r = jfail(p, "expected ':'"); break; }
                 p->i++;
@@ -190,10 +236,11 @@ static int jvalue(jp *p, nb_json *v) {
             v->n++;
             jws(p);
             if (p->i < p->n && p->s[p->i] == ',') { p->i++; continue; }
-            if (p->i < p->n && p->s[p->i] == close) { p->i++; break; }
+            if (p->i < p->n && p->s[p->i] == close) { p->i++; r = unique ? unique_keys(p, v, key_at) : 0; break; }
             r = jfail(p, v->type == NB_JOBJ ? "expected ',' or '}'" : "expected ',' or ']'");
             break;
         }
+        free(key_at);
     } else if (c == '"') {
         v->type = NB_JSTR;
         r = jstring(p, &v->str, &v->str_len);
@@ -207,6 +254,8 @@ static int jvalue(jp *p, nb_json *v) {
         size_t st = p->i;
         if (p->s[p->i] == '-') p->i++;
         int digits = 0, integral = 1;
+        if (p->i + 1 < p->n && p->s[p->i] == '0' && p->s[p->i + 1] >= '0' && p->s[p->i + 1] <= '9')
+            return jfail(p, "a number with a leading zero");
         while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') { p->i++; digits++; }
         if (!digits) return jfail(p, "bad number");
         if (p->i < p->n && p->s[p->i] == '.') {
@@ -237,11 +286,14 @@ static int jvalue(jp *p, nb_json *v) {
     }
     p->depth--;
     if (r) nb_json_free(v);
+    else v->len = p->i - v->at;
     return r;
 }
 
-int nb_json_parse(const char *text, size_t len, nb_json *out, const char *what) {
-    jp p = {text, len, 0, what ? what : "JSON", 0};
+int nb_json_read(const char *text, size_t len, nb_json *out, unsigned flags, nb_json_error *err) {
+    jp p = {text, len, 0, 0, flags, err};
+    err->line = err->column = 0;
+    err->text[0] = 0;
     if (jvalue(&p, out)) return -1;
     jws(&p);
     if (p.i != p.n) {
@@ -249,6 +301,13 @@ int nb_json_parse(const char *text, size_t len, nb_json *out, const char *what) 
         return jfail(&p, "trailing characters after the value");
     }
     return 0;
+}
+
+int nb_json_parse(const char *text, size_t len, nb_json *out, const char *what) {
+    nb_json_error err;
+    if (!nb_json_read(text, len, out, 0, &err)) return 0;
+    if (!err.line) return -1;   /* out of memory, said */
+    return nb_fail("%s: invalid JSON at line %zu: %s", what ? what : "JSON", err.line, err.text);
 }
 
 void nb_json_free(nb_json *v) {

@@ -2,7 +2,7 @@
  * in delay or mitigation share seed and data order, so gaps and recoveries are taken seed by seed. */
 #include <math.h>
 #include <string.h>
-#include "experiments/report.h"
+#include "report/report.h"
 
 const char *nbx_seed_of(const nbx_report *r, const nbx_rrow *row) {
     return r->seed_axis >= 0 ? row->labels[r->seed_axis] : "";

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include "experiments/exp.h"
+#include "report/report.h"
 
 #define W 640.0
 #define H 360.0
@@ -189,4 +189,20 @@ int nbx_svg_chart_log(nb_buf *b, const char *id, const char *cls, const char *ti
     for (int k = 0; k < n_series; k++)
         if (series(b, &s[k], &x, &y, k)) return -1;
     return nb_buf_printf(b, "</svg>\n");
+}
+
+/* ------------------------------------------------------------ HTML text */
+int nbx_html(nb_buf *b, const char *s) {
+    for (; *s; s++) {
+        int r;
+        switch (*s) {
+        case '&': r = nb_buf_printf(b, "&amp;"); break;
+        case '<': r = nb_buf_printf(b, "&lt;"); break;
+        case '>': r = nb_buf_printf(b, "&gt;"); break;
+        case '"': r = nb_buf_printf(b, "&quot;"); break;
+        default: r = nb_buf_put(b, s, 1);
+        }
+        if (r) return -1;
+    }
+    return 0;
 }

@@ -8,8 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "experiments/report.h"
-#include "nobubble/experiments.h"
+#include "report/report.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/hash.h"
@@ -191,25 +190,31 @@ static int mean_curve(const report *r, int panel, int curve, cell *c) {
     return 0;
 }
 
+/* The cell's final and best losses over its finished runs (in the rows' order), their mean and sample
+ * standard deviation from nbx_paired_stats, the report's one implementation. */
 static int make_cell(const report *r, int panel, int curve, cell *c) {
     memset(c, 0, sizeof *c);
-    double sum = 0, sq = 0, best = 0;
+    double *finals = malloc(sizeof(double) * (size_t)(r->n_rows + 1));
+    double *bests = malloc(sizeof(double) * (size_t)(r->n_rows + 1));
     int n_best = 0;
+    if (!finals || !bests) {
+        free(finals);
+        free(bests);
+        return nb_fail("out of memory");
+    }
     for (int i = 0; i < r->n_rows; i++) {
         const rrow *row = &r->rows[i];
         if (!row->done || row->panel != panel || row->curve != curve) continue;
         c->n_runs++;
-        if (!isnan(row->run.final_val_loss)) { sum += row->run.final_val_loss; c->n_final++; }
-        if (!isnan(row->run.best_val_loss)) { best += row->run.best_val_loss; n_best++; }
+        if (!isnan(row->run.final_val_loss)) finals[c->n_final++] = row->run.final_val_loss;
+        if (!isnan(row->run.best_val_loss)) bests[n_best++] = row->run.best_val_loss;
     }
-    c->mean = c->n_final ? sum / c->n_final : NAN;
-    c->best_mean = n_best ? best / n_best : NAN;
-    for (int i = 0; i < r->n_rows; i++) {
-        const rrow *row = &r->rows[i];
-        if (row->done && row->panel == panel && row->curve == curve && !isnan(row->run.final_val_loss))
-            sq += (row->run.final_val_loss - c->mean) * (row->run.final_val_loss - c->mean);
-    }
-    c->sd = c->n_final > 1 ? sqrt(sq / (c->n_final - 1)) : 0;  /* sample standard deviation over seeds */
+    const nbx_paired f = nbx_paired_stats(finals, c->n_final);
+    c->mean = f.mean;
+    c->sd = f.sd;   /* sample standard deviation over seeds; 0 with fewer than 2 */
+    c->best_mean = nbx_paired_stats(bests, n_best).mean;
+    free(finals);
+    free(bests);
     return mean_curve(r, panel, curve, c);
 }
 

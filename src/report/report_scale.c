@@ -10,9 +10,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "experiments/extrap.h"
-#include "experiments/fits.h"
-#include "experiments/report.h"
+#include "report/extrap.h"
+#include "report/fits.h"
+#include "report/report.h"
 #include "util/decimal.h"
 #include "util/error.h"
 

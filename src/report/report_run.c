@@ -5,7 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "experiments/exp.h"
+#include "report/report.h"
 #include "util/error.h"
 #include "util/fs.h"
 

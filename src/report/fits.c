@@ -1,15 +1,7 @@
-/* The statistics of the scaling section's fits over a series' lengths (fits.h). Quantiles from GSL. */
-#include <gsl/gsl_cdf.h>
+/* The statistics of the scaling section's fits over a series' lengths (fits.h). Quantiles from
+ * stats.c. */
 #include <math.h>
-#include "experiments/fits.h"
-
-double nbx_t_quantile(double p, double df) { return gsl_cdf_tdist_Pinv(p, df); }
-
-void nbx_sd_interval(double sd, int n, double level, double *lo, double *hi) {
-    double df = n - 1, tail = (1 - level) / 2;
-    *lo = sd * sqrt(df / gsl_cdf_chisq_Pinv(1 - tail, df));
-    *hi = sd * sqrt(df / gsl_cdf_chisq_Pinv(tail, df));
-}
+#include "report/fits.h"
 
 nbx_welch nbx_welch_diff(nbx_paired from, nbx_paired to) {
     nbx_welch w = {.diff = to.mean - from.mean, .half = NAN, .df = NAN};

@@ -2,10 +2,10 @@
  * "Tuned rates and scaling"). Every fit takes one value per length, the mean paired gap over its
  * seeds, so that a length's seeds are never counted as independent lengths: a power law fitted to
  * the means themselves (one whose mean is <= 0 included), the change between two lengths' means
- * (Welch), and the interval of a standard deviation (the noise floor). */
-#ifndef NB_EXPERIMENTS_FITS_H
-#define NB_EXPERIMENTS_FITS_H
-#include "experiments/stats.h"
+ * (Welch). The quantiles, and the interval of a standard deviation (the noise floor), are stats.h's. */
+#ifndef NB_REPORT_FITS_H
+#define NB_REPORT_FITS_H
+#include "report/stats.h"
 
 /* The exponents the power law's search covers: |b| <= NBX_POWER_B_MAX. A gap that changes 10^10-fold
  * over tenfold tokens is no power law a study would report; past it the cells say "< -10". */
@@ -28,10 +28,4 @@ typedef struct { double diff, half, df; } nbx_welch;
 
 nbx_welch nbx_welch_diff(nbx_paired from, nbx_paired to);
 
-/* The two-sided interval at `level` (0.95) of a standard deviation sd of n >= 2 values, from the
- * chi-square distribution with n - 1 degrees of freedom (normal values assumed). */
-void nbx_sd_interval(double sd, int n, double level, double *lo, double *hi);
-
-/* Student's t quantile for any p in (0, 1) and real df > 0 (GSL). */
-double nbx_t_quantile(double p, double df);
 #endif

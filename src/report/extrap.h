@@ -2,9 +2,9 @@
  * rates and scaling"). report_scale.c gathers each series' and delayed curve's mean gap per length;
  * this file fits ln(mean gap) on ln(tokens), extrapolates with confidence intervals and writes the
  * table's rows, then the caveats that apply to the rows it fitted. */
-#ifndef NB_EXPERIMENTS_EXTRAP_H
-#define NB_EXPERIMENTS_EXTRAP_H
-#include "experiments/exp.h"
+#ifndef NB_REPORT_EXTRAP_H
+#define NB_REPORT_EXTRAP_H
+#include "report/report.h"
 
 /* One row's input: the slope table's points of a (series, curve). */
 typedef struct {

@@ -1,9 +1,31 @@
-/* Internal: a sweep's results as the report reads them (report.c), shared with the tuning and
+/* The report (`nobubble report`, docs/experiments.md): one self-contained HTML page from a sweep's
+ * folder or one run's. Not part of the installed library: the static library nb_report, which the
+ * binary and the tests that need it link (docs/architecture.md). Below the entry point: the HTML and
+ * SVG helpers, and a sweep's results as the report reads them (report.c), shared with the tuning and
  * scaling sections (report_scale.c) and the paired statistics over its runs (pairs.c). */
-#ifndef NB_EXPERIMENTS_REPORT_H
-#define NB_EXPERIMENTS_REPORT_H
+#ifndef NB_REPORT_REPORT_H
+#define NB_REPORT_REPORT_H
 #include "experiments/exp.h"
-#include "experiments/stats.h"
+#include "report/stats.h"
+
+/* Reads DIR/results.csv and each run's metrics.jsonl and summary.json, and writes one HTML page
+ * (inline SVG charts, tables) to out_path. A folder without results.csv but with summary.json is one
+ * run's (train --out): its page has the run's results, its loss curves and its summary. */
+int nb_report_write(const char *dir, const char *out_path);
+/* The one-run report: dir holds summary.json and metrics.jsonl (train --out); out_path gets the page. */
+int nbx_report_run(const char *dir, const char *out_path);
+
+/* Appends s with &, <, >, " escaped for HTML. */
+int nbx_html(nb_buf *b, const char *s);
+/* One line of a chart: n points (x, y); NAN y values break the line. color: palette index. lo, hi
+ * (NULL: none): each point's interval, drawn as a vertical bar. */
+typedef struct { const char *name; int n; const double *x, *y; int color; const double *lo, *hi; } nbx_series;
+/* An SVG line chart (640 x 360) with axes, ticks, a legend and a title, appended to b. */
+int nbx_svg_chart(nb_buf *b, const char *id, const char *cls, const char *title, const char *xlabel,
+                  const char *ylabel, const nbx_series *s, int n_series);
+/* The same with logarithmic axes where log_x / log_y: points with a value <= 0 there are left out. */
+int nbx_svg_chart_log(nb_buf *b, const char *id, const char *cls, const char *title, const char *xlabel,
+                      const char *ylabel, const nbx_series *s, int n_series, int log_x, int log_y);
 
 typedef struct {
     char *point, **labels, *status;

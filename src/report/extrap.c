@@ -7,8 +7,8 @@
  * that apply to the rows fitted. */
 #include <gsl/gsl_fit.h>
 #include <math.h>
-#include "experiments/extrap.h"
-#include "experiments/fits.h"
+#include "report/extrap.h"
+#include "report/fits.h"
 
 /* t: the 95% t quantile of the line's intervals; tj: the 97.5% one of the crossing, whose interval
  * joins the line's band and the floor's interval at 97.5% each (Bonferroni: both hold together with
