@@ -1,8 +1,9 @@
 /* The backend object (include/nobubble/backend.h, src/backend/backend.h).
  * - Opening by name: every CPU backend and bf16 suffix opens; unknown names, suffixes and the removed
  *   "matmul" are refused naming the value and the choices; NULL and "" open the build's default.
- * - Failures are recorded, not fatal: an odd K in a bf16 tile product and an allocation too large for
- *   any machine each make nb_backend_check fail once with a message naming them, then pass again.
+ * - Failures are not fatal: an odd K in a bf16 tile product is recorded, making nb_backend_check fail once
+ *   with a message naming it, then pass again; an allocation too large for any machine returns NULL at
+ *   once with its message, and records nothing.
  * - The seam: a test backend that wraps the default one counts every call. A model made on it runs its
  *   stage's forward and backward (fp32 and bf16, with a tied head) and an optimizer made on it runs
  *   Muon's and SOAP's products, and every product arrives at the wrapper: none goes around it, and the
@@ -61,8 +62,9 @@ static void check_recorded_failures(void) {
     CHECK(nb_backend_check(b) == -1 && strstr(nb_last_error(), "odd K = 3"), "odd K recorded: %s", nb_last_error());
     CHECK(nb_backend_check(b) == 0, "the record is cleared once reported");
     void *p = nb_backend_alloc(b, SIZE_MAX / 2, "a test's impossible buffer");
-    CHECK(!p && nb_backend_check(b) == -1 && strstr(nb_last_error(), "out of memory: a test's impossible buffer"),
-          "a failed allocation is recorded: %s", nb_last_error());
+    CHECK(!p && strstr(nb_last_error(), "out of memory allocating a test's impossible buffer"),
+          "a failed allocation returns NULL with its message at once: %s", nb_last_error());
+    CHECK(nb_backend_check(b) == 0, "and records nothing for a later check");
     float *q = nb_backend_alloc(b, 100, "a small buffer");
     CHECK(q && ((uintptr_t)q % 64) == 0 && q[0] == 0.0f && q[24] == 0.0f, "allocations are zeroed and aligned");
     nb_backend_free(b, q);

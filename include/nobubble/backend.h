@@ -14,8 +14,8 @@
  * "hybrid:widen" (tests run both on any machine). Every product is deterministic and independent of the
  * thread count (docs/executor.md, "Thread counts").
  *
- * Errors: a product or an allocation that fails inside a backend (out of memory, a library's failure)
- * is recorded in the backend, never exits; nb_backend_check reports it. A stage's forward and backward
+ * Errors: a product that fails inside a backend (out of memory, a library's failure) is recorded in the
+ * backend, never exits; nb_backend_check reports it. (An allocation fails at once, returning NULL.) A stage's forward and backward
  * and the optimizer's step check before they return. */
 #ifndef NOBUBBLE_BACKEND_H
 #define NOBUBBLE_BACKEND_H
@@ -27,6 +27,9 @@ typedef struct nb_backend nb_backend;
  * An unknown name fails, listing the choices. Close with nb_backend_close. */
 int nb_backend_open(const char *spec, nb_backend **out);
 void nb_backend_close(nb_backend *b);
+/* 0 when spec names a backend of this build (as nb_backend_open reads it), else -1 with its message: a
+ * name checked without opening anything (no memory, no device), for validating settings. */
+int nb_backend_known(const char *spec);
 /* The process's default backend (the build's default, opened on first use and never closed): what a
  * model or an optimizer made without one uses. */
 const nb_backend *nb_backend_default(void);
@@ -36,7 +39,7 @@ const char *nb_backend_label(const nb_backend *b);
 /* "tiles, hybrid, onednn or openblas (with :onednn or :widen for the bf16 products)": for help texts
  * and errors. */
 const char *nb_backend_choices(void);
-/* 0 when every product and allocation since the last check succeeded; otherwise -1 with the first
+/* 0 when every product since the last check succeeded; otherwise -1 with the first
  * failure's message (and the record cleared). Waits for the backend's queued work first (a device's). */
 int nb_backend_check(const nb_backend *b);
 /* 1 where b's bf16 products run on bf16 instructions (not widened). */

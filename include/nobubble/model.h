@@ -120,7 +120,8 @@ typedef struct nb_model {
 
 /* Builds the stages on backend (NULL: nb_backend_default()), which must outlive the model.
  * blocks_per_stage may be NULL for an even split (earlier stages take the remainder); otherwise its
- * n_stages entries must be >= 0 and sum to n_layers. */
+ * n_stages entries must be >= 0 and sum to n_layers. On -1 (a bad split, or memory that ran out)
+ * nothing is left allocated. */
 int nb_model_create(nb_model *m, const nb_config *cfg, int n_stages, const int *blocks_per_stage,
                     const nb_backend *backend);
 /* The same stages with their tensor tables only (no weights, gradients or scratch): what a memory
@@ -146,6 +147,7 @@ void nb_model_sum_tied_grads(nb_model *m);
 const nb_tensor *nb_model_find(const nb_model *m, const char *name, nb_stage **stage_out);
 
 /* ---- running a stage ---- */
+/* NULL (nb_last_error) when B x T does not fit the stage's context or memory runs out. */
 nb_acts *nb_acts_create(const nb_stage *s, int B, int T);
 void nb_acts_free(nb_acts *a);
 /* Bytes of one activation slot for micro-batches of B x T: what each micro-batch in flight holds. */
@@ -170,7 +172,8 @@ int nb_stage_forward(const nb_stage *s, const float *w, long version, nb_acts *a
                      const float *x_in, const int *targets, float *loss);
 /* Backward of the micro-batch held in a, on the same weights w as its forward. The last
  * stage seeds from its loss times loss_scale (1/M when M micro-batches are accumulated);
- * the others read dout[B*T*d]. Gradients are added to s->grads. */
+ * the others read dout[B*T*d]. Gradients are added to s->grads. Both return -1 when memory for
+ * their scratch runs out (backward's gradients are then partial). */
 int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, const float *dout, float loss_scale);
 /* version (both): a number that names w's contents, the step whose weights w holds, so that a bf16
  * stage casts each version once and keeps the cast while the version lives; NB_VERSION_NONE when

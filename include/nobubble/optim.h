@@ -65,8 +65,9 @@ void nb_optimizer_free(nb_optimizer *o);
 size_t nb_optimizer_state_bytes(const nb_optim_params *p, const nb_tensor *tensors, int n_tensors,
                                 size_t *scratch_per_thread);
 /* d = U(grads, state, w, lr) for every tensor; embed and gain tensors of Muon, NorMuon, SOAP and MARS
- * use aux_lr. Advances the state (and the step count). */
-void nb_optimizer_step(nb_optimizer *o, const float *grads, const float *w, float lr, float aux_lr, float *d);
+ * use aux_lr. Advances the state (and the step count). -1 (nb_last_error) when memory for its scratch runs
+ * out or SOAP's eigen-decomposition fails: the state is then partly advanced, and the run must stop. */
+int nb_optimizer_step(nb_optimizer *o, const float *grads, const float *w, float lr, float aux_lr, float *d);
 /* The run's precision (NB_PRECISION_FP32, the default, or NB_PRECISION_BF16; AUTO is refused: resolve it
  * first). Under bf16, Muon's and NorMuon's Newton-Schulz products take bf16 operands with fp32
  * accumulation (docs/precision.md); the state, the other rules and the step d stay fp32. */

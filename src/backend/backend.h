@@ -11,8 +11,9 @@
  * stage (messages between stages, checkpoints, the weights hash), copied through to_host/from_host.
  *
  * Row-major throughout:  C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, op(X) = X^T when the
- * matching trans flag is set; lda/ldb/ldc are row strides. A failure (out of memory, a library's
- * error) is recorded in the backend and reported by nb_backend_check; C is then unspecified. */
+ * matching trans flag is set; lda/ldb/ldc are row strides. A product's failure (out of memory, a
+ * library's error) is recorded in the backend and reported by nb_backend_check; C is then unspecified.
+ * The memory calls report at once instead (alloc returns NULL with nb_fail). */
 #ifndef NB_BACKEND_BACKEND_H
 #define NB_BACKEND_BACKEND_H
 #include <stddef.h>
@@ -32,7 +33,8 @@ typedef struct nb_backend_ops {
                       ptrdiff_t aks, const float *B, ptrdiff_t ldb, int accumulate, float *C, ptrdiff_t ldc);
     void (*tile_gemm_bf16)(const nb_backend *b, int M, int N, int K, float alpha, const nb_bf16 *A, ptrdiff_t lda,
                            const nb_bf16 *B, ptrdiff_t ldb, int accumulate, float *C, ptrdiff_t ldc);
-    /* Zeroed memory of the backend (NULL after recording the failure), and its release. */
+    /* Zeroed memory of the backend, and its release. Unlike the products, memory reports at once: NULL
+     * with nb_fail naming `what` (the calling thread's error), nothing recorded. */
     void *(*alloc)(const nb_backend *b, size_t bytes, const char *what);
     void (*free)(const nb_backend *b, void *p);
     /* Copies between the backend's memory and the host's. */

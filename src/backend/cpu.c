@@ -2,12 +2,12 @@
  * the operation table every one of them shares. A failure inside a product is recorded here, in the
  * backend, and reported by nb_backend_check: the layers and the optimizer rules have no error path of
  * their own, as a device's queued kernels have none (a CUDA error is read at the next synchronization). */
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "backend/cpu.h"
+#include "backend/failure.h"
+#include "util/alloc.h"
 #include "util/error.h"
 
 /* Each backend names who runs A^T B (tn) and who runs the other products (fn).
@@ -42,30 +42,17 @@ static const char *const default_name = "tiles";
 static const char *const default_name = "hybrid";
 #endif
 
-const char *nb_backend_choices(void) {
-    return "tiles, hybrid, onednn or openblas (with :onednn or :widen for the bf16 products)";
-}
+const char *nb_cpu_default_name(void) { return default_name; }
 
 /* A backend's state: its choice of libraries and the first failure since the last check. */
 typedef struct {
     nb_cpu_config config;
-    atomic_int failed;
-    pthread_mutex_t lock;
-    char message[512];
+    nb_failure failure;
 } cpu_state;
 
 static cpu_state *state_of(const nb_backend *b) { return b->impl; }
 
-/* Keeps the calling thread's last error (nb_fail's) as the backend's failure, unless one is kept. */
-static void record(const nb_backend *b) {
-    cpu_state *s = state_of(b);
-    pthread_mutex_lock(&s->lock);
-    if (!atomic_load(&s->failed)) {
-        snprintf(s->message, sizeof s->message, "%s", nb_last_error());
-        atomic_store(&s->failed, 1);
-    }
-    pthread_mutex_unlock(&s->lock);
-}
+static void record(const nb_backend *b) { nb_failure_keep(&state_of(b)->failure); }
 
 static void cpu_gemm(const nb_backend *b, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                      int lda, const float *B, int ldb, float beta, float *C, int ldc) {
@@ -101,15 +88,8 @@ static void cpu_tile_gemm_bf16(const nb_backend *b, int M, int N, int K, float a
 
 /* Host memory, 64-byte aligned (a cache line, an AVX-512 vector), zeroed. */
 static void *cpu_alloc(const nb_backend *b, size_t bytes, const char *what) {
-    const size_t rounded = (bytes + 63) / 64 * 64;
-    void *p = rounded >= bytes ? aligned_alloc(64, rounded ? rounded : 64) : NULL;
-    if (!p) {
-        nb_fail("out of memory: %s (%zu bytes)", what, bytes);
-        record(b);
-        return NULL;
-    }
-    memset(p, 0, rounded);
-    return p;
+    (void)b;
+    return nb_alloc_aligned(bytes, what);
 }
 
 static void cpu_free(const nb_backend *b, void *p) {
@@ -123,19 +103,11 @@ static void cpu_copy(const nb_backend *b, void *dst, const void *src, size_t byt
 }
 
 /* Nothing is queued on the CPU: every product has finished when it returns. */
-static int cpu_check(const nb_backend *b) {
-    cpu_state *s = state_of(b);
-    if (!atomic_load(&s->failed)) return 0;
-    pthread_mutex_lock(&s->lock);
-    nb_fail("%s", s->message);
-    atomic_store(&s->failed, 0);
-    pthread_mutex_unlock(&s->lock);
-    return -1;
-}
+static int cpu_check(const nb_backend *b) { return nb_failure_take(&state_of(b)->failure); }
 
 static void cpu_close(nb_backend *b) {
     cpu_state *s = state_of(b);
-    pthread_mutex_destroy(&s->lock);
+    nb_failure_destroy(&s->failure);
     free(s);
     free(b);
 }
@@ -166,26 +138,28 @@ static int parse_spec(const char *spec, const variant **v, int *bf16_onednn) {
     if (colon && !strcmp(colon + 1, "onednn")) *bf16_onednn = 1;
     else if (colon && !strcmp(colon + 1, "widen")) *bf16_onednn = 0;
     else if (colon) *v = NULL;
-    return *v ? 0 : nb_fail("backend '%s': expected %s", spec, nb_backend_choices());
+    return *v ? 0 : nb_fail("backend '%s': not a CPU backend", spec);
 }
 
-int nb_backend_open(const char *spec, nb_backend **out) {
-    *out = NULL;
-    if (!spec || !*spec) spec = default_name;
-    if (strlen(spec) >= sizeof ((nb_backend *)0)->name) return nb_fail("backend '%.40s...': name too long", spec);
+int nb_cpu_known(const char *spec) {
+    const variant *v;
+    int bf16_onednn;
+    return parse_spec(spec, &v, &bf16_onednn) == 0;
+}
+
+int nb_cpu_open(const char *spec, nb_backend **out) {
     const variant *v;
     int bf16_onednn;
     if (parse_spec(spec, &v, &bf16_onednn)) return -1;
-    nb_backend *b = calloc(1, sizeof *b);
-    cpu_state *s = calloc(1, sizeof *s);
-    if (!b || !s) {
+    nb_backend *b = nb_calloc(1, sizeof *b, "a backend");
+    cpu_state *s = b ? nb_calloc(1, sizeof *s, "a backend's state") : NULL;
+    if (!s) {
         free(b);
-        free(s);
-        return nb_fail("out of memory opening backend '%s'", spec);
+        return -1;
     }
     s->config = (nb_cpu_config){v->fn, v->tn, v->fn_is_onednn, v->tn_own_order,
                                 bf16_onednn >= 0 ? bf16_onednn : nb_bf16_native()};
-    pthread_mutex_init(&s->lock, NULL);
+    nb_failure_init(&s->failure);
     b->ops = &cpu_ops;
     snprintf(b->name, sizeof b->name, "%s", spec);
     b->label = v->label;
@@ -196,24 +170,3 @@ int nb_backend_open(const char *spec, nb_backend **out) {
     *out = b;
     return 0;
 }
-
-void nb_backend_close(nb_backend *b) {
-    if (b) b->ops->close(b);
-}
-
-static nb_backend *default_backend;
-static pthread_once_t default_once = PTHREAD_ONCE_INIT;
-
-static void open_default(void) {
-    if (nb_backend_open(NULL, &default_backend)) default_backend = NULL;
-}
-
-const nb_backend *nb_backend_default(void) {
-    pthread_once(&default_once, open_default);
-    return default_backend;
-}
-
-const char *nb_backend_name(const nb_backend *b) { return b->name; }
-const char *nb_backend_label(const nb_backend *b) { return b->label; }
-int nb_backend_check(const nb_backend *b) { return b->ops->check(b); }
-int nb_backend_bf16_native(const nb_backend *b) { return b->bf16_native; }

@@ -7,6 +7,12 @@
 #include <stddef.h>
 #include "backend/backend.h"
 
+/* cpu.c: a CPU backend by name ("tiles", "hybrid:widen"; the name already checked for length), and the
+ * build's default name. */
+int nb_cpu_open(const char *spec, nb_backend **out);
+int nb_cpu_known(const char *spec);  /* 1 when spec names a CPU backend */
+const char *nb_cpu_default_name(void);
+
 /* One library's product, nb_gemm's conventions. */
 typedef int (*nb_cpu_gemm_fn)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                               const float *B, int ldb, float beta, float *C, int ldc);

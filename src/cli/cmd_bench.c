@@ -76,6 +76,7 @@ static int bench_fits(const nb_config *cfg, const nb_optim_params *op, const nb_
 
 static int bench_one(const nb_config *cfg, const nb_optim_params *op, const nb_delay_options *delay,
                      nb_precision precision, int B, int T, int steps, bench_result *out) {
+    memset(out, 0, sizeof *out);
     nb_model m;
     if (nb_model_create(&m, cfg, 1, NULL, cli_backend())) return -1;
     nb_model_init(&m, 1);
@@ -102,6 +103,7 @@ static int bench_one(const nb_config *cfg, const nb_optim_params *op, const nb_d
     for (int i = 0; i < B * T; i++) { tok[i] = rand() % cfg->vocab_size; tgt[i] = rand() % cfg->vocab_size; }
     double *times = malloc(sizeof(double) * (size_t)(steps + 2)), *opt_times = malloc(sizeof(double) * (size_t)(steps + 2));
     double *gemm_times = malloc(sizeof(double) * (size_t)(steps + 2)), *outside = malloc(sizeof(double) * (size_t)(steps + 2));
+    int rc = 0;
     for (int i = 0; i < steps + 2; i++) {
         nb_gemm_timing(1);
         double t0 = nb_now(), upd = 0, dist = 0;
@@ -109,12 +111,14 @@ static int bench_one(const nb_config *cfg, const nb_optim_params *op, const nb_d
         const int version = i - nb_stash_tau(stash, i) > 0 ? i - nb_stash_tau(stash, i) : 0;
         float loss;
         nb_model_zero_grads(&m);
-        nb_stage_forward(s, w, version, a, tok, NULL, tgt, &loss);
-        nb_stage_backward(s, w, version, a, NULL, 1.0f);
+        if (nb_stage_forward(s, w, version, a, tok, NULL, tgt, &loss) || nb_stage_backward(s, w, version, a, NULL, 1.0f)) {
+            rc = -1;
+            break;
+        }
         nb_model_sum_tied_grads(&m);
         nb_stash_taylor(stash, s->grads, s->params, i);
         double t1 = nb_now();
-        nb_optimizer_step(opt, s->grads, s->params, 1e-4f, 1e-4f, d);
+        if ((rc = nb_optimizer_step(opt, s->grads, s->params, 1e-4f, 1e-4f, d))) break;
         nb_stash_apply(stash, s->params, d, i, &upd, &dist);
         times[i] = nb_now() - t0;
         opt_times[i] = nb_now() - t1;
@@ -122,6 +126,7 @@ static int bench_one(const nb_config *cfg, const nb_optim_params *op, const nb_d
         outside[i] = 1.0 - gemm_times[i] / times[i];
     }
     nb_gemm_timing(0);
+    if (rc) goto done;  /* nb_last_error says why */
     out->B = B;
     out->T = T;
     out->precision = precision;
@@ -135,12 +140,13 @@ static int bench_one(const nb_config *cfg, const nb_optim_params *op, const nb_d
     out->scratch_bytes = (double)nb_stage_scratch_bytes(s, B, T);           /* once per stage */
     out->weight_bytes = sizeof(float) * (double)s->n_params;
     out->delay_bytes = (double)nb_stash_bytes(stash);
+done:
     free(times); free(opt_times); free(gemm_times); free(outside); free(tok); free(tgt); free(d);
     nb_stash_free(stash);
     nb_optimizer_free(opt);
     nb_acts_free(a);
     nb_model_free(&m);
-    return 0;
+    return rc;
 }
 
 /* Splits flag's comma-separated list into buf (size bytes) and items; returns the count, 1 to max, or

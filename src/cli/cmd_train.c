@@ -272,12 +272,10 @@ static int train_command(int argc, char **argv, nb_train_config_file **file) {
         return 2;
     }
     if (!o.gemm) o.gemm = cli_backend_env();
-    nb_backend *gemm_check;
-    if (nb_backend_open(o.gemm, &gemm_check)) {
+    if (nb_backend_known(o.gemm)) {
         fprintf(stderr, "nobubble train: --gemm: %s\n", nb_last_error());
         return 2;
     }
-    nb_backend_close(gemm_check);
     if (cli_check_threads("train", "--threads", t.threads) ||
         cli_check_threads("train", "--threads-per-stage", o.threads_per_stage))
         return 2;

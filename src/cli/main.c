@@ -56,11 +56,15 @@ static int open_env_backend(void) {
     if (getenv("NB_BF16_GEMM")) {  /* its choice is now a suffix of the backend's name: never ignore it */
         fprintf(stderr, "nobubble: environment variable NB_BF16_GEMM is no longer read: name the bf16 path in NB_GEMM "
                         "or train's --gemm (e.g. NB_GEMM=tiles:widen or hybrid:onednn), and unset it\n");
-        return -1;
+        return 2;
+    }
+    if (nb_backend_known(getenv("NB_GEMM"))) {
+        fprintf(stderr, "nobubble: environment variable NB_GEMM: %s\n", nb_last_error());
+        return 2;
     }
     if (!nb_backend_open(getenv("NB_GEMM"), &env_backend)) return 0;
     fprintf(stderr, "nobubble: environment variable NB_GEMM: %s\n", nb_last_error());
-    return -1;
+    return 1;  /* a good name that could not be opened (memory, no GPU): not a usage error */
 }
 
 const nb_backend *cli_backend(void) { return env_backend; }
@@ -78,7 +82,8 @@ static int run_command(const subcommand *c, int argc, char **argv) {
         fprintf(stderr, "nobubble %s: %s\n", c->name, nb_last_error());
         return 1;
     }
-    if (open_env_backend()) return 2;
+    int env_rc = open_env_backend();
+    if (env_rc) return env_rc;
     const int rc = c->run(argc, argv);
     nb_backend_close(env_backend);
     return rc;

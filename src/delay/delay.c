@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "nobubble/delay.h"
+#include "util/alloc.h"
 #include "util/error.h"
 
 /* Indexed by nb_delay_mode. */
@@ -84,8 +85,8 @@ struct nb_stash {
 int nb_stash_create(nb_stash **out, const nb_delay_options *o, int stage, int n_stages, int total_steps,
                     const float *w0, size_t n) {
     *out = NULL;
-    nb_stash *s = calloc(1, sizeof *s);
-    if (!s) return nb_fail("out of memory");
+    nb_stash *s = nb_calloc(1, sizeof *s, "a stash of weight versions");
+    if (!s) return -1;
     s->o = *o;
     s->stage = stage;
     s->n_stages = n_stages;
@@ -93,16 +94,16 @@ int nb_stash_create(nb_stash **out, const nb_delay_options *o, int stage, int n_
     s->tau_max = nb_delay_tau_max(o, stage, n_stages);
     s->n = n;
     if (s->tau_max > 0) {
-        s->versions = malloc(sizeof(float) * n * (size_t)s->tau_max);
-        if (!s->versions) {
-            int tau_max = s->tau_max;
+        char what[64];
+        snprintf(what, sizeof what, "%d stashed weight versions", s->tau_max);
+        if (!(s->versions = nb_calloc(n * (size_t)s->tau_max, sizeof(float), what))) {
             nb_stash_free(s);
-            return nb_fail("out of memory for %d weight versions", tau_max);
+            return -1;
         }
         for (int k = 0; k < s->tau_max; k++) memcpy(s->versions + (size_t)k * n, w0, sizeof(float) * n);
-        if (o->ef && !(s->d_prev = calloc(n ? n : 1, sizeof(float)))) {
+        if (o->ef && !(s->d_prev = nb_calloc(n, sizeof(float), "the error-feedback buffer"))) {
             nb_stash_free(s);
-            return nb_fail("out of memory for the error-feedback buffer");
+            return -1;
         }
     }
     *out = s;

@@ -21,6 +21,7 @@
 #include "backend/backend.h"
 #include "layers/fastmath.h"
 #include "layers/layers.h"
+#include "util/error.h"
 
 enum { QBLOCK = 64, KBLOCK = 64 }; /* query rows per block; keys per cache block of a product */
 
@@ -120,8 +121,7 @@ static void layout(att_scratch *s, carver *c, int T, int hd, int backward, int n
 }
 
 /* A thread's scratch from the backend's memory, zeroed (the padding of every packed operand stays 0).
- * Without it (s.mem NULL) the backend has recorded the failure, which the stage reports; the thread
- * then skips its share of the work. */
+ * s.mem is NULL, with this thread's nb_last_error, when memory runs out. */
 static att_scratch scratch_new(const nb_backend *be, int T, int hd, int backward, int native) {
     att_scratch s = {.Tp = row_stride(be, T), .hdp = round_up(hd, be->tile_width)};
     carver size = {0};
@@ -131,6 +131,13 @@ static att_scratch scratch_new(const nb_backend *be, int T, int hd, int backward
     carver carve = {(char *)s.mem, 0};
     layout(&s, &carve, T, hd, backward, native);
     return s;
+}
+
+/* A thread whose scratch could not be had keeps its message for the pass to return once the parallel
+ * region ends (no thread may leave a region early, and each thread has its own nb_last_error). */
+static void keep_failure(char *why, size_t size) {
+#pragma omp critical(nb_attention_failure)
+    snprintf(why, size, "%s", nb_last_error());
 }
 
 /* dst[k][t] = src[t][k] for T rows of hd values (row stride ld): keys along dst's rows (row stride Tp).
@@ -304,20 +311,22 @@ static void pack_block_pairs(nb_bf16 *X2, int hdp, const float *X, int ld, int n
         for (int j = 0; j < hd; j++) X2[(size_t)(nq / 2) * 2 * hdp + 2 * (size_t)j + 1] = 0;
 }
 
-void attention_forward(const nb_backend *be, float *out, nb_bf16 *out16, float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd,
-                       int bf16) {
+int attention_forward(const nb_backend *be, float *out, nb_bf16 *out16, float *lse, const float *qkv, int B, int T, int H,
+                      int Hkv, int hd, int bf16) {
     const int dq = H * hd, dkv = Hkv * hd, stride = dq + 2 * dkv, group = H / Hkv;
     const float scale = 1.0f / sqrtf((float)hd);
+    char why[1024] = ""; /* a thread's failure (keep_failure) */
 #pragma omp parallel
     {
         const int native = native_bf16(be, bf16, hd);
         att_scratch w = scratch_new(be, T, hd, 0, native);
+        if (!w.mem) keep_failure(why, sizeof why);
         const int ldS = w.Tp;
         int packed = -1; /* the (sequence, kv head) whose K^T and V the scratch holds */
 #pragma omp for schedule(static) collapse(2)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++) {
-                if (!w.mem) continue;
+                if (!w.mem) continue; /* the pass has failed: this thread's share is skipped */
                 const float *base = qkv + (size_t)b * T * stride;
                 const float *K = base + dq + (h / group) * hd, *V = base + dq + dkv + (h / group) * hd;
                 if (packed != b * Hkv + h / group) { /* consecutive heads of a thread's share often share it */
@@ -370,23 +379,26 @@ void attention_forward(const nb_backend *be, float *out, nb_bf16 *out16, float *
             }
         nb_backend_free(be, w.mem);
     }
+    return why[0] ? nb_fail("%s", why) : 0;
 }
 
-void attention_backward(const nb_backend *be, float *dqkv, const float *dout, const float *out, const float *lse, const float *qkv,
-                        int B, int T, int H, int Hkv, int hd, int bf16) {
+int attention_backward(const nb_backend *be, float *dqkv, const float *dout, const float *out, const float *lse,
+                       const float *qkv, int B, int T, int H, int Hkv, int hd, int bf16) {
     const int dq = H * hd, dkv = Hkv * hd, stride = dq + 2 * dkv, group = H / Hkv;
     const float scale = 1.0f / sqrtf((float)hd);
     /* The query heads that share a kv head all add into its dk and dv, so they stay in one
      * task and no two threads write the same rows. */
+    char why[1024] = ""; /* a thread's failure (keep_failure) */
 #pragma omp parallel
     {
         const int native = native_bf16(be, bf16, hd);
         att_scratch w = scratch_new(be, T, hd, 1, native);
+        if (!w.mem) keep_failure(why, sizeof why);
         const int ldS = w.Tp;
 #pragma omp for schedule(static) collapse(2)
         for (int b = 0; b < B; b++)
             for (int kvh = 0; kvh < Hkv; kvh++) {
-                if (!w.mem) continue;
+                if (!w.mem) continue; /* the pass has failed: this thread's share is skipped */
                 const float *base = qkv + (size_t)b * T * stride;
                 float *dbase = dqkv + (size_t)b * T * stride;
                 const float *K = base + dq + kvh * hd, *V = base + dq + dkv + kvh * hd;
@@ -460,4 +472,5 @@ void attention_backward(const nb_backend *be, float *dqkv, const float *dout, co
             }
         nb_backend_free(be, w.mem);
     }
+    return why[0] ? nb_fail("%s", why) : 0;
 }

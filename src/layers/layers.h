@@ -66,11 +66,13 @@ void rope_backward_cast_bf16(nb_bf16 *dx16, const float *dx, int B, int T, int s
  * rounds q, k and v themselves (in qkv), so that backward sees the same values. */
 /* out16 (NULL: none) also receives out cast to bf16, each block as it is computed (the o-projection's operand
  * under bf16): bitwise nb_bf16_cast of out afterwards. */
-void attention_forward(const nb_backend *be, float *out, nb_bf16 *out16, float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd,
-                       int bf16);
+/* Both return -1 (nb_last_error) when a thread's scratch cannot be allocated; the outputs are then
+ * partial. */
+int attention_forward(const nb_backend *be, float *out, nb_bf16 *out16, float *lse, const float *qkv, int B, int T, int H,
+                      int Hkv, int hd, int bf16);
 /* dqkv (overwritten, same packing as qkv) from dout, recomputing probabilities from lse. */
-void attention_backward(const nb_backend *be, float *dqkv, const float *dout, const float *out, const float *lse, const float *qkv,
-                        int B, int T, int H, int Hkv, int hd, int bf16);
+int attention_backward(const nb_backend *be, float *dqkv, const float *dout, const float *out, const float *lse,
+                       const float *qkv, int B, int T, int H, int Hkv, int hd, int bf16);
 
 /* gu[N][2F] holds (gate | up); h = silu(gate) * up */
 void swiglu_forward(float *h, const float *gu, int N, int F);

@@ -2,20 +2,11 @@
  * arrays a micro-batch's backward reads; the scratch is one set of grow-only buffers per stage for what
  * a pass needs only while it runs (the gradients of a block's tensors, a chunk of logits, the float32
  * values that a bf16 slot keeps in bf16), so that each micro-batch in flight holds only its slot. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "model/acts.h"
+#include "util/alloc.h"
 #include "util/error.h"
-
-static void *alloc_or_die(size_t bytes, const char *what) {
-    void *p = calloc(1, bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "nobubble: out of memory allocating %zu bytes of %s\n", bytes, what);
-        exit(3);
-    }
-    return p;
-}
 
 /* ---- slots ---- */
 
@@ -87,21 +78,20 @@ nb_acts *nb_acts_create(const nb_stage *s, int B, int T) {
                 s->cfg.context);
         return NULL;
     }
-    nb_acts *a = alloc_or_die(sizeof *a, "an activation slot");
+    nb_acts *a = nb_calloc(1, sizeof *a, "an activation slot");
+    if (!a) return NULL;
     a->B = B;
     a->T = T;
     a->n_blocks = s->n_blocks;
     a->d = s->cfg.d_model;
     a->precision = s->precision;
     a->logit_rows = stage_logit_rows(s, B * T);
-    a->blocks = alloc_or_die(sizeof(block_acts) * (size_t)(s->n_blocks ? s->n_blocks : 1), "an activation slot");
+    a->blocks = nb_calloc((size_t)s->n_blocks, sizeof(block_acts), "an activation slot's table of blocks");
     a->bytes = carve(a, s, NULL);
-    a->memory = aligned_alloc(64, a->bytes ? a->bytes : 64);
-    if (!a->memory) {
-        fprintf(stderr, "nobubble: out of memory allocating %zu bytes of activations\n", a->bytes);
-        exit(3);
+    if (!a->blocks || !(a->memory = nb_alloc_aligned(a->bytes, "an activation slot's activations"))) {
+        nb_acts_free(a);
+        return NULL;
     }
-    memset(a->memory, 0, a->bytes);
     carve(a, s, a->memory);
     return a;
 }
@@ -153,15 +143,22 @@ static size_t scratch_bytes(const nb_stage *s, scratch_id id, int N) {
     }
 }
 
-struct nb_stage_scratch *stage_scratch_new(void) { return alloc_or_die(sizeof(struct nb_stage_scratch), "scratch"); }
+struct nb_stage_scratch *stage_scratch_new(void) {
+    return nb_calloc(1, sizeof(struct nb_stage_scratch), "a stage's table of scratch buffers");
+}
 
+/* A buffer is allocated (1 byte at least) even where it is 0 bytes, so that NULL only means failure. */
 void *stage_scratch(const nb_stage *s, scratch_id id, int N) {
     struct nb_stage_scratch *w = s->scratch;
-    if ((unsigned)id >= SCR_COUNT) return NULL;
+    if ((unsigned)id >= SCR_COUNT) {
+        nb_fail("stage %d: scratch buffer %d: expected 0 to %d", s->index, (int)id, SCR_COUNT - 1);
+        return NULL;
+    }
     const size_t need = scratch_bytes(s, id, N);
-    if (need > w->bytes[id]) {
+    if (!w->buffer[id] || need > w->bytes[id]) {
         free(w->buffer[id]);
-        w->buffer[id] = alloc_or_die(need, "scratch");
+        w->bytes[id] = 0;
+        if (!(w->buffer[id] = nb_calloc(need, 1, "a stage's scratch"))) return NULL;
         w->bytes[id] = need;
     }
     return w->buffer[id];

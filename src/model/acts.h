@@ -63,8 +63,10 @@ typedef enum {
     SCR_COUNT
 } scratch_id;
 
-/* Buffer id sized for micro-batches of N rows (grown on demand, contents not kept between calls). */
+/* Buffer id sized for micro-batches of N rows (grown on demand, contents not kept between calls); NULL
+ * (nb_last_error) when memory runs out. */
 void *stage_scratch(const nb_stage *s, scratch_id id, int N);
+/* NULL (nb_last_error) when memory runs out. */
 struct nb_stage_scratch *stage_scratch_new(void);
 void stage_scratch_release(nb_stage *s);
 #endif

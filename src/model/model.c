@@ -4,16 +4,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include "model/stage.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/hash.h"
 #include "util/rng.h"
 
-/* The model's stages on backend be; with allocate, their weights, gradients, scratch and RoPE tables too. */
+/* The model's stages on backend be; with allocate, their weights, gradients, scratch and RoPE tables too.
+ * On failure nothing stays allocated. */
 static int make_stages(nb_model *m, const nb_config *cfg, int n_stages, const int *blocks_per_stage, int allocate,
                        const nb_backend *be) {
     memset(m, 0, sizeof *m);
     if (nb_config_validate(cfg)) return -1;
-    if (!be && !(be = nb_backend_default())) return nb_fail("no backend: the default one could not be opened");
+    if (!be && !(be = nb_backend_default())) return nb_fail("the default backend could not be opened: %s", nb_last_error());
     if (n_stages < 1 || n_stages > cfg->n_layers)
         return nb_fail("stages = %d: expected 1 <= stages <= n_layers (%d)", n_stages, cfg->n_layers);
     int sum = 0;
@@ -24,15 +26,18 @@ static int make_stages(nb_model *m, const nb_config *cfg, int n_stages, const in
     if (blocks_per_stage && sum != cfg->n_layers)
         return nb_fail("the stage split assigns %d blocks: expected n_layers = %d", sum, cfg->n_layers);
     m->cfg = *cfg;
-    m->n_stages = n_stages;
-    m->stages = calloc((size_t)n_stages, sizeof(nb_stage));
-    if (!m->stages) return nb_fail("out of memory");
+    m->stages = nb_calloc((size_t)n_stages, sizeof(nb_stage), "the model's table of stages");
+    if (!m->stages) return -1;
+    m->n_stages = n_stages;  /* once the table exists, which freeing reads */
     int first = 0;
     for (int i = 0; i < n_stages; i++) {
         int n = blocks_per_stage ? blocks_per_stage[i]
                                  : cfg->n_layers / n_stages + (i < cfg->n_layers % n_stages ? 1 : 0);
-        if (allocate) nb_stage_init(&m->stages[i], cfg, i, n_stages, first, n);
-        else nb_stage_layout(&m->stages[i], cfg, i, n_stages, first, n);
+        if (allocate ? nb_stage_init(&m->stages[i], cfg, i, n_stages, first, n)
+                     : nb_stage_layout(&m->stages[i], cfg, i, n_stages, first, n)) {
+            nb_model_free(m);  /* the stages not reached are zero, which releasing skips */
+            return -1;
+        }
         m->stages[i].backend = be;
         first += n;
     }
@@ -68,8 +73,8 @@ void nb_model_keep_only(nb_model *m, int stage) {
 int nb_model_alloc_stage(nb_model *m, int stage) {
     nb_stage *s = &m->stages[stage];
     if (s->params) return 0;
-    if (!(s->params = calloc(s->n_params, sizeof(float))))
-        return nb_fail("out of memory for the weights of stage %d (%zu floats)", stage, s->n_params);
+    if (!(s->params = nb_calloc(s->n_params, sizeof(float), "a stage's weights")))
+        return nb_fail("stage %d: %s", stage, nb_last_error());
     return 0;
 }
 

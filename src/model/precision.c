@@ -3,10 +3,10 @@
  * version's number, which the caller gives (a stashed version's weights never change while it lives);
  * the least recently used entry makes room. (The stage's scratch, bf16 operands included, is
  * model/acts.c's.) */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "model/stage.h"
+#include "util/alloc.h"
 #include "util/error.h"
 
 struct nb_bf16_state {
@@ -15,15 +15,6 @@ struct nb_bf16_state {
     nb_bf16 **copy;
     nb_bf16 *unnamed;                 /* weights the caller could not name: cast on every call */
 };
-
-static void *alloc_or_die(size_t bytes) {
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "nobubble: out of memory allocating %zu bytes for bf16 weights or scratch\n", bytes);
-        exit(3);
-    }
-    return p;
-}
 
 const char *nb_precision_name(nb_precision p) {
     return p == NB_PRECISION_BF16 ? "bf16" : p == NB_PRECISION_AUTO ? "auto" : "fp32";
@@ -36,7 +27,7 @@ nb_precision nb_precision_choose(nb_precision p) {
 
 static void free_state(struct nb_bf16_state *b) {
     if (!b) return;
-    for (int i = 0; i < b->capacity; i++) free(b->copy[i]);
+    for (int i = 0; b->copy && i < b->capacity; i++) free(b->copy[i]);
     free(b->copy);
     free(b->version);
     free(b->last_use);
@@ -57,17 +48,17 @@ int nb_stage_set_precision(nb_stage *s, nb_precision p, int versions) {
     stage_precision_release(s);
     s->precision = p;
     if (p == NB_PRECISION_FP32) return 0;
-    struct nb_bf16_state *b = alloc_or_die(sizeof *b);
-    memset(b, 0, sizeof *b);
+    struct nb_bf16_state *b = nb_calloc(1, sizeof *b, "a stage's bf16 state");
+    if (!b) return -1;
     b->capacity = versions;
-    b->version = alloc_or_die(sizeof(long) * versions);
-    b->last_use = alloc_or_die(sizeof(long) * versions);
-    b->copy = alloc_or_die(sizeof(nb_bf16 *) * versions);
-    for (int i = 0; i < versions; i++) {
-        b->version[i] = -2;
-        b->last_use[i] = 0;
-        b->copy[i] = NULL;
+    b->version = nb_calloc((size_t)versions, sizeof(long), "a stage's bf16 version table");
+    b->last_use = nb_calloc((size_t)versions, sizeof(long), "a stage's bf16 version table");
+    b->copy = nb_calloc((size_t)versions, sizeof(nb_bf16 *), "a stage's bf16 version table");
+    if (!b->version || !b->last_use || !b->copy) {
+        free_state(b);
+        return -1;
     }
+    for (int i = 0; i < versions; i++) b->version[i] = -2;
     s->bf16 = b;
     return 0;
 }
@@ -81,7 +72,8 @@ int nb_model_set_precision(nb_model *m, nb_precision p, int versions) {
 const nb_bf16 *stage_bf16_weights(const nb_stage *s, const float *w, long version) {
     struct nb_bf16_state *b = s->bf16;
     if (version < 0) {
-        if (!b->unnamed) b->unnamed = alloc_or_die(sizeof(nb_bf16) * s->n_params);
+        if (!b->unnamed && !(b->unnamed = nb_alloc(sizeof(nb_bf16) * s->n_params, "a stage's bf16 weights")))
+            return NULL;
         nb_bf16_cast(b->unnamed, w, s->n_params);
         return b->unnamed;
     }
@@ -93,7 +85,8 @@ const nb_bf16 *stage_bf16_weights(const nb_stage *s, const float *w, long versio
         }
         if (b->last_use[i] < b->last_use[victim]) victim = i;
     }
-    if (!b->copy[victim]) b->copy[victim] = alloc_or_die(sizeof(nb_bf16) * s->n_params);
+    if (!b->copy[victim] && !(b->copy[victim] = nb_alloc(sizeof(nb_bf16) * s->n_params, "a stage's bf16 weights")))
+        return NULL;
     nb_bf16_cast(b->copy[victim], w, s->n_params);
     b->version[victim] = version;
     b->last_use[victim] = ++b->clock;

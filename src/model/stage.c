@@ -8,6 +8,7 @@
 #include "layers/layers.h"
 #include "model/acts.h"
 #include "model/stage.h"
+#include "util/alloc.h"
 #include "util/error.h"
 
 /* The nine tensors of a block, in memory order. q, k and v are adjacent, and so are gate and
@@ -48,16 +49,7 @@ static void layout_tensors(nb_stage *s) {
     }
 }
 
-static void *checked_calloc(size_t n, size_t size) {
-    void *p = calloc(n ? n : 1, size);
-    if (!p) {
-        fprintf(stderr, "nobubble: out of memory allocating %zu bytes\n", n * size);
-        exit(3);
-    }
-    return p;
-}
-
-void nb_stage_layout(nb_stage *s, const nb_config *cfg, int index, int count, int first_block, int n_blocks) {
+int nb_stage_layout(nb_stage *s, const nb_config *cfg, int index, int count, int first_block, int n_blocks) {
     memset(s, 0, sizeof *s);
     s->cfg = *cfg;
     s->index = index;
@@ -66,21 +58,27 @@ void nb_stage_layout(nb_stage *s, const nb_config *cfg, int index, int count, in
     s->n_blocks = n_blocks;
     s->has_embed = index == 0;
     s->has_head = index == count - 1;
-    s->tensors = checked_calloc((size_t)n_blocks * TENSORS_PER_BLOCK + 3, sizeof(nb_tensor));
+    s->tensors = nb_calloc((size_t)n_blocks * TENSORS_PER_BLOCK + 3, sizeof(nb_tensor), "a stage's tensor table");
+    if (!s->tensors) return -1;
     layout_tensors(s);
+    return 0;
 }
 
 int nb_stage_init(nb_stage *s, const nb_config *cfg, int index, int count, int first_block, int n_blocks) {
-    nb_stage_layout(s, cfg, index, count, first_block, n_blocks);
-    s->params = checked_calloc(s->n_params, sizeof(float));
-    s->grads = checked_calloc(s->n_params, sizeof(float));
+    if (nb_stage_layout(s, cfg, index, count, first_block, n_blocks)) return -1;
     dims m = stage_dims(cfg);
-    if (s->has_head && s->has_embed && cfg->tied) s->tied_head_grad = checked_calloc((size_t)m.V * m.d, sizeof(float));
+    const int tied_head = s->has_head && s->has_embed && cfg->tied, half = m.hd / 2;
+    s->params = nb_calloc(s->n_params, sizeof(float), "a stage's weights");
+    s->grads = nb_calloc(s->n_params, sizeof(float), "a stage's gradients");
+    if (tied_head) s->tied_head_grad = nb_calloc((size_t)m.V * m.d, sizeof(float), "the tied head's gradient");
     s->scratch = stage_scratch_new();
+    s->rope_cos = nb_calloc((size_t)cfg->context * half, sizeof(float), "the RoPE tables");
+    s->rope_sin = nb_calloc((size_t)cfg->context * half, sizeof(float), "the RoPE tables");
+    if (!s->params || !s->grads || (tied_head && !s->tied_head_grad) || !s->scratch || !s->rope_cos || !s->rope_sin) {
+        nb_stage_release(s);
+        return nb_fail("stage %d: %s", index, nb_last_error());  /* the allocation that failed said what */
+    }
     /* Rotation angles in double, rounded once: pos * theta^(-2i/hd). */
-    int half = m.hd / 2;
-    s->rope_cos = checked_calloc((size_t)cfg->context * half, sizeof(float));
-    s->rope_sin = checked_calloc((size_t)cfg->context * half, sizeof(float));
     for (int t = 0; t < cfg->context; t++)
         for (int i = 0; i < half; i++) {
             double angle = t * pow(cfg->rope_theta, -2.0 * i / m.hd);
@@ -136,15 +134,16 @@ static block_grads backward_scratch(const nb_stage *s, int N) {
     return d;
 }
 
-static void block_forward(const nb_stage *s, const block_weights *w, block_acts *b, const float *x, float *out,
-                          int B, int T) {
+/* Each pass below returns -1 (nb_last_error) when its scratch or attention's cannot be allocated. */
+static int block_forward(const nb_stage *s, const block_weights *w, block_acts *b, const float *x, float *out,
+                         int B, int T) {
     dims m = stage_dims(&s->cfg);
     int N = B * T;
     float eps = (float)s->cfg.norm_eps;
     rmsnorm_forward(b->ln1, b->rstd1, x, w->ln1, N, m.d, eps);
     linear_forward(s->backend, b->qkv, 0.0f, b->ln1, w->wqkv, N, m.d, m.qkv);
     rope_forward(b->qkv, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
-    attention_forward(s->backend, b->att, NULL, b->lse, b->qkv, B, T, m.H, m.Hkv, m.hd, 0);
+    if (attention_forward(s->backend, b->att, NULL, b->lse, b->qkv, B, T, m.H, m.Hkv, m.hd, 0)) return -1;
     /* Residual adds are folded into the output GEMMs: copy the stream, then beta = 1. */
     memcpy(b->mid, x, sizeof(float) * (size_t)N * m.d);
     linear_forward(s->backend, b->mid, 1.0f, b->att, w->wo, N, m.dq, m.d);
@@ -153,10 +152,11 @@ static void block_forward(const nb_stage *s, const block_weights *w, block_acts 
     swiglu_forward(b->h, b->gu, N, m.F);
     memcpy(out, b->mid, sizeof(float) * (size_t)N * m.d);
     linear_forward(s->backend, out, 1.0f, b->h, w->wdown, N, m.F, m.d);
+    return 0;
 }
 
-static void block_backward(const nb_stage *s, const block_weights *w, const block_weights *g, block_acts *b,
-                           const block_grads *d, const float *x, int B, int T) {
+static int block_backward(const nb_stage *s, const block_weights *w, const block_weights *g, block_acts *b,
+                          const block_grads *d, const float *x, int B, int T) {
     dims m = stage_dims(&s->cfg);
     int N = B * T;
     float *dres = d->dres;
@@ -167,10 +167,11 @@ static void block_backward(const nb_stage *s, const block_weights *w, const bloc
     rmsnorm_backward(dres, (float *)g->ln2, d->dln, b->mid, w->ln2, b->rstd2, N, m.d);
     /* attention branch */
     linear_backward(s->backend, d->datt, 0.0f, (float *)g->wo, dres, b->att, w->wo, N, m.dq, m.d);
-    attention_backward(s->backend, d->dqkv, d->datt, b->att, b->lse, b->qkv, B, T, m.H, m.Hkv, m.hd, 0);
+    if (attention_backward(s->backend, d->dqkv, d->datt, b->att, b->lse, b->qkv, B, T, m.H, m.Hkv, m.hd, 0)) return -1;
     rope_backward(d->dqkv, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
     linear_backward(s->backend, d->dln, 0.0f, (float *)g->wqkv, d->dqkv, b->ln1, w->wqkv, N, m.d, m.qkv);
     rmsnorm_backward(dres, (float *)g->ln1, d->dln, x, w->ln1, b->rstd1, N, m.d);
+    return 0;
 }
 
 /* ---- the same under bf16: the products through nb_gemm_bf16 on the version's bf16 copy (w16) ----
@@ -187,17 +188,18 @@ static block_weights16 weights16_of_block(const nb_stage *s, const nb_bf16 *w16,
     return b;
 }
 
-static void block_forward_bf16(const nb_stage *s, const block_weights *w, const block_weights16 *w16, block_acts *b,
-                               const float *x, float *out, int B, int T) {
+static int block_forward_bf16(const nb_stage *s, const block_weights *w, const block_weights16 *w16, block_acts *b,
+                              const float *x, float *out, int B, int T) {
     dims m = stage_dims(&s->cfg);
     int N = B * T;
     const float eps = (float)s->cfg.norm_eps;
     float *qkv = stage_scratch(s, SCR_QKV, N), *att = stage_scratch(s, SCR_ATT, N), *gu = stage_scratch(s, SCR_GU, N);
+    if (!qkv || !att || !gu) return -1;
     rmsnorm_forward_bf16(b->ln1b, b->rstd1, x, w->ln1, N, m.d, eps);
     linear_forward_bf16(s->backend, qkv, 0.0f, b->ln1b, w16->wqkv, N, m.d, m.qkv);
     /* q, k, v rotated and rounded as attention's bf16 operands, and kept in bf16, in one pass */
     rope_forward_bf16(qkv, b->qkvb, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
-    attention_forward(s->backend, att, b->attb, b->lse, qkv, B, T, m.H, m.Hkv, m.hd, 1);  /* O kept in bf16 as computed */
+    if (attention_forward(s->backend, att, b->attb, b->lse, qkv, B, T, m.H, m.Hkv, m.hd, 1)) return -1;  /* O kept in bf16 */
     memcpy(b->mid, x, sizeof(float) * (size_t)N * m.d);
     linear_forward_bf16(s->backend, b->mid, 1.0f, b->attb, w16->wo, N, m.dq, m.d);
     rmsnorm_forward_bf16(b->ln2b, b->rstd2, b->mid, w->ln2, N, m.d, eps);
@@ -206,16 +208,18 @@ static void block_forward_bf16(const nb_stage *s, const block_weights *w, const 
     swiglu_forward_cast_bf16(b->hb, b->gub, gu, N, m.F);
     memcpy(out, b->mid, sizeof(float) * (size_t)N * m.d);
     linear_forward_bf16(s->backend, out, 1.0f, b->hb, w16->wdown, N, m.F, m.d);
+    return 0;
 }
 
-static void block_backward_bf16(const nb_stage *s, const block_weights *w, const block_weights16 *w16,
-                                const block_weights *g, block_acts *b, const block_grads *d, const float *x, int B,
-                                int T) {
+static int block_backward_bf16(const nb_stage *s, const block_weights *w, const block_weights16 *w16,
+                               const block_weights *g, block_acts *b, const block_grads *d, const float *x, int B,
+                               int T) {
     dims m = stage_dims(&s->cfg);
     int N = B * T;
     float *dres = d->dres;
     nb_bf16 *dy16 = stage_scratch(s, SCR_DY16, N);
     float *qkv = stage_scratch(s, SCR_QKV, N), *att = stage_scratch(s, SCR_ATT, N);
+    if (!dy16 || !qkv || !att) return -1;
     /* MLP branch */
     linear_backward_bf16(s->backend, d->dh, 0.0f, (float *)g->wdown, dres, b->hb, w16->wdown, N, m.F, m.d, dy16);
     swiglu_backward_bf16_cast(dy16, d->dh, b->gub, N, m.F);  /* dgu straight to its bf16 operand */
@@ -226,17 +230,19 @@ static void block_backward_bf16(const nb_stage *s, const block_weights *w, const
     nb_bf16_round(d->datt, (size_t)N * m.dq);  /* dO as attention's bf16 operand */
     nb_bf16_widen(qkv, b->qkvb, (size_t)N * m.qkv);
     nb_bf16_widen(att, b->attb, (size_t)N * m.dq);
-    attention_backward(s->backend, d->dqkv, d->datt, att, b->lse, qkv, B, T, m.H, m.Hkv, m.hd, 1);
+    if (attention_backward(s->backend, d->dqkv, d->datt, att, b->lse, qkv, B, T, m.H, m.Hkv, m.hd, 1)) return -1;
     rope_backward_cast_bf16(dy16, d->dqkv, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
     linear_backward_bf16_cast(s->backend, d->dln, 0.0f, (float *)g->wqkv, 1.0f, dy16, b->ln1b, w16->wqkv, N, m.d, m.qkv);
     rmsnorm_backward(dres, (float *)g->ln1, d->dln, x, w->ln1, b->rstd1, N, m.d);
+    return 0;
 }
 
 /* ---- the head and the loss, by chunks of rows ---- */
 
 static int whole_logits(const nb_acts *a) { return a->logit_rows == a->B * a->T; }
 
-/* Where the float32 logits of rows r0.. go: their place in an fp32 slot's whole logits, else the scratch. */
+/* Where the float32 logits of rows r0.. go: their place in an fp32 slot's whole logits, else the scratch
+ * (NULL when it cannot be allocated). */
 static float *chunk_logits(const nb_stage *s, nb_acts *a, int r0) {
     if (a->precision != NB_PRECISION_BF16 && whole_logits(a)) return a->logits + (size_t)r0 * s->cfg.vocab_size;
     return stage_scratch(s, SCR_LOGITS, a->B * a->T);
@@ -255,8 +261,8 @@ static void head_product(const nb_stage *s, const float *w, const nb_bf16 *w16, 
  * head's weight gradient. A slot that keeps one chunk recomputes its logits first. Under bf16 the
  * gradient of the logits is (softmax - onehot) / N in bf16, kept by the forward for whole slots; the
  * loss scale multiplies both products (their alpha). */
-static void head_backward(nb_stage *s, const float *w, const nb_bf16 *w16, nb_acts *a, float *dln_all,
-                          float loss_scale) {
+static int head_backward(nb_stage *s, const float *w, const nb_bf16 *w16, nb_acts *a, float *dln_all,
+                         float loss_scale) {
     dims m = stage_dims(&s->cfg);
     const int N = a->B * a->T;
     float *dhead = s->tied_head_grad ? s->tied_head_grad : s->grads + s->tensors[s->n_tensors - 1].offset;
@@ -264,9 +270,11 @@ static void head_backward(nb_stage *s, const float *w, const nb_bf16 *w16, nb_ac
     for (int r0 = 0; r0 < N; r0 += a->logit_rows) {
         const int rows = N - r0 < a->logit_rows ? N - r0 : a->logit_rows;
         float *z = chunk_logits(s, a, r0), *dln = dln_all + (size_t)r0 * m.d;
+        if (!z) return -1;
         if (!whole_logits(a)) head_product(s, w, w16, a, z, r0, rows);
         if (w16) {
             nb_bf16 *dz16 = whole_logits(a) ? a->dlogits + (size_t)r0 * m.V : stage_scratch(s, SCR_DY16, N);
+            if (!dz16) return -1;
             if (!whole_logits(a)) cross_entropy_grad_bf16(dz16, z, a->ce_lse + r0, a->targets + r0, rows, m.V, N);
             linear_backward_bf16_cast(s->backend, dln, 0.0f, dhead, loss_scale, dz16, a->lnfb + (size_t)r0 * m.d, w16 + (head - w),
                                       rows, m.d, m.V);
@@ -275,11 +283,12 @@ static void head_backward(nb_stage *s, const float *w, const nb_bf16 *w16, nb_ac
             linear_backward(s->backend, dln, 0.0f, dhead, z, a->lnf + (size_t)r0 * m.d, head, rows, m.d, m.V);
         }
     }
+    return 0;
 }
 
 /* The final norm, the head and the loss (in float32, from float32 logits); a bf16 slot of whole rows
  * keeps the logits' gradient in bf16 instead of the logits (fused into the loss, as llm.c does). */
-static void head_forward(const nb_stage *s, const float *w, const nb_bf16 *w16, nb_acts *a) {
+static int head_forward(const nb_stage *s, const float *w, const nb_bf16 *w16, nb_acts *a) {
     dims m = stage_dims(&s->cfg);
     const int N = a->B * a->T;
     const float *xf = a->res + (size_t)s->n_blocks * N * m.d;
@@ -290,6 +299,7 @@ static void head_forward(const nb_stage *s, const float *w, const nb_bf16 *w16, 
     for (int r0 = 0; r0 < N; r0 += a->logit_rows) {
         const int rows = N - r0 < a->logit_rows ? N - r0 : a->logit_rows;
         float *z = chunk_logits(s, a, r0);
+        if (!z) return -1;
         head_product(s, w, w16, a, z, r0, rows);
         if (w16 && whole_logits(a))
             total += cross_entropy_forward_grad_bf16(a->ce_lse + r0, a->dlogits + (size_t)r0 * m.V, z, a->targets + r0,
@@ -298,25 +308,27 @@ static void head_forward(const nb_stage *s, const float *w, const nb_bf16 *w16, 
             total += cross_entropy_forward(a->ce_lse + r0, z, a->targets + r0, rows, m.V);
     }
     a->loss = (float)(total / N);
+    return 0;
 }
 
 /* The blocks, then (last stage) the final norm, head and loss. */
-static void stage_body_forward(const nb_stage *s, const float *w, long version, nb_acts *a) {
+static int stage_body_forward(const nb_stage *s, const float *w, long version, nb_acts *a) {
     dims m = stage_dims(&s->cfg);
     int B = a->B, T = a->T, N = B * T;
     const nb_bf16 *w16 = s->precision == NB_PRECISION_BF16 ? stage_bf16_weights(s, w, version) : NULL;
+    if (s->precision == NB_PRECISION_BF16 && !w16) return -1;
     for (int l = 0; l < s->n_blocks; l++) {
         block_weights bw = weights_of_block(s, w, l);
         const float *x = a->res + (size_t)l * N * m.d;
         float *out = a->res + (size_t)(l + 1) * N * m.d;
         if (w16) {
             block_weights16 bw16 = weights16_of_block(s, w16, l);
-            block_forward_bf16(s, &bw, &bw16, &a->blocks[l], x, out, B, T);
-        } else {
-            block_forward(s, &bw, &a->blocks[l], x, out, B, T);
+            if (block_forward_bf16(s, &bw, &bw16, &a->blocks[l], x, out, B, T)) return -1;
+        } else if (block_forward(s, &bw, &a->blocks[l], x, out, B, T)) {
+            return -1;
         }
     }
-    if (s->has_head) head_forward(s, w, w16, a);
+    return s->has_head ? head_forward(s, w, w16, a) : 0;
 }
 
 int nb_stage_forward(const nb_stage *s, const float *w, long version, nb_acts *a, const int *tokens,
@@ -342,7 +354,7 @@ int nb_stage_forward(const nb_stage *s, const float *w, long version, nb_acts *a
             if (targets[n] < 0 || targets[n] >= m.V)
                 return nb_fail("target id %d at position %d is outside the vocabulary [0, %d)", targets[n], n, m.V);
     if (s->has_head) memcpy(a->targets, targets, sizeof(int) * (size_t)N);
-    stage_body_forward(s, w, version, a);
+    if (stage_body_forward(s, w, version, a)) return -1;
     if (nb_backend_check(s->backend)) return nb_fail("stage %d, forward: %s", s->index, nb_last_error());
     if (s->has_head && loss) *loss = a->loss;
     return 0;
@@ -356,10 +368,12 @@ int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, con
                        nb_precision_name(a->precision), nb_precision_name(s->precision));
     const nb_bf16 *w16 = s->precision == NB_PRECISION_BF16 ? stage_bf16_weights(s, w, version) : NULL;
     const block_grads d = backward_scratch(s, N);
+    if ((s->precision == NB_PRECISION_BF16 && !w16) || !d.dres || !d.dln || !d.dqkv || !d.datt || !d.dgu || !d.dh)
+        return -1;
     if (s->has_head) {
         int norm_index = final_norm_index(s);
         const float *xf = a->res + (size_t)s->n_blocks * N * m.d;
-        head_backward(s, w, w16, a, d.dln, loss_scale);
+        if (head_backward(s, w, w16, a, d.dln, loss_scale)) return -1;
         memset(d.dres, 0, sizeof(float) * (size_t)N * m.d);
         rmsnorm_backward(d.dres, s->grads + s->tensors[norm_index].offset, d.dln, xf,
                          w + s->tensors[norm_index].offset, a->rstdf, N, m.d);
@@ -371,9 +385,9 @@ int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, con
         const float *x = a->res + (size_t)l * N * m.d;
         if (w16) {
             block_weights16 bw16 = weights16_of_block(s, w16, l);
-            block_backward_bf16(s, &bw, &bw16, &bg, &a->blocks[l], &d, x, B, T);
-        } else {
-            block_backward(s, &bw, &bg, &a->blocks[l], &d, x, B, T);
+            if (block_backward_bf16(s, &bw, &bw16, &bg, &a->blocks[l], &d, x, B, T)) return -1;
+        } else if (block_backward(s, &bw, &bg, &a->blocks[l], &d, x, B, T)) {
+            return -1;
         }
     }
     if (s->has_embed) embedding_backward(s->grads + s->tensors[0].offset, d.dres, a->tokens, N, m.d);

@@ -4,8 +4,9 @@
 #include "backend/backend.h"
 #include "nobubble/model.h"
 
-/* The stage's fields and tensor table only (nb_model_layout); nb_stage_init also allocates. */
-void nb_stage_layout(nb_stage *s, const nb_config *cfg, int index, int count, int first_block, int n_blocks);
+/* The stage's fields and tensor table only (nb_model_layout); nb_stage_init also allocates. Both return -1
+ * (nb_last_error) when memory runs out, having released what they took. */
+int nb_stage_layout(nb_stage *s, const nb_config *cfg, int index, int count, int first_block, int n_blocks);
 int nb_stage_init(nb_stage *s, const nb_config *cfg, int index, int count, int first_block, int n_blocks);
 void nb_stage_release(nb_stage *s);
 
@@ -17,7 +18,7 @@ block_weights weights_of_block(const nb_stage *s, const float *w, int l);
 const float *final_norm_weights(const nb_stage *s, const float *w);  /* the last stage */
 const float *head_weights(const nb_stage *s, const float *w);        /* the last stage */
 
-/* A bf16 stage's weight versions (precision.c). */
+/* A bf16 stage's weight versions (precision.c); NULL (nb_last_error) when memory runs out. */
 const nb_bf16 *stage_bf16_weights(const nb_stage *s, const float *w, long version);
 /* Bytes of bf16 weight copies the stage may hold (its capacity, once filled). */
 size_t stage_bf16_bytes(const nb_stage *s);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "optim/rules.h"
+#include "util/alloc.h"
 #include "util/error.h"
 
 static const char *const names[NB_OPT_COUNT] = {"sgd", "adamw", "muon", "lion", "adan", "mars", "soap", "normuon"};
@@ -120,15 +121,17 @@ int rule_buffers(rule_kind rule, const nb_tensor *t, const nb_optim_params *p, c
     return 0;
 }
 
+static void scratch_free(scratch *s) {
+    for (int i = 0; i < 4; i++) free(s->f[i]);
+    for (int i = 0; i < 3; i++) free(s->d[i]);
+    free(s->h);
+}
+
 void nb_optimizer_free(nb_optimizer *o) {
     if (!o) return;
     for (int i = 0; i < o->n_tensors; i++)
         for (int b = 0; b < o->ts[i].n_buf; b++) free(o->ts[i].buf[b]);
-    for (int k = 0; k < o->n_scratch; k++) {
-        for (int i = 0; i < 4; i++) free(o->s[k].f[i]);
-        for (int i = 0; i < 3; i++) free(o->s[k].d[i]);
-        free(o->s[k].h);
-    }
+    for (int k = 0; k < o->n_scratch; k++) scratch_free(&o->s[k]);
     free(o->s);
     for (int i = 0; i < o->n_states; i++) free(o->state_names[i]);
     free(o->state_names);
@@ -192,8 +195,8 @@ static int costlier_first(const void *a, const void *b) {
 /* The order in which the matrices are handed to the threads: costliest first, so that the last ones to
  * start are the cheapest and the threads finish together (each matrix's result does not depend on it). */
 static int order_by_cost(nb_optimizer *o) {
-    costed *c = malloc(sizeof(costed) * (size_t)(o->n_tensors ? o->n_tensors : 1));
-    o->by_cost = malloc(sizeof(int) * (size_t)(o->n_tensors ? o->n_tensors : 1));
+    costed *c = nb_calloc((size_t)o->n_tensors, sizeof(costed), "the optimizer's order of matrices");
+    o->by_cost = nb_calloc((size_t)o->n_tensors, sizeof(int), "the optimizer's order of matrices");
     if (!c || !o->by_cost) {
         free(c);
         return -1;
@@ -206,23 +209,28 @@ static int order_by_cost(nb_optimizer *o) {
     return 0;
 }
 
+/* One thread's scratch, whole or not at all: a scratch that is counted is always complete, so that a
+ * step after a failed one never reads a missing buffer. */
+static int scratch_alloc(scratch *s, const nb_optimizer *o) {
+    static const char what[] = "the optimizer's scratch of one thread";
+    int ok = 1;
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < 4 && ok; i++) ok = (s->f[i] = nb_alloc(sizeof(float) * o->scratch_sizes[i], what)) != NULL;
+    for (int i = 0; i < 2 && ok; i++) ok = (s->d[i] = nb_alloc(sizeof(double) * o->scratch_side2, what)) != NULL;
+    if (ok) ok = (s->h = nb_alloc(sizeof(nb_bf16) * o->scratch_bf16, what)) != NULL;
+    if (!ok) scratch_free(s);
+    return ok ? 0 : -1;
+}
+
 /* Makes sure there is one scratch per thread (the thread count can change between steps). */
 static int ensure_scratch(nb_optimizer *o, int threads) {
     if (threads <= o->n_scratch) return 0;
-    scratch *grown = realloc(o->s, sizeof(scratch) * (size_t)threads);
-    if (!grown) return nb_fail("out of memory for optimizer scratch");
+    scratch *grown = nb_realloc(o->s, sizeof(scratch) * (size_t)threads, "the optimizer's table of scratch");
+    if (!grown) return -1;
     o->s = grown;
     for (int k = o->n_scratch; k < threads; k++) {
-        memset(&o->s[k], 0, sizeof(scratch));
-        o->n_scratch = k + 1;  /* counted before allocating, so that free releases what exists */
-        for (int i = 0; i < 4; i++)
-            if (!(o->s[k].f[i] = malloc(sizeof(float) * o->scratch_sizes[i])))
-                return nb_fail("out of memory for optimizer scratch");
-        for (int i = 0; i < 2; i++)
-            if (!(o->s[k].d[i] = malloc(sizeof(double) * o->scratch_side2)))
-                return nb_fail("out of memory for optimizer scratch");
-        if (!(o->s[k].h = malloc(sizeof(nb_bf16) * o->scratch_bf16)))
-            return nb_fail("out of memory for optimizer scratch");
+        if (scratch_alloc(&o->s[k], o)) return -1;
+        o->n_scratch = k + 1;
     }
     return 0;
 }
@@ -252,18 +260,33 @@ size_t nb_optimizer_state_bytes(const nb_optim_params *p, const nb_tensor *tenso
     return state;
 }
 
+/* The names of the `total` state buffers, "rule.buffer:tensor", in the order of nb_optimizer_state. */
+static int name_states(nb_optimizer *o, int total) {
+    if (!(o->state_names = nb_calloc((size_t)total, sizeof(char *), "the optimizer state's names"))) return -1;
+    for (int i = 0; i < o->n_tensors; i++)
+        for (int b = 0; b < o->ts[i].n_buf; b++) {
+            if (!o->ts[i].buf_len[b]) continue;
+            char name[160];
+            snprintf(name, sizeof name, "%s.%s:%s", rule_names[o->ts[i].rule], o->ts[i].buf_name[b], o->ts[i].t->name);
+            char *copy = nb_alloc(strlen(name) + 1, "an optimizer state's name");
+            if (!copy) return -1;
+            o->state_names[o->n_states++] = memcpy(copy, name, strlen(name) + 1);
+        }
+    return 0;
+}
+
 int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_tensor *tensors, int n_tensors,
                         size_t n_params, const nb_backend *backend) {
     *out = NULL;
-    if (!backend && !(backend = nb_backend_default())) return nb_fail("no backend: the default one could not be opened");
+    if (!backend && !(backend = nb_backend_default())) return nb_fail("the default backend could not be opened: %s", nb_last_error());
     if (nb_optim_validate(p)) return -1;
-    nb_optimizer *o = calloc(1, sizeof *o);
-    if (!o) return nb_fail("out of memory");
+    nb_optimizer *o = nb_calloc(1, sizeof *o, "an optimizer");
+    if (!o) return -1;
     o->p = *p;
     o->be = backend;
-    o->n_tensors = n_tensors;
-    o->ts = calloc((size_t)(n_tensors ? n_tensors : 1), sizeof(tensor_state));
-    if (!o->ts) { nb_optimizer_free(o); return nb_fail("out of memory"); }
+    o->ts = nb_calloc((size_t)n_tensors, sizeof(tensor_state), "the optimizer's table of tensors");
+    if (!o->ts) { nb_optimizer_free(o); return -1; }
+    o->n_tensors = n_tensors;  /* once the table exists, which freeing reads */
     int total = 0;
     for (int i = 0; i < n_tensors; i++) {
         tensor_state *ts = &o->ts[i];
@@ -274,25 +297,19 @@ int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_t
         }
         plan_tensor(ts, p, t);
         for (int b = 0; b < ts->n_buf; b++) {
-            if (ts->buf_len[b] && !(ts->buf[b] = calloc(ts->buf_len[b], sizeof(float)))) {
+            char what[160];
+            snprintf(what, sizeof what, "the optimizer state of %s", t->name);
+            if (ts->buf_len[b] && !(ts->buf[b] = nb_calloc(ts->buf_len[b], sizeof(float), what))) {
                 nb_optimizer_free(o);
-                return nb_fail("out of memory for optimizer state of %s", t->name);
+                return -1;
             }
             total += ts->buf_len[b] > 0;
         }
     }
-    o->state_names = calloc((size_t)(total ? total : 1), sizeof(char *));
-    for (int i = 0; i < n_tensors && o->state_names; i++)
-        for (int b = 0; b < o->ts[i].n_buf; b++) {
-            if (!o->ts[i].buf_len[b]) continue;
-            char name[160];
-            snprintf(name, sizeof name, "%s.%s:%s", rule_names[o->ts[i].rule], o->ts[i].buf_name[b], tensors[i].name);
-            o->state_names[o->n_states++] = strdup(name);
-        }
     size_scratch(o);
-    if (!o->state_names || order_by_cost(o) || ensure_scratch(o, omp_get_max_threads())) {
+    if (name_states(o, total) || order_by_cost(o) || ensure_scratch(o, omp_get_max_threads())) {
         nb_optimizer_free(o);
-        return nb_fail("out of memory for optimizer state");
+        return -1;  /* the allocation that failed said what */
     }
     *out = o;
     return 0;
@@ -320,37 +337,34 @@ static int tensor_step(nb_optimizer *o, tensor_state *ts, const rule_ctx *main_c
     return 0;
 }
 
-void nb_optimizer_step(nb_optimizer *o, const float *grads, const float *w, float lr, float aux_lr, float *d) {
+int nb_optimizer_step(nb_optimizer *o, const float *grads, const float *w, float lr, float aux_lr, float *d) {
     /* Muon's, NorMuon's and SOAP's matrices run in parallel, one tensor per thread with its own scratch (their
      * GEMMs then run on one thread each, so the result does not depend on the thread count); the
      * element-wise rules run one tensor after another, each loop parallel inside. */
     int threads = omp_get_max_threads();
-    if (ensure_scratch(o, threads)) {
-        fprintf(stderr, "nobubble: %s\n", nb_last_error());
-        exit(3);
-    }
-    int failed = -1;
+    if (ensure_scratch(o, threads)) return -1;
+    char why[1024] = "";  /* a failing tensor's message, which is its thread's nb_last_error */
 #pragma omp parallel for schedule(dynamic, 1)
     for (int k = 0; k < o->n_matrix; k++) {
         const int i = o->by_cost[k];
         tensor_state *ts = &o->ts[i];
         rule_ctx ctx = {&o->p, lr, o->steps, &o->s[omp_get_thread_num()], o->bf16, o->be};
         if (tensor_step(o, ts, &ctx, &ctx, grads, w, d)) {
-            /* LAPACK failing on a finite symmetric matrix: only with NaN/Inf gradients, which the
-             * trainer stops on before they reach the optimizer. (The message is this thread's.) */
-#pragma omp critical
-            {
-                fprintf(stderr, "nobubble: SOAP: %s (tensor %s)\n", nb_last_error(), ts->t->name);
-                failed = i;
-            }
+            /* SOAP: out of memory, or LAPACK failing on a finite symmetric matrix (only with NaN/Inf
+             * gradients, which the trainer stops on before they reach the optimizer). No thread may leave
+             * the loop: the step returns the error after it. */
+#pragma omp critical(nb_optimizer_failure)
+            snprintf(why, sizeof why, "SOAP: %s (tensor %s)", nb_last_error(), ts->t->name);
         }
     }
-    if (failed >= 0) abort();
+    if (why[0]) return nb_fail("%s", why);
     rule_ctx main_ctx = {&o->p, lr, o->steps, &o->s[0], o->bf16, o->be},
              aux_ctx = {&o->p, aux_lr, o->steps, &o->s[0], o->bf16, o->be};
     for (int i = 0; i < o->n_tensors; i++)
         if (!is_matrix_rule(o->ts[i].rule)) tensor_step(o, &o->ts[i], &main_ctx, &aux_ctx, grads, w, d);
+    if (nb_backend_check(o->be)) return nb_fail("optimizer step: %s", nb_last_error());
     o->steps++;
+    return 0;
 }
 
 int nb_optimizer_set_precision(nb_optimizer *o, nb_precision p) {

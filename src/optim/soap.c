@@ -10,6 +10,7 @@
 #include <string.h>
 #include "backend/backend.h"
 #include "optim/rules.h"
+#include "util/alloc.h"
 #include "util/linalg.h"
 
 /* buffers: 0 m, 1 v, 2 L, 3 R, 4 QL, 5 QR (L, QL absent when the left side is not preconditioned) */
@@ -17,7 +18,7 @@ enum { M_, V_, L_, R_, QL_, QR_ };
 
 /* Q <- eigenvectors of S (n x n float), through double. */
 static int eigenbasis(const float *S, float *Q, int n, double *a, double *q) {
-    double *w = malloc(sizeof(double) * (size_t)n);
+    double *w = nb_alloc(sizeof(double) * (size_t)n, "SOAP's eigenvalues");
     if (!w) return -1;
     for (size_t i = 0; i < (size_t)n * n; i++) a[i] = S[i];
     int rc = nb_sym_eig(n, a, q, w);

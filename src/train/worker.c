@@ -14,6 +14,7 @@
 #include "train/exec.h"
 #include "train/run.h"
 #include "train/state.h"
+#include "util/alloc.h"
 #include "util/clock.h"
 #include "util/error.h"
 
@@ -193,7 +194,7 @@ static int apply(stage *w, int t) {
         if (!old) return -1;
         w->stats.version_sq = nb_distance_sq(st->params, old, st->tensors, st->n_tensors);
     }
-    nb_optimizer_step(w->opt, st->grads, st->params, lr, aux_lr, w->d);
+    if (nb_optimizer_step(w->opt, st->grads, st->params, lr, aux_lr, w->d)) return -1;
     nb_stash_apply(w->stash, st->params, w->d, t, NULL, NULL);
     w->stats.update_sq = nb_grad_sum_squares(w->d, st->tensors, st->n_tensors);
     if (!isfinite(w->stats.update_sq)) return diverged(w, t, "the update's norm", sqrt(w->stats.update_sq));
@@ -390,20 +391,20 @@ static int stage_alloc(stage *w) {
     nb_stage *st = w->st;
     const size_t BT = (size_t)o->batch * run->T;
     w->n_slots = slots_needed(&run->sc, w->s);
-    w->slots = calloc((size_t)w->n_slots, sizeof *w->slots);
-    w->slot_mb = malloc(sizeof(int) * (size_t)w->n_slots);
-    w->d = calloc(st->n_params, sizeof(float));
-    w->x_in = malloc(act_bytes(w));
-    w->dout = malloc(act_bytes(w));
-    w->tokens = calloc(BT, sizeof(int));
-    w->targets = calloc(BT, sizeof(int));
-    w->norms = calloc((size_t)run->P, sizeof(double));
-    if (takes_head_grad(w)) w->tied_buf = calloc(embed_numel(w), sizeof(float));
-    if (reads_tokens(w) && (w->step_pos = malloc(sizeof(uint64_t) * (size_t)run->S)))
+    w->slots = nb_calloc((size_t)w->n_slots, sizeof *w->slots, "a stage's table of activation slots");
+    w->slot_mb = nb_calloc((size_t)w->n_slots, sizeof(int), "a stage's table of activation slots");
+    w->d = nb_calloc(st->n_params, sizeof(float), "a stage's update");
+    w->x_in = nb_alloc(act_bytes(w), "a stage's received activations");
+    w->dout = nb_alloc(act_bytes(w), "a stage's received gradient");
+    w->tokens = nb_calloc(BT, sizeof(int), "a micro-batch's tokens");
+    w->targets = nb_calloc(BT, sizeof(int), "a micro-batch's targets");
+    w->norms = nb_calloc((size_t)run->P, sizeof(double), "the stages' gradient norms");
+    if (takes_head_grad(w)) w->tied_buf = nb_calloc(embed_numel(w), sizeof(float), "the tied head's gradient");
+    if (reads_tokens(w) && (w->step_pos = nb_calloc((size_t)run->S, sizeof(uint64_t), "the loader's step positions")))
         for (int t = 0; t < run->S; t++) w->step_pos[t] = UINT64_MAX;
     if (!w->slots || !w->slot_mb || !w->d || !w->x_in || !w->dout || !w->tokens || !w->targets || !w->norms ||
         (takes_head_grad(w) && !w->tied_buf) || (reads_tokens(w) && !w->step_pos))
-        return nb_fail("out of memory");
+        return -1;  /* the allocation that failed said what; exec_stage_free releases the others */
     for (int i = 0; i < w->n_slots; i++) {
         w->slot_mb[i] = -1;
         if (!(w->slots[i] = nb_acts_create(st, o->batch, run->T))) return -1;
@@ -413,8 +414,8 @@ static int stage_alloc(stage *w) {
 
 int exec_stage_init(exec_endpoint *e, exec_run *run, int s) {
     const nb_train_options *o = run->o;
-    stage *w = calloc(1, sizeof *w);
-    if (!w) return nb_fail("out of memory");
+    stage *w = nb_calloc(1, sizeof *w, "a stage's state");
+    if (!w) return -1;
     *e = (exec_endpoint){.run = run, .id = s, .low = &run->low, .end = run->S, .buffer = stage_buffer,
                          .act = stage_act, .received = stage_received, .role = w};
     w->run = run;
