@@ -15,6 +15,7 @@
 #include <string.h>
 #include "backend/backend.h"
 #include "check.h"
+#include "stage_step.h"
 #include "nobubble/model.h"
 #include "nobubble/optim.h"
 #include "util/error.h"
@@ -151,8 +152,7 @@ static nb_backend wrapper(const nb_backend *real) {
     return w;
 }
 
-/* One micro-batch forward and backward of a 2-layer tied model in `precision`; the loss and the
- * gradients into *loss and grads (n_params floats). */
+/* `tiny` cut to n_layers and a vocabulary of 64. */
 static nb_config small_config(int n_layers, int context) {
     nb_config cfg;
     nb_config_preset("tiny", &cfg);
@@ -162,27 +162,12 @@ static nb_config small_config(int n_layers, int context) {
     return cfg;
 }
 
+/* One micro-batch forward and backward of a 2-layer tied model in `precision` (stage_step.h). */
 static int step(const nb_backend *be, nb_precision precision, float *loss, float *grads, size_t *n_params) {
-    const nb_config cfg = small_config(2, 16);
-    nb_model m;
-    if (nb_model_create(&m, &cfg, 1, NULL, be)) return -1;
-    nb_model_init(&m, 7);
-    nb_stage *s = &m.stages[0];
-    CHECK(s->backend == be, "the stage holds the backend it was made on");
-    if (precision == NB_PRECISION_BF16 && nb_stage_set_precision(s, precision, 2)) return -1;
-    nb_acts *a = nb_acts_create(s, 2, 16);
-    int tokens[32], targets[32];
-    for (int i = 0; i < 32; i++) tokens[i] = (i * 7) % 64, targets[i] = (i * 11 + 3) % 64;
-    int rc = nb_stage_forward(s, s->params, 0, a, tokens, NULL, targets, loss) ||
-             nb_stage_backward(s, s->params, 0, a, NULL, 1.0f);
-    if (!rc) {
-        nb_model_sum_tied_grads(&m);
-        memcpy(grads, s->grads, sizeof(float) * s->n_params);
-        *n_params = s->n_params;
-    }
-    nb_acts_free(a);
-    nb_model_free(&m);
-    return rc ? -1 : 0;
+    const nb_backend *held = NULL;
+    const int rc = stage_step(be, precision, 16, 7, loss, grads, n_params, &held);
+    CHECK(held == be, "the stage holds the backend it was made on");
+    return rc;
 }
 
 static void check_seam(void) {

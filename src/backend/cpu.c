@@ -87,17 +87,17 @@ static void cpu_tile_gemm_bf16(const nb_backend *b, int M, int N, int K, float a
 }
 
 /* Host memory, 64-byte aligned (a cache line, an AVX-512 vector), zeroed. */
-static void *cpu_alloc(const nb_backend *b, size_t bytes, const char *what) {
+void *nb_cpu_alloc(const nb_backend *b, size_t bytes, const char *what) {
     (void)b;
     return nb_alloc_aligned(bytes, what);
 }
 
-static void cpu_free(const nb_backend *b, void *p) {
+void nb_cpu_free(const nb_backend *b, void *p) {
     (void)b;
     free(p);
 }
 
-static void cpu_copy(const nb_backend *b, void *dst, const void *src, size_t bytes) {
+void nb_cpu_copy(const nb_backend *b, void *dst, const void *src, size_t bytes) {
     (void)b;
     if (bytes) memmove(dst, src, bytes);
 }
@@ -119,10 +119,10 @@ static const nb_backend_ops cpu_ops = {
     .syrk_bf16 = cpu_syrk_bf16,
     .tile_gemm = cpu_tile_gemm,
     .tile_gemm_bf16 = cpu_tile_gemm_bf16,
-    .alloc = cpu_alloc,
-    .free = cpu_free,
-    .to_host = cpu_copy,
-    .from_host = cpu_copy,
+    .alloc = nb_cpu_alloc,
+    .free = nb_cpu_free,
+    .to_host = nb_cpu_copy,
+    .from_host = nb_cpu_copy,
     .check = cpu_check,
     .close = cpu_close,
 };

@@ -13,6 +13,12 @@ int nb_cpu_open(const char *spec, nb_backend **out);
 int nb_cpu_known(const char *spec);  /* 1 when spec names a CPU backend */
 const char *nb_cpu_default_name(void);
 
+/* The host's memory, as every backend whose memory is the host's hands it out (the ops' alloc, free,
+ * to_host and from_host). */
+void *nb_cpu_alloc(const nb_backend *b, size_t bytes, const char *what);
+void nb_cpu_free(const nb_backend *b, void *p);
+void nb_cpu_copy(const nb_backend *b, void *dst, const void *src, size_t bytes);
+
 /* One library's product, nb_gemm's conventions. */
 typedef int (*nb_cpu_gemm_fn)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                               const float *B, int ldb, float beta, float *C, int ldc);
