@@ -3,6 +3,8 @@
 # puts libnobubble.a, libnobubble.so, the public headers and nobubble.pc in place; then
 # examples/train_tiny.c, built only with what `pkg-config nobubble` gives (shared, and static with
 # --static), prepares a tiny corpus and trains a tiny model, and its loss ends below uniform guessing.
+# Both libraries export the public API only: a program that defines the internal names links and
+# trains the same.
 set -u
 bin=${1:?usage: cli_install.sh path/to/nobubble}
 source "$(dirname "$0")/support/cli_harness.sh"
@@ -15,12 +17,25 @@ for f in "$libdir/libnobubble.a" "$libdir/libnobubble.so" "$prefix/include/nobub
          "$prefix/include/nobubble/common.h" "$prefix/bin/nobubble"; do
   [ -e "$f" ] && ok || fail "not installed: $f"
 done
-# ONE library: every part's objects in libnobubble.a (one object of each folder of src/ but cli)
-for part in util backend layers model optim delay pipeline runtime data checkpoint experiments train; do
-  obj=$(ls src/$part/*.c | head -1 | xargs basename)
-  ar t "$libdir/libnobubble.a" | grep -qx "$obj.o" && ok || fail "libnobubble.a lacks $part's $obj.o"
+# ONE library: every part's code in libnobubble.a (a function of each folder of src/ but cli), prelinked
+# into one object
+for fn in nb_fail nb_backend_open rmsnorm_forward nb_model_create nb_optimizer_create nb_stash_create \
+          nb_pipe_generate nb_link_send nb_loader_open nb_sum_init nb_sweep_run nb_train; do
+  nm --defined-only "$libdir/libnobubble.a" 2>/dev/null | grep -qw "$fn" && ok || fail "libnobubble.a lacks $fn"
 done
+[ "$(ar t "$libdir/libnobubble.a")" = nobubble.o ] && ok || fail "libnobubble.a is not one object: $(ar t "$libdir/libnobubble.a" | head -3)"
 nm -D --defined-only "$libdir/libnobubble.so" | grep -qw nb_train && ok || fail "libnobubble.so does not export nb_train"
+# Exported names: the public API only. Every global symbol either library defines begins with nb_ and is
+# named by a public header (OpenMP's named critical sections, .gomp_critical_user_nb_*, aside).
+headers=$(cat "$prefix"/include/nobubble/*.h)
+exported() { awk 'NF == 3 && $2 ~ /^[A-Z]$/ {print $3}' | grep -v '^\.gomp_critical_user_nb_' | sort -u; }
+for lib in libnobubble.so libnobubble.a; do
+  if [ $lib = libnobubble.so ]; then names=$(nm -D --defined-only "$libdir/$lib" | exported)
+  else names=$(nm -g --defined-only "$libdir/$lib" 2>/dev/null | exported); fi
+  bad=$(for n in $names; do [[ $n == nb_* ]] && grep -qw "$n" <<< "$headers" || echo "$n"; done | head -5)
+  [ -n "$names" ] && [ -z "$bad" ] && ok || fail "$lib exports names outside the public API: $bad"
+  grep -qx rmsnorm_forward <<< "$names" && fail "$lib exports rmsnorm_forward" || ok
+done
 
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 pkg-config --exists nobubble && ok || fail "pkg-config does not find nobubble.pc: $(pkg-config --print-errors --exists nobubble 2>&1)"
@@ -54,8 +69,15 @@ run_example shared $libs
 ldd "$work/shared" 2>/dev/null | grep -q "libnobubble.so" && ok || fail "the shared build does not load libnobubble.so"
 run_example static $static_libs
 ldd "$work/static" 2>/dev/null | grep -q "libnobubble.so" && fail "the static build loads libnobubble.so" || ok
-# both link the same code: the same run gives bitwise the same weights
-w1=$(grep -o 'weights [0-9a-f]*' "$work/shared.out") w2=$(grep -o 'weights [0-9a-f]*' "$work/static.out")
-[ -n "$w1" ] && [ "$w1" = "$w2" ] && ok || fail "shared and static runs differ: '$w1' vs '$w2'"
+# A program that defines functions with the library's internal names (tests/fixtures/internal_names.c,
+# each of which aborts if reached) links, shared and static, and trains exactly as the plain program.
+run_example shared_names tests/fixtures/internal_names.c $libs
+run_example static_names tests/fixtures/internal_names.c $static_libs
+# all link the same code: the same run gives bitwise the same weights
+w1=$(grep -o 'weights [0-9a-f]*' "$work/shared.out")
+for other in static shared_names static_names; do
+  w2=$(grep -o 'weights [0-9a-f]*' "$work/$other.out")
+  [ -n "$w1" ] && [ "$w1" = "$w2" ] && ok || fail "shared and $other runs differ: '$w1' vs '$w2'"
+done
 cat "$work/shared.out"
 finish
