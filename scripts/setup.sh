@@ -13,13 +13,15 @@ packages=(
   bible-kjv         # the default corpus (the King James Bible)
   libpcre2-dev      # PCRE2: the regex pre-tokenizers of Hugging Face tokenizer.json files
   libopenmpi-dev openmpi-bin  # MPI: pipeline stages as processes (--transport mpi)
-  zlib1g-dev        # zlib: reads dict-gcide's dictzip file (nobubble prepare --corpus gcide)
+  zlib1g-dev        # zlib: gzip inputs of prepare, and dict-gcide's dictzip file (--corpus gcide)
+  libzstd-dev       # zstd: zstd inputs of prepare
   libgsl-dev        # GSL: the report's t and chi-square quantiles and least squares (the binary only)
 )
 # With --test: what only the tests need as well.
 if [ "${1:-}" = "--test" ]; then
   packages+=(
     chromium        # renders the HTML report in a test (headless)
+    zstd            # compresses prepare's test inputs (tests/cli_prepare.sh)
   )
 fi
 

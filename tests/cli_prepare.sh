@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # nobubble prepare on a small text: outputs, manifest against the shards, determinism,
-# tokenizer reuse, and the error cases (non-zero exit, a message naming the flag or file,
-# nothing left behind). Usage: bash tests/cli_prepare.sh path/to/nobubble
+# tokenizer reuse, JSON Lines and gzip/zstd inputs (the same shards as the plain text), and the error
+# cases (non-zero exit, a message naming the flag, file or line, nothing left behind). Usage: bash tests/cli_prepare.sh path/to/nobubble
 set -u
 NB=${1:?usage: cli_prepare.sh path/to/nobubble}
 FIX=$(cd "$(dirname "$0")" && pwd)/fixtures/tokenizers
@@ -147,6 +147,74 @@ check "grep -q -- \"--corpus 'gcid': expected bible, gcide or bible+gcide\" '$T/
 check "[ $rc -eq 2 ]" "--corpus with --input: exit status $rc, expected 2"
 check "grep -q -- '--corpus gcide and --input: give one of them' '$T/err.txt'" "--corpus with --input: $(cat "$T/err.txt")"
 check "grep -q -- '--corpus NAME' '$T/help.txt'" "--help lists --corpus"
+
+# --- JSON Lines, gzip and zstd: the same documents give the same shards whatever the container
+python3 - "$T/small.txt" "$T/small.jsonl" <<'PY'
+import json, re, sys
+text = open(sys.argv[1]).read()
+# the paragraphs as prepare splits them: runs of non-blank lines, each line with its newline
+docs, cur = [], []
+for line in text.splitlines(keepends=True):
+    if line.strip(" \t\r\n\f\v") == "":
+        if cur: docs.append("".join(cur)); cur = []
+    else:
+        cur.append(line)
+if cur: docs.append("".join(cur))
+with open(sys.argv[2], "w") as f:
+    for i, d in enumerate(docs):
+        f.write(json.dumps({"id": i, "text": d}) + "\n")
+        if i == 3: f.write("\n")                              # a blank line: skipped
+        if i == 5: f.write(json.dumps({"text": ""}) + "\n")   # an empty document: skipped
+PY
+gzip -c "$T/small.jsonl" > "$T/small.jsonl.gz"
+cat "$T/small.jsonl.gz" "$T/small.jsonl.gz" > "$T/twice.jsonl.gz"    # two gzip members
+if command -v zstd > /dev/null; then zstd -q -c "$T/small.jsonl" > "$T/small.jsonl.zst"; fi
+gzip -c "$T/small.txt" > "$T/small.txt.gz"
+"$NB" prepare --quiet --input "$T/small.txt" --vocab 300 --out "$T/c_ref" --name small > /dev/null 2>&1 || fail "the reference"
+for f in small.jsonl small.jsonl.gz small.jsonl.zst small.txt.gz; do
+  [ -e "$T/$f" ] || { fail "$f: zstd is not installed (bash scripts/setup.sh --test)"; continue; }
+  "$NB" prepare --quiet --input "$T/$f" --vocab 300 --out "$T/c_$f" --name small > /dev/null 2> "$T/err.txt" ||
+    { fail "$f: $(cat "$T/err.txt")"; continue; }
+  check "cmp -s '$T/c_ref/small_train_000000.bin' '$T/c_$f/small_train_000000.bin' && cmp -s '$T/c_ref/small_val_000000.bin' '$T/c_$f/small_val_000000.bin'" \
+        "$f: its shards differ from the plain text's"
+done
+check "grep -q '\"format\": \"jsonl\", \"compression\": \"zstd\"' '$T/c_small.jsonl.zst/manifest.json'" "manifest: format and compression"
+check "grep -q '\"text_field\": \"text\", \"skipped_lines\": 0' '$T/c_small.jsonl/manifest.json'" "manifest: text field and skipped lines"
+"$NB" prepare --quiet --input "$T/twice.jsonl.gz" --vocab 300 --out "$T/c_twice" > /dev/null 2>&1
+check "grep -q '\"documents\": 80,' '$T/c_twice/manifest.json'" "two gzip members: both read (80 documents)"
+cp "$T/small.jsonl" "$T/small.data"
+"$NB" prepare --quiet --input "$T/small.data" --format jsonl --vocab 300 --out "$T/c_data" --name small > /dev/null 2>&1
+check "cmp -s '$T/c_ref/small_train_000000.bin' '$T/c_data/small_train_000000.bin'" "--format jsonl on any name"
+sed 's/"text"/"body"/' "$T/small.jsonl" > "$T/body.jsonl"
+"$NB" prepare --quiet --input "$T/body.jsonl" --text-field body --vocab 300 --out "$T/c_body" --name small > /dev/null 2>&1
+check "cmp -s '$T/c_ref/small_train_000000.bin' '$T/c_body/small_train_000000.bin'" "--text-field body"
+
+# --- bad JSON Lines and compressed files: an error naming the file (and line), nothing written
+{ head -n 7 "$T/small.jsonl"; echo '{"text": "unterminated'; echo '[1, 2]'; echo '{"id": 1}'; echo '{"text": 5}'
+  tail -n +8 "$T/small.jsonl"; } > "$T/bad.jsonl"
+expect_error "a line that is not JSON" "bad.jsonl, line 8: not JSON" --input "$T/bad.jsonl" --vocab 300 --out "$T/b1"
+check "[ ! -e '$T/b1' ]" "a bad line left an output folder"
+expect_error "a line without the field" "line 1: no member \\\"body\\\" (--text-field)" --input "$T/small.jsonl" --text-field body --vocab 300 --out "$T/b2"
+"$NB" prepare --quiet --input "$T/bad.jsonl" --skip-bad-lines --vocab 300 --out "$T/b3" --name small > /dev/null 2> "$T/err.txt"
+check "grep -q '\"skipped_lines\": 4' '$T/b3/manifest.json'" "--skip-bad-lines: 4 lines skipped and counted: $(cat "$T/err.txt")"
+check "cmp -s '$T/c_ref/small_train_000000.bin' '$T/b3/small_train_000000.bin'" "--skip-bad-lines: the good lines' shards"
+head -c 200 "$T/small.jsonl.gz" > "$T/cut.jsonl.gz"
+expect_error "a truncated gzip file" "cut.jsonl.gz: the gzip stream is truncated" --input "$T/cut.jsonl.gz" --vocab 300 --out "$T/b4"
+if [ -e "$T/small.jsonl.zst" ]; then
+  head -c 200 "$T/small.jsonl.zst" > "$T/cut.jsonl.zst"
+  expect_error "a truncated zstd file" "cut.jsonl.zst: the zstd stream is truncated" --input "$T/cut.jsonl.zst" --vocab 300 --out "$T/b5"
+fi
+printf '\x1f\x8bnot a gzip stream at all' > "$T/junk.gz"
+expect_error "a corrupt gzip file" "junk.gz: not a valid gzip stream" --input "$T/junk.gz" --vocab 300 --out "$T/b6"
+check "[ ! -e '$T/b4' ] && [ ! -e '$T/b6' ]" "a bad compressed file left an output folder"
+"$NB" prepare --quiet --input "$T/small.jsonl" --format xml --out "$T/b7" > /dev/null 2> "$T/err.txt"; rc=$?
+check "[ $rc -eq 2 ] && grep -q -- '--format xml: expected text, jsonl or auto' '$T/err.txt'" "--format xml: exit $rc: $(cat "$T/err.txt")"
+check "grep -q -- '--text-field NAME' '$T/help.txt'" "--help lists --text-field"
+
+# --- shards whose ids exceed the model's vocabulary: the error names the vocabulary they need
+"$NB" train --data "$T/out" --set vocab_size=100 --model tiny --steps 1 --quiet > /dev/null 2> "$T/err.txt"
+check "grep -q 'this shard needs a vocabulary of at least' '$T/err.txt' && grep -q 'vocab_size=N' '$T/err.txt'" \
+      "a vocabulary too small for the shards: $(cat "$T/err.txt")"
 
 echo "cli_prepare: $passes passed, $fails failed"
 [ "$fails" -eq 0 ] && [ "$passes" -gt 0 ]

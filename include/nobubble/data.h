@@ -101,8 +101,14 @@ size_t nb_tokenizer_decode(const nb_tokenizer *t, const int *ids, size_t n, char
 
 /* ---------------------------------------------------------------- prepare */
 typedef struct {
-    const char *const *inputs;  /* text files; n_inputs == 0: the corpus below */
+    const char *const *inputs;  /* text or JSON Lines files, each plain, gzip or zstd (told by its first bytes);
+                                   n_inputs == 0: the corpus below */
     int n_inputs;
+    const char *format;         /* "text" (documents: paragraphs), "jsonl" (one per line: its text_field) or
+                                   NULL / "auto": jsonl for names ending .jsonl or .ndjson (before .gz, .zst) */
+    const char *text_field;     /* the JSON Lines member that holds a document's text (NULL: "text") */
+    int skip_bad_lines;         /* skip (and count) JSON Lines that are not an object with that string member,
+                                   instead of stopping at the first */
     const char *corpus;         /* without inputs: "bible" (bible-kjv, the default), "gcide" (dict-gcide) or
                                    "bible+gcide" (both, the Bible's documents first); NULL: "bible" */
     const char *gcide_path;     /* the GCIDE database (NULL: NB_GCIDE_PATH) */

@@ -16,7 +16,14 @@ static void prepare_usage(FILE *f) {
             "DIR/tokenizer.json and DIR/manifest.json. Without --input it prepares the default corpus,\n"
             "the King James Bible from Debian's bible-kjv package (one document per chapter).\n"
             "\n"
-            "  --input FILE...      text files; documents are paragraphs separated by blank lines\n"
+            "  --input FILE...      text or JSON Lines files, each plain, gzip or zstd (told by its first bytes);\n"
+            "                       in text, documents are paragraphs separated by blank lines; in JSON\n"
+            "                       Lines, each line is an object whose --text-field is one document\n"
+            "  --format F           text, jsonl or auto (default: jsonl for names ending .jsonl or .ndjson,\n"
+            "                       before .gz or .zst; text otherwise)\n"
+            "  --text-field NAME    the JSON Lines member holding a document's text (default text)\n"
+            "  --skip-bad-lines     skip and count JSON Lines that are not an object with that string member\n"
+            "                       (default: stop at the first, naming its file and line)\n"
             "  --corpus NAME        without --input: bible (default), gcide (Debian's dict-gcide, one document\n"
             "                       per dictionary entry) or bible+gcide (both, one tokenizer)\n"
             "  --gcide-file FILE    the GCIDE database (default " NB_GCIDE_PATH ")\n"
@@ -67,6 +74,8 @@ int cmd_prepare(int argc, char **argv) {
             o.force = 1;
         } else if (!strcmp(a, "--quiet")) {
             o.verbose = 0;
+        } else if (!strcmp(a, "--skip-bad-lines")) {
+            o.skip_bad_lines = 1;
         } else if (!val) {
             fprintf(stderr, "nobubble prepare: %s needs a value (or unknown option; see --help)\n", a);
             goto out;
@@ -74,6 +83,18 @@ int cmd_prepare(int argc, char **argv) {
             o.corpus = argv[++i];
             if (nb_corpus_check(o.corpus)) {
                 fprintf(stderr, "nobubble prepare: %s\n", nb_last_error());
+                goto out;
+            }
+        } else if (!strcmp(a, "--format")) {
+            o.format = argv[++i];
+            if (strcmp(o.format, "text") && strcmp(o.format, "jsonl") && strcmp(o.format, "auto")) {
+                fprintf(stderr, "nobubble prepare: --format %s: expected text, jsonl or auto\n", o.format);
+                goto out;
+            }
+        } else if (!strcmp(a, "--text-field")) {
+            o.text_field = argv[++i];
+            if (!*o.text_field) {
+                fprintf(stderr, "nobubble prepare: --text-field: expected a member's name, not an empty one\n");
                 goto out;
             }
         } else if (!strcmp(a, "--gcide-file")) {

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
+#include "data/input.h"
 #include "nobubble/data.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -23,29 +23,12 @@
 #define GCIDE_PACKAGE "dict-gcide"
 #define GCIDE_MAX_BYTES ((size_t)1 << 30)  /* far above GCIDE's 40 MB: a bound on what a file may inflate to */
 
-/* The whole file, inflated (gzip, dictzip or plain text: zlib reads all three). */
+/* The whole file, inflated (gzip, dictzip or plain text). */
 static int read_gz(const char *path, nb_buf *raw) {
     if (access(path, R_OK))
         return nb_fail("gcide corpus: cannot read %s: %s (install Debian's %s package: apt-get install %s; or pass "
                        "--gcide-file FILE)", path, strerror(errno), GCIDE_PACKAGE, GCIDE_PACKAGE);
-    int fd = nb_fs_open_regular(path, "gcide corpus", NULL);
-    if (fd < 0) return -1;
-    gzFile f = gzdopen(fd, "rb");
-    if (!f) {
-        close(fd);
-        return nb_fail("gcide corpus: cannot open %s: out of memory", path);
-    }
-    char chunk[1 << 16];
-    int got, rc = 0;
-    while ((got = gzread(f, chunk, sizeof chunk)) > 0 && !rc) {
-        if (raw->n + (size_t)got > GCIDE_MAX_BYTES) rc = nb_fail("gcide corpus: %s inflates to more than 1 GiB", path);
-        else if (nb_buf_put(raw, chunk, (size_t)got)) rc = nb_fail("out of memory");
-    }
-    int err = 0;
-    /* gzerror's message lives in f: the error is written before gzclose frees it */
-    if (!rc && got < 0) rc = nb_fail("gcide corpus: %s: not a readable gzip/dictzip file (%s)", path, gzerror(f, &err));
-    gzclose(f);
-    return rc;
+    return nb_input_read(path, "gcide corpus:", GCIDE_MAX_BYTES, raw, NULL);
 }
 
 /* A headword line: in column 0, with a pronunciation " \...\" after the headword. Returns the

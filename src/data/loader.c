@@ -95,8 +95,11 @@ int nb_loader_open(nb_loader **out, const char *pattern, int B, int T, int vocab
         if (!(s->token_bytes == 2 && vocab_size >= 65536) && nb_shard_max_token(s) >= (uint32_t)vocab_size) {
             size_t k = 0;
             while (nb_shard_token(s, k) < (uint32_t)vocab_size) k++;
-            nb_fail("shard %s: token id %u at position %zu is >= the vocabulary size %d", s->path, nb_shard_token(s, k),
-                    k, vocab_size);
+            const uint32_t top = nb_shard_max_token(s);
+            nb_fail("shard %s: token id %u at position %zu is >= the vocabulary size %d: this shard needs a vocabulary "
+                    "of at least %llu (its largest id is %u): give the model that many tokens (train --set "
+                    "vocab_size=N; llm.c's GPT-2 shards need 50257) or use shards made with the model's tokenizer",
+                    s->path, nb_shard_token(s, k), k, vocab_size, (unsigned long long)top + 1, top);
             globfree(&g);
             nb_loader_free(l);
             return -1;

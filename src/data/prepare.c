@@ -11,6 +11,7 @@
 #include "util/json.h"
 #include "util/hash.h"
 #include "util/clock.h"
+#include "data/input.h"
 #include "nobubble/data.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -146,6 +147,53 @@ static int split_paragraphs(const char *text, size_t n, int src, docs_t *ds, siz
         (*count)++;
     }
     return 0;
+}
+
+/* How one --input was read, for the manifest. */
+typedef struct {
+    const char *format, *compression;
+    size_t bad_lines;  /* JSON Lines skipped with skip_bad_lines */
+} input_info;
+
+/* --format as given, or told by the input's name. */
+static int input_format(const nb_prepare_opts *o, const char *path, const char **format) {
+    if (!o->format || !strcmp(o->format, "auto")) *format = nb_input_format_of(path);
+    else if (!strcmp(o->format, "text") || !strcmp(o->format, "jsonl")) *format = o->format;
+    else return nb_fail("--format %s: expected text, jsonl or auto", o->format);
+    return 0;
+}
+
+/* Input i's documents into ds: its bytes (decompressed) split into paragraphs, or its JSON Lines'
+ * text members. *buf keeps the text the documents point into. */
+static int input_documents(const nb_prepare_opts *o, int i, docs_t *ds, char **buf, size_t *bytes, size_t *count,
+                           input_info *info) {
+    const char *path = o->inputs[i], *field = o->text_field ? o->text_field : "text";
+    nb_buf raw = {0};
+    if (input_format(o, path, &info->format) || nb_input_read(path, "--input", 0, &raw, &info->compression)) return -1;
+    *bytes = raw.n;
+    if (raw.n == 0) {
+        nb_buf_free(&raw);
+        return nb_fail("--input %s is empty%s", path, strcmp(info->compression, "none") ? " once decompressed" : "");
+    }
+    if (!strcmp(info->format, "text")) {
+        *buf = raw.p;
+        if (split_paragraphs(raw.p, raw.n, i, ds, count)) return -1;
+        return *count ? 0 : nb_fail("--input %s has no text (only blank lines)", path);
+    }
+    if (!*field) {
+        nb_buf_free(&raw);
+        return nb_fail("--text-field: expected the name of a string member of each line, not an empty name");
+    }
+    nb_buf text = {0};
+    size_t *offs = NULL;
+    int rc = nb_jsonl_documents(path, raw.p, raw.n, field, o->skip_bad_lines, &text, &offs, count, &info->bad_lines);
+    nb_buf_free(&raw);
+    *buf = text.p;
+    for (size_t k = 0; !rc && k < *count; k++) rc = docs_add(ds, text.p + offs[k], offs[k + 1] - offs[k], i);
+    free(offs);
+    if (!rc && !*count)
+        rc = nb_fail("--input %s has no documents: no line holds a non-empty string \"%s\" (--text-field)", path, field);
+    return rc;
 }
 
 /* ------------------------------------------------------------ output folder */
@@ -323,6 +371,7 @@ int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
     size_t *sizes = NULL;
     docs_t ds = {0};
     size_t *per_src = NULL, *corpus_off[2] = {NULL, NULL};
+    input_info *info = NULL;
     const char *parts[2];
     char *corpus_text[2] = {NULL, NULL}, *parent = NULL, *tmp = NULL, *old = NULL, *name = NULL;
     nb_tokenizer *tok = NULL;
@@ -341,17 +390,14 @@ int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
     bufs = calloc((size_t)n_src, sizeof *bufs);
     sizes = calloc((size_t)n_src, sizeof *sizes);
     per_src = calloc((size_t)n_src, sizeof *per_src);
-    if (!bufs || !sizes || !per_src) { rc = nb_fail("out of memory"); goto done; }
+    info = calloc((size_t)n_src, sizeof *info);
+    if (!bufs || !sizes || !per_src || !info) { rc = nb_fail("out of memory"); goto done; }
     if (o->n_inputs == 0) {
         for (int k = 0; k < n_parts && !rc; k++)
             rc = corpus_documents(o, parts[k], &ds, &corpus_text[k], &corpus_off[k], &sizes[k], &per_src[k]);
     } else {
-        for (int i = 0; i < o->n_inputs && !rc; i++) {
-            if (nb_fs_read_file(o->inputs[i], &bufs[i], &sizes[i], "--input")) { rc = -1; break; }
-            if (sizes[i] == 0) { rc = nb_fail("--input %s is empty", o->inputs[i]); break; }
-            rc = split_paragraphs(bufs[i], sizes[i], i, &ds, &per_src[i]);
-            if (!rc && per_src[i] == 0) rc = nb_fail("--input %s has no text (only blank lines)", o->inputs[i]);
-        }
+        for (int i = 0; i < o->n_inputs && !rc; i++)
+            rc = input_documents(o, i, &ds, &bufs[i], &sizes[i], &per_src[i], &info[i]);
     }
     if (rc) goto done;
     for (int i = 0; i < n_src; i++) st.input_bytes += sizes[i];
@@ -489,7 +535,15 @@ int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
         for (int i = 0; i < o->n_inputs; i++) {
             rc |= nb_buf_printf(&man, "%s\n    {\"path\": ", i ? "," : "");
             rc |= nb_buf_json_str(&man, o->inputs[i], strlen(o->inputs[i]));
-            rc |= nb_buf_printf(&man, ", \"bytes\": %zu, \"documents\": %zu}", sizes[i], per_src[i]);
+            rc |= nb_buf_printf(&man, ", \"format\": \"%s\", \"compression\": \"%s\", \"bytes\": %zu, \"documents\": %zu",
+                                info[i].format, info[i].compression, sizes[i], per_src[i]);
+            if (!strcmp(info[i].format, "jsonl")) {
+                const char *field = o->text_field ? o->text_field : "text";
+                rc |= nb_buf_printf(&man, ", \"text_field\": ");
+                rc |= nb_buf_json_str(&man, field, strlen(field));
+                rc |= nb_buf_printf(&man, ", \"skipped_lines\": %zu", info[i].bad_lines);
+            }
+            rc |= nb_buf_printf(&man, "}");
         }
     }
     rc |= nb_buf_printf(&man, "\n  ],\n  \"split\": {\n    \"documents\": \"%s\",\n"
@@ -499,7 +553,8 @@ int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
                          "most documents - 1); each split keeps the input order\",\n"
                          "    \"val_fraction\": %.15g,\n    \"seed\": %llu,\n    \"train_documents\": %zu,\n"
                          "    \"val_documents\": %zu\n  },\n",
-                         o->n_inputs ? "paragraphs: runs of non-blank lines, separated by blank lines; never across files"
+                         o->n_inputs ? "text: paragraphs, runs of non-blank lines separated by blank lines, never across "
+                                       "files; JSON Lines: one per line, its text member (empty ones skipped)"
                          : n_parts == 2 ? "one per chapter of the King James Bible (one verse per line), then one per "
                                           "GCIDE dictionary entry (markup stripped)"
                          : !strcmp(parts[0], "bible") ? "one per chapter of the King James Bible, one verse per line"
@@ -558,6 +613,7 @@ done:
     free(bufs);
     free(sizes);
     free(per_src);
+    free(info);
     free(ds.d);
     for (int k = 0; k < 2; k++) {
         free(corpus_text[k]);
