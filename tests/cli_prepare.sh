@@ -211,6 +211,29 @@ check "[ ! -e '$T/b4' ] && [ ! -e '$T/b6' ]" "a bad compressed file left an outp
 check "[ $rc -eq 2 ] && grep -q -- '--format xml: expected text, jsonl or auto' '$T/err.txt'" "--format xml: exit $rc: $(cat "$T/err.txt")"
 check "grep -q -- '--text-field NAME' '$T/help.txt'" "--help lists --text-field"
 
+# --- a special token written in the text: its id by default (as Hugging Face's tokenizers), text on request
+{ cat "$T/small.txt"; printf 'The end of one story.<|endoftext|>The start of the next.\n'; } > "$T/eot.txt"
+eots() {  # DIR: how many end-of-text ids its shards hold, and its documents
+  python3 - "$1" <<'PY'
+import glob, json, struct, sys
+d = sys.argv[1]; m = json.load(open(d + "/manifest.json"))
+eot, n = m["tokenizer"]["eot_id"], 0
+for f in glob.glob(d + "/*.bin"):
+    b = open(f, "rb").read(); h = struct.unpack("<256i", b[:1024])
+    toks = struct.unpack("<%d%s" % (h[2], "H" if h[1] == 1 else "I"), b[1024:])
+    n += sum(1 for t in toks if t == eot)
+print(n, m["split"]["train_documents"] + m["split"]["val_documents"], m["tokenizer"]["special_tokens_in_text"])
+PY
+}
+"$NB" prepare --quiet --input "$T/eot.txt" --vocab 300 --out "$T/e_id" > /dev/null 2>&1
+"$NB" prepare --quiet --input "$T/eot.txt" --vocab 300 --out "$T/e_text" --special-tokens text > /dev/null 2>&1
+read -r n_id docs_id mode_id <<< "$(eots "$T/e_id")"
+read -r n_text docs_text mode_text <<< "$(eots "$T/e_text")"
+check "[ '$n_id' = $((docs_id + 1)) ] && [ '$mode_id' = id ]" "default: one end-of-text id per document and one in the text ($n_id for $docs_id documents, $mode_id)"
+check "[ '$n_text' = '$docs_text' ] && [ '$mode_text' = text ]" "--special-tokens text: one per document only ($n_text for $docs_text, $mode_text)"
+"$NB" prepare --quiet --input "$T/eot.txt" --special-tokens none --out "$T/e_bad" > /dev/null 2> "$T/err.txt"; rc=$?
+check "[ $rc -eq 2 ] && grep -q -- '--special-tokens none: expected id or text' '$T/err.txt'" "--special-tokens none: exit $rc"
+
 # --- shards whose ids exceed the model's vocabulary: the error names the vocabulary they need
 "$NB" train --data "$T/out" --set vocab_size=100 --model tiny --steps 1 --quiet > /dev/null 2> "$T/err.txt"
 check "grep -q 'this shard needs a vocabulary of at least' '$T/err.txt' && grep -q 'vocab_size=N' '$T/err.txt'" \

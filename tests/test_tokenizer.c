@@ -25,7 +25,7 @@ static int roundtrip(nb_tokenizer *t, const char *s, size_t n) {
     int ok = m <= n;
     for (size_t i = 0; i < m; i++) {
         iv[i] = (int)ids[i];
-        ok &= ids[i] < (uint32_t)nb_tokenizer_eot(t);
+        ok &= ids[i] <= (uint32_t)nb_tokenizer_eot(t);
     }
     char *back = malloc(n + 1);
     size_t k = nb_tokenizer_decode(t, iv, m, back, n + 1);
@@ -259,12 +259,26 @@ static void test_roundtrips(void) {
                           "emoji 😀🎉 and math ∑∫√ ", "mixed\r\nlines\n\n\n  indented\ttabs", "<|endoftext|> is plain text here"};
     for (size_t i = 0; i < sizeof utf8 / sizeof utf8[0]; i++)
         CHECK(roundtrip(t, utf8[i], strlen(utf8[i])), "UTF-8 round trip: %s", utf8[i]);
-    /* the EOT text in the input is encoded as bytes, never as the EOT id */
+    /* the EOT text in the input: its id, as Hugging Face's tokenizers encode it (between ordinary text,
+     * the longest special token at the leftmost place); as bytes when special tokens are plain text */
     uint32_t ids[64];
-    size_t m = nb_tokenizer_encode(t, NB_EOT_TEXT, strlen(NB_EOT_TEXT), ids);
-    int has_eot = 0;
-    for (size_t i = 0; i < m; i++) has_eot |= ids[i] == (uint32_t)nb_tokenizer_eot(t);
-    CHECK(!has_eot, "encode never emits EOT");
+    const char *with_eot = "ab" NB_EOT_TEXT NB_EOT_TEXT "<|endoftext|";
+    size_t m = nb_tokenizer_encode(t, with_eot, strlen(with_eot), ids);
+    const uint32_t eot32 = (uint32_t)nb_tokenizer_eot(t);
+    int n_eot = 0, first_eot = -1;
+    for (size_t i = 0; i < m; i++)
+        if (ids[i] == eot32) n_eot++, first_eot = first_eot < 0 ? (int)i : first_eot;
+    uint32_t ab[4];
+    const size_t n_ab = nb_tokenizer_encode(t, "ab", 2, ab);
+    CHECK(n_eot == 2 && first_eot == (int)n_ab && ids[n_ab + 1] == eot32 && !memcmp(ids, ab, n_ab * sizeof *ids),
+          "the EOT text is the EOT id, twice, after \"ab\"'s ids and not for the unfinished third (%d found, first at %d)",
+          n_eot, first_eot);
+    nb_tokenizer_special_as_text(t, 1);
+    m = nb_tokenizer_encode(t, with_eot, strlen(with_eot), ids);
+    n_eot = 0;
+    for (size_t i = 0; i < m; i++) n_eot += ids[i] == eot32;
+    CHECK(m > 0 && n_eot == 0 && roundtrip(t, with_eot, strlen(with_eot)), "as text, the EOT text is bytes, never the id");
+    nb_tokenizer_special_as_text(t, 0);
     int eot = nb_tokenizer_eot(t);
     char buf[64];
     size_t k = nb_tokenizer_decode(t, &eot, 1, buf, sizeof buf);

@@ -1,7 +1,7 @@
 /* Hugging Face tokenizer.json: nobubble's encoder against the ids of Hugging Face's tokenizers
  * package (tests/fixtures/tokenizers/, made by tools/reference/hf_tokenizers.py) for GPT-2's and
- * Llama 3's pre-tokenizers; hand-computed files for what the fixtures cannot show (ignore_merges,
- * the string form of merges); refusals naming the file and the field; nobubble's regex form of its
+ * Llama 3's pre-tokenizers, special tokens written in the text included (as ids, and as plain text);
+ * hand-computed files for what the fixtures cannot show (ignore_merges, the string form of merges); refusals naming the file and the field; nobubble's regex form of its
  * own pre-tokenizer against the hand-written one; save and load keeping the ids. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -77,6 +77,15 @@ static void test_fixtures(void) {
               "%s: %d tokens (want %d), end-of-text %d (want %d)", kinds[k].name, nb_tokenizer_vocab_size(t),
               kinds[k].vocab, nb_tokenizer_eot(t), kinds[k].eot);
         CHECK(check_fixture(t, ids, kinds[k].name) == 22, "%s: 22 test strings", kinds[k].name);
+        /* special tokens spelled in the text: their ids as tokenizers' encode gives them, then (as text) the
+         * ids of tokenizers' encode_special_tokens */
+        char special[256];
+        snprintf(special, sizeof special, "tests/fixtures/tokenizers/%s_special.ids", kinds[k].name);
+        CHECK(check_fixture(t, special, kinds[k].name) == 14, "%s: 14 strings with special tokens", kinds[k].name);
+        nb_tokenizer_special_as_text(t, 1);
+        snprintf(special, sizeof special, "tests/fixtures/tokenizers/%s_special_text.ids", kinds[k].name);
+        CHECK(check_fixture(t, special, kinds[k].name) == 14, "%s: 14 strings, special tokens as text", kinds[k].name);
+        nb_tokenizer_special_as_text(t, 0);
         /* nobubble's own writing of the same tokenizer reads back with the same ids */
         snprintf(saved, sizeof saved, "%s/%s.json", dir, kinds[k].name);
         nb_tokenizer *u = NULL;
@@ -185,6 +194,12 @@ static void test_refusals(void) {
          "added_tokens[0] (\"<|endoftext|>\") is not special"},
         {hand_file("", "", "{\"id\": 5, \"content\": \"<|endoftext|>\", \"special\": true}", "", GPT2_PRE),
          "has the id 5 of another token"},
+        {hand_file("", "", "{\"id\": 300, \"content\": \"<|endoftext|>\", \"special\": true, \"lstrip\": true}", "",
+                   GPT2_PRE),
+         "(\"<|endoftext|>\") has \"lstrip\": true, which nobubble does not support"},
+        {hand_file("", "", "{\"id\": 300, \"content\": \"<|endoftext|>\", \"special\": true, \"single_word\": true}",
+                   "", GPT2_PRE),
+         "has \"single_word\": true"},
         {hand_file("", "\"a b\"", EOT_ADDED, "", GPT2_PRE), "model.merges[0] (\"a\" + \"b\"): the joined token is not"},
         {hand_file("", "\"a b c\"", EOT_ADDED, "", GPT2_PRE), "model.merges[0] (\"a b c\") must be two tokens"},
         {hand_file("\"ab\": 256, \"AB\": 256", "", EOT_ADDED, "", GPT2_PRE), "model.vocab gives the id 256 to both"},

@@ -91,10 +91,15 @@ const char *nb_tokenizer_token_bytes(const nb_tokenizer *t, int id, size_t *len)
  * byte); returns the number of ids, or NB_ENCODE_FAILED with the error recorded (nb_last_error)
  * when a Hugging Face pre-tokenizer's regex cannot be matched (PCRE2's limits, e.g. on a very
  * long run of whitespace): nobubble refuses rather than split the text differently from Hugging
- * Face. Never emits the EOT id. Uses a per-tokenizer cache: not safe to call on one tokenizer from
- * several threads at once. */
+ * Face. A special token spelled in the text ("<|endoftext|>") becomes its id, as Hugging Face's
+ * tokenizers encode (the leftmost, the longest there; the text between encoded as usual), unless
+ * nb_tokenizer_special_as_text made them ordinary text. Uses a per-tokenizer cache: not safe to call
+ * on one tokenizer from several threads at once. */
 #define NB_ENCODE_FAILED ((size_t)-1)
 size_t nb_tokenizer_encode(nb_tokenizer *t, const char *text, size_t len, uint32_t *out);
+/* as_text 1: special tokens spelled in the text are encoded as the ordinary text they are (their ids
+ * never come out of nb_tokenizer_encode); 0 (the default): as their ids. */
+void nb_tokenizer_special_as_text(nb_tokenizer *t, int as_text);
 /* Decodes n ids into out (at most cap bytes, not NUL-terminated) and returns the number of
  * bytes the full decoding takes (like snprintf); ids out of range decode to nothing. */
 size_t nb_tokenizer_decode(const nb_tokenizer *t, const int *ids, size_t n, char *out, size_t cap);
@@ -109,6 +114,8 @@ typedef struct {
     const char *text_field;     /* the JSON Lines member that holds a document's text (NULL: "text") */
     int skip_bad_lines;         /* skip (and count) JSON Lines that are not an object with that string member,
                                    instead of stopping at the first */
+    int special_as_text;        /* a special token written in the text ("<|endoftext|>") is its id, as Hugging
+                                   Face's tokenizers encode it (0), or ordinary text (1): nb_tokenizer_special_as_text */
     const char *corpus;         /* without inputs: "bible" (bible-kjv, the default), "gcide" (dict-gcide) or
                                    "bible+gcide" (both, the Bible's documents first); NULL: "bible" */
     const char *gcide_path;     /* the GCIDE database (NULL: NB_GCIDE_PATH) */

@@ -24,6 +24,8 @@ static void prepare_usage(FILE *f) {
             "  --text-field NAME    the JSON Lines member holding a document's text (default text)\n"
             "  --skip-bad-lines     skip and count JSON Lines that are not an object with that string member\n"
             "                       (default: stop at the first, naming its file and line)\n"
+            "  --special-tokens M   id (default): a special token written in the text, such as <|endoftext|>,\n"
+            "                       is its id, as Hugging Face's tokenizers encode it; text: ordinary text\n"
             "  --corpus NAME        without --input: bible (default), gcide (Debian's dict-gcide, one document\n"
             "                       per dictionary entry) or bible+gcide (both, one tokenizer)\n"
             "  --gcide-file FILE    the GCIDE database (default " NB_GCIDE_PATH ")\n"
@@ -91,6 +93,13 @@ int cmd_prepare(int argc, char **argv) {
                 fprintf(stderr, "nobubble prepare: --format %s: expected text, jsonl or auto\n", o.format);
                 goto out;
             }
+        } else if (!strcmp(a, "--special-tokens")) {
+            const char *m = argv[++i];
+            if (strcmp(m, "id") && strcmp(m, "text")) {
+                fprintf(stderr, "nobubble prepare: --special-tokens %s: expected id or text\n", m);
+                goto out;
+            }
+            o.special_as_text = !strcmp(m, "text");
         } else if (!strcmp(a, "--text-field")) {
             o.text_field = argv[++i];
             if (!*o.text_field) {

@@ -8,6 +8,7 @@ const nb_backend *cli_backend(void);
 /* NB_GEMM's value, or NULL when unset or empty: train's default for --gemm. */
 const char *cli_backend_env(void);
 int cmd_prepare(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_sample(int argc, char **argv);

@@ -19,6 +19,7 @@ typedef struct {
 
 static const subcommand subcommands[] = {
     {"prepare", cmd_prepare, "tokenize text into train/validation token shards", 0},
+    {"tokenize", cmd_tokenize, "a tokenizer's ids of a text, or the text of ids", 0},
     {"train", cmd_train, "train a model (any optimizer, micro-batch accumulation)", 1},
     {"eval", cmd_eval, "validation loss and perplexity of a saved model", 0},
     {"sample", cmd_sample, "generate text from a saved model (key/value cache)", 0},

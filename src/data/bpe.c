@@ -159,6 +159,10 @@ struct nb_tokenizer {
     uint32_t *whole_id;
     nb_regex *re;                /* the pre-tokenizer when not native */
     char *pattern;
+    /* special tokens written in the text (nb_tokenizer_encode): ids by length, longest first */
+    int *special_ids, n_special;
+    uint8_t special_first[256];  /* 1 for a byte that starts some special token */
+    int specials_as_text;        /* nb_tokenizer_special_as_text */
     /* encode cache: word -> ids */
     strmap cache;
     uint32_t *cache_off, *cache_n;
@@ -193,7 +197,35 @@ void nb_tokenizer_free(nb_tokenizer *t) {
     nb_regex_free(t->re); free(t->pattern);
     strmap_free(&t->cache);
     free(t->cache_off); free(t->cache_n); free(t->cache_ids);
+    free(t->special_ids);
     free(t);
+}
+
+/* The special tokens that text can spell (a non-empty content), longest first, and their first bytes. */
+typedef struct { uint32_t len; int id; } special_key;
+static int longest_first(const void *a, const void *b) {
+    const special_key *x = a, *y = b;
+    return x->len != y->len ? (x->len < y->len ? 1 : -1) : (x->id > y->id) - (x->id < y->id);
+}
+
+static int build_specials(nb_tokenizer *t) {
+    int n = 0;
+    for (int id = 0; id < t->vocab_size; id++) n += t->special[id] && t->tok_len[id] > 0;
+    special_key *keys = malloc(sizeof *keys * (size_t)(n ? n : 1));
+    t->special_ids = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    if (!keys || !t->special_ids) {
+        free(keys);
+        return nb_fail("out of memory");
+    }
+    for (int id = 0; id < t->vocab_size; id++)
+        if (t->special[id] && t->tok_len[id] > 0) {
+            keys[t->n_special++] = (special_key){t->tok_len[id], id};
+            t->special_first[(unsigned char)t->tok_bytes[t->tok_off[id]]] = 1;
+        }
+    qsort(keys, (size_t)t->n_special, sizeof *keys, longest_first);
+    for (int k = 0; k < t->n_special; k++) t->special_ids[k] = keys[k].id;
+    free(keys);
+    return 0;
 }
 
 /* The token table: every id's bytes, which ids are special, and the byte tokens. */
@@ -281,6 +313,7 @@ int nb_bpe_build(nb_tokenizer **out, const nb_bpe_spec *s, const char *path) {
     t->eot = s->eot;
     t->ignore_merges = s->ignore_merges;
     int r = build_tokens(t, s, path);
+    if (!r) r = build_specials(t);
     if (!r) r = build_merges(t, s, path);
     if (!r && t->ignore_merges) r = build_whole(t);
     if (!r && s->pattern) {
@@ -406,7 +439,8 @@ static size_t next_piece(const nb_tokenizer *t, const char *text, size_t len, si
     return t->re ? nb_regex_next(t->re, text, len, pos) : nb_pretokenize_next(text, len, pos);
 }
 
-size_t nb_tokenizer_encode(nb_tokenizer *t, const char *text, size_t len, uint32_t *out) {
+/* The text as ordinary bytes: pre-tokenized, each piece merged. */
+static size_t encode_plain(nb_tokenizer *t, const char *text, size_t len, uint32_t *out) {
     size_t n = 0, pos = 0;
     while (pos < len) {
         size_t end = next_piece(t, text, len, pos);
@@ -452,6 +486,38 @@ size_t nb_tokenizer_encode(nb_tokenizer *t, const char *text, size_t len, uint32
     }
     return n;
 }
+
+/* The special token spelled at text[i] (the longest of them), or -1. */
+static int special_at(const nb_tokenizer *t, const char *text, size_t len, size_t i) {
+    for (int k = 0; k < t->n_special; k++) {
+        const int id = t->special_ids[k];
+        const size_t l = t->tok_len[id];
+        if (l <= len - i && !memcmp(text + i, t->tok_bytes + t->tok_off[id], l)) return id;
+    }
+    return -1;
+}
+
+/* As Hugging Face's tokenizers do: the text is cut at every special token it spells (the leftmost,
+ * the longest there), each one becomes its id and the text between is encoded as ordinary text. */
+size_t nb_tokenizer_encode(nb_tokenizer *t, const char *text, size_t len, uint32_t *out) {
+    if (t->specials_as_text || t->n_special == 0) return encode_plain(t, text, len, out);
+    size_t n = 0, from = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (!t->special_first[(unsigned char)text[i]]) continue;
+        const int id = special_at(t, text, len, i);
+        if (id < 0) continue;
+        const size_t m = encode_plain(t, text + from, i - from, out + n);
+        if (m == NB_ENCODE_FAILED) return m;
+        n += m;
+        out[n++] = (uint32_t)id;
+        from = i + t->tok_len[id];
+        i = from - 1;
+    }
+    const size_t m = encode_plain(t, text + from, len - from, out + n);
+    return m == NB_ENCODE_FAILED ? m : n + m;
+}
+
+void nb_tokenizer_special_as_text(nb_tokenizer *t, int as_text) { t->specials_as_text = as_text != 0; }
 
 size_t nb_tokenizer_decode(const nb_tokenizer *t, const int *ids, size_t n, char *out, size_t cap) {
     size_t total = 0;

@@ -263,6 +263,14 @@ static int read_vocab(vocab_t *v, const nb_json *root, const char *path) {
         if (get_bool(a, "special", 0) != 1)
             return nb_fail("tokenizer %s: added_tokens[%zu] (\"%s\") is not special: nobubble handles special added "
                            "tokens only", path, i, content->str);
+        /* A special token in the text is found exactly as written (nb_tokenizer_encode); these would make
+         * Hugging Face's encoder take the whitespace around it, or only a whole word, too. */
+        static const char *const unsupported[] = {"lstrip", "rstrip", "single_word"};
+        for (int f = 0; f < 3; f++)
+            if (get_bool(a, unsupported[f], 0) == 1)
+                return nb_fail("tokenizer %s: added_tokens[%zu] (\"%s\") has \"%s\": true, which nobubble does not "
+                               "support (it matches a special token exactly as written)", path, i, content->str,
+                               unsupported[f]);
         if (v->special[id] || (v->defined[id] && (v->len[id] != content->str_len ||
                                                   memcmp(v->bytes + v->off[id], content->str, content->str_len))))
             return nb_fail("tokenizer %s: added_tokens[%zu] (\"%s\") has the id %d of another token", path, i,

@@ -454,6 +454,7 @@ int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
         }
     }
     st.seconds_tokenizer = nb_now() - t_tok;
+    nb_tokenizer_special_as_text(tok, o->special_as_text);
     int vocab = nb_tokenizer_vocab_size(tok);
 
     /* 4. the temporary output folder */
@@ -521,8 +522,8 @@ int nb_prepare(const nb_prepare_opts *o, nb_prepare_stats *stats) {
                          "  \"name\": ", NB_VERSION);
     rc |= nb_buf_json_str(&man, name, strlen(name));
     rc |= nb_buf_printf(&man, ",\n  \"tokenizer\": {\"file\": \"tokenizer.json\", \"sha256\": \"%s\", \"vocab_size\": %d, "
-                         "\"eot_id\": %d, \"trained\": %s, \"reused_from\": ", hash, vocab, nb_tokenizer_eot(tok),
-                         o->tokenizer ? "false" : "true");
+                         "\"eot_id\": %d, \"special_tokens_in_text\": \"%s\", \"trained\": %s, \"reused_from\": ", hash,
+                         vocab, nb_tokenizer_eot(tok), o->special_as_text ? "text" : "id", o->tokenizer ? "false" : "true");
     if (o->tokenizer) rc |= nb_buf_json_str(&man, o->tokenizer, strlen(o->tokenizer));
     else rc |= nb_buf_printf(&man, "null");
     rc |= nb_buf_printf(&man, "},\n  \"shard_format\": {\"magic\": %d, \"version\": %d, \"token_bytes\": %d},\n  \"sources\": [",
