@@ -1,0 +1,231 @@
+/* The mixture-of-experts feed-forward block: moe.h has the rule. */
+#include "layers/moe.h"
+#include <math.h>
+#include <string.h>
+#include "layers/fastmath.h"
+#include "layers/layers.h"
+#include "util/error.h"
+
+int moe_check(const moe_dims *m) {
+    if (m->E < 1) return nb_fail("n_experts = %d: expected at least 1", m->E);
+    if (m->k < 1 || m->k > m->E || m->k > MOE_MAX_K)
+        return nb_fail("experts_per_token = %d: expected 1 to n_experts (%d), at most %d", m->k, m->E, MOE_MAX_K);
+    if (m->N < 1 || m->d < 1 || m->F < 1) return nb_fail("MoE block of %d tokens, width %d, expert width %d: expected >= 1",
+                                                          m->N, m->d, m->F);
+    return 0;
+}
+
+/* Carves n items of `size` bytes, 64-byte aligned, from *at (NULL base: only counts). */
+static void *carve(char *base, size_t *at, size_t n, size_t size) {
+    void *p = base ? base + *at : NULL;
+    *at += (n * size + 63) / 64 * 64;
+    return p;
+}
+
+static size_t layout(moe_state *s, char *base) {
+    const moe_dims m = s->m;
+    const size_t N = (size_t)m.N, E = (size_t)m.E, R = N * (size_t)m.k, d = (size_t)m.d, F = (size_t)m.F;
+    size_t at = 0;
+    s->probs = carve(base, &at, N * E, sizeof(float));
+    s->top = carve(base, &at, R, sizeof(int));
+    s->weight = carve(base, &at, R, sizeof(float));
+    s->count = carve(base, &at, E, sizeof(int));
+    s->start = carve(base, &at, E + 1, sizeof(int));
+    s->row_token = carve(base, &at, R, sizeof(int));
+    s->slot_row = carve(base, &at, R, sizeof(int));
+    s->xg = carve(base, &at, R * d, sizeof(float));
+    s->gu = carve(base, &at, R * 2 * F, sizeof(float));
+    s->h = carve(base, &at, R * F, sizeof(float));
+    s->y = carve(base, &at, R * d, sizeof(float));
+    s->dy = carve(base, &at, R * d, sizeof(float));
+    s->dh = carve(base, &at, R * F, sizeof(float));
+    s->dgu = carve(base, &at, R * 2 * F, sizeof(float));
+    s->dxg = carve(base, &at, R * d, sizeof(float));
+    s->dp = carve(base, &at, N * E, sizeof(float));
+    return at;
+}
+
+moe_state *moe_state_create(const nb_backend *be, const moe_dims *m) {
+    if (moe_check(m)) return NULL;
+    moe_state *s = nb_backend_alloc(be, sizeof *s, "a MoE block's state");
+    if (!s) return NULL;
+    s->m = *m;
+    const size_t bytes = layout(s, NULL);
+    if (!(s->memory = nb_backend_alloc(be, bytes, "a MoE block's activations"))) {
+        nb_backend_free(be, s);
+        return NULL;
+    }
+    layout(s, s->memory);
+    return s;
+}
+
+void moe_state_free(const nb_backend *be, moe_state *s) {
+    if (!s) return;
+    nb_backend_free(be, s->memory);
+    nb_backend_free(be, s);
+}
+
+/* probs = softmax(probs) row by row, in fp32. */
+static void softmax_rows(float *p, int N, int E) {
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < N; t++) {
+        float *z = p + (size_t)t * E, mx = z[0], sum = 0.0f;
+        for (int e = 1; e < E; e++) mx = z[e] > mx ? z[e] : mx;
+        for (int e = 0; e < E; e++) sum += (z[e] = nb_expf(z[e] - mx));
+        for (int e = 0; e < E; e++) z[e] /= sum;
+    }
+}
+
+/* Each token's k experts (largest p first, ties to the lower index) and their renormalized weights. */
+static void route(moe_state *s) {
+    const moe_dims m = s->m;
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < m.N; t++) {
+        const float *p = s->probs + (size_t)t * m.E;
+        int *top = s->top + (size_t)t * m.k;
+        float *w = s->weight + (size_t)t * m.k, sum = 0.0f;
+        for (int j = 0; j < m.k; j++) {
+            int best = -1;
+            for (int e = 0; e < m.E; e++) {
+                int taken = 0;
+                for (int i = 0; i < j; i++) taken |= top[i] == e;
+                if (!taken && (best < 0 || p[e] > p[best])) best = e;
+            }
+            top[j] = best;
+            sum += p[best];
+        }
+        for (int j = 0; j < m.k; j++) w[j] = p[top[j]] / sum;
+    }
+}
+
+/* Rows grouped by expert, each expert's rows in token order (a serial scan: the same for any thread count). */
+static void group(moe_state *s) {
+    const moe_dims m = s->m;
+    memset(s->count, 0, sizeof(int) * (size_t)m.E);
+    for (size_t r = 0; r < (size_t)m.N * m.k; r++) s->count[s->top[r]]++;
+    s->start[0] = 0;
+    for (int e = 0; e < m.E; e++) s->start[e + 1] = s->start[e] + s->count[e];
+    int *next = (int *)s->dp;  /* dp is free until the backward: a cursor per expert */
+    for (int e = 0; e < m.E; e++) next[e] = s->start[e];
+    for (int t = 0; t < m.N; t++)
+        for (int j = 0; j < m.k; j++) {
+            const int row = next[s->top[(size_t)t * m.k + j]]++;
+            s->row_token[row] = t;
+            s->slot_row[(size_t)t * m.k + j] = row;
+        }
+}
+
+static void gather_rows(float *xg, const float *x, const int *row_token, int R, int d) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < R; r++) memcpy(xg + (size_t)r * d, x + (size_t)row_token[r] * d, sizeof(float) * (size_t)d);
+}
+
+/* The load-balancing loss and each expert's share of the assignments. */
+static void balance(moe_state *s, float *load) {
+    const moe_dims m = s->m;
+    double aux = 0.0;
+    for (int e = 0; e < m.E; e++) {
+        double P = 0.0;
+        for (int t = 0; t < m.N; t++) P += s->probs[(size_t)t * m.E + e];
+        aux += ((double)s->count[e] / m.N) * (P / m.N);
+        if (load) load[e] = (float)((double)s->count[e] / ((double)m.N * m.k));
+    }
+    s->aux = m.E * aux;
+}
+
+void moe_forward(const nb_backend *be, moe_state *s, float *out, const float *x, const float *w_router,
+                 const float *w_gu, const float *w_down, float *load) {
+    const moe_dims m = s->m;
+    const size_t d = (size_t)m.d, F = (size_t)m.F;
+    nb_gemm(be, 0, 1, m.N, m.E, m.d, 1.0f, x, m.d, w_router, m.d, 0.0f, s->probs, m.E);
+    softmax_rows(s->probs, m.N, m.E);
+    route(s);
+    group(s);
+    gather_rows(s->xg, x, s->row_token, m.N * m.k, m.d);
+    for (int e = 0; e < m.E; e++) {
+        const int n = s->count[e];
+        if (!n) continue;
+        const size_t r0 = (size_t)s->start[e];
+        float *gu = s->gu + r0 * 2 * F, *h = s->h + r0 * F, *y = s->y + r0 * d;
+        nb_gemm(be, 0, 1, n, 2 * m.F, m.d, 1.0f, s->xg + r0 * d, m.d, w_gu + (size_t)e * 2 * F * d, m.d, 0.0f, gu,
+                2 * m.F);
+        swiglu_forward(h, gu, n, m.F);
+        nb_gemm(be, 0, 1, n, m.d, m.F, 1.0f, h, m.F, w_down + (size_t)e * d * F, m.F, 0.0f, y, m.d);
+    }
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < m.N; t++)
+        for (int j = 0; j < m.k; j++) {
+            const float w = s->weight[(size_t)t * m.k + j], *y = s->y + (size_t)s->slot_row[(size_t)t * m.k + j] * d;
+            float *o = out + (size_t)t * d;
+            for (size_t i = 0; i < d; i++) o[i] += w * y[i];
+        }
+    balance(s, load);
+}
+
+/* dy = w dout for every row, and dp: the router's gradient through the renormalized weights (the aux
+ * loss's part added by the caller). dw_j = dout . y_j; w_j = p_j / S gives
+ * dp_i = (dw_i - sum_j w_j dw_j) / S for the chosen i. */
+static void route_backward(moe_state *s, const float *dout) {
+    const moe_dims m = s->m;
+    const size_t d = (size_t)m.d;
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < m.N; t++) {
+        const float *g = dout + (size_t)t * d, *p = s->probs + (size_t)t * m.E;
+        float *dp = s->dp + (size_t)t * m.E, dw[MOE_MAX_K], sum = 0.0f, wdw = 0.0f;
+        memset(dp, 0, sizeof(float) * (size_t)m.E);
+        for (int j = 0; j < m.k; j++) {
+            const size_t row = (size_t)s->slot_row[(size_t)t * m.k + j];
+            const float w = s->weight[(size_t)t * m.k + j], *y = s->y + row * d;
+            float *dy = s->dy + row * d, dot = 0.0f;
+            for (size_t i = 0; i < d; i++) {
+                dy[i] = w * g[i];
+                dot += g[i] * y[i];
+            }
+            dw[j] = dot;
+            sum += p[s->top[(size_t)t * m.k + j]];
+            wdw += w * dot;
+        }
+        for (int j = 0; j < m.k; j++) dp[s->top[(size_t)t * m.k + j]] = (dw[j] - wdw) / sum;
+    }
+}
+
+void moe_backward(const nb_backend *be, moe_state *s, float *dx, float *g_router, float *g_gu, float *g_down,
+                  const float *dout, float aux_grad, const float *x, const float *w_router, const float *w_gu,
+                  const float *w_down) {
+    const moe_dims m = s->m;
+    const size_t d = (size_t)m.d, F = (size_t)m.F;
+    route_backward(s, dout);
+    for (int e = 0; e < m.E; e++) {
+        const int n = s->count[e];
+        if (!n) continue;
+        const size_t r0 = (size_t)s->start[e];
+        const float *dy = s->dy + r0 * d, *h = s->h + r0 * F, *gu = s->gu + r0 * 2 * F, *xg = s->xg + r0 * d;
+        float *dh = s->dh + r0 * F, *dgu = s->dgu + r0 * 2 * F, *dxg = s->dxg + r0 * d;
+        const float *wd = w_down + (size_t)e * d * F, *wg = w_gu + (size_t)e * 2 * F * d;
+        nb_gemm(be, 0, 0, n, m.F, m.d, 1.0f, dy, m.d, wd, m.F, 0.0f, dh, m.F);
+        nb_gemm(be, 1, 0, m.d, m.F, n, 1.0f, dy, m.d, h, m.F, 1.0f, g_down + (size_t)e * d * F, m.F);
+        swiglu_backward(dgu, dh, gu, n, m.F);
+        nb_gemm(be, 1, 0, 2 * m.F, m.d, n, 1.0f, dgu, 2 * m.F, xg, m.d, 1.0f, g_gu + (size_t)e * 2 * F * d, m.d);
+        nb_gemm(be, 0, 0, n, m.d, 2 * m.F, 1.0f, dgu, 2 * m.F, wg, m.d, 0.0f, dxg, m.d);
+    }
+    /* the aux loss: d aux / d p_te = E f_e / N; then the softmax: dz = p (dp - sum p dp) */
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < m.N; t++) {
+        const float *p = s->probs + (size_t)t * m.E;
+        float *dp = s->dp + (size_t)t * m.E, dot = 0.0f;
+        for (int e = 0; e < m.E; e++) {
+            dp[e] += aux_grad * (float)((double)m.E * s->count[e] / ((double)m.N * m.N));
+            dot += p[e] * dp[e];
+        }
+        for (int e = 0; e < m.E; e++) dp[e] = p[e] * (dp[e] - dot);
+    }
+    nb_gemm(be, 1, 0, m.E, m.d, m.N, 1.0f, s->dp, m.E, x, m.d, 1.0f, g_router, m.d);
+    nb_gemm(be, 0, 0, m.N, m.d, m.E, 1.0f, s->dp, m.E, w_router, m.d, 0.0f, dx, m.d);
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < m.N; t++)
+        for (int j = 0; j < m.k; j++) {
+            const float *g = s->dxg + (size_t)s->slot_row[(size_t)t * m.k + j] * d;
+            float *o = dx + (size_t)t * d;
+            for (size_t i = 0; i < d; i++) o[i] += g[i];
+        }
+}

@@ -1,0 +1,55 @@
+/* Internal: the mixture-of-experts feed-forward block (moe.c), the layer that replaces the SwiGLU MLP in
+ * a MoE model's blocks. The rule (docs/moe.md):
+ *   router   z = x W_r^T (W_r: E x d, no bias); p = softmax(z) in fp32, row by row;
+ *   top-k    the k experts of largest p, ties to the lower index, in that order (the token's slots);
+ *            their weights w_j = p_j / (sum of the k chosen p), summed in slot order;
+ *   experts  each a SwiGLU FFN: gu = x W_gu[e]^T (gate | up, 2F x d), h = silu(gate) * up,
+ *            y = h W_down[e]^T (d x F);
+ *   output   out[t] += w_0 y_0 + w_1 y_1 + ..., added in slot order;
+ *   aux      E * sum_e f_e P_e (Switch form): f_e = (assignments to e) / N (sum_e f_e = k),
+ *            P_e = the mean over the tokens of p_e; f carries no gradient.
+ * Dropless: every token reaches its k experts, grouped by expert (rows in token order), one product per
+ * expert and direction through the backend. Nothing depends on the thread count: the grouping scans the
+ * tokens in order and every sum has a fixed order. */
+#ifndef NB_LAYERS_MOE_H
+#define NB_LAYERS_MOE_H
+#include "backend/backend.h"
+
+enum { MOE_MAX_K = 64 };  /* experts per token at most */
+
+typedef struct {
+    int N, d, F, E, k;  /* tokens, model width, expert hidden width, experts, experts per token */
+} moe_dims;
+
+/* What a forward keeps for its backward, and the backward's scratch: one block of the backend's memory. */
+typedef struct {
+    moe_dims m;
+    void *memory;
+    float *probs;                          /* N x E: softmax(z) */
+    int *top;                              /* N x k: each token's experts, slot by slot */
+    float *weight;                         /* N x k: their renormalized weights */
+    int *count, *start;                    /* E and E + 1: rows per expert, and where each begins */
+    int *row_token, *slot_row;             /* N k: a grouped row's token; token t's slot j's row (t k + j) */
+    float *xg, *gu, *h, *y;                /* grouped rows: inputs (d), gate|up (2F), hidden (F), output (d) */
+    float *dy, *dh, *dgu, *dxg, *dp;       /* backward scratch: as above, and dp (N x E) */
+    double aux;                            /* the forward's load-balancing loss */
+} moe_state;
+
+/* 0, or -1 with nb_last_error naming the field and its range (E >= 1, 1 <= k <= min(E, MOE_MAX_K), N, d,
+ * F >= 1). */
+int moe_check(const moe_dims *m);
+/* The state for blocks of these dimensions (at most N tokens), from be's memory; NULL with nb_last_error. */
+moe_state *moe_state_create(const nb_backend *be, const moe_dims *m);
+void moe_state_free(const nb_backend *be, moe_state *s);
+
+/* out[N x d] += the block's output for x[N x d] (the normalized input); w_router (E x d), w_gu (E blocks
+ * of 2F x d), w_down (E blocks of d x F). Keeps in s what the backward needs; s->aux gets the layer's
+ * load-balancing loss and load[e] (may be NULL) the fraction of the N k assignments that went to e. */
+void moe_forward(const nb_backend *be, moe_state *s, float *out, const float *x, const float *w_router,
+                 const float *w_gu, const float *w_down, float *load);
+/* dx (overwritten, N x d) and the weights' gradients (+=) from dout = dL/d(out) and aux_grad = dL/d(aux),
+ * after moe_forward on the same x and weights. */
+void moe_backward(const nb_backend *be, moe_state *s, float *dx, float *g_router, float *g_gu, float *g_down,
+                  const float *dout, float aux_grad, const float *x, const float *w_router, const float *w_gu,
+                  const float *w_down);
+#endif
