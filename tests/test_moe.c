@@ -7,6 +7,8 @@
  * - ties go to the lower index; a collapsed router (every token to the same experts) runs, the unused
  *   experts getting zero gradients and zero load;
  * - bitwise the same forward and backward at 1 and 3 threads;
+ * - the same against a float64 PyTorch implementation with autograd (tools/reference/moe_reference.py,
+ *   tests/fixtures/moe_block.nbfx): the experts chosen, the output, aux and every gradient;
  * - bad dimensions refused naming the field. */
 #include <math.h>
 #include <omp.h>
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
+#include "fixture.h"
 #include "layers/moe.h"
 #include "util/error.h"
 
@@ -105,6 +108,7 @@ static double objective(const ref_block *b, const double *c, double a) {
 /* ---- the layer under test, in float ---- */
 typedef struct {
     float *x, *wr, *wg, *wd, *out, *dx, *gr, *gg, *gd, *load;
+    int *top;  /* the layer's experts, slot by slot */
     double aux;
 } run_out;
 
@@ -128,6 +132,8 @@ static void run_layer(const ref_block *b, const double *c, double a, run_out *r)
     if (!s) exit(1);
     moe_forward(be, s, r->out, r->x, r->wr, r->wg, r->wd, r->load);
     r->aux = s->aux;
+    r->top = malloc(sizeof(int) * (size_t)m.N * m.k);
+    memcpy(r->top, s->top, sizeof(int) * (size_t)m.N * m.k);
     moe_backward(be, s, r->dx, r->gr, r->gg, r->gd, dout, (float)a, r->x, r->wr, r->wg, r->wd);
     CHECK(nb_backend_check(be) == 0, "the backend's products: %s", nb_last_error());
     moe_state_free(be, s);
@@ -136,7 +142,7 @@ static void run_layer(const ref_block *b, const double *c, double a, run_out *r)
 
 static void free_run(run_out *r) {
     free(r->x), free(r->wr), free(r->wg), free(r->wd), free(r->out), free(r->dx), free(r->gr), free(r->gg), free(r->gd);
-    free(r->load);
+    free(r->load), free(r->top);
 }
 
 /* Central differences of the objective on every element of v (n of them), against the layer's g. */
@@ -282,7 +288,52 @@ static void check_refusals(void) {
               "refused: %s (%s)", bad[i].want, nb_last_error());
 }
 
+/* The fixture's double arrays as a reference block; NULL entries fail the check. */
+static const double *entry(const nbfx *f, const char *name, size_t numel) {
+    const nbfx_entry *e = nbfx_get(f, name);
+    const int ok = e && e->f64 && e->numel == numel;
+    CHECK(ok, "moe_block.nbfx has %s (%zu values)", name, numel);
+    return ok ? e->f64 : NULL;
+}
+
+static void check_against_pytorch(void) {
+    nbfx *f = nbfx_load("tests/fixtures/moe_block.nbfx");
+    CHECK(f != NULL, "load tests/fixtures/moe_block.nbfx");
+    if (!f) return;
+    const nbfx_entry *dims = nbfx_get(f, "dims"), *top = nbfx_get(f, "top");
+    if (!dims || !dims->i32 || dims->numel != 5 || !top || !top->i32) {
+        CHECK(0, "moe_block.nbfx: dims and top");
+        nbfx_free(f);
+        return;
+    }
+    const moe_dims m = {.N = dims->i32[0], .d = dims->i32[1], .F = dims->i32[2], .E = dims->i32[3], .k = dims->i32[4]};
+    const size_t nx = (size_t)m.N * m.d, nr = (size_t)m.E * m.d, ng = (size_t)m.E * 2 * m.F * m.d,
+                 nd = (size_t)m.E * m.d * m.F;
+    const double *x = entry(f, "x", nx), *wr = entry(f, "w_router", nr), *wg = entry(f, "w_gu", ng),
+                 *wd = entry(f, "w_down", nd), *c = entry(f, "c", nx), *a = entry(f, "a", 1), *out = entry(f, "out", nx),
+                 *aux = entry(f, "aux", 1), *gx = entry(f, "grad:x", nx), *gr = entry(f, "grad:w_router", nr),
+                 *gg = entry(f, "grad:w_gu", ng), *gd = entry(f, "grad:w_down", nd);
+    if (x && wr && wg && wd && c && a && out && aux && gx && gr && gg && gd) {
+        ref_block b = {m, (double *)x, (double *)wr, (double *)wg, (double *)wd};
+        run_out r;
+        run_layer(&b, c, a[0], &r);
+        int same = 1;
+        for (size_t i = 0; i < (size_t)m.N * m.k; i++) same &= r.top[i] == top->i32[i];
+        CHECK(same, "the layer's experts, slot by slot, are torch.topk's");
+        CHECK(check_rel_err_d(r.out, out, nx, 1e-3) < 1e-5 && fabs(r.aux - aux[0]) < 1e-6 * fabs(aux[0]),
+              "the output (%.2g) and aux (%.9g, torch %.9g) against PyTorch", check_rel_err_d(r.out, out, nx, 1e-3), r.aux,
+              aux[0]);
+        const double ex = check_rel_err_d(r.dx, gx, nx, 1e-3), er = check_rel_err_d(r.gr, gr, nr, 1e-3),
+                     eg = check_rel_err_d(r.gg, gg, ng, 1e-3), ed = check_rel_err_d(r.gd, gd, nd, 1e-3);
+        CHECK(ex < 1e-4 && er < 1e-4 && eg < 1e-4 && ed < 1e-4,
+              "gradients against PyTorch's autograd: input %.2g, router %.2g, gate|up %.2g, down %.2g", ex, er, eg, ed);
+        free_run(&r);
+    }
+    nbfx_free(f);
+}
+
 int main(void) {
+    check_against_pytorch();
     check_against_reference((moe_dims){.N = 10, .d = 6, .F = 5, .E = 4, .k = 2});
     check_against_reference((moe_dims){.N = 9, .d = 5, .F = 4, .E = 5, .k = 1});
     check_against_reference((moe_dims){.N = 7, .d = 4, .F = 3, .E = 3, .k = 3});
