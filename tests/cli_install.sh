@@ -4,7 +4,7 @@
 # examples/train_tiny.c, built only with what `pkg-config nobubble` gives (shared, and static with
 # --static), prepares a tiny corpus and trains a tiny model, and its loss ends below uniform guessing.
 # Both libraries export the public API only: a program that defines the internal names links and
-# trains the same.
+# trains the same. nobubble.pc needs no other package's .pc file; find_package(nobubble) works too.
 set -u
 bin=${1:?usage: cli_install.sh path/to/nobubble}
 source "$(dirname "$0")/support/cli_harness.sh"
@@ -39,6 +39,12 @@ done
 
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 pkg-config --exists nobubble && ok || fail "pkg-config does not find nobubble.pc: $(pkg-config --print-errors --exists nobubble 2>&1)"
+# nobubble.pc alone is enough (no other package's .pc, even for --static), and --cflags gives only its headers
+PKG_CONFIG_LIBDIR=$libdir/pkgconfig pkg-config --static --libs nobubble > /dev/null 2> "$work/pc.err" && ok ||
+  fail "pkg-config --static needs other .pc files: $(cat "$work/pc.err")"
+read -r -a cflag_words <<< "$(PKG_CONFIG_LIBDIR=$libdir/pkgconfig pkg-config --cflags nobubble)"
+[ ${#cflag_words[@]} -eq 1 ] && [ "$(realpath "${cflag_words[0]#-I}")" = "$(realpath "$prefix/include")" ] && ok ||
+  fail "pkg-config --cflags gives more than nobubble's headers: ${cflag_words[*]}"
 cflags=$(pkg-config --cflags nobubble) libs=$(pkg-config --libs nobubble)
 static_libs=$(pkg-config --static --libs nobubble | sed 's/-lnobubble\b/-l:libnobubble.a/')
 # a sanitized build's library needs the sanitizers' runtimes in the program too
@@ -73,9 +79,27 @@ ldd "$work/static" 2>/dev/null | grep -q "libnobubble.so" && fail "the static bu
 # each of which aborts if reached) links, shared and static, and trains exactly as the plain program.
 run_example shared_names tests/fixtures/internal_names.c $libs
 run_example static_names tests/fixtures/internal_names.c $static_libs
+# CMake's find_package(nobubble): a project of one line more links nobubble::nobubble
+mkdir -p "$work/cmake_consumer"
+cat > "$work/cmake_consumer/CMakeLists.txt" <<EOF
+cmake_minimum_required(VERSION 3.16)
+project(consumer C)
+find_package(nobubble 0.1 REQUIRED)
+add_executable(train_tiny $PWD/examples/train_tiny.c)
+target_link_libraries(train_tiny PRIVATE nobubble::nobubble)
+EOF
+if cmake -S "$work/cmake_consumer" -B "$work/cmake_consumer/build" -DCMAKE_PREFIX_PATH="$prefix" \
+     ${extra:+-DCMAKE_C_FLAGS="$extra"} > "$work/cmake.log" 2>&1 &&
+   cmake --build "$work/cmake_consumer/build" >> "$work/cmake.log" 2>&1; then
+  ok
+  OMP_NUM_THREADS=1 LD_LIBRARY_PATH=$libdir "$work/cmake_consumer/build/train_tiny" "$work/text.txt" "$work/cmake.run" \
+    > "$work/cmake_find.out" 2>&1 && ok || fail "the find_package program failed: $(tail -3 "$work/cmake_find.out")"
+else
+  fail "find_package(nobubble): $(tail -5 "$work/cmake.log")"
+fi
 # all link the same code: the same run gives bitwise the same weights
 w1=$(grep -o 'weights [0-9a-f]*' "$work/shared.out")
-for other in static shared_names static_names; do
+for other in static shared_names static_names cmake_find; do
   w2=$(grep -o 'weights [0-9a-f]*' "$work/$other.out")
   [ -n "$w1" ] && [ "$w1" = "$w2" ] && ok || fail "shared and $other runs differ: '$w1' vs '$w2'"
 done
