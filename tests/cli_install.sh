@@ -79,6 +79,31 @@ ldd "$work/static" 2>/dev/null | grep -q "libnobubble.so" && fail "the static bu
 # each of which aborts if reached) links, shared and static, and trains exactly as the plain program.
 run_example shared_names tests/fixtures/internal_names.c $libs
 run_example static_names tests/fixtures/internal_names.c $static_libs
+# MPI is its own library: the plain program loads none; a program that links nobubble-mpi and registers it
+# has the transport (shared and static)
+ldd "$work/shared" 2>/dev/null | grep -q libmpi && fail "a program without MPI loads libmpi: $(ldd "$work/shared" | grep mpi)" || ok
+if [ -e "$libdir/libnobubble-mpi.so" ]; then
+  cat > "$work/mpi_prog.c" <<'EOF'
+#include <stdio.h>
+#include "nobubble/mpi.h"
+int main(void) {
+    int before = nb_mpi_available(), rc = nb_mpi_register();
+    printf("mpi %d %d %d\n", before, rc, nb_mpi_available());
+    return 0;
+}
+EOF
+  mpi_static=$(pkg-config --static --libs nobubble-mpi | sed 's/-lnobubble-mpi\b/-l:libnobubble-mpi.a/; s/-lnobubble\b/-l:libnobubble.a/')
+  for how in shared static; do
+    if [ $how = shared ]; then flags=$(pkg-config --libs nobubble-mpi); else flags=$mpi_static; fi
+    if cc -std=c11 $extra "$work/mpi_prog.c" $(pkg-config --cflags nobubble-mpi) $flags -o "$work/mpi_$how" 2> "$work/mpi.cc"; then
+      [ "$(LD_LIBRARY_PATH=$libdir "$work/mpi_$how")" = "mpi 0 0 1" ] && ok || fail "$how: nb_mpi_register: $(LD_LIBRARY_PATH=$libdir "$work/mpi_$how" 2>&1)"
+    else
+      fail "$how: a program with nobubble-mpi does not build: $(cat "$work/mpi.cc")"
+    fi
+  done
+  nm -D --defined-only "$libdir/libnobubble-mpi.so" | awk '{print $3}' | grep -vx nb_mpi_register | grep -q . &&
+    fail "libnobubble-mpi.so exports more than nb_mpi_register" || ok
+fi
 # CMake's find_package(nobubble): a project of one line more links nobubble::nobubble
 mkdir -p "$work/cmake_consumer"
 cat > "$work/cmake_consumer/CMakeLists.txt" <<EOF

@@ -3,13 +3,15 @@
  * Open MPI's is 2^31 - 1, so 60 extra endpoints exceed it): rank 0 drives endpoint 0 and the coordinator (endpoint P) with polls, as the executor will; every
  * rank runs its endpoints' part of the protocol of tests/support/link_script.c (which test_link
  * also runs on the threads hub). A failed check calls nb_link_fail, which aborts the whole job.
- * `link_mpi --available` exits 77 (skipped) when nobubble was built without MPI. */
+ * `link_mpi --available` exits 77 (skipped) when nobubble was built without MPI. Before nb_mpi_register
+ * the core has no MPI transport and says so, naming nb_mpi_register. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
 #include "link_script.h"
 #include "nobubble/common.h"
+#include "nobubble/mpi.h"
 #include "nobubble/runtime.h"
 
 /* Rank 0's local endpoints: a poll before the send is 0 and after it 1; a receive of a local
@@ -56,6 +58,15 @@ static int run(int P) {
 }
 
 int main(int argc, char **argv) {
+    /* Before the transport is registered, the core has none and says how to get it. */
+    nb_link *none[2];
+    int n_none = 1;
+    if (nb_mpi_available() || nb_mpi_links(none, &n_none, 2, 3) == 0 || n_none != 0 ||
+        !strstr(nb_last_error(), "nb_mpi_register")) {
+        fprintf(stderr, "link_mpi: without nb_mpi_register the core must have no MPI transport (%s)\n", nb_last_error());
+        return 1;
+    }
+    if (nb_mpi_register()) return argc == 2 && !strcmp(argv[1], "--available") ? 77 : 1;
     if (argc == 2 && !strcmp(argv[1], "--available")) return nb_mpi_available() ? 0 : 77;
     const int P = argc == 2 ? atoi(argv[1]) : 0;
     if (P < 2) {

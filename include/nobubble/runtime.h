@@ -60,9 +60,23 @@ nb_link *nb_hub_link(nb_hub *h, int stage);
 const char *nb_hub_failure(nb_hub *h);
 void nb_hub_free(nb_hub *h);
 
-/* MPI: whether nobubble was built with it. */
+/* MPI: the transport lives in its own library, libnobubble-mpi (include/nobubble/mpi.h), so that a
+ * program without MPI loads none. Its nb_mpi_register hands the core this table; until then
+ * nb_mpi_available() is 0 and nb_mpi_links fails saying so (NB_MPI_MISSING). last_error: the transport's
+ * message after a failed call. */
+typedef struct {
+    int (*links)(nb_link **links, int *n_links, int n_stages, int n_endpoints);
+    void (*finish)(void);
+    const char *(*last_error)(void);
+} nb_mpi_transport;
+void nb_mpi_set_transport(const nb_mpi_transport *t);
+#define NB_MPI_MISSING                                                                                    \
+    "this program has no MPI transport (link libnobubble-mpi, pkg-config nobubble-mpi, and call "        \
+    "nb_mpi_register() first; the nobubble command does, when built with MPI: install libopenmpi-dev and " \
+    "rebuild)"
+/* Whether the MPI transport is registered. */
 int nb_mpi_available(void);
-/* MPI (initialized once per process; fails when nobubble was built without MPI or when the world size
+/* MPI (initialized once per process; fails when no transport is registered or when the world size
  * is not n_stages): one rank per stage;
  * endpoints n_stages..n_endpoints-1 live on rank 0. On rank 0, links[0] is endpoint 0 and links[1..]
  * are the extra endpoints in order (links must hold 1 + n_endpoints - n_stages); elsewhere links[0]

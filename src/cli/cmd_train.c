@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "nobubble/checkpoint.h"
 #include "nobubble/data.h"
+#include "nobubble/mpi.h"
 #include "nobubble/pipeline.h"
 #include "nobubble/runtime.h"
 #include "nobubble/train.h"
@@ -334,6 +335,7 @@ static int train_command(int argc, char **argv, nb_train_config_file **file) {
      * instead of being killed mid-checkpoint. */
     signal(SIGXFSZ, SIG_IGN);
     nb_train_result res;
+    nb_mpi_register();  /* --transport mpi; without MPI in the build the run says so if asked for it */
     int failed = nb_train(&o, &res);
     nb_mpi_finish();
     if (failed) {

@@ -1,19 +1,11 @@
-/* The MPI transport: one rank per pipeline stage of MPI_COMM_WORLD, and any endpoints beyond the
- * stages (the coordinator) on rank 0, driven by the same thread as its stage. A send to an endpoint
- * of another rank copies the bytes and starts an MPI_Isend, so that it never waits for the receiver
- * (two neighbours sending each other large activations and gradients would otherwise deadlock in
- * MPI's rendezvous protocol); finished sends are reaped on later calls and at close. A send to an
- * endpoint of this process goes to that endpoint's queue and never touches MPI (a self-send of a
- * large message would wait for a receive that the one thread can only post afterwards). A failure
- * aborts the job: mpirun then stops every rank, so that none waits forever. Without MPI at build
- * time every entry point says so. */
+/* MPI in the core: whether a launcher started this process and how many it started (from its
+ * environment, without MPI itself), and the door to the MPI transport, which lives in its own library
+ * (src/mpi/, libnobubble-mpi) so that the core loads no MPI library: nb_mpi_register there hands its
+ * table to nb_mpi_set_transport here. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "runtime/link.h"
-#include "runtime/queue.h"
-#include "util/clock.h"
 #include "util/error.h"
 
 int nb_mpi_launched(void) {
@@ -32,251 +24,19 @@ int nb_mpi_world_size(void) {
     return nb_mpi_launched() ? -1 : 0;
 }
 
-#ifdef NB_HAVE_MPI
-#include <mpi.h>
+static const nb_mpi_transport *transport;  /* set once, before any run, by nb_mpi_register */
 
-typedef struct pending {
-    struct pending *next;
-    MPI_Request req;
-    unsigned char data[];
-} pending;
+void nb_mpi_set_transport(const nb_mpi_transport *t) { transport = t; }
 
-/* What the links of one process share: where each endpoint lives, the queues of this process's
- * endpoints, the sends MPI has not finished with, and how many links are still open. Endpoint e
- * lives on rank e when it is a stage (e < n_stages), else on rank 0, where it has local index
- * e - n_stages + 1 (the stage's is 0). */
-typedef struct {
-    int rank, n_stages, on_rank0;  /* on_rank0: endpoints rank 0 hosts, 1 + the extra ones */
-    nb_queue *queues;              /* by local index */
-    pending *sends;
-    int open;
-} mpi_proc;
-
-static int started;
-
-static int rank_of(const mpi_proc *p, int e) { return e < p->n_stages ? e : 0; }
-static int local_index(const mpi_proc *p, int e) { return e < p->n_stages ? 0 : e - p->n_stages + 1; }
-
-/* The MPI tag of a message: the (sender, receiver) pair of local indices above the link's tag, so
- * that rank 0's endpoints are told apart on both ends. With no extra endpoint it is the link's tag. */
-static int wire_tag(const mpi_proc *p, int from, int to, int tag) {
-    return (local_index(p, from) * p->on_rank0 + local_index(p, to)) * NB_LINK_TAGS + tag;
-}
-
-/* Frees the sends MPI has finished with; with wait, waits for all of them. */
-static void reap(mpi_proc *m, int wait) {
-    pending **p = &m->sends;
-    while (*p) {
-        int done = 0;
-        if (wait) MPI_Wait(&(*p)->req, MPI_STATUS_IGNORE), done = 1;
-        else MPI_Test(&(*p)->req, &done, MPI_STATUS_IGNORE);
-        if (done) {
-            pending *gone = *p;
-            *p = gone->next;
-            free(gone);
-        } else {
-            p = &(*p)->next;
-        }
-    }
-}
-
-static int send_remote(nb_link *l, int to, int tag, const void *buf, size_t bytes) {
-    mpi_proc *m = l->impl;
-    if (bytes > (size_t)0x7fffffff) return nb_fail("stage %d: a message of %zu bytes is too large for MPI", l->stage, bytes);
-    pending *p = malloc(sizeof *p + bytes);
-    if (!p) return nb_fail("stage %d: out of memory sending %zu bytes to stage %d", l->stage, bytes, to);
-    if (bytes) memcpy(p->data, buf, bytes);
-    if (MPI_Isend(p->data, (int)bytes, MPI_BYTE, rank_of(m, to), wire_tag(m, l->stage, to, tag), MPI_COMM_WORLD,
-                  &p->req) != MPI_SUCCESS) {
-        free(p);
-        return nb_fail("stage %d: MPI_Isend to stage %d failed", l->stage, to);
-    }
-    p->next = m->sends;
-    m->sends = p;
-    return 0;
-}
-
-static int mpi_send(nb_link *l, int to, int tag, const void *buf, size_t bytes) {
-    mpi_proc *m = l->impl;
-    reap(m, 0);
-    if (rank_of(m, to) != m->rank) return send_remote(l, to, tag, buf, bytes);
-    nb_msg *msg = nb_msg_new(l->stage, l->stage, to, tag, buf, bytes);
-    if (!msg) return -1;
-    nb_queue_push(&m->queues[local_index(m, to)], msg);
-    return 0;
-}
-
-/* MPI_Probe with the link's timeout: a rank that stalled (SIGSTOP, a hung file system) is no failure
- * to MPI, and would hold this one for ever. It polls, as Open MPI's blocking probe does too; once a
- * wait has lasted a few milliseconds (a stage idle anyway), it sleeps 50 us between polls. */
-static int probe(nb_link *l, int rank, int wire, MPI_Status *st) {
-    if (l->timeout_s <= 0) return MPI_Probe(rank, wire, MPI_COMM_WORLD, st) == MPI_SUCCESS ? 0 : -1;
-    const double start = nb_now();
-    for (;;) {
-        int arrived = 0;
-        if (MPI_Iprobe(rank, wire, MPI_COMM_WORLD, &arrived, st) != MPI_SUCCESS) return -1;
-        if (arrived) return 0;
-        const double waited = nb_now() - start;
-        if (waited > l->timeout_s) return 1;
-        if (waited > 0.005) nanosleep(&(struct timespec){0, 50000}, NULL);
-    }
-}
-
-static int recv_remote(nb_link *l, int from, int tag, void *buf, size_t bytes) {
-    mpi_proc *m = l->impl;
-    const int rank = rank_of(m, from), wire = wire_tag(m, from, l->stage, tag);
-    MPI_Status st;
-    int rc = probe(l, rank, wire, &st);
-    if (rc > 0) return nb_link_timed_out(l, from, tag);
-    if (rc) return nb_fail("stage %d: MPI_Probe for stage %d failed", l->stage, from);
-    int count = 0;
-    MPI_Get_count(&st, MPI_BYTE, &count);
-    if ((size_t)count != bytes)
-        return nb_fail("stage %d: message from stage %d (tag %d) has %d bytes, expected %zu", l->stage, from, tag,
-                       count, bytes);
-    if (MPI_Recv(buf, count, MPI_BYTE, rank, wire, MPI_COMM_WORLD, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-        return nb_fail("stage %d: MPI_Recv from stage %d failed", l->stage, from);
-    return 0;
-}
-
-/* A message between two endpoints of this process is there or never comes: one thread drives both,
- * so waiting for it would wait for ever. */
-static int mpi_recv(nb_link *l, int from, int tag, void *buf, size_t bytes) {
-    mpi_proc *m = l->impl;
-    reap(m, 0);
-    if (rank_of(m, from) != m->rank) return recv_remote(l, from, tag, buf, bytes);
-    nb_msg *msg = nb_queue_take(&m->queues[local_index(m, l->stage)], from, tag);
-    if (!msg)
-        return nb_fail("stage %d: no message from stage %d (tag %d), which this process drives too: it has not been "
-                       "sent, and waiting for it would wait for ever", l->stage, from, tag);
-    return nb_msg_deliver(msg, l->stage, buf, bytes);
-}
-
-static int mpi_poll(nb_link *l, int from, int tag) {
-    mpi_proc *m = l->impl;
-    reap(m, 0);  /* a driver that only polls while it waits still frees finished sends */
-    if (rank_of(m, from) == m->rank) return nb_queue_find(&m->queues[local_index(m, l->stage)], from, tag) != NULL;
-    int arrived = 0;
-    if (MPI_Iprobe(rank_of(m, from), wire_tag(m, from, l->stage, tag), MPI_COMM_WORLD, &arrived,
-                   MPI_STATUS_IGNORE) != MPI_SUCCESS)
-        return nb_fail("stage %d: MPI_Iprobe for stage %d failed", l->stage, from);
-    return arrived != 0;
-}
-
-static void mpi_fail(nb_link *l, const char *why) {
-    fprintf(stderr, "nobubble: stage %d failed: %s\n", l->stage, why);
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 3);
-}
-
-static void proc_free(mpi_proc *m) {
-    for (int i = 0; i < m->on_rank0; i++) nb_queue_clear(&m->queues[i]);
-    free(m->queues);
-    free(m);
-}
-
-/* The process's sends are waited for when its last link closes: until then another of its links may
- * still send, and their order does not matter to the receivers. */
-static void mpi_close(nb_link *l) {
-    mpi_proc *m = l->impl;
-    free(l);
-    if (--m->open > 0) {
-        reap(m, 0);
-        return;
-    }
-    reap(m, 1);
-    proc_free(m);
-}
-
-static const nb_link_ops mpi_ops = {mpi_send, mpi_recv, mpi_poll, mpi_fail, mpi_close};
-
-int nb_mpi_available(void) { return 1; }
-
-static int mpi_start(void) {
-    if (started) return 0;
-    int already = 0;
-    MPI_Initialized(&already);
-    if (!already && MPI_Init(NULL, NULL) != MPI_SUCCESS) return nb_fail("MPI_Init failed");
-    started = 1;
-    return 0;
-}
-
-/* The wire tags of n endpoints (see wire_tag) must fit the MPI implementation's MPI_TAG_UB. */
-static int check_tags(int on_rank0, int n_endpoints) {
-    int *ub = NULL, found = 0;
-    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
-    const long long need = (long long)on_rank0 * on_rank0 * NB_LINK_TAGS - 1, have = found ? *ub : 32767;
-    if (need > have)
-        return nb_fail("%d endpoints over MPI need tags up to %lld, but this MPI's MPI_TAG_UB is %lld", n_endpoints,
-                       need, have);
-    return 0;
-}
-
-static mpi_proc *proc_new(int rank, int n_stages, int on_rank0) {
-    mpi_proc *m = malloc(sizeof *m);
-    nb_queue *queues = calloc((size_t)on_rank0, sizeof *queues);
-    if (!m || !queues) {
-        free(m);
-        free(queues);
-        nb_fail("out of memory");
-        return NULL;
-    }
-    *m = (mpi_proc){rank, n_stages, on_rank0, queues, NULL, 0};
-    return m;
-}
-
-/* Endpoint number of this rank's link i (see runtime.h). */
-static int endpoint_of(const mpi_proc *m, int i) { return i == 0 ? m->rank : m->n_stages + i - 1; }
-
-static int make_links(mpi_proc *m, nb_link **links, int n, int n_endpoints) {
-    for (int i = 0; i < n; i++) {
-        if (!(links[i] = malloc(sizeof *links[i]))) {
-            while (i-- > 0) free(links[i]);
-            proc_free(m);
-            return nb_fail("out of memory");
-        }
-        *links[i] = (nb_link){&mpi_ops, endpoint_of(m, i), n_endpoints, m, 0};
-    }
-    m->open = n;
-    return 0;
-}
+int nb_mpi_available(void) { return transport != NULL; }
 
 int nb_mpi_links(nb_link **links, int *n_links, int n_stages, int n_endpoints) {
     *n_links = 0;
-    if (n_stages < 1 || n_endpoints < n_stages || n_endpoints - n_stages > 1000)
-        return nb_fail("MPI links for %d stages and %d endpoints: expected 1 <= stages <= endpoints <= stages + 1000",
-                       n_stages, n_endpoints);
-    if (mpi_start()) return -1;
-    int rank = 0, size = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size != n_stages)
-        return nb_fail("--stages %d with %d MPI processes: expected one process per stage (mpirun -np %d)", n_stages,
-                       size, n_stages);
-    const int on_rank0 = 1 + n_endpoints - n_stages;
-    if (check_tags(on_rank0, n_endpoints)) return -1;
-    mpi_proc *m = proc_new(rank, n_stages, on_rank0);
-    const int n = rank == 0 ? on_rank0 : 1;
-    if (!m || make_links(m, links, n, n_endpoints)) return -1;
-    *n_links = n;
+    if (!transport) return nb_fail("--transport mpi: %s", NB_MPI_MISSING);
+    if (transport->links(links, n_links, n_stages, n_endpoints)) return nb_fail("%s", transport->last_error());
     return 0;
 }
 
 void nb_mpi_finish(void) {
-    int finalized = 0;
-    if (!started) return;
-    MPI_Finalized(&finalized);
-    if (!finalized) MPI_Finalize();
+    if (transport) transport->finish();
 }
-#else
-int nb_mpi_available(void) { return 0; }
-
-int nb_mpi_links(nb_link **links, int *n_links, int n_stages, int n_endpoints) {
-    (void)links, (void)n_stages, (void)n_endpoints;
-    *n_links = 0;
-    return nb_fail("--transport mpi: this nobubble was built without MPI (install libopenmpi-dev and rebuild)");
-}
-
-void nb_mpi_finish(void) {}
-#endif
-

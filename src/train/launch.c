@@ -40,7 +40,7 @@ static int check_pipeline_options(const nb_train_options *o) {
     if (o->transport != NB_TRANSPORT_THREADS && o->transport != NB_TRANSPORT_MPI)
         return nb_fail("--transport %d: expected one of %s", o->transport, NB_TRANSPORT_KINDS);
     if (o->transport == NB_TRANSPORT_MPI && !nb_mpi_available())
-        return nb_fail("--transport mpi: this nobubble was built without MPI (install libopenmpi-dev and rebuild)");
+        return nb_fail("--transport mpi: %s", NB_MPI_MISSING);
     return 0;
 }
 
