@@ -20,6 +20,8 @@
 #define NB_TRAIN_MAX_STEPS 100000000
 /* The resolved configuration a run writes into its --out folder (train --config reads it back). */
 #define NB_TRAIN_CONFIG_FILE "train_config.json"
+/* The data folder of a run that names none (train's default --data). */
+#define NB_TRAIN_DEFAULT_DATA "data/bible"
 #define NB_TRAIN_MAX_BATCH 65536
 #define NB_TRAIN_MAX_MICROBATCHES 4096
 #define NB_TRAIN_MAX_STAGES 1024
@@ -30,8 +32,14 @@ typedef struct nb_train_options {
     int stages;                 /* split of the model in this process (1) */
     const int *split;           /* blocks of each of the stages (NULL: an even split, earlier stages
                                    taking the remainder); any split gives the same weights */
-    const char *train_pattern;  /* glob of training shards */
-    const char *val_pattern;    /* glob of validation shards (NULL: no evaluation) */
+    const char *data_dir;       /* a folder made by `prepare` (or llm.c's shards): when train_pattern is NULL, its
+                                   training and validation shards; with vocab_from_data, its tokenizer's
+                                   vocabulary; with export_dir, its tokenizer beside the export. NULL and no
+                                   train_pattern: NB_TRAIN_DEFAULT_DATA. As `train --data DIR` does */
+    int vocab_from_data;        /* 1 (the default): the model's vocab_size is the data folder's tokenizer's,
+                                   when it has one; 0: model.vocab_size as given (--set vocab_size=N) */
+    const char *train_pattern;  /* glob of training shards (NULL: data_dir's) */
+    const char *val_pattern;    /* glob of validation shards (NULL: data_dir's, or no evaluation) */
     int batch;                  /* B sequences per micro-batch (8) */
     int seq_len;                /* T tokens per sequence (0: the model's context) */
     int microbatches;           /* M micro-batches per optimizer step (1) */
@@ -94,6 +102,7 @@ typedef struct nb_train_result {
                                    checkpoint's, the results above are unset */
     int summary_rebuilt;        /* summary.json was missing (a kill after the final save): rebuilt from
                                    metrics.jsonl and the checkpoint's weights, nothing else changed */
+    int tokenizer_exported;     /* the data folder's tokenizer went beside the export (export_dir) */
 } nb_train_result;
 
 /* The settings table's defaults (adamw's where they differ by optimizer) and the tiny model. */

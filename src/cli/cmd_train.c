@@ -1,5 +1,5 @@
 /* nobubble train: the command-line face of nb_train. */
-#include <glob.h>
+#include <math.h>
 #include <omp.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -21,18 +21,6 @@ static const char usage[] =
     "                      [--batch B] [--seq T] [--microbatches M] [--steps N] [--optimizer NAME] [--lr LR] [--out DIR] ...\n"
     "Trains a model, accumulating M micro-batches of B sequences per optimizer step.";
 
-/* Reads the vocabulary size of DIR/tokenizer.json; 0 when there is none. */
-static int data_vocab(const char *dir) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    if (access(path, R_OK)) return 0;
-    nb_tokenizer *t;
-    if (nb_tokenizer_load(&t, path)) return -1;
-    int v = nb_tokenizer_vocab_size(t);
-    nb_tokenizer_free(t);
-    return v;
-}
-
 /* SIGINT and SIGTERM finish the current step (a pipeline: a few steps more, see docs/pipeline.md),
  * save a checkpoint (with --save-dir) and exit. SIGUSR1 too: Open MPI's mpirun forwards it to every
  * rank, while it answers SIGINT and SIGTERM by killing the job after a few seconds. A second SIGINT
@@ -48,27 +36,6 @@ static void on_signal(int sig, int count) {
         fprintf(stderr, "nobubble train: %s: stopping at the end of a step, with a checkpoint (with --save-dir); "
                 "a second SIGINT or SIGTERM exits at once\n", name);
     nb_train_request_stop();
-}
-
-static int matches_any(const char *pattern) {
-    glob_t g;
-    memset(&g, 0, sizeof g);
-    int found = glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc > 0;
-    globfree(&g);
-    return found;
-}
-
-/* The shards of --data DIR of one kind ("train", "val"): prepare's numbered NAME_KIND_NNNNNN.bin (also
- * llm.c's fineweb_train_000001.bin), else llm.c's single NAME_KIND.bin (tiny_shakespeare_train.bin).
- * Neither: the numbered pattern, which the loader's error then names. */
-static void data_glob(const char *dir, const char *kind, char *out, size_t size) {
-    snprintf(out, size, "%s/*_%s.bin", dir, kind);
-    if (matches_any(out)) {
-        char numbered[4200];
-        snprintf(numbered, sizeof numbered, "%s/*_%s_*.bin", dir, kind);
-        if (!matches_any(numbered)) return;
-    }
-    snprintf(out, size, "%s/*_%s_*.bin", dir, kind);
 }
 
 /* "--split 3,1": exactly `stages` block counts (their sum is checked with the model). */
@@ -302,31 +269,11 @@ static int train_command(int argc, char **argv, nb_train_config_file **file) {
     const nb_setting *train_row = nb_setting_by_name("train"), *val_row = nb_setting_by_name("val");
     if (data && t.settings.given[train_row - nb_settings] == 2) o.train_pattern = NULL;
     if (data && t.settings.given[val_row - nb_settings] == 2) o.val_pattern = NULL;
-    char train_glob[4096], val_glob[4096];
-    if (!o.train_pattern) {
-        if (!data) data = "data/bible";
-        data_glob(data, "train", train_glob, sizeof train_glob);
-        data_glob(data, "val", val_glob, sizeof val_glob);
-        o.train_pattern = train_glob;
-        if (!o.val_pattern) {
-            /* prepare --val-fraction 0 writes no validation shards: train without validation, and say so. */
-            if (matches_any(val_glob) || !matches_any(train_glob)) o.val_pattern = val_glob;
-            else fprintf(stderr, "nobubble train: note: %s has no validation shards (%s; prepared with "
-                                 "--val-fraction 0?): training without a validation loss\n", data, val_glob);
-        }
-        /* The model's vocabulary follows the data's tokenizer unless set explicitly. */
-        int v = data_vocab(data);
-        if (v < 0) {
-            fprintf(stderr, "nobubble train: %s\n", nb_last_error());
-            return 1;
-        }
-        if (v > 0 && !has_vocab_override) o.model.vocab_size = v;
-        if (v > o.model.vocab_size && o.init_from) {
-            fprintf(stderr, "nobubble train: --data %s: its tokenizer has %d tokens, more than the vocab_size %d of "
-                    "%s/config.json: the data was not tokenized for this model\n", data, v, o.model.vocab_size, o.init_from);
-            return 2;
-        }
-    } else if (data) {
+    /* The data folder's shards, vocabulary and tokenizer: nb_train's (train_resolve_data), as for any
+     * program that calls the library. */
+    o.data_dir = data;
+    o.vocab_from_data = !has_vocab_override;
+    if (data && o.train_pattern) {
         fprintf(stderr, "nobubble train: give --data or --train, not both\n");
         return 2;
     }
@@ -354,32 +301,12 @@ static int train_command(int argc, char **argv, nb_train_config_file **file) {
         printf("%s/summary.json was missing (the run was stopped after its final checkpoint): rebuilt from %s/metrics.jsonl "
                "and the checkpoint's weights\n", o.out_dir, o.out_dir);
     char val_loss[32] = "none (no validation data)";
-    if (o.val_pattern) snprintf(val_loss, sizeof val_loss, "%.4f", res.final_val_loss);
+    if (!isnan(res.final_val_loss)) snprintf(val_loss, sizeof val_loss, "%.4f", res.final_val_loss);
     printf("done: %d steps, final train loss %.4f, val loss %s, %.0f tokens/s, weights %016llx\n", res.steps,
            res.final_train_loss, val_loss, res.tokens_per_s, (unsigned long long)res.weights_hash);
     if (o.out_dir) printf("wrote %s/metrics.jsonl and %s/summary.json\n", o.out_dir, o.out_dir);
-    if (o.export_dir) {
-        /* The data's tokenizer goes with the model, so that `nobubble sample` finds it. */
-        char from[4096], to[4096];
-        snprintf(from, sizeof from, "%s/tokenizer.json", data ? data : "");
-        snprintf(to, sizeof to, "%s/tokenizer.json", o.export_dir);
-        nb_tokenizer *t;
-        if (data && access(from, R_OK) == 0) {
-            if (nb_tokenizer_load(&t, from) || nb_tokenizer_save(t, to) || nb_tokenizer_save_config(t, o.export_dir)) {
-                fprintf(stderr, "nobubble train: %s\n", nb_last_error());
-                nb_tokenizer_free(t);
-                return 1;
-            }
-            /* An imported Hugging Face tokenizer's end-of-text token need not be the last id. */
-            const int eot = nb_tokenizer_eot(t);
-            nb_tokenizer_free(t);
-            if (eot != o.model.vocab_size - 1 && nb_export_hf_special_tokens(&o.model, o.export_dir, eot, eot)) {
-                fprintf(stderr, "nobubble train: %s\n", nb_last_error());
-                return 1;
-            }
-        }
+    if (o.export_dir)
         printf("wrote %s/model.safetensors, config.json and generation_config.json%s\n", o.export_dir,
-               data && access(to, R_OK) == 0 ? " (and the data's tokenizer.json and tokenizer_config.json)" : "");
-    }
+               res.tokenizer_exported ? " (and the data's tokenizer.json and tokenizer_config.json)" : "");
     return 0;
 }

@@ -354,9 +354,11 @@ static int check_before_building(const nb_train_options *o, nb_memory_estimate *
 
 int nb_train(const nb_train_options *given, nb_train_result *res) {
     nb_train_options resolved;
+    train_data_globs globs;  /* the data folder's shard patterns, for the run's life */
     const nb_train_options *o = resolve_precision(given, &resolved);
     memset(res, 0, sizeof *res);
     res->final_val_loss = NAN;
+    if (train_resolve_data(&resolved, &globs)) return -1;
     const int T = o->seq_len ? o->seq_len : o->model.context;
     if (nb_config_validate(&o->model) || train_check_options(o, T)) return -1;
     if (o->pipeline >= 0 && check_pipeline_options(o)) return -1;
@@ -391,6 +393,8 @@ int nb_train(const nb_train_options *given, nb_train_result *res) {
     else if (o->pipeline < 0) rc = run_one_process(&run, eps, res);
     else if (!mpi) rc = run_threads(&run, eps, res, cpus, n_cpus);
     else rc = run_mpi(&run, eps, res);
+    if (!rc && reporting_process(o) && !res->already_complete && train_export_tokenizer(o, &res->tokenizer_exported))
+        rc = -1;
     if (rc && run.o && reporting_process(o)) {   /* every thread has stopped: the proofs are final */
         train_checkpoints saved;
         exec_checkpoints(&run, &saved);

@@ -80,4 +80,19 @@ int train_claim_folders(const nb_train_options *o);
 int train_write_config(const nb_train_options *o);
 /* Whether SIGINT/SIGTERM asked the run to stop (nb_train_request_stop). */
 int train_stop_requested(void);
+
+/* data_dir.c: the facts of a run's data folder. With no train pattern: the folder's (data_dir, else
+ * NB_TRAIN_DEFAULT_DATA) training and validation shards (prepare's numbered ones, else llm.c's single
+ * files; no validation when it has none, said on stderr), into g, which must outlive the run; and, with
+ * vocab_from_data, the vocabulary of its tokenizer.json. Fails naming the folder when data_dir comes
+ * with a train pattern, when its tokenizer does not load, or when it has more tokens than an imported
+ * model's vocabulary. */
+typedef struct {
+    char train[4200], val[4200];
+} train_data_globs;
+int train_resolve_data(nb_train_options *o, train_data_globs *g);
+/* After a run with an export: the data folder's tokenizer.json and tokenizer_config.json beside the
+ * exported model (and its end-of-text token in the model's config where it is not the last id), so that
+ * `nobubble sample` finds them; *copied says whether there was one. */
+int train_export_tokenizer(const nb_train_options *o, int *copied);
 #endif

@@ -344,4 +344,5 @@ void nb_train_defaults(nb_train_options *o) {
     nb_config_preset("tiny", &o->model);
     for (int i = 0; i < nb_settings_count; i++)
         if (!is_model_field(&nb_settings[i])) setting_set_default(&nb_settings[i], o);
+    o->vocab_from_data = 1;
 }
