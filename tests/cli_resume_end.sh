@@ -7,7 +7,9 @@
 # - --keep's pruning leaves either a whole checkpoint or nothing under a step_N name, also when killed
 #   inside it (NB_TRAIN_FAULT=prune:0) or when a folder cannot be emptied, and a run clears the leftovers;
 # - a divergence names the newest checkpoint whose weights proved finite, which `eval` finds finite, and
-#   the newer ones as not to resume from.
+#   the newer ones as not to resume from;
+# - --resume auto starts afresh without a checkpoint and resumes the newest with one (bitwise the
+#   uninterrupted run), --resume latest resumes the newest and is refused without one or without --save-dir.
 set -u
 bin=${1:?usage: cli_resume_end.sh path/to/nobubble}
 source "$(dirname "$0")/support/cli_harness.sh"
@@ -19,6 +21,26 @@ field() { sed -n "s/.*\"$2\": \\([^,]*\\),*\$/\\1/p" "$1/summary.json" | head -1
 # The summary without the measured fields (a resumed run measures its own seconds and memory; a
 # pipeline's stage times are checked apart).
 untimed_summary() { grep -v '"seconds"\|"tokens_per_s"\|"pipeline"\|"memory"' "$1/summary.json"; }
+
+# ---- --resume auto and latest: the save folder's newest checkpoint, or (auto) a fresh start without one
+train --steps 6 --save-dir "$work/auto/save" --save-every 3 --out "$work/auto/out1" --resume auto > "$work/auto1.log" 2>&1 \
+  && [ -d "$work/auto/save/step_000006" ] && ok || fail "--resume auto on an empty --save-dir starts afresh: $(tail -2 "$work/auto1.log")"
+rm -rf "$work/auto/save/step_000006"    # as if stopped after step 3's checkpoint
+train --steps 6 --save-dir "$work/auto/save" --save-every 3 --out "$work/auto/out2" --resume auto > "$work/auto2.log" 2>&1 \
+  && grep -q "its newest complete checkpoint is $work/auto/save/step_000003" "$work/auto2.log" && ok \
+  || fail "--resume auto resumes the newest checkpoint: $(tail -2 "$work/auto2.log")"
+[ -n "$(field "$work/auto/out2" weights_hash)" ] && [ "$(field "$work/auto/out2" weights_hash)" = "$(field "$work/auto/out1" weights_hash)" ] \
+  && ok || fail "--resume auto: weights $(field "$work/auto/out2" weights_hash), the uninterrupted run's $(field "$work/auto/out1" weights_hash)"
+train --steps 9 --save-dir "$work/auto/save" --save-every 3 --out "$work/auto/out3" --resume latest > "$work/latest.log" 2>&1 \
+  && grep -q "its newest complete checkpoint is $work/auto/save/step_000006" "$work/latest.log" && ok \
+  || fail "--resume latest: $(tail -2 "$work/latest.log")"
+train --steps 3 --save-dir "$work/auto/empty" --out "$work/auto/out4" --resume latest > /dev/null 2> "$work/latest_empty.err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "holds no checkpoint (step_NNNNNN) yet" "$work/latest_empty.err" && ok \
+  || fail "--resume latest without a checkpoint: exit $rc: $(cat "$work/latest_empty.err")"
+train --steps 3 --out "$work/auto/out5" --resume auto > /dev/null 2> "$work/auto_nosave.err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "needs --save-dir" "$work/auto_nosave.err" && ok || fail "--resume auto without --save-dir: exit $rc"
 
 # ---- the finished run, resumed from its final checkpoint: nothing changes
 train --steps 6 --save-dir "$work/a/save" --save-every 3 --out "$work/a/out" --export "$work/a/hf" > /dev/null 2>&1 \

@@ -154,6 +154,11 @@ int nb_train(const nb_train_options *o, nb_train_result *r);
  * (summary.json, metrics.jsonl, NB_TRAIN_CONFIG_FILE, an hf/ export, step_NNNNNN checkpoints) is an
  * error naming it, unless resume_dir (the run continues) or force (nb_train removes those first). */
 int nb_train_check_folders(const nb_train_options *o);
+/* --resume latest and --resume auto, into a folder: latest is save_dir (whose newest complete checkpoint
+ * nb_train_find_checkpoint then picks), an error when it holds none; auto is the same when save_dir holds
+ * a checkpoint, else no resume (a fresh start). Any other resume_dir is left as it is (a folder named
+ * "latest" is ./latest). Needs save_dir. */
+int nb_train_resolve_resume(nb_train_options *o);
 /* The checkpoint --resume DIR means, into out: DIR itself when it is a checkpoint folder (or not a
  * save folder at all: loading it then says what is wrong); for a save folder (--save-dir, holding
  * step_NNNNNN folders) its newest complete and readable checkpoint, each newer one skipped with a

@@ -131,6 +131,10 @@ static int apply_config_model(const nb_train_config_file *f, const char *path, n
  * once it holds the folders' locks, and removes the old files under --force. */
 static int resolve_run_folders(nb_train_options *o) {
     static char resume_path[4400];
+    if (nb_train_resolve_resume(o)) {
+        fprintf(stderr, "nobubble train: %s\n", nb_last_error());
+        return -1;
+    }
     if (o->resume_dir) {
         if (nb_train_find_checkpoint(o->resume_dir, resume_path, sizeof resume_path)) {
             fprintf(stderr, "nobubble train: %s\n", nb_last_error());

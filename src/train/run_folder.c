@@ -209,6 +209,20 @@ static void say_skipped(void *dir, const char *path, const char *why) {
     fprintf(stderr, "nobubble train: --resume %s: skipping %s: %s\n", (const char *)dir, path, why);
 }
 
+int nb_train_resolve_resume(nb_train_options *o) {
+    if (!o->resume_dir || (strcmp(o->resume_dir, "latest") && strcmp(o->resume_dir, "auto"))) return 0;
+    if (!o->save_dir)
+        return nb_fail("--resume %s: needs --save-dir, the folder whose newest checkpoint it resumes", o->resume_dir);
+    long *steps;
+    const int n = list_steps(o->save_dir, &steps);
+    free(steps);
+    if (n > 0) o->resume_dir = o->save_dir;    /* its newest complete checkpoint: nb_train_find_checkpoint */
+    else if (!strcmp(o->resume_dir, "auto")) o->resume_dir = NULL;  /* none yet: a fresh start */
+    else return nb_fail("--resume latest: --save-dir %s holds no checkpoint (step_NNNNNN) yet; --resume auto starts "
+                        "afresh when there is none", o->save_dir);
+    return 0;
+}
+
 int nb_train_find_checkpoint(const char *dir, char *out, size_t size) {
     snprintf(out, size, "%s", dir);
     if (is_file(dir, "state.safetensors") || is_file(dir, "state.safetensors.index.json")) return 0;

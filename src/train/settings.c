@@ -197,7 +197,8 @@ const nb_setting nb_settings[] = {
     {.name = "keep", .flag = "--keep", INT_RANGE(0, 1000000), .offset = AT(keep), .def = 0, .metavar = "K",
      .help = "keep only the newest K periodic checkpoints", .zero_means = "all", .resume = NB_RESUME_FREE},
     {.name = "resume", .flag = "--resume", .type = NB_SET_STRING, NO_RANGE, .offset = AT(resume_dir),
-     .metavar = "DIR", .help = "continue from a checkpoint folder (same model, optimizer, delay, data; any --stages)",
+     .metavar = "DIR", .help = "continue from a checkpoint folder (same model, optimizer, delay, data; any --stages); "
+                               "latest: --save-dir's newest; auto: that, or a fresh start when it has none",
      .resume = NB_RESUME_FREE},
     {.name = "override", .flag = "--override", .type = NB_SET_BOOL, NO_RANGE, .offset = AT(resume_override),
      .def = 0, .metavar = "", .help = "--resume even where this run's settings differ (a warning lists them)",
