@@ -261,6 +261,16 @@ static void test_model_fields_round_trip(const char *dir) {
     }
 }
 
+/* tied, a yes/no model field, takes true and false as well as 1 and 0, and nothing else. */
+static void test_tied_words(void) {
+    nb_config c;
+    nb_config_preset("tiny", &c);
+    CHECK(!nb_config_override(&c, "tied=false") && c.tied == 0 && !nb_config_override(&c, "tied=true") && c.tied == 1 &&
+              !nb_config_override(&c, "tied=0") && c.tied == 0,
+          "tied=true, false and 0");
+    CHECK(nb_config_override(&c, "tied=yes") && strstr(nb_last_error(), "tied"), "tied=yes refused: %s", nb_last_error());
+}
+
 /* The JSON writer escapes: a --train glob with a quote and a backslash reads back as given. */
 static void test_summary_escapes(const char *dir) {
     nb_train_options o;
@@ -402,6 +412,7 @@ int main(void) {
     test_optimizer_defaults();
     test_every_flag_round_trips(dir);
     test_model_fields_round_trip(dir);
+    test_tied_words();
     test_summary_escapes(dir);
     test_messages();
     test_help_shows_the_table();

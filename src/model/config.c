@@ -69,6 +69,11 @@ int nb_config_override(nb_config *c, const char *assignment) {
         {"n_heads", &c->n_heads},       {"n_kv_heads", &c->n_kv_heads}, {"d_ffn", &c->d_ffn},
         {"context", &c->context},       {"tied", &c->tied},
     };
+    /* tied is a yes/no: true and false as well as 1 and 0 (as a JSON config writes it) */
+    if (!strcmp(key, "tied") && (!strcmp(val, "true") || !strcmp(val, "false"))) {
+        c->tied = !strcmp(val, "true");
+        return 0;
+    }
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (!strcmp(key, ints[i].name)) return parse_int(key, val, ints[i].field);
     if (!strcmp(key, "rope_theta")) return parse_double(key, val, &c->rope_theta);
