@@ -1,7 +1,7 @@
 /* The library does what the command line does with a data folder (nb_train_options.data_dir, the CLI's
  * --data): the same small run through nb_train and through `nobubble train` (NB_BIN) gives the same
  * summary.json (weights hash, vocabulary taken from the folder's tokenizer, losses) and the same export
- * with the tokenizer beside it; vocab_from_data 0 keeps the model's own vocabulary; a data folder with a
+ * with the tokenizer beside it, and so does nb_run (the flags as text, one by one); vocab_from_data 0 keeps the model's own vocabulary; a data folder with a
  * train pattern is refused naming both. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -88,6 +88,30 @@ int main(void) {
         snprintf(cmd, sizeof cmd, "cmp -s %s/api_hf/tokenizer.json %s/cli_hf/tokenizer.json", work, work);
         CHECK(check_run(cmd) == 0, "both exports carry the same tokenizer.json");
     }
+
+    /* nb_run: the same run as flags given one by one, as a binding gives them */
+    nb_run *run = nb_run_new();
+    snprintf(out, sizeof out, "%s/flags", work);
+    const char *flags[][2] = {{"--data", data}, {"--steps", "4"}, {"--batch", "2"}, {"--seq", "32"},
+                              {"--eval-batches", "1"}, {"--quiet", NULL}, {"--no-memory-check", NULL}, {"--out", out}};
+    int set_ok = run != NULL;
+    for (size_t i = 0; set_ok && i < sizeof flags / sizeof flags[0]; i++) set_ok = !nb_run_set(run, flags[i][0], flags[i][1]);
+    CHECK(set_ok, "nb_run_set: %s", nb_last_error());
+    CHECK(set_ok && nb_run_train(run, &r) == 0, "nb_run_train: %s", nb_last_error());
+    char a[128], b[128];
+    summary_value("api", "weights_hash", a, sizeof a);
+    summary_value("flags", "weights_hash", b, sizeof b);
+    CHECK(a[0] && !strcmp(a, b), "nb_run's weights %s, nb_train's %s", b, a);
+    CHECK(nb_run_set(run, "--lr", "0") == -1 && strstr(nb_last_error(), "--lr"), "a started run refuses flags: %s",
+          nb_last_error());
+    nb_run_free(run);
+    run = nb_run_new();
+    CHECK(nb_run_set(run, "--batch", "0") == -1 && strstr(nb_last_error(), "--batch 0"), "--batch 0 refused: %s",
+          nb_last_error());
+    CHECK(nb_run_set(run, "--model", "huge") == -1 && strstr(nb_last_error(), "huge"), "--model huge refused: %s",
+          nb_last_error());
+    CHECK(nb_run_set(run, "--set", "n_layers") == -1, "--set without a value refused: %s", nb_last_error());
+    nb_run_free(run);
 
     /* vocab_from_data 0: the model's own vocabulary (2048, tiny's), larger than the data's ids */
     snprintf(out, sizeof out, "%s/own_vocab", work);

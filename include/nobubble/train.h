@@ -107,6 +107,20 @@ typedef struct nb_train_result {
 
 /* The settings table's defaults (adamw's where they differ by optimizer) and the tiny model. */
 void nb_train_defaults(nb_train_options *o);
+
+/* A run described by train's flags as text (for bindings, e.g. the Python package): nb_run_new gives the
+ * defaults; nb_run_set(r, "--lr", "3e-3") applies one flag through the settings table (value NULL for a
+ * flag without one), "--model NAME" resets the model to a preset (give it first), "--set FIELD=VALUE"
+ * changes one model field, "--data DIR" is data_dir (its tokenizer's vocabulary unless --set vocab_size is
+ * given); errors name the flag. nb_run_train resolves what depends on the flags (per-optimizer defaults,
+ * --resume latest|auto and a save folder's newest checkpoint, the folders' earlier runs) and trains, as
+ * `nobubble train` does. One nb_run_train per run. */
+typedef struct nb_run nb_run;
+nb_run *nb_run_new(void);
+int nb_run_set(nb_run *r, const char *flag, const char *value);
+int nb_run_train(nb_run *r, nb_train_result *res);
+const nb_train_options *nb_run_options(nb_run *r);
+void nb_run_free(nb_run *r);
 /* The validation loss as training reports it: the loader reset, then the mean over `batches`
  * micro-batches of their mean cross-entropy, on the current weights (inputs and targets: room
  * for one micro-batch; acts: one slot per stage of that shape). */

@@ -1,0 +1,206 @@
+"""nobubble from Python: train and tokenize through the installed C library (ctypes over libnobubble.so).
+
+Nothing is compiled here: the package finds libnobubble.so (the environment variable NOBUBBLE_LIB, else the
+loader's search path, else the repository's build/ folder) and calls its public API. Every setting is one of
+`nobubble train`'s flags, given as a keyword argument with dashes written as underscores:
+
+    import nobubble
+    result = nobubble.train(data="data/bible", model="tiny", optimizer="muon", delay="2bw", ef=1,
+                            steps=300, out="runs/first")
+    for m in nobubble.train_iter(data="data/bible", steps=100, out="runs/second"):
+        print(m["step"], m["train_loss"])        # each line of metrics.jsonl, as the run writes it
+    ids = nobubble.tokenize("In the beginning", data="data/bible")
+    text = nobubble.decode(ids, data="data/bible")
+
+A value is passed as the flag's text (True: the flag alone; False: its --no- form); a value of another
+type raises TypeError naming the setting; a setting the library refuses raises nobubble.Error with the
+library's message, which names the flag and what was expected. docs/python.md.
+"""
+import ctypes
+import ctypes.util
+import json
+import os
+import threading
+import time
+
+__all__ = ["Error", "TrainResult", "train", "train_iter", "tokenize", "decode", "library_path"]
+
+
+class Error(RuntimeError):
+    """A failure that the library reported (its message names the setting, file or value)."""
+
+
+class TrainResult(ctypes.Structure):
+    """nb_train_result (include/nobubble/train.h), field for field."""
+    _fields_ = [("steps", ctypes.c_int), ("final_train_loss", ctypes.c_double),
+                ("final_val_loss", ctypes.c_double), ("tokens_per_s", ctypes.c_double),
+                ("seconds", ctypes.c_double), ("weights_hash", ctypes.c_uint64), ("primary", ctypes.c_int),
+                ("already_complete", ctypes.c_int), ("summary_rebuilt", ctypes.c_int),
+                ("tokenizer_exported", ctypes.c_int)]
+
+    def as_dict(self):
+        return {name: getattr(self, name) for name, _ in self._fields_}
+
+
+def library_path():
+    """Where libnobubble.so is taken from."""
+    if os.environ.get("NOBUBBLE_LIB"):
+        return os.environ["NOBUBBLE_LIB"]
+    found = ctypes.util.find_library("nobubble")
+    if found:
+        return found
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.join(here, "..", "..", "build", "libnobubble.so")
+
+
+_lib = None
+
+
+def _load():
+    global _lib
+    if _lib is not None:
+        return _lib
+    lib = ctypes.CDLL(library_path())
+    lib.nb_last_error.restype = ctypes.c_char_p
+    lib.nb_run_new.restype = ctypes.c_void_p
+    lib.nb_run_set.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]
+    lib.nb_run_train.argtypes = [ctypes.c_void_p, ctypes.POINTER(TrainResult)]
+    lib.nb_run_free.argtypes = [ctypes.c_void_p]
+    lib.nb_tokenizer_load.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p]
+    lib.nb_tokenizer_free.argtypes = [ctypes.c_void_p]
+    lib.nb_tokenizer_vocab_size.argtypes = [ctypes.c_void_p]
+    lib.nb_tokenizer_special_as_text.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.nb_tokenizer_encode.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t,
+                                        ctypes.POINTER(ctypes.c_uint32)]
+    lib.nb_tokenizer_encode.restype = ctypes.c_size_t
+    lib.nb_tokenizer_decode.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int), ctypes.c_size_t,
+                                        ctypes.c_char_p, ctypes.c_size_t]
+    lib.nb_tokenizer_decode.restype = ctypes.c_size_t
+    _lib = lib
+    return lib
+
+
+def _error(lib):
+    return Error(lib.nb_last_error().decode("utf-8", "replace"))
+
+
+def _flags(settings):
+    """(flag, value) pairs of train's flags from keyword arguments."""
+    pairs = []
+    for key, value in settings.items():
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            pairs.append((flag if value else "--no-" + key.replace("_", "-"), None))
+        elif isinstance(value, (int, float, str, os.PathLike)):
+            pairs.append((flag, os.fspath(value) if isinstance(value, os.PathLike) else str(value)))
+        elif key == "set" and isinstance(value, dict):
+            pairs.extend(("--set", "%s=%s" % (k, v)) for k, v in value.items())
+        else:
+            raise TypeError("nobubble.train: %s=%r: expected a number, a string, a path or a bool%s"
+                            % (key, value, " (set: a dict of model fields)" if key == "set" else ""))
+    return pairs
+
+
+def train(**settings):
+    """Trains as `nobubble train` with these flags; returns the result (a dict of nb_train_result's fields).
+    Raises Error with the library's message when a setting is refused or the run fails."""
+    lib = _load()
+    pairs = _flags(settings)
+    run = lib.nb_run_new()
+    if not run:
+        raise _error(lib)
+    try:
+        for flag, value in pairs:
+            if lib.nb_run_set(run, flag.encode(), None if value is None else value.encode()):
+                raise _error(lib)
+        result = TrainResult()
+        if lib.nb_run_train(run, ctypes.byref(result)):
+            raise _error(lib)
+        return result.as_dict()
+    finally:
+        lib.nb_run_free(run)
+
+
+def train_iter(poll=0.2, **settings):
+    """Trains in a thread and yields each line of the run's metrics.jsonl (a dict) as it is written; needs
+    out=DIR. The result dict is the iterator's return value (StopIteration.value); errors are raised."""
+    out = settings.get("out")
+    if not out:
+        raise TypeError("nobubble.train_iter: needs out=DIR (its metrics.jsonl is what it yields)")
+    box = {}
+
+    def work():
+        try:
+            box["result"] = train(**settings)
+        except BaseException as e:  # handed to the caller's thread
+            box["error"] = e
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    path, done, offset = os.path.join(os.fspath(out), "metrics.jsonl"), False, 0
+    while not done:
+        done = not thread.is_alive()
+        if os.path.exists(path):
+            with open(path) as f:
+                f.seek(offset)
+                while True:
+                    line = f.readline()
+                    if not line.endswith("\n"):
+                        break
+                    offset += len(line.encode())
+                    yield json.loads(line)
+        if not done:
+            time.sleep(poll)
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")
+
+
+class _Tokenizer:
+    def __init__(self, data, tokenizer, special_as_text):
+        if (data is None) == (tokenizer is None):
+            raise TypeError("give data=DIR or tokenizer=FILE (one of them)")
+        self.lib = _load()
+        path = os.path.join(os.fspath(data), "tokenizer.json") if data is not None else os.fspath(tokenizer)
+        self.t = ctypes.c_void_p()
+        if self.lib.nb_tokenizer_load(ctypes.byref(self.t), path.encode()):
+            raise _error(self.lib)
+        self.lib.nb_tokenizer_special_as_text(self.t, 1 if special_as_text else 0)
+
+    def close(self):
+        self.lib.nb_tokenizer_free(self.t)
+
+
+def tokenize(text, data=None, tokenizer=None, special_as_text=False):
+    """The ids of text (str, or bytes as they are) under DIR/tokenizer.json or FILE, as `nobubble tokenize`."""
+    if not isinstance(text, (str, bytes)):
+        raise TypeError("nobubble.tokenize: text must be str or bytes, not %s" % type(text).__name__)
+    raw = text.encode("utf-8") if isinstance(text, str) else text
+    tok = _Tokenizer(data, tokenizer, special_as_text)
+    try:
+        ids = (ctypes.c_uint32 * (len(raw) + 1))()
+        n = tok.lib.nb_tokenizer_encode(tok.t, raw, len(raw), ids)
+        if n == ctypes.c_size_t(-1).value:
+            raise _error(tok.lib)
+        return list(ids[:n])
+    finally:
+        tok.close()
+
+
+def decode(ids, data=None, tokenizer=None, errors="strict"):
+    """The text of ids (a str, UTF-8 decoded with `errors`); ids outside the vocabulary raise ValueError."""
+    tok = _Tokenizer(data, tokenizer, False)
+    try:
+        vocab = tok.lib.nb_tokenizer_vocab_size(tok.t)
+        ids = list(ids)
+        for i in ids:
+            if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < vocab:
+                raise ValueError("nobubble.decode: id %r: expected a whole number from 0 to %d" % (i, vocab - 1))
+        arr = (ctypes.c_int * max(1, len(ids)))(*ids)
+        n = tok.lib.nb_tokenizer_decode(tok.t, arr, len(ids), None, 0)
+        buf = ctypes.create_string_buffer(n + 1)
+        tok.lib.nb_tokenizer_decode(tok.t, arr, len(ids), buf, n)
+        return buf.raw[:n].decode("utf-8", errors)
+    finally:
+        tok.close()

@@ -1,0 +1,89 @@
+"""The Python package against the command line: the same run through nobubble.train and `nobubble train`
+gives the same weights (summary.json), train_iter yields the run's metrics as they are written, tokenize
+and decode give `nobubble tokenize`'s ids and the text back, and bad input raises naming it.
+Run by ctest (python_package) with NOBUBBLE_LIB (the built libnobubble.so) and NB_BIN (the binary)."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import nobubble  # noqa: E402
+
+BIN = os.environ.get("NB_BIN", "")
+TEXT = "".join("In the beginning God created the heaven and the earth. Paragraph %d.\n\nAnd the earth was "
+               "without form, and void; and darkness was upon the face of the deep. %d\n\n" % (i, 7 * i)
+               for i in range(1, 41))
+SMALL = dict(steps=3, batch=2, seq=32, eval_batches=1, quiet=True, set={"n_layers": 2}, no_memory_check=True)
+
+
+class PackageTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.work = tempfile.mkdtemp(prefix="nb_python_")
+        with open(os.path.join(cls.work, "text.txt"), "w") as f:
+            f.write(TEXT)
+        cls.data = os.path.join(cls.work, "data")
+        subprocess.run([BIN, "prepare", "--quiet", "--input", os.path.join(cls.work, "text.txt"), "--vocab", "300",
+                        "--val-fraction", "0.1", "--out", cls.data], check=True, stdout=subprocess.DEVNULL)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.work, ignore_errors=True)
+
+    def summary(self, run):
+        with open(os.path.join(self.work, run, "summary.json")) as f:
+            return json.load(f)
+
+    def test_train_equals_the_command_line(self):
+        settings = dict(SMALL)
+        settings.pop("no_memory_check")
+        result = nobubble.train(data=self.data, out=os.path.join(self.work, "py"), no_memory_check=True, **settings)
+        self.assertEqual(result["steps"], 3)
+        subprocess.run([BIN, "train", "--data", self.data, "--steps", "3", "--batch", "2", "--seq", "32",
+                        "--eval-batches", "1", "--quiet", "--set", "n_layers=2", "--no-memory-check",
+                        "--out", os.path.join(self.work, "cli")], check=True, stdout=subprocess.DEVNULL)
+        py, cli = self.summary("py"), self.summary("cli")
+        self.assertEqual(py["weights_hash"], cli["weights_hash"])
+        self.assertEqual("%016x" % result["weights_hash"], py["weights_hash"])
+        self.assertEqual(py["model"]["vocab_size"], 300)
+
+    def test_train_iter_yields_metrics(self):
+        out = os.path.join(self.work, "iter")
+        it = nobubble.train_iter(data=self.data, out=out, **SMALL)
+        steps = [m["step"] for m in it]
+        self.assertEqual(steps, [1, 2, 3])
+
+    def test_refusals(self):
+        with self.assertRaises(nobubble.Error) as e:
+            nobubble.train(data=self.data, batch=0, **{k: v for k, v in SMALL.items() if k != "batch"})
+        self.assertIn("--batch 0", str(e.exception))
+        with self.assertRaises(TypeError) as e:
+            nobubble.train(data=self.data, steps=[3])
+        self.assertIn("steps", str(e.exception))
+        with self.assertRaises(nobubble.Error) as e:
+            nobubble.train(data=self.data, optimizer="adamx", **SMALL)
+        self.assertIn("adamx", str(e.exception))
+        with self.assertRaises(nobubble.Error):
+            nobubble.tokenize("x", data=os.path.join(self.work, "nowhere"))
+        with self.assertRaises(TypeError):
+            nobubble.tokenize(42, data=self.data)
+        with self.assertRaises(ValueError):
+            nobubble.decode([1, 300], data=self.data)
+
+    def test_tokenize_equals_the_command_line(self):
+        text = "In the beginning <|endoftext|> Café"
+        ids = nobubble.tokenize(text, data=self.data)
+        cli = subprocess.run([BIN, "tokenize", "--data", self.data, "--text", text], check=True,
+                             capture_output=True, text=True).stdout.split()
+        self.assertEqual(ids, [int(i) for i in cli])
+        self.assertEqual(nobubble.decode(ids, data=self.data), text)
+        plain = nobubble.tokenize(text, data=self.data, special_as_text=True)
+        self.assertGreater(len(plain), len(ids))
+
+
+if __name__ == "__main__":
+    unittest.main()
