@@ -108,6 +108,45 @@ typedef struct nb_train_result {
 /* The settings table's defaults (adamw's where they differ by optimizer) and the tiny model. */
 void nb_train_defaults(nb_train_options *o);
 
+/* The validation loss of a saved model (a Hugging Face folder), as training measures it: what `nobubble
+ * eval` runs. The shards: val_pattern, else data_dir's (NB_TRAIN_DEFAULT_DATA) *_val_*.bin. */
+typedef struct {
+    const char *checkpoint;     /* model.safetensors + config.json (required) */
+    const char *data_dir, *val_pattern;
+    int batch, seq, batches;    /* B sequences of T tokens (0: the model's context), `batches` micro-batches */
+    int memory_check;           /* refuse a model that does not fit the available memory (1) */
+    const char *gemm;           /* the backend (NULL: the default) */
+} nb_eval_options;
+typedef struct {
+    double val_loss;            /* mean cross-entropy over the tokens */
+    int tokens;
+    char val_pattern[4200];     /* the shards read */
+} nb_eval_result;
+void nb_eval_defaults(nb_eval_options *o);   /* batch 8, batches 8, memory_check 1 */
+int nb_eval(const nb_eval_options *o, nb_eval_result *r);
+
+/* Text continued from a prompt by a saved model, token by token with a key/value cache: what `nobubble
+ * sample` runs. The tokenizer: `tokenizer`, else the folder's tokenizer.json, else
+ * NB_TRAIN_DEFAULT_DATA's. Greedy at temperature 0, else softmax(logits / T) over the top k from a seeded
+ * generator (the same seed, the same text). Each generated token's bytes go to on_text (may be NULL) as
+ * they come; generation stops at the end-of-text token. */
+typedef struct {
+    const char *checkpoint, *prompt, *tokenizer;
+    int tokens, top_k;          /* at most `tokens` new tokens (64); top_k 0: all (40) */
+    float temperature;          /* (0.8) */
+    uint64_t seed;              /* (1) */
+    int memory_check;           /* (1) */
+    const char *gemm;           /* the backend (NULL: the default) */
+    void (*on_text)(const char *bytes, size_t n, void *ctx);
+    void *ctx;
+} nb_sample_options;
+typedef struct {
+    int generated;              /* tokens generated (the end-of-text token not counted) */
+    int refused;                /* on failure: 1 when the input was refused (a usage error), 0 for a failure */
+} nb_sample_result;
+void nb_sample_defaults(nb_sample_options *o);
+int nb_sample(const nb_sample_options *o, nb_sample_result *r);
+
 /* A run described by train's flags as text (for bindings, e.g. the Python package): nb_run_new gives the
  * defaults; nb_run_set(r, "--lr", "3e-3") applies one flag through the settings table (value NULL for a
  * flag without one), "--model NAME" resets the model to a preset (give it first), "--set FIELD=VALUE"

@@ -9,6 +9,8 @@ loader's search path, else the repository's build/ folder) and calls its public 
                             steps=300, out="runs/first")
     for m in nobubble.train_iter(data="data/bible", steps=100, out="runs/second"):
         print(m["step"], m["train_loss"])        # each line of metrics.jsonl, as the run writes it
+    loss = nobubble.evaluate("runs/first/hf", data="data/bible")["val_loss"]   # runs/first/hf: train's export
+    text = nobubble.sample("runs/first/hf", "In the beginning", tokens=40, temperature=0)
     ids = nobubble.tokenize("In the beginning", data="data/bible")
     text = nobubble.decode(ids, data="data/bible")
 
@@ -23,7 +25,7 @@ import os
 import threading
 import time
 
-__all__ = ["Error", "TrainResult", "train", "train_iter", "tokenize", "decode", "library_path"]
+__all__ = ["Error", "TrainResult", "train", "train_iter", "evaluate", "sample", "tokenize", "decode", "library_path"]
 
 
 class Error(RuntimeError):
@@ -53,6 +55,32 @@ def library_path():
     return os.path.join(here, "..", "..", "build", "libnobubble.so")
 
 
+class _EvalOptions(ctypes.Structure):
+    """nb_eval_options (include/nobubble/train.h)."""
+    _fields_ = [("checkpoint", ctypes.c_char_p), ("data_dir", ctypes.c_char_p), ("val_pattern", ctypes.c_char_p),
+                ("batch", ctypes.c_int), ("seq", ctypes.c_int), ("batches", ctypes.c_int),
+                ("memory_check", ctypes.c_int), ("gemm", ctypes.c_char_p)]
+
+
+class _EvalResult(ctypes.Structure):
+    _fields_ = [("val_loss", ctypes.c_double), ("tokens", ctypes.c_int), ("val_pattern", ctypes.c_char * 4200)]
+
+
+_ON_TEXT = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_char), ctypes.c_size_t, ctypes.c_void_p)
+
+
+class _SampleOptions(ctypes.Structure):
+    """nb_sample_options (include/nobubble/train.h)."""
+    _fields_ = [("checkpoint", ctypes.c_char_p), ("prompt", ctypes.c_char_p), ("tokenizer", ctypes.c_char_p),
+                ("tokens", ctypes.c_int), ("top_k", ctypes.c_int), ("temperature", ctypes.c_float),
+                ("seed", ctypes.c_uint64), ("memory_check", ctypes.c_int), ("gemm", ctypes.c_char_p),
+                ("on_text", _ON_TEXT), ("ctx", ctypes.c_void_p)]
+
+
+class _SampleResult(ctypes.Structure):
+    _fields_ = [("generated", ctypes.c_int), ("refused", ctypes.c_int)]
+
+
 _lib = None
 
 
@@ -76,6 +104,10 @@ def _load():
     lib.nb_tokenizer_decode.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int), ctypes.c_size_t,
                                         ctypes.c_char_p, ctypes.c_size_t]
     lib.nb_tokenizer_decode.restype = ctypes.c_size_t
+    lib.nb_eval_defaults.argtypes = [ctypes.POINTER(_EvalOptions)]
+    lib.nb_eval.argtypes = [ctypes.POINTER(_EvalOptions), ctypes.POINTER(_EvalResult)]
+    lib.nb_sample_defaults.argtypes = [ctypes.POINTER(_SampleOptions)]
+    lib.nb_sample.argtypes = [ctypes.POINTER(_SampleOptions), ctypes.POINTER(_SampleResult)]
     _lib = lib
     return lib
 
@@ -155,6 +187,66 @@ def train_iter(poll=0.2, **settings):
     if "error" in box:
         raise box["error"]
     return box.get("result")
+
+
+def _path(value, what):
+    if value is None:
+        return None
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError("%s: expected a path, not %s" % (what, type(value).__name__))
+    return os.fspath(value).encode()
+
+
+def _int(value, what):
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError("%s: expected a whole number, not %r" % (what, value))
+    return value
+
+
+def evaluate(checkpoint, data=None, val=None, batch=8, seq=0, batches=8, memory_check=True):
+    """The validation loss of a saved model (a Hugging Face folder), as `nobubble eval`: a dict with
+    val_loss, perplexity, tokens and the shards read."""
+    lib = _load()
+    o = _EvalOptions()
+    lib.nb_eval_defaults(ctypes.byref(o))
+    o.checkpoint, o.data_dir, o.val_pattern = _path(checkpoint, "checkpoint"), _path(data, "data"), _path(val, "val")
+    o.batch, o.seq, o.batches = _int(batch, "batch"), _int(seq, "seq"), _int(batches, "batches")
+    o.memory_check = 1 if memory_check else 0
+    r = _EvalResult()
+    if lib.nb_eval(ctypes.byref(o), ctypes.byref(r)):
+        raise _error(lib)
+    import math
+    return {"val_loss": r.val_loss, "perplexity": math.exp(r.val_loss), "tokens": r.tokens,
+            "val_pattern": r.val_pattern.decode()}
+
+
+def sample(checkpoint, prompt, tokens=64, temperature=0.8, top_k=40, seed=1, tokenizer=None, memory_check=True,
+           on_text=None):
+    """Text continued from prompt by a saved model, as `nobubble sample` (the continuation alone, decoded
+    as UTF-8 with replacement); on_text(str), if given, receives each piece as it is generated."""
+    if not isinstance(prompt, str):
+        raise TypeError("nobubble.sample: prompt must be str, not %s" % type(prompt).__name__)
+    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool):
+        raise TypeError("nobubble.sample: temperature: expected a number, not %r" % (temperature,))
+    lib = _load()
+    o = _SampleOptions()
+    lib.nb_sample_defaults(ctypes.byref(o))
+    pieces = []
+
+    def collect(data, n, ctx):
+        piece = ctypes.string_at(data, n)
+        pieces.append(piece)
+        if on_text:
+            on_text(piece.decode("utf-8", "replace"))
+
+    callback = _ON_TEXT(collect)  # kept alive for the call
+    o.checkpoint, o.prompt, o.tokenizer = _path(checkpoint, "checkpoint"), prompt.encode(), _path(tokenizer, "tokenizer")
+    o.tokens, o.top_k, o.seed = _int(tokens, "tokens"), _int(top_k, "top_k"), _int(seed, "seed")
+    o.temperature, o.memory_check, o.on_text = float(temperature), 1 if memory_check else 0, callback
+    r = _SampleResult()
+    if lib.nb_sample(ctypes.byref(o), ctypes.byref(r)):
+        raise _error(lib)
+    return b"".join(pieces).decode("utf-8", "replace")
 
 
 class _Tokenizer:

@@ -1,5 +1,5 @@
 """The Python package against the command line: the same run through nobubble.train and `nobubble train`
-gives the same weights (summary.json), train_iter yields the run's metrics as they are written, tokenize
+gives the same weights (summary.json), evaluate and sample give eval's loss and sample's text, train_iter yields the run's metrics as they are written, tokenize
 and decode give `nobubble tokenize`'s ids and the text back, and bad input raises naming it.
 Run by ctest (python_package) with NOBUBBLE_LIB (the built libnobubble.so) and NB_BIN (the binary)."""
 import json
@@ -50,6 +50,28 @@ class PackageTest(unittest.TestCase):
         self.assertEqual(py["weights_hash"], cli["weights_hash"])
         self.assertEqual("%016x" % result["weights_hash"], py["weights_hash"])
         self.assertEqual(py["model"]["vocab_size"], 300)
+
+    def test_evaluate_and_sample_equal_the_command_line(self):
+        hf = os.path.join(self.work, "hf")
+        nobubble.train(data=self.data, export=hf, **SMALL)
+        mine = nobubble.evaluate(hf, data=self.data, batch=2, seq=32, batches=1)
+        cli = json.loads(subprocess.run([BIN, "eval", "--checkpoint", hf, "--data", self.data, "--batch", "2", "--seq",
+                                         "32", "--batches", "1", "--json"], check=True, capture_output=True,
+                                        text=True).stdout)
+        self.assertEqual("%.9g" % mine["val_loss"], "%.9g" % cli["val_loss"])   # eval prints 9 digits
+        self.assertEqual(mine["tokens"], 64)
+        text = nobubble.sample(hf, "In the beginning", tokens=12, temperature=0)
+        out = subprocess.run([BIN, "sample", "--checkpoint", hf, "--prompt", "In the beginning", "--tokens", "12",
+                              "--temperature", "0"], check=True, capture_output=True, text=True).stdout
+        self.assertEqual("In the beginning" + text + "\n", out)
+        pieces = []
+        self.assertEqual(nobubble.sample(hf, "In the beginning", tokens=12, temperature=0, on_text=pieces.append),
+                         "".join(pieces))
+        with self.assertRaises(nobubble.Error) as e:
+            nobubble.sample(hf, "x", tokens=100000)
+        self.assertIn("context", str(e.exception))
+        with self.assertRaises(TypeError):
+            nobubble.evaluate(hf, batch="2")
 
     def test_train_iter_yields_metrics(self):
         out = os.path.join(self.work, "iter")

@@ -33,63 +33,30 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "nobubble eval: --checkpoint DIR is required\n");
         return 2;
     }
+    /* The shape against the model: a usage error, before any file but config.json is read. */
     nb_config cfg;
     if (nb_hf_read_config(ckpt, &cfg)) {
         fprintf(stderr, "nobubble eval: %s\n", nb_last_error());
         return 1;
     }
-    if (!T) T = cfg.context;
-    if (batches < 1 || nb_config_check_batch(&cfg, B, T)) {
+    if (batches < 1 || nb_config_check_batch(&cfg, B, T ? T : cfg.context)) {
         if (batches < 1) fprintf(stderr, "nobubble eval: --batches %d: expected >= 1\n", batches);
         else fprintf(stderr, "nobubble eval: %s\n", nb_last_error());
         return 2;
     }
-    char glob_buf[4096];
-    if (!val) {
-        snprintf(glob_buf, sizeof glob_buf, "%s/*_val_*.bin", data ? data : "data/bible");
-        val = glob_buf;
-    }
-    /* Before the model is built: the shards exist, and the model fits. */
-    nb_memory_estimate mem;
-    if (nb_loader_check_pattern(val) || nb_infer_memory_estimate(&cfg, B, T, 0, &mem)) {
+    nb_eval_options o;
+    nb_eval_defaults(&o);
+    o.checkpoint = ckpt, o.data_dir = data, o.val_pattern = val, o.batch = B, o.seq = T, o.batches = batches;
+    o.memory_check = !no_memory_check, o.gemm = nb_backend_name(cli_backend());
+    nb_eval_result r;
+    if (nb_eval(&o, &r)) {
         fprintf(stderr, "nobubble eval: %s\n", nb_last_error());
         return 1;
     }
-    if (cli_memory_check("eval", &mem, !no_memory_check)) return 1;
-    nb_model m;
-    nb_loader *loader = NULL;
-    nb_acts *acts = NULL;
-    int *inputs = malloc(sizeof(int) * (size_t)B * T), *targets = malloc(sizeof(int) * (size_t)B * T);
-    double loss = NAN;
-    rc = 1;
-    if (nb_model_create(&m, &cfg, 1, NULL, cli_backend())) goto fail_model;
-    if (nb_import_hf(&m, ckpt) || nb_loader_open(&loader, val, B, T, cfg.vocab_size, 0, 0, 1) ||
-        !(acts = nb_acts_create(&m.stages[0], B, T)) || !inputs || !targets ||
-        nb_evaluate(&m, &acts, loader, batches, inputs, targets, &loss))
-        goto fail;
-    if (!isfinite(loss)) {  /* weights that diverged: a number, but no answer */
-        fprintf(stderr, "nobubble eval: %s: the validation loss is %g: the model's weights or outputs are not finite\n",
-                ckpt, loss);
-        goto release;
-    }
     if (json)
-        printf("{\"checkpoint\": \"%s\", \"val_loss\": %.9g, \"perplexity\": %.9g, \"tokens\": %d}\n", ckpt, loss, exp(loss),
-               B * T * batches);
+        printf("{\"checkpoint\": \"%s\", \"val_loss\": %.9g, \"perplexity\": %.9g, \"tokens\": %d}\n", ckpt, r.val_loss,
+               exp(r.val_loss), r.tokens);
     else
-        printf("val loss %.9g, perplexity %.4f (%d tokens of %s)\n", loss, exp(loss), B * T * batches, val);
-    rc = 0;
-fail:
-    if (rc) fprintf(stderr, "nobubble eval: %s\n", nb_last_error());
-release:
-    nb_acts_free(acts);
-    if (loader) nb_loader_free(loader);
-    nb_model_free(&m);
-    free(inputs);
-    free(targets);
-    return rc;
-fail_model:
-    fprintf(stderr, "nobubble eval: %s\n", nb_last_error());
-    free(inputs);
-    free(targets);
-    return 1;
+        printf("val loss %.9g, perplexity %.4f (%d tokens of %s)\n", r.val_loss, exp(r.val_loss), r.tokens, r.val_pattern);
+    return 0;
 }
