@@ -15,6 +15,7 @@ packages=(
   libopenmpi-dev openmpi-bin  # MPI: pipeline stages as processes (--transport mpi)
   zlib1g-dev        # zlib: gzip inputs of prepare, and dict-gcide's dictzip file (--corpus gcide)
   libzstd-dev       # zstd: zstd inputs of prepare
+  libyaml-dev       # libyaml: train --config FILE.yaml
   libgsl-dev        # GSL: the report's t and chi-square quantiles and least squares (the binary only)
 )
 # With --test: what only the tests need as well.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# train --config FILE (issue 17): JSON keyed by the settings table's names; flags override the file;
+# train --config FILE (issue 17): JSON (or YAML, written by hand) keyed by the settings table's names; flags override the file;
 # every run writes its resolved settings to OUT/train_config.json, and --config of that file gives the
 # same weights bitwise; unknown keys, wrong types and out-of-range values are refused naming the file,
 # the key and what was expected (exit 2).
@@ -26,6 +26,44 @@ check "a run from A/train_config.json" "$bin" train --config A/train_config.json
 want=$(hash_of A); got=$(hash_of B)
 [ -n "$want" ] && [ "$want" = "$got" ] && ok || fail "--config A/train_config.json: weights '$got', the run's '$want'"
 check "B's saved settings are A's but for --out" diff <(grep -v '"out"' A/train_config.json) <(grep -v '"out"' B/train_config.json)
+# ---- the same settings written by hand in YAML: the same weights (a quoted value is a string, a plain one a
+# number or true/false where it reads as one, comments allowed)
+cat > A.yaml <<'EOF'
+# the run above, by hand (its data by --data)
+n_layers: 2
+context: 16
+tied: false
+rope_theta: 500
+batch: 2
+microbatches: 2
+steps: 3
+optimizer: muon
+lr: 0.015
+aux-lr: 0.002
+nesterov: false
+wd: 0.05
+ef: 0.5
+stages: 2
+seed: 5
+data-seed: 3
+clip: 1.5
+warmup: 1
+eval-batches: 1
+delay: "2bw"
+quiet: true
+EOF
+check "a run from A.yaml" "$bin" train --config A.yaml --data data --out Y > /dev/null 2> "$work/yaml.err"
+got=$(hash_of Y)
+[ -n "$want" ] && [ "$want" = "$got" ] && ok || fail "--config A.yaml: weights '$got', the run's '$want': $(cat "$work/yaml.err")"
+printf 'steps: 3\nmodel:\n  n_layers: 2\n' > nested.yaml
+expect_usage "a nested YAML mapping" "nested.yaml: line 3: a nested mapping" "$bin" train --config nested.yaml
+printf 'steps: [1, 2]\n' > list.yaml
+expect_usage "a YAML list" "list.yaml: line 1: a list" "$bin" train --config list.yaml
+printf 'steps: "three"\n' > word.yaml
+expect_usage "a quoted number" "word.yaml" "$bin" train --config word.yaml
+printf 'steps: 3\n  lr: [\n' > broken.yaml
+expect_usage "not YAML" "broken.yaml: line" "$bin" train --config broken.yaml
+
 # and the same under --pipeline (threads)
 check "a pipeline run" "$bin" train "${flags[@]}" --pipeline 2bw --threads-per-stage 1 --out P > /dev/null
 check "a pipeline run from its file" "$bin" train --config P/train_config.json --out P2 > /dev/null

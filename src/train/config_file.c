@@ -14,6 +14,7 @@
 #include "train/settings_value.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "train/config_yaml.h"
 #include "util/json.h"
 
 struct nb_train_config_file {
@@ -183,7 +184,13 @@ int nb_settings_read_config(nb_settings_args *a, const char *path, nb_train_conf
     *out = NULL;
     snprintf(what, sizeof what, "--config %s", path);
     if (nb_fs_read_file(path, &text, &n, "--config")) return -1;
-    int rc = nb_settings_parse_config(a, text, n, what, out);
+    nb_buf json = {0};
+    int rc;
+    if (train_config_is_yaml(path))   /* written by hand in YAML: the same settings as JSON's */
+        rc = train_config_yaml_to_json(text, n, what, &json) ? -1 : nb_settings_parse_config(a, json.p, json.n, what, out);
+    else
+        rc = nb_settings_parse_config(a, text, n, what, out);
+    nb_buf_free(&json);
     free(text);
     return rc;
 }
