@@ -96,15 +96,20 @@ static void print_progress(const coordinator *c, int t, double loss, float lr, d
 }
 
 /* Step t's scalars as one TensorBoard event at step t + 1 (metrics.jsonl's numbering); the gradient
- * norm only when it is computed (--clip), the validation loss only at evaluations. */
-static int write_tensorboard(train_tb *tb, const train_metrics *m) {
-    train_tb_scalar s[9] = {{"train/loss", (float)m->loss},
+ * norm only when it is computed (--clip), the validation loss only at evaluations. Beside metrics.jsonl's
+ * values, the step's GFLOP/s and its MFU (a fraction of the fp32 peak measured at the start, when it was),
+ * as the progress line prints them. */
+static int write_tensorboard(const coordinator *c, train_tb *tb, const train_metrics *m) {
+    const double gflops = m->tokens_per_s * nb_model_train_flops_per_token(&c->run->o->model, c->run->T) * 1e-9;
+    train_tb_scalar s[11] = {{"train/loss", (float)m->loss},
                             {"train/lr", (float)m->lr},
                             {"train/tokens_per_s", (float)m->tokens_per_s},
                             {"train/update_norm", (float)m->update_norm},
                             {"delay/tau", (float)m->tau},
                             {"delay/version_distance", (float)m->version_distance}};
     int n = 6;
+    s[n++] = (train_tb_scalar){"train/gflops", (float)gflops};
+    if (c->peak_gflops > 0) s[n++] = (train_tb_scalar){"train/mfu", (float)(gflops / c->peak_gflops)};
     if (!isnan(m->grad_norm)) s[n++] = (train_tb_scalar){"train/grad_norm", (float)m->grad_norm};
     if (!isnan(m->taylor_ratio)) s[n++] = (train_tb_scalar){"delay/taylor_ratio", (float)m->taylor_ratio};
     if (!isnan(m->val_loss)) s[n++] = (train_tb_scalar){"val/loss", (float)m->val_loss};
@@ -151,7 +156,7 @@ static int report(exec_endpoint *e, int t) {
     if (c->tb.f) {
         train_metrics m = {t, sum.loss, lr, 0, train_s, tps, sqrt(sum.update_sq), (int)sum.tau, sqrt(sum.version_sq),
                            o->clip > 0 ? sum.grad_norm : NAN, c->val, taylor};
-        if (write_tensorboard(&c->tb, &m)) return -1;
+        if (write_tensorboard(c, &c->tb, &m)) return -1;
     }
     c->step_tau = sum.tau;
     if (!saves_at(e, t)) prove(c, t, sum.tau);  /* else after the commit: it may be this step's checkpoint */
@@ -382,8 +387,9 @@ static void measure_peak(coordinator *c) {
     const char *isa = "";
     const double t0 = nb_now();
     c->peak_gflops = nb_measure_fp32_peak(threads, PEAK_SECONDS, &isa);
-    printf("fp32 peak %.1f GFLOP/s (%s FMAs on %d thread(s), measured in %.2f s): MFU is against it\n",
-           c->peak_gflops, isa, threads, nb_now() - t0);
+    if (!c->run->o->quiet)
+        printf("fp32 peak %.1f GFLOP/s (%s FMAs on %d thread(s), measured in %.2f s): MFU is against it\n",
+               c->peak_gflops, isa, threads, nb_now() - t0);
     fflush(stdout);
 }
 
@@ -407,7 +413,7 @@ int exec_coordinator_init(exec_endpoint *e, exec_run *run, exec_endpoint **stage
     if (run->o->out_dir && !(c->metrics = train_open_metrics(run->o->out_dir, run->o->resume_dir ? run->start : -1)))
         return -1;
     if (run->o->tensorboard_dir && train_tb_open(&c->tb, run->o->tensorboard_dir)) return -1;
-    if (!run->o->quiet) measure_peak(c);
+    if (!run->o->quiet || run->o->tensorboard_dir) measure_peak(c);  /* the progress line's MFU, and TensorBoard's */
     c->t0 = nb_now();
     return 0;
 }

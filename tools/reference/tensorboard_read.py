@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Reads the TensorBoard event files nobubble wrote (train --tensorboard DIR) with tensorboard's own
 EventAccumulator, and checks every scalar against metrics.jsonl of the same run: the tags, the steps
-and the values (to float32 precision). Exit status 1 on any difference.
+and the values (to float32 precision), and the derived train/gflops and train/mfu against its tokens/s.
+Exit status 1 on any difference.
 
     python3 tools/reference/tensorboard_read.py TB_DIR RUN_DIR/metrics.jsonl"""
 import json
@@ -16,13 +17,41 @@ TAGS = {"train/loss": "train_loss", "train/lr": "lr", "train/tokens_per_s": "tok
         "train/grad_norm": "grad_norm", "val/loss": "val_loss", "delay/taylor_ratio": "taylor_ratio"}
 
 
+# tags that metrics.jsonl does not carry, derived from a step's tokens/s as the progress line derives them:
+# GFLOP/s (tokens/s times the model's FLOPs per token, one constant for the run) and MFU (GFLOP/s over the
+# fp32 peak measured at the start, another constant; only where the peak was measured)
+DERIVED = {"train/gflops", "train/mfu"}
+
+
+def check_derived(acc, got_tags, lines, tb_dir):
+    """train/gflops over tokens_per_s, and train/mfu over train/gflops, are each one constant."""
+    bad = 0
+    if "train/gflops" not in got_tags:
+        print(f"{tb_dir}: no train/gflops")
+        return 1
+    tps = {l["step"]: l["tokens_per_s"] for l in lines}
+    gflops = {e.step: e.value for e in acc.Scalars("train/gflops")}
+    ratios = [gflops[s] / tps[s] for s in gflops if tps.get(s, 0) > 1]
+    if sorted(gflops) != sorted(tps) or not ratios or max(ratios) - min(ratios) > 1e-4 * max(ratios):
+        print(f"{tb_dir}: train/gflops is not one constant times tokens_per_s: {ratios[:4]}")
+        bad += 1
+    if "train/mfu" in got_tags:
+        mfu = {e.step: e.value for e in acc.Scalars("train/mfu")}
+        r = [mfu[s] / gflops[s] for s in mfu if gflops.get(s, 0) > 0]
+        if sorted(mfu) != sorted(gflops) or not r or max(r) - min(r) > 1e-5 * max(r) or not all(0 < v < 10 for v in mfu.values()):
+            print(f"{tb_dir}: train/mfu is not train/gflops over one peak: {r[:4]}")
+            bad += 1
+    return bad
+
+
 def main(tb_dir, metrics_path):
     acc = EventAccumulator(tb_dir, size_guidance={"scalars": 0})
     acc.Reload()
     lines = [json.loads(l) for l in open(metrics_path)]
     got_tags = set(acc.Tags()["scalars"])
+    bad = check_derived(acc, got_tags, lines, tb_dir)
+    got_tags -= DERIVED
     want_tags = {t for t, k in TAGS.items() if any(k in l for l in lines)}
-    bad = 0
     if got_tags != want_tags:
         print(f"{tb_dir}: tags {sorted(got_tags)}, metrics.jsonl has {sorted(want_tags)}")
         bad += 1
