@@ -8,7 +8,8 @@
 
 /* The file's bytes into out (appended; NUL-terminated), decompressed; *compression (may be NULL)
  * gets "gzip", "zstd" or "none". max_bytes > 0 bounds what the file may decompress to. Errors name
- * `what` and the path: a file that cannot be read, a corrupt or truncated compressed stream. */
+ * `what` and the path: a file that cannot be read, a corrupt or truncated compressed stream; out->n is
+ * then as it was, and out's memory still the caller's to free. */
 int nb_input_read(const char *path, const char *what, size_t max_bytes, nb_buf *out, const char **compression);
 
 /* "jsonl" when the name, after a .gz, .zst or .zstd suffix, ends in .jsonl or .ndjson; else "text". */

@@ -169,7 +169,11 @@ static int input_documents(const nb_prepare_opts *o, int i, docs_t *ds, char **b
                            input_info *info) {
     const char *path = o->inputs[i], *field = o->text_field ? o->text_field : "text";
     nb_buf raw = {0};
-    if (input_format(o, path, &info->format) || nb_input_read(path, "--input", 0, &raw, &info->compression)) return -1;
+    if (input_format(o, path, &info->format)) return -1;
+    if (nb_input_read(path, "--input", 0, &raw, &info->compression)) {
+        nb_buf_free(&raw);
+        return -1;
+    }
     *bytes = raw.n;
     if (raw.n == 0) {
         nb_buf_free(&raw);

@@ -35,7 +35,10 @@ static void documents(const nb_buf *raw, int skip_bad) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     nb_buf raw = {0};
     const char *compression = NULL;
-    if (nb_input_read(fuzz_write(data, size, "in.jsonl"), "fuzz", (size_t)1 << 24, &raw, &compression)) return 0;
+    if (nb_input_read(fuzz_write(data, size, "in.jsonl"), "fuzz", (size_t)1 << 24, &raw, &compression)) {
+        nb_buf_free(&raw);  /* what was read before the failure is the caller's to free */
+        return 0;
+    }
     if (!compression || (raw.n && raw.p[raw.n] != 0)) violated("no compression named, or the text is not NUL-terminated");
     if (raw.n > (size_t)1 << 24) violated("more than the bound decompressed");
     documents(&raw, 0);
