@@ -95,8 +95,8 @@ static void print_progress(const coordinator *c, int t, double loss, float lr, d
     fflush(stdout);
 }
 
-/* Step t's scalars as one TensorBoard event at step t + 1 (metrics.jsonl's numbering); the gradient
- * norm only when it is computed (--clip), the validation loss only at evaluations. Beside metrics.jsonl's
+/* Step t's scalars as one TensorBoard event at step t + 1 (metrics.jsonl's numbering); the validation
+ * loss only at evaluations. Beside metrics.jsonl's
  * values, the step's GFLOP/s and its MFU (a fraction of the fp32 peak measured at the start, when it was),
  * as the progress line prints them. */
 static int write_tensorboard(const coordinator *c, train_tb *tb, const train_metrics *m) {
@@ -131,6 +131,7 @@ static int report(exec_endpoint *e, int t) {
     const nb_train_options *o = run->o;
     exec_stats sum = c->in[0];
     for (int i = 1; i < run->P; i++) {
+        sum.grad_sq += c->in[i].grad_sq;  /* in stage order, as --clip's sum: the same number */
         sum.update_sq += c->in[i].update_sq;
         sum.version_sq += c->in[i].version_sq;
         sum.taylor_sq += c->in[i].taylor_sq;
@@ -150,12 +151,12 @@ static int report(exec_endpoint *e, int t) {
     const double taylor = taylor_ratio(o, &sum);
     if (c->metrics) {
         train_metrics m = {t, sum.loss, lr, tokens_per_step(run) * (t + 1), train_s, tps, sqrt(sum.update_sq),
-                           (int)sum.tau, sqrt(sum.version_sq), o->clip > 0 ? sum.grad_norm : NAN, c->val, taylor};
+                           (int)sum.tau, sqrt(sum.version_sq), sqrt(sum.grad_sq), c->val, taylor};
         if (train_write_metrics(c->metrics, o->out_dir, &m)) return -1;
     }
     if (c->tb.f) {
         train_metrics m = {t, sum.loss, lr, 0, train_s, tps, sqrt(sum.update_sq), (int)sum.tau, sqrt(sum.version_sq),
-                           o->clip > 0 ? sum.grad_norm : NAN, c->val, taylor};
+                           sqrt(sum.grad_sq), c->val, taylor};
         if (write_tensorboard(c, &c->tb, &m)) return -1;
     }
     c->step_tau = sum.tau;

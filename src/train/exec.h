@@ -59,6 +59,8 @@ typedef struct {
     double update_sq, version_sq;  /* the update's and the version distance's squared norms */
     double loss;                   /* the mean over the step's micro-batches (the last stage) */
     double grad_norm;              /* before clipping, over all stages (with --clip) */
+    double grad_sq;                /* this stage's gradients' sum of squares, before clipping: the
+                                      coordinator sums them into the logged global norm, --clip or not */
     double tau;                    /* the delay of the version the step ran on */
     double aside;                  /* seconds so far spent evaluating and saving, not training */
     double taylor_sq, taylor_grad_sq;  /* with --taylor: the correction's and the raw gradient's squared norms */

@@ -187,6 +187,7 @@ static int apply(stage *w, int t) {
     if (!isfinite(norm)) return diverged(w, t, "the gradient norm", norm);
     if (o->clip > 0 && norm > o->clip) nb_scale(st->grads, st->n_params, (float)(o->clip / norm));
     w->stats.grad_norm = norm;
+    w->stats.grad_sq = w->norms[w->s];
     const float lr = nb_schedule_lr(&run->sched, t);
     const float aux_lr = o->aux_lr * (lr / o->schedule.lr);
     if (w->stats.tau > 0) {
