@@ -261,6 +261,34 @@ static void test_model_fields_round_trip(const char *dir) {
     }
 }
 
+/* A boolean flag alone, or with =true, =false, =1, =0 (for the flag named: --no-nesterov=false is nesterov on);
+ * any other value is refused naming it. */
+static void test_boolean_values(void) {
+    const nb_setting *row = nb_setting_by_flag("--nesterov");
+    struct { const char *flag, *value, *want; } cases[] = {
+        {"--nesterov", NULL, "1"},     {"--nesterov", "false", "0"}, {"--nesterov", "0", "0"},
+        {"--nesterov", "true", "1"},   {"--no-nesterov", NULL, "0"}, {"--no-nesterov", "false", "1"},
+        {"--no-nesterov", "1", "0"},
+    };
+    for (size_t i = 0; row && i < sizeof cases / sizeof cases[0]; i++) {
+        nb_train_options o;
+        nb_settings_args a;
+        nb_train_defaults(&o);
+        nb_settings_begin(&a, &o);
+        char got[32] = "";
+        const int rc = nb_settings_arg(&a, cases[i].flag, cases[i].value);
+        if (!rc) nb_setting_format(row, &o, got, sizeof got);
+        CHECK(!rc && !strcmp(got, cases[i].want), "%s=%s: nesterov %s, want %s (%s)", cases[i].flag,
+              cases[i].value ? cases[i].value : "(alone)", got, cases[i].want, rc ? nb_last_error() : "ok");
+    }
+    nb_train_options o;
+    nb_settings_args a;
+    nb_train_defaults(&o);
+    nb_settings_begin(&a, &o);
+    CHECK(row && nb_settings_arg(&a, "--nesterov", "maybe") && strstr(nb_last_error(), "--nesterov=maybe: expected true"),
+          "--nesterov=maybe refused: %s", nb_last_error());
+}
+
 /* tied, a yes/no model field, takes true and false as well as 1 and 0, and nothing else. */
 static void test_tied_words(void) {
     nb_config c;
@@ -413,6 +441,7 @@ int main(void) {
     test_every_flag_round_trips(dir);
     test_model_fields_round_trip(dir);
     test_tied_words();
+    test_boolean_values();
     test_summary_escapes(dir);
     test_messages();
     test_help_shows_the_table();

@@ -128,12 +128,15 @@ int cli_parse(const char *usage, int argc, char **argv, const cli_option *opts, 
             return -1;
         }
         if (takes_no_value(o)) {
-            if (eq) {
-                fprintf(stderr, "nobubble %s: %s takes no value\n", argv[0], o->flag);
+            /* the flag alone, or --FLAG=true|false|1|0 */
+            const char *b = eq ? eq + 1 : NULL;
+            const int yes = !b || !strcmp(b, "true") || !strcmp(b, "1"), no = b && (!strcmp(b, "false") || !strcmp(b, "0"));
+            if (!yes && !no) {
+                fprintf(stderr, "nobubble %s: %s=%s: expected true, false, 1 or 0 (or the flag alone)\n", argv[0], o->flag, b);
                 return -1;
             }
-            if (o->type == OPT_FLAG) *(int *)o->target = 1;
-            else if (parse_value(argv[0], o, NULL)) return -1;
+            if (o->type == OPT_FLAG) *(int *)o->target = yes;
+            else if (parse_value(argv[0], o, b)) return -1;
             continue;
         }
         const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);

@@ -142,7 +142,12 @@ int nb_settings_arg(nb_settings_args *a, const char *flag, const char *value) {
     unsigned char *given = &a->given[s - nb_settings];
     switch (s->type) {
     case NB_SET_BOOL: {
-        const int on = !s->off_flag || strcmp(flag, s->off_flag);
+        /* A value, --FLAG=true|false|1|0, says whether the named flag holds: --nesterov=false is --no-nesterov. */
+        int named = 1;
+        if (value && (!strcmp(value, "false") || !strcmp(value, "0"))) named = 0;
+        else if (value && strcmp(value, "true") && strcmp(value, "1"))
+            return nb_fail("%s=%s: expected true, false, 1 or 0 (or the flag alone)", flag, value);
+        const int on = (!s->off_flag || strcmp(flag, s->off_flag)) == named;
         if (*given == 1 && *(int *)setting_field(s, a->o) != on)
             return nb_fail("give %s or %s, not both", s->flag, s->off_flag);
         setting_set_number(s, a->o, on);
