@@ -212,6 +212,11 @@ int nb_train_check_folders(const nb_train_options *o);
  * a checkpoint, else no resume (a fresh start). Any other resume_dir is left as it is (a folder named
  * "latest" is ./latest). Needs save_dir. */
 int nb_train_resolve_resume(nb_train_options *o);
+/* What `train` resolves before it starts, for any caller of nb_train: --resume latest|auto
+ * (nb_train_resolve_resume), then --resume's checkpoint (nb_train_find_checkpoint, into resume_path,
+ * which resume_dir then points to; a note on stderr when it is not the folder given), then the folders'
+ * earlier runs (nb_train_check_folders). */
+int nb_train_resolve_folders(nb_train_options *o, char *resume_path, size_t size);
 /* The checkpoint --resume DIR means, into out: DIR itself when it is a checkpoint folder (or not a
  * save folder at all: loading it then says what is wrong); for a save folder (--save-dir, holding
  * step_NNNNNN folders) its newest complete and readable checkpoint, each newer one skipped with a

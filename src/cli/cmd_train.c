@@ -126,30 +126,14 @@ static int apply_config_model(const nb_train_config_file *f, const char *path, n
     return 0;
 }
 
-/* --resume SAVE_DIR: its newest complete checkpoint (o->resume_dir then points to it). Then a folder
- * holding an earlier run is refused here, a usage error, before anything starts; nb_train checks again
- * once it holds the folders' locks, and removes the old files under --force. */
+/* --resume and the run's folders (nb_train_resolve_folders): a folder holding an earlier run is refused here,
+ * a usage error, before anything starts; nb_train checks again once it holds the folders' locks, and
+ * removes the old files under --force. */
 static int resolve_run_folders(nb_train_options *o) {
     static char resume_path[4400];
-    if (nb_train_resolve_resume(o)) {
-        fprintf(stderr, "nobubble train: %s\n", nb_last_error());
-        return -1;
-    }
-    if (o->resume_dir) {
-        if (nb_train_find_checkpoint(o->resume_dir, resume_path, sizeof resume_path)) {
-            fprintf(stderr, "nobubble train: %s\n", nb_last_error());
-            return -1;
-        }
-        if (strcmp(resume_path, o->resume_dir))
-            fprintf(stderr, "nobubble train: --resume %s: its newest complete checkpoint is %s\n", o->resume_dir,
-                    resume_path);
-        o->resume_dir = resume_path;
-    }
-    if (nb_train_check_folders(o)) {
-        fprintf(stderr, "nobubble train: %s\n", nb_last_error());
-        return -1;
-    }
-    return 0;
+    if (!nb_train_resolve_folders(o, resume_path, sizeof resume_path)) return 0;
+    fprintf(stderr, "nobubble train: %s\n", nb_last_error());
+    return -1;
 }
 
 /* The model of a fresh run: --model's preset (tiny), then --config's model fields, then each --set;

@@ -76,11 +76,6 @@ int nb_run_train(nb_run *r, nb_train_result *res) {
         r->o.vocab_from_data = !r->vocab_given;
         r->finished = 1;
     }
-    if (nb_train_resolve_resume(&r->o)) return -1;
-    if (r->o.resume_dir) {
-        if (nb_train_find_checkpoint(r->o.resume_dir, r->resume_path, sizeof r->resume_path)) return -1;
-        r->o.resume_dir = r->resume_path;
-    }
-    if (nb_train_check_folders(&r->o)) return -1;
+    if (nb_train_resolve_folders(&r->o, r->resume_path, sizeof r->resume_path)) return -1;
     return nb_train(&r->o, res);
 }

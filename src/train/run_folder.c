@@ -223,6 +223,18 @@ int nb_train_resolve_resume(nb_train_options *o) {
     return 0;
 }
 
+int nb_train_resolve_folders(nb_train_options *o, char *resume_path, size_t size) {
+    if (nb_train_resolve_resume(o)) return -1;
+    if (o->resume_dir) {
+        const char *given = o->resume_dir;
+        if (nb_train_find_checkpoint(given, resume_path, size)) return -1;
+        if (strcmp(resume_path, given))
+            fprintf(stderr, "nobubble train: --resume %s: its newest complete checkpoint is %s\n", given, resume_path);
+        o->resume_dir = resume_path;
+    }
+    return nb_train_check_folders(o);
+}
+
 int nb_train_find_checkpoint(const char *dir, char *out, size_t size) {
     snprintf(out, size, "%s", dir);
     if (is_file(dir, "state.safetensors") || is_file(dir, "state.safetensors.index.json")) return 0;
