@@ -146,7 +146,9 @@ static void test_optimizer_defaults(void) {
         CHECK(o.optim.nesterov == p.nesterov && o.optim.ns_steps == p.ns_steps &&
               o.optim.precond_every == p.precond_every && o.optim.max_precond_dim == p.max_precond_dim,
               "%s: the integer hyperparameters as the sheet's", nb_optimizer_name((nb_optimizer_kind)k));
-        static const float lr[NB_OPT_COUNT] = {0.05f, 1e-3f, 0.02f, 3e-4f, 1e-3f, 1e-3f, 1e-3f, 0.02f};
+        static const float lr[] = {0.05f, 1e-3f, 0.02f, 3e-4f, 1e-3f, 1e-3f, 1e-3f, 0.02f};
+        _Static_assert(sizeof lr / sizeof lr[0] == NB_OPT_COUNT,
+                       "one per optimizer: a new one needs its value here (docs/optimizers.md)");
         CHECK(o.schedule.lr == lr[k] && o.optim.weight_decay == 0.1f, "%s: lr %g, wd %g as docs/optimizers.md",
               nb_optimizer_name((nb_optimizer_kind)k), o.schedule.lr, o.optim.weight_decay);
     }

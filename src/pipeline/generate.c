@@ -57,7 +57,8 @@ int nb_pipe_version_rule(nb_pipe_kind kind, int n_stages, int stage, int step) {
 int nb_pipe_alloc(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int n_micro, int n_steps,
                   const size_t *counts) {
     memset(out, 0, sizeof *out);
-    if ((unsigned)kind >= N_KINDS) return nb_fail("schedule kind %d: expected one of 0 to %d", (int)kind, N_KINDS - 1);
+    if ((unsigned)kind >= N_KINDS)
+        return nb_fail("schedule kind %d: expected an nb_pipe_kind, 0 to %d", (int)kind, N_KINDS - 1);
     if (n_stages < 1) return nb_fail("stages = %d: expected P >= 1", n_stages);
     if (n_micro < 1) return nb_fail("micro-batches = %d: expected M >= 1", n_micro);
     if (n_steps < 1) return nb_fail("steps = %d: expected S >= 1", n_steps);
