@@ -16,16 +16,6 @@ struct nb_bf16_state {
     nb_bf16 *unnamed;                 /* weights the caller could not name: cast on every call */
 };
 
-/* Indexed by nb_precision: --precision's names, summary.json's and checkpoints'. */
-static const char *const precision_names[] = {"fp32", "bf16", "auto"};
-
-const char *nb_precision_names(int i) {
-    return (unsigned)i < sizeof precision_names / sizeof precision_names[0] ? precision_names[i] : NULL;
-}
-
-/* An unknown value reads as fp32, as it always has (stages treat anything but bf16 so). */
-const char *nb_precision_name(nb_precision p) { return nb_precision_names(p) ? nb_precision_names(p) : "fp32"; }
-
 nb_precision nb_precision_choose(nb_precision p) {
     if (p != NB_PRECISION_AUTO) return p;
     return nb_bf16_native() ? NB_PRECISION_BF16 : NB_PRECISION_FP32;

@@ -6,11 +6,12 @@
 #include <string.h>
 #include "fuzz_input.h"
 #include "nobubble/train.h"
+#include "optim/rules.h"
 
-/* The reader never names an optimizer (only --help's defaults do); the fuzz build leaves the optimizers
- * out (OpenMP), so this stands in for src/optim/optimizer.c's. */
+/* The reader takes the optimizers' names and defaults from their descriptors (src/optim/optimizers.c), never
+ * their rules, whose code the fuzz build leaves out (OpenMP, the GEMM libraries): these stand in for them. */
 #ifdef NB_FUZZ_BUILD
-const char *nb_optimizer_name(nb_optimizer_kind k) { return k == NB_OPT_ADAMW ? "adamw" : "?"; }
+const nb_optim_rule sgd_rule, adamw_rule, muon_rule, lion_rule, adan_rule, mars_rule, soap_rule, normuon_rule;
 #endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
