@@ -83,7 +83,9 @@ static table std_table(void) {
     return tb;
 }
 
-static const char *KIND_NAMES[NB_OPT_COUNT] = { "sgd", "adamw", "muon", "lion", "adan", "mars", "soap", "normuon" };
+static const char *KIND_NAMES[] = { "sgd", "adamw", "muon", "lion", "adan", "mars", "soap", "normuon" };
+_Static_assert(sizeof KIND_NAMES / sizeof KIND_NAMES[0] == NB_OPT_COUNT,
+               "one per optimizer: a new one needs its value here (docs/optimizers.md)");
 
 /* ---- defaults, parsing, validation ---- */
 static void test_defaults(void) {

@@ -17,13 +17,31 @@
 #include "train/settings_value.h"
 #include "util/error.h"
 #include "util/json.h"
+#include "util/range.h"
 
 static int is_number(const nb_setting *s) {
     return s->type == NB_SET_INT || s->type == NB_SET_U64 || s->type == NB_SET_FLOAT || s->type == NB_SET_EF;
 }
 
 static int in_range(const nb_setting *s, double x) {
-    return (s->min_open ? x > s->min : x >= s->min) && (s->max_open ? x < s->max : x <= s->max);
+    nb_range r;
+    nb_setting_range(s, &r);
+    return (r.min_open ? x > r.min : x >= r.min) && (r.max_open ? x < r.max : x <= r.max);
+}
+
+/* The row's number in o (int, bool and float rows). */
+static double number_in(const nb_setting *s, const nb_train_options *o) {
+    const void *f = setting_field(s, o);
+    return s->type == NB_SET_FLOAT ? *(const float *)f : s->type == NB_SET_INT || s->type == NB_SET_BOOL ? *(const int *)f : s->def;
+}
+
+/* The row's default under optimizer kind. */
+static double default_under(const nb_setting *s, nb_optimizer_kind kind) {
+    nb_train_options o;
+    nb_train_defaults(&o);
+    o.optim.kind = kind;
+    setting_set_default(s, &o);
+    return number_in(s, &o);
 }
 
 static int is_model_field(const nb_setting *s) { return s->offset < sizeof(nb_config); }   /* model: first */
@@ -50,12 +68,43 @@ static void test_rows_are_well_formed(void) {
         CHECK(s->help && s->metavar, "%s: has a help line", s->flag);
         if (!is_number(s)) continue;
         CHECK(nb_setting_has_range(s), "%s: a number flag has a range", s->flag);
-        if (s->type != NB_SET_EF) CHECK(in_range(s, s->def), "%s: the default %g lies in its range", s->flag, s->def);
+        if (s->type != NB_SET_EF && !s->by_optimizer)
+            CHECK(in_range(s, s->def), "%s: the default %g lies in its range", s->flag, s->def);
         for (int k = 0; s->by_optimizer && k < NB_OPT_COUNT; k++)
-            CHECK(in_range(s, s->by_optimizer[k]), "%s: %s's default in range", s->flag,
+            CHECK(in_range(s, default_under(s, (nb_optimizer_kind)k)), "%s: %s's default in range", s->flag,
                   nb_optimizer_name((nb_optimizer_kind)k));
-        if (s->by_optimizer) CHECK(s->def == s->by_optimizer[NB_OPT_ADAMW], "%s: the default is adamw's", s->flag);
     }
+}
+
+/* A row's range is the owning part's where its field lies in nb_optim_params, nb_schedule or nb_delay_options
+ * (only --ef, --taylor there): the row gives none of its own, and the part's row names the same flag and
+ * type. Per-optimizer defaults come from the descriptors: such a row sets --lr or an optimizer's field. */
+static void test_ranges_of_the_parts(void) {
+    const size_t optim = offsetof(nb_train_options, optim), schedule = offsetof(nb_train_options, schedule);
+    for (int i = 0; i < nb_settings_count; i++) {
+        const nb_setting *s = &nb_settings[i];
+        if (!s->flag) continue;
+        nb_range r;
+        const int has = nb_setting_range(s, &r);
+        const int in_optim = s->offset - optim < sizeof(nb_optim_params);
+        const int in_schedule = s->offset - schedule < sizeof(nb_schedule);
+        if (has && (in_optim || in_schedule || s->type == NB_SET_EF || !strcmp(s->name, "taylor"))) {
+            CHECK(s->min > s->max, "%s: its range is its part's, not the row's", s->flag);
+            CHECK(same(r.flag, s->flag), "%s: the part's range names %s", s->flag, r.flag);
+            CHECK(r.integer == (s->type == NB_SET_INT), "%s: an integer range for an integer row", s->flag);
+        }
+        if (s->by_optimizer)
+            CHECK(in_optim || s->offset == offsetof(nb_train_options, schedule.lr), "%s: by optimizer, but no field of "
+                  "the optimizer's", s->flag);
+    }
+    for (const nb_range *r = nb_optim_ranges; r->flag; r++) {
+        const nb_setting *s = nb_setting_by_flag(r->flag);
+        CHECK(s && s->offset == optim + r->offset, "nb_optim_ranges' %s is the settings row of that field", r->flag);
+    }
+    /* The parts' bounds on step counts are the run's. */
+    CHECK(nb_range_at(nb_schedule_ranges, offsetof(nb_schedule, warmup))->max == NB_TRAIN_MAX_STEPS &&
+              nb_range_at(nb_optim_ranges, offsetof(nb_optim_params, precond_every))->max == NB_TRAIN_MAX_STEPS,
+          "--warmup and --precond-every: at most NB_TRAIN_MAX_STEPS");
 }
 
 /* Enum rows name their values as the parts that own them do. */
@@ -63,14 +112,16 @@ static void test_enum_names(void) {
     const nb_setting *opt = nb_setting_by_name("optimizer"), *sched = nb_setting_by_name("schedule");
     const nb_setting *pipe = nb_setting_by_name("pipeline"), *tr = nb_setting_by_name("transport");
     for (int k = 0; k < NB_OPT_COUNT; k++)
-        CHECK(same(opt->names[k], nb_optimizer_name((nb_optimizer_kind)k)), "optimizer %d", k);
-    CHECK(!opt->names[NB_OPT_COUNT], "every optimizer, no more");
+        CHECK(same(opt->names(k), nb_optimizer_name((nb_optimizer_kind)k)), "optimizer %d", k);
+    CHECK(!opt->names(NB_OPT_COUNT) && !opt->names(-1), "every optimizer, no more");
     for (int k = 0; k <= NB_SCHEDULE_CONSTANT; k++)
-        CHECK(same(sched->names[k], nb_schedule_name((nb_schedule_kind)k)), "schedule %d", k);
-    for (int k = 0; k <= NB_PIPE_2BW; k++) CHECK(same(pipe->names[k], nb_pipe_kind_name((nb_pipe_kind)k)), "pipe %d", k);
-    CHECK(!pipe->names[NB_PIPE_2BW + 1], "--pipeline: the four kinds (not the sequential order)");
+        CHECK(same(sched->names(k), nb_schedule_name((nb_schedule_kind)k)), "schedule %d", k);
+    CHECK(!sched->names(NB_SCHEDULE_CONSTANT + 1), "every schedule, no more");
+    for (int k = 0; k <= NB_PIPE_2BW; k++) CHECK(same(pipe->names(k), nb_pipe_kind_name((nb_pipe_kind)k)), "pipe %d", k);
+    CHECK(!pipe->names(NB_PIPE_2BW + 1), "--pipeline: the four kinds (not the sequential order)");
     for (int k = 0; k <= NB_TRANSPORT_MPI; k++)
-        CHECK(same(tr->names[k], nb_transport_name((nb_transport_kind)k)), "transport %d", k);
+        CHECK(same(tr->names(k), nb_transport_name((nb_transport_kind)k)), "transport %d", k);
+    CHECK(!tr->names(NB_TRANSPORT_MPI + 1), "every transport, no more");
 }
 
 /* The table's per-optimizer defaults: the sheet's (nb_optim_defaults) and docs/optimizers.md's lrs. */
@@ -95,7 +146,9 @@ static void test_optimizer_defaults(void) {
         CHECK(o.optim.nesterov == p.nesterov && o.optim.ns_steps == p.ns_steps &&
               o.optim.precond_every == p.precond_every && o.optim.max_precond_dim == p.max_precond_dim,
               "%s: the integer hyperparameters as the sheet's", nb_optimizer_name((nb_optimizer_kind)k));
-        static const float lr[NB_OPT_COUNT] = {0.05f, 1e-3f, 0.02f, 3e-4f, 1e-3f, 1e-3f, 1e-3f, 0.02f};
+        static const float lr[] = {0.05f, 1e-3f, 0.02f, 3e-4f, 1e-3f, 1e-3f, 1e-3f, 0.02f};
+        _Static_assert(sizeof lr / sizeof lr[0] == NB_OPT_COUNT,
+                       "one per optimizer: a new one needs its value here (docs/optimizers.md)");
         CHECK(o.schedule.lr == lr[k] && o.optim.weight_decay == 0.1f, "%s: lr %g, wd %g as docs/optimizers.md",
               nb_optimizer_name((nb_optimizer_kind)k), o.schedule.lr, o.optim.weight_decay);
     }
@@ -115,13 +168,16 @@ static void test_optimizer_defaults(void) {
 
 /* A value of the row other than its default, as a flag's text. */
 static void other_value(const nb_setting *s, char *buf, size_t size) {
+    const double def = s->by_optimizer ? default_under(s, NB_OPT_ADAMW) : s->def;   /* adamw: the default */
+    nb_range r;
+    nb_setting_range(s, &r);
     switch (s->type) {
-    case NB_SET_INT: snprintf(buf, size, "%d", (int)s->def + 1 <= s->max ? (int)s->def + 1 : (int)s->def - 1); break;
+    case NB_SET_INT: snprintf(buf, size, "%d", (int)def + 1 <= r.max ? (int)def + 1 : (int)def - 1); break;
     case NB_SET_U64: snprintf(buf, size, "%llu", (unsigned long long)s->def + 7); break;
-    case NB_SET_FLOAT: snprintf(buf, size, "%.9g", s->def != 0 ? s->def * 0.5 : s->max < 1 ? s->max * 0.5 : 0.25); break;
+    case NB_SET_FLOAT: snprintf(buf, size, "%.9g", def != 0 ? def * 0.5 : r.max < 1 ? r.max * 0.5 : 0.25); break;
     case NB_SET_EF: snprintf(buf, size, "0.5"); break;
     case NB_SET_STRING: snprintf(buf, size, "dir \"%s\"\\*.bin", s->name); break;
-    case NB_SET_ENUM: snprintf(buf, size, "%s", s->names[s->def < 0 ? 0 : (int)s->def + 1]); break;
+    case NB_SET_ENUM: snprintf(buf, size, "%s", s->names(s->def < 0 ? 0 : (int)s->def + 1)); break;
     case NB_SET_DELAY: snprintf(buf, size, "fixed:3"); break;
     default: buf[0] = 0;
     }
@@ -133,7 +189,8 @@ static int parse_one(const nb_setting *s, const char *value, nb_train_options *o
     nb_train_defaults(o);
     nb_settings_begin(&a, o);
     /* A boolean row is given as whichever flag moves it off its default (adamw: --nesterov). */
-    const char *flag = s->type == NB_SET_BOOL && s->def != 0 ? s->off_flag : s->flag;
+    const double def = s->by_optimizer ? default_under(s, NB_OPT_ADAMW) : s->def;
+    const char *flag = s->type == NB_SET_BOOL && def != 0 ? s->off_flag : s->flag;
     if (s->type == NB_SET_ENUM && !strcmp(s->name, "transport") && nb_settings_arg(&a, "--pipeline", "2bw")) return -1;
     return nb_settings_arg(&a, flag, s->type == NB_SET_BOOL ? NULL : value) || nb_settings_finish(&a);
 }
@@ -380,9 +437,11 @@ static void test_help_shows_the_table(void) {
 
 /* "1 to 65536", "[0, 1)", "0 to 2^64-1" */
 static void range_words(const nb_setting *s, char *buf, size_t size) {
+    nb_range r;
+    nb_setting_range(s, &r);
     if (s->type == NB_SET_U64) snprintf(buf, size, "0 to 2^64-1");
-    else if (!s->min_open && !s->max_open) snprintf(buf, size, "%.10g to %.10g", s->min, s->max);
-    else snprintf(buf, size, "%c%.10g, %.10g%c", s->min_open ? '(' : '[', s->min, s->max, s->max_open ? ')' : ']');
+    else if (!r.min_open && !r.max_open) snprintf(buf, size, "%.10g to %.10g", r.min, r.max);
+    else snprintf(buf, size, "%c%.10g, %.10g%c", r.min_open ? '(' : '[', r.min, r.max, r.max_open ? ')' : ']');
 }
 
 /* docs/limits.md has one line per flag with a range, as the table gives it. */
@@ -436,6 +495,7 @@ int main(void) {
     char dir[] = "/tmp/nb_test_settings_XXXXXX";
     if (!mkdtemp(dir)) return 1;
     test_rows_are_well_formed();
+    test_ranges_of_the_parts();
     test_enum_names();
     test_optimizer_defaults();
     test_every_flag_round_trips(dir);

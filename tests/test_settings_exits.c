@@ -38,11 +38,12 @@ static void format_number(const nb_setting *s, double v, char *out, size_t size)
 static void check_row(const nb_setting *s) {
     char v[64];
     const int number = s->type == NB_SET_INT || s->type == NB_SET_U64 || s->type == NB_SET_FLOAT || s->type == NB_SET_DOUBLE;
-    if (number && nb_setting_has_range(s)) {
+    nb_range r;
+    if (number && nb_setting_range(s, &r)) {   /* the row's own range, or its part's (nb_optim_ranges, ...) */
         const int whole = s->type == NB_SET_INT || s->type == NB_SET_U64;
         /* just below the lowest value allowed, and just above the highest */
-        const double below = s->min_open ? s->min : whole ? s->min - 1 : s->min - fmax(1e-3, fabs(s->min) * 1e-3);
-        const double above = s->max_open ? s->max : whole ? s->max + 1 : s->max + fmax(1e-3, fabs(s->max) * 1e-3);
+        const double below = r.min_open ? r.min : whole ? r.min - 1 : r.min - fmax(1e-3, fabs(r.min) * 1e-3);
+        const double above = r.max_open ? r.max : whole ? r.max + 1 : r.max + fmax(1e-3, fabs(r.max) * 1e-3);
         if (!(s->type == NB_SET_U64 && below < 0)) {
             format_number(s, below, v, sizeof v);
             refused(s, v, "below the range");

@@ -88,7 +88,9 @@ static void check_adamw_closed_form(void) {
 /* Every optimizer lowers the validation loss of a fresh model (ln 256 = 5.55 nats on bytes)
  * within 20 steps at a reasonable learning rate. */
 static void check_each_optimizer_learns(void) {
-    static const float lr[NB_OPT_COUNT] = {0.05f, 3e-3f, 0.02f, 3e-3f, 3e-3f, 3e-3f, 3e-3f, 0.02f};
+    static const float lr[] = {0.05f, 3e-3f, 0.02f, 3e-3f, 3e-3f, 3e-3f, 3e-3f, 0.02f};
+    _Static_assert(sizeof lr / sizeof lr[0] == NB_OPT_COUNT,
+                   "one per optimizer: a new one needs its value here (docs/optimizers.md)");
     for (int k = 0; k < NB_OPT_COUNT; k++) {
         kjv_paths paths;
         nb_train_options o = kjv_small_run(&paths);

@@ -13,6 +13,7 @@
 #ifndef NOBUBBLE_DELAY_H
 #define NOBUBBLE_DELAY_H
 #include <stddef.h>
+#include "nobubble/common.h"
 
 typedef enum { NB_DELAY_SYNC, NB_DELAY_2BW, NB_DELAY_PIPEDREAM, NB_DELAY_FIXED } nb_delay_mode;
 
@@ -30,7 +31,12 @@ typedef struct nb_delay_options {
 int nb_delay_parse(const char *text, nb_delay_options *o);
 /* "sync", "2bw", "pipedream" or "fixed" (without its TAU). */
 const char *nb_delay_mode_name(nb_delay_mode mode);
-/* Checks the options against a run of total_steps steps over n_stages stages. */
+/* What --delay takes, the modes joined: "sync, 2bw, pipedream or fixed:TAU" (sep ", ", last_sep " or "). */
+void nb_delay_modes_text(const char *sep, const char *last_sep, char *buf, size_t size);
+/* The ranges of the mitigations' numbers (--ef's alpha, --taylor's lambda), which nb_delay_validate checks
+ * and the settings table (train.h) parses, shows and documents; ended by a row without a flag. */
+extern const nb_range nb_delay_ranges[];
+/* Checks the options against nb_delay_ranges and a run of total_steps steps over n_stages stages. */
 int nb_delay_validate(const nb_delay_options *o, int total_steps, int n_stages);
 /* One line describing the delay and every mitigation turned on, for run headers. */
 void nb_delay_describe(const nb_delay_options *o, char *buf, size_t size);

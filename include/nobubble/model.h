@@ -57,6 +57,8 @@ size_t nb_config_param_count(const nb_config *c);
 typedef enum { NB_PRECISION_FP32, NB_PRECISION_BF16, NB_PRECISION_AUTO } nb_precision;
 /* "fp32", "bf16" or "auto". */
 const char *nb_precision_name(nb_precision p);
+/* The i-th precision's name, NULL past the last (the settings table's enum row). */
+const char *nb_precision_names(int i);
 /* auto made concrete: bf16 where oneDNN reports bf16 instructions (AVX512-BF16, AMX), fp32 elsewhere;
  * fp32 and bf16 as they are. */
 nb_precision nb_precision_choose(nb_precision p);

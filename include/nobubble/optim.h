@@ -11,6 +11,7 @@
 #ifndef NOBUBBLE_OPTIM_H
 #define NOBUBBLE_OPTIM_H
 #include <stddef.h>
+#include "nobubble/common.h"
 #include "nobubble/model.h"
 
 typedef enum {
@@ -41,13 +42,34 @@ typedef struct nb_optim_params {
     float aux_beta1, aux_beta2; /* the AdamW of embed and gain tensors under Muon, NorMuon, SOAP, MARS (0.9, 0.95) */
 } nb_optim_params;
 
+/* ---- the optimizers, one descriptor each ----
+ * What the rest of nobubble knows about an optimizer is its row of src/optim/optimizers.c (name, default
+ * learning rate, the sheet's hyperparameters, its rule) and its rule's file (the step, the state buffers it
+ * keeps, which tensors it takes): the settings table (train.h) takes names and defaults from here, the
+ * dispatch takes the rule, and checkpoints name the state after it ("adamw.m:<tensor>"). Adding one:
+ * docs/optimizers.md, "Adding an optimizer". */
+struct nb_optim_rule;   /* the update rule (src/optim/rules.h) */
+typedef struct nb_optimizer_desc {
+    const char *name;                 /* "adamw": --optimizer NAME, summary.json, the prefix of its state's names */
+    float lr;                         /* nobubble train's default --lr (docs/optimizers.md) */
+    const struct nb_optim_rule *rule;
+    nb_optim_params defaults;         /* the sheet's hyperparameters (docs/rules.md; nb_optim_defaults) */
+} nb_optimizer_desc;
+/* The descriptor of kind; NULL when kind is not an optimizer. */
+const nb_optimizer_desc *nb_optimizer_desc_of(nb_optimizer_kind kind);
+/* The i-th optimizer's name, NULL past the last: lists in messages, the settings table's enum row. */
+const char *nb_optimizer_names(int i);
+
 /* The sheet's defaults for an optimizer. */
 nb_optim_params nb_optim_defaults(nb_optimizer_kind kind);
 /* "sgd", "adamw", "muon", "lion", "adan", "mars", "soap", "normuon"; the error lists the valid names. */
 int nb_optimizer_parse(const char *name, nb_optimizer_kind *out);
 const char *nb_optimizer_name(nb_optimizer_kind kind);
-/* Checks every hyperparameter (finite, betas in [0, 1), eps > 0, wd >= 0, ...); the error
- * names the flag (--beta1, --precond-every, ...) and the expectation. */
+/* The ranges of the hyperparameters, one row per field of nb_optim_params that has one (the settings table
+ * parses, shows and documents its flags with them), ended by a row without a flag. */
+extern const nb_range nb_optim_ranges[];
+/* Checks every hyperparameter against nb_optim_ranges (and the kind); the error names the flag (--beta1,
+ * --precond-every, ...), the value and the range. */
 int nb_optim_validate(const nb_optim_params *p);
 
 /* The state of one optimizer over one stage's tensors. */
@@ -61,7 +83,8 @@ int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_t
 void nb_optimizer_free(nb_optimizer *o);
 /* Bytes of the state nb_optimizer_create would allocate for these tensors (each rule's buffers), without
  * allocating it; *scratch_per_thread (may be NULL): the bytes of the scratch it keeps per OpenMP thread
- * (the largest matrix's Newton-Schulz or SOAP work). (size_t)-1 when out of memory for the plan. */
+ * (the largest matrix's Newton-Schulz or SOAP work). (size_t)-1 when out of memory for the plan, or when
+ * p's kind is not an optimizer. */
 size_t nb_optimizer_state_bytes(const nb_optim_params *p, const nb_tensor *tensors, int n_tensors,
                                 size_t *scratch_per_thread);
 /* d = U(grads, state, w, lr) for every tensor; embed and gain tensors of Muon, NorMuon, SOAP and MARS
@@ -95,9 +118,15 @@ typedef struct nb_schedule {
  * over the remaining steps, or constant, or WSD (constant, then linear to lr_min over the last
  * cooldown x total_steps steps). */
 float nb_schedule_lr(const nb_schedule *s, int step);
-/* Parses "cosine", "wsd" or "constant". */
+/* Parses "cosine", "wsd" or "constant"; the error lists them. */
 int nb_schedule_parse(const char *name, nb_schedule_kind *out);
 const char *nb_schedule_name(nb_schedule_kind kind);   /* "cosine", "wsd", "constant" */
+/* The i-th schedule's name, NULL past the last (the settings table's enum row). */
+const char *nb_schedule_names(int i);
+/* The ranges of lr, lr_min, warmup and cooldown (the settings table parses, shows and documents those flags
+ * with them), ended by a row without a flag. */
+extern const nb_range nb_schedule_ranges[];
+/* Checks the fields against nb_schedule_ranges, and lr_min <= lr. */
 int nb_schedule_validate(const nb_schedule *s);
 
 /* ---- gradient clipping ---- */

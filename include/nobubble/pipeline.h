@@ -15,7 +15,6 @@
 
 /* SEQUENTIAL is the one-process run's order (nb_pipe_generate_sequential): no overlap between stages. */
 typedef enum { NB_PIPE_GPIPE, NB_PIPE_1F1B, NB_PIPE_PIPEDREAM, NB_PIPE_2BW, NB_PIPE_SEQUENTIAL } nb_pipe_kind;
-#define NB_PIPE_KINDS "gpipe, 1f1b, pipedream, 2bw"
 
 typedef enum { NB_PIPE_FORWARD, NB_PIPE_BACKWARD, NB_PIPE_UPDATE } nb_pipe_op;
 
@@ -37,9 +36,14 @@ typedef struct {
                             uses for step t at versions[t * n_stages + s] (see nb_pipe_generate_versions) */
 } nb_pipe_schedule;
 
-/* "gpipe", "1f1b", "pipedream", "2bw"; an unknown name fails with the valid ones listed. */
+/* "gpipe", "1f1b", "pipedream", "2bw" (or "sequential"); an unknown name fails with the pipelines listed. */
 int nb_pipe_kind_parse(const char *text, nb_pipe_kind *out);
 const char *nb_pipe_kind_name(nb_pipe_kind kind);
+/* The i-th pipeline's name (gpipe, 1f1b, pipedream, 2bw: not the sequential order), NULL past the last:
+ * --pipeline's values (the settings table's enum row). */
+const char *nb_pipe_kind_names(int i);
+/* The pipelines' names as a list for messages, "gpipe, 1f1b, pipedream, 2bw", into buf. */
+void nb_pipe_kind_list(char *buf, size_t size);
 
 /* The --delay of the one-process run with the same weight versions: "sync" (gpipe, 1f1b), "2bw",
  * "pipedream". */

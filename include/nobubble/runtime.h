@@ -25,9 +25,12 @@
 #include <stddef.h>
 
 typedef enum { NB_TRANSPORT_THREADS, NB_TRANSPORT_MPI } nb_transport_kind;
-#define NB_TRANSPORT_KINDS "threads, mpi"
 int nb_transport_parse(const char *text, nb_transport_kind *out);
 const char *nb_transport_name(nb_transport_kind kind);
+/* The i-th transport's name, NULL past the last (the settings table's enum row). */
+const char *nb_transport_names(int i);
+/* The transports' names as a list for messages, "threads, mpi", into buf. */
+void nb_transport_list(char *buf, size_t size);
 
 typedef struct nb_link nb_link;
 int nb_link_stage(const nb_link *l);

@@ -235,11 +235,13 @@ int nb_train_latest_checkpoint(const char *dir, int verify, char *out, size_t si
 /* ---- the settings of a training run, as one table (src/train/settings.c) ----
  *
  * Every setting of `nobubble train` is one row: its name, its flag, its type, where it lives in
- * nb_train_options, its default (per optimizer where the optimizers differ), its range, its help
- * line, what a resume may do with it, and its keys in summary.json and in a checkpoint's run
- * metadata. The flag parser, --help, nb_train_defaults, the range checks of nb_train, summary.json
- * and the checkpoint's "run.KEY" metadata all walk this table (src/train/settings*.c), so a setting
- * is added or changed in one place. Model fields are rows too (no flag of their own: `--set
+ * nb_train_options, its default (the run's optimizer's, from its descriptor, for the optimizer's
+ * hyperparameters), its range, its help line, what a resume may do with it, and its keys in
+ * summary.json and in a checkpoint's run metadata. The flag parser, --help, nb_train_defaults, the
+ * range checks of nb_train, summary.json and the checkpoint's "run.KEY" metadata all walk this table
+ * (src/train/settings*.c), so a setting is added or changed in one place. What the parts below own
+ * is read from them: enum names, the optimizers' defaults and the ranges of the optimizer's, the
+ * schedule's and the delay's numbers. Model fields are rows too (no flag of their own: `--set
  * NAME=VALUE`, validated by nb_config_validate, which config.json shares). */
 typedef enum {
     NB_SET_INT,      /* int */
@@ -267,10 +269,14 @@ typedef struct nb_setting {
     const char *off_flag;      /* NB_SET_BOOL: the flag that sets 0 ("--no-nesterov"), or NULL */
     nb_setting_type type;
     size_t offset;             /* offsetof(nb_train_options, ...) */
-    const char *const *names;  /* NB_SET_ENUM: the names by value, NULL-terminated */
-    double def;                /* the default (an enum's value; strings: none) */
-    const double *by_optimizer;  /* NULL, or the default per nb_optimizer_kind (when not given) */
-    double min, max;           /* the range (numbers, --ef); min > max: none (checked elsewhere) */
+    const char *(*names)(int value);  /* NB_SET_ENUM: the name of value 0, 1, ..., NULL past the last: the
+                                         owning part's one table (nb_optimizer_names, nb_transport_names, ...) */
+    double def;                /* the default (an enum's value; strings: none); by_optimizer rows: unused */
+    int by_optimizer;          /* 1: the default is the run's optimizer's (its descriptor, optim.h: --lr's is its
+                                  lr, any other its defaults' field the row sets), applied when not given */
+    double min, max;           /* the range (numbers, --ef); min > max: none, or the owning part's: the fields
+                                  of nb_optim_params and --ef's and --taylor's have theirs in nb_optim_ranges and
+                                  nb_delay_ranges (nb_setting_range reads either) */
     int min_open, max_open;    /* 1: that end is excluded, "(0..1e+09]" */
     const char *metavar;       /* "LR" */
     const char *help;          /* "peak learning rate" */
@@ -290,6 +296,8 @@ enum { NB_SETTINGS_MAX = 96 };
 const nb_setting *nb_setting_by_flag(const char *flag);
 /* The row with this name; NULL when none. */
 const nb_setting *nb_setting_by_name(const char *name);
+/* The row's range into r (its own, or the part's that owns its field); 0 when it has none. */
+int nb_setting_range(const nb_setting *s, nb_range *r);
 /* Whether the row has a range to check. */
 int nb_setting_has_range(const nb_setting *s);
 

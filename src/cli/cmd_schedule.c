@@ -12,9 +12,11 @@
 #include "cli/schedule_lowered.h"
 #include "nobubble/pipeline.h"
 #include "util/decimal.h"
+#include "util/range.h"
 
-static const char usage[] =
-    "usage: nobubble schedule --kind gpipe|1f1b|pipedream|2bw|sequential --stages P --microbatches M [--steps S]\n"
+/* %s: the kinds, "gpipe|1f1b|pipedream|2bw|sequential" (kinds_text). */
+static const char usage_format[] =
+    "usage: nobubble schedule --kind %s --stages P --microbatches M [--steps S]\n"
     "                         [--forward-cost F[,F...]] [--backward-cost B[,B...]] [--update-cost U[,U...]]\n"
     "                         [--comm-cost C] [--svg FILE] [--json]\n"
     "                         [--lowered [--tied] [--clip] [--eval-every N [--eval-batches B]] [--save-every N]\n"
@@ -192,12 +194,24 @@ static int write_svg(const char *path, const nb_pipe_schedule *sc, const nb_pipe
     return 0;
 }
 
+/* The pipelines and the sequential order, joined by sep: "gpipe, 1f1b, pipedream, 2bw or sequential". */
+static void kinds_text(const char *sep, const char *last_sep, char *buf, size_t size) {
+    char bar[96];
+    nb_names_join(nb_pipe_kind_names, sep, bar, sizeof bar);
+    snprintf(buf, size, "%s%s%s", bar, last_sep, nb_pipe_kind_name(NB_PIPE_SEQUENTIAL));
+}
+
 int cmd_schedule(int argc, char **argv) {
+    char kinds[128], usage[sizeof usage_format + sizeof kinds], kind_help[64 + sizeof kinds];
+    kinds_text("|", "|", kinds, sizeof kinds);
+    snprintf(usage, sizeof usage, usage_format, kinds);
+    kinds_text(", ", " or ", kinds, sizeof kinds);
+    snprintf(kind_help, sizeof kind_help, "K      schedule: %s (required)", kinds);
     const char *kind_s = NULL, *fwd_s = "1", *bwd_s = "2", *upd_s = "0", *comm_s = "0", *svg = NULL;
     int P = 0, M = 0, S = 1, json = 0, lowered = 0, tied = 0, clip = 0, eval_every = 0, eval_batches = 1, save_every = 0;
     float act_bytes = 0, bandwidth = 0;
     const cli_option opts[] = {
-        {"--kind", OPT_STR, &kind_s, "K      schedule: gpipe, 1f1b, pipedream, 2bw or sequential (required)"},
+        {"--kind", OPT_STR, &kind_s, kind_help},
         {"--stages", OPT_INT, &P, "P      pipeline stages (required) " CLI_RANGE(1, 1024)},
         {"--microbatches", OPT_INT, &M, "M      micro-batches per optimizer step (required; 1f1b and 2bw need M >= P) " CLI_RANGE(1, 4096)},
         {"--steps", OPT_INT, &S, "S      optimizer steps (1; pipedream: M x S micro-batches, one step each) " CLI_RANGE(1, 100000)},
@@ -220,7 +234,8 @@ int cmd_schedule(int argc, char **argv) {
     if (rc) return rc > 0 ? 0 : 2;
     nb_pipe_kind kind;
     if (!kind_s) {
-        fprintf(stderr, "nobubble schedule: --kind is required (one of %s)\n", NB_PIPE_KINDS);
+        nb_pipe_kind_list(kinds, sizeof kinds);
+        fprintf(stderr, "nobubble schedule: --kind is required (one of %s)\n", kinds);
         return 2;
     }
     if (nb_pipe_kind_parse(kind_s, &kind)) {

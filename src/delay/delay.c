@@ -1,24 +1,42 @@
 /* Delay modes, weight versions and mitigations (docs/rules.md, sections 3 and 4). */
 #include <errno.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "nobubble/delay.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/range.h"
 
-/* Indexed by nb_delay_mode. */
+/* Indexed by nb_delay_mode: --delay's names (fixed takes its TAU: fixed:TAU), summary.json's delay.mode. */
 static const char *const mode_names[] = {"sync", "2bw", "pipedream", "fixed"};
+#define N_MODES (int)(sizeof mode_names / sizeof mode_names[0])
+
+const nb_range nb_delay_ranges[] = {
+    {"--ef", offsetof(nb_delay_options, ef_alpha), 0, 0, NB_RANGE_HUGE, 0, 0},
+    {"--taylor", offsetof(nb_delay_options, taylor), 0, 0, NB_RANGE_HUGE, 0, 0},
+    {NULL, 0, 0, 0, 0, 0, 0},
+};
 
 const char *nb_delay_mode_name(nb_delay_mode mode) {
-    return (unsigned)mode < 4 ? mode_names[mode] : "unknown";
+    return (unsigned)mode < N_MODES ? mode_names[mode] : "unknown";
+}
+
+void nb_delay_modes_text(const char *sep, const char *last_sep, char *buf, size_t size) {
+    size_t at = 0;
+    if (size) buf[0] = 0;
+    for (int k = 0; k < N_MODES && at < size; k++) {
+        const char *before = k == 0 ? "" : k == N_MODES - 1 ? last_sep : sep;
+        int n = snprintf(buf + at, size - at, "%s%s%s", before, mode_names[k], k == NB_DELAY_FIXED ? ":TAU" : "");
+        if (n < 0) break;
+        at += (size_t)n;
+    }
 }
 
 int nb_delay_parse(const char *text, nb_delay_options *o) {
-    for (int k = NB_DELAY_SYNC; k <= NB_DELAY_PIPEDREAM; k++)   /* fixed takes its TAU: fixed:TAU */
-        if (!strcmp(text, mode_names[k])) {
+    for (int k = 0; k < N_MODES; k++)
+        if (k != NB_DELAY_FIXED && !strcmp(text, mode_names[k])) {
             o->mode = (nb_delay_mode)k;
             return 0;
         }
@@ -31,16 +49,18 @@ int nb_delay_parse(const char *text, nb_delay_options *o) {
         o->mode = NB_DELAY_FIXED;
         o->tau = (int)tau;
     } else {
-        return nb_fail("--delay '%s': expected sync, 2bw, pipedream or fixed:TAU", text);
+        char modes[96];
+        nb_delay_modes_text(", ", " or ", modes, sizeof modes);
+        return nb_fail("--delay '%s': expected %s", text, modes);
     }
     return 0;
 }
 
 int nb_delay_validate(const nb_delay_options *o, int total_steps, int n_stages) {
     if (o->mode == NB_DELAY_FIXED && o->tau < 0) return nb_fail("--delay fixed:%d: expected TAU >= 0", o->tau);
-    if (o->ef && !(o->ef_alpha >= 0.0f && isfinite(o->ef_alpha)))
-        return nb_fail("--ef %g: expected alpha >= 0", o->ef_alpha);
-    if (!(o->taylor >= 0.0f) || !isfinite(o->taylor)) return nb_fail("--taylor %g: expected lambda >= 0", o->taylor);
+    const nb_range *ef = nb_range_at(nb_delay_ranges, offsetof(nb_delay_options, ef_alpha));
+    if (o->ef && nb_range_check(ef, o)) return -1;
+    if (nb_range_check(nb_range_at(nb_delay_ranges, offsetof(nb_delay_options, taylor)), o)) return -1;
     if (o->sync_start < 0 || o->sync_start > total_steps)
         return nb_fail("--sync-start %d: expected 0 <= K <= the run's %d steps", o->sync_start, total_steps);
     if (o->sync_cooldown < 0 || o->sync_cooldown > total_steps)
@@ -50,9 +70,8 @@ int nb_delay_validate(const nb_delay_options *o, int total_steps, int n_stages) 
 }
 
 void nb_delay_describe(const nb_delay_options *o, char *buf, size_t size) {
-    static const char *const modes[] = {"sync", "2bw", "pipedream", "fixed"};
     int n = o->mode == NB_DELAY_FIXED ? snprintf(buf, size, "delay fixed:%d", o->tau)
-                                      : snprintf(buf, size, "delay %s", modes[o->mode]);
+                                      : snprintf(buf, size, "delay %s", nb_delay_mode_name(o->mode));
     if (o->ef && n >= 0 && (size_t)n < size) n += snprintf(buf + n, size - n, ", error feedback alpha %g", o->ef_alpha);
     if (o->taylor > 0 && n >= 0 && (size_t)n < size) n += snprintf(buf + n, size - n, ", taylor lambda %g", o->taylor);
     if (o->sync_start && n >= 0 && (size_t)n < size) n += snprintf(buf + n, size - n, ", sync start %d", o->sync_start);

@@ -1,4 +1,5 @@
-/* Model configurations: named presets, "field=value" overrides and validation. */
+/* Model configurations: named presets, "field=value" overrides and validation; and the names of the
+ * precisions a model runs in (here, with no backend, so that the settings' readers need none). */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -25,6 +26,16 @@ static const preset presets[] = {
 #define N_PRESETS (sizeof presets / sizeof presets[0])
 
 const char *nb_config_preset_names(void) { return "tiny small medium smollm-135m smollm-360m"; }
+
+/* Indexed by nb_precision: --precision's names, summary.json's and checkpoints'. */
+static const char *const precision_names[] = {"fp32", "bf16", "auto"};
+
+const char *nb_precision_names(int i) {
+    return (unsigned)i < sizeof precision_names / sizeof precision_names[0] ? precision_names[i] : NULL;
+}
+
+/* An unknown value reads as fp32, as it always has (stages treat anything but bf16 so). */
+const char *nb_precision_name(nb_precision p) { return nb_precision_names(p) ? nb_precision_names(p) : "fp32"; }
 
 int nb_config_preset(const char *name, nb_config *out) {
     for (size_t i = 0; i < N_PRESETS; i++)

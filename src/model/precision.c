@@ -16,10 +16,6 @@ struct nb_bf16_state {
     nb_bf16 *unnamed;                 /* weights the caller could not name: cast on every call */
 };
 
-const char *nb_precision_name(nb_precision p) {
-    return p == NB_PRECISION_BF16 ? "bf16" : p == NB_PRECISION_AUTO ? "auto" : "fp32";
-}
-
 nb_precision nb_precision_choose(nb_precision p) {
     if (p != NB_PRECISION_AUTO) return p;
     return nb_bf16_native() ? NB_PRECISION_BF16 : NB_PRECISION_FP32;

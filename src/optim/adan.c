@@ -6,7 +6,7 @@
 #include <math.h>
 #include "optim/rules.h"
 
-void adan_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d) {
+static int adan_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d) {
     const float b1 = c->p->beta1, b2 = c->p->beta2, b3 = c->p->beta3, lr = c->lr, eps = c->p->eps;
     const float wd = decay_of(ts->t, c->p);
     const double k = (double)(ts->count + 1);
@@ -26,4 +26,10 @@ void adan_step(tensor_state *ts, const rule_ctx *c, const float *g, const float 
         gp[i] = g[i];
     }
     ts->count++;
+    return 0;
 }
+
+const nb_optim_rule adan_rule = {
+    .step = adan_step,
+    .buffers = {{"m", STATE_PER_VALUE}, {"v", STATE_PER_VALUE}, {"n", STATE_PER_VALUE}, {"g_prev", STATE_PER_VALUE}},
+};

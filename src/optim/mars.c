@@ -4,7 +4,7 @@
 #include <math.h>
 #include "optim/rules.h"
 
-void mars_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d) {
+static int mars_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d) {
     const float b1 = c->p->beta1, b2 = c->p->beta2, lr = c->lr, eps = c->p->eps, wd = decay_of(ts->t, c->p);
     const float k = c->p->gamma * b1 / (1.0f - b1);
     const int first = ts->count == 0;
@@ -27,4 +27,12 @@ void mars_step(tensor_state *ts, const rule_ctx *c, const float *g, const float 
         gp[i] = g[i];
     }
     ts->count++;
+    return 0;
 }
+
+/* Its rule takes matrices only; the rest take the auxiliary AdamW. */
+const nb_optim_rule mars_rule = {
+    .step = mars_step,
+    .buffers = {{"m", STATE_PER_VALUE}, {"v", STATE_PER_VALUE}, {"g_prev", STATE_PER_VALUE}},
+    .matrices_only = 1,
+};

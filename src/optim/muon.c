@@ -104,9 +104,14 @@ float muon_shape_scale(const nb_tensor *t, float lr) {
     return lr * sqrtf(fmaxf(1.0f, (float)t->shape[0] / (float)t->shape[1]));
 }
 
-void muon_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d) {
+static int muon_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d) {
     const float *O = muon_orthogonalize(ts, c, g);
     const float scale = muon_shape_scale(ts->t, c->lr), lr = c->lr, wd = decay_of(ts->t, c->p);
     for (size_t i = 0; i < ts->t->numel; i++) d[i] = scale * O[i] + lr * wd * w[i];
     ts->count++;
+    return 0;
 }
+
+const nb_optim_rule muon_rule = {
+    .step = muon_step, .buffers = {{"m", STATE_PER_VALUE}}, .matrices_only = 1, .per_matrix = 1,
+};

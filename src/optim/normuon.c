@@ -23,7 +23,7 @@ static float normalize_rows(const float *O, float *s, float *inv, int rows, int 
     return (float)(sqrt(o_sq) / (sqrt(scaled_sq) + NORMUON_EPS));
 }
 
-void normuon_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d) {
+static int normuon_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d) {
     const nb_tensor *t = ts->t;
     const int rows = t->shape[0], cols = t->shape[1];
     const float *O = muon_orthogonalize(ts, c, g);
@@ -36,4 +36,13 @@ void normuon_step(tensor_state *ts, const rule_ctx *c, const float *g, const flo
             d[at] = scale * (O[at] * inv[i] * norm_ratio) + lr * wd * w[at];
         }
     ts->count++;
+    return 0;
 }
+
+/* Muon's momentum m, and s, one second moment per row. */
+const nb_optim_rule normuon_rule = {
+    .step = normuon_step,
+    .buffers = {{"m", STATE_PER_VALUE}, {"s", STATE_PER_ROW}},
+    .matrices_only = 1,
+    .per_matrix = 1,
+};

@@ -1,6 +1,5 @@
-/* The optimizer interface: hyperparameters and their checks, the per-tensor state, and the
- * dispatch of each tensor to its rule (docs/rules.md, section 1 decides which). */
-#include <math.h>
+/* The optimizer interface: the per-tensor state, and the dispatch of each tensor to its rule (docs/rules.md,
+ * section 1 decides which), read from the optimizer's descriptor (optimizers.c). */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,62 +8,10 @@
 #include "util/alloc.h"
 #include "util/error.h"
 
-static const char *const names[NB_OPT_COUNT] = {"sgd", "adamw", "muon", "lion", "adan", "mars", "soap", "normuon"};
-
-const char *nb_optimizer_name(nb_optimizer_kind kind) {
-    return kind >= 0 && kind < NB_OPT_COUNT ? names[kind] : "unknown";
-}
-
-int nb_optimizer_parse(const char *name, nb_optimizer_kind *out) {
-    for (int k = 0; k < NB_OPT_COUNT; k++)
-        if (!strcmp(name, names[k])) {
-            *out = (nb_optimizer_kind)k;
-            return 0;
-        }
-    return nb_fail("--optimizer '%s': expected one of sgd, adamw, muon, lion, adan, mars, soap, normuon", name);
-}
-
-nb_optim_params nb_optim_defaults(nb_optimizer_kind kind) {
-    nb_optim_params p = {
-        .kind = kind, .beta1 = 0.9f, .beta2 = 0.95f, .beta3 = 0.0f, .eps = 1e-8f, .weight_decay = 0.0f,
-        .momentum = 0.9f, .nesterov = 0, .ns_steps = 5, .gamma = 0.025f, .precond_every = 10,
-        .max_precond_dim = 10000, .aux_beta1 = 0.9f, .aux_beta2 = 0.95f,
-    };
-    switch (kind) {
-    case NB_OPT_MUON: p.momentum = 0.95f; p.nesterov = 1; break;
-    case NB_OPT_NORMUON: p.momentum = 0.95f; p.nesterov = 1; p.beta2 = 0.95f; break;
-    case NB_OPT_LION: p.beta1 = 0.9f; p.beta2 = 0.99f; break;
-    case NB_OPT_ADAN: p.beta1 = 0.98f; p.beta2 = 0.92f; p.beta3 = 0.99f; break;
-    case NB_OPT_MARS: p.beta1 = 0.95f; p.beta2 = 0.99f; break;
-    case NB_OPT_SOAP: p.beta1 = 0.95f; p.beta2 = 0.95f; break;
-    default: break;
-    }
-    return p;
-}
-
-static int check_beta(const char *flag, float b) {
-    if (!(b >= 0.0f && b < 1.0f)) return nb_fail("%s %g: expected a number in [0, 1)", flag, b);
-    return 0;
-}
-
-int nb_optim_validate(const nb_optim_params *p) {
-    if (p->kind < 0 || p->kind >= NB_OPT_COUNT) return nb_fail("unknown optimizer kind %d", (int)p->kind);
-    if (check_beta("--beta1", p->beta1) || check_beta("--beta2", p->beta2)) return -1;
-    if (p->kind == NB_OPT_ADAN && check_beta("--beta3", p->beta3)) return -1;
-    if (check_beta("--momentum", p->momentum)) return -1;
-    if (check_beta("--aux-beta1", p->aux_beta1) || check_beta("--aux-beta2", p->aux_beta2)) return -1;
-    if (!(p->eps > 0.0f) || !isfinite(p->eps)) return nb_fail("--eps %g: expected a positive number", p->eps);
-    if (!(p->weight_decay >= 0.0f) || !isfinite(p->weight_decay))
-        return nb_fail("--wd %g: expected a number >= 0", p->weight_decay);
-    if (p->ns_steps < 1 || p->ns_steps > 100) return nb_fail("--ns-steps %d: expected 1 to 100", p->ns_steps);
-    if (!(p->gamma >= 0.0f) || !isfinite(p->gamma)) return nb_fail("--gamma %g: expected a number >= 0", p->gamma);
-    if (p->precond_every < 1) return nb_fail("--precond-every %d: expected >= 1", p->precond_every);
-    if (p->max_precond_dim < 1) return nb_fail("--max-precond-dim %d: expected >= 1", p->max_precond_dim);
-    return 0;
-}
-
 struct nb_optimizer {
     nb_optim_params p;
+    nb_optim_params aux_p; /* p with the aux betas as beta1, beta2: the auxiliary AdamW's */
+    const nb_optimizer_desc *desc;
     const nb_backend *be;  /* runs the rules' products (Muon's, NorMuon's, SOAP's): the stage's */
     int n_tensors;
     tensor_state *ts;
@@ -75,48 +22,27 @@ struct nb_optimizer {
     int *by_cost;        /* the matrix rules' tensors, costliest first (n_matrix of them) */
     int n_matrix;
     long steps;
-    char **state_names;  /* "rule.buffer:tensor" for each enumerated buffer */
+    char **state_names;  /* "optimizer.buffer:tensor" for each enumerated buffer (the rule's optimizer) */
     int n_states;
 };
 
-static rule_kind rule_of(nb_optimizer_kind kind, nb_group group) {
-    int matrix_only = kind == NB_OPT_MUON || kind == NB_OPT_NORMUON || kind == NB_OPT_SOAP || kind == NB_OPT_MARS;
-    if (matrix_only && group != NB_GROUP_MATRIX) return RULE_ADAMW;
-    static const rule_kind rules[NB_OPT_COUNT] = {RULE_SGD, RULE_ADAMW, RULE_MUON, RULE_LION,
-                                                  RULE_ADAN, RULE_MARS, RULE_SOAP, RULE_NORMUON};
-    return rules[kind];
+/* The rule that takes t: the optimizer's own, or the auxiliary AdamW for what its rule does not take (and
+ * for a matrix-group tensor that is not 2-D, which no matrix rule is written for). */
+static const nb_optimizer_desc *rule_for(const nb_optimizer_desc *own, const nb_tensor *t) {
+    const nb_optimizer_desc *adamw = nb_optimizer_desc_of(NB_OPT_ADAMW);
+    if (t->group == NB_GROUP_MATRIX && t->ndim != 2) return adamw;
+    if (own->rule->matrices_only && t->group != NB_GROUP_MATRIX) return adamw;
+    return own;
 }
 
-static const char *const rule_names[] = {"sgd", "adamw", "muon", "lion", "adan", "mars", "soap", "normuon"};
-
-int rule_buffers(rule_kind rule, const nb_tensor *t, const nb_optim_params *p, const char **bn, size_t *len) {
-    size_t n = t->numel;
-    switch (rule) {
-    case RULE_SGD: case RULE_MUON: case RULE_LION:
-        bn[0] = "m"; len[0] = n;
-        return 1;
-    case RULE_ADAMW:
-        bn[0] = "m"; bn[1] = "v"; len[0] = len[1] = n;
-        return 2;
-    case RULE_ADAN:
-        bn[0] = "m"; bn[1] = "v"; bn[2] = "n"; bn[3] = "g_prev";
-        len[0] = len[1] = len[2] = len[3] = n;
-        return 4;
-    case RULE_NORMUON:
-        bn[0] = "m"; bn[1] = "s"; len[0] = n; len[1] = (size_t)t->shape[0];
-        return 2;
-    case RULE_MARS:
-        bn[0] = "m"; bn[1] = "v"; bn[2] = "g_prev"; len[0] = len[1] = len[2] = n;
-        return 3;
-    case RULE_SOAP: {
-        size_t r = (size_t)t->shape[0], c = (size_t)t->shape[1];
-        int left = t->shape[0] <= p->max_precond_dim, right = t->shape[1] <= p->max_precond_dim;
-        bn[0] = "m"; bn[1] = "v"; bn[2] = "L"; bn[3] = "R"; bn[4] = "QL"; bn[5] = "QR";
-        len[0] = len[1] = n;
-        len[2] = len[4] = left ? r * r : 0;
-        len[3] = len[5] = right ? c * c : 0;
-        return 6;
-    }
+/* The length of a state buffer of t; 0: absent. */
+static size_t buffer_length(state_size size, const nb_tensor *t, const nb_optim_params *p) {
+    const size_t rows = (size_t)t->shape[0], cols = (size_t)t->shape[1];
+    switch (size) {
+    case STATE_PER_VALUE: return t->numel;
+    case STATE_PER_ROW: return rows;
+    case STATE_PRECOND_LEFT: return t->shape[0] <= p->max_precond_dim ? rows * rows : 0;
+    case STATE_PRECOND_RIGHT: return t->shape[1] <= p->max_precond_dim ? cols * cols : 0;
     }
     return 0;
 }
@@ -140,24 +66,26 @@ void nb_optimizer_free(nb_optimizer *o) {
     free(o);
 }
 
-static int is_matrix_rule(rule_kind r) { return r == RULE_MUON || r == RULE_NORMUON || r == RULE_SOAP; }
+static int per_matrix(const tensor_state *ts) { return ts->opt->rule->per_matrix; }
 
-/* Scratch for the largest matrix: Muon and NorMuon need 2 matrices and 2 r x r blocks (and, under bf16,
- * a matrix and an r x r block of bf16), SOAP 2 matrices, an n x n float and two n x n doubles for its
- * preconditioned sides. Floats into sizes[4], doubles per array into *side2, bf16 values into *bf16_out. */
+/* Scratch for the largest matrix of the per-matrix rules: Muon and NorMuon need 2 matrices and 2 r x r
+ * blocks (and, under bf16, a matrix and an r x r block of bf16), SOAP 2 matrices, an n x n float and two
+ * n x n doubles for its largest preconditioner (an n x n buffer). Floats into sizes[4], doubles per array
+ * into *side2, bf16 values into *bf16_out. */
 static void scratch_sizes(const tensor_state *ts, int n_tensors, size_t sizes[4], size_t *side2_out,
                           size_t *bf16_out) {
     size_t mat = 1, square = 1, side2 = 1, bf16 = 1;
     for (int i = 0; i < n_tensors; i++) {
         const nb_tensor *t = ts[i].t;
-        if (!is_matrix_rule(ts[i].rule)) continue;
+        if (!per_matrix(&ts[i])) continue;
         size_t r = (size_t)t->shape[0], c = (size_t)t->shape[1], small = r < c ? r : c;
         mat = t->numel > mat ? t->numel : mat;
         square = 2 * small * small > square ? 2 * small * small : square;
         if (t->numel + small * small > bf16) bf16 = t->numel + small * small;
-        if (ts[i].rule == RULE_SOAP) {
-            if (ts[i].left && r * r > side2) side2 = r * r;
-            if (ts[i].right && c * c > side2) side2 = c * c;
+        for (int b = 0; b < ts[i].n_buf; b++) {
+            const state_size size = ts[i].opt->rule->buffers[b].size;
+            const int precond = size == STATE_PRECOND_LEFT || size == STATE_PRECOND_RIGHT;
+            if (precond && ts[i].buf_len[b] > side2) side2 = ts[i].buf_len[b];
         }
     }
     const size_t s4[4] = {mat, mat > side2 ? mat : side2, mat, square};
@@ -202,7 +130,7 @@ static int order_by_cost(nb_optimizer *o) {
         return -1;
     }
     for (int i = 0; i < o->n_tensors; i++)
-        if (is_matrix_rule(o->ts[i].rule)) c[o->n_matrix++] = (costed){matrix_cost(o->ts[i].t), i};
+        if (per_matrix(&o->ts[i])) c[o->n_matrix++] = (costed){matrix_cost(o->ts[i].t), i};
     qsort(c, (size_t)o->n_matrix, sizeof(costed), costlier_first);
     for (int k = 0; k < o->n_matrix; k++) o->by_cost[k] = c[k].index;
     free(c);
@@ -235,21 +163,23 @@ static int ensure_scratch(nb_optimizer *o, int threads) {
     return 0;
 }
 
-/* Which rule takes t, and its buffers' names and lengths (nothing allocated). */
+/* Which rule takes t, and its buffers' lengths (nothing allocated). */
 static void plan_tensor(tensor_state *ts, const nb_optim_params *p, const nb_tensor *t) {
     ts->t = t;
-    ts->rule = rule_of(p->kind, t->group);
-    if (t->group == NB_GROUP_MATRIX && t->ndim != 2) ts->rule = RULE_ADAMW;
-    ts->n_buf = rule_buffers(ts->rule, t, p, ts->buf_name, ts->buf_len);
-    ts->left = ts->rule == RULE_SOAP && ts->buf_len[2] > 0;
-    ts->right = ts->rule == RULE_SOAP && ts->buf_len[3] > 0;
+    ts->opt = rule_for(nb_optimizer_desc_of(p->kind), t);
+    ts->n_buf = 0;
+    for (const state_buffer *b = ts->opt->rule->buffers; ts->n_buf < MAX_BUFFERS && b->name; b++)
+        ts->buf_len[ts->n_buf++] = buffer_length(b->size, t, p);
 }
 
 size_t nb_optimizer_state_bytes(const nb_optim_params *p, const nb_tensor *tensors, int n_tensors,
                                 size_t *scratch_per_thread) {
     tensor_state *ts = calloc((size_t)(n_tensors ? n_tensors : 1), sizeof *ts);
     size_t state = 0, sizes[4], side2, bf16;
-    if (!ts) return (size_t)-1;
+    if (!ts || !nb_optimizer_desc_of(p->kind)) {
+        free(ts);
+        return (size_t)-1;
+    }
     for (int i = 0; i < n_tensors; i++) {
         plan_tensor(&ts[i], p, &tensors[i]);
         for (int b = 0; b < ts[i].n_buf; b++) state += sizeof(float) * ts[i].buf_len[b];
@@ -260,18 +190,21 @@ size_t nb_optimizer_state_bytes(const nb_optim_params *p, const nb_tensor *tenso
     return state;
 }
 
-/* The names of the `total` state buffers, "rule.buffer:tensor", in the order of nb_optimizer_state. */
+/* The names of the `total` state buffers, "optimizer.buffer:tensor" (the optimizer whose rule keeps it),
+ * in the order of nb_optimizer_state: checkpoints store them. */
 static int name_states(nb_optimizer *o, int total) {
     if (!(o->state_names = nb_calloc((size_t)total, sizeof(char *), "the optimizer state's names"))) return -1;
-    for (int i = 0; i < o->n_tensors; i++)
-        for (int b = 0; b < o->ts[i].n_buf; b++) {
-            if (!o->ts[i].buf_len[b]) continue;
+    for (int i = 0; i < o->n_tensors; i++) {
+        const tensor_state *ts = &o->ts[i];
+        for (int b = 0; b < ts->n_buf; b++) {
+            if (!ts->buf_len[b]) continue;
             char name[160];
-            snprintf(name, sizeof name, "%s.%s:%s", rule_names[o->ts[i].rule], o->ts[i].buf_name[b], o->ts[i].t->name);
+            snprintf(name, sizeof name, "%s.%s:%s", ts->opt->name, ts->opt->rule->buffers[b].name, ts->t->name);
             char *copy = nb_alloc(strlen(name) + 1, "an optimizer state's name");
             if (!copy) return -1;
             o->state_names[o->n_states++] = memcpy(copy, name, strlen(name) + 1);
         }
+    }
     return 0;
 }
 
@@ -283,6 +216,10 @@ int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_t
     nb_optimizer *o = nb_calloc(1, sizeof *o, "an optimizer");
     if (!o) return -1;
     o->p = *p;
+    o->aux_p = *p;
+    o->aux_p.beta1 = p->aux_beta1;
+    o->aux_p.beta2 = p->aux_beta2;
+    o->desc = nb_optimizer_desc_of(p->kind);
     o->be = backend;
     o->ts = nb_calloc((size_t)n_tensors, sizeof(tensor_state), "the optimizer's table of tensors");
     if (!o->ts) { nb_optimizer_free(o); return -1; }
@@ -316,31 +253,15 @@ int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_t
 }
 
 /* One tensor's step with its rule. */
-static int tensor_step(nb_optimizer *o, tensor_state *ts, const rule_ctx *main_ctx, const rule_ctx *aux_ctx,
-                       const float *grads, const float *w, float *d) {
-    size_t off = ts->t->offset;
-    const float *g = grads + off, *wt = w + off;
-    float *dt = d + off;
-    switch (ts->rule) {
-    case RULE_SGD: sgd_step(ts, main_ctx, g, wt, dt); break;
-    case RULE_ADAMW:
-        if (o->p.kind == NB_OPT_ADAMW) adamw_step(ts, main_ctx, o->p.beta1, o->p.beta2, g, wt, dt);
-        else adamw_step(ts, aux_ctx, o->p.aux_beta1, o->p.aux_beta2, g, wt, dt);
-        break;
-    case RULE_MUON: muon_step(ts, main_ctx, g, wt, dt); break;
-    case RULE_NORMUON: normuon_step(ts, main_ctx, g, wt, dt); break;
-    case RULE_LION: lion_step(ts, main_ctx, g, wt, dt); break;
-    case RULE_ADAN: adan_step(ts, main_ctx, g, wt, dt); break;
-    case RULE_MARS: mars_step(ts, main_ctx, g, wt, dt); break;
-    case RULE_SOAP: return soap_step(ts, main_ctx, g, wt, dt);
-    }
-    return 0;
+static int tensor_step(tensor_state *ts, const rule_ctx *ctx, const float *grads, const float *w, float *d) {
+    const size_t off = ts->t->offset;
+    return ts->opt->rule->step(ts, ctx, grads + off, w + off, d + off);
 }
 
 int nb_optimizer_step(nb_optimizer *o, const float *grads, const float *w, float lr, float aux_lr, float *d) {
-    /* Muon's, NorMuon's and SOAP's matrices run in parallel, one tensor per thread with its own scratch (their
-     * GEMMs then run on one thread each, so the result does not depend on the thread count); the
-     * element-wise rules run one tensor after another, each loop parallel inside. */
+    /* The per-matrix rules' tensors (Muon's, NorMuon's, SOAP's) run in parallel, one tensor per thread with
+     * its own scratch (their GEMMs then run on one thread each, so the result does not depend on the thread
+     * count); the element-wise rules run one tensor after another, each loop parallel inside. */
     int threads = omp_get_max_threads();
     if (ensure_scratch(o, threads)) return -1;
     char why[1024] = "";  /* a failing tensor's message, which is its thread's nb_last_error */
@@ -349,19 +270,23 @@ int nb_optimizer_step(nb_optimizer *o, const float *grads, const float *w, float
         const int i = o->by_cost[k];
         tensor_state *ts = &o->ts[i];
         rule_ctx ctx = {&o->p, lr, o->steps, &o->s[omp_get_thread_num()], o->bf16, o->be};
-        if (tensor_step(o, ts, &ctx, &ctx, grads, w, d)) {
+        if (tensor_step(ts, &ctx, grads, w, d)) {
             /* SOAP: out of memory, or LAPACK failing on a finite symmetric matrix (only with NaN/Inf
              * gradients, which the trainer stops on before they reach the optimizer). No thread may leave
              * the loop: the step returns the error after it. */
 #pragma omp critical(nb_optimizer_failure)
-            snprintf(why, sizeof why, "SOAP: %s (tensor %s)", nb_last_error(), ts->t->name);
+            snprintf(why, sizeof why, "%s: %s (tensor %s)", ts->opt->name, nb_last_error(), ts->t->name);
         }
     }
     if (why[0]) return nb_fail("%s", why);
-    rule_ctx main_ctx = {&o->p, lr, o->steps, &o->s[0], o->bf16, o->be},
-             aux_ctx = {&o->p, aux_lr, o->steps, &o->s[0], o->bf16, o->be};
-    for (int i = 0; i < o->n_tensors; i++)
-        if (!is_matrix_rule(o->ts[i].rule)) tensor_step(o, &o->ts[i], &main_ctx, &aux_ctx, grads, w, d);
+    const rule_ctx main_ctx = {&o->p, lr, o->steps, &o->s[0], o->bf16, o->be},
+                   aux_ctx = {&o->aux_p, aux_lr, o->steps, &o->s[0], o->bf16, o->be};
+    for (int i = 0; i < o->n_tensors; i++) {
+        tensor_state *ts = &o->ts[i];
+        if (per_matrix(ts)) continue;
+        if (tensor_step(ts, ts->opt == o->desc ? &main_ctx : &aux_ctx, grads, w, d))
+            return nb_fail("%s: %s (tensor %s)", ts->opt->name, nb_last_error(), ts->t->name);
+    }
     if (nb_backend_check(o->be)) return nb_fail("optimizer step: %s", nb_last_error());
     o->steps++;
     return 0;

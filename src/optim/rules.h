@@ -1,23 +1,21 @@
-/* Internal: the update rules, one per file, and the per-tensor state they keep. Each rule
- * computes d for one tensor from its gradient g and current weights w (docs/rules.md). */
+/* Internal: the update rules, one per file, and the per-tensor state they keep. Each rule computes d
+ * for one tensor from its gradient g and current weights w (docs/rules.md). An optimizer's descriptor
+ * (optim.h, src/optim/optimizers.c) names its rule; the dispatch (optimizer.c) reads nothing else. */
 #ifndef NB_OPTIM_RULES_H
 #define NB_OPTIM_RULES_H
 #include <stddef.h>
 #include "backend/backend.h"
 #include "nobubble/optim.h"
 
-typedef enum { RULE_SGD, RULE_ADAMW, RULE_MUON, RULE_LION, RULE_ADAN, RULE_MARS, RULE_SOAP, RULE_NORMUON } rule_kind;
-
 #define MAX_BUFFERS 6
 typedef struct {
-    rule_kind rule;
+    const nb_optimizer_desc *opt; /* whose rule runs on this tensor: the run's optimizer, or AdamW as the
+                                     auxiliary rule of what the optimizer's rule does not take */
     const nb_tensor *t;
     int n_buf;
-    const char *buf_name[MAX_BUFFERS];
-    float *buf[MAX_BUFFERS];
+    float *buf[MAX_BUFFERS];      /* in the order of the rule's buffers; NULL where a buffer is absent (length 0) */
     size_t buf_len[MAX_BUFFERS];
     long count;          /* updates this tensor's rule has made: bias correction uses count + 1 */
-    int left, right;     /* SOAP: which sides are preconditioned */
 } tensor_state;
 
 /* Scratch shared by the rules, sized for the largest matrix of the optimizer. */
@@ -28,7 +26,7 @@ typedef struct {
 } scratch;
 
 typedef struct {
-    const nb_optim_params *p;
+    const nb_optim_params *p; /* the optimizer's; for the auxiliary AdamW, with aux_beta1 and aux_beta2 as its betas */
     float lr;
     long step;           /* the optimizer's step t (0-based) */
     scratch *s;
@@ -36,22 +34,41 @@ typedef struct {
     const nb_backend *be; /* runs the products (the stage's backend) */
 } rule_ctx;
 
-/* The buffers a rule keeps for tensor t: names and lengths (up to MAX_BUFFERS). */
-int rule_buffers(rule_kind rule, const nb_tensor *t, const nb_optim_params *p, const char **names, size_t *lens);
+/* How long a state buffer is, for a tensor of rows x cols. */
+typedef enum {
+    STATE_PER_VALUE,       /* one float per value of the tensor */
+    STATE_PER_ROW,         /* one float per row (per output neuron) */
+    STATE_PRECOND_LEFT,    /* rows x rows; absent when rows > --max-precond-dim */
+    STATE_PRECOND_RIGHT,   /* cols x cols; absent when cols > --max-precond-dim */
+} state_size;
 
-void sgd_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d);
-void adamw_step(tensor_state *ts, const rule_ctx *c, float beta1, float beta2, const float *g, const float *w, float *d);
-void muon_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d);
-void normuon_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d);
+typedef struct {
+    const char *name;      /* "m": checkpoints store it as "<optimizer>.m:<tensor>", so it never changes */
+    state_size size;
+} state_buffer;
+
+/* An update rule: what the dispatch needs to run it. */
+typedef struct nb_optim_rule {
+    /* d for one tensor, advancing ts (its buffers and count); -1 (nb_fail) when it cannot go on: the
+     * state is then partly advanced, and the run must stop. */
+    int (*step)(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d);
+    state_buffer buffers[MAX_BUFFERS];  /* the state it keeps per tensor, in ts->buf's order; name NULL after
+                                           the last */
+    int matrices_only;   /* 1: it takes the 2-D matrix tensors only; embeddings and gains take the auxiliary
+                            AdamW (aux betas, --aux-lr) */
+    int per_matrix;      /* 1: it runs matrix products on each tensor: its tensors run one per thread, each
+                            with a scratch sized for the largest matrix (the products' result then does not
+                            depend on the thread count) */
+} nb_optim_rule;
+
+/* The rules (one file each), which the descriptors of optimizers.c name. */
+extern const nb_optim_rule sgd_rule, adamw_rule, muon_rule, lion_rule, adan_rule, mars_rule, soap_rule, normuon_rule;
+
 /* Muon's shared part (muon.c): the momentum step and Newton-Schulz; O (rows x cols) in scratch f[0] or
  * f[2], valid until the next rule step on this scratch; f[1] is not used. */
 const float *muon_orthogonalize(tensor_state *ts, const rule_ctx *c, const float *g);
 /* lr sqrt(max(1, rows/cols)). */
 float muon_shape_scale(const nb_tensor *t, float lr);
-void lion_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d);
-void adan_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d);
-void mars_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d);
-int soap_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d);
 
 /* Weight decay of a tensor: none for gains. */
 static inline float decay_of(const nb_tensor *t, const nb_optim_params *p) {

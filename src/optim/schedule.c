@@ -1,8 +1,10 @@
 /* Learning-rate schedules (docs/rules.md, section 6). */
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 #include "nobubble/optim.h"
 #include "util/error.h"
+#include "util/range.h"
 
 float nb_schedule_lr(const nb_schedule *s, int step) {
     if (s->warmup > 0 && step < s->warmup) return s->lr * (float)(step + 1) / (float)s->warmup;
@@ -28,29 +30,38 @@ float nb_schedule_lr(const nb_schedule *s, int step) {
     }
 }
 
-/* Indexed by nb_schedule_kind. */
+/* Indexed by nb_schedule_kind: --schedule's names, summary.json's and checkpoints'. */
 static const char *const schedule_names[] = {"cosine", "wsd", "constant"};
+#define N_SCHEDULES (int)(sizeof schedule_names / sizeof schedule_names[0])
+
+const char *nb_schedule_names(int i) { return (unsigned)i < N_SCHEDULES ? schedule_names[i] : NULL; }
 
 const char *nb_schedule_name(nb_schedule_kind kind) {
-    return (unsigned)kind < 3 ? schedule_names[kind] : "unknown";
+    return nb_schedule_names(kind) ? nb_schedule_names(kind) : "unknown";
 }
 
 int nb_schedule_parse(const char *name, nb_schedule_kind *out) {
-    for (int k = 0; k < 3; k++)
-        if (!strcmp(name, schedule_names[k])) {
-            *out = (nb_schedule_kind)k;
-            return 0;
-        }
-    return nb_fail("--schedule '%s': expected cosine, wsd or constant", name);
+    int k;
+    if (nb_names_parse(nb_schedule_names, "--schedule", name, &k)) return -1;
+    *out = (nb_schedule_kind)k;
+    return 0;
 }
 
+#define AT(field) offsetof(nb_schedule, field)
+const nb_range nb_schedule_ranges[] = {
+    {"--lr", AT(lr), 0, 0, NB_RANGE_HUGE, 1, 0},
+    {"--lr-min", AT(lr_min), 0, 0, NB_RANGE_HUGE, 0, 0},
+    /* at most the longest run (train.h's NB_TRAIN_MAX_STEPS) */
+    {"--warmup", AT(warmup), 1, 0, 1e8, 0, 0},
+    {"--cooldown", AT(cooldown), 0, 0, 1, 0, 0},
+    {NULL, 0, 0, 0, 0, 0, 0},
+};
+
 int nb_schedule_validate(const nb_schedule *s) {
-    if (!(s->lr > 0) || !isfinite(s->lr)) return nb_fail("--lr %g: expected a positive number", s->lr);
-    if (!(s->lr_min >= 0) || !isfinite(s->lr_min)) return nb_fail("--lr-min %g: expected a number >= 0", s->lr_min);
+    for (const nb_range *r = nb_schedule_ranges; r->flag; r++)
+        if (nb_range_check(r, s)) return -1;
     if (s->lr_min > s->lr)
         return nb_fail("--lr-min %g: above --lr %g (expected 0 <= lr-min <= lr: the schedule decays from lr to lr-min)",
                        s->lr_min, s->lr);
-    if (s->warmup < 0) return nb_fail("--warmup %d: expected >= 0", s->warmup);
-    if (!(s->cooldown >= 0 && s->cooldown <= 1)) return nb_fail("--cooldown %g: expected a fraction in [0, 1]", s->cooldown);
     return 0;
 }

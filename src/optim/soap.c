@@ -16,6 +16,10 @@
 /* buffers: 0 m, 1 v, 2 L, 3 R, 4 QL, 5 QR (L, QL absent when the left side is not preconditioned) */
 enum { M_, V_, L_, R_, QL_, QR_ };
 
+/* Whether a side is preconditioned: its buffers exist (a side longer than max_precond_dim has none). */
+static int has_left(const tensor_state *ts) { return ts->buf_len[L_] > 0; }
+static int has_right(const tensor_state *ts) { return ts->buf_len[R_] > 0; }
+
 /* Q <- eigenvectors of S (n x n float), through double. */
 static int eigenbasis(const float *S, float *Q, int n, double *a, double *q) {
     double *w = nb_alloc(sizeof(double) * (size_t)n, "SOAP's eigenvalues");
@@ -38,11 +42,11 @@ static int refresh(const nb_backend *be, const float *S, float *Q, int n, float 
 
 /* L = beta L + (1-beta) G G^T and/or R = beta R + (1-beta) G^T G (beta = 0 at the first step). */
 static void accumulate(const nb_backend *be, tensor_state *ts, const float *G, int rows, int cols, float beta, float b2) {
-    if (ts->left) nb_gemm(be, 0, 1, rows, rows, cols, 1.0f - b2, G, cols, G, cols, beta, ts->buf[L_], rows);
-    if (ts->right) nb_gemm(be, 1, 0, cols, cols, rows, 1.0f - b2, G, cols, G, cols, beta, ts->buf[R_], cols);
+    if (has_left(ts)) nb_gemm(be, 0, 1, rows, rows, cols, 1.0f - b2, G, cols, G, cols, beta, ts->buf[L_], rows);
+    if (has_right(ts)) nb_gemm(be, 1, 0, cols, cols, rows, 1.0f - b2, G, cols, G, cols, beta, ts->buf[R_], cols);
 }
 
-int soap_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d) {
+static int soap_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *w, float *d) {
     const nb_tensor *t = ts->t;
     const int rows = t->shape[0], cols = t->shape[1];
     const size_t n = t->numel;
@@ -52,18 +56,18 @@ int soap_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *
     const nb_backend *be = c->be;
     if (c->step == 0) {
         accumulate(c->be, ts, g, rows, cols, 0.0f, b2);
-        if (ts->left && eigenbasis(ts->buf[L_], ts->buf[QL_], rows, da, dq)) return -1;
-        if (ts->right && eigenbasis(ts->buf[R_], ts->buf[QR_], cols, da, dq)) return -1;
+        if (has_left(ts) && eigenbasis(ts->buf[L_], ts->buf[QL_], rows, da, dq)) return -1;
+        if (has_right(ts) && eigenbasis(ts->buf[R_], ts->buf[QR_], cols, da, dq)) return -1;
         memset(d, 0, sizeof(float) * n);
         return 0;
     }
     /* G' = QL^T G QR */
     const float *src = g;
-    if (ts->left) {
+    if (has_left(ts)) {
         nb_gemm(be, 1, 0, rows, cols, rows, 1.0f, ts->buf[QL_], rows, src, cols, 0.0f, T, cols);
         src = T;
     }
-    if (ts->right) nb_gemm(be, 0, 0, rows, cols, cols, 1.0f, src, cols, ts->buf[QR_], cols, 0.0f, P, cols);
+    if (has_right(ts)) nb_gemm(be, 0, 0, rows, cols, cols, 1.0f, src, cols, ts->buf[QR_], cols, 0.0f, P, cols);
     else memcpy(P, src, sizeof(float) * n);
     /* AdamW in the eigenbasis; N overwrites P */
     const float c1 = 1.0f - (float)pow(b1, (double)(ts->count + 1));
@@ -78,19 +82,28 @@ int soap_step(tensor_state *ts, const rule_ctx *c, const float *g, const float *
     ts->count++;
     /* back: QL N QR^T */
     src = P;
-    if (ts->left) {
+    if (has_left(ts)) {
         nb_gemm(be, 0, 0, rows, cols, rows, 1.0f, ts->buf[QL_], rows, src, cols, 0.0f, T, cols);
         src = T;
     }
     float *back = src == T ? P : T;
-    if (ts->right) nb_gemm(be, 0, 1, rows, cols, cols, 1.0f, src, cols, ts->buf[QR_], cols, 0.0f, back, cols);
+    if (has_right(ts)) nb_gemm(be, 0, 1, rows, cols, cols, 1.0f, src, cols, ts->buf[QR_], cols, 0.0f, back, cols);
     else back = (float *)src;
     for (size_t i = 0; i < n; i++) d[i] = lr * back[i] + lr * wd * w[i];
     /* then the preconditioner statistics, and a refresh of the bases */
     accumulate(c->be, ts, g, rows, cols, b2, b2);
     if (c->step % c->p->precond_every == 0) {
-        if (ts->left && refresh(c->be, ts->buf[L_], ts->buf[QL_], rows, T, da, dq)) return -1;
-        if (ts->right && refresh(c->be, ts->buf[R_], ts->buf[QR_], cols, T, da, dq)) return -1;
+        if (has_left(ts) && refresh(c->be, ts->buf[L_], ts->buf[QL_], rows, T, da, dq)) return -1;
+        if (has_right(ts) && refresh(c->be, ts->buf[R_], ts->buf[QR_], cols, T, da, dq)) return -1;
     }
     return 0;
 }
+
+/* In the order of the enum above: the moments, then each side's statistics and eigenbasis. */
+const nb_optim_rule soap_rule = {
+    .step = soap_step,
+    .buffers = {{"m", STATE_PER_VALUE}, {"v", STATE_PER_VALUE}, {"L", STATE_PRECOND_LEFT}, {"R", STATE_PRECOND_RIGHT},
+                {"QL", STATE_PRECOND_LEFT}, {"QR", STATE_PRECOND_RIGHT}},
+    .matrices_only = 1,
+    .per_matrix = 1,
+};

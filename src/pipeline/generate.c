@@ -5,26 +5,43 @@
 #include <string.h>
 #include "nobubble/pipeline.h"
 #include "util/error.h"
+#include "util/range.h"
 
-/* "sequential" is the one-process run's order: accepted, though not one of the pipelines NB_PIPE_KINDS lists. */
-static const char *const kind_names[] = {"gpipe", "1f1b", "pipedream", "2bw", "sequential"};
-#define N_KINDS 5
+/* One row per nb_pipe_kind: its name (--pipeline's and `schedule --kind`'s, summary.json's pipeline.kind)
+ * and the --delay of the one-process run with the same weight versions. The pipelines come first;
+ * "sequential", the one-process run's order, is accepted by `schedule --kind` but is not a pipeline. */
+static const struct {
+    const char *name, *delay;
+} kinds[] = {
+    [NB_PIPE_GPIPE] = {"gpipe", "sync"},
+    [NB_PIPE_1F1B] = {"1f1b", "sync"},
+    [NB_PIPE_PIPEDREAM] = {"pipedream", "pipedream"},
+    [NB_PIPE_2BW] = {"2bw", "2bw"},
+    [NB_PIPE_SEQUENTIAL] = {"sequential", "sync"},
+};
+#define N_KINDS (int)(sizeof kinds / sizeof kinds[0])
+
+const char *nb_pipe_kind_names(int i) { return (unsigned)i < NB_PIPE_SEQUENTIAL ? kinds[i].name : NULL; }
+
+void nb_pipe_kind_list(char *buf, size_t size) { nb_names_join(nb_pipe_kind_names, ", ", buf, size); }
 
 int nb_pipe_kind_parse(const char *text, nb_pipe_kind *out) {
     for (int k = 0; k < N_KINDS; k++)
-        if (!strcmp(text, kind_names[k])) {
+        if (!strcmp(text, kinds[k].name)) {
             *out = (nb_pipe_kind)k;
             return 0;
         }
-    return nb_fail("--kind '%s': expected one of %s", text, NB_PIPE_KINDS);
+    char list[96];
+    nb_pipe_kind_list(list, sizeof list);
+    return nb_fail("--kind '%s': expected one of %s", text, list);
 }
 
 const char *nb_pipe_kind_name(nb_pipe_kind kind) {
-    return (unsigned)kind < N_KINDS ? kind_names[kind] : "unknown";
+    return (unsigned)kind < N_KINDS ? kinds[kind].name : "unknown";
 }
 
 const char *nb_pipe_delay_name(nb_pipe_kind kind) {
-    return kind == NB_PIPE_2BW ? "2bw" : kind == NB_PIPE_PIPEDREAM ? "pipedream" : "sync";
+    return (unsigned)kind < N_KINDS ? kinds[kind].delay : "sync";
 }
 
 int nb_pipe_version_rule(nb_pipe_kind kind, int n_stages, int stage, int step) {
@@ -40,7 +57,8 @@ int nb_pipe_version_rule(nb_pipe_kind kind, int n_stages, int stage, int step) {
 int nb_pipe_alloc(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int n_micro, int n_steps,
                   const size_t *counts) {
     memset(out, 0, sizeof *out);
-    if ((unsigned)kind >= N_KINDS) return nb_fail("schedule kind %d: expected one of %s", (int)kind, NB_PIPE_KINDS);
+    if ((unsigned)kind >= N_KINDS)
+        return nb_fail("schedule kind %d: expected an nb_pipe_kind, 0 to %d", (int)kind, N_KINDS - 1);
     if (n_stages < 1) return nb_fail("stages = %d: expected P >= 1", n_stages);
     if (n_micro < 1) return nb_fail("micro-batches = %d: expected M >= 1", n_micro);
     if (n_steps < 1) return nb_fail("steps = %d: expected S >= 1", n_steps);

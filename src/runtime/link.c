@@ -2,20 +2,25 @@
 #include <string.h>
 #include "runtime/link.h"
 #include "util/error.h"
+#include "util/range.h"
 
+/* Indexed by nb_transport_kind: --transport's names, summary.json's pipeline.transport. */
 static const char *const transport_names[] = {"threads", "mpi"};
+#define N_TRANSPORTS (int)(sizeof transport_names / sizeof transport_names[0])
+
+const char *nb_transport_names(int i) { return (unsigned)i < N_TRANSPORTS ? transport_names[i] : NULL; }
+
+void nb_transport_list(char *buf, size_t size) { nb_names_join(nb_transport_names, ", ", buf, size); }
 
 int nb_transport_parse(const char *text, nb_transport_kind *out) {
-    for (int k = 0; k < 2; k++)
-        if (!strcmp(text, transport_names[k])) {
-            *out = (nb_transport_kind)k;
-            return 0;
-        }
-    return nb_fail("--transport '%s': expected one of %s", text, NB_TRANSPORT_KINDS);
+    int k;
+    if (nb_names_parse(nb_transport_names, "--transport", text, &k)) return -1;
+    *out = (nb_transport_kind)k;
+    return 0;
 }
 
 const char *nb_transport_name(nb_transport_kind kind) {
-    return (unsigned)kind < 2 ? transport_names[kind] : "unknown";
+    return nb_transport_names(kind) ? nb_transport_names(kind) : "unknown";
 }
 
 int nb_link_stage(const nb_link *l) { return l->stage; }

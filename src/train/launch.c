@@ -26,7 +26,11 @@
 
 static int check_pipeline_options(const nb_train_options *o) {
     nb_pipe_kind kind = (nb_pipe_kind)o->pipeline;
-    if ((unsigned)kind > NB_PIPE_2BW) return nb_fail("--pipeline %d: expected one of %s", o->pipeline, NB_PIPE_KINDS);
+    char list[96];
+    if (!nb_pipe_kind_names(kind)) {
+        nb_pipe_kind_list(list, sizeof list);
+        return nb_fail("--pipeline %d: expected one of %s", o->pipeline, list);
+    }
     nb_delay_options want = o->delay;
     nb_delay_parse(nb_pipe_delay_name(kind), &want);
     if (o->delay.mode != want.mode)
@@ -37,8 +41,10 @@ static int check_pipeline_options(const nb_train_options *o) {
                        "(each update's batch is --batch sequences)", o->microbatches);
     if (kind == NB_PIPE_GPIPE && (o->delay.sync_start || o->delay.sync_cooldown || o->delay.ef || o->delay.taylor > 0))
         return nb_fail("--pipeline gpipe is synchronous: --sync-start, --sync-cooldown, --ef and --taylor do not apply");
-    if (o->transport != NB_TRANSPORT_THREADS && o->transport != NB_TRANSPORT_MPI)
-        return nb_fail("--transport %d: expected one of %s", o->transport, NB_TRANSPORT_KINDS);
+    if (!nb_transport_names(o->transport)) {
+        nb_transport_list(list, sizeof list);
+        return nb_fail("--transport %d: expected one of %s", o->transport, list);
+    }
     if (o->transport == NB_TRANSPORT_MPI && !nb_mpi_available())
         return nb_fail("--transport mpi: %s", NB_MPI_MISSING);
     return 0;

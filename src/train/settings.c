@@ -1,32 +1,18 @@
 /* The table of a training run's settings (train.h, "the settings of a training run") and the
  * defaults it gives. The parser, --help, the checks, summary.json and the checkpoint's run metadata
- * walk it (settings_parse.c, summary.c, run_fields.c). */
+ * walk it (settings_parse.c, summary.c, run_fields.c). What the parts below train own is read from them,
+ * not written again here: the names of enum values (each part's one table), the optimizers' defaults
+ * (their descriptors, optim.h) and the ranges of the optimizer's, the schedule's and the delay's numbers
+ * (nb_optim_ranges, nb_schedule_ranges, nb_delay_ranges; nb_setting_range). */
 #include <stddef.h>
 #include <string.h>
+#include "nobubble/pipeline.h"
+#include "nobubble/runtime.h"
 #include "nobubble/train.h"
 #include "train/settings_value.h"
 
 #define AT(field) offsetof(nb_train_options, field)
 #define STEPS ((double)NB_TRAIN_MAX_STEPS)
-/* An upper bound for rates and scales that have no natural one: far past any useful value, it only
- * keeps infinities and typos such as 1e30 out. */
-#define HUGE_RATE 1e9
-
-static const char *const optimizer_names[] = {"sgd", "adamw", "muon", "lion", "adan", "mars", "soap", "normuon", NULL};
-static const char *const schedule_names[] = {"cosine", "wsd", "constant", NULL};
-static const char *const pipeline_names[] = {"gpipe", "1f1b", "pipedream", "2bw", NULL};
-static const char *const transport_names[] = {"threads", "mpi", NULL};
-static const char *const precision_names[] = {"fp32", "bf16", "auto", NULL};  /* by nb_precision */
-
-/* Per-optimizer defaults, by nb_optimizer_kind: sgd, adamw, muon, lion, adan, mars, soap, normuon. The
- * learning rates are nobubble's (docs/optimizers.md; NorMuon takes Muon's); the rest are the sheet's (nb_optim_defaults, which
- * tests/test_settings.c holds them equal to). */
-static const double lr_by_opt[NB_OPT_COUNT] = {0.05, 1e-3, 0.02, 3e-4, 1e-3, 1e-3, 1e-3, 0.02};
-static const double beta1_by_opt[NB_OPT_COUNT] = {0.9, 0.9, 0.9, 0.9, 0.98, 0.95, 0.95, 0.9};
-static const double beta2_by_opt[NB_OPT_COUNT] = {0.95, 0.95, 0.95, 0.99, 0.92, 0.99, 0.95, 0.95};
-static const double beta3_by_opt[NB_OPT_COUNT] = {0, 0, 0, 0, 0.99, 0, 0, 0};
-static const double momentum_by_opt[NB_OPT_COUNT] = {0.9, 0.9, 0.95, 0.9, 0.9, 0.9, 0.9, 0.95};
-static const double nesterov_by_opt[NB_OPT_COUNT] = {0, 0, 1, 0, 0, 0, 0, 1};
 
 /* Shorthands for the rows: a model field, an integer in [lo, hi], a number in [lo, hi]. */
 #define MODEL(n, t, pol) \
@@ -34,8 +20,11 @@ static const double nesterov_by_opt[NB_OPT_COUNT] = {0, 0, 1, 0, 0, 0, 0, 1};
      .summary_key = "model." #n}
 #define INT_RANGE(lo, hi) .type = NB_SET_INT, .min = (lo), .max = (hi)
 #define NUM_RANGE(lo, hi) .type = NB_SET_FLOAT, .min = (lo), .max = (hi)
-#define BETA .type = NB_SET_FLOAT, .min = 0, .max = 1, .max_open = 1
 #define NO_RANGE .min = 1, .max = 0
+/* A number whose range the part owning its field keeps (nb_setting_range finds it). */
+#define PART_RANGE(t) .type = t, NO_RANGE
+/* An optimizer's hyperparameter: its default is the run's optimizer's, its range nb_optim_ranges'. */
+#define BY_OPTIMIZER(t) PART_RANGE(t), .by_optimizer = 1
 
 const nb_setting nb_settings[] = {
     /* The model: its shape fixes the saved tensors' sizes; context, rope theta and the norm's epsilon
@@ -70,68 +59,64 @@ const nb_setting nb_settings[] = {
     /* The optimizer and its schedule: the kind (and SOAP's largest preconditioned side) fixes which
      * buffers a checkpoint holds; the rest is what the run computes. */
     {.name = "optimizer", .flag = "--optimizer", .type = NB_SET_ENUM, NO_RANGE, .offset = AT(optim.kind),
-     .names = optimizer_names, .def = NB_OPT_ADAMW, .metavar = "NAME", .help = "the update rule",
+     .names = nb_optimizer_names, .def = NB_OPT_ADAMW, .metavar = "NAME", .help = "the update rule",
      .resume = NB_RESUME_FIXED, .checkpoint_key = "optimizer", .summary_key = "run.optimizer"},
-    {.name = "lr", .flag = "--lr", NUM_RANGE(0, HUGE_RATE), .min_open = 1, .offset = AT(schedule.lr),
-     .def = 1e-3, .by_optimizer = lr_by_opt, .metavar = "LR", .help = "peak learning rate",
-     .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "lr", .summary_key = "run.lr"},
-    {.name = "aux_lr", .flag = "--aux-lr", NUM_RANGE(0, HUGE_RATE), .min_open = 1, .offset = AT(aux_lr),
+    {.name = "lr", .flag = "--lr", BY_OPTIMIZER(NB_SET_FLOAT), .offset = AT(schedule.lr), .metavar = "LR",
+     .help = "peak learning rate", .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "lr", .summary_key = "run.lr"},
+    {.name = "aux_lr", .flag = "--aux-lr", NUM_RANGE(0, NB_RANGE_HUGE), .min_open = 1, .offset = AT(aux_lr),
      .def = 1e-3, .metavar = "LR", .help = "AdamW lr of embeddings and gains under muon, normuon, soap, mars",
      .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "aux_lr", .summary_key = "run.aux_lr"},
-    {.name = "lr_min", .flag = "--lr-min", NUM_RANGE(0, HUGE_RATE), .offset = AT(schedule.lr_min), .def = 0,
+    {.name = "lr_min", .flag = "--lr-min", PART_RANGE(NB_SET_FLOAT), .offset = AT(schedule.lr_min), .def = 0,
      .metavar = "LR", .help = "final learning rate of cosine and wsd (at most --lr)",
      .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "lr_min", .summary_key = "run.lr_min"},
-    {.name = "warmup", .flag = "--warmup", INT_RANGE(0, STEPS), .offset = AT(schedule.warmup), .def = 0,
+    {.name = "warmup", .flag = "--warmup", PART_RANGE(NB_SET_INT), .offset = AT(schedule.warmup), .def = 0,
      .metavar = "N", .help = "linear warmup steps", .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "warmup",
      .summary_key = "run.warmup"},
     {.name = "schedule", .flag = "--schedule", .type = NB_SET_ENUM, NO_RANGE, .offset = AT(schedule.kind),
-     .names = schedule_names, .def = NB_SCHEDULE_COSINE, .metavar = "NAME", .help = "learning-rate schedule",
+     .names = nb_schedule_names, .def = NB_SCHEDULE_COSINE, .metavar = "NAME", .help = "learning-rate schedule",
      .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "schedule", .summary_key = "run.schedule"},
-    {.name = "cooldown", .flag = "--cooldown", NUM_RANGE(0, 1), .offset = AT(schedule.cooldown), .def = 0.2,
+    {.name = "cooldown", .flag = "--cooldown", PART_RANGE(NB_SET_FLOAT), .offset = AT(schedule.cooldown), .def = 0.2,
      .metavar = "F", .help = "wsd: fraction of the steps spent decaying", .resume = NB_RESUME_OVERRIDE,
      .checkpoint_key = "cooldown", .summary_key = "run.cooldown"},
-    {.name = "clip", .flag = "--clip", NUM_RANGE(0, HUGE_RATE), .offset = AT(clip), .def = 0, .metavar = "C",
+    {.name = "clip", .flag = "--clip", NUM_RANGE(0, NB_RANGE_HUGE), .offset = AT(clip), .def = 0, .metavar = "C",
      .help = "clip the global gradient norm to C", .zero_means = "off", .resume = NB_RESUME_OVERRIDE,
      .checkpoint_key = "clip", .summary_key = "run.clip"},
-    {.name = "beta1", .flag = "--beta1", BETA, .offset = AT(optim.beta1), .def = 0.9, .by_optimizer = beta1_by_opt,
-     .metavar = "B1", .help = "beta1", .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "beta1",
-     .summary_key = "run.beta1"},
-    {.name = "beta2", .flag = "--beta2", BETA, .offset = AT(optim.beta2), .def = 0.95, .by_optimizer = beta2_by_opt,
-     .metavar = "B2", .help = "beta2 (normuon: of its per-row second moment)", .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "beta2",
-     .summary_key = "run.beta2"},
-    {.name = "beta3", .flag = "--beta3", BETA, .offset = AT(optim.beta3), .def = 0, .by_optimizer = beta3_by_opt,
-     .metavar = "B3", .help = "adan's beta3", .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "beta3",
-     .summary_key = "run.beta3"},
-    {.name = "eps", .flag = "--eps", NUM_RANGE(0, 1), .min_open = 1, .offset = AT(optim.eps), .def = 1e-8,
-     .metavar = "EPS", .help = "epsilon", .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "eps",
-     .summary_key = "run.eps"},
-    {.name = "wd", .flag = "--wd", NUM_RANGE(0, HUGE_RATE), .offset = AT(optim.weight_decay), .def = 0.1,
+    {.name = "beta1", .flag = "--beta1", BY_OPTIMIZER(NB_SET_FLOAT), .offset = AT(optim.beta1), .metavar = "B1",
+     .help = "beta1", .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "beta1", .summary_key = "run.beta1"},
+    {.name = "beta2", .flag = "--beta2", BY_OPTIMIZER(NB_SET_FLOAT), .offset = AT(optim.beta2), .metavar = "B2",
+     .help = "beta2 (normuon: of its per-row second moment)", .resume = NB_RESUME_OVERRIDE,
+     .checkpoint_key = "beta2", .summary_key = "run.beta2"},
+    {.name = "beta3", .flag = "--beta3", BY_OPTIMIZER(NB_SET_FLOAT), .offset = AT(optim.beta3), .metavar = "B3",
+     .help = "adan's beta3", .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "beta3", .summary_key = "run.beta3"},
+    {.name = "eps", .flag = "--eps", BY_OPTIMIZER(NB_SET_FLOAT), .offset = AT(optim.eps), .metavar = "EPS",
+     .help = "epsilon", .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "eps", .summary_key = "run.eps"},
+    /* nobubble train's own default for every optimizer, not the sheet's 0 (docs/optimizers.md) */
+    {.name = "wd", .flag = "--wd", PART_RANGE(NB_SET_FLOAT), .offset = AT(optim.weight_decay), .def = 0.1,
      .metavar = "WD", .help = "decoupled weight decay of matrices and embeddings (every optimizer)",
      .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "wd", .summary_key = "run.wd"},
-    {.name = "momentum", .flag = "--momentum", BETA, .offset = AT(optim.momentum), .def = 0.9,
-     .by_optimizer = momentum_by_opt, .metavar = "MU", .help = "sgd, muon and normuon momentum",
-     .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "momentum", .summary_key = "run.momentum"},
-    {.name = "nesterov", .flag = "--nesterov", .off_flag = "--no-nesterov", .type = NB_SET_BOOL, NO_RANGE,
-     .offset = AT(optim.nesterov), .def = 0, .by_optimizer = nesterov_by_opt, .metavar = "",
-     .help = "Nesterov momentum (--no-nesterov: plain)", .resume = NB_RESUME_OVERRIDE,
-     .checkpoint_key = "nesterov", .summary_key = "run.nesterov"},
-    {.name = "ns_steps", .flag = "--ns-steps", INT_RANGE(1, 100), .offset = AT(optim.ns_steps), .def = 5,
-     .metavar = "N", .help = "muon and normuon Newton-Schulz iterations", .resume = NB_RESUME_OVERRIDE,
+    {.name = "momentum", .flag = "--momentum", BY_OPTIMIZER(NB_SET_FLOAT), .offset = AT(optim.momentum),
+     .metavar = "MU", .help = "sgd, muon and normuon momentum", .resume = NB_RESUME_OVERRIDE,
+     .checkpoint_key = "momentum", .summary_key = "run.momentum"},
+    {.name = "nesterov", .flag = "--nesterov", .off_flag = "--no-nesterov", BY_OPTIMIZER(NB_SET_BOOL),
+     .offset = AT(optim.nesterov), .metavar = "", .help = "Nesterov momentum (--no-nesterov: plain)",
+     .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "nesterov", .summary_key = "run.nesterov"},
+    {.name = "ns_steps", .flag = "--ns-steps", BY_OPTIMIZER(NB_SET_INT), .offset = AT(optim.ns_steps), .metavar = "N",
+     .help = "muon and normuon Newton-Schulz iterations", .resume = NB_RESUME_OVERRIDE,
      .checkpoint_key = "ns_steps", .summary_key = "run.ns_steps"},
-    {.name = "gamma", .flag = "--gamma", NUM_RANGE(0, HUGE_RATE), .offset = AT(optim.gamma), .def = 0.025,
-     .metavar = "G", .help = "mars gradient-correction scale", .resume = NB_RESUME_OVERRIDE,
-     .checkpoint_key = "gamma", .summary_key = "run.gamma"},
-    {.name = "precond_every", .flag = "--precond-every", INT_RANGE(1, STEPS), .offset = AT(optim.precond_every),
-     .def = 10, .metavar = "N", .help = "soap eigenbasis refresh interval", .resume = NB_RESUME_OVERRIDE,
+    {.name = "gamma", .flag = "--gamma", BY_OPTIMIZER(NB_SET_FLOAT), .offset = AT(optim.gamma), .metavar = "G",
+     .help = "mars gradient-correction scale", .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "gamma",
+     .summary_key = "run.gamma"},
+    {.name = "precond_every", .flag = "--precond-every", BY_OPTIMIZER(NB_SET_INT), .offset = AT(optim.precond_every),
+     .metavar = "N", .help = "soap eigenbasis refresh interval", .resume = NB_RESUME_OVERRIDE,
      .checkpoint_key = "precond_every", .summary_key = "run.precond_every"},
-    {.name = "max_precond_dim", .flag = "--max-precond-dim", INT_RANGE(1, 1000000),
-     .offset = AT(optim.max_precond_dim), .def = 10000, .metavar = "N",
-     .help = "soap: larger sides are not preconditioned", .resume = NB_RESUME_FIXED,
+    {.name = "max_precond_dim", .flag = "--max-precond-dim", BY_OPTIMIZER(NB_SET_INT),
+     .offset = AT(optim.max_precond_dim), .metavar = "N", .help = "soap: larger sides are not preconditioned",
+     .resume = NB_RESUME_FIXED,
      .checkpoint_key = "max_precond_dim", .summary_key = "run.max_precond_dim"},
-    {.name = "aux_beta1", .flag = "--aux-beta1", BETA, .offset = AT(optim.aux_beta1), .def = 0.9, .metavar = "B1",
-     .help = "beta1 of the auxiliary AdamW", .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "aux_beta1",
-     .summary_key = "run.aux_beta1"},
-    {.name = "aux_beta2", .flag = "--aux-beta2", BETA, .offset = AT(optim.aux_beta2), .def = 0.95,
+    {.name = "aux_beta1", .flag = "--aux-beta1", BY_OPTIMIZER(NB_SET_FLOAT), .offset = AT(optim.aux_beta1),
+     .metavar = "B1", .help = "beta1 of the auxiliary AdamW", .resume = NB_RESUME_OVERRIDE,
+     .checkpoint_key = "aux_beta1", .summary_key = "run.aux_beta1"},
+    {.name = "aux_beta2", .flag = "--aux-beta2", BY_OPTIMIZER(NB_SET_FLOAT), .offset = AT(optim.aux_beta2),
      .metavar = "B2", .help = "beta2 of the auxiliary AdamW", .resume = NB_RESUME_OVERRIDE,
      .checkpoint_key = "aux_beta2", .summary_key = "run.aux_beta2"},
 
@@ -160,16 +145,16 @@ const nb_setting nb_settings[] = {
     /* The delay and its mitigations. --delay and --ef each set two fields; the rows without a flag
      * are their second halves, kept for summary.json's keys. */
     {.name = "delay", .flag = "--delay", .type = NB_SET_DELAY, NO_RANGE, .offset = AT(delay), .def = NB_DELAY_SYNC,
-     .metavar = "MODE", .help = "sync | 2bw | pipedream | fixed:TAU, per stage of --stages",
+     .metavar = "MODE", .help = "the weight versions' delay, per stage of --stages",
      .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "delay", .summary_key = "delay.mode"},
     {.name = "tau", .type = NB_SET_INT, NO_RANGE, .offset = AT(delay.tau), .def = 0, .resume = NB_RESUME_FREE,
      .summary_key = "delay.tau"},
-    {.name = "ef", .flag = "--ef", .type = NB_SET_EF, .min = 0, .max = HUGE_RATE, .offset = AT(delay), .def = 0,
+    {.name = "ef", .flag = "--ef", PART_RANGE(NB_SET_EF), .offset = AT(delay), .def = 0,
      .metavar = "ALPHA", .help = "error feedback on the step (the paper's correction: 1)", .zero_means = NULL,
      .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "ef", .summary_key = "delay.ef"},
     {.name = "ef_alpha", .type = NB_SET_FLOAT, NO_RANGE, .offset = AT(delay.ef_alpha), .def = 1,
      .resume = NB_RESUME_FREE, .summary_key = "delay.ef_alpha"},
-    {.name = "taylor", .flag = "--taylor", NUM_RANGE(0, HUGE_RATE), .offset = AT(delay.taylor), .def = 0,
+    {.name = "taylor", .flag = "--taylor", PART_RANGE(NB_SET_FLOAT), .offset = AT(delay.taylor), .def = 0,
      .metavar = "LAMBDA", .help = "delay-compensated gradient (DC-ASGD)", .zero_means = "off",
      .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "taylor", .summary_key = "delay.taylor"},
     {.name = "sync_start", .flag = "--sync-start", INT_RANGE(0, STEPS), .offset = AT(delay.sync_start), .def = 0,
@@ -222,7 +207,7 @@ const nb_setting nb_settings[] = {
     /* The arithmetic: bf16 changes what the weights compute, so a resume may change it only with --override;
      * checkpoints from before this row ran fp32. summary.json and checkpoints record auto's choice. */
     {.name = "precision", .flag = "--precision", .type = NB_SET_ENUM, NO_RANGE, .offset = AT(precision),
-     .names = precision_names, .def = NB_PRECISION_FP32, .metavar = "P",
+     .names = nb_precision_names, .def = NB_PRECISION_FP32, .metavar = "P",
      .help = "GEMM operands fp32 or bf16 (fp32 accumulation, master weights and optimizer state); auto: bf16 where "
              "the CPU has bf16 instructions",
      .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "precision", .unrecorded = "fp32", .summary_key = "run.precision"},
@@ -235,10 +220,10 @@ const nb_setting nb_settings[] = {
 
     /* Real pipeline workers. */
     {.name = "pipeline", .flag = "--pipeline", .type = NB_SET_ENUM, NO_RANGE, .offset = AT(pipeline),
-     .names = pipeline_names, .def = -1, .metavar = "KIND",
+     .names = nb_pipe_kind_names, .def = -1, .metavar = "KIND",
      .help = "real workers, one per stage (sets --delay)", .resume = NB_RESUME_FREE},
     {.name = "transport", .flag = "--transport", .type = NB_SET_ENUM, NO_RANGE, .offset = AT(transport),
-     .names = transport_names, .def = 0, .metavar = "NAME",
+     .names = nb_transport_names, .def = 0, .metavar = "NAME",
      .help = "one process (threads) or one process per stage (mpi: mpirun -np P)", .resume = NB_RESUME_FREE},
     {.name = "threads_per_stage", .flag = "--threads-per-stage", INT_RANGE(0, 1024), .offset = AT(threads_per_stage),
      .def = 0, .metavar = "N", .help = "GEMM threads of each pipeline worker", .zero_means = "cores / stages",
@@ -267,5 +252,3 @@ const nb_setting *nb_setting_by_name(const char *name) {
         if (!strcmp(nb_settings[i].name, name)) return &nb_settings[i];
     return NULL;
 }
-
-int nb_setting_has_range(const nb_setting *s) { return s->min <= s->max; }

@@ -14,6 +14,7 @@
 #include "train/settings_value.h"
 #include "util/decimal.h"
 #include "util/error.h"
+#include "util/range.h"
 
 void *setting_field(const nb_setting *s, const nb_train_options *o) { return (char *)o + s->offset; }
 
@@ -33,9 +34,60 @@ void setting_set_number(const nb_setting *s, nb_train_options *o, double v) {
     }
 }
 
+/* The value of a numeric or boolean row as a double (u64 rows: their range is the type's). */
+static double number_of(const nb_setting *s, const nb_train_options *o) {
+    const void *f = setting_field(s, o);
+    switch (s->type) {
+    case NB_SET_INT: case NB_SET_BOOL: return *(const int *)f;
+    case NB_SET_FLOAT: return *(const float *)f;
+    case NB_SET_EF: return ((const nb_delay_options *)f)->ef_alpha;
+    default: return 0;
+    }
+}
+
+/* A by_optimizer row's default under optimizer kind (the default optimizer's where kind is none): read from
+ * the options that kind's descriptor gives, its lr as --lr and its defaults as the optimizer's fields. */
+static double optimizer_default(const nb_setting *s, int kind) {
+    const nb_optimizer_desc *d = nb_optimizer_desc_of((nb_optimizer_kind)kind);
+    if (!d) d = nb_optimizer_desc_of((nb_optimizer_kind)nb_setting_by_name("optimizer")->def);
+    nb_train_options o;
+    memset(&o, 0, sizeof o);
+    o.optim = d->defaults;
+    o.schedule.lr = d->lr;
+    return number_of(s, &o);
+}
+
 void setting_set_default(const nb_setting *s, nb_train_options *o) {
-    const int kind = o->optim.kind;
-    setting_set_number(s, o, s->by_optimizer && kind >= 0 && kind < NB_OPT_COUNT ? s->by_optimizer[kind] : s->def);
+    setting_set_number(s, o, s->by_optimizer ? optimizer_default(s, o->optim.kind) : s->def);
+}
+
+/* The part that keeps the range of a row's field: the optimizer's hyperparameters, the schedule's and the
+ * delay's numbers (--ef ALPHA's number is ef_alpha). NULL: the row's own. */
+static const nb_range *part_range(const nb_setting *s) {
+    static const struct {
+        size_t at, size;
+        const nb_range *table;
+    } parts[] = {
+        {offsetof(nb_train_options, optim), sizeof(nb_optim_params), nb_optim_ranges},
+        {offsetof(nb_train_options, schedule), sizeof(nb_schedule), nb_schedule_ranges},
+        {offsetof(nb_train_options, delay), sizeof(nb_delay_options), nb_delay_ranges},
+    };
+    const size_t at = s->type == NB_SET_EF ? offsetof(nb_train_options, delay.ef_alpha) : s->offset;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)   /* unsigned: an offset below the part wraps */
+        if (at - parts[i].at < parts[i].size) return nb_range_at(parts[i].table, at - parts[i].at);
+    return NULL;
+}
+
+int nb_setting_range(const nb_setting *s, nb_range *r) {
+    const nb_range *part = part_range(s);
+    if (part) *r = *part;
+    else *r = (nb_range){s->flag, s->offset, s->type == NB_SET_INT, s->min, s->max, s->min_open, s->max_open};
+    return r->min <= r->max;
+}
+
+int nb_setting_has_range(const nb_setting *s) {
+    nb_range r;
+    return nb_setting_range(s, &r);
 }
 
 void setting_format_float(char *buf, size_t size, float v) {
@@ -45,44 +97,33 @@ void setting_format_float(char *buf, size_t size, float v) {
     }
 }
 
-static int enum_count(const nb_setting *s) {
-    int n = 0;
-    while (s->names[n]) n++;
-    return n;
-}
-
 /* "[1..65536]", "(0..1000000000]", "[0..1)" */
-static void format_range(const nb_setting *s, char *buf, size_t size) {
+static void format_range(const nb_setting *s, const nb_range *r, char *buf, size_t size) {
     if (s->type == NB_SET_U64) {
         snprintf(buf, size, "[0..2^64-1]");
         return;
     }
-    snprintf(buf, size, "%c%.10g..%.10g%c", s->min_open ? '(' : '[', s->min, s->max, s->max_open ? ')' : ']');
+    snprintf(buf, size, "%c%.10g..%.10g%c", r->min_open ? '(' : '[', r->min, r->max, r->max_open ? ')' : ']');
 }
 
 static const char *expected_kind(const nb_setting *s) {
     return s->type == NB_SET_INT ? "an integer" : s->type == NB_SET_U64 ? "a non-negative integer" : "a number";
 }
 
-static int in_range(const nb_setting *s, double x) {
-    return (s->min_open ? x > s->min : x >= s->min) && (s->max_open ? x < s->max : x <= s->max);
-}
-
 /* "--steps 0: out of range, expected an integer from 1 to 100000000"; an open end is written as an
  * interval: "--beta1 1: out of range, expected a number in [0, 1)". */
-static int out_of_range(const nb_setting *s, const char *flag, const char *text) {
-    if (!s->min_open && !s->max_open)
-        return nb_fail("%s %s: out of range, expected %s from %.10g to %.10g", flag, text, expected_kind(s), s->min,
-                       s->max);
-    return nb_fail("%s %s: out of range, expected %s in %c%.10g, %.10g%c", flag, text, expected_kind(s),
-                   s->min_open ? '(' : '[', s->min, s->max, s->max_open ? ')' : ']');
+static int out_of_range(const nb_range *r, const char *flag, const char *text) {
+    char expected[96];
+    nb_range_expected(r, expected, sizeof expected);
+    return nb_fail("%s %s: out of range, expected %s", flag, text, expected);
 }
 
 static int malformed(const nb_setting *s, const char *flag, const char *text) {
     const char *what = s->type == NB_SET_FLOAT || s->type == NB_SET_EF ? "a decimal number" : expected_kind(s);
-    if (!nb_setting_has_range(s)) return nb_fail("%s '%s': expected %s", flag, text, what);
+    nb_range r;
+    if (!nb_setting_range(s, &r)) return nb_fail("%s '%s': expected %s", flag, text, what);
     char range[64];
-    format_range(s, range, sizeof range);
+    format_range(s, &r, range, sizeof range);
     return nb_fail("%s '%s': expected %s in %s", flag, text, what, range);
 }
 
@@ -107,7 +148,8 @@ static int parse_number(const nb_setting *s, const char *flag, const char *text,
         if (errno || end == text || *end || !isfinite(v)) return malformed(s, flag, text);
         x = v;
     }
-    if (nb_setting_has_range(s) && !in_range(s, x)) return out_of_range(s, flag, text);
+    nb_range r;
+    if (nb_setting_range(s, &r) && !nb_range_holds(&r, x)) return out_of_range(&r, flag, text);
     if (s->type == NB_SET_EF) {   /* --ef ALPHA turns error feedback on, also with alpha 0 */
         nb_delay_options *d = setting_field(s, o);
         d->ef = 1;
@@ -119,16 +161,10 @@ static int parse_number(const nb_setting *s, const char *flag, const char *text,
 }
 
 static int parse_enum(const nb_setting *s, const char *flag, const char *text, nb_train_options *o) {
-    char names[256] = "";
-    for (int i = 0; s->names[i]; i++) {
-        if (!strcmp(s->names[i], text)) {
-            setting_set_number(s, o, i);
-            return 0;
-        }
-        size_t at = strlen(names);
-        snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "", s->names[i]);
-    }
-    return nb_fail("%s '%s': expected one of %s", flag, text, names);
+    int v;
+    if (nb_names_parse(s->names, flag, text, &v)) return -1;
+    setting_set_number(s, o, v);
+    return 0;
 }
 
 void nb_settings_begin(nb_settings_args *a, nb_train_options *o) {
@@ -206,9 +242,12 @@ static int follow_mpirun(nb_settings_args *a) {
     if (a->given[stages - nb_settings] && o->stages != world)
         return nb_fail("--stages %d, but mpirun started %d processes (one per stage): expected --stages %d or "
                        "mpirun -np %d", o->stages, world, world, o->stages);
-    if (o->pipeline < 0)
+    if (o->pipeline < 0) {
+        char kinds[96];
+        nb_pipe_kind_list(kinds, sizeof kinds);
         return nb_fail("mpirun started %d processes, one per pipeline stage: expected --pipeline KIND (%s)", world,
-                       "gpipe, 1f1b, pipedream, 2bw");
+                       kinds);
+    }
     o->transport = NB_TRANSPORT_MPI;
     o->stages = world;
     return 0;
@@ -243,7 +282,7 @@ void nb_setting_format(const nb_setting *s, const nb_train_options *o, char *buf
     case NB_SET_STRING: snprintf(buf, size, "%s", *(const char *const *)f ? *(const char *const *)f : ""); break;
     case NB_SET_ENUM: {
         int v = *(const int *)f;
-        snprintf(buf, size, "%s", v >= 0 && v < enum_count(s) ? s->names[v] : "none");
+        snprintf(buf, size, "%s", v >= 0 && s->names(v) ? s->names(v) : "none");
         break;
     }
     case NB_SET_DELAY:
@@ -267,30 +306,43 @@ static void append(char *buf, size_t size, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* The default for optimizer kind (NB_OPT_COUNT: the table's own default) as text. */
+/* The default as text: the row's own, or under optimizer kind for a by_optimizer row (kind -1: the default
+ * optimizer's). */
 static void default_text(const nb_setting *s, int kind, char *buf, size_t size) {
     nb_train_options o;
     memset(&o, 0, sizeof o);
     o.optim.kind = (nb_optimizer_kind)kind;
-    if (kind == NB_OPT_COUNT) setting_set_number(s, &o, s->def);
-    else setting_set_default(s, &o);
+    setting_set_default(s, &o);
     setting_format_display(s, &o, buf, size);
+}
+
+/* "sgd 0.05, muon 0.02, lion 0.0003, normuon 0.02, others 0.001": the optimizers whose default differs from
+ * the default optimizer's, then that one; just "1e-08" where none differs. */
+static void format_optimizer_defaults(const nb_setting *s, char *buf, size_t size) {
+    char own[64], v[64];
+    const double usual = optimizer_default(s, -1);
+    default_text(s, -1, own, sizeof own);
+    buf[0] = 0;
+    for (int k = 0; nb_optimizer_names(k); k++) {
+        if (optimizer_default(s, k) == usual) continue;
+        default_text(s, k, v, sizeof v);
+        append(buf, size, "%s %s, ", nb_optimizer_names(k), v);
+    }
+    append(buf, size, buf[0] ? "others %s" : "%s", own);
 }
 
 /* "0.2", "sgd 0.05, muon 0.02, lion 0.0003, others 0.001", "0: off", "300; 0: no limit" */
 static void format_default(const nb_setting *s, char *buf, size_t size) {
-    char own[64], v[64];
-    default_text(s, NB_OPT_COUNT, own, sizeof own);
+    char own[64];
+    if (s->by_optimizer) {
+        format_optimizer_defaults(s, buf, size);
+        return;
+    }
+    default_text(s, -1, own, sizeof own);
     buf[0] = 0;
     if (s->type == NB_SET_STRING || (s->type == NB_SET_ENUM && s->def < 0)) snprintf(own, sizeof own, "none");
-    for (int k = 0; s->by_optimizer && k < NB_OPT_COUNT; k++) {
-        if (s->by_optimizer[k] == s->def) continue;
-        default_text(s, k, v, sizeof v);
-        append(buf, size, "%s %s, ", nb_optimizer_name((nb_optimizer_kind)k), v);
-    }
-    if (s->by_optimizer) append(buf, size, "others %s", own);
-    else if (s->type == NB_SET_BOOL) return;   /* a plain switch: off unless given */
-    else if (s->zero_means && !strcmp(own, "0")) append(buf, size, "0: %s", s->zero_means);
+    if (s->type == NB_SET_BOOL) return;   /* a plain switch: off unless given */
+    if (s->zero_means && !strcmp(own, "0")) append(buf, size, "0: %s", s->zero_means);
     else if (s->zero_means) append(buf, size, "%s; 0: %s", own, s->zero_means);
     else append(buf, size, "%s", own);
 }
@@ -299,40 +351,31 @@ void nb_setting_help(const nb_setting *s, char *buf, size_t size) {
     char def[160];
     format_default(s, def, sizeof def);
     snprintf(buf, size, "%-6s %s", s->metavar ? s->metavar : "", s->help ? s->help : "");
-    if (s->names) {
-        append(buf, size, ": ");
-        for (int i = 0; s->names[i]; i++) append(buf, size, "%s%s", i ? " | " : "", s->names[i]);
-    }
+    char names[256] = "";
+    if (s->names) nb_names_join(s->names, " | ", names, sizeof names);
+    if (s->type == NB_SET_DELAY) nb_delay_modes_text(" | ", " | ", names, sizeof names);
+    if (names[0]) append(buf, size, ": %s", names);
     if (def[0]) append(buf, size, " (%s)", def);
-    if (nb_setting_has_range(s)) {
+    nb_range r;
+    if (nb_setting_range(s, &r)) {
         char range[64];
-        format_range(s, range, sizeof range);
+        format_range(s, &r, range, sizeof range);
         append(buf, size, " %s", range);
-    }
-}
-
-/* The value of a numeric row as a double, for the range check (u64 rows: their range is the type's). */
-static double number_of(const nb_setting *s, const nb_train_options *o) {
-    const void *f = setting_field(s, o);
-    switch (s->type) {
-    case NB_SET_INT: return *(const int *)f;
-    case NB_SET_FLOAT: return *(const float *)f;
-    case NB_SET_EF: return ((const nb_delay_options *)f)->ef_alpha;
-    default: return 0;
     }
 }
 
 int nb_settings_check(const nb_train_options *o) {
     for (int i = 0; i < nb_settings_count; i++) {
         const nb_setting *s = &nb_settings[i];
-        if (!s->flag || !nb_setting_has_range(s) || s->type == NB_SET_U64) continue;
+        nb_range r;
+        if (!s->flag || !nb_setting_range(s, &r) || s->type == NB_SET_U64) continue;
         if (s->type == NB_SET_EF && !o->delay.ef) continue;
         const double x = number_of(s, o);
-        if (in_range(s, x) && !isnan(x)) continue;
+        if (nb_range_holds(&r, x)) continue;
         char text[64];
         nb_setting_format(s, o, text, sizeof text);
         if (s->type == NB_SET_FLOAT && !isfinite(x)) return malformed(s, s->flag, text);
-        return out_of_range(s, s->flag, text);
+        return out_of_range(&r, s->flag, text);
     }
     return 0;
 }

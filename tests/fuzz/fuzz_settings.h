@@ -6,11 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include "nobubble/train.h"
+#include "optim/rules.h"
 
-/* The readers never name an optimizer (only --help's defaults do); the fuzz build leaves the optimizers
- * out (OpenMP), so this stands in for src/optim/optimizer.c's. */
+/* The readers take the optimizers' names and defaults from their descriptors (src/optim/optimizers.c), never
+ * their rules, whose code the fuzz build leaves out (OpenMP, the GEMM libraries): these stand in for them. */
 #ifdef NB_FUZZ_BUILD
-const char *nb_optimizer_name(nb_optimizer_kind k) { return k == NB_OPT_ADAMW ? "adamw" : "?"; }
+const nb_optim_rule sgd_rule, adamw_rule, muon_rule, lion_rule, adan_rule, mars_rule, soap_rule, normuon_rule;
 #endif
 
 static void fuzz_check_accepted(const char *target, const nb_train_options *o, nb_train_config_file *f) {
