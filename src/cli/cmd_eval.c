@@ -65,7 +65,7 @@ int cmd_eval(int argc, char **argv) {
     if (nb_model_create(&m, &cfg, 1, NULL, cli_backend())) goto fail_model;
     if (nb_import_hf(&m, ckpt) || nb_loader_open(&loader, val, B, T, cfg.vocab_size, 0, 0, 1) ||
         !(acts = nb_acts_create(&m.stages[0], B, T)) || !inputs || !targets ||
-        nb_evaluate(&m, &acts, loader, batches, inputs, targets, &loss))
+        nb_evaluate(&m, acts, loader, batches, inputs, targets, &loss))
         goto fail;
     if (!isfinite(loss)) {  /* weights that diverged: a number, but no answer */
         fprintf(stderr, "nobubble eval: %s: the validation loss is %g: the model's weights or outputs are not finite\n",
