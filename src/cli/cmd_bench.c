@@ -30,9 +30,10 @@ static const char usage[] =
     "                      [--precisions fp32,bf16] [--steps N] [--seq T] [--batch B | --tokens N] [--json]\n"
     "                      [--no-memory-check]\n"
     "Times the trainer's own step: each measurement is `nobubble train` (its defaults for the optimizer, one\n"
-    "process, one stage) on random tokens, 2 warm-up steps and N timed ones, and reports the medians of the\n"
-    "executor's per-step timings: the step (forward, backward, the gradient's completion, clipping, the\n"
-    "optimizer and the update), the update's part (everything after the backwards), and the part in GEMMs.\n"
+    "process, one stage) on random tokens in a temporary shard, 2 warm-up steps and N timed ones, and reports\n"
+    "the medians of the executor's per-step timings: the step (forward, backward, the gradient's completion,\n"
+    "clipping, the optimizer and the update), the update's part (\"optimizer\", median_optimizer_s: every\n"
+    "action after the backwards, not only the optimizer's as before issue 37), and the part in GEMMs.\n"
     "A step is B sequences of T tokens: T = --seq (default: each preset's context), B = --batch, or\n"
     "--tokens / T (default 2048 / T). A --seq above a preset's context raises that preset's context to it\n"
     "for the benchmark (only the RoPE tables depend on it; no weight does).\n"
@@ -96,6 +97,10 @@ static int bench_fits(const nb_train_options *o, int check) {
  * epoch, which costs the same). The tokens are uniform over the vocabulary, seeded (every run of the
  * bench reads the same ones). The shard's path goes to path. */
 enum { DATA_STEPS = 8 };
+static void shard_path(const char *dir, char *path, size_t size) {
+    snprintf(path, size, "%s/random_train_000000.bin", dir);
+}
+
 static int write_random_shard(const char *dir, const nb_train_options *o, char *path, size_t size) {
     const int steps = o->steps < DATA_STEPS ? o->steps : DATA_STEPS;
     const size_t n = (size_t)steps * o->batch * o->seq_len + 1;  /* windows of T + 1 tokens share one */
@@ -103,7 +108,7 @@ static int write_random_shard(const char *dir, const nb_train_options *o, char *
     if (!tokens) return nb_fail("out of memory for %zu random tokens", n);
     nb_rng rng = nb_rng_keyed(1, "bench tokens");
     for (size_t i = 0; i < n; i++) tokens[i] = (uint32_t)(nb_rng_u64(&rng) % (uint64_t)o->model.vocab_size);
-    snprintf(path, size, "%s/random_train_000000.bin", dir);
+    shard_path(dir, path, size);
     const int rc = nb_shard_write(path, tokens, n, o->model.vocab_size);
     free(tokens);
     return rc;
@@ -184,7 +189,7 @@ static int open_data_dir(char *dir, size_t size, int *keep) {
 static void close_data_dir(const char *dir, int keep) {
     if (keep) return;
     char shard[4200];
-    snprintf(shard, sizeof shard, "%s/random_train_000000.bin", dir);
+    shard_path(dir, shard, sizeof shard);
     unlink(shard);
     rmdir(dir);
 }

@@ -4,7 +4,7 @@
  * Weight stashing: a forward and its backward run on the version their action names, held by the
  * stage's nb_stash; the update of step t is the same on every stage (tied sum, Taylor, global
  * clipping, optimizer, error feedback), so that any split and any schedule with the same versions
- * end on bitwise the same weights. */
+ * end on bitwise the same weights. nb_evaluate (`nobubble eval`) is the role's evaluation outside a run. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <signal.h>
