@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The cost of the delay machinery (issue 5): `small`, 2 threads, AdamW, sync vs 2bw, 2bw + EF and
 # fixed:4, R rounds in two orders (a process's first configuration tends to run slow); prints the
-# median step, the median of the part the delay touches (optimizer + apply, which keeps w_t and
-# applies EF), and the memory kept beyond the weights. Usage: bench/delay.sh [ROUNDS]
+# median step, the median of the part the delay touches (the update, GRADS and APPLY: the version
+# distance, the optimizer, the apply that keeps w_t and applies EF), and the memory kept beyond the
+# weights. Usage: bench/delay.sh [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -20,7 +21,7 @@ for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
         rows.setdefault(x["delay"], []).append(x)
 med = lambda v, key: statistics.median([x[key] for x in v])
 base, base_opt = med(rows["sync"], "median_step_s"), med(rows["sync"], "median_optimizer_s")
-print("| delay | runs | step (ms) | vs sync | optimizer + apply (ms) | its increase, share of the sync step | memory beyond the weights |")
+print("| delay | runs | step (ms) | vs sync | update (ms) | its increase, share of the sync step | memory beyond the weights |")
 print("|---|---|---|---|---|---|---|")
 for k, v in rows.items():
     m, o = med(v, "median_step_s"), med(v, "median_optimizer_s")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The optimizer's share of a training step (issue 4): `small`, 2 threads, each optimizer, R rounds;
-# prints the median step, the median optimizer time (d computed and applied) and its share.
+# prints the median step, the median update time (the step's GRADS and APPLY: the gradient's norm and
+# clipping, d computed and applied; bench's median_optimizer_s) and its share.
 # Usage: bench/optimizers.sh [ROUNDS] [TOKENS_PER_STEP]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +19,7 @@ rows = {}
 for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
     for x in json.load(open(path))["results"]:
         rows.setdefault(x["optimizer"], []).append(x)
-print("| optimizer | step (ms) | optimizer (ms) | share of the step |")
+print("| optimizer | step (ms) | update (ms) | share of the step |")
 print("|---|---|---|---|")
 for k, v in rows.items():
     med = lambda key: statistics.median([x[key] for x in v])

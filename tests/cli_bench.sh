@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # nobubble bench's step shape and JSON fields: --seq and --batch (and --tokens, kept) give the B x T
 # each result reports, a --seq above a preset's context raises it (reported), and every result carries
-# the GEMM time and the share outside GEMMs, consistent with the step (no speed is asserted), and bf16's
-# activation bytes per token are at most 60% of fp32's (issue 15). FLOPs are
+# the GEMM time, the update's time and the share outside GEMMs, consistent with the step (no speed is
+# asserted), and bf16's activation bytes per token are at most 60% of fp32's (issue 15). The timed step
+# is the trainer's: a bench run and `nobubble train` with the same settings on the bench's random tokens
+# end on the same weights (issue 37). FLOPs are
 # recomputed here from the preset's shape by hand (README: 6 x matrix params + 6 x layers x d_attn x (T+1)).
 # The refusals of bad values are in cli_bounds.sh.
 set -u
@@ -27,6 +29,8 @@ for r in rs:
     assert abs(r["tokens_per_s"] - B * T / r["median_step_s"]) <= 1e-3 * r["tokens_per_s"] + 0.1, r
     assert abs(r["gflops"] - r["tokens_per_s"] * flops / 1e9) <= 1e-3 * r["gflops"] + 0.01, r
     assert 0 < r["median_gemm_s"] <= r["median_step_s"], r
+    assert 0 < r["median_optimizer_s"] < r["median_step_s"], r   # the update is a part of the step
+    assert len(r["weights_hash"]) == 16, r
     assert 0 <= r["outside_gemm_share"] < 1, r
     assert r["activation_bytes_per_token"] > 0 and r["scratch_bytes"] > 0, r
 # issue 15's goal, a count of bytes (not a speed): a bf16 slot holds at most 60% of an fp32 one's
@@ -57,4 +61,22 @@ check "--tokens 64 --seq 32: B = 2" check_json "$work/c.json" 2 32 128 128 1
 nb bench --models tiny --threads 1 --steps 1 --tokens 256 --json > "$work/d.json" 2>"$work/err" \
   || fail "bench --tokens 256: $(cat "$work/err")"
 check "--tokens 256: T = context 128, B = 2" check_json "$work/d.json" 2 128 128 128 1
+# The timed step is the trainer's (issue 37): bench's run, whose random tokens NB_BENCH_DATA keeps, and
+# `train` with the optimizer's defaults, the same delay (+ef: --ef 1) and shape on those tokens for the
+# bench's 2 warm-up + 2 timed steps end on bitwise the same weights. Muon under 2BW with EF: the
+# optimizer, the weight versions and error feedback all in the step.
+NB_BENCH_DATA="$work/data" nb bench --models tiny --threads 1 --steps 2 --seq 32 --batch 3 --optimizers muon \
+  --delays 2bw+ef --json > "$work/e.json" 2>"$work/err" || fail "bench with NB_BENCH_DATA: $(cat "$work/err")"
+bench_hash=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["results"][0]["weights_hash"])' \
+  "$work/e.json" 2>/dev/null)
+nb train --model tiny --train "$work/data/*.bin" --batch 3 --seq 32 --steps 4 --optimizer muon --delay 2bw --ef 1 \
+  --quiet --out "$work/run" > /dev/null 2>"$work/err" || fail "train on the bench's tokens: $(cat "$work/err")"
+train_hash=$(sed -n 's/.*"weights_hash": "\([0-9a-f]*\)".*/\1/p' "$work/run/summary.json" 2>/dev/null)
+check "bench's step is train's: bench weights ${bench_hash:-none}, train ${train_hash:-none}" \
+  test -n "$bench_hash" -a "$bench_hash" = "$train_hash"
+# Without NB_BENCH_DATA the tokens go to a temporary folder in TMPDIR, removed after.
+mkdir -p "$work/tmp"
+TMPDIR="$work/tmp" nb bench --models tiny --threads 1 --steps 1 --seq 16 --batch 1 --json > /dev/null 2>"$work/err" \
+  || fail "bench --seq 16 --batch 1: $(cat "$work/err")"
+check "bench removes its temporary data folder: $(ls "$work/tmp")" test -z "$(ls -A "$work/tmp")"
 finish

@@ -8,6 +8,7 @@
 #include <string.h>
 #include "backend/backend.h"
 #include "check.h"
+#include "model_pass.h"
 #include "nobubble/model.h"
 #include "util/error.h"
 
@@ -116,9 +117,9 @@ static float run_model(nb_model *m, nb_precision p, const int *tok, const int *t
     nb_acts *a = nb_acts_create(&m->stages[0], B, T);
     float loss = 0;
     nb_model_zero_grads(m);
-    CHECK(nb_model_forward(m, NULL, &a, tok, tgt, &loss) == 0, "forward: %s", nb_last_error());
-    CHECK(nb_model_backward(m, NULL, &a, loss_scale) == 0, "backward: %s", nb_last_error());
-    nb_model_sum_tied_grads(m);
+    CHECK(model_forward(m, &a, tok, tgt, &loss) == 0, "forward: %s", nb_last_error());
+    CHECK(model_backward(m, &a, loss_scale) == 0, "backward: %s", nb_last_error());
+    model_sum_tied_grads(m);
     *grads = malloc(sizeof(float) * m->stages[0].n_params);
     memcpy(*grads, m->stages[0].grads, sizeof(float) * m->stages[0].n_params);
     nb_acts_free(a);

@@ -21,10 +21,6 @@ enum { STEPS = 24, N = 3 };
 /* f(w) = 1/2 sum a_i (w_i - c_i)^2 per stage: gradient a (w - c). */
 static const float A[N] = {1.0f, 0.5f, 2.0f}, C[N] = {0.0f, 1.0f, -0.5f}, W0[N] = {1.0f, -2.0f, 0.75f};
 
-/* Whether the engine asks nb_stash_apply for its metrics (update and version distance): without
- * them a step without EF takes the apply's short passes, which must give the same weights. */
-static int engine_metrics = 1;
-
 /* The engine: stash + SGD (momentum 0) in the trainer's order, on P stages of N weights each.
  * traj[t][s*N + i] = stage s weight i after step t. */
 static void run_engine(const nb_delay_options *o, int P, float lr, float traj[STEPS][4 * N], float applied_sum[4 * N],
@@ -53,8 +49,7 @@ static void run_engine(const nb_delay_options *o, int P, float lr, float traj[ST
                     if (step == STEPS - 1) last_d[s * N + i] = d[i];
                     if (step == o->sync_start) first_d[s * N + i] = d[i];
                 }
-            double upd = 0, dist = 0;
-            nb_stash_apply(stash[s], w[s], d, step, engine_metrics ? &upd : NULL, engine_metrics ? &dist : NULL);
+            nb_stash_apply(stash[s], w[s], d, step);
             if (applied_sum)
                 for (int i = 0; i < N; i++) applied_sum[s * N + i] += d[i];
             memcpy(&traj[step][s * N], w[s], sizeof(float) * N);
@@ -100,21 +95,17 @@ static void check_trajectory(const char *what, const nb_delay_options *o, int P,
     float got[STEPS][4 * N];
     double want[STEPS][4 * N];
     run_recurrence(o, P, 0.5, want);
-    for (engine_metrics = 1; engine_metrics >= 0; engine_metrics--) {
-        const char *metrics = engine_metrics ? "with metrics" : "without metrics";
-        run_engine(o, P, 0.5f, got, NULL, NULL, NULL, NULL);
-        int exact = 1;
-        double worst = 0;
-        for (int t = 0; t < STEPS; t++)
-            for (int k = 0; k < P * N; k++) {
-                if (t < exact_steps && (double)got[t][k] != want[t][k]) exact = 0;
-                double e = fabs(got[t][k] - want[t][k]) / fmax(1.0, fabs(want[t][k]));
-                worst = e > worst ? e : worst;
-            }
-        CHECK(exact, "%s, %s: the first %d steps equal the recurrence exactly", what, metrics, exact_steps);
-        CHECK(worst < 1e-5, "%s, %s: all %d steps within 1e-5 (worst %.3g)", what, metrics, STEPS, worst);
-    }
-    engine_metrics = 1;
+    run_engine(o, P, 0.5f, got, NULL, NULL, NULL, NULL);
+    int exact = 1;
+    double worst = 0;
+    for (int t = 0; t < STEPS; t++)
+        for (int k = 0; k < P * N; k++) {
+            if (t < exact_steps && (double)got[t][k] != want[t][k]) exact = 0;
+            double e = fabs(got[t][k] - want[t][k]) / fmax(1.0, fabs(want[t][k]));
+            worst = e > worst ? e : worst;
+        }
+    CHECK(exact, "%s: the first %d steps equal the recurrence exactly", what, exact_steps);
+    CHECK(worst < 1e-5, "%s: all %d steps within 1e-5 (worst %.3g)", what, STEPS, worst);
 }
 
 static void check_least_squares(void) {
@@ -309,7 +300,7 @@ static void check_taylor_norm(void) {
     float w[N] = {1.0f, -2.0f, 0.75f}, d[N] = {0.5f, -0.25f, 1.0f}, g[N] = {2.0f, -1.0f, 0.5f};
     CHECK(nb_stash_create(&s, &o, 0, 1, 4, w, N) == 0, "stash: %s", nb_last_error());
     CHECK(nb_stash_taylor_sq(s, g, w, 0, 0, N) == 0.0, "step 0: w_0 - w_{-1} = 0, no correction");
-    nb_stash_apply(s, w, d, 0, NULL, NULL);  /* w_1 = w_0 - d; w_1 - w_0 = (-0.5, 0.25, -1) */
+    nb_stash_apply(s, w, d, 0);  /* w_1 = w_0 - d; w_1 - w_0 = (-0.5, 0.25, -1) */
     /* 0.25 x (4 x -0.5, 1 x 0.25, 0.25 x -1) = (-0.5, 0.0625, -0.0625): 0.25 + 2 x 0.00390625 */
     double sq = nb_stash_taylor_sq(s, g, w, 1, 0, N);
     CHECK(sq == 0.2578125, "step 1: correction's squared norm %.9g, expected 0.2578125", sq);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
+#include "model_pass.h"
 #include "nobubble/model.h"
 
 enum { LEN = 20 };
@@ -35,7 +36,7 @@ static void check_config(int tied) {
         CHECK(nb_decode_step(&m, kv, tok[p], logits) == 0, "%s", nb_last_error());
         nb_acts *acts[2] = {nb_acts_create(&m.stages[0], 1, p + 1), nb_acts_create(&m.stages[1], 1, p + 1)};
         float loss;
-        CHECK(nb_model_forward(&m, NULL, acts, tok, tgt, &loss) == 0, "%s", nb_last_error());
+        CHECK(model_forward(&m, acts, tok, tgt, &loss) == 0, "%s", nb_last_error());
         const float *full = nb_acts_logits(acts[1]) + (size_t)p * cfg.vocab_size;
         double e = check_rel_err_f(logits, full, (size_t)cfg.vocab_size, 1e-12);
         worst = e > worst ? e : worst;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
+#include "model_pass.h"
 #include "nobubble/model.h"
 
 typedef struct {
@@ -142,11 +143,11 @@ static void check_config(nb_config cfg, int B, int T, unsigned seed) {
     nb_acts *a = nb_acts_create(s, B, T);
     float loss;
     nb_model_zero_grads(&m);
-    CHECK(nb_model_forward(&m, NULL, &a, tok, tgt, &loss) == 0, "forward: %s", nb_last_error());
+    CHECK(model_forward(&m, &a, tok, tgt, &loss) == 0, "forward: %s", nb_last_error());
     float *logits = malloc(sizeof(float) * (size_t)N * cfg.vocab_size);
     memcpy(logits, nb_acts_logits(a), sizeof(float) * (size_t)N * cfg.vocab_size);
-    CHECK(nb_model_backward(&m, NULL, &a, 1.0f) == 0, "backward: %s", nb_last_error());
-    nb_model_sum_tied_grads(&m);
+    CHECK(model_backward(&m, &a, 1.0f) == 0, "backward: %s", nb_last_error());
+    model_sum_tied_grads(&m);
 
     /* double reference on the same (float-rounded) weights */
     double *w = malloc(sizeof(double) * s->n_params);

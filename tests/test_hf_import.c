@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "check.h"
+#include "model_pass.h"
 #include "fixture.h"
 #include "nobubble/checkpoint.h"
 #include "nobubble/model.h"
@@ -46,7 +47,7 @@ static void check_model(const char *fixture, const char *folder, int n_stages) {
     nb_acts *acts[2];
     for (int i = 0; i < n_stages; i++) acts[i] = nb_acts_create(&m.stages[i], B, T);
     float loss = 0;
-    CHECK(nb_model_forward(&m, NULL, acts, nbfx_get(f, "tokens")->i32, nbfx_get(f, "targets")->i32, &loss) == 0, "%s",
+    CHECK(model_forward(&m, acts, nbfx_get(f, "tokens")->i32, nbfx_get(f, "targets")->i32, &loss) == 0, "%s",
           nb_last_error());
     const double ref_loss = nbfx_get(f, "loss")->f64[0];
     const double err = check_rel_err_d(nb_acts_logits(acts[n_stages - 1]), nbfx_get(f, "logits")->f64,

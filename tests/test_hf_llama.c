@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "check.h"
+#include "model_pass.h"
 #include "fixture.h"
 #include "nobubble/checkpoint.h"
 #include "nobubble/model.h"
@@ -37,7 +38,7 @@ static void check_fixture(const char *name, const char *folder, int n_stages) {
     nb_acts *acts[2];
     for (int i = 0; i < n_stages; i++) acts[i] = nb_acts_create(&m.stages[i], B, T);
     float loss = 0;
-    CHECK(nb_model_forward(&m, NULL, acts, nbfx_get(f, "tokens")->i32, nbfx_get(f, "targets")->i32, &loss) == 0, "%s",
+    CHECK(model_forward(&m, acts, nbfx_get(f, "tokens")->i32, nbfx_get(f, "targets")->i32, &loss) == 0, "%s",
           nb_last_error());
     double ref_loss = nbfx_get(f, "loss")->f64[0];
     double lerr = check_rel_err_d(nb_acts_logits(acts[n_stages - 1]), nbfx_get(f, "logits")->f64,

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
+#include "model_pass.h"
 #include "fixture.h"
 #include "nobubble/model.h"
 
@@ -115,8 +116,8 @@ static int run_case(const char *label, const nbfx *f, const nb_config *cfg, int 
     if (acts_ok) {
         nb_model_zero_grads(&m);
         float loss = NAN;
-        rc = nb_model_forward(&m, NULL, acts, tokens, targets, &loss);
-        CHECK(rc == 0, "%s: nb_model_forward: %s", label, rc ? nb_last_error() : "");
+        rc = model_forward(&m, acts, tokens, targets, &loss);
+        CHECK(rc == 0, "%s: model_forward: %s", label, rc ? nb_last_error() : "");
         if (rc == 0) {
             double lref = loss_ref->f64[0];
             double lerr = fabs((double)loss - lref) / fabs(lref);
@@ -135,10 +136,10 @@ static int run_case(const char *label, const nbfx *f, const nb_config *cfg, int 
                     memcpy(*logits_out, logits, n * sizeof(float));
                 }
             }
-            rc = nb_model_backward(&m, NULL, acts, 1.0f);
-            CHECK(rc == 0, "%s: nb_model_backward: %s", label, rc ? nb_last_error() : "");
+            rc = model_backward(&m, acts, 1.0f);
+            CHECK(rc == 0, "%s: model_backward: %s", label, rc ? nb_last_error() : "");
             if (rc == 0) {
-                nb_model_sum_tied_grads(&m);
+                model_sum_tied_grads(&m);
                 ran = 0;
                 for (int si = 0; si < m.n_stages; si++) {
                     nb_stage *s = &m.stages[si];

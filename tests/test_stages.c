@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
+#include "model_pass.h"
 #include "nobubble/model.h"
 
 enum { B = 2, T = 16, M = 2 };
@@ -21,11 +22,11 @@ static float run(nb_model *m, const int *tok, const int *tgt) {
     float total = 0;
     for (int mb = 0; mb < M; mb++) {
         float loss = 0;
-        CHECK(nb_model_forward(m, NULL, acts, tok + mb * B * T, tgt + mb * B * T, &loss) == 0, "%s", nb_last_error());
-        CHECK(nb_model_backward(m, NULL, acts, 1.0f / M) == 0, "%s", nb_last_error());
+        CHECK(model_forward(m, acts, tok + mb * B * T, tgt + mb * B * T, &loss) == 0, "%s", nb_last_error());
+        CHECK(model_backward(m, acts, 1.0f / M) == 0, "%s", nb_last_error());
         total += loss;
     }
-    nb_model_sum_tied_grads(m);
+    model_sum_tied_grads(m);
     for (int i = 0; i < m->n_stages; i++) nb_acts_free(acts[i]);
     return total;
 }
@@ -256,12 +257,12 @@ static void check_in_flight(nb_precision precision, int logit_rows) {
     }
     float loss[2][2];
     for (int mb = 0; mb < 2; mb++) {
-        CHECK(nb_model_forward(&one, NULL, acts[0][mb], tok + mb * B * T, tgt + mb * B * T, &loss[0][mb]) == 0, "fwd");
-        CHECK(nb_model_backward(&one, NULL, acts[0][mb], 0.5f) == 0, "bwd");
+        CHECK(model_forward(&one, acts[0][mb], tok + mb * B * T, tgt + mb * B * T, &loss[0][mb]) == 0, "fwd");
+        CHECK(model_backward(&one, acts[0][mb], 0.5f) == 0, "bwd");
     }
     for (int mb = 0; mb < 2; mb++)
-        CHECK(nb_model_forward(&both, NULL, acts[1][mb], tok + mb * B * T, tgt + mb * B * T, &loss[1][mb]) == 0, "fwd");
-    for (int mb = 0; mb < 2; mb++) CHECK(nb_model_backward(&both, NULL, acts[1][mb], 0.5f) == 0, "bwd");
+        CHECK(model_forward(&both, acts[1][mb], tok + mb * B * T, tgt + mb * B * T, &loss[1][mb]) == 0, "fwd");
+    for (int mb = 0; mb < 2; mb++) CHECK(model_backward(&both, acts[1][mb], 0.5f) == 0, "bwd");
     CHECK(loss[0][0] == loss[1][0] && loss[0][1] == loss[1][1], "%s: losses in flight", nb_precision_name(precision));
     for (int i = 0; i < 2; i++)
         CHECK(!memcmp(one.stages[i].grads, both.stages[i].grads, sizeof(float) * one.stages[i].n_params),

@@ -52,8 +52,10 @@ typedef struct nb_stash nb_stash;
 int nb_stash_create(nb_stash **out, const nb_delay_options *o, int stage, int n_stages, int total_steps,
                     const float *w0, size_t n);
 void nb_stash_free(nb_stash *s);
-/* Bytes held beyond the current weights (versions, EF buffer). */
+/* Bytes held beyond the current weights (versions, EF buffer); _for: those of a stash that
+ * nb_stash_create would make for n weights, before it is made (memory estimates, benchmarks). */
 size_t nb_stash_bytes(const nb_stash *s);
+size_t nb_stash_bytes_for(const nb_delay_options *o, int stage, int n_stages, size_t n);
 /* For checkpoints: the stored versions (tau_max x n floats, NULL when none), the EF buffer (n
  * floats, NULL without EF) and whether EF ran at the previous step. */
 float *nb_stash_versions(nb_stash *s, size_t *count);
@@ -77,8 +79,7 @@ void nb_stash_taylor(const nb_stash *s, float *grads, const float *current, int 
 double nb_stash_taylor_sq(const nb_stash *s, const float *grads, const float *current, int step, size_t offset,
                           size_t count);
 /* Applies step t: d (the optimizer's d_t) becomes the applied step (EF-corrected when EF is on
- * and tau > 0), w_t is kept as a version, then current -= d. Adds ||applied||^2 to *update_sq and
- * ||w_t - w_{t - tau}||^2 to *distance_sq when they are not NULL (summed in a fixed order for a
- * given number of threads; they are metrics and never feed back into training). */
-void nb_stash_apply(nb_stash *s, float *current, float *d, int step, double *update_sq, double *distance_sq);
+ * and tau > 0), w_t is kept as a version, then current -= d. The run's metrics of the step (the
+ * update's norm, the version distance) are the stage role's, computed apart (src/train/worker.c). */
+void nb_stash_apply(nb_stash *s, float *current, float *d, int step);
 #endif

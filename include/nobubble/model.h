@@ -95,7 +95,7 @@ typedef struct nb_stage {
     float *params;               /* the current weights: one allocation */
     float *grads;                /* mirrors params; backward accumulates (+=) into it */
     /* A tied model in one stage uses the embedding as its head; the head's gradient is
-     * accumulated here and added to the embedding's by nb_model_sum_tied_grads, in the
+     * accumulated here and added to the embedding's by nb_stage_sum_tied_grad, in the
      * same order as across a split, so that splits are bitwise identical. */
     float *tied_head_grad;
     float *rope_cos, *rope_sin;  /* [context][head_dim/2] */
@@ -141,9 +141,12 @@ int nb_model_alloc_stage(nb_model *m, int stage);
  * keyed by the seed and its name, so a model split any way gets the same weights. */
 void nb_model_init(nb_model *m, uint64_t seed);
 void nb_model_zero_grads(nb_model *m);
-/* Sums the tied head's gradient into the embedding's (and mirrors it into the last stage's
- * copy). Call once per optimizer step, after every micro-batch's backward. */
-void nb_model_sum_tied_grads(nb_model *m);
+/* A tied embedding's gradient completed on the stage that holds the embedding (the first): the head's
+ * part added to the embedding's in one order whatever the split, so that every split gives bitwise the
+ * same weights. The head's part is the stage's own tied_head_grad when it holds the head too (then
+ * zeroed for the next step), else head_grad, the gradient of the last stage's copy (NULL: none).
+ * Nothing on another stage or an untied model. Once per step, after every micro-batch's backward. */
+void nb_stage_sum_tied_grad(nb_stage *s, const float *head_grad);
 /* Finds a tensor by name; *stage_out (optional) receives its stage. NULL if absent.
  * With a split tied model the first stage's embedding is returned. */
 const nb_tensor *nb_model_find(const nb_model *m, const char *name, nb_stage **stage_out);
@@ -187,12 +190,6 @@ int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, con
 int nb_stage_set_precision(nb_stage *s, nb_precision p, int versions);
 int nb_model_set_precision(nb_model *m, nb_precision p, int versions);
 
-/* The whole model, stage after stage, for one micro-batch (acts: one slot per stage), on
- * weights[s] for stage s (each laid out like its params; weights == NULL: the current params).
- * Backward adds loss_scale x the gradient to the stages' grads. */
-int nb_model_forward(nb_model *m, const float *const *weights, nb_acts **acts, const int *tokens,
-                     const int *targets, float *loss);
-int nb_model_backward(nb_model *m, const float *const *weights, nb_acts **acts, float loss_scale);
 /* With a tied embedding split across stages: copies the first stage's embedding into the last
  * stage's copy, so that the copy follows its owner exactly (after each optimizer step). */
 void nb_model_sync_tied_copy(nb_model *m);

@@ -27,6 +27,19 @@
 #define NB_TRAIN_MAX_STAGES 1024
 #define NB_TRAIN_MAX_ACT_VALUES 2147483647LL
 
+/* One step of a run as the executor timed it (nb_train_options.step_times: what `nobubble bench`
+ * reports). */
+typedef struct nb_step_time {
+    double wall;    /* seconds from the end of the step before (the run's start for its first) to the end of
+                       this one, evaluation and checkpoints excluded: the time metrics.jsonl's tokens_per_s
+                       is of */
+    double update;  /* seconds of the step's GRADS and APPLY actions (the tied sum, Taylor, the gradient norm,
+                       clipping, the optimizer's step, the delay's apply, the update's norm), every stage's
+                       summed */
+    double gemm;    /* seconds inside the products (nb_gemm_timing's count, src/backend/backend.h) of the
+                       stages in this process */
+} nb_step_time;
+
 typedef struct nb_train_options {
     nb_config model;
     int stages;                 /* split of the model in this process (1) */
@@ -85,6 +98,10 @@ typedef struct nb_train_options {
                                    stage it waited for: a stalled or vanished MPI rank (300; 0: no limit) */
     int memory_check;           /* refuse a run whose estimated memory exceeds what is available, before
                                    anything is allocated (nb_train_memory_estimate, nb_memory_check) (1) */
+    nb_step_time *step_times;   /* NULL, or room for every step of the run (steps; x microbatches under
+                                   pipedream): the process that reports the run writes each step's times
+                                   there, and counts the time in products meanwhile (a process-wide count:
+                                   one such run at a time) (NULL) */
 } nb_train_options;
 
 typedef struct nb_train_result {
@@ -160,11 +177,12 @@ int nb_run_set(nb_run *r, const char *flag, const char *value);
 int nb_run_train(nb_run *r, nb_train_result *res);
 const nb_train_options *nb_run_options(nb_run *r);
 void nb_run_free(nb_run *r);
-/* The validation loss as training reports it: the loader reset, then the mean over `batches`
- * micro-batches of their mean cross-entropy, on the current weights (inputs and targets: room
- * for one micro-batch; acts: one slot per stage of that shape). */
+/* The validation loss as training reports it, of a model of one stage (as `nobubble eval` loads it):
+ * the loader reset, then the mean over `batches` micro-batches of their mean cross-entropy, on the
+ * current weights, each batch computed by the stage role's own evaluation (src/train/worker.c)
+ * (inputs and targets: room for one micro-batch; acts: a slot of that shape). */
 struct nb_loader;
-int nb_evaluate(nb_model *m, nb_acts **acts, struct nb_loader *val, int batches, int *inputs, int *targets,
+int nb_evaluate(nb_model *m, nb_acts *acts, struct nb_loader *val, int batches, int *inputs, int *targets,
                 double *loss);
 /* Asks a running nb_train to stop after the current step, saving a checkpoint first when it has a
  * save_dir. Thread-safe and async-signal-safe; the CLI calls it from a thread that takes the stop

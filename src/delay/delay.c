@@ -136,9 +136,12 @@ void nb_stash_free(nb_stash *s) {
     free(s);
 }
 
-size_t nb_stash_bytes(const nb_stash *s) {
-    return sizeof(float) * s->n * ((size_t)s->tau_max + (s->d_prev ? 1 : 0));
+size_t nb_stash_bytes_for(const nb_delay_options *o, int stage, int n_stages, size_t n) {
+    const int tau_max = nb_delay_tau_max(o, stage, n_stages);
+    return sizeof(float) * n * ((size_t)tau_max + (o->ef && tau_max > 0 ? 1 : 0));
 }
+
+size_t nb_stash_bytes(const nb_stash *s) { return nb_stash_bytes_for(&s->o, s->stage, s->n_stages, s->n); }
 
 float *nb_stash_versions(nb_stash *s, size_t *count) {
     *count = s->versions ? s->n * (size_t)s->tau_max : 0;
@@ -200,14 +203,14 @@ double nb_stash_taylor_sq(const nb_stash *s, const float *grads, const float *cu
     return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
-/* current -= d: all a step needs when it keeps no version, runs no EF and reports no metric (a
- * synchronous run). The same subtraction per element as the full pass below, so bitwise the same. */
+/* current -= d: all a step needs when it keeps no version and runs no EF (a synchronous run). The
+ * same subtraction per element as the EF pass below, so bitwise the same. */
 static void apply_only(float *current, const float *d, size_t n) {
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) current[i] = current[i] - d[i];
 }
 
-/* keep[i] = w_t, current -= d: a delayed step without EF or metrics (2BW, PipeDream). */
+/* keep[i] = w_t, current -= d: a delayed step without EF (2BW, PipeDream). */
 static void keep_and_apply(float *keep, float *current, const float *d, size_t n) {
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) {
@@ -217,40 +220,29 @@ static void keep_and_apply(float *keep, float *current, const float *d, size_t n
     }
 }
 
-void nb_stash_apply(nb_stash *s, float *current, float *d, int step, double *update_sq, double *distance_sq) {
+/* A delayed step with EF: d becomes the applied step d_t + alpha (d_t - d_{t-1}) (d_t itself on the
+ * first step that uses EF), d_t is remembered, w_t kept, current -= the applied step. One pass. */
+static void ef_apply(float *keep, float *current, float *d, float *prev, float alpha, int first, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        const float w = current[i], computed = d[i];
+        const float di = first ? computed : computed + alpha * (computed - prev[i]);
+        prev[i] = computed;
+        d[i] = di;
+        keep[i] = w;
+        current[i] = w - di;
+    }
+}
+
+void nb_stash_apply(nb_stash *s, float *current, float *d, int step) {
     const size_t n = s->n;
     const int tau = nb_stash_tau(s, step);
-    const float *old = tau > 0 ? version(s, step, tau) : NULL;
     /* EF: d_{t-1} := d_t on the first step that uses it (after a synchronous phase too). */
     const int ef_now = s->d_prev && tau > 0, ef_first = ef_now && !s->ef_running;
-    const float alpha = s->o.ef_alpha;
-    float *prev = s->d_prev;
     /* Keep w_t in the slot of version t - tau_max, which no step after this one needs. */
     float *keep = s->tau_max > 0 ? s->versions + (size_t)(step % s->tau_max) * n : NULL;
     s->ef_running = ef_now;
-    if (!ef_now && !update_sq && !distance_sq) {
-        /* The common cases, without the per-element tests of the full pass (which keep it scalar). */
-        if (keep) keep_and_apply(keep, current, d, n);
-        else apply_only(current, d, n);
-        return;
-    }
-    double dist = 0.0, upd = 0.0;
-    /* One pass: version distance, EF, keeping w_t, the update and its norm. */
-#pragma omp parallel for schedule(static) reduction(+ : dist, upd)
-    for (size_t i = 0; i < n; i++) {
-        const float w = current[i];
-        float di = d[i];
-        if (old && distance_sq) dist += (double)(w - old[i]) * (w - old[i]);
-        if (ef_now) {
-            const float computed = di;
-            if (!ef_first) di = computed + alpha * (computed - prev[i]);
-            prev[i] = computed;
-            d[i] = di;
-        }
-        if (keep) keep[i] = w;
-        if (update_sq) upd += (double)di * di;
-        current[i] = w - di;
-    }
-    if (update_sq) *update_sq += upd;
-    if (distance_sq) *distance_sq += dist;
+    if (ef_now) ef_apply(keep, current, d, s->d_prev, s->o.ef_alpha, ef_first, n);
+    else if (keep) keep_and_apply(keep, current, d, n);
+    else apply_only(current, d, n);
 }

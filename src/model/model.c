@@ -1,5 +1,5 @@
-/* The model: its stages, their initialization, the tied-embedding gradient sum, and a
- * sequential forward/backward over all stages (what a one-process run uses). */
+/* The model: its stages, their initialization and the tied embedding's gradient sum. What runs them
+ * is the executor's stage role (src/train/worker.c), in every kind of run. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,19 +110,13 @@ void nb_model_zero_grads(nb_model *m) {
     }
 }
 
-void nb_model_sum_tied_grads(nb_model *m) {
-    if (!m->cfg.tied) return;
-    nb_stage *first = &m->stages[0], *last = &m->stages[m->n_stages - 1];
-    float *embed = first->grads + first->tensors[0].offset;
-    size_t n = first->tensors[0].numel;
-    if (m->n_stages == 1) {
-        for (size_t i = 0; i < n; i++) embed[i] += first->tied_head_grad[i];
-        memset(first->tied_head_grad, 0, sizeof(float) * n);
-        return;
-    }
-    float *head = last->grads + last->tensors[last->n_tensors - 1].offset;
-    for (size_t i = 0; i < n; i++) embed[i] += head[i];
-    memcpy(head, embed, sizeof(float) * n);
+void nb_stage_sum_tied_grad(nb_stage *s, const float *head_grad) {
+    if (!s->cfg.tied || !s->has_embed) return;
+    const float *head = s->tied_head_grad ? s->tied_head_grad : head_grad;
+    float *embed = s->grads + s->tensors[0].offset;
+    const size_t n = s->tensors[0].numel;
+    for (size_t i = 0; head && i < n; i++) embed[i] += head[i];
+    if (s->tied_head_grad) memset(s->tied_head_grad, 0, sizeof(float) * n);
 }
 
 const nb_tensor *nb_model_find(const nb_model *m, const char *name, nb_stage **stage_out) {
@@ -133,25 +127,6 @@ const nb_tensor *nb_model_find(const nb_model *m, const char *name, nb_stage **s
                 return &m->stages[si].tensors[ti];
             }
     return NULL;
-}
-
-int nb_model_forward(nb_model *m, const float *const *weights, nb_acts **acts, const int *tokens,
-                     const int *targets, float *loss) {
-    for (int i = 0; i < m->n_stages; i++) {
-        nb_stage *s = &m->stages[i];
-        const float *x_in = i > 0 ? nb_acts_output(acts[i - 1]) : NULL;
-        if (nb_stage_forward(s, weights ? weights[i] : s->params, NB_VERSION_NONE, acts[i], tokens, x_in, targets, loss)) return -1;
-    }
-    return 0;
-}
-
-int nb_model_backward(nb_model *m, const float *const *weights, nb_acts **acts, float loss_scale) {
-    for (int i = m->n_stages - 1; i >= 0; i--) {
-        nb_stage *s = &m->stages[i];
-        const float *dout = i < m->n_stages - 1 ? nb_acts_input_grad(acts[i + 1]) : NULL;
-        if (nb_stage_backward(s, weights ? weights[i] : s->params, NB_VERSION_NONE, acts[i], dout, loss_scale)) return -1;
-    }
-    return 0;
 }
 
 void nb_model_sync_tied_copy(nb_model *m) {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "backend/backend.h"
 #include "backend/peak.h"
 #include "nobubble/checkpoint.h"
 #include "train/exec.h"
@@ -37,6 +38,7 @@ typedef struct {
     double step_tau;          /* the reported step's largest delay, for --keep's proof after its commit */
     int proven, stopped;
     double peak_gflops;       /* the machine's fp32 peak measured at the start, for MFU (0: not measured) */
+    double gemm_s;            /* with step_times: the products' seconds counted up to the last step reported */
 } coordinator;
 
 /* The peak measurement's budget: it runs once, before the first step, only when progress lines are
@@ -123,6 +125,17 @@ static double taylor_ratio(const nb_train_options *o, const exec_stats *sum) {
     return sum->taylor_grad_sq > 0 ? sqrt(sum->taylor_sq) / sqrt(sum->taylor_grad_sq) : 0.0;
 }
 
+/* With step_times, step t's entry: its wall time (dt), its update's seconds over the stages, and the
+ * products' seconds counted since the step before (in a one-process run every stage's update t comes
+ * before any action of step t + 1, so the step's time and its products' are the step's alone). */
+static void record_step_time(coordinator *c, int t, double dt, double update) {
+    nb_step_time *times = c->run->o->step_times;
+    if (!times) return;
+    const double gemm = nb_gemm_seconds();
+    times[t] = (nb_step_time){dt, update, gemm - c->gemm_s};
+    c->gemm_s = gemm;
+}
+
 /* Step t: the stages' statistics summed in stage order, the progress line and the metrics line (a failed
  * write stops the run), the validation loss checked. */
 static int report(exec_endpoint *e, int t) {
@@ -136,11 +149,13 @@ static int report(exec_endpoint *e, int t) {
         sum.version_sq += c->in[i].version_sq;
         sum.taylor_sq += c->in[i].taylor_sq;
         sum.taylor_grad_sq += c->in[i].taylor_grad_sq;
+        sum.update += c->in[i].update;
         if (c->in[i].tau > sum.tau) sum.tau = c->in[i].tau;
     }
     sum.loss = c->in[run->P - 1].loss;
     const double train_s = nb_now() - c->t0 - aside_seconds(c), dt = train_s - c->train_s;
     c->train_s = train_s;
+    record_step_time(c, t, dt, sum.update);
     c->last_loss = sum.loss;
     if (!isnan(c->val) && !isfinite(c->val)) return train_diverged(t, "the validation loss", c->val);
     const float lr = nb_schedule_lr(&run->sched, t);
@@ -415,6 +430,7 @@ int exec_coordinator_init(exec_endpoint *e, exec_run *run, exec_endpoint **stage
         return -1;
     if (run->o->tensorboard_dir && train_tb_open(&c->tb, run->o->tensorboard_dir)) return -1;
     if (!run->o->quiet || run->o->tensorboard_dir) measure_peak(c);  /* the progress line's MFU, and TensorBoard's */
+    c->gemm_s = nb_gemm_seconds();
     c->t0 = nb_now();
     return 0;
 }

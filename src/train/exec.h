@@ -64,6 +64,7 @@ typedef struct {
     double tau;                    /* the delay of the version the step ran on */
     double aside;                  /* seconds so far spent evaluating and saving, not training */
     double taylor_sq, taylor_grad_sq;  /* with --taylor: the correction's and the raw gradient's squared norms */
+    double update;                 /* seconds of the step's GRADS and APPLY (nb_step_time.update) */
 } exec_stats;
 
 /* The validation loss, from the last stage after an evaluation, with that stage's seconds aside so far

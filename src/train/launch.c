@@ -392,6 +392,7 @@ int nb_train(const nb_train_options *given, nb_train_result *res) {
     exec_endpoint *eps = calloc((size_t)o->stages + 1, sizeof *eps);
     int rc = -1;
     const int mpi = o->pipeline >= 0 && o->transport == NB_TRANSPORT_MPI;
+    if (o->step_times) nb_gemm_timing(1);  /* the products' share of each step (nb_step_time.gemm) */
     if (!eps) nb_fail("out of memory");
     else if (check_before_building(o, &run.mem)) ;
     else if (!mpi && train_lock_run(o, run.locks)) ;
@@ -399,6 +400,7 @@ int nb_train(const nb_train_options *given, nb_train_result *res) {
     else if (o->pipeline < 0) rc = run_one_process(&run, eps, res);
     else if (!mpi) rc = run_threads(&run, eps, res, cpus, n_cpus);
     else rc = run_mpi(&run, eps, res);
+    if (o->step_times) nb_gemm_timing(0);
     if (!rc && reporting_process(o) && !res->already_complete && train_export_tokenizer(o, &res->tokenizer_exported))
         rc = -1;
     if (rc && run.o && reporting_process(o)) {   /* every thread has stopped: the proofs are final */

@@ -48,7 +48,7 @@ static int train_stage(const nb_train_options *o, nb_stage *st, int T, int S, nb
     if (state == (size_t)-1) return nb_fail("out of memory");
     e->optimizer += (double)state + (double)per_thread * omp_get_max_threads();
     const int tau = nb_delay_tau_max(&o->delay, s, P);
-    e->versions += sizeof(float) * n * (tau + (o->delay.ef && tau > 0 ? 1 : 0));
+    e->versions += (double)nb_stash_bytes_for(&o->delay, s, P, st->n_params);
     if (st->precision == NB_PRECISION_BF16) e->versions += sizeof(uint16_t) * n * (tau + 2);
     const nb_pipe_kind kind = o->pipeline >= 0 ? (nb_pipe_kind)o->pipeline : NB_PIPE_SEQUENTIAL;
     const int M = pipedream ? 1 : o->microbatches;

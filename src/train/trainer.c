@@ -140,16 +140,3 @@ int train_check_options(const nb_train_options *o, int T) {
     if (o->resume_override && !o->resume_dir) return nb_fail("--override needs --resume");
     return 0;
 }
-
-int nb_evaluate(nb_model *m, nb_acts **acts, nb_loader *val, int batches, int *inputs, int *targets, double *loss) {
-    double total = 0;
-    nb_loader_reset(val);
-    for (int b = 0; b < batches; b++) {
-        float l;
-        if (nb_loader_next(val, inputs, targets)) return -1;
-        if (nb_model_forward(m, NULL, acts, inputs, targets, &l)) return -1;
-        total += l;
-    }
-    *loss = total / batches;
-    return 0;
-}

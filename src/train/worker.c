@@ -4,7 +4,7 @@
  * Weight stashing: a forward and its backward run on the version their action names, held by the
  * stage's nb_stash; the update of step t is the same on every stage (tied sum, Taylor, global
  * clipping, optimizer, error feedback), so that any split and any schedule with the same versions
- * end on bitwise the same weights. */
+ * end on bitwise the same weights. nb_evaluate (`nobubble eval`) is the role's evaluation outside a run. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <signal.h>
@@ -159,17 +159,14 @@ static int grads(stage *w, int t) {
         w->loss_sum = 0;
         if (!isfinite(w->stats.loss)) return diverged(w, t, "training loss", w->stats.loss);
     }
-    if (w->run->o->model.tied) {
-        const float *head = st->tied_head_grad ? st->tied_head_grad : takes_head_grad(w) ? w->tied_buf : NULL;
-        float *embed = embedding(w, st->grads);
-        for (size_t i = 0; head && i < embed_numel(w); i++) embed[i] += head[i];
-        if (st->tied_head_grad) memset(st->tied_head_grad, 0, sizeof(float) * embed_numel(w));
-    }
+    nb_stage_sum_tied_grad(st, takes_head_grad(w) ? w->tied_buf : NULL);
     if (w->run->o->delay.taylor > 0) taylor_norms(w, t);
     nb_stash_taylor(w->stash, st->grads, st->params, t);
     w->norms[w->s] = nb_grad_sum_squares(st->grads, st->tensors, st->n_tensors);
-    w->op_time[2] += nb_now() - t0;
-    w->busy += nb_now() - t0;
+    const double took = nb_now() - t0;
+    w->op_time[2] += took;
+    w->busy += took;
+    w->stats.update += took;
     return 0;
 }
 
@@ -196,31 +193,57 @@ static int apply(stage *w, int t) {
         w->stats.version_sq = nb_distance_sq(st->params, old, st->tensors, st->n_tensors);
     }
     if (nb_optimizer_step(w->opt, st->grads, st->params, lr, aux_lr, w->d)) return -1;
-    nb_stash_apply(w->stash, st->params, w->d, t, NULL, NULL);
+    nb_stash_apply(w->stash, st->params, w->d, t);
     w->stats.update_sq = nb_grad_sum_squares(w->d, st->tensors, st->n_tensors);
     if (!isfinite(w->stats.update_sq)) return diverged(w, t, "the update's norm", sqrt(w->stats.update_sq));
     memset(st->grads, 0, sizeof(float) * st->n_params);
     w->updates++;
-    count_op(w, 2, nb_now() - t0);
+    const double took = nb_now() - t0;
+    count_op(w, 2, took);
+    w->stats.update += took;
     w->stats.aside = w->aside;
     if (t == run->steady_from - 1) w->steady[0] = mark_now(w);
     if (t == run->steady_to - 1) w->steady[1] = mark_now(w);
     return 0;
 }
 
-/* Validation batch b after step t on the current weights, as nb_evaluate computes it. */
+/* One validation micro-batch forward on the stage's current weights (their version number: version):
+ * the batch read from val where the stage reads tokens or targets, x_in (the previous stage's
+ * activations) elsewhere; its loss (the last stage's) added to *sum. The run's EVAL and nb_evaluate. */
+static int eval_batch(const nb_stage *st, long version, nb_acts *slot, nb_loader *val, int *tokens, int *targets,
+                      const float *x_in, double *sum) {
+    float loss = 0;
+    if ((st->has_embed || st->has_head) && nb_loader_next(val, tokens, targets)) return -1;
+    if (nb_stage_forward(st, st->params, version, slot, tokens, x_in, targets, &loss)) return -1;
+    *sum += loss;
+    return 0;
+}
+
+/* Validation batch b after step t on the current weights. */
 static int eval(stage *w, const nb_low_action *a) {
     const double t0 = nb_now();
     if (a->index == 0) {
         if (w->val) nb_loader_reset(w->val);
         w->eval_sum = 0;
     }
-    float loss = 0;
-    if ((reads_tokens(w) || reads_targets(w)) && nb_loader_next(w->val, w->tokens, w->targets)) return -1;
-    if (nb_stage_forward(w->st, w->st->params, w->updates, w->eval_slot, w->tokens, w->x_in, w->targets, &loss)) return -1;
-    w->eval_sum += loss;
+    if (eval_batch(w->st, w->updates, w->eval_slot, w->val, w->tokens, w->targets, w->x_in, &w->eval_sum)) return -1;
     w->aside += nb_now() - t0;
     w->eval_msg = (exec_eval){w->eval_sum / w->run->o->eval_batches, w->aside};
+    return 0;
+}
+
+/* The run's evaluation outside a run: a model of one stage (as `nobubble eval` loads it) on its
+ * current weights, batch after batch as EVAL computes them, so that eval measures what training
+ * reports. */
+int nb_evaluate(nb_model *m, nb_acts *acts, nb_loader *val, int batches, int *inputs, int *targets, double *loss) {
+    if (m->n_stages != 1)
+        return nb_fail("nb_evaluate: a model of %d stages: expected one (a split model is evaluated by its run)",
+                       m->n_stages);
+    double sum = 0;
+    nb_loader_reset(val);
+    for (int b = 0; b < batches; b++)
+        if (eval_batch(&m->stages[0], NB_VERSION_NONE, acts, val, inputs, targets, NULL, &sum)) return -1;
+    *loss = sum / batches;
     return 0;
 }
 

@@ -1,5 +1,6 @@
 /* stage_step.h */
 #include "stage_step.h"
+#include "model_pass.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +23,7 @@ int stage_step(const nb_backend *be, nb_precision precision, int context, uint64
     rc = rc || nb_stage_forward(s, s->params, 0, a, tokens, NULL, targets, loss) ||
          nb_stage_backward(s, s->params, 0, a, NULL, 1.0f);
     if (!rc) {
-        nb_model_sum_tied_grads(&m);
+        model_sum_tied_grads(&m);
         memcpy(grads, s->grads, sizeof(float) * s->n_params);
         *n_params = s->n_params;
     }
