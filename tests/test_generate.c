@@ -1,5 +1,6 @@
 /* Generation with a key/value cache gives, at every position, the logits of a full forward over
- * the prefix (the training path), for a grouped-query model split into 2 stages, tied and untied. */
+ * the prefix (the training path), for a grouped-query model split into 2 stages, tied and untied, and
+ * for a mixture of experts (5 experts, 2 per token, in every other block). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,8 +11,14 @@
 
 enum { LEN = 20 };
 
-static void check_config(int tied) {
-    nb_config cfg = {40, 32, 3, 4, 2, 48, 24, 10000.0, 1e-5, tied};
+static void check_config(int tied, int moe) {
+    nb_config cfg = {40, 32, 3, 4, 2, 48, 24, 10000.0, 1e-5, tied, 0, 0, 0, 0.0};
+    if (moe) {
+        cfg.n_experts = 5;
+        cfg.experts_per_token = 2;
+        cfg.moe_every = 2;
+        cfg.aux_coef = 0.01;
+    }
     nb_model m;
     CHECK(nb_model_create(&m, &cfg, 2, NULL, NULL) == 0, "%s", nb_last_error());
     srand(11);
@@ -43,8 +50,9 @@ static void check_config(int tied) {
         nb_acts_free(acts[0]);
         nb_acts_free(acts[1]);
     }
-    printf("tied=%d: cached against full-forward logits over %d positions: worst relative error %.3g\n", tied, LEN, worst);
-    CHECK(worst < 1e-5, "tied=%d: cached logits equal the full forward's (worst %.3g)", tied, worst);
+    printf("tied=%d moe=%d: cached against full-forward logits over %d positions: worst relative error %.3g\n", tied, moe,
+           LEN, worst);
+    CHECK(worst < 1e-5, "tied=%d moe=%d: cached logits equal the full forward's (worst %.3g)", tied, moe, worst);
     CHECK(nb_kv_cache_length(kv) == LEN, "cache length");
     CHECK(nb_decode_step(&m, kv, tok[0], logits) == -1 && strstr(nb_last_error(), "full"), "a full cache is refused: %s",
           nb_last_error());
@@ -58,7 +66,8 @@ static void check_config(int tied) {
 }
 
 int main(void) {
-    check_config(0);
-    check_config(1);
+    check_config(0, 0);
+    check_config(1, 0);
+    check_config(0, 1);
     return check_summary();
 }

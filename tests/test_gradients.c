@@ -50,8 +50,59 @@ static void rotate(double *v, int pos, int hd, double theta) {
     }
 }
 
+/* Expert e's matrix w1, w2 or w3 of MoE layer l. */
+static const double *expert_w(const ref_model *r, int l, int e, int which) {
+    char fmt[96];
+    snprintf(fmt, sizeof fmt, "model.layers.%%d.block_sparse_moe.experts.%d.w%d.weight", e, which);
+    return W(r, fmt, l);
+}
+
+/* A MoE layer (docs/moe.md) on the rows x[N][d] in place: x += sum over each token's k experts of its
+ * renormalized weight times the expert's SwiGLU of the normalized row; returns the layer's
+ * load-balancing loss E sum_e f_e P_e (f: the share of the assignments, P: the mean probability). */
+static double moe_ref_layer(const ref_model *r, int l, double *x, int N) {
+    const nb_config *c = r->c;
+    const int d = c->d_model, F = c->d_ffn, E = c->n_experts, K = c->experts_per_token;
+    double *h = calloc((size_t)d, sizeof(double)), *p = calloc((size_t)E, sizeof(double));
+    double *g = calloc((size_t)F, sizeof(double)), *u = calloc((size_t)F, sizeof(double));
+    double *y = calloc((size_t)d, sizeof(double)), *f = calloc((size_t)E, sizeof(double));
+    double *P = calloc((size_t)E, sizeof(double));
+    int *chosen = calloc((size_t)E, sizeof(int));
+    for (int n = 0; n < N; n++) {
+        double *xr = x + (size_t)n * d;
+        rms(h, xr, W(r, "model.layers.%d.post_attention_layernorm.weight", l), d, c->norm_eps);
+        matvec(p, W(r, "model.layers.%d.block_sparse_moe.gate.weight", l), h, E, d);
+        double mx = -1e300, sum = 0, picked = 0;
+        for (int e = 0; e < E; e++) mx = p[e] > mx ? p[e] : mx;
+        for (int e = 0; e < E; e++) sum += (p[e] = exp(p[e] - mx));
+        for (int e = 0; e < E; e++) P[e] += (p[e] /= sum) / N;
+        memset(chosen, 0, sizeof(int) * (size_t)E);
+        for (int j = 0; j < K; j++) {  /* the largest remaining, ties to the lower index */
+            int best = -1;
+            for (int e = 0; e < E; e++)
+                if (!chosen[e] && (best < 0 || p[e] > p[best])) best = e;
+            chosen[best] = 1;
+            picked += p[best];
+            f[best] += 1.0 / N;
+        }
+        for (int e = 0; e < E; e++) {
+            if (!chosen[e]) continue;
+            matvec(g, expert_w(r, l, e, 1), h, F, d);
+            matvec(u, expert_w(r, l, e, 3), h, F, d);
+            for (int i = 0; i < F; i++) g[i] = g[i] / (1 + exp(-g[i])) * u[i];
+            matvec(y, expert_w(r, l, e, 2), g, d, F);
+            for (int i = 0; i < d; i++) xr[i] += p[e] / picked * y[i];
+        }
+    }
+    double aux = 0;
+    for (int e = 0; e < E; e++) aux += f[e] * P[e];
+    free(h); free(p); free(g); free(u); free(y); free(f); free(P); free(chosen);
+    return E * aux;
+}
+
 /* Mean cross-entropy of the model in double; logits_out (optional) receives [B*T*V]. */
-static double ref_loss(const ref_model *r, const int *tok, const int *tgt, int B, int T, double *logits_out) {
+static double ref_loss_aux(const ref_model *r, const int *tok, const int *tgt, int B, int T, double *logits_out,
+                           double *with_aux) {
     const nb_config *c = r->c;
     int d = c->d_model, H = c->n_heads, Hkv = c->n_kv_heads, hd = d / H, F = c->d_ffn, V = c->vocab_size;
     int N = B * T;
@@ -62,6 +113,7 @@ static double ref_loss(const ref_model *r, const int *tok, const int *tgt, int B
     double *g = calloc(F, sizeof(double)), *u = calloc(F, sizeof(double)), *p = calloc(T, sizeof(double));
     const double *emb = W(r, "model.embed_tokens.weight", 0);
     for (int n = 0; n < N; n++) memcpy(x + (size_t)n * d, emb + (size_t)tok[n] * d, sizeof(double) * d);
+    double aux = 0;  /* the load-balancing term of a mixture of experts */
     for (int l = 0; l < c->n_layers; l++) {
         for (int n = 0; n < N; n++) {
             rms(h + (size_t)n * d, x + (size_t)n * d, W(r, "model.layers.%d.input_layernorm.weight", l), d, c->norm_eps);
@@ -97,6 +149,13 @@ static double ref_loss(const ref_model *r, const int *tok, const int *tgt, int B
             double *xr = x + (size_t)n * d;
             matvec(tmp, W(r, "model.layers.%d.self_attn.o_proj.weight", l), att + (size_t)n * H * hd, d, H * hd);
             for (int i = 0; i < d; i++) xr[i] += tmp[i];
+        }
+        if (nb_config_block_is_moe(c, l)) {  /* the objective adds aux_coef times the layers' mean aux */
+            aux += c->aux_coef / nb_config_moe_blocks(c) * moe_ref_layer(r, l, x, N);
+            continue;
+        }
+        for (int n = 0; n < N; n++) {
+            double *xr = x + (size_t)n * d;
             rms(h, xr, W(r, "model.layers.%d.post_attention_layernorm.weight", l), d, c->norm_eps);
             matvec(g, W(r, "model.layers.%d.mlp.gate_proj.weight", l), h, F, d);
             matvec(u, W(r, "model.layers.%d.mlp.up_proj.weight", l), h, F, d);
@@ -118,7 +177,19 @@ static double ref_loss(const ref_model *r, const int *tok, const int *tgt, int B
         if (logits_out) memcpy(logits_out + (size_t)n * V, z, sizeof(double) * V);
     }
     free(x); free(h); free(q); free(k); free(v); free(att); free(tmp); free(g); free(u); free(p);
+    if (with_aux) *with_aux = total / N + aux;
     return total / N;
+}
+
+/* The language-model loss (what training reports); ref_objective: with the auxiliary term (what the
+ * gradients are of). */
+static double ref_loss(const ref_model *r, const int *tok, const int *tgt, int B, int T, double *logits_out) {
+    return ref_loss_aux(r, tok, tgt, B, T, logits_out, NULL);
+}
+static double ref_objective(const ref_model *r, const int *tok, const int *tgt, int B, int T) {
+    double objective;
+    ref_loss_aux(r, tok, tgt, B, T, NULL, &objective);
+    return objective;
 }
 
 static void check_config(nb_config cfg, int B, int T, unsigned seed) {
@@ -165,9 +236,9 @@ static void check_config(nb_config cfg, int B, int T, unsigned seed) {
     for (size_t i = 0; i < s->n_params; i++) {
         double keep = w[i], step = 1e-5;
         w[i] = keep + step;
-        double up = ref_loss(&r, tok, tgt, B, T, NULL);
+        double up = ref_objective(&r, tok, tgt, B, T);
         w[i] = keep - step;
-        double down = ref_loss(&r, tok, tgt, B, T, NULL);
+        double down = ref_objective(&r, tok, tgt, B, T);
         w[i] = keep;
         fd[i] = (up - down) / (2 * step);
     }
@@ -183,9 +254,15 @@ static void check_config(nb_config cfg, int B, int T, unsigned seed) {
 }
 
 int main(void) {
-    nb_config untied = {23, 16, 2, 4, 2, 20, 8, 10000.0, 1e-5, 0};  /* grouped-query, untied head */
+    nb_config untied = {23, 16, 2, 4, 2, 20, 8, 10000.0, 1e-5, 0, 0, 0, 0, 0.0};  /* grouped-query, untied head */
     check_config(untied, 2, 7, 1);
-    nb_config tied = {19, 12, 3, 2, 1, 14, 6, 300.0, 1e-5, 1};  /* multi-query, tied, other theta */
+    nb_config tied = {19, 12, 3, 2, 1, 14, 6, 300.0, 1e-5, 1, 0, 0, 0, 0.0};  /* multi-query, tied, other theta */
     check_config(tied, 3, 5, 2);
+    /* Mixtures of experts: every block (4 experts, 2 per token, a large aux_coef so that its gradient
+     * weighs), and every other block (3 experts, 1 per token: the router learns from the aux alone). */
+    nb_config moe = {17, 12, 2, 2, 1, 10, 6, 10000.0, 1e-5, 0, 4, 2, 1, 0.3};
+    check_config(moe, 2, 5, 3);
+    nb_config moe_every_other = {15, 8, 3, 2, 2, 6, 5, 10000.0, 1e-5, 1, 3, 1, 2, 0.5};
+    check_config(moe_every_other, 2, 4, 4);
     return check_summary();
 }

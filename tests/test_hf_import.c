@@ -19,7 +19,9 @@
 static void check_config_equals_fixture(const char *dir, const nb_config *got, const nb_config *want) {
     CHECK(got->vocab_size == want->vocab_size && got->d_model == want->d_model && got->n_layers == want->n_layers &&
               got->n_heads == want->n_heads && got->n_kv_heads == want->n_kv_heads && got->d_ffn == want->d_ffn &&
-              got->context == want->context && got->tied == want->tied,
+              got->context == want->context && got->tied == want->tied && got->n_experts == want->n_experts &&
+              got->experts_per_token == want->experts_per_token && got->moe_every == want->moe_every &&
+              got->aux_coef == want->aux_coef,
           "%s: shape read from config.json differs from the one the script built", dir);
     CHECK(got->rope_theta == want->rope_theta, "%s: rope_theta %g, built with %g", dir, got->rope_theta, want->rope_theta);
     CHECK(got->norm_eps == want->norm_eps, "%s: rms_norm_eps %g, built with %g", dir, got->norm_eps, want->norm_eps);
@@ -79,6 +81,8 @@ static void check_refused_fixtures(void) {
         {"hf5_model_type", "\"model_type\" is \"mistral\""},
         {"hf5_architectures", "\"architectures\" is \"LlamaForSequenceClassification\""},
         {"hf5_sliding_window", "\"sliding_window\" is 4"},
+        {"hf5_mixtral_jitter", "\"router_jitter_noise\" is 0.1"},
+        {"hf5_qwen2_moe", "\"model_type\" is \"qwen2_moe\""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char dir[256], file[300];
@@ -90,6 +94,19 @@ static void check_refused_fixtures(void) {
               "%s: expected a refusal naming %s and %s, got: %s", cases[i].dir, file, cases[i].field,
               rc ? nb_last_error() : "accepted");
     }
+}
+
+/* The Mixtral folder without one expert's tensor: its config reads, the import refuses naming the tensor. */
+static void check_missing_expert(void) {
+    const char *dir = "tests/fixtures/hf_refused/hf5_mixtral_missing_expert";
+    nb_config c;
+    nb_model m;
+    CHECK(nb_hf_read_config(dir, &c) == 0, "%s: config: %s", dir, nb_last_error());
+    CHECK(nb_model_create(&m, &c, 1, NULL, NULL) == 0, "%s", nb_last_error());
+    const int rc = nb_import_hf(&m, dir);
+    CHECK(rc == -1 && strstr(nb_last_error(), "model.layers.1.block_sparse_moe.experts.2.w3.weight"),
+          "%s: expected a refusal naming the missing expert tensor, got: %s", dir, rc ? nb_last_error() : "accepted");
+    nb_model_free(&m);
 }
 
 static char tmp_dir[64];
@@ -157,7 +174,9 @@ int main(void) {
         check_model("hf5_untied", "hf5_untied", stages);
         check_model("hf5_tied", "hf5_tied", stages);
         check_model("hf5_untied", "hf5_untied_sharded", stages);
+        check_model("hf5_mixtral", "hf5_mixtral", stages);  /* a mixture of experts, every block */
     }
+    check_missing_expert();
     check_refused_fixtures();
     check_hand_written();
     char path[128];

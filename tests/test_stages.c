@@ -53,8 +53,15 @@ static void compare_models(const nb_model *a, const nb_model *b, const char *wha
     CHECK(compared >= 3 * 9 + 2, "%s: compared %d tensors", what, compared);
 }
 
-static void check_splits(int tied) {
-    nb_config cfg = {64, 32, 3, 4, 2, 48, 16, 10000.0, 1e-5, tied};
+/* moe_every 0: dense; else 4 experts, 2 per token, in every block (1) or every other (2). */
+static void check_splits(int tied, int moe_every) {
+    nb_config cfg = {64, 32, 3, 4, 2, 48, 16, 10000.0, 1e-5, tied, 0, 0, 0, 0.0};
+    if (moe_every) {
+        cfg.n_experts = 4;
+        cfg.experts_per_token = 2;
+        cfg.moe_every = moe_every;
+        cfg.aux_coef = 0.01;
+    }
     int tok[M * B * T], tgt[M * B * T];
     srand(7);
     for (int i = 0; i < M * B * T; i++) { tok[i] = rand() % 64; tgt[i] = rand() % 64; }
@@ -67,7 +74,7 @@ static void check_splits(int tied) {
     nb_model_init(&two, 42);
     nb_model_init(&three, 42);
     float l1 = run(&one, tok, tgt), l2 = run(&two, tok, tgt), l3 = run(&three, tok, tgt);
-    printf("tied=%d: loss 1 stage %.9g, 2 stages %.9g, 3 stages %.9g\n", tied, l1, l2, l3);
+    printf("tied=%d, moe_every=%d: loss 1 stage %.9g, 2 stages %.9g, 3 stages %.9g\n", tied, moe_every, l1, l2, l3);
     CHECK(memcmp(&l1, &l2, sizeof l1) == 0 && memcmp(&l1, &l3, sizeof l1) == 0,
           "tied=%d: losses differ across splits", tied);
     compare_models(&one, &two, tied ? "tied, 2 stages" : "untied, 2 stages");
@@ -88,9 +95,9 @@ static void check_splits(int tied) {
     nb_model_free(&three);
 }
 
-static void check_init_statistics(void) {
+static void check_init_statistics(const char *preset) {
     nb_config cfg;
-    nb_config_preset("tiny", &cfg);
+    nb_config_preset(preset, &cfg);
     nb_model m;
     nb_model_create(&m, &cfg, 1, NULL, NULL);
     nb_model_init(&m, 1);
@@ -106,7 +113,7 @@ static void check_init_statistics(void) {
         if (t->group == NB_GROUP_GAIN) {
             CHECK(mean == 1.0 && sd < 1e-12, "%s: gains start at 1", t->name);
         } else {
-            int out_proj = strstr(t->name, "o_proj") || strstr(t->name, "down_proj");
+            int out_proj = strstr(t->name, "o_proj") || strstr(t->name, "down_proj") || strstr(t->name, ".w2.");
             double want = 0.02 / (out_proj ? sqrt(2.0 * cfg.n_layers) : 1.0);
             CHECK(fabs(sd - want) < 0.05 * want && fabs(mean) < 0.05 * want,
                   "%s: std %.5f mean %.5f, expected N(0, %.5f)", t->name, sd, mean, want);
@@ -306,9 +313,12 @@ int main(void) {
     check_in_flight(NB_PRECISION_BF16, 7);
     check_logit_chunks(NB_PRECISION_FP32);
     check_logit_chunks(NB_PRECISION_BF16);
-    check_splits(0);
-    check_splits(1);
-    check_init_statistics();
+    check_splits(0, 0);
+    check_splits(1, 0);
+    check_splits(0, 1);
+    check_splits(1, 2);
+    check_init_statistics("tiny");
+    check_init_statistics("moe-tiny");
     check_activation_memory();
     check_bad_input();
     return check_summary();

@@ -43,7 +43,7 @@ static void check_determinism_and_learning(void) {
 }
 
 static void check_adamw_closed_form(void) {
-    nb_config cfg = {8, 4, 1, 2, 1, 6, 4, 10000.0, 1e-5, 0};
+    nb_config cfg = {8, 4, 1, 2, 1, 6, 4, 10000.0, 1e-5, 0, 0, 0, 0, 0.0};
     nb_model m;
     nb_model_create(&m, &cfg, 1, NULL, NULL);
     nb_stage *s = &m.stages[0];

@@ -137,6 +137,8 @@ int nb_import_hf_stages(nb_model *m, const char *dir, int first, int last);
  * another model type, ...) is refused, naming the file, the field, its value and what is supported
  * (docs/checkpoints.md, "Importing a Hugging Face model"). */
 int nb_hf_read_config(const char *dir, nb_config *out);
-/* Writes the config.json text for c into a malloc'ed string (NULL when out of memory). */
+/* Writes the config.json text for c into a malloc'ed string: LlamaForCausalLM, or MixtralForCausalLM for a
+ * mixture of experts (NULL, nb_fail, when out of memory or for a mixture of experts with moe_every > 1,
+ * which no Hugging Face architecture expresses). */
 char *nb_hf_config_json(const nb_config *c);
 #endif

@@ -23,14 +23,21 @@ typedef struct nb_config {
     double rope_theta;
     double norm_eps;
     int tied;         /* 1: the LM head is the token embedding */
+    /* Mixture of experts (docs/moe.md): 0 experts is the dense model, whose three other fields stay 0. With
+     * n_experts >= 1, block l's MLP is a MoE block when l % moe_every == moe_every - 1 (1: every block; 2:
+     * blocks 1, 3, 5, ...): a router over n_experts SwiGLU experts of width d_ffn, each token sent to
+     * experts_per_token of them; the objective adds aux_coef times the mean over the MoE blocks of their
+     * load-balancing losses. */
+    int n_experts, experts_per_token, moe_every;
+    double aux_coef;
 } nb_config;
 
-/* Fills *out with a named preset (tiny, small, medium, smollm-135m, smollm-360m). */
+/* Fills *out with a named preset (tiny, small, medium, smollm-135m, smollm-360m; moe-tiny, moe-small). */
 int nb_config_preset(const char *name, nb_config *out);
 /* Space-separated list of the preset names, for help texts. */
 const char *nb_config_preset_names(void);
 /* Applies one "field=value" override (vocab_size, d_model, n_layers, n_heads, n_kv_heads,
- * d_ffn, context, rope_theta, norm_eps, tied). */
+ * d_ffn, context, rope_theta, norm_eps, tied, n_experts, experts_per_token, moe_every, aux_coef). */
 int nb_config_override(nb_config *c, const char *assignment);
 /* Checks every field and their relations; the error names the field and the expectation. */
 int nb_config_validate(const nb_config *c);
@@ -47,6 +54,14 @@ void nb_config_json(const nb_config *c, char *buf, size_t size);
 int nb_config_balanced_split(const nb_config *c, int T, int n_stages, int *blocks);
 /* Parameters of the whole model (a tied embedding counted once). */
 size_t nb_config_param_count(const nb_config *c);
+/* The parameters one token's forward uses: all but the experts it is not sent to (the dense model's
+ * count for a dense model). */
+size_t nb_config_active_param_count(const nb_config *c);
+/* 1 when block l (of the whole model) has a MoE MLP; the number of such blocks. */
+int nb_config_block_is_moe(const nb_config *c, int l);
+int nb_config_moe_blocks(const nb_config *c);
+/* Training FLOPs per token of block l at sequence length T (its share of nb_model_train_flops_per_token). */
+double nb_config_block_flops(const nb_config *c, int l, int T);
 
 /* ---- precision (docs/rules.md section 5) ----
  * fp32: everything in float32 (the reference path). bf16: every GEMM (the linear layers' forward and
@@ -62,6 +77,8 @@ const char *nb_precision_names(int i);
 /* auto made concrete: bf16 where oneDNN reports bf16 instructions (AVX512-BF16, AMX), fp32 elsewhere;
  * fp32 and bf16 as they are. */
 nb_precision nb_precision_choose(nb_precision p);
+/* The same for model c: auto is fp32 for a mixture of experts (its experts run in fp32 only). */
+nb_precision nb_precision_choose_for(nb_precision p, const nb_config *c);
 /* Names the weights passed to nb_stage_forward/backward when the caller cannot (see there). */
 #define NB_VERSION_NONE (-1L)
 
@@ -166,6 +183,11 @@ const float *nb_acts_output(const nb_acts *a);
 const float *nb_acts_logits(const nb_acts *a);
 /* The mean cross-entropy of the last forward (the last stage). */
 float nb_acts_loss(const nb_acts *a);
+/* After a forward: the stage's MoE blocks' load-balancing losses, summed (0 without MoE blocks); block
+ * l's expert loads (n_experts fractions of the token-expert assignments, summing to 1), NULL for a dense
+ * block. */
+double nb_acts_aux_loss(const nb_acts *a);
+const float *nb_acts_expert_load(const nb_acts *a, int l);
 /* The gradient of the stage's input [B*T*d_model] after backward (a non-first stage). */
 const float *nb_acts_input_grad(const nb_acts *a);
 
@@ -209,6 +231,7 @@ int nb_decode_step(const nb_model *m, nb_kv_cache *k, int token, float *logits);
 uint64_t nb_model_weights_hash(const nb_model *m);
 /* Model FLOPs of one training step (forward + backward) per token at sequence length T:
  * 6 x (matrix parameters, head included) + 12 x n_layers x n_heads x head_dim x (T+1)/2
- * for causal attention. */
+ * for causal attention. A MoE block counts its router and the experts a token uses (active
+ * parameters). */
 double nb_model_train_flops_per_token(const nb_config *c, int T);
 #endif

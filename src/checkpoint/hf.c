@@ -20,15 +20,40 @@ static void fmt_double(char *buf, size_t size, double v) {
     if (!strpbrk(buf, ".eEni")) strncat(buf, ".0", size - strlen(buf) - 1);
 }
 
+/* A mixture of experts is exported as transformers' Mixtral (MixtralForCausalLM), whose blocks are all
+ * MoE blocks with nobubble's rule (softmax router, top-k renormalized, SwiGLU experts, no jitter); the
+ * MoE-specific keys (empty for a dense model). NULL (nb_fail) for a model Mixtral cannot express. */
+static int moe_keys(const nb_config *c, char *buf, size_t size) {
+    buf[0] = 0;
+    if (c->n_experts == 0) return 0;
+    if (c->moe_every != 1)
+        return nb_fail("a mixture of experts with moe_every = %d: Hugging Face's Mixtral has a MoE MLP in every "
+                       "block (moe_every = 1); this model has no architecture to export to", c->moe_every);
+    char coef[40];
+    fmt_double(coef, sizeof coef, c->aux_coef);
+    snprintf(buf, size,
+             "  \"num_local_experts\": %d,\n"
+             "  \"num_experts_per_tok\": %d,\n"
+             "  \"router_aux_loss_coef\": %s,\n"
+             "  \"router_jitter_noise\": 0.0,\n"
+             "  \"output_router_logits\": false,\n"
+             "  \"sliding_window\": null,\n",
+             c->n_experts, c->experts_per_token, coef);
+    return 0;
+}
+
 static char *config_json(const nb_config *c, int bos, int eos) {
-    char theta[40], eps[40];
+    char theta[40], eps[40], moe[512];
     fmt_double(theta, sizeof theta, c->rope_theta);
     fmt_double(eps, sizeof eps, c->norm_eps);
+    if (moe_keys(c, moe, sizeof moe)) return NULL;
+    const int mixtral = c->n_experts > 0;
     nb_buf b = {0};
     int r = nb_buf_printf(&b,
                            "{\n"
-                           "  \"architectures\": [\"LlamaForCausalLM\"],\n"
-                           "  \"model_type\": \"llama\",\n"
+                           "  \"architectures\": [\"%s\"],\n"
+                           "  \"model_type\": \"%s\",\n"
+                           "%s"
                            "  \"vocab_size\": %d,\n"
                            "  \"hidden_size\": %d,\n"
                            "  \"intermediate_size\": %d,\n"
@@ -42,8 +67,7 @@ static char *config_json(const nb_config *c, int bos, int eos) {
                            "  \"rope_scaling\": null,\n"
                            "  \"tie_word_embeddings\": %s,\n"
                            "  \"hidden_act\": \"silu\",\n"
-                           "  \"attention_bias\": false,\n"
-                           "  \"mlp_bias\": false,\n"
+                           "%s"
                            "  \"attention_dropout\": 0.0,\n"
                            "  \"initializer_range\": 0.02,\n"
                            "  \"bos_token_id\": %d,\n"
@@ -51,9 +75,10 @@ static char *config_json(const nb_config *c, int bos, int eos) {
                            "  \"use_cache\": true,\n"
                            "  \"torch_dtype\": \"float32\"\n"
                            "}\n",
+                           mixtral ? "MixtralForCausalLM" : "LlamaForCausalLM", mixtral ? "mixtral" : "llama", moe,
                            c->vocab_size, c->d_model, c->d_ffn, c->n_layers, c->n_heads, c->n_kv_heads,
                            c->d_model / c->n_heads, c->context, eps, theta, c->tied ? "true" : "false",
-                           bos, eos);
+                           mixtral ? "" : "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n", bos, eos);
     if (r) {
         nb_buf_free(&b);
         return NULL;
@@ -102,7 +127,8 @@ static int last_id(const nb_model *m) { return m->cfg.vocab_size - 1; }
 
 static int write_config(const nb_config *c, const char *dir, int bos, int eos) {
     char *path = join(dir, "config.json"), *cfg = config_json(c, bos, eos);
-    int r = !path || !cfg ? nb_fail("%s: out of memory", dir) : nb_fs_write_atomic(path, cfg, strlen(cfg));
+    int r = !cfg ? nb_fail("%s: %s", dir, nb_last_error()) : !path ? nb_fail("%s: out of memory", dir)
+                                                                   : nb_fs_write_atomic(path, cfg, strlen(cfg));
     free(path);
     free(cfg);
     return r;

@@ -1,5 +1,5 @@
-/* Reading a Hugging Face config.json of a LlamaForCausalLM (saved by transformers 4.x or 5.x) into an
- * nb_config. Every field of LlamaConfig is either used, ignored because it does not change what the
+/* Reading a Hugging Face config.json of a LlamaForCausalLM or a MixtralForCausalLM (saved by transformers
+ * 4.x or 5.x) into an nb_config. Every field of LlamaConfig (MixtralConfig) is either used, ignored because it does not change what the
  * weights compute, or refused with the file, the field, its value and what is supported, because it
  * would change the math and nobubble does not implement it (docs/checkpoints.md, "Importing a Hugging
  * Face model", has the table and the reasons). A field missing from the file takes LlamaConfig's
@@ -101,15 +101,26 @@ static int require_absent(const cfg_reader *r, const char *key, const char *why)
     return v ? refuse(r, key, v, why) : 0;
 }
 
-/* "architectures": every entry LlamaForCausalLM (another head computes something else). */
-static int check_architectures(const cfg_reader *r) {
+/* 1 for a Mixtral (model_type "mixtral"), 0 for a Llama ("llama", or no model_type); -1 for another. */
+static int read_model_type(const cfg_reader *r) {
+    const nb_json *v = field(r, "model_type");
+    if (v && v->type == NB_JSTR && !strcmp(v->str, "mixtral")) return 1;
+    return require_string(r, "model_type", "llama", "nobubble imports only \"llama\" and \"mixtral\" (mistral, qwen2, "
+                          "qwen2_moe, gemma and others differ in attention, activation, norms or routing)") ? -1 : 0;
+}
+
+/* "architectures": every entry the model type's causal LM (another head computes something else). */
+static int check_architectures(const cfg_reader *r, int mixtral) {
+    const char *want = mixtral ? "MixtralForCausalLM" : "LlamaForCausalLM";
     const nb_json *v = field(r, "architectures");
     if (!v) return 0;
     if (v->type != NB_JARR) return refuse(r, "architectures", v, "expected a list of class names");
     for (size_t i = 0; i < v->n; i++)
-        if (v->items[i].type != NB_JSTR || strcmp(v->items[i].str, "LlamaForCausalLM"))
+        if (v->items[i].type != NB_JSTR || strcmp(v->items[i].str, want))
             return refuse(r, "architectures", &v->items[i],
-                          "nobubble imports only [\"LlamaForCausalLM\"] (a Llama decoder with its language-model head)");
+                          mixtral ? "a \"mixtral\" model must be [\"MixtralForCausalLM\"] (its language-model head)"
+                                  : "nobubble imports only [\"LlamaForCausalLM\"] (a Llama decoder with its "
+                                    "language-model head) and [\"MixtralForCausalLM\"]");
     return 0;
 }
 
@@ -136,8 +147,8 @@ static int check_rope_scaling(const cfg_reader *r) {
 
 /* The rotary base: 5.x keeps it in "rope_parameters" {"rope_type", "rope_theta"}, 4.x in "rope_theta"
  * (transformers 4.31 saved it but used 10000; every release since reads it). Both present must agree. */
-static int read_rope(const cfg_reader *r, double *theta) {
-    if (read_number(r, "rope_theta", 10000.0, theta) || check_rope_scaling(r) ||
+static int read_rope(const cfg_reader *r, double def, double *theta) {
+    if (read_number(r, "rope_theta", def, theta) || check_rope_scaling(r) ||
         require_number(r, "partial_rotary_factor", 1.0, "nobubble rotates every dimension of a head (1.0)"))
         return -1;
     const nb_json *p = field(r, "rope_parameters");
@@ -156,11 +167,13 @@ static int read_rope(const cfg_reader *r, double *theta) {
 }
 
 /* The fields that would change what the weights compute, each held to the one value nobubble
- * implements (a Llama decoder: SwiGLU with SiLU, no biases, full causal attention, no dropout). */
-static int check_unsupported(const cfg_reader *r) {
-    return require_string(r, "model_type", "llama", "nobubble imports only \"llama\" (mistral, qwen2, gemma and "
-                          "others differ in attention, activation or norms)") ||
-           check_architectures(r) ||
+ * implements (a Llama decoder: SwiGLU with SiLU, no biases, full causal attention, no dropout; a Mixtral's
+ * router without noise). */
+static int check_unsupported(const cfg_reader *r, int mixtral) {
+    return check_architectures(r, mixtral) ||
+           require_number(r, "router_jitter_noise", 0.0, "nobubble's router adds no noise (expected 0.0)") ||
+           require_absent(r, "shared_expert_intermediate_size", "nobubble's MoE blocks have no shared expert") ||
+           require_absent(r, "n_shared_experts", "nobubble's MoE blocks have no shared expert") ||
            require_string(r, "hidden_act", "silu", "nobubble's MLP is SwiGLU with \"silu\" only") ||
            require_false(r, "attention_bias", "nobubble's attention projections have no bias (expected false)") ||
            require_false(r, "mlp_bias", "nobubble's MLP projections have no bias (expected false)") ||
@@ -183,17 +196,27 @@ static int check_layer_types(const cfg_reader *r) {
     return 0;
 }
 
-/* The shape and the numbers nobubble uses, with LlamaConfig's defaults where a field is missing. */
-static int read_used(const cfg_reader *r, nb_config *c) {
+/* A Mixtral's experts (MixtralConfig's defaults where missing): every block a MoE block. */
+static int read_moe(const cfg_reader *r, nb_config *c) {
+    c->moe_every = 1;
+    return read_int(r, "num_local_experts", 0, 8, &c->n_experts) ||
+           read_int(r, "num_experts_per_tok", 0, 2, &c->experts_per_token) ||
+           read_number(r, "router_aux_loss_coef", 0.001, &c->aux_coef);
+}
+
+/* The shape and the numbers nobubble uses, with LlamaConfig's (MixtralConfig's) defaults where a field is
+ * missing. */
+static int read_used(const cfg_reader *r, nb_config *c, int mixtral) {
     const struct { const char *key; int *field; int required, def; } ints[] = {
         {"vocab_size", &c->vocab_size, 1, 0}, {"hidden_size", &c->d_model, 1, 0},
         {"intermediate_size", &c->d_ffn, 1, 0}, {"num_hidden_layers", &c->n_layers, 1, 0},
-        {"num_attention_heads", &c->n_heads, 1, 0}, {"max_position_embeddings", &c->context, 0, 2048}};
+        {"num_attention_heads", &c->n_heads, 1, 0}, {"max_position_embeddings", &c->context, 0, mixtral ? 131072 : 2048}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (read_int(r, ints[i].key, ints[i].required, ints[i].def, ints[i].field)) return -1;
     int head_dim = 0;
     if (read_int(r, "num_key_value_heads", 0, c->n_heads, &c->n_kv_heads) ||
-        read_number(r, "rms_norm_eps", 1e-6, &c->norm_eps) || read_rope(r, &c->rope_theta) ||
+        read_number(r, "rms_norm_eps", mixtral ? 1e-5 : 1e-6, &c->norm_eps) ||
+        read_rope(r, mixtral ? 1e6 : 10000.0, &c->rope_theta) || (mixtral && read_moe(r, c)) ||
         read_bool(r, "tie_word_embeddings", 0, &c->tied) || read_int(r, "head_dim", 0, 0, &head_dim))
         return -1;
     /* (a non-positive head count is nb_config_validate's to name) */
@@ -214,7 +237,9 @@ static int read_config_file(const char *path, nb_config *c) {
     if (root.type != NB_JOBJ) r = nb_fail("%s: not a JSON object", path);
     cfg_reader in = {path, &root, ""};
     memset(c, 0, sizeof *c);
-    if (!r) r = check_unsupported(&in) || check_layer_types(&in) || read_used(&in, c);
+    const int mixtral = r ? 0 : read_model_type(&in);
+    if (!r && mixtral < 0) r = -1;
+    if (!r) r = check_unsupported(&in, mixtral) || check_layer_types(&in) || read_used(&in, c, mixtral);
     nb_json_free(&root);
     return r;
 }

@@ -45,6 +45,17 @@ static size_t layout(moe_state *s, char *base) {
     return at;
 }
 
+size_t moe_state_bytes(const moe_dims *m) {
+    moe_state s = {.m = *m};
+    return layout(&s, NULL);
+}
+
+void moe_state_bind(moe_state *s, const moe_dims *m, void *memory) {
+    s->m = *m;
+    s->memory = memory;
+    layout(s, memory);
+}
+
 moe_state *moe_state_create(const nb_backend *be, const moe_dims *m) {
     if (moe_check(m)) return NULL;
     moe_state *s = nb_backend_alloc(be, sizeof *s, "a MoE block's state");

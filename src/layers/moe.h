@@ -38,6 +38,10 @@ typedef struct {
 /* 0, or -1 with nb_last_error naming the field and its range (E >= 1, 1 <= k <= min(E, MOE_MAX_K), N, d,
  * F >= 1). */
 int moe_check(const moe_dims *m);
+/* The bytes of a state's arrays for these dimensions; moe_state_bind carves them from `memory` (64-byte
+ * aligned, moe_state_bytes long), e.g. a slot's own allocation (moe_check first). */
+size_t moe_state_bytes(const moe_dims *m);
+void moe_state_bind(moe_state *s, const moe_dims *m, void *memory);
 /* The state for blocks of these dimensions (at most N tokens), from be's memory; NULL with nb_last_error. */
 moe_state *moe_state_create(const nb_backend *be, const moe_dims *m);
 void moe_state_free(const nb_backend *be, moe_state *s);

@@ -27,6 +27,8 @@ static size_t carve(nb_acts *a, const nb_stage *s, char *base) {
     TAKE(a->res, float, (size_t)(s->n_blocks + 1) * N * m.d);
     for (int l = 0; l < s->n_blocks; l++) {
         block_acts *b = &a->blocks[l];
+        const moe_dims moe = stage_moe_dims(s, l, (int)N);
+        const size_t dense = moe.E == 0;  /* a MoE block keeps its routing and grouped rows instead of gu, h */
         TAKE(b->ln1, float, f32 * N * m.d);
         TAKE(b->ln1b, nb_bf16, b16 * N * m.d);
         TAKE(b->rstd1, float, N);
@@ -39,10 +41,16 @@ static size_t carve(nb_acts *a, const nb_stage *s, char *base) {
         TAKE(b->ln2, float, f32 * N * m.d);
         TAKE(b->ln2b, nb_bf16, b16 * N * m.d);
         TAKE(b->rstd2, float, N);
-        TAKE(b->gu, float, f32 * N * 2 * m.F);
-        TAKE(b->gub, nb_bf16, b16 * N * 2 * m.F);
-        TAKE(b->h, float, f32 * N * m.F);
-        TAKE(b->hb, nb_bf16, b16 * N * m.F);
+        TAKE(b->gu, float, dense * f32 * N * 2 * m.F);
+        TAKE(b->gub, nb_bf16, dense * b16 * N * 2 * m.F);
+        TAKE(b->h, float, dense * f32 * N * m.F);
+        TAKE(b->hb, nb_bf16, dense * b16 * N * m.F);
+        if (!dense) {
+            char *state = NULL;
+            TAKE(state, char, moe_state_bytes(&moe));
+            TAKE(b->load, float, moe.E);
+            if (base) moe_state_bind(&b->moe, &moe, state);
+        }
     }
     if (s->has_head) {
         TAKE(a->lnf, float, f32 * N * m.d);
@@ -55,6 +63,16 @@ static size_t carve(nb_acts *a, const nb_stage *s, char *base) {
     TAKE(a->dinput, float, s->has_embed ? 0 : N * m.d);
 #undef TAKE
     return off;
+}
+
+moe_dims stage_moe_dims(const nb_stage *s, int l, int N) {
+    const nb_config *c = &s->cfg;
+    moe_dims m = {N, c->d_model, c->d_ffn, 0, 0};
+    if (nb_config_block_is_moe(c, s->first_block + l)) {
+        m.E = c->n_experts;
+        m.k = c->experts_per_token;
+    }
+    return m;
 }
 
 /* Whole micro-batches' logits up to this many bytes of float32; beyond, chunks of rows that fit. */
@@ -109,6 +127,10 @@ const float *nb_acts_logits(const nb_acts *a) {
 }
 const float *nb_acts_input_grad(const nb_acts *a) { return a->dinput; }
 float nb_acts_loss(const nb_acts *a) { return a->loss; }
+double nb_acts_aux_loss(const nb_acts *a) { return a->aux; }
+const float *nb_acts_expert_load(const nb_acts *a, int l) {
+    return l >= 0 && l < a->n_blocks && a->blocks[l].moe.m.E > 0 ? a->blocks[l].load : NULL;
+}
 
 /* ---- scratch ---- */
 

@@ -4,6 +4,7 @@
 #ifndef NB_MODEL_ACTS_H
 #define NB_MODEL_ACTS_H
 #include "backend/backend.h"
+#include "layers/moe.h"
 #include "nobubble/model.h"
 
 /* The widths of a block's tensors. */
@@ -33,6 +34,10 @@ typedef struct {
     float *rstd1, *lse, *mid, *rstd2;
     float *ln1, *qkv, *att, *ln2, *gu, *h;
     nb_bf16 *ln1b, *qkvb, *attb, *ln2b, *gub, *hb;
+    /* A MoE block (moe.h; fp32 only): its routing and grouped rows in place of gu and h, and the forward's
+     * expert loads (E fractions of the assignments); moe.m.E is 0 in a dense block. */
+    moe_state moe;
+    float *load;
 } block_acts;
 
 struct nb_acts {
@@ -49,7 +54,11 @@ struct nb_acts {
     nb_bf16 *lnfb, *dlogits;
     float *dinput;       /* the gradient of the stage's input, sent after backward (not the first stage) */
     float loss;
+    double aux;          /* the forward's load-balancing losses, summed over the stage's MoE blocks */
 };
+
+/* The MoE dimensions of the stage's block l for N rows; E = 0 for a dense block. */
+moe_dims stage_moe_dims(const nb_stage *s, int l, int N);
 
 /* Rows of logits computed at once for micro-batches of N rows (0 on a stage without the head). */
 int stage_logit_rows(const nb_stage *s, int N);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "layers/moe.h"
 #include "nobubble/model.h"
 #include "util/decimal.h"
 #include "util/error.h"
@@ -15,17 +16,21 @@ typedef struct {
     nb_config cfg;
 } preset;
 
-/* vocab, d, layers, heads, kv heads, ffn, context, theta, eps, tied */
+/* vocab, d, layers, heads, kv heads, ffn, context, theta, eps, tied; then, for a mixture of experts,
+ * experts, experts per token, every how many blocks, the auxiliary loss's coefficient. The MoE presets
+ * keep their dense twin's active parameters: k = 2 experts of half its d_ffn per token, E = 8. */
 static const preset presets[] = {
-    {"tiny", {2048, 128, 4, 4, 4, 384, 128, 10000.0, 1e-5, 1}},
-    {"small", {4096, 256, 6, 4, 4, 768, 256, 10000.0, 1e-5, 1}},
-    {"medium", {8192, 512, 8, 8, 4, 1536, 256, 10000.0, 1e-5, 1}},
-    {"smollm-135m", {49152, 576, 30, 9, 3, 1536, 2048, 10000.0, 1e-5, 1}},
-    {"smollm-360m", {49152, 960, 32, 15, 5, 2560, 2048, 10000.0, 1e-5, 1}},
+    {"tiny", {2048, 128, 4, 4, 4, 384, 128, 10000.0, 1e-5, 1, 0, 0, 0, 0.0}},
+    {"small", {4096, 256, 6, 4, 4, 768, 256, 10000.0, 1e-5, 1, 0, 0, 0, 0.0}},
+    {"medium", {8192, 512, 8, 8, 4, 1536, 256, 10000.0, 1e-5, 1, 0, 0, 0, 0.0}},
+    {"smollm-135m", {49152, 576, 30, 9, 3, 1536, 2048, 10000.0, 1e-5, 1, 0, 0, 0, 0.0}},
+    {"smollm-360m", {49152, 960, 32, 15, 5, 2560, 2048, 10000.0, 1e-5, 1, 0, 0, 0, 0.0}},
+    {"moe-tiny", {2048, 128, 4, 4, 4, 192, 128, 10000.0, 1e-5, 1, 8, 2, 1, 0.01}},
+    {"moe-small", {4096, 256, 6, 4, 4, 384, 256, 10000.0, 1e-5, 1, 8, 2, 1, 0.01}},
 };
 #define N_PRESETS (sizeof presets / sizeof presets[0])
 
-const char *nb_config_preset_names(void) { return "tiny small medium smollm-135m smollm-360m"; }
+const char *nb_config_preset_names(void) { return "tiny small medium smollm-135m smollm-360m moe-tiny moe-small"; }
 
 /* Indexed by nb_precision: --precision's names, summary.json's and checkpoints'. */
 static const char *const precision_names[] = {"fp32", "bf16", "auto"};
@@ -78,7 +83,8 @@ int nb_config_override(nb_config *c, const char *assignment) {
     struct { const char *name; int *field; } ints[] = {
         {"vocab_size", &c->vocab_size}, {"d_model", &c->d_model}, {"n_layers", &c->n_layers},
         {"n_heads", &c->n_heads},       {"n_kv_heads", &c->n_kv_heads}, {"d_ffn", &c->d_ffn},
-        {"context", &c->context},       {"tied", &c->tied},
+        {"context", &c->context},       {"tied", &c->tied},             {"n_experts", &c->n_experts},
+        {"experts_per_token", &c->experts_per_token}, {"moe_every", &c->moe_every},
     };
     /* tied is a yes/no: true and false as well as 1 and 0 (as a JSON config writes it) */
     if (!strcmp(key, "tied") && (!strcmp(val, "true") || !strcmp(val, "false"))) {
@@ -89,8 +95,44 @@ int nb_config_override(nb_config *c, const char *assignment) {
         if (!strcmp(key, ints[i].name)) return parse_int(key, val, ints[i].field);
     if (!strcmp(key, "rope_theta")) return parse_double(key, val, &c->rope_theta);
     if (!strcmp(key, "norm_eps")) return parse_double(key, val, &c->norm_eps);
+    if (!strcmp(key, "aux_coef")) return parse_double(key, val, &c->aux_coef);
     return nb_fail("unknown model field '%s' (expected vocab_size, d_model, n_layers, n_heads, "
-                   "n_kv_heads, d_ffn, context, rope_theta, norm_eps or tied)", key);
+                   "n_kv_heads, d_ffn, context, rope_theta, norm_eps, tied, n_experts, experts_per_token, "
+                   "moe_every or aux_coef)", key);
+}
+
+/* The mixture-of-experts fields: all 0 for a dense model (so that a stray one is not silently ignored),
+ * else each in its range. */
+static int validate_moe(const nb_config *c) {
+    if (c->n_experts == 0) {
+        if (c->experts_per_token || c->moe_every || c->aux_coef != 0.0)
+            return nb_fail("model: experts_per_token = %d, moe_every = %d, aux_coef = %g are set but n_experts = 0 "
+                           "(a dense model): set n_experts >= 1 for a mixture of experts, or these to 0",
+                           c->experts_per_token, c->moe_every, c->aux_coef);
+        return 0;
+    }
+    if (c->n_experts < 0 || c->n_experts > 1024)
+        return nb_fail("model field n_experts = %d: expected 0 (dense) to 1024", c->n_experts);
+    const int k_max = c->n_experts < MOE_MAX_K ? c->n_experts : MOE_MAX_K;
+    if (c->experts_per_token < 1 || c->experts_per_token > k_max)
+        return nb_fail("model field experts_per_token = %d: expected 1 <= experts_per_token <= %d (n_experts, at most %d)",
+                       c->experts_per_token, k_max, MOE_MAX_K);
+    if (c->moe_every < 1 || c->moe_every > c->n_layers)
+        return nb_fail("model field moe_every = %d: expected 1 <= moe_every <= n_layers (%d): every block (1), every "
+                       "other block (2), ...", c->moe_every, c->n_layers);
+    if (!(c->aux_coef >= 0.0 && c->aux_coef <= 1.0))
+        return nb_fail("model field aux_coef = %g: expected 0 <= aux_coef <= 1 (0.01 as a rule)", c->aux_coef);
+    return 0;
+}
+
+int nb_config_block_is_moe(const nb_config *c, int l) {
+    return c->n_experts > 0 && c->moe_every > 0 && l % c->moe_every == c->moe_every - 1;
+}
+
+int nb_config_moe_blocks(const nb_config *c) {
+    int n = 0;
+    for (int l = 0; l < c->n_layers; l++) n += nb_config_block_is_moe(c, l);
+    return n;
 }
 
 int nb_config_validate(const nb_config *c) {
@@ -115,12 +157,15 @@ int nb_config_validate(const nb_config *c) {
     if (!(c->norm_eps > 0.0 && c->norm_eps < 1.0))
         return nb_fail("model field norm_eps = %g: expected 0 < eps < 1", c->norm_eps);
     if (c->tied != 0 && c->tied != 1) return nb_fail("model field tied = %d: expected 0 or 1", c->tied);
+    if (validate_moe(c)) return -1;
     /* Sizes no model nobubble trains comes near, bounding the allocations before they are tried. */
     if (c->n_layers > 4096) return nb_fail("model field n_layers = %d: expected at most 4096", c->n_layers);
     if (c->context > 1048576) return nb_fail("model field context = %d: expected at most 1048576", c->context);
     /* Keep every buffer index inside 32-bit GEMM dimensions. */
     if ((long long)c->vocab_size * c->d_model > INT_MAX || (long long)c->d_ffn * 2 * c->d_model > INT_MAX)
         return nb_fail("model: vocab_size x d_model or d_ffn x d_model is too large");
+    if ((long long)c->n_experts * c->d_ffn * 2 * c->d_model > INT_MAX)
+        return nb_fail("model: n_experts x d_ffn x d_model is too large");
     return 0;
 }
 
@@ -142,31 +187,57 @@ void nb_config_json(const nb_config *c, char *buf, size_t size) {
     snprintf(buf, size,
              "{\"vocab_size\": %d, \"d_model\": %d, \"n_layers\": %d, \"n_heads\": %d, "
              "\"n_kv_heads\": %d, \"d_ffn\": %d, \"context\": %d, \"rope_theta\": %.17g, "
-             "\"norm_eps\": %.17g, \"tied\": %s}",
+             "\"norm_eps\": %.17g, \"tied\": %s, \"n_experts\": %d, \"experts_per_token\": %d, "
+             "\"moe_every\": %d, \"aux_coef\": %.17g}",
              c->vocab_size, c->d_model, c->n_layers, c->n_heads, c->n_kv_heads, c->d_ffn, c->context,
-             c->rope_theta, c->norm_eps, c->tied ? "true" : "false");
+             c->rope_theta, c->norm_eps, c->tied ? "true" : "false", c->n_experts, c->experts_per_token,
+             c->moe_every, c->aux_coef);
+}
+
+/* Parameters of the blocks when each MoE block counts `experts` of its experts (all of them, or the k a
+ * token uses), the router included. */
+static size_t blocks_params(const nb_config *c, int experts) {
+    size_t d = (size_t)c->d_model, hd = d / (size_t)c->n_heads;
+    size_t dq = hd * (size_t)c->n_heads, dkv = hd * (size_t)c->n_kv_heads, f = (size_t)c->d_ffn;
+    size_t attention = 2 * d + d * (dq + 2 * dkv) + dq * d, total = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        total += attention + (nb_config_block_is_moe(c, l) ? (size_t)c->n_experts * d + (size_t)experts * 3 * f * d
+                                                           : 3 * f * d);
+    return total;
 }
 
 size_t nb_config_param_count(const nb_config *c) {
-    size_t d = (size_t)c->d_model, hd = d / (size_t)c->n_heads;
-    size_t dq = hd * (size_t)c->n_heads, dkv = hd * (size_t)c->n_kv_heads, f = (size_t)c->d_ffn;
-    size_t block = 2 * d + d * (dq + 2 * dkv) + dq * d + 3 * f * d;
-    size_t embed = (size_t)c->vocab_size * d;
-    return embed * (c->tied ? 1 : 2) + (size_t)c->n_layers * block + d;
+    size_t embed = (size_t)c->vocab_size * (size_t)c->d_model;
+    return embed * (c->tied ? 1 : 2) + blocks_params(c, c->n_experts) + (size_t)c->d_model;
 }
 
-/* Training FLOPs per token: a block's matrices and causal attention; the head's matrix (the
- * embedding lookup is free). The same terms as nb_model_train_flops_per_token. */
-static double block_flops(const nb_config *c, int T) {
+size_t nb_config_active_param_count(const nb_config *c) {
+    size_t embed = (size_t)c->vocab_size * (size_t)c->d_model;
+    return embed * (c->tied ? 1 : 2) + blocks_params(c, c->experts_per_token) + (size_t)c->d_model;
+}
+
+/* Training FLOPs per token of block l: its matrices (a MoE block's router and the k experts a token
+ * uses) and causal attention. The same terms as nb_model_train_flops_per_token. */
+double nb_config_block_flops(const nb_config *c, int l, int T) {
     double d = c->d_model, hd = d / c->n_heads, dq = hd * c->n_heads, dkv = hd * c->n_kv_heads, f = c->d_ffn;
-    return 6.0 * (d * (dq + 2 * dkv) + dq * d + 3 * f * d) + 6.0 * dq * (T + 1.0);
+    const double mlp = nb_config_block_is_moe(c, l) ? c->n_experts * d + c->experts_per_token * 3 * f * d : 3 * f * d;
+    return 6.0 * (d * (dq + 2 * dkv) + dq * d + mlp) + 6.0 * dq * (T + 1.0);
+}
+
+/* The training FLOPs of blocks first .. first + count - 1: count times one block's where all blocks are
+ * alike (a dense model, or MoE in every block), else their sum. */
+static double blocks_flops(const nb_config *c, int T, int first, int count) {
+    if (c->n_experts == 0 || c->moe_every == 1) return count * nb_config_block_flops(c, 0, T);
+    double sum = 0;
+    for (int l = first; l < first + count; l++) sum += nb_config_block_flops(c, l, T);
+    return sum;
 }
 
 int nb_config_balanced_split(const nb_config *c, int T, int n_stages, int *blocks) {
     const int L = c->n_layers;
     if (n_stages < 1 || n_stages > L)
         return nb_fail("stages = %d: expected 1 <= stages <= n_layers (%d)", n_stages, L);
-    const double b = block_flops(c, T), head = 6.0 * c->vocab_size * c->d_model;
+    const double head = 6.0 * c->vocab_size * c->d_model;
     /* Stage s < P - 1 takes k_s blocks, the last stage the rest and the head: choose the counts
      * that minimize the largest stage, filling the earlier stages up to a bound found by bisection
      * over the possible maxima (a block is the unit, so the candidates are few). */
@@ -182,8 +253,11 @@ int nb_config_balanced_split(const nb_config *c, int T, int n_stages, int *block
             left -= k;
         }
         trial[n_stages - 1] = left;
-        double worst = left * b + head;
-        for (int s = 0; s < n_stages - 1; s++) worst = trial[s] * b > worst ? trial[s] * b : worst;
+        double worst = blocks_flops(c, T, L - left, left) + head;
+        for (int s = 0, first = 0; s < n_stages - 1; first += trial[s], s++) {
+            const double cost = blocks_flops(c, T, first, trial[s]);
+            worst = cost > worst ? cost : worst;
+        }
         if (best < 0 || worst < best) {
             best = worst;
             memcpy(blocks, trial, sizeof(int) * (size_t)n_stages);

@@ -5,13 +5,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include "layers/layers.h"
+#include "layers/moe.h"
 #include "model/stage.h"
+#include "util/alloc.h"
 #include "util/error.h"
 
 struct nb_kv_cache {
     int max_len, len, n_layers, dkv, d, dq, F;
     float *k, *v;              /* [n_layers][max_len][dkv], rotated keys and values */
     float *x, *ln, *qkv, *att, *gu, *h, *p;  /* one row of work */
+    moe_state moe;             /* a MoE model's routing of the one row (its memory: moe_memory) */
+    void *moe_memory;
 };
 
 nb_kv_cache *nb_kv_cache_create(const nb_model *m, int max_len) {
@@ -39,7 +43,11 @@ nb_kv_cache *nb_kv_cache_create(const nb_model *m, int max_len) {
     k->gu = calloc(2 * (size_t)k->F, sizeof(float));
     k->h = calloc((size_t)k->F, sizeof(float));
     k->p = calloc((size_t)max_len, sizeof(float));
-    if (!k->k || !k->v || !k->x || !k->ln || !k->qkv || !k->att || !k->gu || !k->h || !k->p) {
+    const moe_dims moe = {1, c->d_model, c->d_ffn, c->n_experts, c->experts_per_token};
+    if (c->n_experts > 0 && (k->moe_memory = nb_alloc_aligned(moe_state_bytes(&moe), "a MoE block's routing")))
+        moe_state_bind(&k->moe, &moe, k->moe_memory);
+    if (!k->k || !k->v || !k->x || !k->ln || !k->qkv || !k->att || !k->gu || !k->h || !k->p ||
+        (c->n_experts > 0 && !k->moe_memory)) {
         nb_kv_cache_free(k);
         nb_fail("out of memory for a key/value cache of %d positions", max_len);
         return NULL;
@@ -50,6 +58,7 @@ nb_kv_cache *nb_kv_cache_create(const nb_model *m, int max_len) {
 void nb_kv_cache_free(nb_kv_cache *k) {
     if (!k) return;
     free(k->k); free(k->v); free(k->x); free(k->ln); free(k->qkv); free(k->att); free(k->gu); free(k->h); free(k->p);
+    free(k->moe_memory);
     free(k);
 }
 
@@ -104,6 +113,10 @@ int nb_decode_step(const nb_model *m, nb_kv_cache *k, int token, float *logits) 
             attend(k, c, layer, pos);
             linear_forward(s->backend, k->x, 1.0f, k->att, w.wo, 1, k->dq, d);
             rmsnorm_forward(k->ln, &rstd, k->x, w.ln2, 1, d, eps);
+            if (w.router) {  /* a MoE block: the row's experts */
+                moe_forward(s->backend, &k->moe, k->x, k->ln, w.router, w.wgu, w.wdown, NULL);
+                continue;
+            }
             linear_forward(s->backend, k->gu, 0.0f, k->ln, w.wgu, 1, d, 2 * k->F);
             swiglu_forward(k->h, k->gu, 1, k->F);
             linear_forward(s->backend, k->x, 1.0f, k->h, w.wdown, 1, k->F, d);

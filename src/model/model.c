@@ -78,8 +78,10 @@ int nb_model_alloc_stage(nb_model *m, int stage) {
     return 0;
 }
 
+/* Attention's output and each MLP's down projection (a MoE expert's is its w2). */
 static int is_output_projection(const char *name) {
-    return strstr(name, "o_proj.weight") != NULL || strstr(name, "down_proj.weight") != NULL;
+    return strstr(name, "o_proj.weight") != NULL || strstr(name, "down_proj.weight") != NULL ||
+           strstr(name, ".w2.weight") != NULL;
 }
 
 void nb_model_init(nb_model *m, uint64_t seed) {
@@ -149,6 +151,8 @@ uint64_t nb_model_weights_hash(const nb_model *m) {
 
 double nb_model_train_flops_per_token(const nb_config *c, int T) {
     double d = c->d_model, hd = d / c->n_heads, dq = hd * c->n_heads, dkv = hd * c->n_kv_heads, f = c->d_ffn;
-    double matrix = c->n_layers * (d * (dq + 2 * dkv) + dq * d + 3 * f * d) + (double)c->vocab_size * d;
+    /* a MoE block's router and its k experts in place of the dense MLP (0 for a dense model) */
+    const double moe = nb_config_moe_blocks(c) * (c->n_experts * d + (c->experts_per_token - 1) * 3 * f * d);
+    double matrix = c->n_layers * (d * (dq + 2 * dkv) + dq * d + 3 * f * d) + (double)c->vocab_size * d + moe;
     return 6.0 * matrix + 6.0 * c->n_layers * dq * (T + 1.0);
 }

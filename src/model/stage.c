@@ -12,8 +12,23 @@
 #include "util/error.h"
 
 /* The nine tensors of a block, in memory order. q, k and v are adjacent, and so are gate and
- * up, so that each group is one (out, in) matrix and one GEMM. */
+ * up, so that each group is one (out, in) matrix and one GEMM. A MoE block has the first six, then
+ * the router (B_ROUTER), each expert's gate (w1) and up (w3) adjacent, expert after expert (so that
+ * expert e's gate|up is one 2F x d matrix and the E of them one array), then the E downs (w2). */
 enum { B_LN1, B_Q, B_K, B_V, B_O, B_LN2, B_GATE, B_UP, B_DOWN, TENSORS_PER_BLOCK };
+enum { B_ROUTER = B_GATE };
+
+/* The tensors of block l of the whole model. */
+static int block_tensors(const nb_config *c, int l) {
+    return nb_config_block_is_moe(c, l) ? B_ROUTER + 1 + 3 * c->n_experts : TENSORS_PER_BLOCK;
+}
+
+/* The index in s->tensors of the stage's block l's first tensor. */
+static int block_first_tensor(const nb_stage *s, int l) {
+    int i = s->has_embed ? 1 : 0;
+    for (int b = 0; b < l; b++) i += block_tensors(&s->cfg, s->first_block + b);
+    return i;
+}
 
 static void add_tensor(nb_stage *s, const char *name, int rows, int cols, nb_group group, int tied_copy) {
     nb_tensor *t = &s->tensors[s->n_tensors++];
@@ -28,6 +43,24 @@ static void add_tensor(nb_stage *s, const char *name, int rows, int cols, nb_gro
     s->n_params += t->numel;
 }
 
+/* A MoE block's tensors after its second norm, with Mixtral's names (block_sparse_moe: gate is the
+ * router; expert e's w1 gate, w3 up, w2 down). Each is a matrix of its own: Muon orthogonalizes each. */
+static void layout_moe_tensors(nb_stage *s, int L) {
+    const int E = s->cfg.n_experts, F = s->cfg.d_ffn, d = s->cfg.d_model;
+    char name[64];
+    snprintf(name, sizeof name, "model.layers.%d.block_sparse_moe.gate.weight", L);
+    add_tensor(s, name, E, d, NB_GROUP_MATRIX, 0);
+    for (int e = 0; e < E; e++)
+        for (int w = 1; w <= 3; w += 2) {  /* w1 (gate), then w3 (up) */
+            snprintf(name, sizeof name, "model.layers.%d.block_sparse_moe.experts.%d.w%d.weight", L, e, w);
+            add_tensor(s, name, F, d, NB_GROUP_MATRIX, 0);
+        }
+    for (int e = 0; e < E; e++) {
+        snprintf(name, sizeof name, "model.layers.%d.block_sparse_moe.experts.%d.w2.weight", L, e);
+        add_tensor(s, name, d, F, NB_GROUP_MATRIX, 0);
+    }
+}
+
 static void layout_tensors(nb_stage *s) {
     dims m = stage_dims(&s->cfg);
     char name[64];
@@ -37,11 +70,14 @@ static void layout_tensors(nb_stage *s) {
         "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
     const int rows[TENSORS_PER_BLOCK] = {m.d, m.dq, m.dkv, m.dkv, m.d, m.d, m.F, m.F, m.d};
     const int cols[TENSORS_PER_BLOCK] = {0, m.d, m.d, m.d, m.dq, 0, m.d, m.d, m.F};
-    for (int l = 0; l < s->n_blocks; l++)
-        for (int k = 0; k < TENSORS_PER_BLOCK; k++) {
-            snprintf(name, sizeof name, "model.layers.%d.%s.weight", s->first_block + l, block_names[k]);
+    for (int l = 0; l < s->n_blocks; l++) {
+        const int L = s->first_block + l, moe = nb_config_block_is_moe(&s->cfg, L);
+        for (int k = 0; k < (moe ? B_ROUTER : TENSORS_PER_BLOCK); k++) {
+            snprintf(name, sizeof name, "model.layers.%d.%s.weight", L, block_names[k]);
             add_tensor(s, name, rows[k], cols[k], cols[k] ? NB_GROUP_MATRIX : NB_GROUP_GAIN, 0);
         }
+        if (moe) layout_moe_tensors(s, L);
+    }
     if (s->has_head) {
         add_tensor(s, "model.norm.weight", m.d, 0, NB_GROUP_GAIN, 0);
         if (!s->cfg.tied) add_tensor(s, "lm_head.weight", m.V, m.d, NB_GROUP_EMBED, 0);
@@ -58,7 +94,9 @@ int nb_stage_layout(nb_stage *s, const nb_config *cfg, int index, int count, int
     s->n_blocks = n_blocks;
     s->has_embed = index == 0;
     s->has_head = index == count - 1;
-    s->tensors = nb_calloc((size_t)n_blocks * TENSORS_PER_BLOCK + 3, sizeof(nb_tensor), "a stage's tensor table");
+    size_t n = 3;
+    for (int l = first_block; l < first_block + n_blocks; l++) n += (size_t)block_tensors(cfg, l);
+    s->tensors = nb_calloc(n, sizeof(nb_tensor), "a stage's tensor table");
     if (!s->tensors) return -1;
     layout_tensors(s);
     return 0;
@@ -103,9 +141,15 @@ void nb_stage_release(nb_stage *s) {
 /* ---- forward and backward ---- */
 
 block_weights weights_of_block(const nb_stage *s, const float *w, int l) {
-    const nb_tensor *t = &s->tensors[(s->has_embed ? 1 : 0) + l * TENSORS_PER_BLOCK];
+    const nb_tensor *t = &s->tensors[block_first_tensor(s, l)];
     block_weights b = {w + t[B_LN1].offset, w + t[B_Q].offset,  w + t[B_O].offset,
-                       w + t[B_LN2].offset, w + t[B_GATE].offset, w + t[B_DOWN].offset};
+                       w + t[B_LN2].offset, w + t[B_GATE].offset, w + t[B_DOWN].offset, NULL};
+    if (nb_config_block_is_moe(&s->cfg, s->first_block + l)) {  /* router, the experts' gate|up, their downs */
+        const int E = s->cfg.n_experts;
+        b.router = w + t[B_ROUTER].offset;
+        b.wgu = w + t[B_ROUTER + 1].offset;
+        b.wdown = w + t[B_ROUTER + 1 + 2 * E].offset;
+    }
     return b;
 }
 
@@ -148,22 +192,31 @@ static int block_forward(const nb_stage *s, const block_weights *w, block_acts *
     memcpy(b->mid, x, sizeof(float) * (size_t)N * m.d);
     linear_forward(s->backend, b->mid, 1.0f, b->att, w->wo, N, m.dq, m.d);
     rmsnorm_forward(b->ln2, b->rstd2, b->mid, w->ln2, N, m.d, eps);
+    memcpy(out, b->mid, sizeof(float) * (size_t)N * m.d);
+    if (w->router) {  /* a MoE block: out += the experts' weighted outputs */
+        moe_forward(s->backend, &b->moe, out, b->ln2, w->router, w->wgu, w->wdown, b->load);
+        return 0;
+    }
     linear_forward(s->backend, b->gu, 0.0f, b->ln2, w->wgu, N, m.d, 2 * m.F);
     swiglu_forward(b->h, b->gu, N, m.F);
-    memcpy(out, b->mid, sizeof(float) * (size_t)N * m.d);
     linear_forward(s->backend, out, 1.0f, b->h, w->wdown, N, m.F, m.d);
     return 0;
 }
 
 static int block_backward(const nb_stage *s, const block_weights *w, const block_weights *g, block_acts *b,
-                          const block_grads *d, const float *x, int B, int T) {
+                          const block_grads *d, const float *x, int B, int T, float aux_grad) {
     dims m = stage_dims(&s->cfg);
     int N = B * T;
     float *dres = d->dres;
     /* MLP branch */
-    linear_backward(s->backend, d->dh, 0.0f, (float *)g->wdown, dres, b->h, w->wdown, N, m.F, m.d);
-    swiglu_backward(d->dgu, d->dh, b->gu, N, m.F);
-    linear_backward(s->backend, d->dln, 0.0f, (float *)g->wgu, d->dgu, b->ln2, w->wgu, N, m.d, 2 * m.F);
+    if (w->router) {
+        moe_backward(s->backend, &b->moe, d->dln, (float *)g->router, (float *)g->wgu, (float *)g->wdown, dres,
+                     aux_grad, b->ln2, w->router, w->wgu, w->wdown);
+    } else {
+        linear_backward(s->backend, d->dh, 0.0f, (float *)g->wdown, dres, b->h, w->wdown, N, m.F, m.d);
+        swiglu_backward(d->dgu, d->dh, b->gu, N, m.F);
+        linear_backward(s->backend, d->dln, 0.0f, (float *)g->wgu, d->dgu, b->ln2, w->wgu, N, m.d, 2 * m.F);
+    }
     rmsnorm_backward(dres, (float *)g->ln2, d->dln, b->mid, w->ln2, b->rstd2, N, m.d);
     /* attention branch */
     linear_backward(s->backend, d->datt, 0.0f, (float *)g->wo, dres, b->att, w->wo, N, m.dq, m.d);
@@ -183,7 +236,7 @@ typedef struct {
 } block_weights16;
 
 static block_weights16 weights16_of_block(const nb_stage *s, const nb_bf16 *w16, int l) {
-    const nb_tensor *t = &s->tensors[(s->has_embed ? 1 : 0) + l * TENSORS_PER_BLOCK];
+    const nb_tensor *t = &s->tensors[block_first_tensor(s, l)];
     block_weights16 b = {w16 + t[B_Q].offset, w16 + t[B_O].offset, w16 + t[B_GATE].offset, w16 + t[B_DOWN].offset};
     return b;
 }
@@ -317,11 +370,15 @@ static int stage_body_forward(const nb_stage *s, const float *w, long version, n
     int B = a->B, T = a->T, N = B * T;
     const nb_bf16 *w16 = s->precision == NB_PRECISION_BF16 ? stage_bf16_weights(s, w, version) : NULL;
     if (s->precision == NB_PRECISION_BF16 && !w16) return -1;
+    a->aux = 0.0;
     for (int l = 0; l < s->n_blocks; l++) {
         block_weights bw = weights_of_block(s, w, l);
         const float *x = a->res + (size_t)l * N * m.d;
         float *out = a->res + (size_t)(l + 1) * N * m.d;
-        if (w16) {
+        if (bw.router) {
+            if (block_forward(s, &bw, &a->blocks[l], x, out, B, T)) return -1;
+            a->aux += a->blocks[l].moe.aux;
+        } else if (w16) {
             block_weights16 bw16 = weights16_of_block(s, w16, l);
             if (block_forward_bf16(s, &bw, &bw16, &a->blocks[l], x, out, B, T)) return -1;
         } else if (block_forward(s, &bw, &a->blocks[l], x, out, B, T)) {
@@ -380,13 +437,16 @@ int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, con
     } else {
         memcpy(d.dres, dout, sizeof(float) * (size_t)N * m.d);
     }
+    /* The objective adds aux_coef times the mean of the MoE blocks' auxiliary losses (all the model's). */
+    const int moe_blocks = nb_config_moe_blocks(&s->cfg);
+    const float aux_grad = moe_blocks ? (float)(loss_scale * s->cfg.aux_coef / moe_blocks) : 0.0f;
     for (int l = s->n_blocks - 1; l >= 0; l--) {
         block_weights bw = weights_of_block(s, w, l), bg = grads_of_block(s, l);
         const float *x = a->res + (size_t)l * N * m.d;
-        if (w16) {
+        if (w16 && !bw.router) {
             block_weights16 bw16 = weights16_of_block(s, w16, l);
             if (block_backward_bf16(s, &bw, &bw16, &bg, &a->blocks[l], &d, x, B, T)) return -1;
-        } else if (block_backward(s, &bw, &bg, &a->blocks[l], &d, x, B, T)) {
+        } else if (block_backward(s, &bw, &bg, &a->blocks[l], &d, x, B, T, aux_grad)) {
             return -1;
         }
     }

@@ -13,6 +13,7 @@ void nb_stage_release(nb_stage *s);
 /* Where a stage's weights w (laid out like its params) keep what (for generate.c). */
 typedef struct {
     const float *ln1, *wqkv, *wo, *ln2, *wgu, *wdown;  /* q, k, v adjacent; gate, up adjacent */
+    const float *router;  /* a MoE block's (E x d), else NULL; then wgu and wdown are its E experts' */
 } block_weights;
 block_weights weights_of_block(const nb_stage *s, const float *w, int l);
 const float *final_norm_weights(const nb_stage *s, const float *w);  /* the last stage */

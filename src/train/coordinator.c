@@ -39,6 +39,8 @@ typedef struct {
     int proven, stopped;
     double peak_gflops;       /* the machine's fp32 peak measured at the start, for MFU (0: not measured) */
     double gemm_s;            /* with step_times: the products' seconds counted up to the last step reported */
+    int moe_blocks;           /* a mixture of experts: the MoE blocks whose loads metrics.jsonl lists */
+    float *load_max, *load_min;
 } coordinator;
 
 /* The peak measurement's budget: it runs once, before the first step, only when progress lines are
@@ -103,7 +105,7 @@ static void print_progress(const coordinator *c, int t, double loss, float lr, d
  * as the progress line prints them. */
 static int write_tensorboard(const coordinator *c, train_tb *tb, const train_metrics *m) {
     const double gflops = m->tokens_per_s * nb_model_train_flops_per_token(&c->run->o->model, c->run->T) * 1e-9;
-    train_tb_scalar s[11] = {{"train/loss", (float)m->loss},
+    train_tb_scalar s[12] = {{"train/loss", (float)m->loss},
                             {"train/lr", (float)m->lr},
                             {"train/tokens_per_s", (float)m->tokens_per_s},
                             {"train/update_norm", (float)m->update_norm},
@@ -115,7 +117,27 @@ static int write_tensorboard(const coordinator *c, train_tb *tb, const train_met
     if (!isnan(m->grad_norm)) s[n++] = (train_tb_scalar){"train/grad_norm", (float)m->grad_norm};
     if (!isnan(m->taylor_ratio)) s[n++] = (train_tb_scalar){"delay/taylor_ratio", (float)m->taylor_ratio};
     if (!isnan(m->val_loss)) s[n++] = (train_tb_scalar){"val/loss", (float)m->val_loss};
+    if (!isnan(m->aux_loss)) s[n++] = (train_tb_scalar){"moe/aux_loss", (float)m->aux_loss};
     return train_tb_write(tb, m->step + 1, s, n);
+}
+
+/* A mixture of experts: the stages' expert loads gathered in model order into load_max and load_min, and
+ * the mean of every MoE block's load-balancing loss (the stages' sums added in stage order); NAN for a
+ * dense model (no key in metrics.jsonl). */
+static double moe_loads(coordinator *c) {
+    const exec_run *run = c->run;
+    if (!c->moe_blocks) return NAN;
+    double aux = 0;
+    int n = 0;
+    for (int i = 0; i < run->P; i++) {
+        const exec_stats *in = &c->in[i];
+        aux += in->aux;
+        for (int j = 0; j < in->moe_blocks && j < EXEC_MOE_BLOCKS && n < c->moe_blocks; j++, n++) {
+            c->load_max[n] = in->load_max[j];
+            c->load_min[n] = in->load_min[j];
+        }
+    }
+    return aux / nb_config_moe_blocks(&run->o->model);
 }
 
 /* With --taylor: ||correction|| / ||gradient|| over every stage (0 at a step without delay, where
@@ -164,14 +186,16 @@ static int report(exec_endpoint *e, int t) {
     if (!o->quiet && (last || t % o->log_every == 0 || !isnan(c->val))) print_progress(c, t, sum.loss, lr, tps);
     if (!isnan(c->val)) c->res->final_val_loss = c->val;
     const double taylor = taylor_ratio(o, &sum);
+    const double aux = moe_loads(c);
     if (c->metrics) {
         train_metrics m = {t, sum.loss, lr, tokens_per_step(run) * (t + 1), train_s, tps, sqrt(sum.update_sq),
-                           (int)sum.tau, sqrt(sum.version_sq), sqrt(sum.grad_sq), c->val, taylor};
+                           (int)sum.tau, sqrt(sum.version_sq), sqrt(sum.grad_sq), c->val, taylor,
+                           aux, c->moe_blocks, c->load_max, c->load_min};
         if (train_write_metrics(c->metrics, o->out_dir, &m)) return -1;
     }
     if (c->tb.f) {
         train_metrics m = {t, sum.loss, lr, 0, train_s, tps, sqrt(sum.update_sq), (int)sum.tau, sqrt(sum.version_sq),
-                           sqrt(sum.grad_sq), c->val, taylor};
+                           sqrt(sum.grad_sq), c->val, taylor, aux, 0, NULL, NULL};
         if (write_tensorboard(c, &c->tb, &m)) return -1;
     }
     c->step_tau = sum.tau;
@@ -423,6 +447,11 @@ int exec_coordinator_init(exec_endpoint *e, exec_run *run, exec_endpoint **stage
     c->saved = calloc((size_t)P, sizeof *c->saved);
     c->reports = calloc((size_t)P, sizeof *c->reports);
     if (!c->in || !c->saved || !c->reports) return nb_fail("out of memory");
+    if ((c->moe_blocks = nb_config_moe_blocks(&run->o->model)) > 0) {
+        c->load_max = calloc((size_t)c->moe_blocks, sizeof(float));
+        c->load_min = calloc((size_t)c->moe_blocks, sizeof(float));
+        if (!c->load_max || !c->load_min) return nb_fail("out of memory for the expert loads of %d blocks", c->moe_blocks);
+    }
     /* The run's settings, once the stages hold their weights (a refused --resume changes no file); a
      * resumed run continues the metrics of the run it resumes. */
     if (run->o->out_dir && train_write_config(run->o)) return -1;
@@ -440,6 +469,8 @@ void exec_coordinator_free(exec_endpoint *e) {
     if (!c) return;
     nb_low_free(&e->cut);
     free(c->in);
+    free(c->load_max);
+    free(c->load_min);
     free(c->saved);
     free(c->reports);
     if (c->metrics) fclose(c->metrics);

@@ -54,6 +54,7 @@ void exec_checkpoint_proven(exec_run *run, int version);
 /* A copy of the good and unproven checkpoints, for train_diverged. */
 void exec_checkpoints(exec_run *run, train_checkpoints *out);
 
+enum { EXEC_MOE_BLOCKS = 256 };
 /* What a stage tells the coordinator after its update t. */
 typedef struct {
     double update_sq, version_sq;  /* the update's and the version distance's squared norms */
@@ -65,6 +66,12 @@ typedef struct {
     double aside;                  /* seconds so far spent evaluating and saving, not training */
     double taylor_sq, taylor_grad_sq;  /* with --taylor: the correction's and the raw gradient's squared norms */
     double update;                 /* seconds of the step's GRADS and APPLY (nb_step_time.update) */
+    /* A mixture of experts: this stage's MoE blocks' load-balancing losses summed, and each block's largest
+     * and smallest expert load (the share of the assignments), each a mean over the step's micro-batches;
+     * loads of the stage's first EXEC_MOE_BLOCKS MoE blocks. */
+    double aux;
+    int moe_blocks;
+    float load_max[EXEC_MOE_BLOCKS], load_min[EXEC_MOE_BLOCKS];
 } exec_stats;
 
 /* The validation loss, from the last stage after an evaluation, with that stage's seconds aside so far

@@ -119,9 +119,14 @@ static int threads_per_driver(const nb_train_options *o, int n_cpus) {
 static void print_start(const exec_run *run, const exec_endpoint *eps, int first, int last) {
     const nb_train_options *o = run->o;
     if (o->quiet) return;
-    printf("model %zu parameters, %d stage(s), %d thread(s), batch %d x %d tokens x %d micro-batches = %.0f tokens/step, "
-           "optimizer %s\n", nb_config_param_count(&o->model), run->P, run->threads, o->batch, run->T, run->M,
-           (double)o->batch * run->T * run->M, nb_optimizer_name(o->optim.kind));
+    char experts[128] = "";
+    if (o->model.n_experts > 0)
+        snprintf(experts, sizeof experts, " (%zu active per token: %d of %d experts in %d MoE block(s))",
+                 nb_config_active_param_count(&o->model), o->model.experts_per_token, o->model.n_experts,
+                 nb_config_moe_blocks(&o->model));
+    printf("model %zu parameters%s, %d stage(s), %d thread(s), batch %d x %d tokens x %d micro-batches = %.0f "
+           "tokens/step, optimizer %s\n", nb_config_param_count(&o->model), experts, run->P, run->threads, o->batch,
+           run->T, run->M, (double)o->batch * run->T * run->M, nb_optimizer_name(o->optim.kind));
     char delay[256];
     nb_delay_describe(&o->delay, delay, sizeof delay);
     size_t extra = 0;
@@ -305,10 +310,11 @@ static int make_run(exec_run *run, const nb_train_options *o, int T, int S) {
 static nb_train_options *resolve_precision(const nb_train_options *o, nb_train_options *copy) {
     *copy = *o;
     const int native = nb_bf16_native();
-    copy->precision = nb_precision_choose(o->precision);
+    copy->precision = nb_precision_choose_for(o->precision, &o->model);
     if (!o->quiet && o->precision == NB_PRECISION_AUTO)
-        printf("precision: auto chose %s (oneDNN reports %s: %s)\n", nb_precision_name(copy->precision),
-               nb_cpu_isa_name(), native ? "bf16 instructions" : "no bf16 instructions");
+        printf("precision: auto chose %s (oneDNN reports %s: %s%s)\n", nb_precision_name(copy->precision),
+               nb_cpu_isa_name(), native ? "bf16 instructions" : "no bf16 instructions",
+               o->model.n_experts > 0 ? "; a mixture of experts runs in fp32" : "");
     else if (!o->quiet && o->precision == NB_PRECISION_BF16 && !native)
         printf("precision: bf16 emulated (oneDNN reports %s, no bf16 instructions): bf16 numbers from fp32 GEMMs, "
                "no faster than fp32\n", nb_cpu_isa_name());

@@ -17,6 +17,11 @@ typedef struct {
     int tau;
     double version_distance, grad_norm, val_loss;
     double taylor_ratio;   /* ||Taylor correction|| / ||gradient|| with --taylor; NAN without */
+    /* A mixture of experts (NAN and 0 without): the mean of the MoE blocks' load-balancing losses, and
+     * each MoE block's largest and smallest expert load, blocks in model order */
+    double aux_loss;
+    int moe_blocks;
+    const float *load_max, *load_min;
 } train_metrics;
 /* Writes and flushes the line; a failed write (a full disk) is an error naming OUT_DIR/metrics.jsonl,
  * which stops the run at once. */

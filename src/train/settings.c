@@ -15,9 +15,10 @@
 #define STEPS ((double)NB_TRAIN_MAX_STEPS)
 
 /* Shorthands for the rows: a model field, an integer in [lo, hi], a number in [lo, hi]. */
-#define MODEL(n, t, pol) \
-    {.name = #n, .type = t, .offset = AT(model.n), .min = 1, .max = 0, .resume = pol, .checkpoint_key = #n, \
-     .summary_key = "model." #n}
+#define MODEL_FIELDS(n, t, pol) \
+    .name = #n, .type = t, .offset = AT(model.n), .min = 1, .max = 0, .resume = pol, .checkpoint_key = #n, \
+    .summary_key = "model." #n
+#define MODEL(n, t, pol) {MODEL_FIELDS(n, t, pol)}
 #define INT_RANGE(lo, hi) .type = NB_SET_INT, .min = (lo), .max = (hi)
 #define NUM_RANGE(lo, hi) .type = NB_SET_FLOAT, .min = (lo), .max = (hi)
 #define NO_RANGE .min = 1, .max = 0
@@ -39,6 +40,12 @@ const nb_setting nb_settings[] = {
     MODEL(rope_theta, NB_SET_DOUBLE, NB_RESUME_OVERRIDE),
     MODEL(norm_eps, NB_SET_DOUBLE, NB_RESUME_OVERRIDE),
     MODEL(tied, NB_SET_BOOL, NB_RESUME_FIXED),
+    /* Mixture of experts: the experts and where they are fix the tensors; how many a token uses and the
+     * auxiliary loss's weight change only what is computed. A checkpoint from before them is dense. */
+    {MODEL_FIELDS(n_experts, NB_SET_INT, NB_RESUME_FIXED), .unrecorded = "0"},
+    {MODEL_FIELDS(experts_per_token, NB_SET_INT, NB_RESUME_OVERRIDE), .unrecorded = "0"},
+    {MODEL_FIELDS(moe_every, NB_SET_INT, NB_RESUME_FIXED), .unrecorded = "0"},
+    {MODEL_FIELDS(aux_coef, NB_SET_DOUBLE, NB_RESUME_OVERRIDE), .unrecorded = "0"},
 
     /* The run's shape. */
     {.name = "stages", .flag = "--stages", INT_RANGE(1, NB_TRAIN_MAX_STAGES), .offset = AT(stages), .def = 1, .metavar = "P",

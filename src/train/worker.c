@@ -38,6 +38,8 @@ typedef struct {
     uint64_t *step_pos;                 /* first stage: the loader's position at the start of each step */
     int updates;
     double loss_sum, eval_sum;
+    double aux_sum, *load_sum;          /* the step's MoE losses and loads so far (moe_blocks x n_experts) */
+    int moe_blocks;
     exec_eval eval_msg;
     exec_stats stats;
     exec_saved saved;
@@ -89,6 +91,34 @@ static int find_slot(const stage *w, int mb) {
     return -1;
 }
 
+/* A forward's load-balancing losses and expert loads, added to the step's. */
+static void add_moe_stats(stage *w, const nb_acts *a) {
+    const int E = w->st->cfg.n_experts;
+    w->aux_sum += nb_acts_aux_loss(a);
+    for (int l = 0, j = 0; l < w->st->n_blocks; l++) {
+        const float *load = nb_acts_expert_load(a, l);
+        if (!load) continue;
+        for (int e = 0; e < E; e++) w->load_sum[(size_t)j * E + e] += load[e];
+        j++;
+    }
+}
+
+/* The step's MoE statistics into its STATS message (means over its micro-batches), the sums reset. */
+static void moe_stats(stage *w) {
+    const int E = w->st->cfg.n_experts, M = w->run->M;
+    w->stats.aux = w->aux_sum / M;
+    w->stats.moe_blocks = w->moe_blocks;
+    for (int j = 0; j < w->moe_blocks && j < EXEC_MOE_BLOCKS; j++) {
+        const double *load = w->load_sum + (size_t)j * E;
+        double hi = load[0], lo = load[0];
+        for (int e = 1; e < E; e++) hi = load[e] > hi ? load[e] : hi, lo = load[e] < lo ? load[e] : lo;
+        w->stats.load_max[j] = (float)(hi / M);
+        w->stats.load_min[j] = (float)(lo / M);
+    }
+    w->aux_sum = 0;
+    if (w->load_sum) memset(w->load_sum, 0, sizeof(double) * (size_t)w->moe_blocks * E);
+}
+
 static int forward(stage *w, const nb_low_action *a) {
     const exec_run *run = w->run;
     const float *wt = weights_of(w, a->version);
@@ -103,6 +133,7 @@ static int forward(stage *w, const nb_low_action *a) {
     count_op(w, 0, nb_now() - t);
     w->slot_mb[slot] = a->mb;
     if (reads_targets(w)) w->loss_sum += loss;
+    add_moe_stats(w, w->slots[slot]);
     return 0;
 }
 
@@ -154,6 +185,7 @@ static int grads(stage *w, int t) {
     const double t0 = nb_now();
     memset(&w->stats, 0, sizeof w->stats);
     w->stats.tau = nb_stash_tau(w->stash, t);
+    moe_stats(w);
     if (reads_targets(w)) {
         w->stats.loss = w->loss_sum / w->run->M;
         w->loss_sum = 0;
@@ -424,6 +456,10 @@ static int stage_alloc(stage *w) {
     w->targets = nb_calloc(BT, sizeof(int), "a micro-batch's targets");
     w->norms = nb_calloc((size_t)run->P, sizeof(double), "the stages' gradient norms");
     if (takes_head_grad(w)) w->tied_buf = nb_calloc(embed_numel(w), sizeof(float), "the tied head's gradient");
+    for (int l = 0; l < st->n_blocks; l++) w->moe_blocks += nb_config_block_is_moe(&st->cfg, st->first_block + l);
+    if (w->moe_blocks && !(w->load_sum = nb_calloc((size_t)w->moe_blocks * st->cfg.n_experts, sizeof(double),
+                                                   "a stage's expert loads")))
+        return -1;
     if (reads_tokens(w) && (w->step_pos = nb_calloc((size_t)run->S, sizeof(uint64_t), "the loader's step positions")))
         for (int t = 0; t < run->S; t++) w->step_pos[t] = UINT64_MAX;
     if (!w->slots || !w->slot_mb || !w->d || !w->x_in || !w->dout || !w->tokens || !w->targets || !w->norms ||
@@ -501,6 +537,7 @@ void exec_stage_free(exec_endpoint *e) {
     free(w->dout);
     free(w->tied_buf);
     free(w->norms);
+    free(w->load_sum);
     if (w->train) nb_loader_free(w->train);
     if (w->val) nb_loader_free(w->val);
     free(w->tokens);

@@ -169,5 +169,12 @@ int nbfx_model_config(const nbfx *f, nb_config *cfg, int *B, int *T) {
     cfg->norm_eps = eps && eps->dtype == NBFX_F64 && eps->numel == 1 ? eps->f64[0] : 1e-5;
     *B = c->i32[8];
     *T = c->i32[9];
+    const nbfx_entry *moe = nbfx_get(f, "moe"), *coef = nbfx_get(f, "aux_coef");
+    if (moe && moe->dtype == NBFX_I32 && moe->numel == 2 && coef && coef->dtype == NBFX_F64 && coef->numel == 1) {
+        cfg->n_experts = moe->i32[0];  /* every block a MoE block, as Mixtral's */
+        cfg->experts_per_token = moe->i32[1];
+        cfg->moe_every = 1;
+        cfg->aux_coef = coef->f64[0];
+    }
     return 0;
 }

@@ -41,7 +41,8 @@ void nbfx_free(nbfx *f);
 
 /* The model configuration a model fixture describes: "config" (i32 [10]: vocab, d, layers,
  * heads, kv heads, ffn, context, tied, B, T), "rope_theta" (f64 [1]) and optionally "norm_eps"
- * (f64 [1], else 1e-5); the rest of the fields from the tiny preset. *B and *T receive the batch
+ * (f64 [1], else 1e-5); a mixture of experts (Mixtral: every block) "moe" (i32 [2]: experts, experts per
+ * token) and "aux_coef" (f64 [1]); the rest of the fields from the tiny preset. *B and *T receive the batch
  * shape. -1 with a message on stderr when an entry is missing or malformed. */
 struct nb_config;
 int nbfx_model_config(const nbfx *f, struct nb_config *cfg, int *B, int *T);

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Hugging Face's own loader against nobubble's output: transformers' LlamaForCausalLM.from_pretrained
+# (and MixtralForCausalLM, for a mixture of experts: tools/reference/mixtral_check.py)
 # loads a one-process export and a 3-stage pipeline checkpoint (Hugging Face's sharded layout, a part
 # per stage), with no weight missing or unexpected and every parameter equal to the file's
 # (tools/reference/hf_reference.py --check-folder); and AutoTokenizer and tokenizers load the exported
@@ -32,3 +33,15 @@ here=$(dirname "$0")
 "$py" "$here/../reference/hf_reference.py" --check-folder "$work/export" 2>/dev/null
 "$py" "$here/../reference/hf_reference.py" --check-folder "$work/ck/step_000003" 2>/dev/null
 "$py" "$here/../reference/hf_reference.py" --check-tokenizer "$work/export" "$work/data" 2>/dev/null
+# A mixture of experts, exported as Mixtral: transformers has Mixtral from 4.36 on, so 4.36.2 (with the
+# tokenizers and hub it needs; Debian's torch) goes into a folder of its own, beside the 4.31 above.
+if "$py" -m pip install -q --target "$work/tf436" --no-deps transformers==4.36.2 tokenizers==0.15.2 \
+     huggingface_hub==0.20.3 > /dev/null 2>&1; then
+  "$bin" train "${small[@]}" --model moe-tiny --set d_ffn=64 --set n_experts=4 --set tied=0 --export "$work/moe" > /dev/null
+  loss=$("$bin" eval --checkpoint "$work/moe" --data "$work/data" --batch 2 --seq 32 --batches 2 --json |
+         sed 's/.*"val_loss": \([^,]*\),.*/\1/')
+  PYTHONPATH="$work/tf436" "$py" "$here/../reference/mixtral_check.py" "$work/moe" "$work/data" --loss "$loss" \
+    --batch 2 --seq 32 --batches 2 2>/dev/null
+else
+  echo "hf_load_check: the Mixtral export's check skipped (could not install transformers 4.36.2)"
+fi

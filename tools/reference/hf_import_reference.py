@@ -20,6 +20,13 @@ projection in 2 slices, the same function up to float32 rounding, which nobubble
 ignores rope_theta (its base is fixed at 10000), so 4.x models use 10000; 5.x models use 500, so that
 a reader that misses rope_parameters.rope_theta gives other logits.
 
+A mixture of experts (5.x only; `--only-mixtral` writes just these): `mixtral`, a MixtralForCausalLM
+of the same shape with 4 experts of width 12, 2 per token, router_aux_loss_coef 0.02, untied; its
+fixture adds "moe" (experts, experts per token) and "aux_coef". `hf5_mixtral_missing_expert` is its
+folder with one expert tensor (layer 1, expert 2, w3) left out of model.safetensors, which the import
+must refuse naming it; refused configs `hf5_mixtral_jitter` (router_jitter_noise 0.1) and
+`hf5_qwen2_moe` (a shared expert).
+
 Refused configurations: tests/fixtures/hf_refused/hfN_<field>/config.json, each a LlamaConfig (or
 MistralConfig) saved by config.save_pretrained with one field that changes the math and that nobubble
 does not implement; the C test checks that each is refused with an error naming the field.
@@ -61,18 +68,35 @@ def models():
     return out
 
 
-def build(extra, seed):
-    cfg = LlamaConfig(**SHAPE, **rope_kwargs(THETA), hidden_act="silu", **extra)
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(cfg).float()
+def randomize(model):
+    """Weights N(0, 0.3), gains 1 + N(0, 0.2), from the current torch seed."""
     with torch.no_grad():
         for _, p in model.named_parameters():
             p.copy_(1.0 + 0.2 * torch.randn_like(p) if p.dim() == 1 else 0.3 * torch.randn_like(p))
     return model.eval()
 
 
+def build(extra, seed):
+    cfg = LlamaConfig(**SHAPE, **rope_kwargs(THETA), hidden_act="silu", **extra)
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(cfg).float()
+    return randomize(model)
+
+
+MIXTRAL = dict(num_local_experts=4, num_experts_per_tok=2, router_aux_loss_coef=0.02)
+
+
+def build_mixtral(seed):
+    from transformers import MixtralConfig, MixtralForCausalLM
+    shape = dict(SHAPE, intermediate_size=12)
+    cfg = MixtralConfig(**shape, **rope_kwargs(THETA), hidden_act="silu", tie_word_embeddings=False, **MIXTRAL)
+    torch.manual_seed(seed)
+    model = MixtralForCausalLM(cfg).float()
+    return randomize(model)
+
+
 def write_model(name, extra, seed, out_dir):
-    model = build(extra, seed)
+    model = build_mixtral(seed) if name == "mixtral" else build(extra, seed)
     folder = os.path.join(out_dir, "%s_%s" % (PREFIX, name))
     model.save_pretrained(folder, safe_serialization=True)
     if MAJOR >= 5 and name == "untied":
@@ -86,9 +110,13 @@ def write_model(name, extra, seed, out_dir):
     loss = torch.nn.functional.cross_entropy(logits.reshape(-1, SHAPE["vocab_size"]), targets.reshape(-1))
     w = Writer()
     s = SHAPE
+    ffn = model.config.intermediate_size
     w.add("config", np.array([s["vocab_size"], s["hidden_size"], s["num_hidden_layers"], s["num_attention_heads"],
-                              s["num_key_value_heads"], s["intermediate_size"], s["max_position_embeddings"],
+                              s["num_key_value_heads"], ffn, s["max_position_embeddings"],
                               int(extra["tie_word_embeddings"]), B, T], dtype=np.int32))
+    if name == "mixtral":
+        w.add("moe", np.array([MIXTRAL["num_local_experts"], MIXTRAL["num_experts_per_tok"]], dtype=np.int32))
+        w.add("aux_coef", np.array([MIXTRAL["router_aux_loss_coef"]], dtype=np.float64))
     w.add("rope_theta", np.array([THETA], dtype=np.float64))
     w.add("norm_eps", np.array([s["rms_norm_eps"]], dtype=np.float64))
     w.add("stream", stream.numpy().astype(np.int32))
@@ -127,10 +155,40 @@ def refused():
     return out
 
 
+def write_mixtral(out_dir):
+    """The Mixtral fixture, its folder without one expert tensor, and its refused configurations."""
+    from safetensors.torch import load_file, save_file
+    from transformers import MixtralConfig, Qwen2MoeConfig
+    write_model("mixtral", dict(tie_word_embeddings=False), 700, out_dir)
+    src = os.path.join(out_dir, "%s_mixtral" % PREFIX)
+    missing = os.path.join(out_dir, "hf_refused", "%s_mixtral_missing_expert" % PREFIX)
+    os.makedirs(missing, exist_ok=True)
+    tensors = load_file(os.path.join(src, "model.safetensors"))
+    del tensors["model.layers.1.block_sparse_moe.experts.2.w3.weight"]
+    save_file(tensors, os.path.join(missing, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(src, "config.json")) as f, open(os.path.join(missing, "config.json"), "w") as g:
+        g.write(f.read())
+    shape = dict(SHAPE, intermediate_size=12)
+    refused_cfgs = {
+        "mixtral_jitter": MixtralConfig(**shape, **rope_kwargs(THETA), **dict(MIXTRAL, router_jitter_noise=0.1)),
+        "qwen2_moe": Qwen2MoeConfig(**shape, **rope_kwargs(THETA), num_experts=4, num_experts_per_tok=2,
+                                    shared_expert_intermediate_size=12),
+    }
+    for name, cfg in refused_cfgs.items():
+        folder = os.path.join(out_dir, "hf_refused", "%s_%s" % (PREFIX, name))
+        cfg.save_pretrained(folder)
+        print("refused config %s" % folder)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out-dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures"))
+    ap.add_argument("--only-mixtral", action="store_true", help="write only the mixture-of-experts fixtures (5.x)")
     args = ap.parse_args()
+    if MAJOR >= 5:
+        write_mixtral(args.out_dir)
+    if args.only_mixtral:
+        return
     for i, (name, extra) in enumerate(models().items()):
         write_model(name, extra, 300 + 10 * MAJOR + i, args.out_dir)
     for name, cfg in refused().items():
