@@ -204,7 +204,13 @@ static int check_config(const nb_config *c, const char *dir) {
     struct { const char *key; int got, want; } ints[] = {
         {"vocab_size", f.vocab_size, c->vocab_size}, {"hidden_size", f.d_model, c->d_model},
         {"intermediate_size", f.d_ffn, c->d_ffn}, {"num_hidden_layers", f.n_layers, c->n_layers},
-        {"num_attention_heads", f.n_heads, c->n_heads}, {"num_key_value_heads", f.n_kv_heads, c->n_kv_heads}};
+        {"num_attention_heads", f.n_heads, c->n_heads}, {"num_key_value_heads", f.n_kv_heads, c->n_kv_heads},
+        {"num_local_experts", f.n_experts, c->n_experts}, {"num_experts_per_tok", f.experts_per_token,
+                                                           c->experts_per_token}};
+    if (f.moe_every != c->moe_every && c->n_experts > 0 && f.n_experts > 0)
+        return nb_fail("%s: a Mixtral's blocks are all MoE blocks (moe_every 1), the model has moe_every %d", path,
+                       c->moe_every);
+    /* (aux_coef only weighs a training objective: a run may choose its own) */
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (ints[i].got != ints[i].want)
             return nb_fail("%s: \"%s\" is %d, the model has %d", path, ints[i].key, ints[i].got, ints[i].want);
