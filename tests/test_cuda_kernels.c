@@ -21,6 +21,9 @@
  *   (libm's and CUDA's logf, each within an ulp or two); the loss's sum within the sum of its rows' bounds.
  *   MARS's norm is a double sum (relative error ~1e-13): its clipping scale may differ by an ulp, inside the
  *   8 u mag of the steps.
+ * - The bf16 forms (RMSNorm's output, RoPE's, SwiGLU's, the loss's gradient) round the same fp32 values to
+ *   bf16, so they are expected bitwise too; the bound adds one bf16 step (2^-7 of the value, 2^17 u) to the
+ *   fp32 bound, the most two values within it can differ once rounded; the pure casts are exact.
  * Before the GPU runs, the comparison itself is checked on the CPU: a value 3 bounds off and a NaN fail. */
 #include <math.h>
 #include <stdint.h>
@@ -35,6 +38,8 @@
 #include "util/error.h"
 
 #define U 0x1p-24  /* fp32's unit roundoff */
+#define BF16 131072.0  /* one bf16 step, 2^-7 of a value, in u: where two fp32 values within their bound straddle
+                          a bf16 rounding boundary, their bf16 values are one step apart */
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static float uniform(void) { /* in [-1, 1) */
@@ -120,6 +125,16 @@ static void judge(const char *what, const float *g1, const float *g2, const floa
     compare(what, g1, cpu, mag, n, ulps);
 }
 
+/* The same for bf16 values (widened exactly). */
+static void judge16(const char *what, const nb_bf16 *g1, const nb_bf16 *g2, const nb_bf16 *cpu, const double *mag,
+                    size_t n, double ulps) {
+    float *w1 = alloc(sizeof(float) * n), *w2 = alloc(sizeof(float) * n), *wc = alloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++)
+        w1[i] = nb_bf16_to_float(g1[i]), w2[i] = nb_bf16_to_float(g2[i]), wc[i] = nb_bf16_to_float(cpu[i]);
+    judge(what, w1, w2, wc, mag, n, ulps);
+    free(w1), free(w2), free(wc);
+}
+
 /* The comparison can fail: a value 3 bounds off, a NaN, and a difference where the bound is 0. */
 static void check_the_check(void) {
     float cpu[3] = {1.0f, -2.0f, 0.0f}, gpu[3];
@@ -203,6 +218,18 @@ static void check_rmsnorm(int N, int D) {
     judge(what, r1, r2, rstd, NULL, (size_t)N, D + 14);
     snprintf(what, sizeof what, "rmsnorm_forward %dx%d out", N, D);
     judge(what, o1, o2, out, NULL, nd, D + 14);
+    {
+        nb_bf16 *c16 = alloc(sizeof(nb_bf16) * nd), *h1 = alloc(sizeof(nb_bf16) * nd), *h2 = alloc(sizeof(nb_bf16) * nd);
+        nb_bf16 *d_o16 = dev(NULL, sizeof(nb_bf16) * nd);
+        rmsnorm_forward_bf16(c16, rstd, x, gain, N, D, eps);
+        for (int run = 0; run < 2; run++) {
+            ran(nbk_rmsnorm_forward_bf16(d_o16, d_rstd, d_x, d_gain, N, D, eps, 0), "rmsnorm_forward_bf16");
+            get(run ? h2 : h1, d_o16, sizeof(nb_bf16) * nd);
+        }
+        snprintf(what, sizeof what, "rmsnorm_forward_bf16 %dx%d out", N, D);
+        judge16(what, h1, h2, c16, NULL, nd, D + 14 + BF16);
+        cudaFree(d_o16), free(c16), free(h1), free(h2);
+    }
 
     /* backward from the CPU's rstd, onto dx and dgain that are not zero (+=) */
     memcpy(dx, dx0, sizeof(float) * nd), memcpy(dg, dg0, sizeof(float) * D);
@@ -271,6 +298,29 @@ static void check_rope(void) {
         const char *what = backward ? "rope_backward" : "rope_forward";
         judge(what, g1, g2, cpu, mag, n, 2);
     }
+    /* the bf16 forms: forward rounds x in place and casts it into x16; backward casts into dx16, dx unchanged */
+    nb_bf16 *c16 = alloc(sizeof(nb_bf16) * n), *h1 = alloc(sizeof(nb_bf16) * n), *h2 = alloc(sizeof(nb_bf16) * n);
+    nb_bf16 *d_x16 = dev(NULL, sizeof(nb_bf16) * n);
+    for (int backward = 0; backward < 2; backward++) {
+        const char *what = backward ? "rope_backward_cast_bf16" : "rope_forward_bf16";
+        memcpy(cpu, x, sizeof(float) * n);
+        if (backward) rope_backward_cast_bf16(c16, cpu, B, T, STRIDE, ROT, HD, cos_t, sin_t);
+        else rope_forward_bf16(cpu, c16, B, T, STRIDE, ROT, HD, cos_t, sin_t);
+        for (int run = 0; run < 2; run++) {
+            put(d_x, x, sizeof(float) * n);
+            CU(cudaMemset(d_x16, 0xff, sizeof(nb_bf16) * n));
+            ran(backward ? nbk_rope_backward_cast_bf16(d_x16, d_x, B, T, STRIDE, ROT, HD, d_cos, d_sin, 0)
+                         : nbk_rope_forward_bf16(d_x, d_x16, B, T, STRIDE, ROT, HD, d_cos, d_sin, 0), what);
+            get(run ? g2 : g1, d_x, sizeof(float) * n);
+            get(run ? h2 : h1, d_x16, sizeof(nb_bf16) * n);
+        }
+        char name[96];
+        snprintf(name, sizeof name, "%s (bf16)", what);
+        judge16(name, h1, h2, c16, mag, n, 2 + BF16);
+        snprintf(name, sizeof name, "%s (%s)", what, backward ? "dx unchanged" : "x rounded");
+        judge(name, g1, g2, cpu, mag, n, backward ? 0 : 2 + BF16);
+    }
+    cudaFree(d_x16), free(c16), free(h1), free(h2);
     cudaFree(d_x), cudaFree(d_cos), cudaFree(d_sin);
     free(x), free(cpu), free(g1), free(g2), free(mag);
 }
@@ -308,6 +358,41 @@ static void check_swiglu(void) {
         get(run ? g2 : g1, d_dgu, sizeof(float) * 2 * nf);
     }
     judge("swiglu_backward", g1, g2, dgu, mag, 2 * nf, 8);
+
+    /* the bf16 forms: gate/up kept in bf16 (cast here, as the product's bf16 output would be) */
+    nb_bf16 *gu16 = alloc(sizeof(nb_bf16) * 2 * nf), *c16 = alloc(sizeof(nb_bf16) * 2 * nf);
+    nb_bf16 *cg16 = alloc(sizeof(nb_bf16) * 2 * nf), *h1 = alloc(sizeof(nb_bf16) * 2 * nf),
+            *h2 = alloc(sizeof(nb_bf16) * 2 * nf), *k1 = alloc(sizeof(nb_bf16) * 2 * nf),
+            *k2 = alloc(sizeof(nb_bf16) * 2 * nf);
+    for (size_t i = 0; i < 2 * nf; i++) gu16[i] = nb_bf16_from_float(gu[i]);
+    nb_bf16 *d_gu16 = dev(gu16, sizeof(nb_bf16) * 2 * nf), *d_h16 = dev(NULL, sizeof(nb_bf16) * 2 * nf);
+    nb_bf16 *d_out16 = dev(NULL, sizeof(nb_bf16) * 2 * nf);
+    swiglu_forward_bf16(c16, gu16, N, F);
+    for (int run = 0; run < 2; run++) {
+        CU(cudaMemset(d_h16, 0xff, sizeof(nb_bf16) * nf));
+        ran(nbk_swiglu_forward_bf16(d_h16, d_gu16, N, F, 0), "swiglu_forward_bf16");
+        get(run ? h2 : h1, d_h16, sizeof(nb_bf16) * nf);
+    }
+    judge16("swiglu_forward_bf16", h1, h2, c16, NULL, nf, 4 + BF16);
+    swiglu_forward_cast_bf16(c16, cg16, gu, N, F);
+    for (int run = 0; run < 2; run++) {
+        CU(cudaMemset(d_h16, 0xff, sizeof(nb_bf16) * nf));
+        CU(cudaMemset(d_out16, 0xff, sizeof(nb_bf16) * 2 * nf));
+        ran(nbk_swiglu_forward_cast_bf16(d_h16, d_out16, d_gu, N, F, 0), "swiglu_forward_cast_bf16");
+        get(run ? h2 : h1, d_h16, sizeof(nb_bf16) * nf);
+        get(run ? k2 : k1, d_out16, sizeof(nb_bf16) * 2 * nf);
+    }
+    judge16("swiglu_forward_cast_bf16 h", h1, h2, c16, NULL, nf, 4 + BF16);
+    judge16("swiglu_forward_cast_bf16 gu16 (a cast: exact)", k1, k2, cg16, NULL, 2 * nf, 0);
+    swiglu_backward_bf16_cast(c16, dh, gu16, N, F);
+    for (int run = 0; run < 2; run++) {
+        CU(cudaMemset(d_out16, 0xff, sizeof(nb_bf16) * 2 * nf));
+        ran(nbk_swiglu_backward_bf16_cast(d_out16, d_dh, d_gu16, N, F, 0), "swiglu_backward_bf16_cast");
+        get(run ? k2 : k1, d_out16, sizeof(nb_bf16) * 2 * nf);
+    }
+    judge16("swiglu_backward_bf16_cast", k1, k2, c16, mag, 2 * nf, 8 + BF16);
+    cudaFree(d_gu16), cudaFree(d_h16), cudaFree(d_out16);
+    free(gu16), free(c16), free(cg16), free(h1), free(h2), free(k1), free(k2);
     cudaFree(d_gu), cudaFree(d_dh), cudaFree(d_h), cudaFree(d_dgu);
     free(gu), free(dh), free(h), free(dgu), free(g1), free(g2), free(mag);
 }
@@ -366,6 +451,20 @@ static void check_cross_entropy(void) {
         get(run ? g2 : g1, d_z, sizeof(float) * nv);
     }
     judge("cross_entropy_backward", g1, g2, cpu, magz, nv, 2);
+
+    /* the bf16 gradient (scale 1) from the CPU's lse */
+    nb_bf16 *c16 = alloc(sizeof(nb_bf16) * nv), *h1 = alloc(sizeof(nb_bf16) * nv), *h2 = alloc(sizeof(nb_bf16) * nv);
+    nb_bf16 *d_16 = dev(NULL, sizeof(nb_bf16) * nv);
+    cross_entropy_grad_bf16(c16, z, lse, targets, N, V, N_MEAN);
+    for (size_t i = 0; i < nv; i++) magz[i] /= scale;
+    put(d_z, z, sizeof(float) * nv);
+    for (int run = 0; run < 2; run++) {
+        CU(cudaMemset(d_16, 0xff, sizeof(nb_bf16) * nv));
+        ran(nbk_cross_entropy_grad_bf16(d_16, d_z, d_lse, d_t, N, V, N_MEAN, 0), "cross_entropy_grad_bf16");
+        get(run ? h2 : h1, d_16, sizeof(nb_bf16) * nv);
+    }
+    judge16("cross_entropy_grad_bf16", h1, h2, c16, magz, nv, 2 + BF16);
+    cudaFree(d_16), free(c16), free(h1), free(h2);
     cudaFree(d_t), cudaFree(d_z), cudaFree(d_lse), cudaFree(d_loss);
     free(z), free(cpu), free(g1), free(g2), free(magz);
 }

@@ -10,11 +10,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include "util/host_device.h"
 
-#ifdef __CUDACC__
-#define NB_HOST_DEVICE __host__ __device__
-#else
-#define NB_HOST_DEVICE
+#ifndef __CUDACC__
 #pragma omp declare simd notinbranch
 #endif
 NB_HOST_DEVICE static inline float nb_expf(float x) {

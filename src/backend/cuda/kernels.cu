@@ -5,8 +5,9 @@
  * - Elementwise arithmetic is written with the round-to-nearest intrinsics (__fmul_rn, __fadd_rn, ...),
  *   which the compiler never contracts into fused multiply-adds, in the order the C expressions of the CPU
  *   functions evaluate (the CPU build contracts nothing either: -std=c11 means -ffp-contract=off). exp is
- *   util/fastmath.h's nb_expf, compiled for the GPU. So embedding, RoPE, SwiGLU, the loss's gradient, the
- *   optimizers' steps (given the same norm, for MARS) and RMSNorm's dgain are the CPU's bits.
+ *   util/fastmath.h's nb_expf and the bf16 casts backend/bf16.h's, compiled for the GPU. So embedding, RoPE,
+ *   SwiGLU, the loss's gradient, the optimizers' steps (given the same norm, for MARS), RMSNorm's dgain and
+ *   the bf16 forms of these are the CPU's bits.
  * - Reductions have a fixed order that depends only on the shape: each thread of a block adds its strided
  *   elements in order, then the block adds the threads' sums in a fixed tree (block_sum). No atomics, so a
  *   run gives the same bits every time. The row reductions (RMSNorm's sums, the log-sum-exp) differ from the
@@ -14,6 +15,7 @@
  *   gradient, the loss) are made in that order here too, one thread per column (or one thread). */
 #include <math.h>
 #include <stdint.h>
+#include "backend/bf16.h"
 #include "backend/cuda/kernels.h"
 #include "util/fastmath.h"
 extern "C" {
@@ -31,6 +33,12 @@ __device__ __forceinline__ float mul(float a, float b) { return __fmul_rn(a, b);
 __device__ __forceinline__ float add(float a, float b) { return __fadd_rn(a, b); }
 __device__ __forceinline__ float sub(float a, float b) { return __fsub_rn(a, b); }
 __device__ __forceinline__ float dvd(float a, float b) { return __fdiv_rn(a, b); }
+
+/* Loads and stores in float32 or bf16 (widened exactly; rounded to nearest even, as nb_bf16_from_float). */
+__device__ __forceinline__ float load(const float *p) { return *p; }
+__device__ __forceinline__ float load(const nb_bf16 *p) { return nb_bf16_to_float(*p); }
+__device__ __forceinline__ void store(float *p, float v) { *p = v; }
+__device__ __forceinline__ void store(nb_bf16 *p, float v) { *p = nb_bf16_from_float(v); }
 
 /* The sum of v over the block's threads in a fixed tree: thread t adds t + s for s = BLOCK/2, ..., 1. Every
  * thread of the block calls it and gets the sum; sh holds BLOCK values. */
@@ -94,17 +102,18 @@ __global__ void embedding_backward_k(float *dtable, const float *dout, const int
 
 /* ---- RMSNorm ---- */
 
-__global__ void rmsnorm_forward_k(float *out, float *rstd, const float *x, const float *gain, int d, float eps) {
+template <typename Out>
+__global__ void rmsnorm_forward_k(Out *out, float *rstd, const float *x, const float *gain, int d, float eps) {
     __shared__ float sh[BLOCK];
     const size_t row = blockIdx.x;
     const float *xr = x + row * d;
-    float *yr = out + row * d;
+    Out *yr = out + row * d;
     float s = 0.0f;
     for (int i = threadIdx.x; i < d; i += BLOCK) s = add(s, mul(xr[i], xr[i]));
     const float ss = block_sum(s, sh);
     const float r = dvd(1.0f, __fsqrt_rn(add(dvd(ss, (float)d), eps)));
     if (threadIdx.x == 0) rstd[row] = r;
-    for (int i = threadIdx.x; i < d; i += BLOCK) yr[i] = mul(mul(xr[i], r), gain[i]);
+    for (int i = threadIdx.x; i < d; i += BLOCK) store(&yr[i], mul(mul(xr[i], r), gain[i]));
 }
 
 /* dx_i += r g_i dy_i - x_i r^3 / d * sum_j g_j dy_j x_j, one block per row. */
@@ -132,39 +141,65 @@ __global__ void rmsnorm_backward_dgain_k(float *dgain, const float *dout, const 
     dgain[i] = acc;
 }
 
-/* ---- RoPE: one thread per (row, head, pair) ---- */
-
-__global__ void rope_k(float *x, int T, int stride, int n_rot_heads, int half, const float *cos_t,
-                       const float *sin_t, float sign, size_t total) {
+/* ---- RoPE: one thread per (row, head, pair) ----
+ * The pair read from src is rotated; dst (NULL: none) receives it in float32, dst16 (NULL: none) in bf16, and
+ * where both are given dst receives the bf16 value widened (rope_forward_bf16). src may be dst (in place). */
+__global__ void rope_k(const float *src, float *dst, nb_bf16 *dst16, int T, int stride, int n_rot_heads, int half,
+                       const float *cos_t, const float *sin_t, float sign, size_t total) {
     GRID_STRIDE(k, total) {
         const size_t i = k % (size_t)half, h = (k / (size_t)half) % (size_t)n_rot_heads;
         const size_t n = k / ((size_t)half * (size_t)n_rot_heads);
         const size_t t = n % (size_t)T;
-        float *lo = x + n * stride + h * (size_t)(2 * half), *hi = lo + half;
-        const float a = lo[i], b = hi[i], c = cos_t[t * half + i], si = mul(sign, sin_t[t * half + i]);
-        lo[i] = sub(mul(a, c), mul(b, si));
-        hi[i] = add(mul(b, c), mul(a, si));
+        const size_t lo = n * stride + h * (size_t)(2 * half) + i, hi = lo + half;
+        const float a = src[lo], b = src[hi], c = cos_t[t * half + i], si = mul(sign, sin_t[t * half + i]);
+        float l = sub(mul(a, c), mul(b, si)), r = add(mul(b, c), mul(a, si));
+        if (dst16) {
+            const nb_bf16 l16 = nb_bf16_from_float(l), r16 = nb_bf16_from_float(r);
+            dst16[lo] = l16, dst16[hi] = r16;
+            l = nb_bf16_to_float(l16), r = nb_bf16_to_float(r16);
+        }
+        if (dst) dst[lo] = l, dst[hi] = r;
     }
 }
 
-/* ---- SwiGLU ---- */
-
-__global__ void swiglu_forward_k(float *h, const float *gu, int F, size_t total) {
+/* The rest of each row (from column `from`: v), cast to bf16 into dst16 and, where dst is given, rounded
+ * in dst. */
+__global__ void cast_rest_k(const float *src, float *dst, nb_bf16 *dst16, int stride, int from, size_t total) {
+    const size_t width = (size_t)(stride - from);
     GRID_STRIDE(k, total) {
-        const size_t n = k / (size_t)F, i = k % (size_t)F;
-        const float g = gu[n * 2 * F + i], u = gu[n * 2 * F + F + i];
-        h[k] = mul(dvd(g, add(1.0f, nb_expf(-g))), u);
+        const size_t j = k / width * stride + from + k % width;
+        const nb_bf16 v16 = nb_bf16_from_float(src[j]);
+        dst16[j] = v16;
+        if (dst) dst[j] = nb_bf16_to_float(v16);
+    }
+}
+
+/* ---- SwiGLU ----
+ * gate and up read as In (float32 or bf16, widened); gu16 (NULL: none) receives them rounded to bf16, and h
+ * is then computed from the rounded values (swiglu_forward_cast_bf16). */
+template <typename In, typename Out>
+__global__ void swiglu_forward_k(Out *h, const In *gu, nb_bf16 *gu16, int F, size_t total) {
+    GRID_STRIDE(k, total) {
+        const size_t n = k / (size_t)F, i = k % (size_t)F, gi = n * 2 * F + i, ui = gi + F;
+        float g = load(&gu[gi]), u = load(&gu[ui]);
+        if (gu16) {
+            const nb_bf16 g16 = nb_bf16_from_float(g), u16 = nb_bf16_from_float(u);
+            gu16[gi] = g16, gu16[ui] = u16;
+            g = nb_bf16_to_float(g16), u = nb_bf16_to_float(u16);
+        }
+        store(&h[k], mul(dvd(g, add(1.0f, nb_expf(-g))), u));
     }
 }
 
 /* silu'(g) = s (1 + g (1 - s)), s the sigmoid. */
-__global__ void swiglu_backward_k(float *dgu, const float *dh, const float *gu, int F, size_t total) {
+template <typename In, typename Out>
+__global__ void swiglu_backward_k(Out *dgu, const float *dh, const In *gu, int F, size_t total) {
     GRID_STRIDE(k, total) {
         const size_t n = k / (size_t)F, i = k % (size_t)F;
-        const float g = gu[n * 2 * F + i], u = gu[n * 2 * F + F + i], d = dh[k];
+        const float g = load(&gu[n * 2 * F + i]), u = load(&gu[n * 2 * F + F + i]), d = dh[k];
         const float s = dvd(1.0f, add(1.0f, nb_expf(-g)));
-        dgu[n * 2 * F + F + i] = mul(mul(d, g), s);
-        dgu[n * 2 * F + i] = mul(mul(mul(d, u), s), add(1.0f, mul(g, sub(1.0f, s))));
+        store(&dgu[n * 2 * F + F + i], mul(mul(d, g), s));
+        store(&dgu[n * 2 * F + i], mul(mul(mul(d, u), s), add(1.0f, mul(g, sub(1.0f, s)))));
     }
 }
 
@@ -190,13 +225,13 @@ __global__ void loss_sum_k(double *loss_sum, const float *lse, const float *logi
     *loss_sum = total;
 }
 
-__global__ void cross_entropy_backward_k(float *logits, const float *lse, const int *targets, int V, float k,
-                                         size_t total) {
+/* k (softmax - onehot) into dst, which may be the logits (in place). */
+template <typename Out>
+__global__ void cross_entropy_grad_k(Out *dst, const float *logits, const float *lse, const int *targets, int V, float k,
+                                     size_t total) {
     GRID_STRIDE(j, total) {
         const size_t n = j / (size_t)V, i = j % (size_t)V;
-        float v = mul(k, nb_expf(sub(logits[j], lse[n])));
-        if ((int)i == targets[n]) v = sub(v, k);
-        logits[j] = v;
+        store(&dst[j], sub(mul(k, nb_expf(sub(logits[j], lse[n]))), (int)i == targets[n] ? k : 0.0f));
     }
 }
 
@@ -288,6 +323,62 @@ int bad_rows(const char *what, int N, int d) {
     return nb_fail("cuda: %s: invalid shape (%d rows of %d)", what, N, d);
 }
 
+template <typename Out>
+int rmsnorm_forward(const char *what, Out *out, float *rstd, const float *x, const float *gain, int N, int d, float eps,
+                    cudaStream_t stream) {
+    if (N < 0 || d <= 0) return bad_rows(what, N, d);
+    if (N == 0) return 0;
+    rmsnorm_forward_k<<<N, BLOCK, 0, stream>>>(out, rstd, x, gain, d, eps);
+    return launched(what);
+}
+
+/* The rotation of src into dst and/or dst16; with dst16, the rest of each row cast too. */
+int rope(const char *what, const float *src, float *dst, nb_bf16 *dst16, int B, int T, int stride,
+                int n_rot_heads, int hd, const float *cos_t, const float *sin_t, float sign, cudaStream_t stream) {
+    if (B < 0 || T <= 0 || hd <= 0 || hd % 2 || n_rot_heads < 0 || (long)n_rot_heads * hd > stride)
+        return nb_fail("cuda: %s: invalid shape (B %d, T %d, stride %d, %d heads of %d)", what, B, T, stride,
+                       n_rot_heads, hd);
+    const size_t total = (size_t)B * T * n_rot_heads * (hd / 2);
+    if (total) {
+        rope_k<<<blocks_for(total), BLOCK, 0, stream>>>(src, dst, dst16, T, stride, n_rot_heads, hd / 2, cos_t, sin_t,
+                                                        sign, total);
+        if (launched(what)) return -1;
+    }
+    const size_t rest = (size_t)B * T * (size_t)(stride - n_rot_heads * hd);
+    if (!dst16 || rest == 0) return 0;
+    cast_rest_k<<<blocks_for(rest), BLOCK, 0, stream>>>(src, dst, dst16, stride, n_rot_heads * hd, rest);
+    return launched(what);
+}
+
+/* SwiGLU's kernels on N rows of F. */
+template <typename In, typename Out>
+int swiglu_forward(const char *what, Out *h, const In *gu, nb_bf16 *gu16, int N, int F, cudaStream_t stream) {
+    if (N < 0 || F <= 0) return bad_rows(what, N, F);
+    const size_t total = (size_t)N * F;
+    if (total == 0) return 0;
+    swiglu_forward_k<<<blocks_for(total), BLOCK, 0, stream>>>(h, gu, gu16, F, total);
+    return launched(what);
+}
+
+template <typename In, typename Out>
+int swiglu_backward(const char *what, Out *dgu, const float *dh, const In *gu, int N, int F, cudaStream_t stream) {
+    if (N < 0 || F <= 0) return bad_rows(what, N, F);
+    const size_t total = (size_t)N * F;
+    if (total == 0) return 0;
+    swiglu_backward_k<<<blocks_for(total), BLOCK, 0, stream>>>(dgu, dh, gu, F, total);
+    return launched(what);
+}
+
+template <typename Out>
+int cross_entropy_grad(const char *what, Out *dst, const float *logits, const float *lse, const int *targets,
+                              int N, int V, float k, int n_mean, cudaStream_t stream) {
+    if (N < 0 || V <= 0 || n_mean <= 0) return bad_rows(what, N, V);
+    const size_t total = (size_t)N * V;
+    if (total == 0) return 0;
+    cross_entropy_grad_k<<<blocks_for(total), BLOCK, 0, stream>>>(dst, logits, lse, targets, V, k, total);
+    return launched(what);
+}
+
 }  // namespace
 
 extern "C" {
@@ -309,10 +400,12 @@ int nbk_embedding_backward(float *dtable, const float *dout, const int *tokens, 
 
 int nbk_rmsnorm_forward(float *out, float *rstd, const float *x, const float *gain, int N, int d, float eps,
                         cudaStream_t stream) {
-    if (N < 0 || d <= 0) return bad_rows("rmsnorm_forward", N, d);
-    if (N == 0) return 0;
-    rmsnorm_forward_k<<<N, BLOCK, 0, stream>>>(out, rstd, x, gain, d, eps);
-    return launched("rmsnorm_forward");
+    return rmsnorm_forward("rmsnorm_forward", out, rstd, x, gain, N, d, eps, stream);
+}
+
+int nbk_rmsnorm_forward_bf16(nb_bf16 *out, float *rstd, const float *x, const float *gain, int N, int d, float eps,
+                             cudaStream_t stream) {
+    return rmsnorm_forward("rmsnorm_forward_bf16", out, rstd, x, gain, N, d, eps, stream);
 }
 
 int nbk_rmsnorm_backward(float *dx, float *dgain, const float *dout, const float *x, const float *gain,
@@ -325,41 +418,45 @@ int nbk_rmsnorm_backward(float *dx, float *dgain, const float *dout, const float
     return launched("rmsnorm_backward (dgain)");
 }
 
-static int rope(const char *what, float *x, int B, int T, int stride, int n_rot_heads, int hd, const float *cos_t,
-                const float *sin_t, float sign, cudaStream_t stream) {
-    if (B < 0 || T <= 0 || hd <= 0 || hd % 2 || n_rot_heads < 0 || (long)n_rot_heads * hd > stride)
-        return nb_fail("cuda: %s: invalid shape (B %d, T %d, stride %d, %d heads of %d)", what, B, T, stride,
-                       n_rot_heads, hd);
-    const size_t total = (size_t)B * T * n_rot_heads * (hd / 2);
-    if (total == 0) return 0;
-    rope_k<<<blocks_for(total), BLOCK, 0, stream>>>(x, T, stride, n_rot_heads, hd / 2, cos_t, sin_t, sign, total);
-    return launched(what);
-}
-
 int nbk_rope_forward(float *x, int B, int T, int stride, int n_rot_heads, int hd, const float *cos_t,
                      const float *sin_t, cudaStream_t stream) {
-    return rope("rope_forward", x, B, T, stride, n_rot_heads, hd, cos_t, sin_t, 1.0f, stream);
+    return rope("rope_forward", x, x, NULL, B, T, stride, n_rot_heads, hd, cos_t, sin_t, 1.0f, stream);
 }
 
 int nbk_rope_backward(float *dx, int B, int T, int stride, int n_rot_heads, int hd, const float *cos_t,
                       const float *sin_t, cudaStream_t stream) {
-    return rope("rope_backward", dx, B, T, stride, n_rot_heads, hd, cos_t, sin_t, -1.0f, stream);
+    return rope("rope_backward", dx, dx, NULL, B, T, stride, n_rot_heads, hd, cos_t, sin_t, -1.0f, stream);
+}
+
+int nbk_rope_forward_bf16(float *x, nb_bf16 *x16, int B, int T, int stride, int n_rot_heads, int hd,
+                          const float *cos_t, const float *sin_t, cudaStream_t stream) {
+    return rope("rope_forward_bf16", x, x, x16, B, T, stride, n_rot_heads, hd, cos_t, sin_t, 1.0f, stream);
+}
+
+int nbk_rope_backward_cast_bf16(nb_bf16 *dx16, const float *dx, int B, int T, int stride, int n_rot_heads, int hd,
+                                const float *cos_t, const float *sin_t, cudaStream_t stream) {
+    return rope("rope_backward_cast_bf16", dx, NULL, dx16, B, T, stride, n_rot_heads, hd, cos_t, sin_t, -1.0f, stream);
 }
 
 int nbk_swiglu_forward(float *h, const float *gu, int N, int F, cudaStream_t stream) {
-    if (N < 0 || F <= 0) return bad_rows("swiglu_forward", N, F);
-    const size_t total = (size_t)N * F;
-    if (total == 0) return 0;
-    swiglu_forward_k<<<blocks_for(total), BLOCK, 0, stream>>>(h, gu, F, total);
-    return launched("swiglu_forward");
+    return swiglu_forward("swiglu_forward", h, gu, NULL, N, F, stream);
+}
+
+int nbk_swiglu_forward_bf16(nb_bf16 *h, const nb_bf16 *gu, int N, int F, cudaStream_t stream) {
+    return swiglu_forward("swiglu_forward_bf16", h, gu, NULL, N, F, stream);
+}
+
+int nbk_swiglu_forward_cast_bf16(nb_bf16 *h, nb_bf16 *gu16, const float *gu, int N, int F, cudaStream_t stream) {
+    return swiglu_forward("swiglu_forward_cast_bf16", h, gu, gu16, N, F, stream);
 }
 
 int nbk_swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int F, cudaStream_t stream) {
-    if (N < 0 || F <= 0) return bad_rows("swiglu_backward", N, F);
-    const size_t total = (size_t)N * F;
-    if (total == 0) return 0;
-    swiglu_backward_k<<<blocks_for(total), BLOCK, 0, stream>>>(dgu, dh, gu, F, total);
-    return launched("swiglu_backward");
+    return swiglu_backward("swiglu_backward", dgu, dh, gu, N, F, stream);
+}
+
+int nbk_swiglu_backward_bf16_cast(nb_bf16 *dgu16, const float *dh, const nb_bf16 *gu, int N, int F,
+                                  cudaStream_t stream) {
+    return swiglu_backward("swiglu_backward_bf16_cast", dgu16, dh, gu, N, F, stream);
 }
 
 int nbk_cross_entropy_forward(float *lse, double *loss_sum, const float *logits, const int *targets, int N, int V,
@@ -375,12 +472,14 @@ int nbk_cross_entropy_forward(float *lse, double *loss_sum, const float *logits,
 
 int nbk_cross_entropy_backward(float *logits, const float *lse, const int *targets, int N, int V, float scale,
                                int n_mean, cudaStream_t stream) {
-    if (N < 0 || V <= 0 || n_mean <= 0) return bad_rows("cross_entropy_backward", N, V);
-    const size_t total = (size_t)N * V;
-    if (total == 0) return 0;
-    const float k = scale / (float)n_mean;
-    cross_entropy_backward_k<<<blocks_for(total), BLOCK, 0, stream>>>(logits, lse, targets, V, k, total);
-    return launched("cross_entropy_backward");
+    return cross_entropy_grad("cross_entropy_backward", logits, logits, lse, targets, N, V, scale / (float)n_mean,
+                              n_mean, stream);
+}
+
+int nbk_cross_entropy_grad_bf16(nb_bf16 *dlogits, const float *logits, const float *lse, const int *targets, int N,
+                                int V, int n_mean, cudaStream_t stream) {
+    return cross_entropy_grad("cross_entropy_grad_bf16", dlogits, logits, lse, targets, N, V, 1.0f / (float)n_mean,
+                              n_mean, stream);
 }
 
 int nbk_adamw_step(float *d, float *m, float *v, const float *g, const float *w, size_t n, const nbk_optim_step *p,

@@ -17,6 +17,7 @@
 #define NB_BACKEND_CUDA_KERNELS_H
 #include <stddef.h>
 #include <cuda_runtime.h>
+#include "backend/bf16.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,6 +34,9 @@ int nbk_embedding_backward(float *dtable, const float *dout, const int *tokens, 
 /* out = x / sqrt(mean(x^2) + eps) * gain, row by row; rstd[n] = 1/sqrt(mean + eps). One block per row. */
 int nbk_rmsnorm_forward(float *out, float *rstd, const float *x, const float *gain, int N, int d, float eps,
                         cudaStream_t stream);
+/* The same, out cast to bf16 (rmsnorm_forward_bf16). */
+int nbk_rmsnorm_forward_bf16(nb_bf16 *out, float *rstd, const float *x, const float *gain, int N, int d, float eps,
+                             cudaStream_t stream);
 /* dx += d(out)/dx^T dout (one block per row); dgain += sum_n dout * x * rstd, each column's sum in order of
  * rows (bitwise rmsnorm_backward's dgain). */
 int nbk_rmsnorm_backward(float *dx, float *dgain, const float *dout, const float *x, const float *gain,
@@ -44,10 +48,23 @@ int nbk_rope_forward(float *x, int B, int T, int stride, int n_rot_heads, int hd
                      const float *sin_t, cudaStream_t stream);
 int nbk_rope_backward(float *dx, int B, int T, int stride, int n_rot_heads, int hd, const float *cos_t,
                       const float *sin_t, cudaStream_t stream);
+/* rope_forward_bf16: the rotation, then every value of the rows rounded to bf16, kept in x and cast into x16.
+ * rope_backward_cast_bf16: the backward rotation of dx written to dx16 in bf16 (dx unchanged), the rest of
+ * each row cast. */
+int nbk_rope_forward_bf16(float *x, nb_bf16 *x16, int B, int T, int stride, int n_rot_heads, int hd,
+                          const float *cos_t, const float *sin_t, cudaStream_t stream);
+int nbk_rope_backward_cast_bf16(nb_bf16 *dx16, const float *dx, int B, int T, int stride, int n_rot_heads, int hd,
+                                const float *cos_t, const float *sin_t, cudaStream_t stream);
 
 /* gu[N][2F] holds (gate | up); h = silu(gate) * up. Backward: dgu (overwritten) from dh. */
 int nbk_swiglu_forward(float *h, const float *gu, int N, int F, cudaStream_t stream);
 int nbk_swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int F, cudaStream_t stream);
+/* The bf16 forms (layers.h): gate/up kept in bf16 and h cast (swiglu_forward_bf16); gate/up cast into gu16
+ * and h from those (swiglu_forward_cast_bf16); dgu written in bf16 from bf16 gate/up (swiglu_backward_bf16_cast). */
+int nbk_swiglu_forward_bf16(nb_bf16 *h, const nb_bf16 *gu, int N, int F, cudaStream_t stream);
+int nbk_swiglu_forward_cast_bf16(nb_bf16 *h, nb_bf16 *gu16, const float *gu, int N, int F, cudaStream_t stream);
+int nbk_swiglu_backward_bf16_cast(nb_bf16 *dgu16, const float *dh, const nb_bf16 *gu, int N, int F,
+                                  cudaStream_t stream);
 
 /* lse[n] = log-sum-exp of logits' row n (one block per row); *loss_sum (one double, device memory) = the
  * sum over rows of lse - logits[n][targets[n]], in double, in row order (cross_entropy_forward's return
@@ -57,6 +74,9 @@ int nbk_cross_entropy_forward(float *lse, double *loss_sum, const float *logits,
 /* In place: logits = scale/n_mean * (softmax(logits) - onehot(target)), from lse. */
 int nbk_cross_entropy_backward(float *logits, const float *lse, const int *targets, int N, int V, float scale,
                                int n_mean, cudaStream_t stream);
+/* dlogits = bf16((softmax(logits) - onehot(target)) / n_mean), from lse (cross_entropy_grad_bf16). */
+int nbk_cross_entropy_grad_bf16(nb_bf16 *dlogits, const float *logits, const float *lse, const int *targets, int N,
+                                int V, int n_mean, cudaStream_t stream);
 
 /* ---- The elementwise optimizer rules (src/optim/adamw.c, lion.c, adan.c, mars.c; docs/rules.md) ----
  * Each computes one tensor's step d (n values) from its gradient g and weights w and advances the state
