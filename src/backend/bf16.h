@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include "util/host_device.h"
 
 /* ---- bfloat16 (docs/rules.md section 5) ----
  * A bf16 value is the high half of a float32: 8 exponent bits, 7 stored mantissa bits. Casts round
@@ -13,7 +14,9 @@
  * the order of its additions: that is how nb_gemm_bf16 runs where the CPU has no bf16 instructions. */
 typedef uint16_t nb_bf16;
 
-static inline nb_bf16 nb_bf16_from_float(float f) {
+/* The casts are integer operations: the CUDA kernels (cuda/kernels.cu) compile them for the GPU too. */
+
+NB_HOST_DEVICE static inline nb_bf16 nb_bf16_from_float(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (nb_bf16)((u >> 16) | 0x40);  /* NaN: keep it quiet */
@@ -21,7 +24,7 @@ static inline nb_bf16 nb_bf16_from_float(float f) {
     return (nb_bf16)(u >> 16);
 }
 
-static inline float nb_bf16_to_float(nb_bf16 b) {
+NB_HOST_DEVICE static inline float nb_bf16_to_float(nb_bf16 b) {
     uint32_t u = (uint32_t)b << 16;
     float f;
     memcpy(&f, &u, sizeof f);
@@ -29,7 +32,7 @@ static inline float nb_bf16_to_float(nb_bf16 b) {
 }
 
 /* float(bf16(f)): the value a bf16 operand would carry, kept in a float. */
-static inline float nb_bf16_rounded(float f) { return nb_bf16_to_float(nb_bf16_from_float(f)); }
+NB_HOST_DEVICE static inline float nb_bf16_rounded(float f) { return nb_bf16_to_float(nb_bf16_from_float(f)); }
 
 /* dst[i] = bf16(src[i]) for n values (threaded for large n). */
 void nb_bf16_cast(nb_bf16 *dst, const float *src, size_t n);

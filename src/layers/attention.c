@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "backend/backend.h"
-#include "layers/fastmath.h"
+#include "util/fastmath.h"
 #include "layers/layers.h"
 #include "util/error.h"
 

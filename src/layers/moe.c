@@ -2,7 +2,7 @@
 #include "layers/moe.h"
 #include <math.h>
 #include <string.h>
-#include "layers/fastmath.h"
+#include "util/fastmath.h"
 #include "layers/layers.h"
 #include "util/error.h"
 

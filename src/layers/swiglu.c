@@ -1,5 +1,5 @@
 #include <math.h>
-#include "layers/fastmath.h"
+#include "util/fastmath.h"
 #include "layers/layers.h"
 
 #pragma omp declare simd notinbranch

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks, on a machine with an NVIDIA GPU, from a folder made by tools/gpu/pack.sh (default .gpu),
-# run from the repository's root: the machine's description, tests/test_cuda, tests/cli_cuda.sh, then
+# run from the repository's root: the machine's description, tests/test_cuda, tests/test_cuda_kernels (the
+# layers' and optimizers' kernels against the CPU's functions), tests/cli_cuda.sh, then
 # whole training steps timed (`nobubble bench`) with the products on the GPU and on the CPU. Writes its
 # log and the benchmark's JSON into RESULTS (default: the current folder's gpu-check/).
 #
@@ -17,8 +18,9 @@ bin=$(cd "$pack/bin" && pwd)
 {
   echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   lscpu | grep -E '^(Model name|CPU\(s\)|Flags)' | cut -c1-300; echo "cuBLAS: ${cublas:-not found}"
-  ldd "$bin/nobubble-core" "$bin/test_cuda" | grep "not found"
+  ldd "$bin/nobubble-core" "$bin/test_cuda" "$bin/test_cuda_kernels" | grep "not found"
   echo "== tests/test_cuda"; "$bin/test_cuda" | grep -v '^ok'; echo "rc=${PIPESTATUS[0]}"
+  echo "== tests/test_cuda_kernels"; "$bin/test_cuda_kernels"; echo "rc=$?"
   echo "== tests/cli_cuda.sh"; bash tests/cli_cuda.sh "$bin/nobubble"; echo "rc=$?"
 } 2>&1 | tee "$results/check.log"
 # Whole steps, the same settings on both backends: --threads 16 (the machine's cores) for the CPU's

@@ -1,0 +1,112 @@
+/* Private to src/backend (-DNB_CUDA=ON): the CUDA kernels of the layers that are not matrix products and of
+ * the elementwise optimizers (kernels.cu). Each entry point keeps the contract of its CPU function
+ * (src/layers/layers.h, the rules of src/optim) on device memory: every pointer is the GPU's, the work is
+ * queued on `stream` (0: the default stream) and the call returns at once. 0, or -1 with nb_fail when the
+ * arguments are invalid or the launch fails; a failure while the kernel runs shows at the next
+ * synchronization (cudaStreamSynchronize), as with any CUDA work.
+ *
+ * Deterministic: no atomics; every reduction has a fixed order that depends only on the shape, so the same
+ * inputs give the same bits every run on the same GPU. Where the CPU function's order is simple (a sum in
+ * order of rows), the kernel keeps it; the elementwise arithmetic is the CPU's operation for operation
+ * (no contraction into fused multiply-adds, the same exp: util/fastmath.h), so those results are the CPU's
+ * bits. The row reductions (RMSNorm's mean of squares and dot product, the log-sum-exp) add in a tree
+ * instead of the CPU's vector lanes: within the bounds tests/test_cuda_kernels.c states.
+ *
+ * Not yet used by training: a stage's weights and activations still live on the host (docs/gpu.md). */
+#ifndef NB_BACKEND_CUDA_KERNELS_H
+#define NB_BACKEND_CUDA_KERNELS_H
+#include <stddef.h>
+#include <cuda_runtime.h>
+#include "backend/bf16.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Layers (src/layers/layers.h; N = B*T rows) ---- */
+
+/* out[n] = table[tokens[n]]; tokens in [0, rows of table). */
+int nbk_embedding_forward(float *out, const int *tokens, const float *table, int N, int d, cudaStream_t stream);
+/* dtable[tokens[n]] += dout[n], in order of n: one thread per column scans the tokens in order, so each
+ * value of dtable receives its additions in the CPU's order (bitwise embedding_backward). */
+int nbk_embedding_backward(float *dtable, const float *dout, const int *tokens, int N, int d, cudaStream_t stream);
+
+/* out = x / sqrt(mean(x^2) + eps) * gain, row by row; rstd[n] = 1/sqrt(mean + eps). One block per row. */
+int nbk_rmsnorm_forward(float *out, float *rstd, const float *x, const float *gain, int N, int d, float eps,
+                        cudaStream_t stream);
+/* The same, out cast to bf16 (rmsnorm_forward_bf16). */
+int nbk_rmsnorm_forward_bf16(nb_bf16 *out, float *rstd, const float *x, const float *gain, int N, int d, float eps,
+                             cudaStream_t stream);
+/* dx += d(out)/dx^T dout (one block per row); dgain += sum_n dout * x * rstd, each column's sum in order of
+ * rows (bitwise rmsnorm_backward's dgain). */
+int nbk_rmsnorm_backward(float *dx, float *dgain, const float *dout, const float *x, const float *gain,
+                         const float *rstd, int N, int d, cudaStream_t stream);
+
+/* Rotary embedding in place on the first n_rot_heads heads of each row of width stride (B sequences of T
+ * rows), pairing i with i + hd/2; cos_t, sin_t: [T][hd/2]. Backward rotates by the opposite angle. */
+int nbk_rope_forward(float *x, int B, int T, int stride, int n_rot_heads, int hd, const float *cos_t,
+                     const float *sin_t, cudaStream_t stream);
+int nbk_rope_backward(float *dx, int B, int T, int stride, int n_rot_heads, int hd, const float *cos_t,
+                      const float *sin_t, cudaStream_t stream);
+/* rope_forward_bf16: the rotation, then every value of the rows rounded to bf16, kept in x and cast into x16.
+ * rope_backward_cast_bf16: the backward rotation of dx written to dx16 in bf16 (dx unchanged), the rest of
+ * each row cast. */
+int nbk_rope_forward_bf16(float *x, nb_bf16 *x16, int B, int T, int stride, int n_rot_heads, int hd,
+                          const float *cos_t, const float *sin_t, cudaStream_t stream);
+int nbk_rope_backward_cast_bf16(nb_bf16 *dx16, const float *dx, int B, int T, int stride, int n_rot_heads, int hd,
+                                const float *cos_t, const float *sin_t, cudaStream_t stream);
+
+/* gu[N][2F] holds (gate | up); h = silu(gate) * up. Backward: dgu (overwritten) from dh. */
+int nbk_swiglu_forward(float *h, const float *gu, int N, int F, cudaStream_t stream);
+int nbk_swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int F, cudaStream_t stream);
+/* The bf16 forms (layers.h): gate/up kept in bf16 and h cast (swiglu_forward_bf16); gate/up cast into gu16
+ * and h from those (swiglu_forward_cast_bf16); dgu written in bf16 from bf16 gate/up (swiglu_backward_bf16_cast). */
+int nbk_swiglu_forward_bf16(nb_bf16 *h, const nb_bf16 *gu, int N, int F, cudaStream_t stream);
+int nbk_swiglu_forward_cast_bf16(nb_bf16 *h, nb_bf16 *gu16, const float *gu, int N, int F, cudaStream_t stream);
+int nbk_swiglu_backward_bf16_cast(nb_bf16 *dgu16, const float *dh, const nb_bf16 *gu, int N, int F,
+                                  cudaStream_t stream);
+
+/* lse[n] = log-sum-exp of logits' row n (one block per row); *loss_sum (one double, device memory) = the
+ * sum over rows of lse - logits[n][targets[n]], in double, in row order (cross_entropy_forward's return
+ * value). */
+int nbk_cross_entropy_forward(float *lse, double *loss_sum, const float *logits, const int *targets, int N, int V,
+                              cudaStream_t stream);
+/* In place: logits = scale/n_mean * (softmax(logits) - onehot(target)), from lse. */
+int nbk_cross_entropy_backward(float *logits, const float *lse, const int *targets, int N, int V, float scale,
+                               int n_mean, cudaStream_t stream);
+/* dlogits = bf16((softmax(logits) - onehot(target)) / n_mean), from lse (cross_entropy_grad_bf16). */
+int nbk_cross_entropy_grad_bf16(nb_bf16 *dlogits, const float *logits, const float *lse, const int *targets, int N,
+                                int V, int n_mean, cudaStream_t stream);
+
+/* ---- The elementwise optimizer rules (src/optim/adamw.c, lion.c, adan.c, mars.c; docs/rules.md) ----
+ * Each computes one tensor's step d (n values) from its gradient g and weights w and advances the state
+ * buffers, as the rule's step does; the caller then counts the update (the rule's ts->count++). */
+typedef struct {
+    float lr;
+    float beta1, beta2, beta3;  /* beta3: Adan's */
+    float eps;
+    float weight_decay;         /* this tensor's: 0 for gains (rules.h's decay_of) */
+    float gamma;                /* MARS's */
+    long count;                 /* updates this tensor's rule has made before this one */
+} nbk_optim_step;
+
+/* AdamW (also the auxiliary rule: the caller passes the aux betas as beta1, beta2); m, v: n each. */
+int nbk_adamw_step(float *d, float *m, float *v, const float *g, const float *w, size_t n, const nbk_optim_step *p,
+                   cudaStream_t stream);
+/* Lion; m: n values. */
+int nbk_lion_step(float *d, float *m, const float *g, const float *w, size_t n, const nbk_optim_step *p,
+                  cudaStream_t stream);
+/* Adan in code form; m, v, nn, g_prev: n each (g_prev ignored at count 0). */
+int nbk_adan_step(float *d, float *m, float *v, float *nn, float *g_prev, const float *g, const float *w, size_t n,
+                  const nbk_optim_step *p, cudaStream_t stream);
+/* MARS-AdamW on a matrix: m, v, g_prev: n each. The tensor's norm ||c||_2 is summed in double in a fixed
+ * tree (per-block sums, then one block over them) into scratch, which holds nbk_mars_scratch_doubles()
+ * doubles of device memory. */
+int nbk_mars_step(float *d, float *m, float *v, float *g_prev, const float *g, const float *w, size_t n,
+                  const nbk_optim_step *p, double *scratch, cudaStream_t stream);
+size_t nbk_mars_scratch_doubles(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,615 @@
+/* The CUDA kernels (src/backend/cuda/kernels.cu, -DNB_CUDA=ON only) against the CPU functions they stand
+ * for: src/layers' embedding, RMSNorm, RoPE, SwiGLU and cross-entropy, forward and backward, and the
+ * elementwise rules of src/optim (AdamW, Lion, Adan, MARS). Random inputs from a fixed seed, shapes that
+ * are not multiples of the kernels' 256-thread blocks (37 rows of 100, rows of 1000 and 1003, 3701 values).
+ * Exits 77 (ctest's "skipped", the reason printed) where there is no GPU or driver.
+ *
+ * Each GPU result runs twice from the same inputs and must give the same bits (no atomics, fixed-order
+ * reductions). Against the CPU, every value must lie within a stated bound of the CPU's, a number of units
+ * of fp32 rounding (u = 2^-24) times the sum of the magnitudes of the terms that make it (mag), so that
+ * cancellation does not make the bound meaningless:
+ * - The kernels that do the CPU's operations in the CPU's order (embedding, RoPE, SwiGLU, the loss's
+ *   gradient, the optimizers, RMSNorm's dgain; kernels.cu says how) are expected to give the CPU's bits;
+ *   the check allows 2 u mag (8 u mag for the optimizers' steps, a few roundings deep) and prints how many
+ *   values are bitwise equal, so a difference in rounding shows without failing, and a wrong formula
+ *   (relative errors of 1e-3 and more) fails.
+ * - The row reductions add in a tree where the CPU adds in vector lanes. A sum of k terms in any order is
+ *   within gamma(k) = k u / (1 - k u) of the sum of its terms' magnitudes, so two orders differ by at most
+ *   twice that: RMSNorm's rstd and output within (d + 14) u of their value (squares: no cancellation; a few
+ *   roundings for the mean, sqrt, division and products), its dx within 2 (d + 8) u mag; the log-sum-exp
+ *   within 2 (V + 2) u (the sum of V exps, which are the CPU's bits, relative) + 8 u (|log sum| + |lse|)
+ *   (libm's and CUDA's logf, each within an ulp or two); the loss's sum within the sum of its rows' bounds.
+ *   MARS's norm is a double sum (relative error ~1e-13): its clipping scale may differ by an ulp, inside the
+ *   8 u mag of the steps.
+ * - The bf16 forms (RMSNorm's output, RoPE's, SwiGLU's, the loss's gradient) round the same fp32 values to
+ *   bf16, so they are expected bitwise too; the bound adds one bf16 step (2^-7 of the value, 2^17 u) to the
+ *   fp32 bound, the most two values within it can differ once rounded; the pure casts are exact.
+ * Before the GPU runs, the comparison itself is checked on the CPU: a value 3 bounds off and a NaN fail. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime.h>
+#include "backend/cuda/kernels.h"
+#include "check.h"
+#include "layers/layers.h"
+#include "optim/rules.h"
+#include "util/error.h"
+
+#define U 0x1p-24  /* fp32's unit roundoff */
+#define BF16 131072.0  /* one bf16 step, 2^-7 of a value, in u: where two fp32 values within their bound straddle
+                          a bf16 rounding boundary, their bf16 values are one step apart */
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static float uniform(void) { /* in [-1, 1) */
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 4503599627370496.0 - 1.0);
+}
+static void fill(float *x, size_t n, float scale) {
+    for (size_t i = 0; i < n; i++) x[i] = scale * uniform();
+}
+static void *alloc(size_t bytes) {
+    void *p = calloc(1, bytes ? bytes : 1);
+    if (!p) fprintf(stderr, "out of host memory\n"), exit(1);
+    return p;
+}
+
+/* ---- Device memory: any CUDA failure ends the test, saying where ---- */
+#define CU(call) cu_check((call), #call, __LINE__)
+static void cu_check(cudaError_t e, const char *what, int line) {
+    if (e == cudaSuccess) return;
+    fprintf(stderr, "FAIL line %d: %s: %s (%s)\n", line, what, cudaGetErrorString(e), cudaGetErrorName(e));
+    exit(1);
+}
+/* A device copy of host bytes; host NULL: bytes of 0xff (NaN as floats), so that a value a kernel forgets to
+ * write fails the comparison. */
+static void *dev(const void *host, size_t bytes) {
+    void *p = NULL;
+    CU(cudaMalloc(&p, bytes ? bytes : 1));
+    if (host) CU(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
+    else CU(cudaMemset(p, 0xff, bytes));
+    return p;
+}
+static void put(void *d, const void *host, size_t bytes) { CU(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice)); }
+static void get(void *host, const void *d, size_t bytes) {
+    CU(cudaDeviceSynchronize());  /* a kernel's failure while it ran shows here */
+    CU(cudaMemcpy(host, d, bytes, cudaMemcpyDeviceToHost));
+}
+/* A kernel entry point's return value. */
+static void ran(int rc, const char *what) { CHECK(rc == 0, "%s: the call failed: %s", what, rc ? nb_last_error() : ""); }
+
+/* ---- Comparisons ---- */
+
+/* The worst |gpu - cpu| / (ulps u mag) over n values (mag NULL: |cpu|), its index in *at, the bitwise-equal
+ * count in *same. A NaN, or a difference where the bound is 0, is infinitely bad. */
+static double worst_of(const float *gpu, const float *cpu, const double *mag, size_t n, double ulps, size_t *at,
+                       size_t *same) {
+    double worst = 0;
+    *at = 0, *same = 0;
+    for (size_t i = 0; i < n; i++) {
+        *same += memcmp(&gpu[i], &cpu[i], sizeof(float)) == 0;
+        const double diff = fabs((double)gpu[i] - (double)cpu[i]);
+        const double bound = ulps * U * (mag ? mag[i] : fabs((double)cpu[i]));
+        double r = diff == 0 ? 0 : diff / bound;   /* diff/0 = inf */
+        if (isnan(r) || isnan((double)gpu[i]) != isnan((double)cpu[i])) r = INFINITY;
+        if (isnan((double)gpu[i]) && isnan((double)cpu[i])) r = 0;
+        if (r > worst || (isinf(r) && !isinf(worst))) worst = r, *at = i;
+    }
+    return worst;
+}
+
+static void compare(const char *what, const float *gpu, const float *cpu, const double *mag, size_t n, double ulps) {
+    size_t at, same;
+    const double worst = worst_of(gpu, cpu, mag, n, ulps, &at, &same);
+    const double m = mag ? mag[at] : fabs((double)cpu[at]);
+    CHECK(worst <= 1.0,
+          "%s: value %zu differs: GPU %.9g, CPU %.9g, |diff| %.3g > bound %.3g (%g u of magnitude %.6g); worst %.3g "
+          "of the bound; %zu of %zu values bitwise equal",
+          what, at, (double)gpu[at], (double)cpu[at], fabs((double)gpu[at] - (double)cpu[at]), ulps * U * m, ulps, m,
+          worst, same, n);
+    printf("%-44s %6zu of %6zu bitwise the CPU's, worst %.3g of the bound (%g u)\n", what, same, n, worst, ulps);
+}
+
+/* Two GPU runs' results must be the same bits. */
+static void same_bits(const char *what, const void *a, const void *b, size_t bytes, size_t elem) {
+    size_t i = 0;
+    while (i < bytes && ((const unsigned char *)a)[i] == ((const unsigned char *)b)[i]) i++;
+    CHECK(i == bytes, "%s: two GPU runs differ, first at element %zu", what, i / elem);
+}
+
+/* Two GPU runs (g1, g2) the same bits, and the first within ulps u mag of the CPU's values. */
+static void judge(const char *what, const float *g1, const float *g2, const float *cpu, const double *mag, size_t n,
+                  double ulps) {
+    same_bits(what, g1, g2, sizeof(float) * n, sizeof(float));
+    compare(what, g1, cpu, mag, n, ulps);
+}
+
+/* The same for bf16 values (widened exactly). */
+static void judge16(const char *what, const nb_bf16 *g1, const nb_bf16 *g2, const nb_bf16 *cpu, const double *mag,
+                    size_t n, double ulps) {
+    float *w1 = alloc(sizeof(float) * n), *w2 = alloc(sizeof(float) * n), *wc = alloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++)
+        w1[i] = nb_bf16_to_float(g1[i]), w2[i] = nb_bf16_to_float(g2[i]), wc[i] = nb_bf16_to_float(cpu[i]);
+    judge(what, w1, w2, wc, mag, n, ulps);
+    free(w1), free(w2), free(wc);
+}
+
+/* The comparison can fail: a value 3 bounds off, a NaN, and a difference where the bound is 0. */
+static void check_the_check(void) {
+    float cpu[3] = {1.0f, -2.0f, 0.0f}, gpu[3];
+    double mag[3] = {1.0, 2.0, 0.0};
+    size_t at, same;
+    memcpy(gpu, cpu, sizeof gpu);
+    CHECK(worst_of(gpu, cpu, mag, 3, 2, &at, &same) == 0 && same == 3, "equal values pass");
+    gpu[1] = (float)(-2.0 - 3 * (2 * U * 2.0));  /* 3 bounds (2 u of magnitude 2) away: 3 ulps of 2 */
+    CHECK(worst_of(gpu, cpu, mag, 3, 2, &at, &same) > 1 && at == 1, "a value 3 bounds off fails");
+    memcpy(gpu, cpu, sizeof gpu);
+    gpu[0] = NAN;
+    CHECK(isinf(worst_of(gpu, cpu, mag, 3, 2, &at, &same)) && at == 0, "a NaN fails");
+    memcpy(gpu, cpu, sizeof gpu);
+    gpu[2] = 1e-30f;
+    CHECK(worst_of(gpu, cpu, mag, 3, 2, &at, &same) > 1 && at == 2, "any difference fails where the bound is 0");
+}
+
+/* ---- Layers ---- */
+
+static void check_embedding(void) {
+    enum { V = 50, N = 37, D = 100, REPEATS = 11 };
+    int tokens[N];
+    for (int n = 0; n < N; n++) tokens[n] = (int)((uniform() + 1.0f) * 0.5f * REPEATS) % REPEATS;  /* repeats */
+    tokens[N - 1] = V - 1;
+    float *table = alloc(sizeof(float) * V * D), *dout = alloc(sizeof(float) * N * D);
+    float *cpu = alloc(sizeof(float) * V * D), *g1 = alloc(sizeof(float) * V * D), *g2 = alloc(sizeof(float) * V * D);
+    double *mag = alloc(sizeof(double) * V * D);
+    fill(table, V * D, 1.0f), fill(dout, N * D, 1.0f);
+    int *d_tok = dev(tokens, sizeof tokens);
+    float *d_table = dev(table, sizeof(float) * V * D), *d_out = dev(NULL, sizeof(float) * N * D);
+    float *d_dout = dev(dout, sizeof(float) * N * D);
+
+    embedding_forward(cpu, tokens, table, N, D);
+    ran(nbk_embedding_forward(d_out, d_tok, d_table, N, D, 0), "embedding_forward");
+    get(g1, d_out, sizeof(float) * N * D);
+    CU(cudaMemset(d_out, 0xff, sizeof(float) * N * D));
+    ran(nbk_embedding_forward(d_out, d_tok, d_table, N, D, 0), "embedding_forward");
+    get(g2, d_out, sizeof(float) * N * D);
+    judge("embedding_forward (a copy: exact)", g1, g2, cpu, NULL, (size_t)N * D, 0);
+
+    /* backward into a table that is not zero (+=), the rows' additions in order of n */
+    memcpy(cpu, table, sizeof(float) * V * D);
+    for (size_t i = 0; i < (size_t)V * D; i++) mag[i] = fabs((double)table[i]);
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < D; i++) mag[(size_t)tokens[n] * D + i] += fabs((double)dout[(size_t)n * D + i]);
+    embedding_backward(cpu, dout, tokens, N, D);
+    for (int run = 0; run < 2; run++) {
+        put(d_table, table, sizeof(float) * V * D);
+        ran(nbk_embedding_backward(d_table, d_dout, d_tok, N, D, 0), "embedding_backward");
+        get(run ? g2 : g1, d_table, sizeof(float) * V * D);
+    }
+    judge("embedding_backward", g1, g2, cpu, mag, (size_t)V * D, 2);
+    cudaFree(d_tok), cudaFree(d_table), cudaFree(d_out), cudaFree(d_dout);
+    free(table), free(dout), free(cpu), free(g1), free(g2), free(mag);
+}
+
+static void check_rmsnorm(int N, int D) {
+    char what[96];
+    const float eps = 1e-5f;
+    const size_t nd = (size_t)N * D;
+    float *x = alloc(sizeof(float) * nd), *gain = alloc(sizeof(float) * D), *dout = alloc(sizeof(float) * nd);
+    float *out = alloc(sizeof(float) * nd), *rstd = alloc(sizeof(float) * N);
+    float *o1 = alloc(sizeof(float) * nd), *o2 = alloc(sizeof(float) * nd), *r1 = alloc(sizeof(float) * N),
+          *r2 = alloc(sizeof(float) * N);
+    float *dx0 = alloc(sizeof(float) * nd), *dx = alloc(sizeof(float) * nd), *dg0 = alloc(sizeof(float) * D),
+          *dg = alloc(sizeof(float) * D), *dg1 = alloc(sizeof(float) * D), *dg2 = alloc(sizeof(float) * D);
+    double *mag = alloc(sizeof(double) * nd), *magg = alloc(sizeof(double) * D);
+    fill(x, nd, 2.0f), fill(dout, nd, 1.0f), fill(dx0, nd, 0.5f), fill(dg0, D, 0.5f);
+    for (int i = 0; i < D; i++) gain[i] = 1.0f + 0.5f * uniform();
+    float *d_x = dev(x, sizeof(float) * nd), *d_gain = dev(gain, sizeof(float) * D), *d_dout = dev(dout, sizeof(float) * nd);
+    float *d_out = dev(NULL, sizeof(float) * nd), *d_rstd = dev(NULL, sizeof(float) * N);
+    float *d_dx = dev(NULL, sizeof(float) * nd), *d_dg = dev(NULL, sizeof(float) * D);
+
+    rmsnorm_forward(out, rstd, x, gain, N, D, eps);
+    for (int run = 0; run < 2; run++) {
+        ran(nbk_rmsnorm_forward(d_out, d_rstd, d_x, d_gain, N, D, eps, 0), "rmsnorm_forward");
+        get(run ? o2 : o1, d_out, sizeof(float) * nd);
+        get(run ? r2 : r1, d_rstd, sizeof(float) * N);
+    }
+    snprintf(what, sizeof what, "rmsnorm_forward %dx%d rstd", N, D);
+    judge(what, r1, r2, rstd, NULL, (size_t)N, D + 14);
+    snprintf(what, sizeof what, "rmsnorm_forward %dx%d out", N, D);
+    judge(what, o1, o2, out, NULL, nd, D + 14);
+    {
+        nb_bf16 *c16 = alloc(sizeof(nb_bf16) * nd), *h1 = alloc(sizeof(nb_bf16) * nd), *h2 = alloc(sizeof(nb_bf16) * nd);
+        nb_bf16 *d_o16 = dev(NULL, sizeof(nb_bf16) * nd);
+        rmsnorm_forward_bf16(c16, rstd, x, gain, N, D, eps);
+        for (int run = 0; run < 2; run++) {
+            ran(nbk_rmsnorm_forward_bf16(d_o16, d_rstd, d_x, d_gain, N, D, eps, 0), "rmsnorm_forward_bf16");
+            get(run ? h2 : h1, d_o16, sizeof(nb_bf16) * nd);
+        }
+        snprintf(what, sizeof what, "rmsnorm_forward_bf16 %dx%d out", N, D);
+        judge16(what, h1, h2, c16, NULL, nd, D + 14 + BF16);
+        cudaFree(d_o16), free(c16), free(h1), free(h2);
+    }
+
+    /* backward from the CPU's rstd, onto dx and dgain that are not zero (+=) */
+    memcpy(dx, dx0, sizeof(float) * nd), memcpy(dg, dg0, sizeof(float) * D);
+    rmsnorm_backward(dx, dg, dout, x, gain, rstd, N, D);
+    for (int i = 0; i < D; i++) magg[i] = fabs((double)dg0[i]);
+    for (int n = 0; n < N; n++) {
+        const double r = rstd[n];
+        double dot = 0;
+        for (int i = 0; i < D; i++) dot += fabs((double)gain[i] * dout[(size_t)n * D + i] * x[(size_t)n * D + i]);
+        for (int i = 0; i < D; i++) {
+            const size_t k = (size_t)n * D + i;
+            mag[k] = fabs((double)dx0[k]) + fabs(r * gain[i] * dout[k]) + fabs((double)x[k]) * r * r * r / D * dot;
+            magg[i] += fabs((double)dout[k] * x[k] * r);
+        }
+    }
+    put(d_rstd, rstd, sizeof(float) * N);
+    for (int run = 0; run < 2; run++) {
+        put(d_dx, dx0, sizeof(float) * nd), put(d_dg, dg0, sizeof(float) * D);
+        ran(nbk_rmsnorm_backward(d_dx, d_dg, d_dout, d_x, d_gain, d_rstd, N, D, 0), "rmsnorm_backward");
+        get(run ? o2 : o1, d_dx, sizeof(float) * nd);
+        get(run ? dg2 : dg1, d_dg, sizeof(float) * D);
+    }
+    snprintf(what, sizeof what, "rmsnorm_backward %dx%d dx", N, D);
+    judge(what, o1, o2, dx, mag, nd, 2.0 * (D + 8));
+    snprintf(what, sizeof what, "rmsnorm_backward %dx%d dgain", N, D);
+    judge(what, dg1, dg2, dg, magg, (size_t)D, 2);
+    cudaFree(d_x), cudaFree(d_gain), cudaFree(d_dout), cudaFree(d_out), cudaFree(d_rstd), cudaFree(d_dx), cudaFree(d_dg);
+    free(x), free(gain), free(dout), free(out), free(rstd), free(o1), free(o2), free(r1), free(r2);
+    free(dx0), free(dx), free(dg0), free(dg), free(dg1), free(dg2), free(mag), free(magg);
+}
+
+static void check_rope(void) {
+    enum { B = 3, T = 13, H = 4, HKV = 2, HD = 10, HALF = HD / 2, STRIDE = (H + 2 * HKV) * HD, ROT = H + HKV };
+    const size_t n = (size_t)B * T * STRIDE;
+    float cos_t[T * HALF], sin_t[T * HALF];
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < HALF; i++) {
+            const double a = t * pow(10000.0, -2.0 * i / HD);
+            cos_t[t * HALF + i] = (float)cos(a), sin_t[t * HALF + i] = (float)sin(a);
+        }
+    float *x = alloc(sizeof(float) * n), *cpu = alloc(sizeof(float) * n), *g1 = alloc(sizeof(float) * n),
+          *g2 = alloc(sizeof(float) * n);
+    double *mag = alloc(sizeof(double) * n);
+    fill(x, n, 3.0f);
+    float *d_x = dev(x, sizeof(float) * n), *d_cos = dev(cos_t, sizeof cos_t), *d_sin = dev(sin_t, sizeof sin_t);
+    for (size_t k = 0; k < n; k++) mag[k] = fabs((double)x[k]);  /* the heads not rotated: copied */
+    for (int r = 0; r < B * T; r++)
+        for (int h = 0; h < ROT; h++)
+            for (int i = 0; i < HALF; i++) {
+                const size_t lo = (size_t)r * STRIDE + (size_t)h * HD + i, hi = lo + HALF;
+                const double c = fabs((double)cos_t[(r % T) * HALF + i]), s = fabs((double)sin_t[(r % T) * HALF + i]);
+                mag[lo] = fabs((double)x[lo]) * c + fabs((double)x[hi]) * s;
+                mag[hi] = fabs((double)x[hi]) * c + fabs((double)x[lo]) * s;
+            }
+    for (int backward = 0; backward < 2; backward++) {
+        memcpy(cpu, x, sizeof(float) * n);
+        if (backward) rope_backward(cpu, B, T, STRIDE, ROT, HD, cos_t, sin_t);
+        else rope_forward(cpu, B, T, STRIDE, ROT, HD, cos_t, sin_t);
+        for (int run = 0; run < 2; run++) {
+            put(d_x, x, sizeof(float) * n);
+            ran(backward ? nbk_rope_backward(d_x, B, T, STRIDE, ROT, HD, d_cos, d_sin, 0)
+                         : nbk_rope_forward(d_x, B, T, STRIDE, ROT, HD, d_cos, d_sin, 0),
+                backward ? "rope_backward" : "rope_forward");
+            get(run ? g2 : g1, d_x, sizeof(float) * n);
+        }
+        const char *what = backward ? "rope_backward" : "rope_forward";
+        judge(what, g1, g2, cpu, mag, n, 2);
+    }
+    /* the bf16 forms: forward rounds x in place and casts it into x16; backward casts into dx16, dx unchanged */
+    nb_bf16 *c16 = alloc(sizeof(nb_bf16) * n), *h1 = alloc(sizeof(nb_bf16) * n), *h2 = alloc(sizeof(nb_bf16) * n);
+    nb_bf16 *d_x16 = dev(NULL, sizeof(nb_bf16) * n);
+    for (int backward = 0; backward < 2; backward++) {
+        const char *what = backward ? "rope_backward_cast_bf16" : "rope_forward_bf16";
+        memcpy(cpu, x, sizeof(float) * n);
+        if (backward) rope_backward_cast_bf16(c16, cpu, B, T, STRIDE, ROT, HD, cos_t, sin_t);
+        else rope_forward_bf16(cpu, c16, B, T, STRIDE, ROT, HD, cos_t, sin_t);
+        for (int run = 0; run < 2; run++) {
+            put(d_x, x, sizeof(float) * n);
+            CU(cudaMemset(d_x16, 0xff, sizeof(nb_bf16) * n));
+            ran(backward ? nbk_rope_backward_cast_bf16(d_x16, d_x, B, T, STRIDE, ROT, HD, d_cos, d_sin, 0)
+                         : nbk_rope_forward_bf16(d_x, d_x16, B, T, STRIDE, ROT, HD, d_cos, d_sin, 0), what);
+            get(run ? g2 : g1, d_x, sizeof(float) * n);
+            get(run ? h2 : h1, d_x16, sizeof(nb_bf16) * n);
+        }
+        char name[96];
+        snprintf(name, sizeof name, "%s (bf16)", what);
+        judge16(name, h1, h2, c16, mag, n, 2 + BF16);
+        snprintf(name, sizeof name, "%s (%s)", what, backward ? "dx unchanged" : "x rounded");
+        judge(name, g1, g2, cpu, mag, n, backward ? 0 : 2 + BF16);
+    }
+    cudaFree(d_x16), free(c16), free(h1), free(h2);
+    cudaFree(d_x), cudaFree(d_cos), cudaFree(d_sin);
+    free(x), free(cpu), free(g1), free(g2), free(mag);
+}
+
+static void check_swiglu(void) {
+    enum { N = 37, F = 100 };
+    const size_t nf = (size_t)N * F;
+    float *gu = alloc(sizeof(float) * 2 * nf), *dh = alloc(sizeof(float) * nf), *h = alloc(sizeof(float) * nf);
+    float *dgu = alloc(sizeof(float) * 2 * nf), *g1 = alloc(sizeof(float) * 2 * nf), *g2 = alloc(sizeof(float) * 2 * nf);
+    double *mag = alloc(sizeof(double) * 2 * nf);
+    fill(gu, 2 * nf, 6.0f), fill(dh, nf, 1.0f);
+    gu[0] = -30.0f, gu[1] = 100.0f;  /* a far tail; exp(-100) clamped to exp(-87) (normal: no subnormal anywhere) */
+    float *d_gu = dev(gu, sizeof(float) * 2 * nf), *d_dh = dev(dh, sizeof(float) * nf);
+    float *d_h = dev(NULL, sizeof(float) * nf), *d_dgu = dev(NULL, sizeof(float) * 2 * nf);
+
+    swiglu_forward(h, gu, N, F);
+    for (int run = 0; run < 2; run++) {
+        CU(cudaMemset(d_h, 0xff, sizeof(float) * nf));
+        ran(nbk_swiglu_forward(d_h, d_gu, N, F, 0), "swiglu_forward");
+        get(run ? g2 : g1, d_h, sizeof(float) * nf);
+    }
+    judge("swiglu_forward", g1, g2, h, NULL, nf, 4);  /* products and quotients of positive sums: no cancellation */
+
+    swiglu_backward(dgu, dh, gu, N, F);
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < F; i++) {
+            const double g = gu[(size_t)n * 2 * F + i], u = gu[(size_t)n * 2 * F + F + i], d = dh[(size_t)n * F + i];
+            const double s = 1.0 / (1.0 + exp(-g));
+            mag[(size_t)n * 2 * F + i] = fabs(d * u * s) * (1.0 + fabs(g * (1.0 - s)));  /* 1 + g (1 - s) cancels */
+            mag[(size_t)n * 2 * F + F + i] = fabs(d * g * s);
+        }
+    for (int run = 0; run < 2; run++) {
+        CU(cudaMemset(d_dgu, 0xff, sizeof(float) * 2 * nf));
+        ran(nbk_swiglu_backward(d_dgu, d_dh, d_gu, N, F, 0), "swiglu_backward");
+        get(run ? g2 : g1, d_dgu, sizeof(float) * 2 * nf);
+    }
+    judge("swiglu_backward", g1, g2, dgu, mag, 2 * nf, 8);
+
+    /* the bf16 forms: gate/up kept in bf16 (cast here, as the product's bf16 output would be) */
+    nb_bf16 *gu16 = alloc(sizeof(nb_bf16) * 2 * nf), *c16 = alloc(sizeof(nb_bf16) * 2 * nf);
+    nb_bf16 *cg16 = alloc(sizeof(nb_bf16) * 2 * nf), *h1 = alloc(sizeof(nb_bf16) * 2 * nf),
+            *h2 = alloc(sizeof(nb_bf16) * 2 * nf), *k1 = alloc(sizeof(nb_bf16) * 2 * nf),
+            *k2 = alloc(sizeof(nb_bf16) * 2 * nf);
+    for (size_t i = 0; i < 2 * nf; i++) gu16[i] = nb_bf16_from_float(gu[i]);
+    nb_bf16 *d_gu16 = dev(gu16, sizeof(nb_bf16) * 2 * nf), *d_h16 = dev(NULL, sizeof(nb_bf16) * 2 * nf);
+    nb_bf16 *d_out16 = dev(NULL, sizeof(nb_bf16) * 2 * nf);
+    swiglu_forward_bf16(c16, gu16, N, F);
+    for (int run = 0; run < 2; run++) {
+        CU(cudaMemset(d_h16, 0xff, sizeof(nb_bf16) * nf));
+        ran(nbk_swiglu_forward_bf16(d_h16, d_gu16, N, F, 0), "swiglu_forward_bf16");
+        get(run ? h2 : h1, d_h16, sizeof(nb_bf16) * nf);
+    }
+    judge16("swiglu_forward_bf16", h1, h2, c16, NULL, nf, 4 + BF16);
+    swiglu_forward_cast_bf16(c16, cg16, gu, N, F);
+    for (int run = 0; run < 2; run++) {
+        CU(cudaMemset(d_h16, 0xff, sizeof(nb_bf16) * nf));
+        CU(cudaMemset(d_out16, 0xff, sizeof(nb_bf16) * 2 * nf));
+        ran(nbk_swiglu_forward_cast_bf16(d_h16, d_out16, d_gu, N, F, 0), "swiglu_forward_cast_bf16");
+        get(run ? h2 : h1, d_h16, sizeof(nb_bf16) * nf);
+        get(run ? k2 : k1, d_out16, sizeof(nb_bf16) * 2 * nf);
+    }
+    judge16("swiglu_forward_cast_bf16 h", h1, h2, c16, NULL, nf, 4 + BF16);
+    judge16("swiglu_forward_cast_bf16 gu16 (a cast: exact)", k1, k2, cg16, NULL, 2 * nf, 0);
+    swiglu_backward_bf16_cast(c16, dh, gu16, N, F);
+    for (int run = 0; run < 2; run++) {
+        CU(cudaMemset(d_out16, 0xff, sizeof(nb_bf16) * 2 * nf));
+        ran(nbk_swiglu_backward_bf16_cast(d_out16, d_dh, d_gu16, N, F, 0), "swiglu_backward_bf16_cast");
+        get(run ? k2 : k1, d_out16, sizeof(nb_bf16) * 2 * nf);
+    }
+    judge16("swiglu_backward_bf16_cast", k1, k2, c16, mag, 2 * nf, 8 + BF16);
+    cudaFree(d_gu16), cudaFree(d_h16), cudaFree(d_out16);
+    free(gu16), free(c16), free(cg16), free(h1), free(h2), free(k1), free(k2);
+    cudaFree(d_gu), cudaFree(d_dh), cudaFree(d_h), cudaFree(d_dgu);
+    free(gu), free(dh), free(h), free(dgu), free(g1), free(g2), free(mag);
+}
+
+static void check_cross_entropy(void) {
+    enum { N = 37, V = 1003, N_MEAN = 50 };
+    const size_t nv = (size_t)N * V;
+    const float scale = 0.75f;
+    int targets[N];
+    for (int n = 0; n < N; n++) targets[n] = (int)((uniform() + 1.0f) * 0.5f * V) % V;
+    targets[0] = 0, targets[1] = V - 1;
+    float *z = alloc(sizeof(float) * nv), *cpu = alloc(sizeof(float) * nv), *g1 = alloc(sizeof(float) * nv),
+          *g2 = alloc(sizeof(float) * nv);
+    float lse[N], l1[N], l2[N];
+    double mag[N], *magz = alloc(sizeof(double) * nv);
+    fill(z, nv, 4.0f);
+    for (int i = 0; i < V; i++) z[(size_t)2 * V + i] -= 30.0f;  /* a row far from 0 */
+    z[(size_t)3 * V + 7] = 40.0f;                               /* a row with one large logit */
+    int *d_t = dev(targets, sizeof targets);
+    float *d_z = dev(z, sizeof(float) * nv), *d_lse = dev(NULL, sizeof lse);
+    double *d_loss = dev(NULL, sizeof(double)), loss[2];
+
+    const double cpu_loss = cross_entropy_forward(lse, z, targets, N, V);
+    for (int run = 0; run < 2; run++) {
+        ran(nbk_cross_entropy_forward(d_lse, d_loss, d_z, d_t, N, V, 0), "cross_entropy_forward");
+        get(run ? l2 : l1, d_lse, sizeof lse);
+        get(&loss[run], d_loss, sizeof(double));
+    }
+    same_bits("cross_entropy_forward loss", &loss[0], &loss[1], sizeof(double), sizeof(double));
+    /* 2 (V + 2) u + 8 u (|log sum| + |lse|), in units of 2 u: (V + 2) + 4 (|lse - max| + |lse|). */
+    double loss_bound = 0;
+    for (int n = 0; n < N; n++) {
+        float m = z[(size_t)n * V];
+        for (int i = 1; i < V; i++) m = z[(size_t)n * V + i] > m ? z[(size_t)n * V + i] : m;
+        mag[n] = (V + 2) + 4.0 * (fabs((double)lse[n] - m) + fabs((double)lse[n]));
+        loss_bound += 2 * U * mag[n];
+    }
+    judge("cross_entropy_forward lse", l1, l2, lse, mag, N, 2);
+    loss_bound += 1e-15 * fabs(cpu_loss);  /* the double sum's own rounding, from different lse values */
+    CHECK(fabs(loss[0] - cpu_loss) <= loss_bound, "cross_entropy_forward loss: GPU %.17g, CPU %.17g, |diff| %.3g > bound %.3g",
+          loss[0], cpu_loss, fabs(loss[0] - cpu_loss), loss_bound);
+    printf("%-44s GPU %.17g CPU %.17g (|diff| %.3g, bound %.3g)\n", "cross_entropy_forward loss", loss[0], cpu_loss,
+           fabs(loss[0] - cpu_loss), loss_bound);
+
+    /* backward from the CPU's lse, in place */
+    memcpy(cpu, z, sizeof(float) * nv);
+    cross_entropy_backward(cpu, lse, targets, N, V, scale, N_MEAN);
+    const double k = scale / N_MEAN;
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < V; i++)
+            magz[(size_t)n * V + i] = k * exp((double)z[(size_t)n * V + i] - lse[n]) + (i == targets[n] ? k : 0.0);
+    put(d_lse, lse, sizeof lse);
+    for (int run = 0; run < 2; run++) {
+        put(d_z, z, sizeof(float) * nv);
+        ran(nbk_cross_entropy_backward(d_z, d_lse, d_t, N, V, scale, N_MEAN, 0), "cross_entropy_backward");
+        get(run ? g2 : g1, d_z, sizeof(float) * nv);
+    }
+    judge("cross_entropy_backward", g1, g2, cpu, magz, nv, 2);
+
+    /* the bf16 gradient (scale 1) from the CPU's lse */
+    nb_bf16 *c16 = alloc(sizeof(nb_bf16) * nv), *h1 = alloc(sizeof(nb_bf16) * nv), *h2 = alloc(sizeof(nb_bf16) * nv);
+    nb_bf16 *d_16 = dev(NULL, sizeof(nb_bf16) * nv);
+    cross_entropy_grad_bf16(c16, z, lse, targets, N, V, N_MEAN);
+    for (size_t i = 0; i < nv; i++) magz[i] /= scale;
+    put(d_z, z, sizeof(float) * nv);
+    for (int run = 0; run < 2; run++) {
+        CU(cudaMemset(d_16, 0xff, sizeof(nb_bf16) * nv));
+        ran(nbk_cross_entropy_grad_bf16(d_16, d_z, d_lse, d_t, N, V, N_MEAN, 0), "cross_entropy_grad_bf16");
+        get(run ? h2 : h1, d_16, sizeof(nb_bf16) * nv);
+    }
+    judge16("cross_entropy_grad_bf16", h1, h2, c16, magz, nv, 2 + BF16);
+    cudaFree(d_16), free(c16), free(h1), free(h2);
+    cudaFree(d_t), cudaFree(d_z), cudaFree(d_lse), cudaFree(d_loss);
+    free(z), free(cpu), free(g1), free(g2), free(magz);
+}
+
+/* ---- Optimizers ----
+ * Three steps (counts 0, 1, 2: Adan's and MARS's first step differs) of each rule on one tensor; each GPU
+ * step starts from the CPU's state before that step, so each step is compared on its own. */
+
+enum { NV = 3701, MAX_STATE = 4 };
+
+typedef enum { ADAMW, LION, ADAN, MARS } rule_kind;
+
+/* The sum of the magnitudes of the terms of output s (0: d, else state buffer s - 1) at value i, from the state
+ * before the step (old) and after it (cpu: v and n, whose terms are all positive, stand for their own). */
+static double magnitude(rule_kind kind, int s, int i, const nb_optim_params *p, float lr, float wd, int count,
+                        const float *g, const float *w, float *const *old, float *const *cpu) {
+    const double b1 = p->beta1, b2 = p->beta2, b3 = p->beta3, gi = fabs((double)g[i]);
+    const double c1 = 1 - pow(b1, count + 1.0), c2 = 1 - pow(b2, count + 1.0), c3 = 1 - pow(b3, count + 1.0);
+    const double decay = fabs((double)lr * wd * w[i]);
+    switch (kind) {
+    case LION:
+        return s ? b2 * fabs((double)old[0][i]) + (1 - b2) * gi : lr + decay;
+    case ADAMW:
+    case MARS: {
+        double x = gi;  /* what the moments take: g, or MARS's c (clipped) */
+        if (kind == MARS && count) x = gi + p->gamma * b1 / (1 - b1) * (gi + fabs((double)old[2][i]));
+        if (kind == MARS) {
+            double sq = 0;
+            for (int j = 0; j < NV; j++) {
+                const double cj = count ? g[j] + (double)(p->gamma * b1 / (1.0f - b1)) * ((double)g[j] - old[2][j]) : g[j];
+                sq += cj * cj;
+            }
+            if (sq > 1) x /= sqrt(sq);
+            if (s == 3) return gi;  /* g_prev = g */
+        }
+        const double mm = b1 * fabs((double)old[0][i]) + (1 - b1) * x;
+        const double den = sqrt(fabs((double)cpu[1][i]) / c2) + p->eps;
+        return s == 1 ? mm : s == 2 ? fabs((double)cpu[1][i]) + x * x : lr * mm / c1 / den + decay;
+    }
+    case ADAN: {
+        const double diff = count ? gi + fabs((double)old[3][i]) : 0.0;
+        const double mm = b1 * fabs((double)old[0][i]) + (1 - b1) * gi, mv = b2 * fabs((double)old[1][i]) + (1 - b2) * diff;
+        const double mu = gi + b2 * diff, mn = fabs((double)cpu[2][i]) + (1 - b3) * mu * mu;
+        const double den = sqrt(fabs((double)cpu[2][i]) / c3) + p->eps;
+        switch (s) {
+        case 0: return lr * mm / c1 / den + lr * b2 * mv / c2 / den + decay;
+        case 1: return mm;
+        case 2: return mv;
+        case 3: return mn;
+        default: return gi;  /* g_prev = g */
+        }
+    }
+    }
+    return 0;
+}
+
+static void check_rule(rule_kind kind, nb_group group, float gscale) {
+    static const char *names[] = {"adamw", "lion", "adan", "mars"};
+    static const nb_optimizer_kind kinds[] = {NB_OPT_ADAMW, NB_OPT_LION, NB_OPT_ADAN, NB_OPT_MARS};
+    static const nb_optim_rule *rules[] = {&adamw_rule, &lion_rule, &adan_rule, &mars_rule};
+    static const char *state_names[][MAX_STATE] = {{"m", "v"}, {"m"}, {"m", "v", "n", "g_prev"}, {"m", "v", "g_prev"}};
+    static const int n_state[] = {2, 1, 4, 3};
+    const int ns = n_state[kind];
+    nb_optim_params p = nb_optim_defaults(kinds[kind]);
+    p.weight_decay = 0.1f;
+    const float lr = kind == LION ? 3e-4f : 2e-3f;
+    nb_tensor t = {0};
+    t.numel = NV, t.group = group;
+    float *w = alloc(sizeof(float) * NV), *g = alloc(sizeof(float) * NV), *d = alloc(sizeof(float) * NV);
+    float *state[MAX_STATE], *before[MAX_STATE], *gs[2][MAX_STATE + 1], *d_state[MAX_STATE];
+    double *mag = alloc(sizeof(double) * NV);
+    fill(w, NV, 1.0f);
+    for (int s = 0; s < ns; s++) {
+        state[s] = alloc(sizeof(float) * NV), before[s] = alloc(sizeof(float) * NV);
+        d_state[s] = dev(NULL, sizeof(float) * NV);
+    }
+    for (int r = 0; r < 2; r++)
+        for (int s = 0; s <= ns; s++) gs[r][s] = alloc(sizeof(float) * NV);
+    float *d_w = dev(w, sizeof(float) * NV), *d_g = dev(NULL, sizeof(float) * NV), *d_d = dev(NULL, sizeof(float) * NV);
+    double *d_scratch = dev(NULL, sizeof(double) * nbk_mars_scratch_doubles());
+    tensor_state ts = {0};
+    ts.t = &t, ts.n_buf = ns;
+    for (int s = 0; s < ns; s++) ts.buf[s] = state[s], ts.buf_len[s] = NV;
+
+    for (int step = 0; step < 3; step++) {
+        for (int i = 0; i < NV; i++) g[i] = (i % 10 == 3) ? 0.0f : gscale * uniform() * (1.0f + (float)(i % 7));
+        for (int s = 0; s < ns; s++) memcpy(before[s], state[s], sizeof(float) * NV);
+        const rule_ctx c = {.p = &p, .lr = lr, .step = step};
+        const nbk_optim_step gp = {.lr = lr, .beta1 = p.beta1, .beta2 = p.beta2, .beta3 = p.beta3, .eps = p.eps,
+                                   .weight_decay = decay_of(&t, &p), .gamma = p.gamma, .count = ts.count};
+        CHECK(rules[kind]->step(&ts, &c, g, w, d) == 0, "%s: the CPU's step", names[kind]);
+        put(d_g, g, sizeof(float) * NV);
+        for (int run = 0; run < 2; run++) {
+            for (int s = 0; s < ns; s++) put(d_state[s], before[s], sizeof(float) * NV);
+            CU(cudaMemset(d_d, 0xff, sizeof(float) * NV));
+            int rc = -1;
+            switch (kind) {
+            case ADAMW: rc = nbk_adamw_step(d_d, d_state[0], d_state[1], d_g, d_w, NV, &gp, 0); break;
+            case LION: rc = nbk_lion_step(d_d, d_state[0], d_g, d_w, NV, &gp, 0); break;
+            case ADAN:
+                rc = nbk_adan_step(d_d, d_state[0], d_state[1], d_state[2], d_state[3], d_g, d_w, NV, &gp, 0);
+                break;
+            case MARS: rc = nbk_mars_step(d_d, d_state[0], d_state[1], d_state[2], d_g, d_w, NV, &gp, d_scratch, 0); break;
+            }
+            ran(rc, names[kind]);
+            get(gs[run][0], d_d, sizeof(float) * NV);
+            for (int s = 0; s < ns; s++) get(gs[run][s + 1], d_state[s], sizeof(float) * NV);
+        }
+        char what[96];
+        for (int s = 0; s <= ns; s++) {
+            snprintf(what, sizeof what, "%s %s, g x%g, step %d: %s", names[kind], group == NB_GROUP_GAIN ? "gain" : "matrix",
+                     (double)gscale, step, s ? state_names[kind][s - 1] : "d");
+            for (int i = 0; i < NV; i++) mag[i] = magnitude(kind, s, i, &p, lr, decay_of(&t, &p), step, g, w, before, state);
+            judge(what, gs[0][s], gs[1][s], s ? state[s - 1] : d, mag, NV, 8);
+        }
+    }
+    for (int s = 0; s < ns; s++) free(state[s]), free(before[s]), cudaFree(d_state[s]);
+    for (int r = 0; r < 2; r++)
+        for (int s = 0; s <= ns; s++) free(gs[r][s]);
+    cudaFree(d_w), cudaFree(d_g), cudaFree(d_d), cudaFree(d_scratch);
+    free(w), free(g), free(d), free(mag);
+}
+
+int main(void) {
+    check_the_check();
+    int devices = 0;
+    const cudaError_t e = cudaGetDeviceCount(&devices);
+    if (e != cudaSuccess || devices == 0) {
+        printf("skipped: no GPU (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device");
+        return check_failed ? 1 : 77;
+    }
+    struct cudaDeviceProp prop;
+    CU(cudaGetDeviceProperties(&prop, 0));
+    printf("GPU: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+    check_embedding();
+    check_rmsnorm(37, 100);
+    check_rmsnorm(5, 1000);
+    check_rmsnorm(3, 7);
+    check_rope();
+    check_swiglu();
+    check_cross_entropy();
+    for (int gain = 0; gain < 2; gain++) check_rule(ADAMW, gain ? NB_GROUP_GAIN : NB_GROUP_MATRIX, 1.0f);
+    check_rule(LION, NB_GROUP_MATRIX, 1.0f);
+    check_rule(ADAN, NB_GROUP_MATRIX, 1.0f);
+    check_rule(MARS, NB_GROUP_MATRIX, 1.0f);   /* ||c|| > 1: clipped */
+    check_rule(MARS, NB_GROUP_MATRIX, 1e-4f);  /* ||c|| < 1 */
+    return check_summary();
+}
