@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "train/exec.h"
-#include "train/run.h"
-#include "train/state.h"
+#include "train/exec/exec.h"
+#include "train/run/run.h"
+#include "train/run/state.h"
 #include "util/alloc.h"
 #include "util/clock.h"
 #include "util/error.h"

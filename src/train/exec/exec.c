@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include "train/exec.h"
+#include "train/exec/exec.h"
 #include "util/clock.h"
 #include "util/error.h"
 
