@@ -70,8 +70,8 @@ static int per_matrix(const tensor_state *ts) { return ts->opt->rule->per_matrix
 
 /* Scratch for the largest matrix of the per-matrix rules: Muon and NorMuon need 2 matrices and 2 r x r
  * blocks (and, under bf16, a matrix and an r x r block of bf16), SOAP 2 matrices, an n x n float and two
- * n x n doubles for its largest preconditioner (an n x n buffer). Floats into sizes[SCRATCH_FLOATS], doubles per array
- * into *side2, bf16 values into *bf16_out. */
+ * n x n doubles for its largest preconditioner (an n x n buffer). Floats into sizes[SCRATCH_FLOATS], doubles
+ * per array into *side2, bf16 values into *bf16_out. */
 static void scratch_sizes(const tensor_state *ts, int n_tensors, size_t sizes[SCRATCH_FLOATS], size_t *side2_out,
                           size_t *bf16_out) {
     size_t mat = 1, square = 1, side2 = 1, bf16 = 1;
@@ -147,8 +147,10 @@ static int scratch_alloc(scratch *s, const nb_optimizer *o) {
     static const char what[] = "the optimizer's scratch of one thread";
     int ok = 1;
     memset(s, 0, sizeof *s);
-    for (int i = 0; i < SCRATCH_FLOATS && ok; i++) ok = (s->f[i] = nb_alloc(sizeof(float) * o->scratch_sizes[i], what)) != NULL;
-    for (int i = 0; i < SCRATCH_DOUBLES && ok; i++) ok = (s->d[i] = nb_alloc(sizeof(double) * o->scratch_side2, what)) != NULL;
+    for (int i = 0; i < SCRATCH_FLOATS && ok; i++)
+        ok = (s->f[i] = nb_alloc(sizeof(float) * o->scratch_sizes[i], what)) != NULL;
+    for (int i = 0; i < SCRATCH_DOUBLES && ok; i++)
+        ok = (s->d[i] = nb_alloc(sizeof(double) * o->scratch_side2, what)) != NULL;
     if (ok) ok = (s->h = nb_alloc(sizeof(nb_bf16) * o->scratch_bf16, what)) != NULL;
     if (!ok) scratch_free(s);
     return ok ? 0 : -1;

@@ -50,7 +50,7 @@ typedef struct {
     exec_report report;
     int end_msg, committed;
     double t0, busy, aside;
-    mark steady[2];
+    mark steady_start, steady_end;      /* the clocks at the steady window's ends (run->steady_from, steady_to) */
     op_timer forward_time, backward_time, update_time;  /* update_time: GRADS and APPLY, counted per APPLY */
 } stage_role;
 
@@ -60,14 +60,20 @@ typedef struct {
 static int reads_tokens(const stage_role *w) { return w->st->has_embed; }
 static int reads_targets(const stage_role *w) { return w->st->has_head; }
 /* With a tied embedding split over stages, the embedding's stage adds the head's gradient it receives. */
-static int takes_head_grad(const stage_role *w) { return w->run->o->model.tied && w->st->has_embed && !w->st->has_head; }
+static int takes_head_grad(const stage_role *w) {
+    return w->run->o->model.tied && w->st->has_embed && !w->st->has_head;
+}
 static size_t act_bytes(const stage_role *w) {
     return sizeof(float) * (size_t)w->run->o->batch * w->run->T * w->run->o->model.d_model;
 }
-static size_t embed_numel(const stage_role *w) { return (size_t)w->run->o->model.vocab_size * w->run->o->model.d_model; }
+static size_t embed_numel(const stage_role *w) {
+    return (size_t)w->run->o->model.vocab_size * w->run->o->model.d_model;
+}
 static float *embedding(const stage_role *w, float *base) { return base + w->st->tensors[0].offset; }
 /* The last stage's copy of a tied embedding: its last tensor. */
-static float *tied_copy(const stage_role *w, float *base) { return base + w->st->tensors[w->st->n_tensors - 1].offset; }
+static float *tied_copy(const stage_role *w, float *base) {
+    return base + w->st->tensors[w->st->n_tensors - 1].offset;
+}
 static mark mark_now(const stage_role *w) { return (mark){nb_now(), w->busy, w->aside}; }
 
 static void count_op(stage_role *w, op_timer *timer, double seconds) {
@@ -208,8 +214,8 @@ static int apply(stage_role *w, int t) {
     count_op(w, &w->update_time, took);
     w->stats.update += took;
     w->stats.aside = w->aside;
-    if (t == run->steady_from - 1) w->steady[0] = mark_now(w);
-    if (t == run->steady_to - 1) w->steady[1] = mark_now(w);
+    if (t == run->steady_from - 1) w->steady_start = mark_now(w);
+    if (t == run->steady_to - 1) w->steady_end = mark_now(w);
     return 0;
 }
 
@@ -341,7 +347,7 @@ static double stage_bytes(const stage_role *w) {
 
 static void make_report(stage_role *w) {
     const double now = nb_now();
-    const mark end = w->steady[1].t > 0 ? w->steady[1] : mark_now(w), *start = &w->steady[0];
+    const mark end = w->steady_end.t > 0 ? w->steady_end : mark_now(w), *start = &w->steady_start;
     exec_report r = {w->busy, w->aside, now - w->t0, end.busy - start->busy, end.t - start->t,
                      end.aside - start->aside, stage_bytes(w), w->n_slots, 0, 0, 0};
     r.forward = mean_time(&w->forward_time);
@@ -469,7 +475,7 @@ int exec_stage_init(exec_endpoint *e, exec_run *run, int s) {
     memset(w->st->grads, 0, sizeof(float) * w->st->n_params);
     if (w->st->tied_head_grad) memset(w->st->tied_head_grad, 0, sizeof(float) * embed_numel(w));
     w->t0 = nb_now();
-    w->steady[0] = mark_now(w);
+    w->steady_start = mark_now(w);
     return 0;
 }
 
