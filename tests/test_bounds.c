@@ -12,7 +12,7 @@
 #include "nobubble/experiments.h"
 #include "nobubble/model.h"
 #include "nobubble/optim.h"
-#include "train/state_meta.h"
+#include "train/run/state_meta.h"
 #include "util/error.h"
 
 static int occurrences(const char *s, const char *what) {

@@ -1,4 +1,4 @@
-/* The executor (src/train/exec.c, docs/executor.md) apart from the model:
+/* The executor (src/train/exec/exec.c, docs/executor.md) apart from the model:
  * - every kind's lowered lists validate for P = 1..8 and M = 1..8, with checkpoints, evaluation, a tied
  *   embedding, clipping and a resumed start;
  * - a stop on request: for every decision step the coordinator can take, exec_stop_end finds an end soon
@@ -12,7 +12,7 @@
 #include "check.h"
 #include "nobubble/pipeline.h"
 #include "nobubble/runtime.h"
-#include "train/exec.h"
+#include "train/exec/exec.h"
 
 static const nb_pipe_kind kinds[] = {NB_PIPE_GPIPE, NB_PIPE_1F1B, NB_PIPE_2BW, NB_PIPE_PIPEDREAM, NB_PIPE_SEQUENTIAL};
 

@@ -481,7 +481,7 @@ static void test_permutations_lowered(void) {
 }
 
 /* A run that stops early switches to the lowering of its schedule cut after the last step
- * (nb_pipe_truncate, src/train/exec.c): those lists must validate too, for every cut. */
+ * (nb_pipe_truncate, src/train/exec/exec.c): those lists must validate too, for every cut. */
 static void test_cut_lowerings_validate(void) {
     int cases = 0, bad = 0;
     for (int ki = 0; ki < N_ALL_KINDS; ki++)

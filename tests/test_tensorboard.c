@@ -9,7 +9,7 @@
 #include <glob.h>
 #include <unistd.h>
 #include "check.h"
-#include "train/tensorboard.h"
+#include "train/outputs/tensorboard.h"
 #include "nobubble/common.h"
 #include "util/clock.h"
 #include "util/hash.h"

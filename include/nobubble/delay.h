@@ -80,6 +80,6 @@ double nb_stash_taylor_sq(const nb_stash *s, const float *grads, const float *cu
                           size_t count);
 /* Applies step t: d (the optimizer's d_t) becomes the applied step (EF-corrected when EF is on
  * and tau > 0), w_t is kept as a version, then current -= d. The run's metrics of the step (the
- * update's norm, the version distance) are the stage role's, computed apart (src/train/worker.c). */
+ * update's norm, the version distance) are the stage role's, computed apart (src/train/exec/worker.c). */
 void nb_stash_apply(nb_stash *s, float *current, float *d, int step);
 #endif

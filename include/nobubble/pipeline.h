@@ -125,7 +125,7 @@ void nb_pipe_sim_free(nb_pipe_sim *sim);
  * checkpoint commit, stop decisions, the summary), which computes nothing. nb_pipe_lower turns a
  * schedule (forward, backward, update, with weight versions) into these lists; every message a
  * run exchanges is a SEND in one list and its RECV in another, so the validator sees all of them
- * and the simulator costs them. The executor (src/train) runs the lists as they are: a worker is a
+ * and the simulator costs them. The executor (src/train/exec) runs the lists as they are: a worker is a
  * flat loop over its actions.
  *
  * The lowered update of step t on stage s, in list order:

@@ -4,7 +4,7 @@
  * coordinator, which computes nothing). The messages below say "stage S" for any endpoint S. Two
  * implementations share the interface: threads in one process (a hub of mailboxes) and MPI
  * processes (one rank per stage; extra endpoints live on rank 0). The training code above it is
- * the same for both (the executor, src/train/exec.c).
+ * the same for both (the executor, src/train/exec/exec.c).
  *
  * Semantics, on both transports:
  * - a message is addressed by (source endpoint, tag); receives match exactly that pair, so messages

@@ -179,7 +179,7 @@ const nb_train_options *nb_run_options(nb_run *r);
 void nb_run_free(nb_run *r);
 /* The validation loss as training reports it, of a model of one stage (as `nobubble eval` loads it):
  * the loader reset, then the mean over `batches` micro-batches of their mean cross-entropy, on the
- * current weights, each batch computed by the stage role's own evaluation (src/train/worker.c)
+ * current weights, each batch computed by the stage role's own evaluation (src/train/exec/worker.c)
  * (inputs and targets: room for one micro-batch; acts: a slot of that shape). */
 struct nb_loader;
 int nb_evaluate(nb_model *m, nb_acts *acts, struct nb_loader *val, int batches, int *inputs, int *targets,
@@ -250,14 +250,14 @@ typedef void (*nb_train_skip_fn)(void *ctx, const char *folder, const char *why)
 int nb_train_latest_checkpoint(const char *dir, int verify, char *out, size_t size, long *step,
                                nb_train_skip_fn skipped, void *ctx);
 
-/* ---- the settings of a training run, as one table (src/train/settings.c) ----
+/* ---- the settings of a training run, as one table (src/train/settings/settings.c) ----
  *
  * Every setting of `nobubble train` is one row: its name, its flag, its type, where it lives in
  * nb_train_options, its default (the run's optimizer's, from its descriptor, for the optimizer's
  * hyperparameters), its range, its help line, what a resume may do with it, and its keys in
  * summary.json and in a checkpoint's run metadata. The flag parser, --help, nb_train_defaults, the
  * range checks of nb_train, summary.json and the checkpoint's "run.KEY" metadata all walk this table
- * (src/train/settings*.c), so a setting is added or changed in one place. What the parts below own
+ * (src/train/settings/settings*.c), so a setting is added or changed in one place. What the parts below own
  * is read from them: enum names, the optimizers' defaults and the ranges of the optimizer's, the
  * schedule's and the delay's numbers. Model fields are rows too (no flag of their own: `--set
  * NAME=VALUE`, validated by nb_config_validate, which config.json shares). */

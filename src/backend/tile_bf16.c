@@ -25,7 +25,6 @@ static int odd_k(int K) {
 }
 
 #if defined(__AVX512BF16__) && VW == 16
-#define HAVE_DPBF16 1
 enum { RMAX = NB_TILE_ROWS, CVMAX = 4 };
 
 int nb_cpu_tile_bf16_available(void) { return 1; }

@@ -136,7 +136,7 @@ static int write_config(const nb_config *c, const char *dir, int bos, int eos) {
 
 /* generation_config.json: what transformers' generate() reads for its special tokens (the same ids
  * as config.json's); without it, transformers derives one and warns. Exports only: a checkpoint
- * folder holds a fixed set of files (src/train/state.c). */
+ * folder holds a fixed set of files (src/train/run/state.c). */
 static int write_generation_config(const char *dir, int bos, int eos) {
     char *path = join(dir, "generation_config.json"), text[160];
     int n = snprintf(text, sizeof text, "{\n  \"bos_token_id\": %d,\n  \"eos_token_id\": %d\n}\n", bos, eos);

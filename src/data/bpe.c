@@ -427,7 +427,6 @@ static size_t encode_word(const nb_tokenizer *t, const unsigned char *w, size_t 
     return m;
 }
 
-#define CACHE_MAX_WORD 64
 #define CACHE_MAX_WORDS (1u << 20)
 
 static void cache_clear(nb_tokenizer *t) {

@@ -1,5 +1,5 @@
 /* The model: its stages, their initialization and the tied embedding's gradient sum. What runs them
- * is the executor's stage role (src/train/worker.c), in every kind of run. */
+ * is the executor's stage role (src/train/exec/worker.c), in every kind of run. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -78,14 +78,14 @@ static float *newton_schulz(const ns_matrix *m, float *X, float *Xn, float *A, f
 
 /* Muon's momentum and its Newton-Schulz orthogonalization O (the sheet's X, before the lr and shape
  * scale), shared by Muon and NorMuon. Advances m (ts->buf[0]); returns O in the weight's own
- * orientation (rows x cols, as stored) in scratch f[0] or f[2], valid until the next rule step on
- * this scratch. */
+ * orientation (rows x cols, as stored) in scratch SCRATCH_MATRIX or SCRATCH_NEXT_MATRIX, valid until
+ * the next rule step on this scratch. */
 const float *muon_orthogonalize(tensor_state *ts, const rule_ctx *c, const float *g) {
     const nb_tensor *t = ts->t;
     const float mu = c->p->momentum;
     const int rows = t->shape[0], cols = t->shape[1], tall = rows > cols, r = tall ? cols : rows;
     const size_t n = t->numel;
-    float *m = ts->buf[0], *X = c->s->f[0];
+    float *m = ts->buf[0], *X = c->s->f[SCRATCH_MATRIX];
     double sq = 0.0;
     for (size_t i = 0; i < n; i++) {
         m[i] = mu * m[i] + (1.0f - mu) * g[i];
@@ -95,8 +95,8 @@ const float *muon_orthogonalize(tensor_state *ts, const rule_ctx *c, const float
     const float inv = (float)(1.0 / (sqrt(sq) + 1e-7));
     for (size_t i = 0; i < n; i++) X[i] *= inv;
     const ns_matrix mat = {c->be, rows, cols, r, tall, c->bf16, c->s->h, c->s->h + n};
-    float *A = c->s->f[3], *B = A + (size_t)r * r;
-    return newton_schulz(&mat, X, c->s->f[2], A, B, c->p->ns_steps);
+    float *A = c->s->f[SCRATCH_GRAM], *B = A + (size_t)r * r;
+    return newton_schulz(&mat, X, c->s->f[SCRATCH_NEXT_MATRIX], A, B, c->p->ns_steps);
 }
 
 /* lr sqrt(max(1, rows/cols)): Muon's and NorMuon's scale of an orthogonalized step. */

@@ -27,7 +27,7 @@ static int normuon_step(tensor_state *ts, const rule_ctx *c, const float *g, con
     const nb_tensor *t = ts->t;
     const int rows = t->shape[0], cols = t->shape[1];
     const float *O = muon_orthogonalize(ts, c, g);
-    float *inv = c->s->f[1];  /* X of the orthogonalization, free again: one float per row */
+    float *inv = c->s->f[SCRATCH_MATRIX_OR_PRECOND];  /* one float per row; the orthogonalization leaves it free */
     const float norm_ratio = normalize_rows(O, ts->buf[1], inv, rows, cols, c->p->beta2);
     const float scale = muon_shape_scale(t, c->lr), lr = c->lr, wd = decay_of(t, c->p);
     for (int i = 0; i < rows; i++)

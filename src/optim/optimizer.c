@@ -17,7 +17,7 @@ struct nb_optimizer {
     tensor_state *ts;
     scratch *s;          /* one per thread: matrix rules run in parallel over tensors */
     int n_scratch;
-    size_t scratch_sizes[4], scratch_side2, scratch_bf16;
+    size_t scratch_sizes[SCRATCH_FLOATS], scratch_side2, scratch_bf16;
     int bf16;            /* nb_optimizer_set_precision: Muon's and NorMuon's products in bf16 */
     int *by_cost;        /* the matrix rules' tensors, costliest first (n_matrix of them) */
     int n_matrix;
@@ -48,8 +48,8 @@ static size_t buffer_length(state_size size, const nb_tensor *t, const nb_optim_
 }
 
 static void scratch_free(scratch *s) {
-    for (int i = 0; i < 4; i++) free(s->f[i]);
-    for (int i = 0; i < 3; i++) free(s->d[i]);
+    for (int i = 0; i < SCRATCH_FLOATS; i++) free(s->f[i]);
+    for (int i = 0; i < SCRATCH_DOUBLES; i++) free(s->d[i]);
     free(s->h);
 }
 
@@ -70,9 +70,9 @@ static int per_matrix(const tensor_state *ts) { return ts->opt->rule->per_matrix
 
 /* Scratch for the largest matrix of the per-matrix rules: Muon and NorMuon need 2 matrices and 2 r x r
  * blocks (and, under bf16, a matrix and an r x r block of bf16), SOAP 2 matrices, an n x n float and two
- * n x n doubles for its largest preconditioner (an n x n buffer). Floats into sizes[4], doubles per array
- * into *side2, bf16 values into *bf16_out. */
-static void scratch_sizes(const tensor_state *ts, int n_tensors, size_t sizes[4], size_t *side2_out,
+ * n x n doubles for its largest preconditioner (an n x n buffer). Floats into sizes[SCRATCH_FLOATS], doubles
+ * per array into *side2, bf16 values into *bf16_out. */
+static void scratch_sizes(const tensor_state *ts, int n_tensors, size_t sizes[SCRATCH_FLOATS], size_t *side2_out,
                           size_t *bf16_out) {
     size_t mat = 1, square = 1, side2 = 1, bf16 = 1;
     for (int i = 0; i < n_tensors; i++) {
@@ -88,8 +88,10 @@ static void scratch_sizes(const tensor_state *ts, int n_tensors, size_t sizes[4]
             if (precond && ts[i].buf_len[b] > side2) side2 = ts[i].buf_len[b];
         }
     }
-    const size_t s4[4] = {mat, mat > side2 ? mat : side2, mat, square};
-    memcpy(sizes, s4, sizeof s4);
+    sizes[SCRATCH_MATRIX] = mat;
+    sizes[SCRATCH_MATRIX_OR_PRECOND] = mat > side2 ? mat : side2;
+    sizes[SCRATCH_NEXT_MATRIX] = mat;
+    sizes[SCRATCH_GRAM] = square;
     *side2_out = side2;
     *bf16_out = bf16;
 }
@@ -99,8 +101,10 @@ static void size_scratch(nb_optimizer *o) {
 }
 
 /* Bytes of one thread's scratch (ensure_scratch allocates these). */
-static size_t scratch_bytes_per_thread(const size_t sizes[4], size_t side2, size_t bf16) {
-    return sizeof(float) * (sizes[0] + sizes[1] + sizes[2] + sizes[3]) + 2 * sizeof(double) * side2 +
+static size_t scratch_bytes_per_thread(const size_t sizes[SCRATCH_FLOATS], size_t side2, size_t bf16) {
+    size_t floats = 0;
+    for (int i = 0; i < SCRATCH_FLOATS; i++) floats += sizes[i];
+    return sizeof(float) * floats + SCRATCH_DOUBLES * sizeof(double) * side2 +
            sizeof(nb_bf16) * bf16;
 }
 
@@ -143,8 +147,10 @@ static int scratch_alloc(scratch *s, const nb_optimizer *o) {
     static const char what[] = "the optimizer's scratch of one thread";
     int ok = 1;
     memset(s, 0, sizeof *s);
-    for (int i = 0; i < 4 && ok; i++) ok = (s->f[i] = nb_alloc(sizeof(float) * o->scratch_sizes[i], what)) != NULL;
-    for (int i = 0; i < 2 && ok; i++) ok = (s->d[i] = nb_alloc(sizeof(double) * o->scratch_side2, what)) != NULL;
+    for (int i = 0; i < SCRATCH_FLOATS && ok; i++)
+        ok = (s->f[i] = nb_alloc(sizeof(float) * o->scratch_sizes[i], what)) != NULL;
+    for (int i = 0; i < SCRATCH_DOUBLES && ok; i++)
+        ok = (s->d[i] = nb_alloc(sizeof(double) * o->scratch_side2, what)) != NULL;
     if (ok) ok = (s->h = nb_alloc(sizeof(nb_bf16) * o->scratch_bf16, what)) != NULL;
     if (!ok) scratch_free(s);
     return ok ? 0 : -1;
@@ -175,7 +181,7 @@ static void plan_tensor(tensor_state *ts, const nb_optim_params *p, const nb_ten
 size_t nb_optimizer_state_bytes(const nb_optim_params *p, const nb_tensor *tensors, int n_tensors,
                                 size_t *scratch_per_thread) {
     tensor_state *ts = calloc((size_t)(n_tensors ? n_tensors : 1), sizeof *ts);
-    size_t state = 0, sizes[4], side2, bf16;
+    size_t state = 0, sizes[SCRATCH_FLOATS], side2, bf16;
     if (!ts || !nb_optimizer_desc_of(p->kind)) {
         free(ts);
         return (size_t)-1;

@@ -18,10 +18,20 @@ typedef struct {
     long count;          /* updates this tensor's rule has made: bias correction uses count + 1 */
 } tensor_state;
 
-/* Scratch shared by the rules, sized for the largest matrix of the optimizer. */
+/* Scratch shared by the rules, sized for the largest matrix of the optimizer (r: min(rows, cols) of its
+ * matrices, n: the side of SOAP's largest preconditioner). The float buffers, by their index in f: */
+enum {
+    SCRATCH_MATRIX,           /* a matrix: Muon's iterate X, SOAP's rotated gradient P */
+    SCRATCH_MATRIX_OR_PRECOND, /* a matrix or an n x n, whichever is larger: SOAP's T, NorMuon's row scales */
+    SCRATCH_NEXT_MATRIX,      /* a matrix: Muon's next iterate Xn */
+    SCRATCH_GRAM,             /* two r x r blocks: Newton-Schulz's A and B */
+    SCRATCH_FLOATS
+};
+/* The double buffers, n x n each, by their index in d: SOAP's eigendecomposition. */
+enum { SCRATCH_EIG_A, SCRATCH_EIG_Q, SCRATCH_DOUBLES };
 typedef struct {
-    float *f[4];
-    double *d[3];
+    float *f[SCRATCH_FLOATS];
+    double *d[SCRATCH_DOUBLES];
     nb_bf16 *h;          /* Muon's and NorMuon's bf16 operands under bf16: a matrix and an r x r block */
 } scratch;
 
@@ -64,8 +74,9 @@ typedef struct nb_optim_rule {
 /* The rules (one file each), which the descriptors of optimizers.c name. */
 extern const nb_optim_rule sgd_rule, adamw_rule, muon_rule, lion_rule, adan_rule, mars_rule, soap_rule, normuon_rule;
 
-/* Muon's shared part (muon.c): the momentum step and Newton-Schulz; O (rows x cols) in scratch f[0] or
- * f[2], valid until the next rule step on this scratch; f[1] is not used. */
+/* Muon's shared part (muon.c): the momentum step and Newton-Schulz; O (rows x cols) in scratch
+ * SCRATCH_MATRIX or SCRATCH_NEXT_MATRIX, valid until the next rule step on this scratch;
+ * SCRATCH_MATRIX_OR_PRECOND is not used. */
 const float *muon_orthogonalize(tensor_state *ts, const rule_ctx *c, const float *g);
 /* lr sqrt(max(1, rows/cols)). */
 float muon_shape_scale(const nb_tensor *t, float lr);

@@ -51,8 +51,8 @@ static int soap_step(tensor_state *ts, const rule_ctx *c, const float *g, const 
     const int rows = t->shape[0], cols = t->shape[1];
     const size_t n = t->numel;
     const float b1 = c->p->beta1, b2 = c->p->beta2, eps = c->p->eps, lr = c->lr, wd = decay_of(t, c->p);
-    float *P = c->s->f[0], *T = c->s->f[1];
-    double *da = c->s->d[0], *dq = c->s->d[1];
+    float *P = c->s->f[SCRATCH_MATRIX], *T = c->s->f[SCRATCH_MATRIX_OR_PRECOND];
+    double *da = c->s->d[SCRATCH_EIG_A], *dq = c->s->d[SCRATCH_EIG_Q];
     const nb_backend *be = c->be;
     if (c->step == 0) {
         accumulate(c->be, ts, g, rows, cols, 0.0f, b2);

@@ -1,13 +1,13 @@
 /* The lowered lists' validator (nb_low_validate): every action well formed, every SEND paired with
  * exactly one RECV and the reverse, and the lists run to their ends when sends never wait (the run
- * itself is lowered_run.c's). docs/schedules.md, "The lowered form". */
+ * itself is lowered_dry_run.c's). docs/schedules.md, "The lowered form". */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "nobubble/pipeline.h"
-#include "pipeline/lowered_run.h"
+#include "pipeline/lowered_dry_run.h"
 #include "util/error.h"
 
 /* Records "lowered: ENDPOINT action K (ACTION): PROBLEM" and returns -1. k is the index in e's list. */
@@ -264,7 +264,7 @@ int lowered_prepare(const nb_low_schedule *l, size_t **partner) {
 int nb_low_validate(const nb_low_schedule *l) {
     size_t *partner;
     if (lowered_prepare(l, &partner)) return -1;
-    int rc = lowered_run(l, partner, NULL, NULL, NULL);
+    int rc = lowered_dry_run(l, partner, NULL, NULL, NULL);
     free(partner);
     return rc;
 }

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "nobubble/pipeline.h"
-#include "pipeline/lowered_run.h"
+#include "pipeline/lowered_dry_run.h"
 #include "util/error.h"
 
 static int check_cost(const char *name, int stage, double v) {
@@ -72,7 +72,7 @@ int nb_low_simulate(const nb_low_schedule *l, const nb_low_costs *costs, nb_low_
     int rc;
     if (!out->busy || !out->idle || !out->t_start || !out->t_finish)
         rc = nb_fail("out of memory simulating a lowered schedule of %zu actions", total);
-    else if (!(rc = lowered_run(l, partner, costs, out->t_start, out->t_finish)))
+    else if (!(rc = lowered_dry_run(l, partner, costs, out->t_start, out->t_finish)))
         summarize(l, costs, out);
     if (rc) {
         free(partner);

@@ -3,7 +3,7 @@
  * both use it without calling each other. */
 #include <stdio.h>
 #include "nobubble/pipeline.h"
-#include "pipeline/lowered_run.h"
+#include "pipeline/lowered_dry_run.h"
 
 char *nb_low_endpoint_text(int e, int n_stages, char *buf, size_t size) {
     if (e == n_stages) snprintf(buf, size, "coordinator");

@@ -1,4 +1,4 @@
-/* Fuzz target: a training state's metadata (train/state_meta.c, what train_state_load reads before
+/* Fuzz target: a training state's metadata (train/run/state_meta.c, what train_state_load reads before
  * any buffer: next_step, optimizer_steps, every count:<tensor>, the loader position and the batch shape
  * it rescales from) on arbitrary bytes as state.safetensors. What it accepts must lie in the documented
  * ranges (else abort, which the fuzzer reports). */
@@ -8,7 +8,7 @@
 #include "fuzz_input.h"
 #include "nobubble/checkpoint.h"
 #include "nobubble/train.h"
-#include "train/state_meta.h"
+#include "train/run/state_meta.h"
 
 static void violated(const char *what, long long v) {
     fprintf(stderr, "fuzz_state_meta: accepted %s = %lld, outside its range\n", what, v);

@@ -1,4 +1,4 @@
-/* Fuzz target: train --config's reader (nb_settings_parse_config, src/train/config_file.c) on arbitrary
+/* Fuzz target: train --config's reader (nb_settings_parse_config, src/train/settings/config_file.c) on arbitrary
  * bytes, over the default settings; what an accepted file must satisfy: fuzz_settings.h. */
 #include "fuzz_input.h"
 #include "fuzz_settings.h"

@@ -1,4 +1,4 @@
-/* Fuzz target: train --config FILE.yaml (nb_settings_read_config on a .yaml file: src/train/config_yaml.c,
+/* Fuzz target: train --config FILE.yaml (nb_settings_read_config on a .yaml file: src/train/settings/config_yaml.c,
  * then the JSON reader's rules) on arbitrary bytes, over the default settings; what an accepted file must
  * satisfy: fuzz_settings.h. */
 #include "fuzz_input.h"

@@ -1,7 +1,7 @@
 /* A whole model's forward and backward for one micro-batch, stage after stage in one thread, for the
  * tests that compare a model with references (PyTorch's fixtures, double-precision sums, other splits,
  * generation). The library has no such driver: every run goes through the executor, whose stage role
- * (src/train/worker.c) makes these same calls, a stage's activations sent to the next as a message. */
+ * (src/train/exec/worker.c) makes these same calls, a stage's activations sent to the next as a message. */
 #ifndef NB_TESTS_MODEL_PASS_H
 #define NB_TESTS_MODEL_PASS_H
 #include "nobubble/model.h"

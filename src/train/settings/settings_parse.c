@@ -11,7 +11,7 @@
 #include "nobubble/pipeline.h"
 #include "nobubble/runtime.h"
 #include "nobubble/train.h"
-#include "train/settings_value.h"
+#include "train/settings/settings_value.h"
 #include "util/decimal.h"
 #include "util/error.h"
 #include "util/range.h"

@@ -4,7 +4,7 @@
  *   Event:  1 wall_time (double), 2 step (int64), 3 file_version (string), 5 summary (Summary)
  *   Summary: 1 value (repeated Value);  Value: 1 tag (string), 2 simple_value (float) */
 #define _POSIX_C_SOURCE 200809L
-#include "train/tensorboard.h"
+#include "train/outputs/tensorboard.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "train/run.h"
+#include "train/outputs/outputs.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"

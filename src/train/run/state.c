@@ -3,7 +3,7 @@
  * each per-stage buffer (weights, optimizer state, weight versions, EF) is laid out by the stage's
  * named tensor table, which is all the mapping needs. */
 #define _GNU_SOURCE   /* renameat2 */
-#include "train/state.h"
+#include "train/run/state.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,9 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "nobubble/checkpoint.h"
-#include "train/run.h"
-#include "train/run_fields.h"
-#include "train/state_meta.h"
+#include "train/run/run.h"
+#include "train/run/run_fields.h"
+#include "train/run/state_meta.h"
 #include "util/error.h"
 #include "util/fs.h"
 

@@ -9,7 +9,7 @@
 #include "nobubble/pipeline.h"
 #include "nobubble/runtime.h"
 #include "nobubble/train.h"
-#include "train/settings_value.h"
+#include "train/settings/settings_value.h"
 
 #define AT(field) offsetof(nb_train_options, field)
 #define STEPS ((double)NB_TRAIN_MAX_STEPS)

@@ -1,14 +1,15 @@
-/* Running lowered lists: a worklist of endpoints, each advanced until its list ends or it reaches a
- * RECV whose SEND has not run; a SEND wakes its receiver if that receiver waits for it. Every action
- * is run once and every wake-up is O(1), so the run is O(actions). Shared by the validator (order
- * only) and the simulator (with times). */
+/* A dry run of lowered lists (no stage computes, no message moves; the executor is src/train/exec/):
+ * a worklist of endpoints, each advanced until its list ends or it reaches a RECV whose SEND has not
+ * run; a SEND wakes its receiver if that receiver waits for it. Every action is run once and every
+ * wake-up is O(1), so the run is O(actions). Shared by the validator (order only) and the simulator
+ * (with times). */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "nobubble/pipeline.h"
-#include "pipeline/lowered_run.h"
+#include "pipeline/lowered_dry_run.h"
 #include "util/error.h"
 
 #define NOT_WAITING SIZE_MAX
@@ -166,7 +167,7 @@ static void free_state(run_state *r) {
     free(r->queued);
 }
 
-int lowered_run(const nb_low_schedule *l, const size_t *partner, const nb_low_costs *costs, double *t_start,
+int lowered_dry_run(const nb_low_schedule *l, const size_t *partner, const nb_low_costs *costs, double *t_start,
                 double *t_finish) {
     const size_t E = (size_t)l->n_stages + 1;
     run_state r = {l, partner, costs, t_start, t_finish, calloc(E, sizeof(size_t)), malloc(E * sizeof(size_t)),

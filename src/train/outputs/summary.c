@@ -9,8 +9,8 @@
 #include "backend/backend.h"
 #include "nobubble/common.h"
 #include "nobubble/train.h"
-#include "train/run.h"
-#include "train/settings_value.h"
+#include "train/outputs/outputs.h"
+#include "train/settings/settings_value.h"
 #include "util/fs.h"
 #include "util/json.h"
 

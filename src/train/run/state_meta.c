@@ -1,5 +1,5 @@
 /* The numbers of a training state's metadata, range-checked (state_meta.h). */
-#include "train/state_meta.h"
+#include "train/run/state_meta.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* Internal to src/pipeline: what the lowered lists' validator (lowered_check.c) and their simulator
  * (lowered_sim.c) share, so that both see the same pairing of messages and the same order of events. */
-#ifndef NB_PIPELINE_LOWERED_RUN_H
-#define NB_PIPELINE_LOWERED_RUN_H
+#ifndef NB_PIPELINE_LOWERED_DRY_RUN_H
+#define NB_PIPELINE_LOWERED_DRY_RUN_H
 #include <stddef.h>
 #include "nobubble/pipeline.h"
 
@@ -17,7 +17,7 @@ int lowered_pair(const nb_low_schedule *l, size_t *partner);
 /* Runs every endpoint's list in order, a RECV waiting until its SEND has run (sends never wait). With
  * costs, t_start and t_finish (per action) get the times; costs NULL only orders the events (and the
  * time arrays may be NULL). -1 on a deadlock naming every stuck endpoint's receive and a cycle. */
-int lowered_run(const nb_low_schedule *l, const size_t *partner, const nb_low_costs *costs, double *t_start,
+int lowered_dry_run(const nb_low_schedule *l, const size_t *partner, const nb_low_costs *costs, double *t_start,
                 double *t_finish);
 /* The fields checked and the messages paired: *partner (allocated; NULL on failure) is the pairing. */
 int lowered_prepare(const nb_low_schedule *l, size_t **partner);

@@ -11,8 +11,8 @@
 #include <unistd.h>
 #include "nobubble/checkpoint.h"
 #include "nobubble/train.h"
-#include "train/run.h"
-#include "train/state.h"
+#include "train/run/run.h"
+#include "train/run/state.h"
 #include "util/error.h"
 #include "util/fs.h"
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
-#include "train/config_yaml.h"
+#include "train/settings/config_yaml.h"
 #include "util/error.h"
 
 static int is_yaml_name(const char *name) {

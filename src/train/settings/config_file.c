@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "nobubble/train.h"
-#include "train/run.h"
-#include "train/settings_value.h"
+#include "train/settings/config_file.h"
+#include "train/settings/settings_value.h"
 #include "util/error.h"
 #include "util/fs.h"
-#include "train/config_yaml.h"
+#include "train/settings/config_yaml.h"
 #include "util/json.h"
 
 struct nb_train_config_file {

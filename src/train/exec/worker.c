@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "train/exec.h"
-#include "train/run.h"
-#include "train/state.h"
+#include "train/exec/exec.h"
+#include "train/run/run.h"
+#include "train/run/state.h"
 #include "util/alloc.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -22,6 +22,12 @@
 typedef struct {
     double t, busy, aside;
 } mark;
+
+/* The time spent in one kind of action and how many of them ran: the report's mean per action. */
+typedef struct {
+    double seconds;
+    long count;
+} op_timer;
 
 typedef struct {
     exec_run *run;
@@ -46,53 +52,59 @@ typedef struct {
     exec_report report;
     int end_msg, committed;
     double t0, busy, aside;
-    mark steady[2];
-    double op_time[3];
-    long op_count[3];
-} stage;
+    mark steady_start, steady_end;      /* the clocks at the steady window's ends (run->steady_from, steady_to) */
+    op_timer forward_time, backward_time, update_time;  /* update_time: GRADS and APPLY, counted per APPLY */
+} stage_role;
 
 /* What a stage reads besides messages follows from what it holds: the embedding's stage reads the
  * tokens (and records where each step starts in them, for checkpoints), the head's stage the targets;
  * each runs its own loader with the same seed, so no tokens travel. */
-static int reads_tokens(const stage *w) { return w->st->has_embed; }
-static int reads_targets(const stage *w) { return w->st->has_head; }
+static int reads_tokens(const stage_role *w) { return w->st->has_embed; }
+static int reads_targets(const stage_role *w) { return w->st->has_head; }
 /* With a tied embedding split over stages, the embedding's stage adds the head's gradient it receives. */
-static int takes_head_grad(const stage *w) { return w->run->o->model.tied && w->st->has_embed && !w->st->has_head; }
-static size_t act_bytes(const stage *w) {
+static int takes_head_grad(const stage_role *w) {
+    return w->run->o->model.tied && w->st->has_embed && !w->st->has_head;
+}
+static size_t act_bytes(const stage_role *w) {
     return sizeof(float) * (size_t)w->run->o->batch * w->run->T * w->run->o->model.d_model;
 }
-static size_t embed_numel(const stage *w) { return (size_t)w->run->o->model.vocab_size * w->run->o->model.d_model; }
-static float *embedding(const stage *w, float *base) { return base + w->st->tensors[0].offset; }
-/* The last stage's copy of a tied embedding: its last tensor. */
-static float *tied_copy(const stage *w, float *base) { return base + w->st->tensors[w->st->n_tensors - 1].offset; }
-static mark mark_now(const stage *w) { return (mark){nb_now(), w->busy, w->aside}; }
-
-static void count_op(stage *w, int op, double seconds) {
-    w->busy += seconds;
-    w->op_time[op] += seconds;
-    w->op_count[op]++;
+static size_t embed_numel(const stage_role *w) {
+    return (size_t)w->run->o->model.vocab_size * w->run->o->model.d_model;
 }
+static float *embedding(const stage_role *w, float *base) { return base + w->st->tensors[0].offset; }
+/* The last stage's copy of a tied embedding: its last tensor. */
+static float *tied_copy(const stage_role *w, float *base) {
+    return base + w->st->tensors[w->st->n_tensors - 1].offset;
+}
+static mark mark_now(const stage_role *w) { return (mark){nb_now(), w->busy, w->aside}; }
+
+static void count_op(stage_role *w, op_timer *timer, double seconds) {
+    w->busy += seconds;
+    timer->seconds += seconds;
+    timer->count++;
+}
+static double mean_time(const op_timer *timer) { return timer->count ? timer->seconds / timer->count : 0; }
 
 /* A divergence's message gets the checkpoints to resume from once the run has stopped (nb_train). */
-static int diverged(stage *w, int step, const char *what, double value) {
+static int diverged(stage_role *w, int step, const char *what, double value) {
     (void)w;
     return train_diverged(step, what, value);
 }
 
-static const float *weights_of(stage *w, int version) {
+static const float *weights_of(stage_role *w, int version) {
     const float *p = nb_stash_version(w->stash, w->st->params, version, w->updates);
     if (!p) nb_fail("stage %d: weight version %d is not held after %d updates", w->s, version, w->updates);
     return p;
 }
 
-static int find_slot(const stage *w, int mb) {
+static int find_slot(const stage_role *w, int mb) {
     for (int i = 0; i < w->n_slots; i++)
         if (w->slot_mb[i] == mb) return i;
     return -1;
 }
 
 /* A forward's load-balancing losses and expert loads, added to the step's. */
-static void add_moe_stats(stage *w, const nb_acts *a) {
+static void add_moe_stats(stage_role *w, const nb_acts *a) {
     const int E = w->st->cfg.n_experts;
     w->aux_sum += nb_acts_aux_loss(a);
     for (int l = 0, j = 0; l < w->st->n_blocks; l++) {
@@ -104,7 +116,7 @@ static void add_moe_stats(stage *w, const nb_acts *a) {
 }
 
 /* The step's MoE statistics into its STATS message (means over its micro-batches), the sums reset. */
-static void moe_stats(stage *w) {
+static void moe_stats(stage_role *w) {
     const int E = w->st->cfg.n_experts, M = w->run->M;
     w->stats.aux = w->aux_sum / M;
     w->stats.moe_blocks = w->moe_blocks;
@@ -119,7 +131,7 @@ static void moe_stats(stage *w) {
     if (w->load_sum) memset(w->load_sum, 0, sizeof(double) * (size_t)w->moe_blocks * E);
 }
 
-static int forward(stage *w, const nb_low_action *a) {
+static int forward(stage_role *w, const nb_low_action *a) {
     const exec_run *run = w->run;
     const float *wt = weights_of(w, a->version);
     int slot = find_slot(w, -1);
@@ -130,21 +142,21 @@ static int forward(stage *w, const nb_low_action *a) {
     double t = nb_now();
     float loss = 0;
     if (nb_stage_forward(w->st, wt, a->version, w->slots[slot], w->tokens, w->x_in, w->targets, &loss)) return -1;
-    count_op(w, 0, nb_now() - t);
+    count_op(w, &w->forward_time, nb_now() - t);
     w->slot_mb[slot] = a->mb;
     if (reads_targets(w)) w->loss_sum += loss;
     add_moe_stats(w, w->slots[slot]);
     return 0;
 }
 
-static int backward(stage *w, const nb_low_action *a) {
+static int backward(stage_role *w, const nb_low_action *a) {
     const float *wt = weights_of(w, a->version);
     int slot = find_slot(w, a->mb);
     if (!wt) return -1;
     if (slot < 0) return nb_fail("stage %d: backward of micro-batch %d, which has no activations", w->s, a->mb);
     double t = nb_now();
     if (nb_stage_backward(w->st, wt, a->version, w->slots[slot], reads_targets(w) ? NULL : w->dout, 1.0f / w->run->M)) return -1;
-    count_op(w, 1, nb_now() - t);
+    count_op(w, &w->backward_time, nb_now() - t);
     w->slot_mb[slot] = -1;
     w->freed_slot = slot;
     return 0;
@@ -153,7 +165,7 @@ static int backward(stage *w, const nb_low_action *a) {
 /* Test hook: NB_PIPELINE_FAULT=STAGE:STEP makes that stage fail (or, with :kill, die by SIGKILL; with
  * :stall, stop by SIGSTOP, as a hung process) at the start of that step's update, so that tests can
  * check that the others stop. */
-static int injected_fault(const stage *w, int step) {
+static int injected_fault(const stage_role *w, int step) {
     const char *spec = getenv("NB_PIPELINE_FAULT");
     int fs = -1, ft = -1;
     char how[16] = "";
@@ -168,7 +180,7 @@ static int injected_fault(const stage *w, int step) {
 
 /* Taylor's size against the gradient's (the metric taylor_ratio): both squared norms of this stage,
  * the gradient's before the correction, tied copies left out as the gradient norm leaves them. */
-static void taylor_norms(stage *w, int t) {
+static void taylor_norms(stage_role *w, int t) {
     const nb_stage *st = w->st;
     w->stats.taylor_grad_sq = nb_grad_sum_squares(st->grads, st->tensors, st->n_tensors);
     for (int i = 0; i < st->n_tensors; i++)
@@ -179,7 +191,7 @@ static void taylor_norms(stage *w, int t) {
 
 /* The gradient of step t complete: the tied embedding's head part added to the embedding's (held by
  * this stage, or received from the last), in the order of the one-stage sum; Taylor; its squared norm. */
-static int grads(stage *w, int t) {
+static int grads(stage_role *w, int t) {
     if (injected_fault(w, t)) return -1;
     nb_stage *st = w->st;
     const double t0 = nb_now();
@@ -196,7 +208,7 @@ static int grads(stage *w, int t) {
     nb_stash_taylor(w->stash, st->grads, st->params, t);
     w->norms[w->s] = nb_grad_sum_squares(st->grads, st->tensors, st->n_tensors);
     const double took = nb_now() - t0;
-    w->op_time[2] += took;
+    w->update_time.seconds += took;
     w->busy += took;
     w->stats.update += took;
     return 0;
@@ -205,7 +217,7 @@ static int grads(stage *w, int t) {
 /* Update t: global clipping by the norms of every stage summed in stage order (each stage sums the same
  * numbers in the same order), the checks that stop a diverging run before anything of it is applied or
  * saved, the optimizer's step, the delay's apply (error feedback). */
-static int apply(stage *w, int t) {
+static int apply(stage_role *w, int t) {
     exec_run *run = w->run;
     const nb_train_options *o = run->o;
     nb_stage *st = w->st;
@@ -231,11 +243,11 @@ static int apply(stage *w, int t) {
     memset(st->grads, 0, sizeof(float) * st->n_params);
     w->updates++;
     const double took = nb_now() - t0;
-    count_op(w, 2, took);
+    count_op(w, &w->update_time, took);
     w->stats.update += took;
     w->stats.aside = w->aside;
-    if (t == run->steady_from - 1) w->steady[0] = mark_now(w);
-    if (t == run->steady_to - 1) w->steady[1] = mark_now(w);
+    if (t == run->steady_from - 1) w->steady_start = mark_now(w);
+    if (t == run->steady_to - 1) w->steady_end = mark_now(w);
     return 0;
 }
 
@@ -252,7 +264,7 @@ static int eval_batch(const nb_stage *st, long version, nb_acts *slot, nb_loader
 }
 
 /* Validation batch b after step t on the current weights. */
-static int eval(stage *w, const nb_low_action *a) {
+static int eval(stage_role *w, const nb_low_action *a) {
     const double t0 = nb_now();
     if (a->index == 0) {
         if (w->val) nb_loader_reset(w->val);
@@ -281,7 +293,7 @@ int nb_evaluate(nb_model *m, nb_acts *acts, nb_loader *val, int batches, int *in
 
 /* This stage's share of the run's state as the checkpoint code sees it (arrays indexed by stage; entry
  * s only): its optimizer and weight versions, and its loader if it has one. */
-static void own_parts(const stage *w, train_parts *p, nb_optimizer **opt, nb_stash **stash) {
+static void own_parts(const stage_role *w, train_parts *p, nb_optimizer **opt, nb_stash **stash) {
     memset(opt, 0, sizeof(*opt) * (size_t)w->run->P);
     memset(stash, 0, sizeof(*stash) * (size_t)w->run->P);
     opt[w->s] = w->opt;
@@ -290,14 +302,14 @@ static void own_parts(const stage *w, train_parts *p, nb_optimizer **opt, nb_sta
 }
 
 /* No checkpoint of non-finite weights, ever (train_diverged names step t). */
-static int weights_finite(const stage *w, int t) {
+static int weights_finite(const stage_role *w, int t) {
     const double sq = nb_grad_sum_squares(w->st->params, w->st->tensors, w->st->n_tensors);
     return isfinite(sq) ? 0 : train_diverged(t, "the weights' sum of squares", sq);
 }
 
 /* The first stage's loader has read ahead into the next step: a checkpoint holds its position at the
  * start of the step after `t`. Returns the position to go back to. */
-static uint64_t loader_to_boundary(stage *w, int t, int *rc) {
+static uint64_t loader_to_boundary(stage_role *w, int t, int *rc) {
     const uint64_t now = w->train ? nb_loader_position(w->train) : 0;
     if (reads_tokens(w)) {
         const uint64_t b = t + 1 < w->run->S && w->step_pos[t + 1] != UINT64_MAX ? w->step_pos[t + 1] : now;
@@ -308,7 +320,7 @@ static uint64_t loader_to_boundary(stage *w, int t, int *rc) {
 
 /* This stage's part of the checkpoint after update t; a failure is told to the coordinator, which
  * fails the run naming the newest complete checkpoint. */
-static int save(stage *w, int t) {
+static int save(stage_role *w, int t) {
     const nb_train_options *o = w->run->o;
     const double t0 = nb_now();
     char dir[4200];
@@ -337,12 +349,12 @@ int exec_stages_save_whole(exec_run *run, exec_endpoint **stages, const char *di
     nb_optimizer *opt[NB_TRAIN_MAX_STAGES];
     nb_stash *stash[NB_TRAIN_MAX_STAGES];
     for (int s = 0; s < P; s++) {
-        const stage *w = stages[s]->role;
+        const stage_role *w = stages[s]->role;
         if (weights_finite(w, t)) return -1;
         opt[s] = w->opt;
         stash[s] = w->stash;
     }
-    stage *first = stages[0]->role;
+    stage_role *first = stages[0]->role;
     int rc = 0;
     const uint64_t now = loader_to_boundary(first, t, &rc);
     train_parts parts = {run->model, opt, stash, first->train};
@@ -351,7 +363,7 @@ int exec_stages_save_whole(exec_run *run, exec_endpoint **stages, const char *di
     return rc;
 }
 
-static double stage_bytes(const stage *w) {
+static double stage_bytes(const stage_role *w) {
     const exec_run *run = w->run;
     double b = 2.0 * sizeof(float) * w->st->n_params + nb_stash_bytes(w->stash) + sizeof(float) * w->st->n_params;
     for (int i = 0; i < nb_optimizer_state_count(w->opt); i++) {
@@ -365,18 +377,19 @@ static double stage_bytes(const stage *w) {
     return b;
 }
 
-static void make_report(stage *w) {
+static void make_report(stage_role *w) {
     const double now = nb_now();
-    const mark end = w->steady[1].t > 0 ? w->steady[1] : mark_now(w), *start = &w->steady[0];
+    const mark end = w->steady_end.t > 0 ? w->steady_end : mark_now(w), *start = &w->steady_start;
     exec_report r = {w->busy, w->aside, now - w->t0, end.busy - start->busy, end.t - start->t,
                      end.aside - start->aside, stage_bytes(w), w->n_slots, 0, 0, 0};
-    double *mean[3] = {&r.forward, &r.backward, &r.update};
-    for (int op = 0; op < 3; op++) *mean[op] = w->op_count[op] ? w->op_time[op] / w->op_count[op] : 0;
+    r.forward = mean_time(&w->forward_time);
+    r.backward = mean_time(&w->backward_time);
+    r.update = mean_time(&w->update_time);
     w->report = r;
 }
 
 static int stage_act(exec_endpoint *e, const nb_low_action *a) {
-    stage *w = e->role;
+    stage_role *w = e->role;
     switch (a->op) {
     case NB_LOW_FORWARD: return forward(w, a);
     case NB_LOW_BACKWARD: return backward(w, a);
@@ -390,7 +403,7 @@ static int stage_act(exec_endpoint *e, const nb_low_action *a) {
 
 /* What a message of each kind carries from or into this stage. */
 static int stage_buffer(exec_endpoint *e, const nb_low_action *a, void **data, size_t *bytes) {
-    stage *w = e->role;
+    stage_role *w = e->role;
     const int out = a->op == NB_LOW_SEND;
     nb_stage *st = w->st;
     const size_t embed = sizeof(float) * embed_numel(w);
@@ -423,7 +436,7 @@ static int stage_buffer(exec_endpoint *e, const nb_low_action *a, void **data, s
 }
 
 static int stage_received(exec_endpoint *e, const nb_low_action *a) {
-    stage *w = e->role;
+    stage_role *w = e->role;
     if (a->msg == NB_MSG_END) return exec_switch_end(e, w->end_msg);
     if (a->msg == NB_MSG_COMMITTED && !w->committed) return nb_fail("stage %d: checkpoint after step %d failed", w->s, a->step + 1);
     return 0;
@@ -441,7 +454,7 @@ static int slots_needed(const nb_pipe_schedule *sc, int s) {
     return peak;
 }
 
-static int stage_alloc(stage *w) {
+static int stage_alloc(stage_role *w) {
     const exec_run *run = w->run;
     const nb_train_options *o = run->o;
     nb_stage *st = w->st;
@@ -474,7 +487,7 @@ static int stage_alloc(stage *w) {
 
 int exec_stage_init(exec_endpoint *e, exec_run *run, int s) {
     const nb_train_options *o = run->o;
-    stage *w = nb_calloc(1, sizeof *w, "a stage's state");
+    stage_role *w = nb_calloc(1, sizeof *w, "a stage's state");
     if (!w) return -1;
     *e = (exec_endpoint){.run = run, .id = s, .low = &run->low, .end = run->S, .buffer = stage_buffer,
                          .act = stage_act, .received = stage_received, .role = w};
@@ -498,14 +511,14 @@ int exec_stage_init(exec_endpoint *e, exec_run *run, int s) {
     memset(w->st->grads, 0, sizeof(float) * w->st->n_params);
     if (w->st->tied_head_grad) memset(w->st->tied_head_grad, 0, sizeof(float) * embed_numel(w));
     w->t0 = nb_now();
-    w->steady[0] = mark_now(w);
+    w->steady_start = mark_now(w);
     return 0;
 }
 
 /* Loads this stage's share of the checkpoint --resume names (either layout, any split); the step to
  * run next goes to run->start. */
 int exec_stage_resume(exec_endpoint *e) {
-    stage *w = e->role;
+    stage_role *w = e->role;
     nb_optimizer *opt[NB_TRAIN_MAX_STAGES];
     nb_stash *stash[NB_TRAIN_MAX_STAGES];
     train_parts parts;
@@ -518,12 +531,12 @@ int exec_stage_resume(exec_endpoint *e) {
 }
 
 size_t exec_stage_stash_bytes(const exec_endpoint *e) {
-    const stage *w = e->role;
+    const stage_role *w = e->role;
     return w ? nb_stash_bytes(w->stash) : 0;
 }
 
 void exec_stage_free(exec_endpoint *e) {
-    stage *w = e ? e->role : NULL;
+    stage_role *w = e ? e->role : NULL;
     if (!w) return;
     nb_low_free(&e->cut);
     for (int i = 0; w->slots && i < w->n_slots; i++) nb_acts_free(w->slots[i]);

@@ -1,44 +1,13 @@
-/* Internal: the rules every run follows, whoever drives it (trainer.c, metrics.c): option checks, the
- * run's files and the measures they write, divergence, --keep's proof, stopping. */
-#ifndef NB_TRAIN_RUN_H
-#define NB_TRAIN_RUN_H
+/* Internal: the rules every run follows, whoever drives it (run_rules.c, and run_folder.c, data_dir.c,
+ * fault.c beside it): option checks, the run's folders, divergence, --keep's proof, stopping, the data
+ * folder. What a run writes as it goes (metrics.jsonl, summary.json) is train/outputs/outputs.h's. */
+#ifndef NB_TRAIN_RUN_RUN_H
+#define NB_TRAIN_RUN_RUN_H
 #include <stdio.h>
 #include "nobubble/train.h"
 #include "util/fs.h"
 
 int train_check_options(const nb_train_options *o, int T);
-/* summary.json; extra (NULL: none) is one more `"key": value` member, written as given. */
-int train_write_summary(const nb_train_options *o, const nb_train_result *res, int T, const char *extra);
-
-/* One line of metrics.jsonl (grad_norm, val_loss and taylor_ratio NAN when absent). */
-typedef struct {
-    int step;
-    double loss, lr, tokens, time_s, tokens_per_s, update_norm;
-    int tau;
-    double version_distance, grad_norm, val_loss;
-    double taylor_ratio;   /* ||Taylor correction|| / ||gradient|| with --taylor; NAN without */
-    /* A mixture of experts (NAN and 0 without): the mean of the MoE blocks' load-balancing losses, and
-     * each MoE block's largest and smallest expert load, blocks in model order */
-    double aux_loss;
-    int moe_blocks;
-    const float *load_max, *load_min;
-} train_metrics;
-/* Writes and flushes the line; a failed write (a full disk) is an error naming OUT_DIR/metrics.jsonl,
- * which stops the run at once. */
-int train_write_metrics(FILE *f, const char *out_dir, const train_metrics *m);
-/* Flushes the lines to disk (fdatasync): before the checkpoint that covers them is committed, so that
- * no checkpoint is ever ahead of the metrics of the steps it holds. f NULL: nothing to do. */
-int train_sync_metrics(FILE *f, const char *out_dir);
-/* Opens OUT_DIR/metrics.jsonl (src/train/metrics.c): emptied for a new run (resumed_at < 0); for a
- * run resumed at step resumed_at, first rewritten atomically with only the whole lines of steps
- * 1..resumed_at (the steps before the checkpoint), then opened to append. NULL on failure (nb_fail). */
-FILE *train_open_metrics(const char *out_dir, int resumed_at);
-/* The results summary.json holds, read back from OUT_DIR/metrics.jsonl, for a run whose last step is done
- * but whose summary is missing (a kill between the final checkpoint and the summary): the last line's
- * training loss (it must be of last_step), the newest validation loss, and the seconds and tokens/s of
- * the steps since the last resume, as the run would have written them. */
-int train_metrics_final(const char *out_dir, int last_step, double tokens_per_step, nb_train_result *res);
-
 /* Checkpoints: "checkpoint saved DIR: size in time"; a failed save's message (nb_fail), naming the
  * previous checkpoint ("" when none); removing this run's periodic checkpoints beyond --keep. */
 void train_report_checkpoint(const char *what, const char *dir, double seconds);
@@ -62,7 +31,7 @@ int train_diverged(int step, const char *what, double value);
  * advice a divergence's message ends with: the checkpoint to resume from and those not to. Appended to
  * nb_last_error() when it is a divergence's (of this process or of a stage whose failure it carries). */
 void train_diverged_advice(const train_checkpoints *saved);
-/* Test hook (NB_TRAIN_FAULT=WHERE:STEP): SIGKILL at a named point of the run; trainer.c lists them. */
+/* Test hook (NB_TRAIN_FAULT=WHERE:STEP): SIGKILL at a named point of the run; fault.c and its callers name them. */
 void train_fault_point(const char *where, int step);
 /* --keep prunes only behind proof: a checkpoint counts toward the newest K once a step has run on its
  * weights with a finite loss and gradient, or, with validation data, once its validation loss was
@@ -81,8 +50,6 @@ int train_lock_run(const nb_train_options *o, nb_fs_lock locks[2]);
 void train_unlock_run(nb_fs_lock locks[2]);
 /* nb_train_check_folders, once the folders are locked; with --force the earlier run's files go. */
 int train_claim_folders(const nb_train_options *o);
-/* OUT_DIR/NB_TRAIN_CONFIG_FILE: the run's resolved settings, in the form train --config reads. */
-int train_write_config(const nb_train_options *o);
 /* Whether SIGINT/SIGTERM asked the run to stop (nb_train_request_stop). */
 int train_stop_requested(void);
 

@@ -1,6 +1,6 @@
 /* The run's configuration as recorded in a checkpoint, and the rules for resuming with another
  * one (see run_fields.h and docs/checkpoints.md), from the settings table (settings.c). */
-#include "train/run_fields.h"
+#include "train/run/run_fields.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

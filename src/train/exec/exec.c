@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include "train/exec.h"
+#include "train/exec/exec.h"
 #include "util/clock.h"
 #include "util/error.h"
 
@@ -61,7 +61,10 @@ void exec_checkpoints(exec_run *run, train_checkpoints *out) {
     pthread_mutex_unlock(&run->saved_mu);
 }
 
-int exec_tag(const nb_low_action *a) { return (int)a->msg + 16 * (a->index & 0xffff); }
+/* A tag: the message's kind in its low TAG_KIND_BITS bits, the low 16 bits of its index above them. */
+enum { TAG_KIND_BITS = 4 };
+_Static_assert(NB_MSG_KINDS <= 1 << TAG_KIND_BITS, "exec_tag packs a message's kind in TAG_KIND_BITS bits");
+int exec_tag(const nb_low_action *a) { return (int)a->msg + (1 << TAG_KIND_BITS) * (a->index & 0xffff); }
 
 static size_t list_length(const exec_endpoint *e) { return e->low->start[e->id + 1] - e->low->start[e->id]; }
 static const nb_low_action *action_at(const exec_endpoint *e, size_t k) { return &e->low->actions[e->low->start[e->id] + k]; }

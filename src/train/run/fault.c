@@ -3,7 +3,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include "train/run.h"
+#include "train/run/run.h"
 
 /* Test hook: NB_TRAIN_FAULT=WHERE:STEP kills the process (SIGKILL, as kill -9 would) at that point of
  * the run, so that tests can check what a kill there leaves: "after_save:N" once the checkpoint of step N

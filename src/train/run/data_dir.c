@@ -6,7 +6,7 @@
 #include <unistd.h>
 #include "nobubble/checkpoint.h"
 #include "nobubble/data.h"
-#include "train/run.h"
+#include "train/run/run.h"
 #include "util/error.h"
 
 static int matches_any(const char *pattern) {

@@ -16,7 +16,7 @@
 #include "nobubble/train.h"
 #include "util/fs.h"
 
-#include "train/run.h"
+#include "train/run/run.h"
 
 #define EXEC_UNPROVEN_MAX 64   /* unproven checkpoints remembered for the message (older ones drop out) */
 
