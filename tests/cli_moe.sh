@@ -6,7 +6,8 @@
 # - a resumed run ends with the uninterrupted run's weights;
 # - every optimizer (Muon and NorMuon orthogonalize each expert's matrices) and every delay mode and
 #   mitigation trains a finite loss;
-# - metrics.jsonl has the auxiliary loss and each MoE block's largest and smallest expert load;
+# - metrics.jsonl has the auxiliary loss and each MoE block's largest and smallest expert load, and the
+#   router's staleness under a delay;
 # - bad MoE fields, bf16 and an export Mixtral cannot express are refused naming what is wrong;
 # - `sample` generates from the exported Mixtral folder.
 set -u
@@ -75,6 +76,22 @@ sys.exit(0 if len(hi) == 1 and len(lo) == 1 and 0.25 <= hi[0] <= 0.5 and 0 <= lo
 "$bin" train --data "$work/data" --model tiny --set n_layers=1 --set context=16 --batch 2 --steps 1 --eval-batches 1 \
   --quiet --out "$work/dense" > /dev/null 2>&1 || fail "dense run"
 check "a dense model's metrics have no MoE keys" bash -c "! grep -q 'aux_loss\|expert_load' '$work/dense/metrics.jsonl'"
+
+# The router's staleness: with every evaluation under 2BW in one stage, a share in [0, 1] on each line but
+# the last (no step follows it); exactly 0 when the updates are too small to move a float32 weight; none
+# in a synchronous run.
+run stale --delay 2bw --steps 3 --eval-every 1 --lr 1e-2 --warmup 0
+run frozen --delay 2bw --steps 3 --eval-every 1 --lr 1e-12 --warmup 0
+run unstale --steps 3 --eval-every 1
+python3 - "$work" <<'PY' && ok || fail "router_staleness: $(cat "$work/stale/metrics.jsonl")"
+import json, sys
+lines = lambda run: [json.loads(l) for l in open("%s/%s/metrics.jsonl" % (sys.argv[1], run))]
+stale, frozen, unstale = lines("stale"), lines("frozen"), lines("unstale")
+s = [m.get("router_staleness") for m in stale]
+assert all(0 <= x <= 1 for x in s[:-1]) and s[-1] is None and max(s[:-1]) > 0, s
+assert [m.get("router_staleness") for m in frozen][:-1] == [0, 0], frozen
+assert all("router_staleness" not in m for m in unstale), unstale
+PY
 
 expect_error "experts_per_token above n_experts" "experts_per_token = 5: expected 1 <= experts_per_token <= 4" \
   "$bin" train "${moe[@]}" --set experts_per_token=5

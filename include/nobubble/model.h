@@ -188,6 +188,9 @@ float nb_acts_loss(const nb_acts *a);
  * block. */
 double nb_acts_aux_loss(const nb_acts *a);
 const float *nb_acts_expert_load(const nb_acts *a, int l);
+/* After a forward: block l's chosen experts, k per token (experts_per_token), token after token, largest
+ * weight first; NULL for a dense block. */
+const int *nb_acts_expert_choice(const nb_acts *a, int l);
 /* The gradient of the stage's input [B*T*d_model] after backward (a non-first stage). */
 const float *nb_acts_input_grad(const nb_acts *a);
 

@@ -128,6 +128,9 @@ const float *nb_acts_logits(const nb_acts *a) {
 const float *nb_acts_input_grad(const nb_acts *a) { return a->dinput; }
 float nb_acts_loss(const nb_acts *a) { return a->loss; }
 double nb_acts_aux_loss(const nb_acts *a) { return a->aux; }
+const int *nb_acts_expert_choice(const nb_acts *a, int l) {
+    return l >= 0 && l < a->n_blocks && a->blocks[l].moe.m.E > 0 ? a->blocks[l].moe.top : NULL;
+}
 const float *nb_acts_expert_load(const nb_acts *a, int l) {
     return l >= 0 && l < a->n_blocks && a->blocks[l].moe.m.E > 0 ? a->blocks[l].load : NULL;
 }

@@ -30,6 +30,7 @@ typedef struct {
     exec_saved *saved;       /* this checkpoint's parts, one per stage */
     exec_report *reports;    /* at the end, one per stage */
     double val;              /* this step's validation loss (NAN: none) */
+    double staleness;        /* and the router's staleness with it (NAN: none) */
     exec_eval eval_in;       /* the last stage's EVAL_LOSS message */
     int end_msg, committed_msg;
     FILE *metrics;
@@ -107,7 +108,7 @@ static void print_progress(const coordinator *c, int t, double loss, float lr, d
  * as the progress line prints them. */
 static int write_tensorboard(const coordinator *c, train_tb *tb, const train_metrics *m) {
     const double gflops = m->tokens_per_s * nb_model_train_flops_per_token(&c->run->o->model, c->run->T) * 1e-9;
-    train_tb_scalar s[12] = {{"train/loss", (float)m->loss},
+    train_tb_scalar s[13] = {{"train/loss", (float)m->loss},
                             {"train/lr", (float)m->lr},
                             {"train/tokens_per_s", (float)m->tokens_per_s},
                             {"train/update_norm", (float)m->update_norm},
@@ -120,6 +121,7 @@ static int write_tensorboard(const coordinator *c, train_tb *tb, const train_met
     if (!isnan(m->taylor_ratio)) s[n++] = (train_tb_scalar){"delay/taylor_ratio", (float)m->taylor_ratio};
     if (!isnan(m->val_loss)) s[n++] = (train_tb_scalar){"val/loss", (float)m->val_loss};
     if (!isnan(m->aux_loss)) s[n++] = (train_tb_scalar){"moe/aux_loss", (float)m->aux_loss};
+    if (!isnan(m->router_staleness)) s[n++] = (train_tb_scalar){"moe/router_staleness", (float)m->router_staleness};
     return train_tb_write(tb, m->step + 1, s, n);
 }
 
@@ -192,12 +194,12 @@ static int report(exec_endpoint *e, int t) {
     if (c->metrics) {
         train_metrics m = {t, sum.loss, lr, tokens_per_step(run) * (t + 1), train_s, tps, sqrt(sum.update_sq),
                            (int)sum.tau, sqrt(sum.version_sq), sqrt(sum.grad_sq), c->val, taylor,
-                           aux, c->moe_blocks, c->load_max, c->load_min};
+                           aux, c->moe_blocks, c->load_max, c->load_min, c->staleness};
         if (train_write_metrics(c->metrics, o->out_dir, &m)) return -1;
     }
     if (c->tb.f) {
         train_metrics m = {t, sum.loss, lr, 0, train_s, tps, sqrt(sum.update_sq), (int)sum.tau, sqrt(sum.version_sq),
-                           sqrt(sum.grad_sq), c->val, taylor, aux, 0, NULL, NULL};
+                           sqrt(sum.grad_sq), c->val, taylor, aux, 0, NULL, NULL, c->staleness};
         if (write_tensorboard(c, &c->tb, &m)) return -1;
     }
     c->step_tau = sum.tau;
@@ -411,9 +413,10 @@ static int coordinator_buffer(exec_endpoint *e, const nb_low_action *a, void **d
  * step's STATS could not carry, come with it. */
 static int coordinator_received(exec_endpoint *e, const nb_low_action *a) {
     coordinator *c = e->role;
-    if (a->msg == NB_MSG_STATS && a->peer == 0) c->val = NAN;
+    if (a->msg == NB_MSG_STATS && a->peer == 0) c->val = c->staleness = NAN;
     if (a->msg == NB_MSG_EVAL_LOSS) {
         c->val = c->eval_in.loss;
+        c->staleness = c->eval_in.router_staleness;
         if (c->eval_in.aside > c->in[a->peer].aside) c->in[a->peer].aside = c->eval_in.aside;
     }
     return 0;
@@ -444,7 +447,7 @@ int exec_coordinator_init(exec_endpoint *e, exec_run *run, exec_endpoint **stage
     c->run = run;
     c->stages = stages;
     c->res = res;
-    c->val = NAN;
+    c->val = c->staleness = NAN;
     c->in = calloc((size_t)P, sizeof *c->in);
     c->saved = calloc((size_t)P, sizeof *c->saved);
     c->reports = calloc((size_t)P, sizeof *c->reports);

@@ -79,6 +79,7 @@ typedef struct {
  * before the evaluation that follows its update. */
 typedef struct {
     double loss, aside;
+    double router_staleness;  /* a MoE model in one stage under a delay: the first batch's (worker.c); else NAN */
 } exec_eval;
 
 /* What a stage reports at the end (a pipeline's per-stage table and summary). */

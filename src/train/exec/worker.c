@@ -263,16 +263,72 @@ static int eval_batch(const nb_stage *st, long version, nb_acts *slot, nb_loader
     return 0;
 }
 
+/* The router's staleness (docs/moe.md): the share of (token, MoE block) pairs of the batch whose set of
+ * chosen experts differs between two forwards of the slot, `before` (n_blocks arrays of N x k choices)
+ * and the slot's own. */
+static double choice_changes(const nb_stage *st, const nb_acts *slot, int *const *before, int N) {
+    const int k = st->cfg.experts_per_token;
+    long changed = 0, pairs = 0;
+    for (int l = 0; l < st->n_blocks; l++) {
+        const int *now = nb_acts_expert_choice(slot, l);
+        if (!now) continue;
+        for (int t = 0; t < N; t++, pairs++) {
+            int same = 1;
+            for (int j = 0; j < k && same; j++) {
+                int found = 0;
+                for (int i = 0; i < k; i++) found |= before[l][(size_t)t * k + i] == now[(size_t)t * k + j];
+                same = found;
+            }
+            changed += !same;
+        }
+    }
+    return pairs ? (double)changed / pairs : NAN;
+}
+
+/* A MoE model held whole by one stage, under a delay at the coming step: the first validation batch is
+ * routed first with the weights that step's gradient will be taken at (tau steps old), then with the
+ * current ones; router_staleness is the share of (token, block) pairs whose experts differ. The batch is
+ * read once; the second forward is the evaluation's. NAN (not measured) elsewhere. */
+static int eval_first_batch(stage_role *w, double *staleness) {
+    const nb_stage *st = w->st;
+    const int tau = nb_stash_tau(w->stash, w->updates), N = w->run->o->batch * w->run->T;
+    *staleness = NAN;
+    if (!(st->cfg.n_experts > 0 && st->has_embed && st->has_head && tau > 0 && w->updates >= tau))
+        return eval_batch(st, w->updates, w->eval_slot, w->val, w->tokens, w->targets, w->x_in, &w->eval_sum);
+    const float *old = weights_of(w, w->updates - tau);
+    int **before = nb_calloc((size_t)st->n_blocks, sizeof *before, "the router's earlier choices");
+    int rc = !old || !before || nb_loader_next(w->val, w->tokens, w->targets) ||
+             nb_stage_forward(st, old, w->updates - tau, w->eval_slot, w->tokens, NULL, w->targets, NULL);
+    for (int l = 0; !rc && l < st->n_blocks; l++) {
+        const int *choice = nb_acts_expert_choice(w->eval_slot, l);
+        if (!choice) continue;
+        const size_t bytes = sizeof(int) * (size_t)N * st->cfg.experts_per_token;
+        if (!(before[l] = nb_alloc(bytes, "the router's earlier choices"))) rc = -1;
+        else memcpy(before[l], choice, bytes);
+    }
+    float loss = 0;
+    if (!rc && !(rc = nb_stage_forward(st, st->params, w->updates, w->eval_slot, w->tokens, NULL, w->targets, &loss))) {
+        w->eval_sum += loss;
+        *staleness = choice_changes(st, w->eval_slot, before, N);
+    }
+    for (int l = 0; before && l < st->n_blocks; l++) free(before[l]);
+    free(before);
+    return rc ? -1 : 0;
+}
+
 /* Validation batch b after step t on the current weights. */
 static int eval(stage_role *w, const nb_low_action *a) {
     const double t0 = nb_now();
     if (a->index == 0) {
         if (w->val) nb_loader_reset(w->val);
         w->eval_sum = 0;
+        if (eval_first_batch(w, &w->eval_msg.router_staleness)) return -1;
+    } else if (eval_batch(w->st, w->updates, w->eval_slot, w->val, w->tokens, w->targets, w->x_in, &w->eval_sum)) {
+        return -1;
     }
-    if (eval_batch(w->st, w->updates, w->eval_slot, w->val, w->tokens, w->targets, w->x_in, &w->eval_sum)) return -1;
     w->aside += nb_now() - t0;
-    w->eval_msg = (exec_eval){w->eval_sum / w->run->o->eval_batches, w->aside};
+    w->eval_msg.loss = w->eval_sum / w->run->o->eval_batches;
+    w->eval_msg.aside = w->aside;
     return 0;
 }
 

@@ -23,6 +23,7 @@ int train_write_metrics(FILE *f, const char *out_dir, const train_metrics *m) {
     if (!isnan(m->taylor_ratio)) bad |= fprintf(f, ", \"taylor_ratio\": %.9g", m->taylor_ratio) < 0;
     if (!isnan(m->val_loss)) bad |= fprintf(f, ", \"val_loss\": %.9g", m->val_loss) < 0;
     if (!isnan(m->aux_loss)) bad |= fprintf(f, ", \"aux_loss\": %.9g", m->aux_loss) < 0;
+    if (!isnan(m->router_staleness)) bad |= fprintf(f, ", \"router_staleness\": %.6g", m->router_staleness) < 0;
     for (int k = 0; k < 2 && m->moe_blocks > 0; k++) {
         const float *load = k ? m->load_min : m->load_max;
         bad |= fprintf(f, ", \"expert_load_%s\": [", k ? "min" : "max") < 0;

@@ -20,6 +20,7 @@ typedef struct {
     double aux_loss;
     int moe_blocks;
     const float *load_max, *load_min;
+    double router_staleness;  /* with a validation loss, under a delay (NAN: not measured; docs/moe.md) */
 } train_metrics;
 /* Writes and flushes the line; a failed write (a full disk) is an error naming OUT_DIR/metrics.jsonl,
  * which stops the run at once. */
