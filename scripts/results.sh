@@ -54,7 +54,7 @@ case "$action" in
       complete "$dir" || continue
       mkdir -p "$saved/runs/$point"
       cp "$dir/command.txt" "$dir/summary.json" "$saved/runs/$point/"
-      # A study's own measurement of the final model (experiments/claim_10k/evaluate.sh), where there is one.
+      # A study's own measurement of the final model (experiments/evaluate_whole.sh), where there is one.
       [ -f "$dir/final_eval.json" ] && cp "$dir/final_eval.json" "$saved/runs/$point/"
       thin < "$dir/metrics.jsonl" > "$saved/runs/$point/metrics.jsonl.tmp"
       mv "$saved/runs/$point/metrics.jsonl.tmp" "$saved/runs/$point/metrics.jsonl"

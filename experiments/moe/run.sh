@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Runs the MoE study's plan (README.md) with its pinned binary at the lowest priority, resumably: restores
+# the finished points from results/moe, then for each length (1,000 steps, then 3,000) runs the synchronous
+# rate grid, evaluates each finished point on the whole validation split, lets tune.py pick the rates (and
+# extend the grid at an edge), and runs 2BW and 2BW + EF at them, until the grid stops changing. Saves
+# into results/moe after each sweep; commit results/moe afterwards. Stop it with SIGTERM to the sweep
+# (`pkill -TERM -f "nobubble-moe-1790e1c sweep"`): the running points checkpoint, and this script saves
+# what is finished and exits.
+#
+#   bash experiments/moe/run.sh [JOBS (1)]     NB_MOE_BIN overrides /work/bin/nobubble-moe-1790e1c
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+want=1790e1c
+bin=${NB_MOE_BIN:-/work/bin/nobubble-moe-$want}
+jobs=${1:-1}
+[ -x "$bin" ] || { echo "run.sh: $bin: build the study's binary first (README.md, 'The binary': commit $want)" >&2; exit 1; }
+[ -f data/bible-gcide/manifest.json ] || "$bin" prepare --corpus bible+gcide
+[ -d results/moe/runs ] && bash scripts/results.sh restore moe
+mkdir -p runs/moe
+printf '%s start %s | %s | binary %s\n' "$(date +%s)" "$(lscpu | sed -n 's/^Model name: *//p')" \
+  "$(grep -o 'avx512_bf16\|amx_bf16\|avx512f \|avx2 ' /proc/cpuinfo | sort -u | tr -d ' ' | tr '\n' ' ')" \
+  "$(sha256sum "$bin" | cut -c1-16)" >> runs/moe/machines.log
+save() {
+  bash experiments/evaluate_whole.sh moe "$bin"
+  bash scripts/results.sh save moe
+  cp runs/moe/sweep.log runs/moe/machines.log runs/moe/rates.json results/moe/ 2>/dev/null || true
+}
+for length in 1000 3000; do
+  while :; do
+    python3 experiments/moe/tune.py $length > runs/moe/grid_$length.next
+    if [ -f runs/moe/grid_$length.txt ] && cmp -s runs/moe/grid_$length.next runs/moe/grid_$length.txt \
+       && [ -f runs/moe/done_$length ]; then
+      break  # the grid ran to the end and its results changed nothing
+    fi
+    mv runs/moe/grid_$length.next runs/moe/grid_$length.txt
+    rm -f runs/moe/done_$length
+    rc=0
+    nice -n 19 "$bin" sweep runs/moe/grid_$length.txt --out runs/moe --jobs "$jobs" --save-every 500 --quiet || rc=$?
+    save
+    [ $rc -eq 0 ] || exit $rc
+    touch runs/moe/done_$length
+  done
+done
+python3 experiments/moe/tune.py 3000 --check > /dev/null
+echo "run.sh: the MoE study is complete (python3 experiments/moe/analyze.py)"

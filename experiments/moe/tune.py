@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Step 2 of the MoE study's plan (README.md beside this file): picks each (length, model, optimizer)'s
+rate from its synchronous runs and writes the grid that runs what comes next.
+
+For each length up to LENGTH, model and optimizer: the synchronous runs of seeds 1-3 at the plan's rates
+(2e-3 to 1.6e-2) are compared by their mean whole-split validation loss (final_eval.json, written by
+experiments/evaluate_whole.sh). Where the best is the edge of the rates run so far, the next factor of 2
+on that side is added and nothing else runs for that configuration until it has been measured. Once the
+best is inside, it is the configuration's rate: 2BW and 2BW + EF run at it.
+
+Prints the grid (experiments/moe/grid.txt plus the skip lines) to stdout and writes the state to
+RUNS/rates.json. Exit status 0; `--check` exits 3 when some configuration up to LENGTH has no rate yet.
+
+    python3 experiments/moe/tune.py LENGTH [--runs runs/moe] [--check] > runs/moe/grid_LENGTH.txt
+"""
+import argparse
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LENGTHS = ["1000", "3000"]
+SEEDS = ["1", "2", "3"]
+MODELS = ["tiny", "moe-tiny"]
+OPTIMIZERS = ["adamw", "muon"]
+LADDER = ["5e-4", "1e-3", "2e-3", "4e-3", "8e-3", "1.6e-2", "3.2e-2", "6.4e-2"]  # grid.txt's lr axis
+PLAN = ["2e-3", "4e-3", "8e-3", "1.6e-2"]
+DELAYS = "2bw,2bw+ef"
+
+
+def sync_loss(runs, length, seed, model, opt, lr):
+    path = os.path.join(runs, "runs", f"{length}_{seed}_{model}_{opt}_{lr}_sync", "final_eval.json")
+    try:
+        with open(path) as f:
+            return json.load(f)["val_loss"]
+    except FileNotFoundError:
+        return None
+
+
+def tune(runs, length, model, opt):
+    """The rates to run (a contiguous run of the ladder) and the chosen one (None while pending)."""
+    lo, hi = LADDER.index(PLAN[0]), LADDER.index(PLAN[-1])
+    while True:
+        rates = LADDER[lo:hi + 1]
+        means = {}
+        for lr in rates:
+            losses = [sync_loss(runs, length, s, model, opt, lr) for s in SEEDS]
+            if any(x is None for x in losses):
+                return rates, None, means
+            means[lr] = sum(losses) / len(losses)
+        best = min(rates, key=lambda lr: (means[lr], LADDER.index(lr)))
+        if best == rates[0] and lo > 0:
+            lo -= 1
+        elif best == rates[-1] and hi < len(LADDER) - 1:
+            hi += 1
+        elif best in (LADDER[0], LADDER[-1]) and best in (rates[0], rates[-1]):
+            sys.exit(f"tune.py: {length} {model} {opt}: the best rate {best} is the end of the ladder; extend LADDER "
+                     "and grid.txt's lr axis (a dated amendment to the plan)")
+        else:
+            return rates, best, means
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("length", choices=LENGTHS)
+    ap.add_argument("--runs", default="runs/moe")
+    ap.add_argument("--check", action="store_true")
+    a = ap.parse_args()
+    phases = LENGTHS[:LENGTHS.index(a.length) + 1]
+    state, lines, pending = {}, [], []
+    for length in LENGTHS:
+        if length not in phases:
+            lines.append(f"skip length={length}")
+            continue
+        for model in MODELS:
+            for opt in OPTIMIZERS:
+                rates, chosen, means = tune(a.runs, length, model, opt)
+                state.setdefault(length, {}).setdefault(model, {})[opt] = {
+                    "rates_run": rates, "chosen": chosen, "sync_means": means}
+                where = f"length={length} model={model} optimizer={opt}"
+                unrun = [lr for lr in LADDER if lr not in rates]
+                if unrun:
+                    lines.append(f"skip {where} lr={','.join(unrun)}")
+                others = [lr for lr in rates if lr != chosen]
+                if others:
+                    lines.append(f"skip {where} lr={','.join(others)} delay={DELAYS}")
+                if chosen is None:
+                    pending.append(f"{length} {model} {opt}")
+    with open(os.path.join(HERE, "grid.txt")) as f:
+        sys.stdout.write(f.read())
+    print(f"# tune.py {a.length}: the rates run and chosen so far ({os.path.join(a.runs, 'rates.json')})")
+    print("\n".join(lines))
+    os.makedirs(a.runs, exist_ok=True)
+    with open(os.path.join(a.runs, "rates.json"), "w") as f:
+        json.dump(state, f, indent=1)
+        f.write("\n")
+    if a.check and pending:
+        print("tune.py: no rate yet for: " + "; ".join(pending), file=sys.stderr)
+        sys.exit(3)
+
+
+if __name__ == "__main__":
+    main()
