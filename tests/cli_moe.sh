@@ -2,13 +2,13 @@
 # A mixture of experts trained like the dense model (docs/moe.md): moe-tiny shrunk to 2 blocks, 4
 # experts of 2 per token, in every block and in every other block:
 # - a real 2BW pipeline on threads (and on MPI where mpirun is) equals its one-process simulation bit for
-#   bit, and the same run at --threads 1 and 2 gives the same bits;
-# - a resumed run ends with the uninterrupted run's weights;
+#   bit, and the same run at --threads 1 and 2 gives the same bits, in fp32 and in bf16;
+# - a resumed run ends with the uninterrupted run's weights (fp32 and bf16);
 # - every optimizer (Muon and NorMuon orthogonalize each expert's matrices) and every delay mode and
 #   mitigation trains a finite loss;
 # - metrics.jsonl has the auxiliary loss and each MoE block's largest and smallest expert load, and the
 #   router's staleness under a delay;
-# - bad MoE fields, bf16 and an export Mixtral cannot express are refused naming what is wrong;
+# - bad MoE fields and an export Mixtral cannot express are refused naming what is wrong;
 # - `sample` generates from the exported Mixtral folder.
 set -u
 bin=${1:?usage: cli_moe.sh path/to/nobubble}
@@ -27,21 +27,27 @@ run() {  # run OUT ARGS...: trains into $work/OUT
   "$bin" train "${moe[@]}" "$@" --out "$work/$out" > "$work/$out.log" 2>&1 || fail "$out: $(tail -3 "$work/$out.log")"
 }
 
-for every in 1 2; do
-  run ref$every --set moe_every=$every --stages 2 --delay 2bw --microbatches 2 --threads 1
-  run pipe$every --set moe_every=$every --pipeline 2bw --stages 2 --microbatches 2 --threads-per-stage 1
-  same_run "moe_every=$every: the threads pipeline equals its one-process simulation" "$work/ref$every" "$work/pipe$every"
+for prec in fp32 bf16; do
+  p=(--precision $prec)
+  for every in 1 2; do
+    run ref$every$prec "${p[@]}" --set moe_every=$every --stages 2 --delay 2bw --microbatches 2 --threads 1
+    run pipe$every$prec "${p[@]}" --set moe_every=$every --pipeline 2bw --stages 2 --microbatches 2 --threads-per-stage 1
+    same_run "$prec, moe_every=$every: the threads pipeline equals its one-process simulation" "$work/ref$every$prec" \
+      "$work/pipe$every$prec"
+  done
+  run t1$prec "${p[@]}" --threads 1 --microbatches 2
+  run t2$prec "${p[@]}" --threads 2 --microbatches 2
+  same_run "$prec: --threads 2 equals --threads 1" "$work/t1$prec" "$work/t2$prec"
 done
-run t1 --threads 1 --microbatches 2
-run t2 --threads 2 --microbatches 2
-same_run "--threads 2 equals --threads 1" "$work/t1" "$work/t2"
+grep -q '"precision": "bf16"' "$work/t1bf16/summary.json" && [ "$(hash_of "$work/t1bf16")" != "$(hash_of "$work/t1fp32")" ] \
+  && ok || fail "bf16: the run did not record bf16, or its weights equal fp32's"
 
 if command -v mpirun > /dev/null && ldd "$(dirname "$bin")/nobubble-core" 2>/dev/null | grep -q libmpi; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   timeout 120 env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" mpirun --oversubscribe --bind-to none \
     -np 2 "$bin" train "${moe[@]}" --set moe_every=1 --pipeline 2bw --microbatches 2 --threads-per-stage 1 \
     --out "$work/mpi" > "$work/mpi.log" 2>&1 || fail "MPI pipeline: $(tail -3 "$work/mpi.log")"
-  same_run "the MPI pipeline equals its one-process simulation" "$work/ref1" "$work/mpi"
+  same_run "the MPI pipeline equals its one-process simulation" "$work/ref1fp32" "$work/mpi"
 fi
 
 # Resume: 4 steps with a checkpoint after 2, the second half resumed from it.
@@ -52,6 +58,11 @@ check "the checkpoint holds every expert's tensors" grep -q "block_sparse_moe.ex
   "$work/ck/step_000002/model.safetensors"
 [ "$(hash_of "$work/whole")" = "$(hash_of "$work/resumed")" ] && ok \
   || fail "resume: weights '$(hash_of "$work/resumed")', the uninterrupted run's '$(hash_of "$work/whole")'"
+run whole16 --precision bf16 --steps 4 --delay 2bw --optimizer muon
+run half16 --precision bf16 --steps 4 --delay 2bw --optimizer muon --save-dir "$work/ck16" --save-every 2
+run resumed16 --precision bf16 --steps 4 --delay 2bw --optimizer muon --resume "$work/ck16/step_000002"
+[ "$(hash_of "$work/whole16")" = "$(hash_of "$work/resumed16")" ] && ok \
+  || fail "bf16 resume: weights '$(hash_of "$work/resumed16")', the uninterrupted run's '$(hash_of "$work/whole16")'"
 
 for opt in sgd adamw muon normuon lion adan mars soap; do
   run opt-$opt --optimizer "$opt" --delay 2bw
@@ -63,7 +74,7 @@ for delay in "--delay pipedream --stages 2" "--delay fixed:2 --taylor 0.04" "--d
   grep -q '"train_loss": [0-9]' "$work/delay/metrics.jsonl" && ok || fail "$delay: no finite training loss"
 done
 
-line=$(tail -1 "$work/ref2/metrics.jsonl")
+line=$(tail -1 "$work/ref2fp32/metrics.jsonl")
 check "metrics: the auxiliary loss" grep -q '"aux_loss": [0-9]' <<< "$line"
 # moe_every 2 on 2 blocks: one MoE block, so one load each, within [0, 1] (4 experts, 2 per token: the
 # largest is at least 1/4 and the smallest at most 1/4)
@@ -100,7 +111,6 @@ expect_error "moe_every 0" "moe_every = 0: expected 1 <= moe_every <= n_layers (
   "$bin" train "${moe[@]}" --set moe_every=0
 expect_error "aux_coef out of range" "aux_coef = 1.5: expected 0 <= aux_coef <= 1" "$bin" train "${moe[@]}" --set aux_coef=1.5
 expect_error "MoE fields on a dense model" "n_experts = 0 (a dense model)" "$bin" train "${moe[@]}" --set n_experts=0
-expect_error "bf16" "--precision bf16 with a mixture of experts" "$bin" train "${moe[@]}" --precision bf16
 expect_error "export of moe_every 2" "moe_every = 2 has no Hugging Face architecture" \
   "$bin" train "${moe[@]}" --set moe_every=2 --export "$work/never"
 check "the refused export wrote nothing" test ! -e "$work/never"

@@ -130,9 +130,12 @@ static float run_model(nb_model *m, nb_precision p, const int *tok, const int *t
  * few layers leaves gradients within a few percent of fp32's (the tolerance stated in docs/precision.md:
  * 5% of each tensor's largest gradient). Errors of a wrong bf16 path (a missing cast, a wrong weight
  * version, a transposed operand) are of the order of the gradient itself. */
-static void test_gradients(int tied, float loss_scale) {
+static void test_gradients(int tied, float loss_scale, int moe_every) {
     nb_config cfg = small_config(96, 64, 2, 4, 2, 160, 80);
     cfg.tied = tied;
+    if (moe_every) {  /* a mixture of experts: 4 experts of width 80, 2 per token, in every (other) block */
+        cfg.n_experts = 4, cfg.experts_per_token = 2, cfg.moe_every = moe_every, cfg.aux_coef = 0.01, cfg.d_ffn = 80;
+    }
     nb_model m;
     CHECK(nb_model_create(&m, &cfg, 1, NULL, be) == 0, "create: %s", nb_last_error());
     nb_model_init(&m, 7);
@@ -158,8 +161,8 @@ static void test_gradients(int tied, float loss_scale) {
         CHECK(err > 1e-5, "%s: bf16 gradient equals fp32's (%.3g): the bf16 path did not run", t->name, err);
         if (err > worst) worst = err, worst_name = t->name;
     }
-    printf("tied=%d, loss scale %g: loss fp32 %.7f bf16 %.7f; largest gradient error %.3g (%s)\n", tied,
-           loss_scale, l32, l16, worst, worst_name);
+    printf("tied=%d, loss scale %g, moe_every %d: loss fp32 %.7f bf16 %.7f; largest gradient error %.3g (%s)\n",
+           tied, loss_scale, moe_every, l32, l16, worst, worst_name);
     free(g32);
     free(g16);
     free(g16b);
@@ -229,9 +232,11 @@ int main(void) {
     printf("backend %s: bf16 products %s\n", nb_backend_name(be), be->bf16_native ? "on oneDNN's bf16 matmul" : "widened");
     test_cast();
     test_gemm();
-    test_gradients(0, 1.0f);
-    test_gradients(1, 1.0f);
-    test_gradients(0, 0.25f);  /* the loss scale of 4 micro-batches (bf16: the head products' alpha) */
+    test_gradients(0, 1.0f, 0);
+    test_gradients(1, 1.0f, 0);
+    test_gradients(0, 0.25f, 0);  /* the loss scale of 4 micro-batches (bf16: the head products' alpha) */
+    test_gradients(0, 1.0f, 1);   /* MoE in every block */
+    test_gradients(1, 0.25f, 2);  /* MoE in every other block */
     test_version_cache();
     nb_backend_close(be);
     return check_summary();

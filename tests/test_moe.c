@@ -9,6 +9,10 @@
  * - bitwise the same forward and backward at 1 and 3 threads;
  * - the same against a float64 PyTorch implementation with autograd (tools/reference/moe_reference.py,
  *   tests/fixtures/moe_block.nbfx): the experts chosen, the output, aux and every gradient;
+ * - under bf16 (the products' operands in bf16, float32 accumulation): the same experts as the float
+ *   implementation on the same bf16-rounded inputs, the aux loss within float rounding, the output and
+ *   every gradient within a bf16 tolerance of the float layer's (itself checked above), and the same bits
+ *   at 1 and 3 threads;
  * - bad dimensions refused naming the field. */
 #include <math.h>
 #include <omp.h>
@@ -276,12 +280,97 @@ static void check_threads_and_collapse(void) {
     free_block(&b);
 }
 
+/* ---- bf16 ---- */
+static void round_bf16(double *v, size_t n) {
+    for (size_t i = 0; i < n; i++) v[i] = nb_bf16_to_float(nb_bf16_from_float((float)v[i]));
+}
+
+static nb_bf16 *cast_bf16(const double *v, size_t n) {
+    nb_bf16 *o = malloc(sizeof(nb_bf16) * n);
+    for (size_t i = 0; i < n; i++) o[i] = nb_bf16_from_float((float)v[i]);
+    return o;
+}
+
+/* ||a - b|| / ||b|| */
+static double rel_diff(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), den += (double)b[i] * b[i];
+    return sqrt(num / fmax(den, 1e-30));
+}
+
+/* The bf16 layer's forward and backward on b's (bf16-valued) arrays, at `threads` threads. */
+static void run_layer_bf16(const ref_block *b, const double *c, double a, int threads, run_out *r) {
+    moe_dims m = b->m;
+    m.bf16 = 1;
+    const size_t nx = (size_t)m.N * m.d, nr = (size_t)m.E * m.d, ng = (size_t)m.E * 2 * m.F * m.d,
+                 nd = (size_t)m.E * m.d * m.F;
+    nb_bf16 *x = cast_bf16(b->x, nx), *wr = cast_bf16(b->wr, nr), *wg = cast_bf16(b->wg, ng), *wd = cast_bf16(b->wd, nd);
+    memset(r, 0, sizeof *r);
+    r->out = calloc(nx, 4), r->dx = malloc(4 * nx), r->gr = calloc(nr, 4), r->gg = calloc(ng, 4), r->gd = calloc(nd, 4);
+    r->load = malloc(4 * (size_t)m.E), r->top = malloc(sizeof(int) * (size_t)m.N * m.k);
+    float *dout = malloc(4 * nx);
+    to_float(dout, c, nx);
+    const nb_backend *be = nb_backend_default();
+    const int keep = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    moe_state *s = moe_state_create(be, &m);
+    CHECK(s != NULL, "bf16 state: %s", s ? "ok" : nb_last_error());
+    if (!s) exit(1);
+    moe_forward_bf16(be, s, r->out, x, wr, wg, wd, r->load);
+    r->aux = s->aux;
+    memcpy(r->top, s->top, sizeof(int) * (size_t)m.N * m.k);
+    moe_backward_bf16(be, s, r->dx, r->gr, r->gg, r->gd, dout, (float)a, x, wr, wg, wd);
+    CHECK(nb_backend_check(be) == 0, "the backend's bf16 products: %s", nb_last_error());
+    omp_set_num_threads(keep);
+    moe_state_free(be, s);
+    free(dout), free(x), free(wr), free(wg), free(wd);
+}
+
+static void check_bf16(moe_dims m) {
+    ref_block b = {0};
+    double margin = 0;
+    double *out = malloc(sizeof(double) * m.N * m.d);
+    int *top = malloc(sizeof(int) * m.N * m.k);
+    for (int tries = 0; tries < 100; tries++) {  /* bf16 values, no token near a routing boundary */
+        if (tries) free_block(&b);
+        make_block(&b, m, 2.0);
+        round_bf16(b.x, (size_t)m.N * m.d), round_bf16(b.wr, (size_t)m.E * m.d);
+        round_bf16(b.wg, (size_t)m.E * 2 * m.F * m.d), round_bf16(b.wd, (size_t)m.E * m.d * m.F);
+        ref_forward(&b, out, top, &margin);
+        if (margin > 1e-3) break;
+    }
+    double *c = calloc((size_t)m.N * m.d, sizeof(double));
+    for (int i = 0; i < m.N * m.d; i++) c[i] = uniform();
+    const double a = 0.37;
+    run_out f, h, h3;
+    run_layer(&b, c, a, &f);  /* the float layer on the same values */
+    run_layer_bf16(&b, c, a, 1, &h);
+    run_layer_bf16(&b, c, a, 3, &h3);
+    const size_t nx = (size_t)m.N * m.d, nr = (size_t)m.E * m.d, ng = (size_t)m.E * 2 * m.F * m.d,
+                 nd = (size_t)m.E * m.d * m.F;
+    CHECK(memcmp(h.top, top, sizeof(int) * (size_t)m.N * m.k) == 0, "bf16 E=%d k=%d: the reference's experts", m.E, m.k);
+    CHECK(fabs(h.aux - f.aux) < 1e-5 * fmax(1, f.aux), "bf16 E=%d k=%d: aux %.9g, float %.9g", m.E, m.k, h.aux, f.aux);
+    const double eo = rel_diff(h.out, f.out, nx), ex = rel_diff(h.dx, f.dx, nx), er = rel_diff(h.gr, f.gr, nr),
+                 eg = rel_diff(h.gg, f.gg, ng), ed = rel_diff(h.gd, f.gd, nd);
+    /* bf16 keeps 8 bits: gate|up, SwiGLU's output and the backward's operands each round by up to 2^-9 */
+    CHECK(eo < 1e-2 && ex < 1e-2 && er < 1e-2 && eg < 1e-2 && ed < 1e-2,
+          "bf16 E=%d k=%d: within a bf16 tolerance of the float layer: out %.2g, input %.2g, router %.2g, gate|up %.2g, "
+          "down %.2g", m.E, m.k, eo, ex, er, eg, ed);
+    CHECK(eo > 0 && eg > 0, "bf16 E=%d k=%d: the products did round (out %.2g)", m.E, m.k, eo);
+    CHECK(!memcmp(h.out, h3.out, 4 * nx) && !memcmp(h.dx, h3.dx, 4 * nx) && !memcmp(h.gr, h3.gr, 4 * nr) &&
+              !memcmp(h.gg, h3.gg, 4 * ng) && !memcmp(h.gd, h3.gd, 4 * nd),
+          "bf16 E=%d k=%d: the same bits at 1 and 3 threads", m.E, m.k);
+    free_run(&f), free_run(&h), free_run(&h3);
+    free(c), free(out), free(top);
+    free_block(&b);
+}
+
 static void check_refusals(void) {
     struct { moe_dims m; const char *want; } bad[] = {
-        {{8, 4, 4, 0, 1}, "n_experts = 0: expected at least 1"},
-        {{8, 4, 4, 4, 0}, "experts_per_token = 0: expected 1 to n_experts (4)"},
-        {{8, 4, 4, 4, 5}, "experts_per_token = 5: expected 1 to n_experts (4)"},
-        {{0, 4, 4, 4, 2}, "MoE block of 0 tokens"},
+        {{8, 4, 4, 0, 1, 0}, "n_experts = 0: expected at least 1"},
+        {{8, 4, 4, 4, 0, 0}, "experts_per_token = 0: expected 1 to n_experts (4)"},
+        {{8, 4, 4, 4, 5, 0}, "experts_per_token = 5: expected 1 to n_experts (4)"},
+        {{0, 4, 4, 4, 2, 0}, "MoE block of 0 tokens"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK(moe_state_create(nb_backend_default(), &bad[i].m) == NULL && strstr(nb_last_error(), bad[i].want),
@@ -338,6 +427,8 @@ int main(void) {
     check_against_reference((moe_dims){.N = 9, .d = 5, .F = 4, .E = 5, .k = 1});
     check_against_reference((moe_dims){.N = 7, .d = 4, .F = 3, .E = 3, .k = 3});
     check_threads_and_collapse();
+    check_bf16((moe_dims){.N = 24, .d = 16, .F = 12, .E = 4, .k = 2});
+    check_bf16((moe_dims){.N = 17, .d = 8, .F = 6, .E = 3, .k = 1});
     check_refusals();
     return check_summary();
 }

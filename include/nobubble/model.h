@@ -77,8 +77,6 @@ const char *nb_precision_names(int i);
 /* auto made concrete: bf16 where oneDNN reports bf16 instructions (AVX512-BF16, AMX), fp32 elsewhere;
  * fp32 and bf16 as they are. */
 nb_precision nb_precision_choose(nb_precision p);
-/* The same for model c: auto is fp32 for a mixture of experts (its experts run in fp32 only). */
-nb_precision nb_precision_choose_for(nb_precision p, const nb_config *c);
 /* Names the weights passed to nb_stage_forward/backward when the caller cannot (see there). */
 #define NB_VERSION_NONE (-1L)
 

@@ -38,6 +38,8 @@ typedef struct nb_step_time {
                        summed */
     double gemm;    /* seconds inside the products (nb_gemm_timing's count, src/backend/backend.h) of the
                        stages in this process */
+    double routing; /* a mixture of experts: seconds of its layers outside their products (routing, grouping,
+                       the weighted sums; nb_routing_seconds), counted like gemm; 0 for a dense model */
 } nb_step_time;
 
 typedef struct nb_train_options {

@@ -123,8 +123,15 @@ static inline void nb_backend_free(const nb_backend *b, void *p) {
  * per-matrix products) adds wall / threads, so a region whose threads all multiply adds about its wall
  * time. A product run by another (a bf16 one widened to fp32) counts once. Not counted: the tile
  * products. Not for use while products run on other threads. */
-void nb_gemm_timing(int on);    /* turns the count on (1) or off (0) and zeroes it */
+void nb_gemm_timing(int on);    /* turns the count on (1) or off (0) and zeroes it (and the routing's) */
 double nb_gemm_seconds(void);   /* seconds counted since the last nb_gemm_timing */
+/* The mixture-of-experts layer's time outside its products (softmax, top-k, grouping, the gather, the
+ * weighted sum and scatter, the router's and the aux loss's gradients), counted while the products'
+ * count is on: nb_routing_end(nb_routing_begin()) around each such part, called outside parallel
+ * regions (its wall time). */
+double nb_routing_begin(void);  /* -1 while the count is off */
+void nb_routing_end(double start);
+double nb_routing_seconds(void);  /* seconds counted since the last nb_gemm_timing */
 
 /* 1 where oneDNN reports bf16 instructions (AVX512-BF16 or AMX): what precision "auto" reads. */
 int nb_bf16_native(void);

@@ -10,7 +10,10 @@
 #include "backend/dnnl_matmul.h"
 #include "util/error.h"
 
-enum { CACHE_SIZE = 64 };
+/* Entries per thread: a dense model uses a few dozen shapes; a mixture of experts under bf16 adds one per
+ * product kind and each expert row count it meets (rounded to 64 rows, src/layers/moe.c), which a long
+ * run's shifting loads spread over a few hundred. */
+enum { CACHE_SIZE = 512 };
 
 typedef struct {
     int used, threads;

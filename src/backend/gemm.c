@@ -10,14 +10,25 @@
 
 static atomic_int timing_on;
 static atomic_llong timed_ns;           /* integer nanoseconds: C11 has no atomic add on doubles */
+static atomic_llong routing_ns;         /* the same for nb_routing_begin/end */
 static _Thread_local int gemm_depth;    /* > 1 inside a GEMM that another GEMM entry point runs */
 
 void nb_gemm_timing(int on) {
     atomic_store(&timed_ns, 0);
+    atomic_store(&routing_ns, 0);
     atomic_store(&timing_on, on);
 }
 
 double nb_gemm_seconds(void) { return (double)atomic_load(&timed_ns) * 1e-9; }
+double nb_routing_seconds(void) { return (double)atomic_load(&routing_ns) * 1e-9; }
+
+double nb_routing_begin(void) {
+    return atomic_load_explicit(&timing_on, memory_order_relaxed) ? nb_now() : -1.0;
+}
+
+void nb_routing_end(double start) {
+    if (start >= 0) atomic_fetch_add_explicit(&routing_ns, (long long)((nb_now() - start) * 1e9), memory_order_relaxed);
+}
 
 double nb_cpu_time_begin(void) {
     if (gemm_depth++ || !atomic_load_explicit(&timing_on, memory_order_relaxed)) return -1.0;

@@ -3,7 +3,8 @@
  * random tokens, and its figures are the executor's timings of each step (nb_train_options.step_times):
  * the step's wall time, tokens/s, achieved GFLOP/s (the FLOP count of nb_model_train_flops_per_token),
  * the fraction of the fp32 peak measured in the same run, the update's share of the step (the
- * gradient's completion, clipping, the optimizer, the delay's apply), the share spent outside GEMMs,
+ * gradient's completion, clipping, the optimizer, the delay's apply), the share spent outside GEMMs (and, for
+ * a mixture of experts, in its routing: nb_routing_seconds),
  * activation memory per token (what each micro-batch in flight holds; the stage's scratch, shared by
  * them, apart) and the memory the delay keeps (weight versions, EF buffer). */
 #include <math.h>
@@ -55,7 +56,7 @@ static double median_of(double *x, int n) {
 
 typedef struct {
     double median_s, tokens_per_s, gflops, act_bytes_per_token, scratch_bytes, optimizer_s, weight_bytes, delay_bytes;
-    double gemm_s, outside_gemm_share;
+    double gemm_s, outside_gemm_share, routing_share;
     uint64_t weights_hash;  /* the run's final weights: those of the same `nobubble train` (tests/cli_bench.sh) */
     int B, T;
     nb_precision precision;
@@ -133,13 +134,15 @@ static int bench_memory(const nb_train_options *o, bench_result *out) {
 /* The medians over the timed steps (after the warm-up) of the executor's timings: the step, its update,
  * its GEMMs, and the share outside them. */
 static int bench_figures(const nb_step_time *times, int steps, bench_result *out) {
-    double *x = malloc(sizeof(double) * 4 * (size_t)steps);
+    double *x = malloc(sizeof(double) * 5 * (size_t)steps);
     if (!x) return nb_fail("out of memory");
-    double *wall = x, *update = x + steps, *gemm = x + 2 * steps, *outside = x + 3 * steps;
+    double *wall = x, *update = x + steps, *gemm = x + 2 * steps, *outside = x + 3 * steps, *routing = x + 4 * steps;
     for (int i = 0; i < steps; i++) {
         const nb_step_time *t = &times[WARMUP_STEPS + i];
         wall[i] = t->wall, update[i] = t->update, gemm[i] = t->gemm, outside[i] = 1.0 - t->gemm / t->wall;
+        routing[i] = t->routing / t->wall;
     }
+    out->routing_share = median_of(routing, steps);
     out->median_s = median_of(wall, steps);
     out->optimizer_s = median_of(update, steps);
     out->gemm_s = median_of(gemm, steps);
@@ -373,18 +376,20 @@ static void print_result(const bench_plan *p, int ti, int mi, int oi, int di, co
                "\"fraction_of_peak\": %.4f, \"activation_bytes_per_token\": %.0f, \"scratch_bytes\": %.0f, "
                "\"weight_bytes\": %.0f, "
                "\"delay_bytes\": %.0f, \"median_gemm_s\": %.6f, \"outside_gemm_share\": %.4f, "
-               "\"context\": %d, \"preset_context\": %d, \"weights_hash\": \"%016llx\"}",
+               "\"moe_routing_share\": %.4f, \"context\": %d, \"preset_context\": %d, \"weights_hash\": \"%016llx\"}",
                first ? "" : ",", p->mitems[mi], p->threads[ti], p->oitems[oi], p->ditems[di],
                nb_precision_name(r->precision), r->B, r->T, r->median_s, r->optimizer_s, r->tokens_per_s, r->gflops,
                peak, isa, r->gflops / peak, r->act_bytes_per_token, r->scratch_bytes, r->weight_bytes, r->delay_bytes,
-               r->gemm_s, r->outside_gemm_share, p->cfgs[mi].context, p->contexts[mi],
+               r->gemm_s, r->outside_gemm_share, r->routing_share, p->cfgs[mi].context, p->contexts[mi],
                (unsigned long long)r->weights_hash);
     } else {
-        printf("%-12s threads %d  %-6s %-10s %-4s B %2d x T %4d  step %8.1f ms (median of %d; optimizer %4.1f%%, outside GEMMs %4.1f%%)  "
+        char routing[48] = "";  /* a mixture of experts: its routing's share of the step */
+        if (p->cfgs[mi].n_experts > 0) snprintf(routing, sizeof routing, ", MoE routing %4.1f%%", 100 * r->routing_share);
+        printf("%-12s threads %d  %-6s %-10s %-4s B %2d x T %4d  step %8.1f ms (median of %d; optimizer %4.1f%%, outside GEMMs %4.1f%%%s)  "
                "%7.0f tok/s  %6.1f GFLOP/s = %4.1f%% of measured peak %.0f (%s)  activations %.1f KiB/token "
                "(+ scratch %.1f MiB)  delay memory %.2f x weights\n",
                p->mitems[mi], p->threads[ti], p->oitems[oi], p->ditems[di], nb_precision_name(r->precision), r->B, r->T,
-               r->median_s * 1e3, p->steps, 100 * r->optimizer_s / r->median_s, 100 * r->outside_gemm_share,
+               r->median_s * 1e3, p->steps, 100 * r->optimizer_s / r->median_s, 100 * r->outside_gemm_share, routing,
                r->tokens_per_s, r->gflops, 100 * r->gflops / peak, peak, isa, r->act_bytes_per_token / 1024,
                r->scratch_bytes / (1 << 20), r->delay_bytes / r->weight_bytes);
     }

@@ -10,7 +10,11 @@
  *            P_e = the mean over the tokens of p_e; f carries no gradient.
  * Dropless: every token reaches its k experts, grouped by expert (rows in token order), one product per
  * expert and direction through the backend. Nothing depends on the thread count: the grouping scans the
- * tokens in order and every sum has a fixed order. */
+ * tokens in order and every sum has a fixed order.
+ * Under bf16 (moe_dims.bf16; docs/precision.md) every product takes bf16 operands and accumulates in
+ * float32, as the dense layers' do: the router's (z from the bf16 normalized input and router, z itself
+ * float32, the softmax, top-k and weights in float32), the experts' (the grouped inputs, gate|up and
+ * SwiGLU's output kept in bf16, y float32), and in backward dy, dgu and dz cast to bf16 as operands. */
 #ifndef NB_LAYERS_MOE_H
 #define NB_LAYERS_MOE_H
 #include "backend/backend.h"
@@ -19,6 +23,7 @@ enum { MOE_MAX_K = 64 };  /* experts per token at most */
 
 typedef struct {
     int N, d, F, E, k;  /* tokens, model width, expert hidden width, experts, experts per token */
+    int bf16;           /* 1: the products take bf16 operands (moe_forward_bf16, moe_backward_bf16) */
 } moe_dims;
 
 /* What a forward keeps for its backward, and the backward's scratch: one block of the backend's memory. */
@@ -30,8 +35,12 @@ typedef struct {
     float *weight;                         /* N x k: their renormalized weights */
     int *count, *start;                    /* E and E + 1: rows per expert, and where each begins */
     int *row_token, *slot_row;             /* N k: a grouped row's token; token t's slot j's row (t k + j) */
-    float *xg, *gu, *h, *y;                /* grouped rows: inputs (d), gate|up (2F), hidden (F), output (d) */
-    float *dy, *dh, *dgu, *dxg, *dp;       /* backward scratch: as above, and dp (N x E) */
+    float *xg, *gu, *h, *y;                /* grouped rows: inputs (d), gate|up (2F), hidden (F), output (d);
+                                              under bf16 only y (xg, gu, h: NULL) */
+    nb_bf16 *xg16, *gu16, *h16;            /* under bf16 (else NULL): the grouped inputs, gate|up and hidden */
+    float *dy, *dh, *dgu, *dxg, *dp;       /* backward scratch: as above, and dp (N x E); under bf16 the
+                                              forward also computes gate|up in dgu before its cast */
+    nb_bf16 *op16;                         /* under bf16: the backward's operand cast (rows x max(d, 2F, E)) */
     double aux;                            /* the forward's load-balancing loss */
 } moe_state;
 
@@ -56,4 +65,11 @@ void moe_forward(const nb_backend *be, moe_state *s, float *out, const float *x,
 void moe_backward(const nb_backend *be, moe_state *s, float *dx, float *g_router, float *g_gu, float *g_down,
                   const float *dout, float aux_grad, const float *x, const float *w_router, const float *w_gu,
                   const float *w_down);
+/* The same two under bf16 (a state made with m.bf16 = 1): x is the normalized input as bf16, the weights
+ * a version's bf16 copy; the gradients stay float32. */
+void moe_forward_bf16(const nb_backend *be, moe_state *s, float *out, const nb_bf16 *x, const nb_bf16 *w_router,
+                      const nb_bf16 *w_gu, const nb_bf16 *w_down, float *load);
+void moe_backward_bf16(const nb_backend *be, moe_state *s, float *dx, float *g_router, float *g_gu, float *g_down,
+                       const float *dout, float aux_grad, const nb_bf16 *x, const nb_bf16 *w_router,
+                       const nb_bf16 *w_gu, const nb_bf16 *w_down);
 #endif

@@ -27,7 +27,8 @@ static size_t carve(nb_acts *a, const nb_stage *s, char *base) {
     TAKE(a->res, float, (size_t)(s->n_blocks + 1) * N * m.d);
     for (int l = 0; l < s->n_blocks; l++) {
         block_acts *b = &a->blocks[l];
-        const moe_dims moe = stage_moe_dims(s, l, (int)N);
+        moe_dims moe = stage_moe_dims(s, l, (int)N);
+        moe.bf16 = (int)b16;
         const size_t dense = moe.E == 0;  /* a MoE block keeps its routing and grouped rows instead of gu, h */
         TAKE(b->ln1, float, f32 * N * m.d);
         TAKE(b->ln1b, nb_bf16, b16 * N * m.d);
@@ -67,7 +68,7 @@ static size_t carve(nb_acts *a, const nb_stage *s, char *base) {
 
 moe_dims stage_moe_dims(const nb_stage *s, int l, int N) {
     const nb_config *c = &s->cfg;
-    moe_dims m = {N, c->d_model, c->d_ffn, 0, 0};
+    moe_dims m = {N, c->d_model, c->d_ffn, 0, 0, 0};
     if (nb_config_block_is_moe(c, s->first_block + l)) {
         m.E = c->n_experts;
         m.k = c->experts_per_token;

@@ -21,10 +21,6 @@ nb_precision nb_precision_choose(nb_precision p) {
     return nb_bf16_native() ? NB_PRECISION_BF16 : NB_PRECISION_FP32;
 }
 
-nb_precision nb_precision_choose_for(nb_precision p, const nb_config *c) {
-    return p == NB_PRECISION_AUTO && c->n_experts > 0 ? NB_PRECISION_FP32 : nb_precision_choose(p);
-}
-
 static void free_state(struct nb_bf16_state *b) {
     if (!b) return;
     for (int i = 0; b->copy && i < b->capacity; i++) free(b->copy[i]);
@@ -43,9 +39,6 @@ void stage_precision_release(nb_stage *s) {
 int nb_stage_set_precision(nb_stage *s, nb_precision p, int versions) {
     if (p != NB_PRECISION_FP32 && p != NB_PRECISION_BF16)
         return nb_fail("stage %d: precision %s: expected fp32 or bf16", s->index, nb_precision_name(p));
-    if (p == NB_PRECISION_BF16 && s->cfg.n_experts > 0)
-        return nb_fail("precision bf16 with a mixture of experts (n_experts = %d): not supported yet (its expert "
-                       "products run in fp32 only); use --precision fp32", s->cfg.n_experts);
     if (p == NB_PRECISION_BF16 && versions < 1)
         return nb_fail("stage %d: bf16 with %d weight versions: expected at least 1", s->index, versions);
     stage_precision_release(s);

@@ -232,13 +232,15 @@ static int block_backward(const nb_stage *s, const block_weights *w, const block
  * float32 in the scratch, and a backward widens q/k/v and attention's output back (exactly) into it. */
 
 typedef struct {
-    const nb_bf16 *wqkv, *wo, *wgu, *wdown;
+    const nb_bf16 *wqkv, *wo, *wgu, *wdown, *router;  /* a MoE block: wgu and wdown are its experts', as in block_weights */
 } block_weights16;
 
-static block_weights16 weights16_of_block(const nb_stage *s, const nb_bf16 *w16, int l) {
-    const nb_tensor *t = &s->tensors[block_first_tensor(s, l)];
-    block_weights16 b = {w16 + t[B_Q].offset, w16 + t[B_O].offset, w16 + t[B_GATE].offset, w16 + t[B_DOWN].offset};
-    return b;
+/* The bf16 copy laid out like the weights: the same offsets as weights_of_block's. */
+static block_weights16 weights16_of_block(const nb_stage *s, const float *w, const nb_bf16 *w16, int l) {
+    const block_weights b = weights_of_block(s, w, l);
+    block_weights16 b16 = {w16 + (b.wqkv - w), w16 + (b.wo - w), w16 + (b.wgu - w), w16 + (b.wdown - w),
+                           b.router ? w16 + (b.router - w) : NULL};
+    return b16;
 }
 
 static int block_forward_bf16(const nb_stage *s, const block_weights *w, const block_weights16 *w16, block_acts *b,
@@ -256,6 +258,11 @@ static int block_forward_bf16(const nb_stage *s, const block_weights *w, const b
     memcpy(b->mid, x, sizeof(float) * (size_t)N * m.d);
     linear_forward_bf16(s->backend, b->mid, 1.0f, b->attb, w16->wo, N, m.dq, m.d);
     rmsnorm_forward_bf16(b->ln2b, b->rstd2, b->mid, w->ln2, N, m.d, eps);
+    if (w16->router) {  /* a MoE block: out += the experts' weighted outputs */
+        memcpy(out, b->mid, sizeof(float) * (size_t)N * m.d);
+        moe_forward_bf16(s->backend, &b->moe, out, b->ln2b, w16->router, w16->wgu, w16->wdown, b->load);
+        return 0;
+    }
     linear_forward_bf16(s->backend, gu, 0.0f, b->ln2b, w16->wgu, N, m.d, 2 * m.F);
     /* gate/up kept in bf16 (as autocast keeps a linear's output), SwiGLU on those values, in one pass */
     swiglu_forward_cast_bf16(b->hb, b->gub, gu, N, m.F);
@@ -266,7 +273,7 @@ static int block_forward_bf16(const nb_stage *s, const block_weights *w, const b
 
 static int block_backward_bf16(const nb_stage *s, const block_weights *w, const block_weights16 *w16,
                                const block_weights *g, block_acts *b, const block_grads *d, const float *x, int B,
-                               int T) {
+                               int T, float aux_grad) {
     dims m = stage_dims(&s->cfg);
     int N = B * T;
     float *dres = d->dres;
@@ -274,9 +281,15 @@ static int block_backward_bf16(const nb_stage *s, const block_weights *w, const 
     float *qkv = stage_scratch(s, SCR_QKV, N), *att = stage_scratch(s, SCR_ATT, N);
     if (!dy16 || !qkv || !att) return -1;
     /* MLP branch */
-    linear_backward_bf16(s->backend, d->dh, 0.0f, (float *)g->wdown, dres, b->hb, w16->wdown, N, m.F, m.d, dy16);
-    swiglu_backward_bf16_cast(dy16, d->dh, b->gub, N, m.F);  /* dgu straight to its bf16 operand */
-    linear_backward_bf16_cast(s->backend, d->dln, 0.0f, (float *)g->wgu, 1.0f, dy16, b->ln2b, w16->wgu, N, m.d, 2 * m.F);
+    if (w16->router) {
+        moe_backward_bf16(s->backend, &b->moe, d->dln, (float *)g->router, (float *)g->wgu, (float *)g->wdown, dres,
+                          aux_grad, b->ln2b, w16->router, w16->wgu, w16->wdown);
+    } else {
+        linear_backward_bf16(s->backend, d->dh, 0.0f, (float *)g->wdown, dres, b->hb, w16->wdown, N, m.F, m.d, dy16);
+        swiglu_backward_bf16_cast(dy16, d->dh, b->gub, N, m.F);  /* dgu straight to its bf16 operand */
+        linear_backward_bf16_cast(s->backend, d->dln, 0.0f, (float *)g->wgu, 1.0f, dy16, b->ln2b, w16->wgu, N, m.d,
+                                  2 * m.F);
+    }
     rmsnorm_backward(dres, (float *)g->ln2, d->dln, b->mid, w->ln2, b->rstd2, N, m.d);
     /* attention branch: its output O (for the row sums of dO O) and q/k/v widened from the slot */
     linear_backward_bf16(s->backend, d->datt, 0.0f, (float *)g->wo, dres, b->attb, w16->wo, N, m.dq, m.d, dy16);
@@ -375,15 +388,13 @@ static int stage_body_forward(const nb_stage *s, const float *w, long version, n
         block_weights bw = weights_of_block(s, w, l);
         const float *x = a->res + (size_t)l * N * m.d;
         float *out = a->res + (size_t)(l + 1) * N * m.d;
-        if (bw.router) {
-            if (block_forward(s, &bw, &a->blocks[l], x, out, B, T)) return -1;
-            a->aux += a->blocks[l].moe.aux;
-        } else if (w16) {
-            block_weights16 bw16 = weights16_of_block(s, w16, l);
+        if (w16) {
+            block_weights16 bw16 = weights16_of_block(s, w, w16, l);
             if (block_forward_bf16(s, &bw, &bw16, &a->blocks[l], x, out, B, T)) return -1;
         } else if (block_forward(s, &bw, &a->blocks[l], x, out, B, T)) {
             return -1;
         }
+        if (bw.router) a->aux += a->blocks[l].moe.aux;
     }
     return s->has_head ? head_forward(s, w, w16, a) : 0;
 }
@@ -443,9 +454,9 @@ int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, con
     for (int l = s->n_blocks - 1; l >= 0; l--) {
         block_weights bw = weights_of_block(s, w, l), bg = grads_of_block(s, l);
         const float *x = a->res + (size_t)l * N * m.d;
-        if (w16 && !bw.router) {
-            block_weights16 bw16 = weights16_of_block(s, w16, l);
-            if (block_backward_bf16(s, &bw, &bw16, &bg, &a->blocks[l], &d, x, B, T)) return -1;
+        if (w16) {
+            block_weights16 bw16 = weights16_of_block(s, w, w16, l);
+            if (block_backward_bf16(s, &bw, &bw16, &bg, &a->blocks[l], &d, x, B, T, aux_grad)) return -1;
         } else if (block_backward(s, &bw, &bg, &a->blocks[l], &d, x, B, T, aux_grad)) {
             return -1;
         }

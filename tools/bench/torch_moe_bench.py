@@ -24,7 +24,7 @@ PRESETS = {
     "moe-tiny": (2048, 128, 4, 4, 4, 192, 128, 8, 2, 0.01),
     "moe-small": (4096, 256, 6, 4, 4, 384, 256, 8, 2, 0.01),
 }
-MODES = ("eager-fp32", "compile-fp32")
+MODES = ("eager-fp32", "compile-fp32", "eager-bf16", "compile-bf16")  # bf16: autocast, fp32 master weights
 
 
 def flops_per_token(V, d, L, H, Hkv, F, T, E, k):
@@ -51,9 +51,12 @@ def bench(name, mode, threads, B, T, steps, warmup=2, seed=1234):
     g = torch.Generator().manual_seed(seed)
     idx = torch.randint(0, V, (B, T), generator=g)
 
+    bf16 = mode.endswith("bf16")
+
     def step():
         t0 = time.perf_counter()
-        loss = run(input_ids=idx, labels=idx).loss  # the language-model loss plus aux_coef x the router's
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = run(input_ids=idx, labels=idx).loss  # the language-model loss plus aux_coef x the router's
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)

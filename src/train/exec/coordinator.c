@@ -41,7 +41,8 @@ typedef struct {
     double step_tau;          /* the reported step's largest delay, for --keep's proof after its commit */
     int proven, stopped;
     double peak_gflops;       /* the machine's fp32 peak measured at the start, for MFU (0: not measured) */
-    double gemm_s;            /* with step_times: the products' seconds counted up to the last step reported */
+    double gemm_s, routing_s; /* with step_times: the products' and MoE routing's seconds counted up to the last
+                                 step reported */
     int moe_blocks;           /* a mixture of experts: the MoE blocks whose loads metrics.jsonl lists */
     float *load_max, *load_min;
 } coordinator;
@@ -157,9 +158,9 @@ static double taylor_ratio(const nb_train_options *o, const exec_stats *sum) {
 static void record_step_time(coordinator *c, int t, double dt, double update) {
     nb_step_time *times = c->run->o->step_times;
     if (!times) return;
-    const double gemm = nb_gemm_seconds();
-    times[t] = (nb_step_time){dt, update, gemm - c->gemm_s};
-    c->gemm_s = gemm;
+    const double gemm = nb_gemm_seconds(), routing = nb_routing_seconds();
+    times[t] = (nb_step_time){dt, update, gemm - c->gemm_s, routing - c->routing_s};
+    c->gemm_s = gemm, c->routing_s = routing;
 }
 
 /* Step t: the stages' statistics summed in stage order, the progress line and the metrics line (a failed
@@ -464,7 +465,7 @@ int exec_coordinator_init(exec_endpoint *e, exec_run *run, exec_endpoint **stage
         return -1;
     if (run->o->tensorboard_dir && train_tb_open(&c->tb, run->o->tensorboard_dir)) return -1;
     if (!run->o->quiet || run->o->tensorboard_dir) measure_peak(c);  /* the progress line's MFU, and TensorBoard's */
-    c->gemm_s = nb_gemm_seconds();
+    c->gemm_s = nb_gemm_seconds(), c->routing_s = nb_routing_seconds();
     c->t0 = nb_now();
     return 0;
 }

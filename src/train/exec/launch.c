@@ -310,11 +310,10 @@ static int make_run(exec_run *run, const nb_train_options *o, int T, int S) {
 static nb_train_options *resolve_precision(const nb_train_options *o, nb_train_options *copy) {
     *copy = *o;
     const int native = nb_bf16_native();
-    copy->precision = nb_precision_choose_for(o->precision, &o->model);
+    copy->precision = nb_precision_choose(o->precision);
     if (!o->quiet && o->precision == NB_PRECISION_AUTO)
-        printf("precision: auto chose %s (oneDNN reports %s: %s%s)\n", nb_precision_name(copy->precision),
-               nb_cpu_isa_name(), native ? "bf16 instructions" : "no bf16 instructions",
-               o->model.n_experts > 0 ? "; a mixture of experts runs in fp32" : "");
+        printf("precision: auto chose %s (oneDNN reports %s: %s)\n", nb_precision_name(copy->precision),
+               nb_cpu_isa_name(), native ? "bf16 instructions" : "no bf16 instructions");
     else if (!o->quiet && o->precision == NB_PRECISION_BF16 && !native)
         printf("precision: bf16 emulated (oneDNN reports %s, no bf16 instructions): bf16 numbers from fp32 GEMMs, "
                "no faster than fp32\n", nb_cpu_isa_name());

@@ -79,7 +79,7 @@ int nb_train_memory_estimate(const nb_train_options *o, nb_memory_estimate *e) {
     }
     nb_model m;
     if (nb_model_layout(&m, &o->model, o->stages, split)) return -1;
-    const nb_precision precision = nb_precision_choose_for(o->precision, &o->model);
+    const nb_precision precision = nb_precision_choose(o->precision);
     int rc = 0;
     for (int s = 0; s < m.n_stages && !rc; s++) {
         nb_memory_estimate one;

@@ -141,8 +141,5 @@ int train_check_options(const nb_train_options *o, int T) {
     if (o->export_dir && o->model.n_experts > 0 && o->model.moe_every != 1)
         return nb_fail("--export %s: a mixture of experts with moe_every = %d has no Hugging Face architecture "
                        "(Mixtral's blocks are all MoE blocks: moe_every = 1)", o->export_dir, o->model.moe_every);
-    if (o->precision == NB_PRECISION_BF16 && o->model.n_experts > 0)
-        return nb_fail("--precision bf16 with a mixture of experts (n_experts = %d): not supported yet (the experts' "
-                       "products run in fp32 only); use --precision fp32", o->model.n_experts);
     return 0;
 }
