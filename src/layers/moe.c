@@ -31,16 +31,20 @@ enum { ROW_ALIGN = 64 };
 
 static int rows_of(const moe_dims *m, int count) { return m->bf16 ? (count + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN : count; }
 
+/* Grouped rows at most. */
+static size_t max_rows(const moe_dims *m) {
+    return (size_t)m->N * (size_t)m->k + (m->bf16 ? (size_t)m->E * (ROW_ALIGN - 1) : 0);
+}
+
+/* The arrays a backward reads (kept from the forward). */
 static size_t layout(moe_state *s, char *base) {
     const moe_dims m = s->m;
-    const size_t N = (size_t)m.N, E = (size_t)m.E, d = (size_t)m.d, F = (size_t)m.F;
-    const size_t R = N * (size_t)m.k + (m.bf16 ? E * (ROW_ALIGN - 1) : 0);  /* grouped rows at most */
+    const size_t N = (size_t)m.N, E = (size_t)m.E, d = (size_t)m.d, F = (size_t)m.F, R = max_rows(&m);
     const size_t f32 = !m.bf16, b16 = !f32;  /* which copy of the grouped rows is kept */
-    const size_t widest = d > 2 * F ? d : 2 * F, op_rows = R * widest > N * E ? R * widest : N * E;
     size_t at = 0;
     s->probs = carve(base, &at, N * E, sizeof(float));
-    s->top = carve(base, &at, R, sizeof(int));
-    s->weight = carve(base, &at, R, sizeof(float));
+    s->top = carve(base, &at, N * (size_t)m.k, sizeof(int));
+    s->weight = carve(base, &at, N * (size_t)m.k, sizeof(float));
     s->count = carve(base, &at, E, sizeof(int));
     s->start = carve(base, &at, E + 1, sizeof(int));
     s->row_token = carve(base, &at, R, sizeof(int));
@@ -51,13 +55,22 @@ static size_t layout(moe_state *s, char *base) {
     s->xg16 = b16 ? carve(base, &at, R * d, sizeof(nb_bf16)) : NULL;
     s->gu16 = b16 ? carve(base, &at, R * 2 * F, sizeof(nb_bf16)) : NULL;
     s->h16 = b16 ? carve(base, &at, R * F, sizeof(nb_bf16)) : NULL;
-    s->op16 = b16 ? carve(base, &at, op_rows, sizeof(nb_bf16)) : NULL;
     s->y = carve(base, &at, R * d, sizeof(float));
+    return at;
+}
+
+/* What a pass needs only while it runs. */
+static size_t layout_scratch(moe_state *s, char *base) {
+    const moe_dims m = s->m;
+    const size_t N = (size_t)m.N, E = (size_t)m.E, d = (size_t)m.d, F = (size_t)m.F, R = max_rows(&m);
+    const size_t widest = d > 2 * F ? d : 2 * F, op = R * widest > N * E ? R * widest : N * E;
+    size_t at = 0;
     s->dy = carve(base, &at, R * d, sizeof(float));
     s->dh = carve(base, &at, R * F, sizeof(float));
     s->dgu = carve(base, &at, R * 2 * F, sizeof(float));
     s->dxg = carve(base, &at, R * d, sizeof(float));
     s->dp = carve(base, &at, N * E, sizeof(float));
+    s->op16 = m.bf16 ? carve(base, &at, op, sizeof(nb_bf16)) : NULL;
     return at;
 }
 
@@ -66,23 +79,31 @@ size_t moe_state_bytes(const moe_dims *m) {
     return layout(&s, NULL);
 }
 
+size_t moe_scratch_bytes(const moe_dims *m) {
+    moe_state s = {.m = *m};
+    return layout_scratch(&s, NULL);
+}
+
 void moe_state_bind(moe_state *s, const moe_dims *m, void *memory) {
     s->m = *m;
     s->memory = memory;
     layout(s, memory);
 }
 
+void moe_scratch_bind(moe_state *s, void *scratch) { layout_scratch(s, scratch); }
+
 moe_state *moe_state_create(const nb_backend *be, const moe_dims *m) {
     if (moe_check(m)) return NULL;
     moe_state *s = nb_backend_alloc(be, sizeof *s, "a MoE block's state");
     if (!s) return NULL;
-    s->m = *m;
-    const size_t bytes = layout(s, NULL);
-    if (!(s->memory = nb_backend_alloc(be, bytes, "a MoE block's activations"))) {
+    const size_t kept = moe_state_bytes(m);
+    void *memory = nb_backend_alloc(be, kept + moe_scratch_bytes(m), "a MoE block's activations");
+    if (!memory) {
         nb_backend_free(be, s);
         return NULL;
     }
-    layout(s, s->memory);
+    moe_state_bind(s, m, memory);
+    moe_scratch_bind(s, (char *)memory + kept);  /* kept is a multiple of 64 */
     return s;
 }
 

@@ -26,7 +26,8 @@ typedef struct {
     int bf16;           /* 1: the products take bf16 operands (moe_forward_bf16, moe_backward_bf16) */
 } moe_dims;
 
-/* What a forward keeps for its backward, and the backward's scratch: one block of the backend's memory. */
+/* What a forward keeps for its backward (one block of memory: an activation slot's), and pointers into the
+ * scratch that a pass uses only while it runs (bound before each forward and backward: moe_scratch_bind). */
 typedef struct {
     moe_dims m;
     void *memory;
@@ -47,11 +48,17 @@ typedef struct {
 /* 0, or -1 with nb_last_error naming the field and its range (E >= 1, 1 <= k <= min(E, MOE_MAX_K), N, d,
  * F >= 1). */
 int moe_check(const moe_dims *m);
-/* The bytes of a state's arrays for these dimensions; moe_state_bind carves them from `memory` (64-byte
+/* The bytes of a state's kept arrays for these dimensions; moe_state_bind carves them from `memory` (64-byte
  * aligned, moe_state_bytes long), e.g. a slot's own allocation (moe_check first). */
 size_t moe_state_bytes(const moe_dims *m);
 void moe_state_bind(moe_state *s, const moe_dims *m, void *memory);
-/* The state for blocks of these dimensions (at most N tokens), from be's memory; NULL with nb_last_error. */
+/* The bytes of a pass's scratch (dy, dh, dgu, dxg, dp, op16; a forward also uses dp and dgu) and its
+ * binding: `scratch` (64-byte aligned, moe_scratch_bytes(&s->m) long) serves every state of the same
+ * dimensions, one pass at a time (e.g. a stage's scratch). */
+size_t moe_scratch_bytes(const moe_dims *m);
+void moe_scratch_bind(moe_state *s, void *scratch);
+/* The state for blocks of these dimensions (at most N tokens) with its own scratch, from be's memory; NULL
+ * with nb_last_error. */
 moe_state *moe_state_create(const nb_backend *be, const moe_dims *m);
 void moe_state_free(const nb_backend *be, moe_state *s);
 

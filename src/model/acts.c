@@ -161,12 +161,25 @@ static size_t scratch_bytes(const nb_stage *s, scratch_id id, int N) {
     case SCR_QKV: return sizeof(float) * bf16 * blocks * n * m.qkv;
     case SCR_ATT: return sizeof(float) * bf16 * blocks * n * m.dq;
     case SCR_GU: return sizeof(float) * bf16 * blocks * n * 2 * m.F;
+    case SCR_MOE: {
+        int any = 0;
+        for (int l = 0; l < s->n_blocks; l++) any |= nb_config_block_is_moe(&s->cfg, s->first_block + l);
+        moe_dims md = {N, m.d, m.F, s->cfg.n_experts, s->cfg.experts_per_token, (int)bf16};
+        return any ? moe_scratch_bytes(&md) : 0;
+    }
     case SCR_DY16: {
         const size_t dy = blocks * n * widest, head = s->has_head ? (chunked ? rows * m.V : 0) : 0;
         return sizeof(nb_bf16) * bf16 * (dy > head ? dy : head);
     }
     default: return 0;
     }
+}
+
+int stage_moe_scratch(const nb_stage *s, block_acts *b, int N) {
+    void *memory = stage_scratch(s, SCR_MOE, N);
+    if (!memory) return -1;
+    moe_scratch_bind(&b->moe, memory);
+    return 0;
 }
 
 struct nb_stage_scratch *stage_scratch_new(void) {

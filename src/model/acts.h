@@ -34,8 +34,9 @@ typedef struct {
     float *rstd1, *lse, *mid, *rstd2;
     float *ln1, *qkv, *att, *ln2, *gu, *h;
     nb_bf16 *ln1b, *qkvb, *attb, *ln2b, *gub, *hb;
-    /* A MoE block (moe.h; fp32 only): its routing and grouped rows in place of gu and h, and the forward's
-     * expert loads (E fractions of the assignments); moe.m.E is 0 in a dense block. */
+    /* A MoE block (moe.h): its routing and grouped rows in place of gu and h, and the forward's expert loads
+     * (E fractions of the assignments); moe.m.E is 0 in a dense block. Its pass scratch is the stage's
+     * (SCR_MOE, bound by stage_moe_scratch before each pass). */
     moe_state moe;
     float *load;
 } block_acts;
@@ -60,6 +61,10 @@ struct nb_acts {
 /* The MoE dimensions of the stage's block l for N rows; E = 0 for a dense block. */
 moe_dims stage_moe_dims(const nb_stage *s, int l, int N);
 
+/* Binds the stage's MoE scratch (SCR_MOE) into block b's state for a pass on N rows; -1 (nb_last_error)
+ * when it cannot be allocated. */
+int stage_moe_scratch(const nb_stage *s, block_acts *b, int N);
+
 /* Rows of logits computed at once for micro-batches of N rows (0 on a stage without the head). */
 int stage_logit_rows(const nb_stage *s, int N);
 
@@ -69,6 +74,7 @@ typedef enum {
     SCR_LOGITS,  /* one chunk of logits (and a bf16 slot's whole logits, before their gradient is kept) */
     SCR_QKV, SCR_ATT, SCR_GU,  /* bf16: q/k/v, attention's output, gate/up in float32 while a pass runs */
     SCR_DY16,    /* bf16: a product's gradient operand (dy) cast to bf16; a chunk's dlogits */
+    SCR_MOE,     /* a MoE block's pass scratch (moe_scratch_bytes), shared by the stage's MoE blocks */
     SCR_COUNT
 } scratch_id;
 

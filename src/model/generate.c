@@ -44,8 +44,12 @@ nb_kv_cache *nb_kv_cache_create(const nb_model *m, int max_len) {
     k->h = calloc((size_t)k->F, sizeof(float));
     k->p = calloc((size_t)max_len, sizeof(float));
     const moe_dims moe = {1, c->d_model, c->d_ffn, c->n_experts, c->experts_per_token, 0};
-    if (c->n_experts > 0 && (k->moe_memory = nb_alloc_aligned(moe_state_bytes(&moe), "a MoE block's routing")))
+    const size_t moe_kept = c->n_experts > 0 ? moe_state_bytes(&moe) : 0;  /* a multiple of 64, then the scratch */
+    if (c->n_experts > 0 &&
+        (k->moe_memory = nb_alloc_aligned(moe_kept + moe_scratch_bytes(&moe), "a MoE block's routing"))) {
         moe_state_bind(&k->moe, &moe, k->moe_memory);
+        moe_scratch_bind(&k->moe, (char *)k->moe_memory + moe_kept);
+    }
     if (!k->k || !k->v || !k->x || !k->ln || !k->qkv || !k->att || !k->gu || !k->h || !k->p ||
         (c->n_experts > 0 && !k->moe_memory)) {
         nb_kv_cache_free(k);

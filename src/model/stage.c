@@ -194,6 +194,7 @@ static int block_forward(const nb_stage *s, const block_weights *w, block_acts *
     rmsnorm_forward(b->ln2, b->rstd2, b->mid, w->ln2, N, m.d, eps);
     memcpy(out, b->mid, sizeof(float) * (size_t)N * m.d);
     if (w->router) {  /* a MoE block: out += the experts' weighted outputs */
+        if (stage_moe_scratch(s, b, N)) return -1;
         moe_forward(s->backend, &b->moe, out, b->ln2, w->router, w->wgu, w->wdown, b->load);
         return 0;
     }
@@ -210,6 +211,7 @@ static int block_backward(const nb_stage *s, const block_weights *w, const block
     float *dres = d->dres;
     /* MLP branch */
     if (w->router) {
+        if (stage_moe_scratch(s, b, N)) return -1;
         moe_backward(s->backend, &b->moe, d->dln, (float *)g->router, (float *)g->wgu, (float *)g->wdown, dres,
                      aux_grad, b->ln2, w->router, w->wgu, w->wdown);
     } else {
@@ -259,6 +261,7 @@ static int block_forward_bf16(const nb_stage *s, const block_weights *w, const b
     linear_forward_bf16(s->backend, b->mid, 1.0f, b->attb, w16->wo, N, m.dq, m.d);
     rmsnorm_forward_bf16(b->ln2b, b->rstd2, b->mid, w->ln2, N, m.d, eps);
     if (w16->router) {  /* a MoE block: out += the experts' weighted outputs */
+        if (stage_moe_scratch(s, b, N)) return -1;
         memcpy(out, b->mid, sizeof(float) * (size_t)N * m.d);
         moe_forward_bf16(s->backend, &b->moe, out, b->ln2b, w16->router, w16->wgu, w16->wdown, b->load);
         return 0;
@@ -282,6 +285,7 @@ static int block_backward_bf16(const nb_stage *s, const block_weights *w, const 
     if (!dy16 || !qkv || !att) return -1;
     /* MLP branch */
     if (w16->router) {
+        if (stage_moe_scratch(s, b, N)) return -1;
         moe_backward_bf16(s->backend, &b->moe, d->dln, (float *)g->router, (float *)g->wgu, (float *)g->wdown, dres,
                           aux_grad, b->ln2b, w16->router, w16->wgu, w16->wdown);
     } else {
