@@ -286,7 +286,7 @@ int cmd_schedule(int argc, char **argv) {
         status = schedule_lowered(&sc, kind_s, &la);
         goto out;
     }
-    nb_pipe_costs costs = {f, b, u, cc[0]};
+    nb_pipe_costs costs = {f, b, u, cc[0], NULL};
     if (nb_pipe_simulate(&sc, &costs, &sim)) {
         fprintf(stderr, "nobubble schedule: %s\n", nb_last_error());
         goto out;
