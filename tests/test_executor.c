@@ -172,9 +172,9 @@ static void test_driver(void) {
     for (int e = 0; e < E; e++) {
         start[e] = k;
         for (int i = 0; i < N; i++) {
-            acts[k++] = (nb_low_action){NB_LOW_SEND, NB_MSG_STATS, (e + 1) % E, i, i, -1, -1};
-            acts[k++] = (nb_low_action){NB_LOW_RECV, NB_MSG_STATS, (e + E - 1) % E, i, i, -1, -1};
-            acts[k++] = (nb_low_action){NB_LOW_GRADS, 0, -1, -1, i, -1, -1};
+            acts[k++] = (nb_low_action){NB_LOW_SEND, NB_MSG_STATS, (e + 1) % E, i, i, -1, -1, 0};
+            acts[k++] = (nb_low_action){NB_LOW_RECV, NB_MSG_STATS, (e + E - 1) % E, i, i, -1, -1, 0};
+            acts[k++] = (nb_low_action){NB_LOW_GRADS, 0, -1, -1, i, -1, -1, 0};
         }
     }
     start[E] = k;

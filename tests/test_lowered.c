@@ -19,13 +19,13 @@ typedef struct {
 static void put(hand *h, int e, nb_low_action x) {
     if (h->n[e] < HAND_ACTIONS) h->a[e][h->n[e]++] = x;
 }
-static void compute(hand *h, int e, nb_low_op op, int step) { put(h, e, (nb_low_action){op, 0, -1, -1, step, -1, -1}); }
-static void pass(hand *h, int e, nb_low_op op, int mb) { put(h, e, (nb_low_action){op, 0, -1, -1, 0, mb, 0}); }
+static void compute(hand *h, int e, nb_low_op op, int step) { put(h, e, (nb_low_action){op, 0, -1, -1, step, -1, -1, 0}); }
+static void pass(hand *h, int e, nb_low_op op, int mb) { put(h, e, (nb_low_action){op, 0, -1, -1, 0, mb, 0, 0}); }
 static void send(hand *h, int e, nb_msg_kind k, int to, int index) {
-    put(h, e, (nb_low_action){NB_LOW_SEND, k, to, index, index < 0 ? -1 : 0, -1, -1});
+    put(h, e, (nb_low_action){NB_LOW_SEND, k, to, index, index < 0 ? -1 : 0, -1, -1, 0});
 }
 static void recv(hand *h, int e, nb_msg_kind k, int from, int index) {
-    put(h, e, (nb_low_action){NB_LOW_RECV, k, from, index, 0, -1, -1});
+    put(h, e, (nb_low_action){NB_LOW_RECV, k, from, index, 0, -1, -1, 0});
 }
 
 /* GPipe of one step as a lowering would write it: P stages, M micro-batches, and the coordinator. */
@@ -226,9 +226,9 @@ static void test_bad_fields(void) {
     const char *index[] = {"coordinator action 1", "message index -3", NULL};
     expect_error(&h, "a negative index", index);
     /* one stage, two steps: updates out of order, an APPLY without its GRADS, a version from the future */
-    const nb_low_action grads0 = {NB_LOW_GRADS, 0, -1, -1, 0, -1, -1}, apply0 = {NB_LOW_APPLY, 0, -1, -1, 0, -1, -1};
-    const nb_low_action grads1 = {NB_LOW_GRADS, 0, -1, -1, 1, -1, -1}, apply1 = {NB_LOW_APPLY, 0, -1, -1, 1, -1, -1};
-    const nb_low_action forward1 = {NB_LOW_FORWARD, 0, -1, -1, 1, 1, 1};
+    const nb_low_action grads0 = {NB_LOW_GRADS, 0, -1, -1, 0, -1, -1, 0}, apply0 = {NB_LOW_APPLY, 0, -1, -1, 0, -1, -1, 0};
+    const nb_low_action grads1 = {NB_LOW_GRADS, 0, -1, -1, 1, -1, -1, 0}, apply1 = {NB_LOW_APPLY, 0, -1, -1, 1, -1, -1, 0};
+    const nb_low_action forward1 = {NB_LOW_FORWARD, 0, -1, -1, 1, 1, 1, 0};
     const nb_low_action swapped[] = {grads1, apply1, grads0, apply0}, no_grads[] = {apply0, grads1, apply1},
                         early[] = {forward1, grads0, apply0};
     const char *order[] = {"stage 0 action 3 (APPLY(0)): expected APPLY(2) next (updates in step order)", NULL};
@@ -306,11 +306,11 @@ static void test_simulate_hand(void) {
     to_lists(&h, &l);
     const double f[] = {1, 1}, b[] = {2, 2}, u[] = {0.5, 0.5};
     for (int comm = 0; comm < 2; comm++) {
-        nb_low_costs c = {f, b, u, NULL, 0, 0, comm * 0.25, 0, 0, {0}};
+        nb_low_costs c = {f, b, u, NULL, 0, 0, comm * 0.25, 0, 0, {0}, NULL, NULL};
         nb_low_sim sim;
         nb_pipe_schedule sc;
         nb_pipe_sim ref;
-        nb_pipe_costs pc = {f, b, u, comm * 0.25};
+        nb_pipe_costs pc = {f, b, u, comm * 0.25, NULL};
         if (nb_low_simulate(&l, &c, &sim) || nb_pipe_generate(&sc, NB_PIPE_1F1B, 2, 2, 1) || nb_pipe_simulate(&sc, &pc, &ref)) {
             CHECK(0, "simulate the hand-made 1F1B: %s", nb_last_error());
             free_lists(&l);
@@ -331,7 +331,7 @@ static void test_simulate_hand(void) {
         nb_pipe_free(&sc);
     }
     /* bytes over a link: 100-byte activations at 50 bytes/s add 2 per hop; STATS cost nothing */
-    nb_low_costs c = {f, b, u, NULL, 0, 0, 0, 0, 50, {0}};
+    nb_low_costs c = {f, b, u, NULL, 0, 0, 0, 0, 50, {0}, NULL, NULL};
     c.bytes[NB_MSG_ACT] = c.bytes[NB_MSG_GRAD] = 100;
     nb_low_sim sim;
     if (!nb_low_simulate(&l, &c, &sim)) {
@@ -343,7 +343,7 @@ static void test_simulate_hand(void) {
         nb_low_sim_free(&sim);
     } else CHECK(0, "simulate with bandwidth: %s", nb_last_error());
     /* the coordinator's messages have their own latency: it hears of the last APPLY (9.5) a second later */
-    nb_low_costs slow = {f, b, u, NULL, 0, 0, 0, 1, 0, {0}};
+    nb_low_costs slow = {f, b, u, NULL, 0, 0, 0, 1, 0, {0}, NULL, NULL};
     if (!nb_low_simulate(&l, &slow, &sim)) {
         CHECK(sim.makespan == 10.5 && sim.t_finish[l.start[3] - 1] == 10.5,
               "coordinator latency: makespan %g, expected 10.5 (FINISH then)", sim.makespan);
@@ -526,8 +526,8 @@ static void test_makespan_matches(void) {
                         nb_low_schedule l;
                         nb_pipe_sim ref;
                         nb_low_sim sim;
-                        nb_pipe_costs pc = {f, b, u, comm * 0.5};
-                        nb_low_costs lc = {f, b, u, NULL, 0, 0, comm * 0.5, 0, 0, {0}};
+                        nb_pipe_costs pc = {f, b, u, comm * 0.5, NULL};
+                        nb_low_costs lc = {f, b, u, NULL, 0, 0, comm * 0.5, 0, 0, {0}, NULL, NULL};
                         cases++;
                         if (lower_case(all_kinds[ki], P, M, S, OPT_NONE, &sc, &l) || nb_pipe_simulate(&sc, &pc, &ref)) {
                             CHECK(0, "%s P=%d M=%d: %s", nb_pipe_kind_name(all_kinds[ki]), P, M, nb_last_error());

@@ -14,7 +14,7 @@ static const nb_pipe_kind kinds[] = {NB_PIPE_GPIPE, NB_PIPE_1F1B, NB_PIPE_PIPEDR
 static nb_pipe_costs uniform(int P, double f, double b, double u, double c) {
     static double F[1024], B[1024], U[1024];
     for (int s = 0; s < P; s++) F[s] = f, B[s] = b, U[s] = u;
-    nb_pipe_costs costs = {F, B, U, c};
+    nb_pipe_costs costs = {F, B, U, c, NULL};
     return costs;
 }
 
@@ -240,10 +240,10 @@ static void test_validator_rejects(void) {
     /* a cyclic wait: stage 0 runs F0 B0 F1 B1 (no warm-up), stage 1 F0 F1 B0 B1 */
     size_t counts[2] = {5, 5};
     CHECK(!nb_pipe_alloc(&sc, NB_PIPE_1F1B, 2, 2, 1, counts), "alloc");
-    const nb_pipe_action s0[] = {{NB_PIPE_FORWARD, 0, 0, 0}, {NB_PIPE_BACKWARD, 0, 0, 0}, {NB_PIPE_FORWARD, 1, 0, 0},
-                                 {NB_PIPE_BACKWARD, 1, 0, 0}, {NB_PIPE_UPDATE, -1, 0, 0}};
-    const nb_pipe_action s1[] = {{NB_PIPE_FORWARD, 0, 0, 0}, {NB_PIPE_FORWARD, 1, 0, 0}, {NB_PIPE_BACKWARD, 0, 0, 0},
-                                 {NB_PIPE_BACKWARD, 1, 0, 0}, {NB_PIPE_UPDATE, -1, 0, 0}};
+    const nb_pipe_action s0[] = {{NB_PIPE_FORWARD, 0, 0, 0, 0}, {NB_PIPE_BACKWARD, 0, 0, 0, 0}, {NB_PIPE_FORWARD, 1, 0, 0, 0},
+                                 {NB_PIPE_BACKWARD, 1, 0, 0, 0}, {NB_PIPE_UPDATE, -1, 0, 0, 0}};
+    const nb_pipe_action s1[] = {{NB_PIPE_FORWARD, 0, 0, 0, 0}, {NB_PIPE_FORWARD, 1, 0, 0, 0}, {NB_PIPE_BACKWARD, 0, 0, 0, 0},
+                                 {NB_PIPE_BACKWARD, 1, 0, 0, 0}, {NB_PIPE_UPDATE, -1, 0, 0, 0}};
     memcpy(act(&sc, 0, 0), s0, sizeof s0);
     memcpy(act(&sc, 1, 0), s1, sizeof s1);
     /* deadlock is the lowered check's: it names the lowered lists' receives (their indices in those lists) */
@@ -254,8 +254,8 @@ static void test_validator_rejects(void) {
     nb_pipe_costs c = uniform(2, 1, 1, 0, 0);
     CHECK(nb_pipe_simulate(&sc, &c, &sim) && strstr(nb_last_error(), "deadlock"), "the simulator refuses it too");
     /* the same stage 0 with a warm-up forward is fine */
-    const nb_pipe_action fixed[] = {{NB_PIPE_FORWARD, 0, 0, 0}, {NB_PIPE_FORWARD, 1, 0, 0}, {NB_PIPE_BACKWARD, 0, 0, 0},
-                                    {NB_PIPE_BACKWARD, 1, 0, 0}, {NB_PIPE_UPDATE, -1, 0, 0}};
+    const nb_pipe_action fixed[] = {{NB_PIPE_FORWARD, 0, 0, 0, 0}, {NB_PIPE_FORWARD, 1, 0, 0, 0}, {NB_PIPE_BACKWARD, 0, 0, 0, 0},
+                                    {NB_PIPE_BACKWARD, 1, 0, 0, 0}, {NB_PIPE_UPDATE, -1, 0, 0, 0}};
     memcpy(act(&sc, 0, 0), fixed, sizeof fixed);
     CHECK(!*verdict(&sc), "the repaired schedule passes: %s", verdict(&sc));
     nb_pipe_free(&sc);
@@ -264,8 +264,8 @@ static void test_validator_rejects(void) {
      * F0 B0 F1 U0 B1 U1, step 1's forward on version 1 before update 0 */
     const size_t six[1] = {6};
     CHECK(!nb_pipe_alloc(&sc, NB_PIPE_1F1B, 1, 1, 2, six), "alloc");
-    const nb_pipe_action early[] = {{NB_PIPE_FORWARD, 0, 0, 0}, {NB_PIPE_BACKWARD, 0, 0, 0}, {NB_PIPE_FORWARD, 1, 1, 1},
-                                    {NB_PIPE_UPDATE, -1, 0, 0}, {NB_PIPE_BACKWARD, 1, 1, 1}, {NB_PIPE_UPDATE, -1, 1, 1}};
+    const nb_pipe_action early[] = {{NB_PIPE_FORWARD, 0, 0, 0, 0}, {NB_PIPE_BACKWARD, 0, 0, 0, 0}, {NB_PIPE_FORWARD, 1, 1, 1, 0},
+                                    {NB_PIPE_UPDATE, -1, 0, 0, 0}, {NB_PIPE_BACKWARD, 1, 1, 1, 0}, {NB_PIPE_UPDATE, -1, 1, 1, 0}};
     memcpy(act(&sc, 0, 0), early, sizeof early);
     expect_rejected(&sc, "a version from the future", "FORWARD mb 1 (step 1, version 1)", "a version from the future");
     nb_pipe_free(&sc);
@@ -295,7 +295,7 @@ static void test_cost_model(void) {
     nb_pipe_free(&sc);
     nb_pipe_generate(&sc, NB_PIPE_GPIPE, 2, 4, 1);
     double F[2] = {1, 2}, B[2] = {1, 2}, U[2] = {0, 0};
-    nb_pipe_costs pc = {F, B, U, 0};
+    nb_pipe_costs pc = {F, B, U, 0, NULL};
     if (!nb_pipe_simulate(&sc, &pc, &sim)) {
         /* s1 forwards run [1,9], its backwards [9,17]; s0's last backward [17,18] */
         CHECK(sim.makespan == 18.0 && sim.busy[0] == 8 && sim.busy[1] == 16, "per-stage costs: makespan %g (want 18)",
@@ -314,7 +314,7 @@ static void test_cost_model(void) {
      * at 7 and stage 2's update 1 runs 11..14 (without the wait: 6.5 and a makespan of 13.5). */
     const int versions[6] = {0, 0, 0, 1, 1, 1};
     double F3[3] = {1, 1, 1}, U3[3] = {0.5, 0.5, 3};
-    nb_pipe_costs c3 = {F3, F3, U3, 0};
+    nb_pipe_costs c3 = {F3, F3, U3, 0, NULL};
     if (!nb_pipe_generate_sequential(&sc, 3, 1, 2, versions) && !nb_pipe_simulate(&sc, &c3, &sim)) {
         CHECK(sim.makespan == 14.0 && sim.t_start[sc.start[0] + 3] == 7.0,
               "sequential: step 1 starts at 7, after every stage's update 0 (%g), makespan %g (want 14)",

@@ -117,8 +117,16 @@ static void test_enum_names(void) {
     for (int k = 0; k <= NB_SCHEDULE_CONSTANT; k++)
         CHECK(same(sched->names(k), nb_schedule_name((nb_schedule_kind)k)), "schedule %d", k);
     CHECK(!sched->names(NB_SCHEDULE_CONSTANT + 1), "every schedule, no more");
-    for (int k = 0; k <= NB_PIPE_2BW; k++) CHECK(same(pipe->names(k), nb_pipe_kind_name((nb_pipe_kind)k)), "pipe %d", k);
-    CHECK(!pipe->names(NB_PIPE_2BW + 1), "--pipeline: the four kinds (not the sequential order)");
+    for (int k = 0; k <= NB_PIPE_ZBH1; k++) CHECK(same(pipe->names(k), nb_pipe_kind_name((nb_pipe_kind)k)), "pipe %d", k);
+    CHECK(!pipe->names(NB_PIPE_ZBH1 + 1), "--pipeline: the six kinds (not the sequential order)");
+    /* the schedule-only kinds parse, and the settings refuse them before any work */
+    nb_train_options o;
+    nb_settings_args a;
+    nb_train_defaults(&o);
+    nb_settings_begin(&a, &o);
+    CHECK(!nb_settings_arg(&a, "--pipeline", "zbh1") && nb_settings_finish(&a) &&
+              strstr(nb_last_error(), "--pipeline zbh1: schedules only, not executed yet; use nobubble schedule"),
+          "--pipeline zbh1 is refused: %s", nb_last_error());
     for (int k = 0; k <= NB_TRANSPORT_MPI; k++)
         CHECK(same(tr->names(k), nb_transport_name((nb_transport_kind)k)), "transport %d", k);
     CHECK(!tr->names(NB_TRANSPORT_MPI + 1), "every transport, no more");

@@ -1,28 +1,49 @@
-/* Pipeline schedules as pure data (GPipe, 1F1B, PipeDream, PipeDream-2BW), their validator and
- * a simulator with per-stage costs (the schedule's lowering, simulated). See docs/schedules.md.
+/* Pipeline schedules as pure data (GPipe, 1F1B, PipeDream, PipeDream-2BW, and the schedule-only
+ * interleaved 1F1B and ZB-H1), their validator and a simulator with per-stage costs (the schedule's
+ * lowering, simulated). See docs/schedules.md.
  *
- * A schedule has P stages; per stage an ordered list of actions (forward or backward of one
+ * A schedule has P stages (workers); per stage an ordered list of actions (forward or backward of one
  * micro-batch, or the optimizer update). Micro-batches are numbered globally: micro-batch j
  * belongs to optimizer step j / M. Sends and receives are derived: the forward of j at stage s
  * sends its activations to s + 1, the backward of j at stage s sends its gradient to s - 1.
+ * With v model chunks per stage (interleaved 1F1B), chunk c of stage s is virtual stage c * P + s and
+ * the messages run between virtual stages (the last stage's chunk c sends to stage 0's chunk c + 1).
+ * A backward is either one action or split (ZB-H1) into its input gradient (B, what the stage
+ * upstream waits for) and its weight gradient (W, which only the stage's own update waits for).
  * Version v of a stage's weights is the weights after v updates of that stage; every action
  * records the version it uses, and the versions follow exactly the delays of src/delay/delay.c
- * (sync for GPipe and 1F1B, tau 1 for 2BW, tau = P - 1 - s for PipeDream). */
+ * (sync for GPipe, 1F1B, interleaved and ZB-H1, tau 1 for 2BW, tau = P - 1 - s for PipeDream). */
 #ifndef NOBUBBLE_PIPELINE_H
 #define NOBUBBLE_PIPELINE_H
 #include <stddef.h>
 #include "nobubble/common.h"
 
-/* SEQUENTIAL is the one-process run's order (nb_pipe_generate_sequential): no overlap between stages. */
-typedef enum { NB_PIPE_GPIPE, NB_PIPE_1F1B, NB_PIPE_PIPEDREAM, NB_PIPE_2BW, NB_PIPE_SEQUENTIAL } nb_pipe_kind;
+/* SEQUENTIAL is the one-process run's order (nb_pipe_generate_sequential): no overlap between stages.
+ * INTERLEAVED (interleaved 1F1B, v model chunks per stage) and ZBH1 (zero-bubble H1, the backward split)
+ * are schedules only: generated, lowered, validated and simulated, not executed by the trainer yet
+ * (nb_pipe_kind_check_executed). The pipelines come first: their values are --pipeline's names. */
+typedef enum {
+    NB_PIPE_GPIPE,
+    NB_PIPE_1F1B,
+    NB_PIPE_PIPEDREAM,
+    NB_PIPE_2BW,
+    NB_PIPE_INTERLEAVED,
+    NB_PIPE_ZBH1,
+    NB_PIPE_SEQUENTIAL
+} nb_pipe_kind;
 
-typedef enum { NB_PIPE_FORWARD, NB_PIPE_BACKWARD, NB_PIPE_UPDATE } nb_pipe_op;
+/* BACKWARD is the whole backward of a micro-batch; BACKWARD_INPUT (B) and BACKWARD_WEIGHT (W) are its
+ * two halves when it is split: B computes the gradient of the stage's input (sent upstream), W the
+ * gradient of its weights (accumulated for the update), after B. */
+typedef enum { NB_PIPE_FORWARD, NB_PIPE_BACKWARD, NB_PIPE_UPDATE, NB_PIPE_BACKWARD_INPUT, NB_PIPE_BACKWARD_WEIGHT } nb_pipe_op;
 
 typedef struct {
     nb_pipe_op op;
     int mb;       /* global micro-batch index (forward/backward); -1 for an update */
     int step;     /* optimizer step the action belongs to (mb / n_micro; for an update, the step it ends) */
     int version;  /* weight version used: forward/backward run on it; an update reads it and makes version + 1 */
+    int chunk;    /* the model chunk of the stage it runs (0 .. n_chunks - 1; virtual stage chunk * P + s);
+                     0 for an update, which updates every chunk of the stage */
 } nb_pipe_action;
 
 typedef struct {
@@ -34,28 +55,41 @@ typedef struct {
     nb_pipe_action *actions;
     int *versions;       /* NULL: the kind's delay rule; else [n_steps x n_stages], the version stage s
                             uses for step t at versions[t * n_stages + s] (see nb_pipe_generate_versions) */
+    int n_chunks;        /* v: model chunks per stage (interleaved; 1 for every other kind) */
 } nb_pipe_schedule;
 
-/* "gpipe", "1f1b", "pipedream", "2bw" (or "sequential"); an unknown name fails with the pipelines listed. */
+/* "gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zbh1" (or "sequential"); an unknown name fails with
+ * the pipelines listed. */
 int nb_pipe_kind_parse(const char *text, nb_pipe_kind *out);
 const char *nb_pipe_kind_name(nb_pipe_kind kind);
-/* The i-th pipeline's name (gpipe, 1f1b, pipedream, 2bw: not the sequential order), NULL past the last:
- * --pipeline's values (the settings table's enum row). */
+/* The i-th pipeline's name (gpipe, 1f1b, pipedream, 2bw, interleaved, zbh1: not the sequential order),
+ * NULL past the last: --pipeline's values (the settings table's enum row). */
 const char *nb_pipe_kind_names(int i);
-/* The pipelines' names as a list for messages, "gpipe, 1f1b, pipedream, 2bw", into buf. */
+/* The pipelines' names as a list for messages, "gpipe, 1f1b, pipedream, 2bw, interleaved, zbh1", into buf. */
 void nb_pipe_kind_list(char *buf, size_t size);
+/* 0 when the trainer executes schedules of this kind; else -1 with "--pipeline KIND: schedules only, not
+ * executed yet; use nobubble schedule" (interleaved, zbh1). */
+int nb_pipe_kind_check_executed(nb_pipe_kind kind);
 
-/* The --delay of the one-process run with the same weight versions: "sync" (gpipe, 1f1b), "2bw",
- * "pipedream". */
+/* The --delay of the one-process run with the same weight versions: "sync" (gpipe, 1f1b, interleaved,
+ * zbh1), "2bw", "pipedream". */
 const char *nb_pipe_delay_name(nb_pipe_kind kind);
 /* The weight version stage s uses for the micro-batches of optimizer step t (the delay rule):
- * GPipe/1F1B t; 2BW max(t - 1, 0); PipeDream max(t - (P - 1 - s), 0) (a step is a micro-batch). */
+ * GPipe/1F1B/interleaved/ZB-H1 t; 2BW max(t - 1, 0); PipeDream max(t - (P - 1 - s), 0) (a step is a micro-batch). */
 int nb_pipe_version_rule(nb_pipe_kind kind, int n_stages, int stage, int step);
 
 /* Builds the schedule of `kind` for P stages, M micro-batches per step and S steps. PipeDream
  * updates after every micro-batch: it gets M x S micro-batches, stored as n_micro = 1 and
- * n_steps = M x S. 1F1B and 2BW need M >= P. Fails (nb_last_error) on bad sizes. */
+ * n_steps = M x S. 1F1B, 2BW and ZB-H1 need M >= P; interleaved needs M a multiple of P (and has
+ * 2 chunks: nb_pipe_generate_ex gives another v). Fails (nb_last_error) on bad sizes. */
 int nb_pipe_generate(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int n_micro, int n_steps);
+/* What nb_pipe_generate_ex takes beyond the sizes; all zero is nb_pipe_generate's choice. */
+typedef struct {
+    int n_chunks;  /* interleaved: v, model chunks (virtual stages) per stage, >= 1 (0: 2); other kinds: 0 or 1 */
+} nb_pipe_gen_options;
+/* nb_pipe_generate with options (NULL: the defaults). */
+int nb_pipe_generate_ex(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int n_micro, int n_steps,
+                        const nb_pipe_gen_options *options);
 /* A stream schedule (1F1B order, no flush of its own) whose step t runs on stage s's version
  * versions[t * P + s] (0 <= version <= t; it may step back, as PipeDream's
  * does after a synchronous start), copied into the schedule: a
@@ -72,29 +106,38 @@ int nb_pipe_truncate(const nb_pipe_schedule *full, int n_steps, nb_pipe_schedule
 /* How many leading actions stage's lists in a and b have in common: a worker may switch from a to b
  * while it has run fewer. */
 size_t nb_pipe_common_prefix(const nb_pipe_schedule *a, const nb_pipe_schedule *b, int stage);
-/* An empty schedule with room for the given number of actions per stage (counts[s]); the
- * caller fills actions (tests build hand-made schedules this way). */
+/* An empty schedule with room for the given number of actions per stage (counts[s]), of one chunk per
+ * stage (set n_chunks after it for more); the caller fills actions (tests build hand-made schedules
+ * this way). */
 int nb_pipe_alloc(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int n_micro, int n_steps,
                   const size_t *counts);
 void nb_pipe_free(nb_pipe_schedule *s);
 size_t nb_pipe_n_actions(const nb_pipe_schedule *s);
 
-/* 0 when the schedule is sound: actions well formed; every micro-batch forwarded and backwarded
- * exactly once per stage, forward first; backwards in increasing micro-batch order (the
- * accumulation order of the single-process run); forward and backward of a micro-batch on the
- * same version, the one the delay rule gives; updates in step order, each after all of its step's
- * backwards, and a step's backwards between update t - 1 and update t; and its lowering (no tied,
- * clip, evaluation or saving) passes nb_low_validate: no version used before the updates made it,
- * no deadlock. Otherwise -1 with a message naming the stage, the action index and the problem
+/* 0 when the schedule is sound: actions well formed (chunks in 0 .. n_chunks - 1); every micro-batch
+ * forwarded exactly once per stage and chunk and backwarded exactly once (one BACKWARD, or a
+ * BACKWARD_INPUT then a BACKWARD_WEIGHT), forward first; a chunk's forward after the same micro-batch's
+ * forward of the chunk before on the stage, its backward (or B) after the backward (or B) of the chunk
+ * after (the virtual stages upstream and downstream on the same worker); the weight gradients (BACKWARD,
+ * W) of each chunk in increasing micro-batch order (the accumulation order of the single-process run);
+ * forward and backward of a micro-batch on the same version, the one the delay rule gives; updates in
+ * step order, each after all of its step's weight gradients, and a step's backwards between update
+ * t - 1 and update t; and its lowering (no tied, clip, evaluation or saving) passes nb_low_validate:
+ * no version used before the updates made it, no deadlock (which also keeps a B after the B of the
+ * virtual stage downstream on another worker). Otherwise -1 with a message naming the stage, the action index and the problem
  * ("schedule: ..."), or the lowered check's ("lowered: ...", action indices in the lowered lists;
  * a deadlock names the cycle of waits). */
 int nb_pipe_validate(const nb_pipe_schedule *s);
 
 /* Per-stage costs (arrays of n_stages): forward, backward (> 0) and update (>= 0) durations,
- * and the communication latency between neighbours (>= 0). */
+ * and the communication latency between neighbours (>= 0). The backward is the sum of its input
+ * gradient (B) and its weight gradient (W): backward_weight[s] is W's share, 0 < W < backward (NULL:
+ * half the backward), and B costs the rest. The costs are a whole stage's: with v chunks each chunk's
+ * forward, backward, B and W cost the stage's / v (the update is one per stage). */
 typedef struct {
     const double *forward, *backward, *update;
     double comm;
+    const double *backward_weight;
 } nb_pipe_costs;
 
 typedef struct {
@@ -104,7 +147,9 @@ typedef struct {
     double steady_idle_fraction;  /* idle / time over the last half of the steps (see docs) */
     int steady_from_step;         /* the first step of that window */
     double *busy, *idle;          /* per stage; idle = makespan - busy */
-    int *peak_activations;        /* per stage: most forwards done whose backward is not */
+    int *peak_activations;        /* per stage: most (micro-batch, chunk) forwards done whose backward (its W
+                                     when split) is not */
+    double *peak_activation_mbs;  /* the same in micro-batches of the whole stage: peak_activations / v */
     int *peak_versions;           /* per stage: most weight versions held at once */
     double *t_start, *t_finish;   /* per action, indexed like schedule->actions */
 } nb_pipe_sim;
@@ -113,10 +158,12 @@ typedef struct {
  * saving) run by nb_low_simulate with latency = comm and every other message and the coordinator
  * free: each action starts when its stage is free and its input has arrived (forward of j at s:
  * forward of j at s - 1 finished + comm; backward of j at s: backward of j at s + 1 finished + comm,
- * or at the last stage its own forward finished; an update: when the stage is free; in the
- * one-process order, a stage's next step also waits for every stage's update, the END it receives).
+ * or at the last stage its own forward finished; with chunks, between virtual stages; a W: when the
+ * stage is free; an update: when the stage is free; in the one-process order, a stage's next step
+ * also waits for every stage's update, the END it receives).
  * O(actions) time and memory. Free the result with nb_pipe_sim_free. */
 int nb_pipe_simulate(const nb_pipe_schedule *s, const nb_pipe_costs *costs, nb_pipe_sim *out);
+
 void nb_pipe_sim_free(nb_pipe_sim *sim);
 
 /* ---- Lowering: every message made explicit (docs/executor.md) ----
@@ -143,6 +190,12 @@ void nb_pipe_sim_free(nb_pipe_sim *sim);
  *                       (save_whole: SEND SAVED(t), then RECV COMMITTED(t) <- coordinator)
  * and a forward / backward of micro-batch j: [s > 0] RECV ACT(j) <- s-1, FORWARD(j),
  * [s < P-1] SEND ACT(j) -> s+1; [s < P-1] RECV GRAD(j) <- s+1, BACKWARD(j), [s > 0] SEND GRAD(j) -> s-1.
+ * A split backward: its B as the backward above (BACKWARD_INPUT(j) between the GRADs), its W alone
+ * (BACKWARD_WEIGHT(j), no message). With v chunks the neighbours are the virtual stages': chunk c of
+ * stage 0 (c > 0) receives from chunk c - 1 of stage P-1 and the last stage's chunk c < v-1 sends to
+ * stage 0; the messages carry the chunk of the virtual stage upstream of the boundary they cross
+ * (`chunk`), and P = 1 sends none (the chunks follow each other on the one stage). Evaluation through
+ * chunks is not lowered (nb_pipe_lower refuses it).
  * At the end of a stage's list: [tied split, last] its pending RECV TIED_W, SEND DONE -> coordinator,
  * [gather_params, s > 0] SEND PARAMS -> coordinator.
  * The coordinator, per step t: RECV STATS(t) <- 0 .. P-1, [eval] RECV EVAL_LOSS(t) <- P-1, REPORT(t),
@@ -150,8 +203,8 @@ void nb_pipe_sim_free(nb_pipe_sim *sim);
  * COMMIT(t) ([save_whole] SEND COMMITTED(t) -> 0 .. P-1); at the end RECV DONE <- 0 .. P-1,
  * [gather_params] RECV PARAMS <- 1 .. P-1, FINISH. */
 typedef enum {
-    NB_MSG_ACT,        /* s -> s+1: the activations of micro-batch `index` */
-    NB_MSG_GRAD,       /* s+1 -> s: their gradient */
+    NB_MSG_ACT,        /* s -> s+1: the activations of micro-batch `index` (chunks: also P-1 -> 0) */
+    NB_MSG_GRAD,       /* s+1 -> s: their gradient (chunks: also 0 -> P-1) */
     NB_MSG_TIED_GRAD,  /* last -> first: the head's part of the tied embedding's gradient, step `index` */
     NB_MSG_TIED_W,     /* first -> last: the embedding after `index` updates (the head's version `index`) */
     NB_MSG_NORM,       /* stage -> stage: its squared gradient norm of step `index` (global clipping) */
@@ -179,6 +232,8 @@ typedef enum {
     NB_LOW_DECIDE,    /* coordinator: after step, the steps the run ends after (a stop request moves it) */
     NB_LOW_COMMIT,    /* coordinator: the checkpoint after step completed (or the save failed) */
     NB_LOW_FINISH,    /* coordinator: results, summary, export */
+    NB_LOW_BACKWARD_INPUT,   /* a split backward's input gradient (B): as FORWARD */
+    NB_LOW_BACKWARD_WEIGHT,  /* its weight gradient (W): as FORWARD */
     NB_LOW_OPS
 } nb_low_op;
 
@@ -188,7 +243,8 @@ typedef struct {
     int peer;         /* SEND, RECV: the other endpoint (0 .. P; P is the coordinator) */
     int index;        /* SEND, RECV: the message's index (see nb_msg_kind); EVAL: the validation batch */
     int step;         /* the optimizer step the action belongs to (-1 for the end's actions) */
-    int mb, version;  /* FORWARD, BACKWARD (else -1) */
+    int mb, version;  /* FORWARD, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT (else -1) */
+    int chunk;        /* those: the stage's model chunk; ACT, GRAD: the chunk upstream of the boundary; else 0 */
 } nb_low_action;
 
 typedef struct {
@@ -208,6 +264,7 @@ typedef struct {
     int n_stages;                 /* P; the coordinator is endpoint P */
     int n_steps;                  /* the schedule's steps */
     int end_lag;                  /* a stage receives END(u - end_lag) at its update u */
+    int n_chunks;                 /* v, model chunks per stage (0 is read as 1) */
     size_t *start;                /* P + 2 offsets: endpoint e's actions are actions[start[e] .. start[e+1]) */
     nb_low_action *actions;
 } nb_low_schedule;
@@ -217,9 +274,10 @@ typedef struct {
  * 0 <= version <= t). Any P, M >= 1. Its lowered lists, driven by one worker, compute exactly what
  * a pipeline with the same versions computes. */
 int nb_pipe_generate_sequential(nb_pipe_schedule *out, int n_stages, int n_micro, int n_steps, const int *versions);
-/* The most micro-batches of stage `stage` in flight (forward done, backward not yet) in the generators'
- * schedules of this kind, P stages, M micro-batches per step and n_steps steps (any versions): the
- * activation slots it holds. Closed forms, so that a memory estimate needs no schedule. */
+/* The most micro-batches of stage `stage` in flight (forward done, backward not yet; ZB-H1: its W not
+ * yet) in the generators' schedules of this kind, P stages, M micro-batches per step and n_steps steps
+ * (any versions): the activation slots it holds. Closed forms, so that a memory estimate needs no
+ * schedule; -1 for interleaved, whose peak depends on its chunks. */
 int nb_pipe_peak_in_flight(nb_pipe_kind kind, int n_stages, int n_micro, int n_steps, int stage);
 
 int nb_pipe_lower(const nb_pipe_schedule *s, const nb_low_options *o, nb_low_schedule *out);
@@ -256,6 +314,7 @@ typedef struct {
     double coordinator_latency;        /* the same for a message to or from the coordinator */
     double bytes_per_second;           /* link bandwidth; 0: bytes take no time */
     double bytes[NB_MSG_KINDS];        /* the size of one message of each kind */
+    const double *backward_input, *backward_weight;  /* BACKWARD_INPUT, BACKWARD_WEIGHT (a split backward) */
 } nb_low_costs;
 
 typedef struct {
@@ -275,4 +334,11 @@ typedef struct {
  * Free the result with nb_low_sim_free. */
 int nb_low_simulate(const nb_low_schedule *l, const nb_low_costs *costs, nb_low_sim *out);
 void nb_low_sim_free(nb_low_sim *sim);
+
+/* A schedule's costs in their lowered form (what nb_pipe_simulate runs, and `schedule --lowered`): the
+ * per-action FORWARD, BACKWARD, BACKWARD_INPUT and BACKWARD_WEIGHT costs, each the stage's / n_chunks,
+ * in buf (4 x n_stages doubles), the update and the latency (comm) as given, everything else 0. -1
+ * naming a cost out of range (forward and backward > 0, 0 < backward_weight < backward, update and
+ * comm >= 0, all finite). */
+int nb_pipe_action_costs(const nb_pipe_schedule *s, const nb_pipe_costs *costs, double *buf, nb_low_costs *out);
 #endif

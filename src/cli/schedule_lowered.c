@@ -107,7 +107,10 @@ static void print_json_action(const nb_low_action *x, double t0, double t1) {
     printf("{\"op\": \"%s\", \"step\": %d", nb_low_op_name(x->op), x->step);
     if (x->op == NB_LOW_SEND || x->op == NB_LOW_RECV)
         printf(", \"msg\": \"%s\", \"peer\": %d, \"index\": %d", nb_msg_kind_name(x->msg), x->peer, x->index);
-    else if (x->op == NB_LOW_FORWARD || x->op == NB_LOW_BACKWARD) printf(", \"mb\": %d, \"version\": %d", x->mb, x->version);
+    if (x->chunk) printf(", \"chunk\": %d", x->chunk);
+    else if (x->op == NB_LOW_FORWARD || x->op == NB_LOW_BACKWARD || x->op == NB_LOW_BACKWARD_INPUT ||
+             x->op == NB_LOW_BACKWARD_WEIGHT)
+        printf(", \"mb\": %d, \"version\": %d", x->mb, x->version);
     else if (x->op == NB_LOW_EVAL) printf(", \"index\": %d", x->index);
     printf(", \"start\": %.17g, \"finish\": %.17g}", t0, t1);
 }
@@ -139,15 +142,16 @@ static void print_json(const nb_pipe_schedule *sc, const char *kind, const nb_lo
 }
 
 /* Box styles of the lowered picture: the computing actions and the coordinator's. */
-enum { BOX_FWD, BOX_BWD, BOX_UPD, BOX_EVAL, BOX_SAVE, BOX_COORD, BOX_KINDS };
-static const char *const box_names[BOX_KINDS] = {"forward", "backward", "update", "eval", "save", "coordinator"};
-static const char *const box_classes[BOX_KINDS] = {"fwd", "bwd", "upd", "eval", "save", "coord"};
-static const char *const box_colors[BOX_KINDS] = {"#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#9c755f", "#8c8c8c"};
+enum { BOX_FWD, BOX_BWD, BOX_UPD, BOX_EVAL, BOX_SAVE, BOX_COORD, BOX_WGT, BOX_KINDS };
+static const char *const box_names[BOX_KINDS] = {"forward", "backward", "update", "eval", "save", "coordinator", "weight grad"};
+static const char *const box_classes[BOX_KINDS] = {"fwd", "bwd", "upd", "eval", "save", "coord", "wgt"};
+static const char *const box_colors[BOX_KINDS] = {"#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#9c755f", "#8c8c8c", "#e15759"};
 
 static int box_of(nb_low_op op) {
     switch (op) {
     case NB_LOW_FORWARD: return BOX_FWD;
-    case NB_LOW_BACKWARD: return BOX_BWD;
+    case NB_LOW_BACKWARD: case NB_LOW_BACKWARD_INPUT: return BOX_BWD;
+    case NB_LOW_BACKWARD_WEIGHT: return BOX_WGT;
     case NB_LOW_GRADS: case NB_LOW_APPLY: return BOX_UPD;
     case NB_LOW_EVAL: return BOX_EVAL;
     case NB_LOW_SAVE: return BOX_SAVE;
@@ -222,24 +226,28 @@ static int write_svg(const char *path, const nb_low_schedule *l, const nb_low_si
     return 0;
 }
 
-static nb_low_costs costs_of(const schedule_lowered_args *a) {
-    nb_low_costs c = {0};
-    c.forward = a->forward;
-    c.backward = a->backward;
-    c.update = a->update;
-    c.eval = a->forward;
-    c.latency = a->comm;
-    c.bytes_per_second = a->bandwidth;
-    c.bytes[NB_MSG_ACT] = c.bytes[NB_MSG_GRAD] = c.bytes[NB_MSG_EVAL_ACT] = a->act_bytes;
-    return c;
+/* The schedule's costs per action (a chunk's the stage's / v, a split backward's B and W), an EVAL a
+ * forward of the whole stage, and the messages' bytes. */
+static int costs_of(const nb_pipe_schedule *sc, const schedule_lowered_args *a, double *buf, nb_low_costs *c) {
+    const nb_pipe_costs pc = {a->forward, a->backward, a->update, a->comm, a->backward_weight};
+    if (nb_pipe_action_costs(sc, &pc, buf, c)) {
+        fprintf(stderr, "nobubble schedule: %s\n", nb_last_error());
+        return -1;
+    }
+    c->eval = a->forward;
+    c->bytes_per_second = a->bandwidth;
+    c->bytes[NB_MSG_ACT] = c->bytes[NB_MSG_GRAD] = c->bytes[NB_MSG_EVAL_ACT] = a->act_bytes;
+    return 0;
 }
 
 int schedule_lowered(const nb_pipe_schedule *sc, const char *kind, const schedule_lowered_args *a) {
     nb_low_schedule l = {0};
     nb_low_sim sim = {0};
     int status = 2;
-    const nb_low_costs costs = costs_of(a);
-    if (lower(sc, a, &l)) goto out;
+    nb_low_costs costs;
+    double *buf = malloc(sizeof(double) * 4 * (size_t)sc->n_stages);
+    if (!buf) fprintf(stderr, "nobubble schedule: out of memory\n");
+    if (!buf || costs_of(sc, a, buf, &costs) || lower(sc, a, &l)) goto out;
     if (nb_low_simulate(&l, &costs, &sim)) {
         fprintf(stderr, "nobubble schedule: %s\n", nb_last_error());
         goto out;
@@ -261,5 +269,6 @@ int schedule_lowered(const nb_pipe_schedule *sc, const char *kind, const schedul
 out:
     nb_low_sim_free(&sim);
     nb_low_free(&l);
+    free(buf);
     return status;
 }

@@ -12,6 +12,7 @@ typedef struct {
     double comm;                                           /* latency between stages */
     const char *svg;                                       /* NULL: no picture */
     int json;
+    const double *backward_weight;                         /* per stage, W's part of a split backward (NULL: half) */
 } schedule_lowered_args;
 
 /* Lowers sc, validates and simulates it, and prints it; the process exit status (0, 1 when the

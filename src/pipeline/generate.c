@@ -1,5 +1,5 @@
-/* Pipeline schedules as data: the generators for GPipe, 1F1B, PipeDream and PipeDream-2BW
- * (docs/schedules.md). */
+/* Pipeline schedules as data: the generators for GPipe, 1F1B, PipeDream, PipeDream-2BW, interleaved
+ * 1F1B and ZB-H1 (docs/schedules.md). */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,17 +7,22 @@
 #include "util/error.h"
 #include "util/range.h"
 
-/* One row per nb_pipe_kind: its name (--pipeline's and `schedule --kind`'s, summary.json's pipeline.kind)
- * and the --delay of the one-process run with the same weight versions. The pipelines come first;
- * "sequential", the one-process run's order, is accepted by `schedule --kind` but is not a pipeline. */
+/* One row per nb_pipe_kind: its name (--pipeline's and `schedule --kind`'s, summary.json's pipeline.kind),
+ * the --delay of the one-process run with the same weight versions, and whether the trainer executes it
+ * (interleaved and ZB-H1 are schedules only: the executor has no model chunks and no split backward yet).
+ * The pipelines come first; "sequential", the one-process run's order, is accepted by `schedule --kind`
+ * but is not a pipeline. */
 static const struct {
     const char *name, *delay;
+    int executed;
 } kinds[] = {
-    [NB_PIPE_GPIPE] = {"gpipe", "sync"},
-    [NB_PIPE_1F1B] = {"1f1b", "sync"},
-    [NB_PIPE_PIPEDREAM] = {"pipedream", "pipedream"},
-    [NB_PIPE_2BW] = {"2bw", "2bw"},
-    [NB_PIPE_SEQUENTIAL] = {"sequential", "sync"},
+    [NB_PIPE_GPIPE] = {"gpipe", "sync", 1},
+    [NB_PIPE_1F1B] = {"1f1b", "sync", 1},
+    [NB_PIPE_PIPEDREAM] = {"pipedream", "pipedream", 1},
+    [NB_PIPE_2BW] = {"2bw", "2bw", 1},
+    [NB_PIPE_INTERLEAVED] = {"interleaved", "sync", 0},
+    [NB_PIPE_ZBH1] = {"zbh1", "sync", 0},
+    [NB_PIPE_SEQUENTIAL] = {"sequential", "sync", 1},
 };
 #define N_KINDS (int)(sizeof kinds / sizeof kinds[0])
 
@@ -40,6 +45,11 @@ const char *nb_pipe_kind_name(nb_pipe_kind kind) {
     return (unsigned)kind < N_KINDS ? kinds[kind].name : "unknown";
 }
 
+int nb_pipe_kind_check_executed(nb_pipe_kind kind) {
+    if ((unsigned)kind < N_KINDS && kinds[kind].executed) return 0;
+    return nb_fail("--pipeline %s: schedules only, not executed yet; use nobubble schedule", nb_pipe_kind_name(kind));
+}
+
 const char *nb_pipe_delay_name(nb_pipe_kind kind) {
     return (unsigned)kind < N_KINDS ? kinds[kind].delay : "sync";
 }
@@ -49,7 +59,7 @@ int nb_pipe_version_rule(nb_pipe_kind kind, int n_stages, int stage, int step) {
     switch (kind) {
     case NB_PIPE_2BW: v = step - 1; break;
     case NB_PIPE_PIPEDREAM: v = step - (n_stages - 1 - stage); break;
-    case NB_PIPE_GPIPE: case NB_PIPE_1F1B: case NB_PIPE_SEQUENTIAL: default: v = step; break;
+    default: v = step; break;  /* the synchronous ones: gpipe, 1f1b, interleaved, zbh1, sequential */
     }
     return v < 0 ? 0 : v;
 }
@@ -68,6 +78,7 @@ int nb_pipe_alloc(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int n_
     out->n_stages = n_stages;
     out->n_micro = n_micro;
     out->n_steps = n_steps;
+    out->n_chunks = 1;
     out->start = malloc(sizeof(size_t) * ((size_t)n_stages + 1));
     if (!out->start) return nb_fail("out of memory for a schedule of %d stages", n_stages);
     size_t total = 0;
@@ -103,7 +114,10 @@ int nb_pipe_truncate(const nb_pipe_schedule *full, int n_steps, nb_pipe_schedule
     const int P = full->n_stages;
     if (n_steps < 1 || n_steps > full->n_steps)
         return nb_fail("truncating a schedule of %d steps to %d: expected 1 .. %d", full->n_steps, n_steps, full->n_steps);
-    if (full->kind == NB_PIPE_GPIPE) return nb_pipe_generate(out, full->kind, P, full->n_micro, n_steps);
+    if (full->kind == NB_PIPE_GPIPE || full->kind == NB_PIPE_INTERLEAVED || full->kind == NB_PIPE_ZBH1) {
+        const nb_pipe_gen_options o = {full->n_chunks};  /* synchronous: each step flushes */
+        return nb_pipe_generate_ex(out, full->kind, P, full->n_micro, n_steps, &o);
+    }
     int *versions = malloc(sizeof(int) * (size_t)n_steps * P);
     if (!versions) return nb_fail("out of memory");
     for (int t = 0; t < n_steps; t++)
@@ -117,7 +131,7 @@ size_t nb_pipe_common_prefix(const nb_pipe_schedule *a, const nb_pipe_schedule *
     size_t n = 0, na = a->start[stage + 1] - a->start[stage], nb = b->start[stage + 1] - b->start[stage];
     const nb_pipe_action *x = a->actions + a->start[stage], *y = b->actions + b->start[stage];
     while (n < na && n < nb && x[n].op == y[n].op && x[n].mb == y[n].mb && x[n].step == y[n].step &&
-           x[n].version == y[n].version)
+           x[n].version == y[n].version && x[n].chunk == y[n].chunk)
         n++;
     return n;
 }
@@ -130,14 +144,17 @@ typedef struct {
     int stage;
 } emitter;
 
-static void emit(emitter *e, nb_pipe_op op, int mb, int step) {
+static void emit_chunk(emitter *e, nb_pipe_op op, int mb, int step, int chunk) {
     const nb_pipe_schedule *sc = e->sc;
     nb_pipe_action *a = e->a++;
     a->op = op;
     a->mb = op == NB_PIPE_UPDATE ? -1 : mb;
     a->step = step;
     a->version = op == NB_PIPE_UPDATE ? step : nb_pipe_step_version(sc, e->stage, step);
+    a->chunk = chunk;
 }
+
+static void emit(emitter *e, nb_pipe_op op, int mb, int step) { emit_chunk(e, op, mb, step, 0); }
 
 /* GPipe: per step all forwards, all backwards (in micro-batch order), the update. */
 static void gen_gpipe(emitter *e) {
@@ -163,6 +180,54 @@ static void gen_1f1b(emitter *e) {
             emit(e, NB_PIPE_BACKWARD, base + i, t);
         }
         for (int i = M - W; i < M; i++) emit(e, NB_PIPE_BACKWARD, base + i, t);
+        emit(e, NB_PIPE_UPDATE, -1, t);
+    }
+}
+
+/* Interleaved 1F1B's k-th forward (or backward) of step t on a stage: the step's micro-batches in groups of
+ * P, each group through chunk 0, 1, .., v - 1 for the forwards and v - 1, .., 0 for the backwards
+ * (Megatron-LM's order; M a multiple of P). */
+static void emit_unit(emitter *e, nb_pipe_op op, int t, int k) {
+    const int P = e->sc->n_stages, v = e->sc->n_chunks, c = (k / P) % v;
+    const int mb = t * e->sc->n_micro + k / (P * v) * P + k % P;
+    emit_chunk(e, op, mb, t, op == NB_PIPE_FORWARD ? c : v - 1 - c);
+}
+
+/* Interleaved 1F1B (Narayanan et al. 2021) with a flush per step: 1F1B over the step's M x v (micro-batch,
+ * chunk) units in emit_unit's order, after a warm-up of 2 (P - 1 - s) + (v - 1) P forwards (Megatron-LM's,
+ * at most M v); with v = 1 the warm-up is 1F1B's P - 1 - s, and the schedule is 1F1B's. */
+static void gen_interleaved(emitter *e) {
+    const int P = e->sc->n_stages, v = e->sc->n_chunks, units = e->sc->n_micro * v, s = e->stage;
+    int W = v == 1 ? P - 1 - s : 2 * (P - 1 - s) + (v - 1) * P;
+    if (W > units) W = units;
+    for (int t = 0; t < e->sc->n_steps; t++) {
+        for (int k = 0; k < W; k++) emit_unit(e, NB_PIPE_FORWARD, t, k);
+        for (int k = 0; k < units - W; k++) {
+            emit_unit(e, NB_PIPE_FORWARD, t, k + W);
+            emit_unit(e, NB_PIPE_BACKWARD, t, k);
+        }
+        for (int k = units - W; k < units; k++) emit_unit(e, NB_PIPE_BACKWARD, t, k);
+        emit(e, NB_PIPE_UPDATE, -1, t);
+    }
+}
+
+/* ZB-H1 (Qi et al. 2023, the memory-efficient handcrafted schedule) with a flush per step: 1F1B's order of
+ * forwards and input gradients (B), each B followed by a weight gradient (W) of the oldest micro-batch
+ * whose W is due, the first s W's of stage s held back to the end of the step. So every stage has P
+ * micro-batches in flight (forward done, W not), stage 0 as in 1F1B, and the held-back W's fill the
+ * cool-down's idle time. Needs M >= P. */
+static void gen_zbh1(emitter *e) {
+    const int M = e->sc->n_micro, s = e->stage, W = e->sc->n_stages - 1 - s;
+    for (int t = 0; t < e->sc->n_steps; t++) {
+        const int base = t * M;
+        int nw = 0;  /* the step's W's emitted */
+        for (int i = 0; i < W; i++) emit(e, NB_PIPE_FORWARD, base + i, t);
+        for (int i = 0; i < M; i++) {
+            if (i + W < M) emit(e, NB_PIPE_FORWARD, base + i + W, t);
+            emit(e, NB_PIPE_BACKWARD_INPUT, base + i, t);
+            if (i >= s) emit(e, NB_PIPE_BACKWARD_WEIGHT, base + nw++, t);
+        }
+        while (nw < M) emit(e, NB_PIPE_BACKWARD_WEIGHT, base + nw++, t);
         emit(e, NB_PIPE_UPDATE, -1, t);
     }
 }
@@ -250,21 +315,43 @@ int nb_pipe_generate_versions(nb_pipe_schedule *out, nb_pipe_kind kind, int n_st
 }
 
 int nb_pipe_generate(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int n_micro, int n_steps) {
+    return nb_pipe_generate_ex(out, kind, n_stages, n_micro, n_steps, NULL);
+}
+
+/* v for kind: the options' (interleaved: 2 when 0), else 1; -1 when the options give chunks to another kind. */
+static int chunks_of(nb_pipe_kind kind, const nb_pipe_gen_options *o) {
+    const int v = o ? o->n_chunks : 0;
+    if (kind == NB_PIPE_INTERLEAVED) {
+        if (v < 0) return nb_fail("--chunks %d: expected v >= 1 model chunks per stage", v);
+        return v ? v : 2;
+    }
+    if (v > 1) return nb_fail("--chunks %d: only interleaved has model chunks, not %s", v, nb_pipe_kind_name(kind));
+    return 1;
+}
+
+int nb_pipe_generate_ex(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int n_micro, int n_steps,
+                        const nb_pipe_gen_options *options) {
     memset(out, 0, sizeof *out);
     if (n_stages < 1) return nb_fail("--stages %d: expected P >= 1", n_stages);
     if (n_micro < 1) return nb_fail("--microbatches %d: expected M >= 1", n_micro);
     if (n_steps < 1) return nb_fail("--steps %d: expected S >= 1", n_steps);
-    if ((kind == NB_PIPE_1F1B || kind == NB_PIPE_2BW) && n_micro < n_stages)
+    const int v = chunks_of(kind, options);
+    if (v < 1) return -1;
+    if ((kind == NB_PIPE_1F1B || kind == NB_PIPE_2BW || kind == NB_PIPE_ZBH1) && n_micro < n_stages)
         return nb_fail("--microbatches %d with --stages %d: %s needs M >= P micro-batches per step", n_micro,
                        n_stages, nb_pipe_kind_name(kind));
-    if ((long long)n_micro * n_steps > INT_MAX / 4)
-        return nb_fail("--microbatches %d x --steps %d: too many micro-batches (at most %d)", n_micro, n_steps,
-                       INT_MAX / 4);
+    if (kind == NB_PIPE_INTERLEAVED && n_micro % n_stages)
+        return nb_fail("--microbatches %d with --stages %d: interleaved needs M a multiple of P micro-batches per step",
+                       n_micro, n_stages);
+    if ((long long)n_micro * n_steps * v > INT_MAX / 4)
+        return nb_fail("--microbatches %d x --steps %d%s: too many micro-batches (at most %d)", n_micro, n_steps,
+                       v > 1 ? " x --chunks" : "", INT_MAX / 4);
     if (kind == NB_PIPE_PIPEDREAM) {  /* one update per micro-batch */
         n_steps *= n_micro;
         n_micro = 1;
     }
-    const size_t per_stage = 2 * (size_t)n_micro * (size_t)n_steps + (size_t)n_steps;
+    /* a forward and a backward per micro-batch and chunk (ZB-H1: a B and a W), an update per step */
+    const size_t per_stage = (kind == NB_PIPE_ZBH1 ? 3 : 2) * (size_t)n_micro * (size_t)n_steps * (size_t)v + (size_t)n_steps;
     if ((double)per_stage * n_stages > 4e8)
         return nb_fail("schedule of %d stages x %zu actions: too large (at most 4e8 actions)", n_stages, per_stage);
     size_t *counts = calloc((size_t)n_stages, sizeof(size_t));
@@ -273,12 +360,15 @@ int nb_pipe_generate(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int
     int rc = nb_pipe_alloc(out, kind, n_stages, n_micro, n_steps, counts);
     free(counts);
     if (rc) return rc;
+    out->n_chunks = v;
     for (int s = 0; s < n_stages; s++) {
         emitter e = {out, out->actions + out->start[s], s};
         switch (kind) {
         case NB_PIPE_GPIPE: gen_gpipe(&e); break;
         case NB_PIPE_1F1B: gen_1f1b(&e); break;
         case NB_PIPE_PIPEDREAM: case NB_PIPE_2BW: gen_stream(&e); break;
+        case NB_PIPE_INTERLEAVED: gen_interleaved(&e); break;
+        case NB_PIPE_ZBH1: gen_zbh1(&e); break;
         case NB_PIPE_SEQUENTIAL: gen_sequential(&e); break;
         }
     }
@@ -290,8 +380,9 @@ int nb_pipe_generate_sequential(nb_pipe_schedule *out, int n_stages, int n_micro
 }
 
 /* As the generators above emit: sequential one at a time; GPipe a step's M; 1F1B its warm-up W = P - 1 - s
- * and one more, within a step's M; the streams (2BW, PipeDream, and any versions) the same over all
- * micro-batches of the run. */
+ * and one more, within a step's M; ZB-H1 P on every stage (its W's held back), within a step's M; the
+ * streams (2BW, PipeDream, and any versions) the same as 1F1B over all micro-batches of the run.
+ * Interleaved's depends on its chunks: -1 (nb_pipe_simulate's peak_activations has it). */
 int nb_pipe_peak_in_flight(nb_pipe_kind kind, int n_stages, int n_micro, int n_steps, int stage) {
     const long depth = (long)n_stages - stage, all = (long)n_micro * n_steps;
     long peak;
@@ -299,6 +390,8 @@ int nb_pipe_peak_in_flight(nb_pipe_kind kind, int n_stages, int n_micro, int n_s
     case NB_PIPE_SEQUENTIAL: peak = 1; break;
     case NB_PIPE_GPIPE: peak = n_micro; break;
     case NB_PIPE_1F1B: peak = depth < n_micro ? depth : n_micro; break;
+    case NB_PIPE_ZBH1: peak = n_stages < n_micro ? n_stages : n_micro; break;
+    case NB_PIPE_INTERLEAVED: return nb_fail("interleaved: its peak in flight depends on its chunks (nb_pipe_simulate)");
     default: peak = depth < all ? depth : all; break;
     }
     return peak > 1 ? (int)peak : 1;

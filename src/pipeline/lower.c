@@ -10,8 +10,9 @@
 static const char *const msg_names[NB_MSG_KINDS] = {"ACT",   "GRAD",      "TIED_GRAD", "TIED_W", "NORM",
                                                     "STATS", "EVAL_ACT",  "EVAL_LOSS", "SAVED",  "COMMITTED",
                                                     "END",   "DONE",      "PARAMS"};
-static const char *const op_names[NB_LOW_OPS] = {"SEND", "RECV",  "FORWARD", "BACKWARD", "GRADS", "APPLY",
-                                                 "EVAL", "SAVE",  "REPORT",  "DECIDE",   "COMMIT", "FINISH"};
+static const char *const op_names[NB_LOW_OPS] = {"SEND",   "RECV",   "FORWARD", "BACKWARD", "GRADS",
+                                                 "APPLY",  "EVAL",   "SAVE",    "REPORT",   "DECIDE",
+                                                 "COMMIT", "FINISH", "BACKWARD_INPUT", "BACKWARD_WEIGHT"};
 
 const char *nb_msg_kind_name(nb_msg_kind kind) { return (unsigned)kind < NB_MSG_KINDS ? msg_names[kind] : "?"; }
 const char *nb_low_op_name(nb_low_op op) { return (unsigned)op < NB_LOW_OPS ? op_names[op] : "?"; }
@@ -38,20 +39,36 @@ static void put(list *l, nb_low_action x) {
     l->a[l->n++] = x;
 }
 
-static void compute(list *l, nb_low_op op, int step) { put(l, (nb_low_action){op, 0, -1, -1, step, -1, -1}); }
-static void send(list *l, nb_msg_kind k, int to, int index, int step) {
-    put(l, (nb_low_action){NB_LOW_SEND, k, to, index, step, -1, -1});
+static void compute(list *l, nb_low_op op, int step) { put(l, (nb_low_action){op, 0, -1, -1, step, -1, -1, 0}); }
+/* A SEND or RECV; chunk: an ACT's or GRAD's boundary between virtual stages (pipeline.h). */
+static void message(list *l, nb_low_op op, nb_msg_kind k, int peer, int index, int step, int chunk) {
+    put(l, (nb_low_action){op, k, peer, index, step, -1, -1, chunk});
 }
-static void recv(list *l, nb_msg_kind k, int from, int index, int step) {
-    put(l, (nb_low_action){NB_LOW_RECV, k, from, index, step, -1, -1});
+static void send(list *l, nb_msg_kind k, int to, int index, int step) { message(l, NB_LOW_SEND, k, to, index, step, 0); }
+static void recv(list *l, nb_msg_kind k, int from, int index, int step) { message(l, NB_LOW_RECV, k, from, index, step, 0); }
+/* A forward or backward of a micro-batch on a chunk. */
+static void pass(list *l, nb_low_op op, const nb_pipe_action *a) {
+    put(l, (nb_low_action){op, 0, -1, -1, a->step, a->mb, a->version, a->chunk});
 }
 
 /* What the lowering of one schedule needs at hand. */
 typedef struct {
     const nb_pipe_schedule *sc;
     const nb_low_options *o;
-    int P, S, coord, lag, tied_split;
+    int P, S, coord, lag, tied_split, v;
 } lowering;
+
+/* The stage of the virtual stage before (dir -1) or after (dir +1) chunk c of stage s, whose activations
+ * it receives or to which it sends them (and the gradients back), with *boundary the chunk upstream of the
+ * boundary between them, which the message carries; -1 when there is none (the model's first or last
+ * virtual stage) or when it is stage s itself (P = 1: the chunks follow each other in one list, where
+ * the schedule's own check keeps their order). Virtual stage k is chunk k / P of stage k % P. */
+static int neighbour(const lowering *w, int s, int c, int dir, int *boundary) {
+    const int k = c * w->P + s + dir;
+    if (k < 0 || k >= w->v * w->P || k % w->P == s) return -1;
+    *boundary = dir < 0 ? k / w->P : c;
+    return k % w->P;
+}
 
 static int evaluates(const lowering *w, int t) { return w->o->eval_batches > 0 && w->o->eval_at && w->o->eval_at[t]; }
 static int saves(const lowering *w, int t) {
@@ -75,18 +92,22 @@ static void fresh_copy(const lowering *w, list *l, stage_pos *p) {
 }
 
 static void lower_forward(const lowering *w, list *l, stage_pos *p, const nb_pipe_action *a) {
-    const int s = p->s;
+    int from, to, chunk;
     if (a->version == p->updates) fresh_copy(w, l, p);
-    if (s > 0) recv(l, NB_MSG_ACT, s - 1, a->mb, a->step);
-    put(l, (nb_low_action){NB_LOW_FORWARD, 0, -1, -1, a->step, a->mb, a->version});
-    if (s < w->P - 1) send(l, NB_MSG_ACT, s + 1, a->mb, a->step);
+    if ((from = neighbour(w, p->s, a->chunk, -1, &chunk)) >= 0)
+        message(l, NB_LOW_RECV, NB_MSG_ACT, from, a->mb, a->step, chunk);
+    pass(l, NB_LOW_FORWARD, a);
+    if ((to = neighbour(w, p->s, a->chunk, +1, &chunk)) >= 0) message(l, NB_LOW_SEND, NB_MSG_ACT, to, a->mb, a->step, chunk);
 }
 
+/* A whole backward or a split one's input gradient (B): the gradient from the virtual stage after, the
+ * pass, the gradient to the one before. A split one's W takes and sends nothing. */
 static void lower_backward(const lowering *w, list *l, const stage_pos *p, const nb_pipe_action *a) {
-    const int s = p->s;
-    if (s < w->P - 1) recv(l, NB_MSG_GRAD, s + 1, a->mb, a->step);
-    put(l, (nb_low_action){NB_LOW_BACKWARD, 0, -1, -1, a->step, a->mb, a->version});
-    if (s > 0) send(l, NB_MSG_GRAD, s - 1, a->mb, a->step);
+    int from, to, chunk;
+    if ((from = neighbour(w, p->s, a->chunk, +1, &chunk)) >= 0)
+        message(l, NB_LOW_RECV, NB_MSG_GRAD, from, a->mb, a->step, chunk);
+    pass(l, a->op == NB_PIPE_BACKWARD ? NB_LOW_BACKWARD : NB_LOW_BACKWARD_INPUT, a);
+    if ((to = neighbour(w, p->s, a->chunk, -1, &chunk)) >= 0) message(l, NB_LOW_SEND, NB_MSG_GRAD, to, a->mb, a->step, chunk);
 }
 
 /* Evaluation after update t: the validation batches forward through the stages on their current
@@ -96,7 +117,7 @@ static void lower_eval(const lowering *w, list *l, stage_pos *p, int t) {
     fresh_copy(w, l, p);
     for (int b = 0; b < w->o->eval_batches; b++) {
         if (s > 0) recv(l, NB_MSG_EVAL_ACT, s - 1, b, t);
-        put(l, (nb_low_action){NB_LOW_EVAL, 0, -1, b, t, -1, -1});
+        put(l, (nb_low_action){NB_LOW_EVAL, 0, -1, b, t, -1, -1, 0});
         if (s < w->P - 1) send(l, NB_MSG_EVAL_ACT, s + 1, b, t);
     }
     if (s == w->P - 1) send(l, NB_MSG_EVAL_LOSS, w->coord, t, t);
@@ -137,7 +158,8 @@ static void lower_stage(const lowering *w, list *l, int s) {
         const nb_pipe_action *a = &w->sc->actions[k];
         if (a->step < w->o->from_step) continue;  /* done before the checkpoint the run resumed from */
         if (a->op == NB_PIPE_FORWARD) lower_forward(w, l, &p, a);
-        else if (a->op == NB_PIPE_BACKWARD) lower_backward(w, l, &p, a);
+        else if (a->op == NB_PIPE_BACKWARD || a->op == NB_PIPE_BACKWARD_INPUT) lower_backward(w, l, &p, a);
+        else if (a->op == NB_PIPE_BACKWARD_WEIGHT) pass(l, NB_LOW_BACKWARD_WEIGHT, a);
         else lower_update(w, l, &p, a->step);
     }
     fresh_copy(w, l, &p);  /* the final weights, whole */
@@ -177,7 +199,13 @@ int nb_pipe_lower(const nb_pipe_schedule *sc, const nb_low_options *o, nb_low_sc
     if (o->from_step < 0 || o->from_step > sc->n_steps)
         return nb_fail("lowering: resumed at step %d: expected 0 .. %d", o->from_step, sc->n_steps);
     if (o->eval_batches < 0) return nb_fail("lowering: %d validation batches: expected >= 0", o->eval_batches);
-    lowering w = {sc, o, P, sc->n_steps, P, end_lag(sc), o->tied && P > 1};
+    const int v = sc->n_chunks > 0 ? sc->n_chunks : 1;
+    lowering w = {sc, o, P, sc->n_steps, P, end_lag(sc), o->tied && P > 1, v};
+    /* An evaluation would pass through every virtual stage, chunk after chunk: not lowered yet. */
+    for (int t = 0; v > 1 && t < sc->n_steps; t++)
+        if (evaluates(&w, t))
+            return nb_fail("lowering: evaluation through %d model chunks per stage (%s) is not lowered yet", v,
+                           nb_pipe_kind_name(sc->kind));
     list *lists = calloc((size_t)P + 1, sizeof *lists);
     if (!lists) return nb_fail("out of memory lowering a schedule of %d stages", P);
     for (int s = 0; s < P; s++) lower_stage(&w, &lists[s], s);
@@ -199,6 +227,7 @@ int nb_pipe_lower(const nb_pipe_schedule *sc, const nb_low_options *o, nb_low_sc
     out->n_stages = P;
     out->n_steps = sc->n_steps;
     out->end_lag = w.lag;
+    out->n_chunks = v;
     size_t at = 0;
     for (int e = 0; e <= P; e++) {
         out->start[e] = at;
@@ -221,7 +250,7 @@ void nb_low_free(nb_low_schedule *l) {
 
 static int same_action(const nb_low_action *x, const nb_low_action *y) {
     return x->op == y->op && x->msg == y->msg && x->peer == y->peer && x->index == y->index && x->step == y->step &&
-           x->mb == y->mb && x->version == y->version;
+           x->mb == y->mb && x->version == y->version && x->chunk == y->chunk;
 }
 
 size_t nb_low_common_prefix(const nb_low_schedule *a, const nb_low_schedule *b, int e) {

@@ -22,12 +22,24 @@ static int fail_at(const nb_low_schedule *l, int e, size_t k, const char *fmt, .
                    nb_low_action_text(&l->actions[l->start[e] + k], l->n_stages, what, sizeof what), problem);
 }
 
-/* The direction each message kind travels (pipeline.h's nb_msg_kind): what a lowering may emit. */
-static int direction_ok(nb_msg_kind kind, int from, int to, int P) {
+static int n_chunks(const nb_low_schedule *l) { return l->n_chunks > 0 ? l->n_chunks : 1; }
+
+/* Whether an ACT from stage `up` to `down` may carry the boundary after chunk c (pipeline.h): to the next
+ * stage from any chunk, or with chunks from the last stage's chunk c to stage 0's c + 1. GRAD the reverse. */
+static int boundary_ok(int up, int down, int c, int P, int v) {
+    if (up >= P || down >= P || c < 0 || c >= v) return 0;
+    return down == up + 1 || (P > 1 && up == P - 1 && down == 0 && c < v - 1);
+}
+
+/* The direction each message kind travels (pipeline.h's nb_msg_kind): what a lowering may emit. Only ACT
+ * and GRAD carry a chunk. */
+static int direction_ok(nb_msg_kind kind, int from, int to, int chunk, int P, int v) {
     const int coordinator = P, from_stage = from < P, to_stage = to < P;
+    if (chunk != 0 && kind != NB_MSG_ACT && kind != NB_MSG_GRAD) return 0;
     switch (kind) {
-    case NB_MSG_ACT: case NB_MSG_EVAL_ACT: return from_stage && to == from + 1 && to_stage;
-    case NB_MSG_GRAD: return from_stage && to == from - 1;
+    case NB_MSG_ACT: return boundary_ok(from, to, chunk, P, v);
+    case NB_MSG_GRAD: return boundary_ok(to, from, chunk, P, v);
+    case NB_MSG_EVAL_ACT: return from_stage && to == from + 1 && to_stage;
     case NB_MSG_TIED_GRAD: return from == P - 1 && to == 0;
     case NB_MSG_TIED_W: return from == 0 && to == P - 1;
     case NB_MSG_NORM: return from_stage && to_stage;
@@ -40,7 +52,8 @@ static int direction_ok(nb_msg_kind kind, int from, int to, int P) {
 }
 
 static const char *const direction_rule[NB_MSG_KINDS] = {
-    "stage s to stage s+1", "stage s+1 to stage s", "the last stage to stage 0", "stage 0 to the last stage",
+    "stage s to stage s+1 (with chunks, also chunk c < v-1 of the last stage to stage 0)",
+    "stage s+1 to stage s (with chunks, also stage 0 to chunk c < v-1 of the last stage)", "the last stage to stage 0", "stage 0 to the last stage",
     "a stage to another stage", "a stage to the coordinator", "stage s to stage s+1", "the last stage to the coordinator",
     "a stage to the coordinator", "the coordinator to a stage", "the coordinator to a stage",
     "a stage to the coordinator", "stages 1 .. P-1 to the coordinator"};
@@ -55,13 +68,21 @@ static int check_message(const nb_low_schedule *l, int e, size_t k, const nb_low
     if (a->step < -1 || a->step >= l->n_steps)
         return fail_at(l, e, k, "step %d: expected -1 .. %d", a->step, l->n_steps - 1);
     const int from = a->op == NB_LOW_SEND ? e : a->peer, to = a->op == NB_LOW_SEND ? a->peer : e;
-    if (!direction_ok(a->msg, from, to, P))
-        return fail_at(l, e, k, "%s goes from %s, not %d to %d", nb_msg_kind_name(a->msg), direction_rule[a->msg], from, to);
+    if (a->chunk < 0 || a->chunk >= n_chunks(l))
+        return fail_at(l, e, k, "chunk %d: expected 0 .. %d", a->chunk, n_chunks(l) - 1);
+    if (!direction_ok(a->msg, from, to, a->chunk, P, n_chunks(l)))
+        return fail_at(l, e, k, "%s goes from %s, not %d to %d%s", nb_msg_kind_name(a->msg), direction_rule[a->msg], from,
+                       to, a->chunk ? " with a chunk" : "");
     return 0;
 }
 
 static int is_coordinator_op(nb_low_op op) {
     return op == NB_LOW_REPORT || op == NB_LOW_DECIDE || op == NB_LOW_COMMIT || op == NB_LOW_FINISH;
+}
+
+/* A forward, a whole backward or either half of a split one: a micro-batch's pass on a version and chunk. */
+static int is_pass(nb_low_op op) {
+    return op == NB_LOW_FORWARD || op == NB_LOW_BACKWARD || op == NB_LOW_BACKWARD_INPUT || op == NB_LOW_BACKWARD_WEIGHT;
 }
 
 static int check_compute(const nb_low_schedule *l, int e, size_t k, const nb_low_action *a) {
@@ -71,17 +92,19 @@ static int check_compute(const nb_low_schedule *l, int e, size_t k, const nb_low
     if (a->op == NB_LOW_FINISH) return 0;
     if (a->step < 0 || a->step >= l->n_steps)
         return fail_at(l, e, k, "step %d: expected 0 .. %d", a->step, l->n_steps - 1);
-    if (a->op == NB_LOW_FORWARD || a->op == NB_LOW_BACKWARD) {
+    if (is_pass(a->op)) {
         if (a->mb < 0) return fail_at(l, e, k, "micro-batch %d: expected >= 0", a->mb);
         if (a->version < 0 || a->version > a->step)
             return fail_at(l, e, k, "version %d: expected 0 .. %d (the step)", a->version, a->step);
     }
+    if (a->chunk != 0 && (!is_pass(a->op) || a->chunk < 0 || a->chunk >= n_chunks(l)))
+        return fail_at(l, e, k, "chunk %d: expected %s", a->chunk, is_pass(a->op) ? "0 .. v-1" : "0 (not a pass)");
     if (a->op == NB_LOW_EVAL && a->index < 0) return fail_at(l, e, k, "validation batch %d: expected >= 0", a->index);
     return 0;
 }
 
 /* A stage's updates and versions: APPLY in step order from its first one (the step a resumed run starts
- * at), each after its GRADS, and no FORWARD or BACKWARD on a version its updates have not made yet. */
+ * at), each after its GRADS, and no pass (forward, backward, B, W) on a version its updates have not made yet. */
 static int check_versions(const nb_low_schedule *l, int e) {
     const nb_low_action *a = l->actions + l->start[e];
     const size_t n = l->start[e + 1] - l->start[e];
@@ -90,7 +113,7 @@ static int check_versions(const nb_low_schedule *l, int e) {
         if (a[k].op == NB_LOW_APPLY) version = a[k].step;
     for (size_t k = 0; k < n; k++) {
         if (a[k].op == NB_LOW_GRADS) grads = a[k].step;
-        if ((a[k].op == NB_LOW_FORWARD || a[k].op == NB_LOW_BACKWARD) && version >= 0 && a[k].version > version)
+        if (is_pass(a[k].op) && version >= 0 && a[k].version > version)
             return fail_at(l, e, k, "version %d used with only version %d made (a version from the future)", a[k].version,
                            version);
         if (a[k].op != NB_LOW_APPLY) continue;
@@ -119,20 +142,24 @@ int lowered_check_fields(const nb_low_schedule *l) {
 }
 
 /* One end of a message, with its sort key packed in two words, compared hi first: sender, receiver,
- * kind, index, SEND before RECV (the fields check made every part >= 0: peers in 0 .. P, index >= 0, a
- * known kind). The sort brings a message's SENDs, then its RECVs, together, each in list order. */
+ * chunk, kind, index, SEND before RECV (the fields check made every part >= 0: peers in 0 .. P, index >= 0,
+ * a known kind, a chunk below v). The sort brings a message's SENDs, then its RECVs, together, each in
+ * list order. */
 typedef struct {
-    uint64_t hi, lo;  /* hi: from << 32 | to; lo: kind << 33 | index << 1 | is_recv */
+    uint64_t hi, lo;  /* hi: from << 32 | to; lo: chunk << 37 | kind << 33 | index << 1 | is_recv */
     size_t at;        /* global action index */
 } message_end;
 
-static message_end make_end(int from, int to, int kind, int index, int is_recv, size_t at) {
+static message_end make_end(int from, int to, int chunk, int kind, int index, int is_recv, size_t at) {
     return (message_end){(uint64_t)(unsigned)from << 32 | (unsigned)to,
-                         (uint64_t)(unsigned)kind << 33 | (uint64_t)(unsigned)index << 1 | (unsigned)is_recv, at};
+                         (uint64_t)(unsigned)chunk << 37 | (uint64_t)(unsigned)kind << 33 |
+                             (uint64_t)(unsigned)index << 1 | (unsigned)is_recv,
+                         at};
 }
 static int end_from(const message_end *x) { return (int)(x->hi >> 32); }
 static int end_to(const message_end *x) { return (int)(x->hi & 0xffffffffu); }
-static int end_kind(const message_end *x) { return (int)(x->lo >> 33); }
+static int end_chunk(const message_end *x) { return (int)(x->lo >> 37); }
+static int end_kind(const message_end *x) { return (int)((x->lo >> 33) & 15u); }
 static int end_index(const message_end *x) { return (int)((x->lo >> 1) & 0xffffffffu); }
 static int end_is_recv(const message_end *x) { return (int)(x->lo & 1); }
 /* The same message (sender, receiver, kind, index), either end. */
@@ -194,19 +221,20 @@ static message_end *collect_ends(const nb_low_schedule *l, size_t *n_out) {
             const nb_low_action *a = &l->actions[g];
             if (!lowered_is_message(a->op)) continue;
             const int recv = a->op == NB_LOW_RECV;
-            ends[n++] = make_end(recv ? a->peer : e, recv ? e : a->peer, (int)a->msg, a->index, recv, g);
+            ends[n++] = make_end(recv ? a->peer : e, recv ? e : a->peer, a->chunk, (int)a->msg, a->index, recv, g);
         }
     *n_out = n;
     return ends;
 }
 
 static int report_unmatched(const nb_low_schedule *l, const message_end *x, size_t sends, size_t recvs) {
-    char other[32], from[32], to[32];
+    char other[32], from[32], to[32], chunk[24] = "";
     const int e = endpoint_of(l, x->at), P = l->n_stages;
-    return fail_at(l, e, x->at - l->start[e], "no matching %s in %s's list (%zu SEND and %zu RECV of %s(%d) from %s to %s)",
+    if (end_chunk(x)) snprintf(chunk, sizeof chunk, ", chunk %d", end_chunk(x));
+    return fail_at(l, e, x->at - l->start[e], "no matching %s in %s's list (%zu SEND and %zu RECV of %s(%d%s) from %s to %s)",
                    end_is_recv(x) ? "SEND" : "RECV",
                    nb_low_endpoint_text(end_is_recv(x) ? end_from(x) : end_to(x), P, other, sizeof other), sends, recvs,
-                   nb_msg_kind_name((nb_msg_kind)end_kind(x)), end_index(x),
+                   nb_msg_kind_name((nb_msg_kind)end_kind(x)), end_index(x), chunk,
                    nb_low_endpoint_text(end_from(x), P, from, sizeof from), nb_low_endpoint_text(end_to(x), P, to, sizeof to));
 }
 

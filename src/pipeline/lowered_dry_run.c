@@ -53,6 +53,8 @@ static double duration(const nb_low_costs *c, const nb_low_action *a, int e) {
     switch (a->op) {
     case NB_LOW_FORWARD: return per_stage(c->forward, e);
     case NB_LOW_BACKWARD: return per_stage(c->backward, e);
+    case NB_LOW_BACKWARD_INPUT: return per_stage(c->backward_input, e);
+    case NB_LOW_BACKWARD_WEIGHT: return per_stage(c->backward_weight, e);
     case NB_LOW_APPLY: return per_stage(c->update, e);
     case NB_LOW_EVAL: return per_stage(c->eval, e);
     case NB_LOW_SAVE: return c->save;

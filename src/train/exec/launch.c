@@ -31,6 +31,7 @@ static int check_pipeline_options(const nb_train_options *o) {
         nb_pipe_kind_list(list, sizeof list);
         return nb_fail("--pipeline %d: expected one of %s", o->pipeline, list);
     }
+    if (nb_pipe_kind_check_executed(kind)) return -1;  /* interleaved, zbh1: no chunks or split backward yet */
     nb_delay_options want = o->delay;
     nb_delay_parse(nb_pipe_delay_name(kind), &want);
     if (o->delay.mode != want.mode)

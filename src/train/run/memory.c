@@ -52,7 +52,12 @@ static int train_stage(const nb_train_options *o, nb_stage *st, int T, int S, nb
     if (st->precision == NB_PRECISION_BF16) e->versions += sizeof(uint16_t) * n * (tau + 2);
     const nb_pipe_kind kind = o->pipeline >= 0 ? (nb_pipe_kind)o->pipeline : NB_PIPE_SEQUENTIAL;
     const int M = pipedream ? 1 : o->microbatches;
-    const int slots = nb_pipe_peak_in_flight(kind, P, M, S, s) + (o->val_pattern ? 1 : 0);
+    const int peak = nb_pipe_peak_in_flight(kind, P, M, S, s);  /* -1 for a kind the trainer does not run */
+    if (peak < 0) {
+        nb_pipe_kind_check_executed(kind);  /* its message, where that is why */
+        return -1;
+    }
+    const int slots = peak + (o->val_pattern ? 1 : 0);
     e->activations += (double)slots * nb_acts_bytes(st, o->batch, T);
     e->scratch += (double)nb_stage_scratch_bytes(st, o->batch, T);
     return 0;

@@ -203,8 +203,9 @@ int nb_settings_arg(nb_settings_args *a, const char *flag, const char *value) {
     return 0;
 }
 
-/* --pipeline sets the delay its schedule imposes; an explicit --delay must agree with it. Without
- * --pipeline there is one process: no other transport, and not under mpirun. */
+/* --pipeline sets the delay its schedule imposes; an explicit --delay must agree with it; a kind that is
+ * a schedule only (interleaved, zbh1) is refused here, before any work. Without --pipeline there is one
+ * process: no other transport, and not under mpirun. */
 static int pipeline_delay(nb_settings_args *a) {
     nb_train_options *o = a->o;
     const nb_setting *delay = nb_setting_by_name("delay");
@@ -213,6 +214,7 @@ static int pipeline_delay(nb_settings_args *a) {
             return nb_fail("--transport and mpirun need --pipeline KIND (one process per stage)");
         return 0;
     }
+    if (nb_pipe_kind_check_executed((nb_pipe_kind)o->pipeline)) return -1;
     const char *own = nb_pipe_delay_name((nb_pipe_kind)o->pipeline);
     char given[32];
     nb_setting_format(delay, o, given, sizeof given);
