@@ -3,7 +3,8 @@
 # rounds, interleaved so that all see the same machine, `nobubble bench` of each dense preset and its MoE
 # preset (tiny and moe-tiny at B 16 x T 128; small and moe-small at B 8 x T 256) in fp32, and
 # tools/bench/torch_moe_bench.py (transformers' Mixtral of the same shape, eager and torch.compile), in
-# PRECISION: fp32, or bf16 (nobubble's bf16; PyTorch's bf16 autocast on float32 weights); then the
+# PRECISION: fp32, or bf16 (nobubble's bf16; PyTorch's bf16 autocast on float32 weights, and its fp32
+# modes beside them); then the
 # medians over the rounds. GFLOP/s count active parameters on both sides; "MoE routing" is the share of
 # nobubble's step its MoE layers spend outside their products (bench's moe_routing_share).
 #
@@ -16,6 +17,9 @@ rounds=${1:-3}
 threads=${2:-$(getconf _NPROCESSORS_ONLN)}
 precision=${3:-fp32}
 case "$precision" in fp32|bf16) ;; *) echo "bench/moe.sh: PRECISION '$precision': expected fp32 or bf16" >&2; exit 2 ;; esac
+# PyTorch's modes: under bf16 its fp32 ones too, so that the table holds its best mode whichever it is
+modes=eager-fp32,compile-fp32
+[ "$precision" = bf16 ] && modes=$modes,eager-bf16,compile-bf16
 py=${NB_MOE_PYTHON:-/tmp/venv/bin/python}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -31,7 +35,7 @@ for r in $(seq 1 "$rounds"); do
       --steps 8 --json > "$out/nb_${r}_$moe.json"
     if [ "$torch_ok" = 1 ]; then
       OMP_NUM_THREADS=$threads "$py" -W ignore tools/bench/torch_moe_bench.py --model "$moe" --threads "$threads" \
-        --modes "eager-$precision,compile-$precision" --batch "$B" --seq "$T" --steps 5 --json > "$out/torch_${r}_$moe.json" 2> "$out/torch_${r}_$moe.log" \
+        --modes "$modes" --batch "$B" --seq "$T" --steps 5 --json > "$out/torch_${r}_$moe.json" 2> "$out/torch_${r}_$moe.log" \
         || { tail -3 "$out/torch_${r}_$moe.log" >&2; }
     fi
   done
