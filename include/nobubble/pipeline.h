@@ -176,6 +176,7 @@ void nb_pipe_sim_free(nb_pipe_sim *sim);
  * flat loop over its actions.
  *
  * The lowered update of step t on stage s, in list order:
+ *   [replicas]          REDUCE(t): the step's gradient summed over the stage's data-parallel replicas
  *   [tied split, last]  SEND TIED_GRAD(t) -> 0        [tied split, first] RECV TIED_GRAD(t) <- P-1
  *   GRADS(t)            the gradient complete: the tied sum (first stage), Taylor; its squared norm
  *   [clip]              SEND NORM(t) -> every other stage in stage order, then RECV NORM(t) <- each, in order
@@ -234,6 +235,8 @@ typedef enum {
     NB_LOW_FINISH,    /* coordinator: results, summary, export */
     NB_LOW_BACKWARD_INPUT,   /* a split backward's input gradient (B): as FORWARD */
     NB_LOW_BACKWARD_WEIGHT,  /* its weight gradient (W): as FORWARD */
+    NB_LOW_REDUCE,    /* step: the gradient (and the forward's loss sums) summed over the data-parallel
+                         replicas, in replica order (nb_low_options.replicas) */
     NB_LOW_OPS
 } nb_low_op;
 
@@ -258,6 +261,9 @@ typedef struct {
                                      checkpoint at COMMIT while the stages wait (COMMITTED) */
     int from_step;                /* a resumed run starts here: actions of earlier steps are left out */
     int gather_params;            /* stages 1 .. P-1 send their final weights to the coordinator (MPI) */
+    int replicas;                 /* data parallelism: with more than 1, each update starts with REDUCE (the
+                                     lists are every replica's; the sum is the transport's, not a message of
+                                     these lists, and the simulator gives it no cost) */
 } nb_low_options;
 
 typedef struct {

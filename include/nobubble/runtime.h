@@ -35,6 +35,18 @@ void nb_transport_list(char *buf, size_t size);
 typedef struct nb_link nb_link;
 int nb_link_stage(const nb_link *l);
 int nb_link_count(const nb_link *l);
+/* Data parallelism (docs/data-parallel.md): how many replicas of the pipeline the run has (1 on threads) and
+ * which one this link's endpoint belongs to (0 .. replicas - 1). Messages go between the endpoints of one
+ * replica; the coordinator (an extra endpoint, on replica 0) reaches every replica's stage s when it sends
+ * to stage s. */
+int nb_link_replicas(const nb_link *l);
+int nb_link_replica(const nb_link *l);
+/* Every replica of this link's stage calls it with the same n: afterwards each buf holds the sum of the
+ * replicas' n values (value_bytes 4: float, 8: double), added element by element in replica order,
+ * ((x_0 + x_1) + x_2) + ..., so that every replica holds the same bits whatever the ranks' placement (an
+ * MPI_Allreduce's order is its implementation's). A wait longer than the link's timeout fails, naming the
+ * replica waited for. With one replica it does nothing. */
+int nb_link_replica_sum(nb_link *l, void *buf, size_t n, size_t value_bytes);
 /* Copies bytes to endpoint `to` under `tag` (0 <= tag < 2^20). */
 int nb_link_send(nb_link *l, int to, int tag, const void *buf, size_t bytes);
 /* Waits for the message (from, tag) and copies it into buf, which must be exactly its size. */
@@ -68,7 +80,7 @@ void nb_hub_free(nb_hub *h);
  * nb_mpi_available() is 0 and nb_mpi_links fails saying so (NB_MPI_MISSING). last_error: the transport's
  * message after a failed call. */
 typedef struct {
-    int (*links)(nb_link **links, int *n_links, int n_stages, int n_endpoints);
+    int (*links)(nb_link **links, int *n_links, int n_stages, int n_endpoints, int replicas);
     void (*finish)(void);
     const char *(*last_error)(void);
 } nb_mpi_transport;
@@ -89,6 +101,12 @@ int nb_mpi_available(void);
  * endpoint pair in the MPI tag (fails at once, naming MPI_TAG_UB, when it does not fit). All links
  * of a process must be driven by one thread; nb_link_close each, then nb_mpi_finish once. */
 int nb_mpi_links(nb_link **links, int *n_links, int n_stages, int n_endpoints);
+/* The same for `replicas` copies of the pipeline (data parallelism): the world is replicas x n_stages ranks,
+ * rank = replica x n_stages + stage; the extra endpoints live on rank 0 (replica 0's stage 0). A link's
+ * messages go to the stages of its own replica (and to the extra endpoints); a message from an extra endpoint
+ * to stage s goes to stage s of every replica. The ranks of one stage share a communicator (MPI_Comm_split by
+ * stage) for nb_link_replica_sum. */
+int nb_mpi_links_replicated(nb_link **links, int *n_links, int n_stages, int n_endpoints, int replicas);
 /* MPI_Finalize, after the links are closed (no-op without MPI or when it was never started). */
 void nb_mpi_finish(void);
 /* Whether this process was started by an MPI launcher (mpirun sets its rank variables). */

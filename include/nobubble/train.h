@@ -91,6 +91,12 @@ typedef struct nb_train_options {
      * threads of each (docs/executor.md, "Thread counts"; native bf16 matmuls: give both the same). */
     int pipeline;               /* an nb_pipe_kind, or -1: one process simulates the delay (-1) */
     int transport;              /* an nb_transport_kind (threads) */
+    int data_parallel;          /* D replicas of the run (docs/data-parallel.md) (1): each step's `microbatches`
+                                   (a multiple of D) split into D contiguous groups, one per replica, each group's
+                                   gradient summed from zero and the D sums added in replica order before the
+                                   update. On MPI (pipeline, transport mpi) D x stages ranks; in one process
+                                   (no pipeline) the groups one after another, ending on the same weights; a
+                                   threads pipeline refuses D > 1 */
     int threads_per_stage;      /* GEMM threads per worker (0: the process's cores / stages, at least 1) */
     nb_precision precision;     /* fp32, bf16, or auto (resolved by nb_train before it runs: bf16 where the
                                    CPU has bf16 instructions, fp32 elsewhere) (fp32) */

@@ -152,7 +152,7 @@ static int box_of(nb_low_op op) {
     case NB_LOW_FORWARD: return BOX_FWD;
     case NB_LOW_BACKWARD: case NB_LOW_BACKWARD_INPUT: return BOX_BWD;
     case NB_LOW_BACKWARD_WEIGHT: return BOX_WGT;
-    case NB_LOW_GRADS: case NB_LOW_APPLY: return BOX_UPD;
+    case NB_LOW_GRADS: case NB_LOW_APPLY: case NB_LOW_REDUCE: return BOX_UPD;
     case NB_LOW_EVAL: return BOX_EVAL;
     case NB_LOW_SAVE: return BOX_SAVE;
     case NB_LOW_SEND: case NB_LOW_RECV: return -1;

@@ -1,6 +1,7 @@
 /* The MPI transport (libnobubble-mpi; nb_mpi_register in include/nobubble/mpi.h): one rank per pipeline
- * stage of MPI_COMM_WORLD, and any endpoints beyond the stages (the coordinator) on rank 0, driven by
- * the same thread as its stage. A send to an endpoint of another rank copies the bytes and starts an
+ * stage of MPI_COMM_WORLD (per stage of each replica under data parallelism: rank = replica x stages +
+ * stage), and any endpoints beyond the stages (the coordinator) on rank 0, driven by the same thread as
+ * its stage. A send to an endpoint of another rank copies the bytes and starts an
  * MPI_Isend, so that it never waits for the receiver (two neighbours sending each other large
  * activations and gradients would otherwise deadlock in MPI's rendezvous protocol); finished sends are
  * reaped on later calls and at close. A send to an endpoint of this process goes to that endpoint's
@@ -31,10 +32,12 @@ typedef struct pending {
 
 /* What the links of one process share: where each endpoint lives, the queues of this process's
  * endpoints, the sends MPI has not finished with, and how many links are still open. Endpoint e
- * lives on rank e when it is a stage (e < n_stages), else on rank 0, where it has local index
- * e - n_stages + 1 (the stage's is 0). */
+ * lives on rank replica x n_stages + e when it is a stage (e < n_stages: its replica's, the rank's own),
+ * else on rank 0, where it has local index e - n_stages + 1 (the stage's is 0). */
 typedef struct {
     int rank, n_stages, on_rank0;  /* on_rank0: endpoints rank 0 hosts, 1 + the extra ones */
+    int replica, replicas;         /* this rank's replica of the pipeline, and how many there are */
+    MPI_Comm stage_comm;           /* the ranks of this rank's stage, ranked by replica (replicas > 1) */
     nb_queue *queues;              /* by local index */
     pending *sends;
     int open;
@@ -42,7 +45,7 @@ typedef struct {
 
 static int started;
 
-static int rank_of(const mpi_proc *p, int e) { return e < p->n_stages ? e : 0; }
+static int rank_of(const mpi_proc *p, int e) { return e < p->n_stages ? p->replica * p->n_stages + e : 0; }
 static int local_index(const mpi_proc *p, int e) { return e < p->n_stages ? 0 : e - p->n_stages + 1; }
 
 /* The MPI tag of a message: the (sender, receiver) pair of local indices above the link's tag, so
@@ -68,13 +71,13 @@ static void reap(mpi_proc *m, int wait) {
     }
 }
 
-static int send_remote(nb_link *l, int to, int tag, const void *buf, size_t bytes) {
+static int send_remote(nb_link *l, int rank, int to, int tag, const void *buf, size_t bytes) {
     mpi_proc *m = l->impl;
     if (bytes > (size_t)0x7fffffff) return nb_fail("stage %d: a message of %zu bytes is too large for MPI", l->stage, bytes);
     pending *p = malloc(sizeof *p + bytes);
     if (!p) return nb_fail("stage %d: out of memory sending %zu bytes to stage %d", l->stage, bytes, to);
     if (bytes) memcpy(p->data, buf, bytes);
-    if (MPI_Isend(p->data, (int)bytes, MPI_BYTE, rank_of(m, to), wire_tag(m, l->stage, to, tag), MPI_COMM_WORLD,
+    if (MPI_Isend(p->data, (int)bytes, MPI_BYTE, rank, wire_tag(m, l->stage, to, tag), MPI_COMM_WORLD,
                   &p->req) != MPI_SUCCESS) {
         free(p);
         return nb_fail("stage %d: MPI_Isend to stage %d failed", l->stage, to);
@@ -84,25 +87,33 @@ static int send_remote(nb_link *l, int to, int tag, const void *buf, size_t byte
     return 0;
 }
 
+/* A message from an extra endpoint (the coordinator) to stage s goes to stage s of every replica. */
 static int mpi_send(nb_link *l, int to, int tag, const void *buf, size_t bytes) {
     mpi_proc *m = l->impl;
     reap(m, 0);
-    if (rank_of(m, to) != m->rank) return send_remote(l, to, tag, buf, bytes);
-    nb_msg *msg = nb_msg_new(l->stage, l->stage, to, tag, buf, bytes);
-    if (!msg) return -1;
-    nb_queue_push(&m->queues[local_index(m, to)], msg);
+    const int copies = l->stage >= m->n_stages && to < m->n_stages ? m->replicas : 1;
+    for (int q = 0; q < copies; q++) {
+        const int rank = copies > 1 ? q * m->n_stages + to : rank_of(m, to);
+        if (rank != m->rank) {
+            if (send_remote(l, rank, to, tag, buf, bytes)) return -1;
+            continue;
+        }
+        nb_msg *msg = nb_msg_new(l->stage, l->stage, to, tag, buf, bytes);
+        if (!msg) return -1;
+        nb_queue_push(&m->queues[local_index(m, to)], msg);
+    }
     return 0;
 }
 
 /* MPI_Probe with the link's timeout: a rank that stalled (SIGSTOP, a hung file system) is no failure
  * to MPI, and would hold this one for ever. It polls, as Open MPI's blocking probe does too; once a
  * wait has lasted a few milliseconds (a stage idle anyway), it sleeps 50 us between polls. */
-static int probe(nb_link *l, int rank, int wire, MPI_Status *st) {
-    if (l->timeout_s <= 0) return MPI_Probe(rank, wire, MPI_COMM_WORLD, st) == MPI_SUCCESS ? 0 : -1;
+static int probe(nb_link *l, MPI_Comm comm, int rank, int wire, MPI_Status *st) {
+    if (l->timeout_s <= 0) return MPI_Probe(rank, wire, comm, st) == MPI_SUCCESS ? 0 : -1;
     const double start = nb_now();
     for (;;) {
         int arrived = 0;
-        if (MPI_Iprobe(rank, wire, MPI_COMM_WORLD, &arrived, st) != MPI_SUCCESS) return -1;
+        if (MPI_Iprobe(rank, wire, comm, &arrived, st) != MPI_SUCCESS) return -1;
         if (arrived) return 0;
         const double waited = nb_now() - start;
         if (waited > l->timeout_s) return 1;
@@ -114,7 +125,7 @@ static int recv_remote(nb_link *l, int from, int tag, void *buf, size_t bytes) {
     mpi_proc *m = l->impl;
     const int rank = rank_of(m, from), wire = wire_tag(m, from, l->stage, tag);
     MPI_Status st;
-    int rc = probe(l, rank, wire, &st);
+    int rc = probe(l, MPI_COMM_WORLD, rank, wire, &st);
     if (rc > 0) return nb_link_timed_out(l, from, tag);
     if (rc) return nb_fail("stage %d: MPI_Probe for stage %d failed", l->stage, from);
     int count = 0;
@@ -152,13 +163,18 @@ static int mpi_poll(nb_link *l, int from, int tag) {
 }
 
 static void mpi_fail(nb_link *l, const char *why) {
-    fprintf(stderr, "nobubble: stage %d failed: %s\n", l->stage, why);
+    const mpi_proc *m = l->impl;
+    if (m->replicas > 1)
+        fprintf(stderr, "nobubble: stage %d of replica %d (rank %d) failed: %s\n", l->stage, m->replica, m->rank, why);
+    else
+        fprintf(stderr, "nobubble: stage %d failed: %s\n", l->stage, why);
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 3);
 }
 
 static void proc_free(mpi_proc *m) {
     for (int i = 0; i < m->on_rank0; i++) nb_queue_clear(&m->queues[i]);
+    if (m->stage_comm != MPI_COMM_NULL) MPI_Comm_free(&m->stage_comm);
     free(m->queues);
     free(m);
 }
@@ -176,7 +192,96 @@ static void mpi_close(nb_link *l) {
     proc_free(m);
 }
 
-static const nb_link_ops mpi_ops = {mpi_send, mpi_recv, mpi_poll, mpi_fail, mpi_close};
+/* ---- the sum over the replicas of a stage (nb_link_replica_sum) ----
+ * Every rank sends its values to every other replica of its stage over the stage's communicator, then adds
+ * the D vectors in replica order, its own in its place: every rank adds the same numbers in the same order,
+ * so all end on the same bits (an all-gather and a local sum; MPI_Allreduce's order is its implementation's,
+ * and may differ between ranks). A vector travels in pieces of at most SUM_PIECE bytes (MPI counts are ints),
+ * each piece one message of tag 0: between two ranks they arrive in the order sent. */
+enum { SUM_PIECE = 1 << 30 };
+
+static size_t pieces(size_t bytes) { return bytes ? (bytes + SUM_PIECE - 1) / SUM_PIECE : 0; }
+static int piece_len(size_t bytes, size_t k) {
+    const size_t left = bytes - k * SUM_PIECE;
+    return (int)(left < SUM_PIECE ? left : SUM_PIECE);
+}
+
+/* Replica q's vector of `bytes` into buf. */
+static int sum_recv(nb_link *l, int q, void *buf, size_t bytes) {
+    mpi_proc *m = l->impl;
+    for (size_t k = 0; k < pieces(bytes); k++) {
+        MPI_Status st;
+        int rc = probe(l, m->stage_comm, q, 0, &st), count = 0;
+        if (rc > 0)
+            return nb_fail("stage %d of replica %d: no values from replica %d (rank %d) for %g s, in the sum of the "
+                           "step's gradients over the replicas: that rank has stalled or died, or is slower than "
+                           "--peer-timeout allows", l->stage, m->replica, q, q * m->n_stages + l->stage, l->timeout_s);
+        if (rc) return nb_fail("stage %d of replica %d: MPI_Probe for replica %d failed", l->stage, m->replica, q);
+        MPI_Get_count(&st, MPI_BYTE, &count);
+        if (count != piece_len(bytes, k))
+            return nb_fail("stage %d of replica %d: replica %d sent %d bytes of its sum's piece %zu, expected %d (do the "
+                           "replicas run the same model and settings?)", l->stage, m->replica, q, count, k,
+                           piece_len(bytes, k));
+        if (MPI_Recv((unsigned char *)buf + k * SUM_PIECE, count, MPI_BYTE, q, 0, m->stage_comm, MPI_STATUS_IGNORE) !=
+            MPI_SUCCESS)
+            return nb_fail("stage %d of replica %d: MPI_Recv from replica %d failed", l->stage, m->replica, q);
+    }
+    return 0;
+}
+
+/* The sends of this rank's vector, finished (taken by every other replica) within the link's timeout. */
+static int sum_sent(nb_link *l, MPI_Request *req, int n) {
+    const double start = nb_now();
+    for (;;) {
+        int done = 0;
+        if (MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+            return nb_fail("stage %d: MPI_Testall failed in the sum over replicas", l->stage);
+        if (done) return 0;
+        const double waited = nb_now() - start;
+        if (l->timeout_s > 0 && waited > l->timeout_s) {
+            const mpi_proc *m = l->impl;
+            return nb_fail("stage %d of replica %d: its values not taken by every other replica of the stage for %g s, "
+                           "in the sum of the step's gradients: a rank has stalled or died, or is slower than "
+                           "--peer-timeout allows", l->stage, m->replica, l->timeout_s);
+        }
+        if (waited > 0.005) nanosleep(&(struct timespec){0, 50000}, NULL);
+    }
+}
+
+static int mpi_replica_sum(nb_link *l, void *buf, size_t n, size_t value_bytes) {
+    mpi_proc *m = l->impl;
+    const int D = m->replicas, r = m->replica;
+    const size_t bytes = n * value_bytes, np = pieces(bytes);
+    if (!bytes) return 0;
+    unsigned char *mine = malloc(bytes), *theirs = malloc(bytes);
+    MPI_Request *req = calloc((size_t)(D - 1) * np + 1, sizeof *req);
+    int rc = 0, posted = 0;
+    if (!mine || !theirs || !req)
+        rc = nb_fail("stage %d: out of memory for the sum over replicas (2 x %zu bytes)", l->stage, bytes);
+    if (!rc) memcpy(mine, buf, bytes);
+    for (int q = 0; !rc && q < D; q++)
+        for (size_t k = 0; q != r && !rc && k < np; k++)
+            if (MPI_Isend(mine + k * SUM_PIECE, piece_len(bytes, k), MPI_BYTE, q, 0, m->stage_comm, &req[posted++]) !=
+                MPI_SUCCESS)
+                rc = nb_fail("stage %d of replica %d: MPI_Isend to replica %d failed", l->stage, r, q);
+    /* x_0 + x_1 + ... in replica order, the rank's own x_r in its place */
+    for (int q = 0; !rc && q < D; q++) {
+        const void *x = mine;
+        if (q != r) {
+            if ((rc = sum_recv(l, q, theirs, bytes))) break;
+            x = theirs;
+        }
+        if (q == 0) memcpy(buf, x, bytes);
+        else nb_link_add_values(buf, x, n, value_bytes);
+    }
+    if (!rc) rc = sum_sent(l, req, posted);
+    free(mine);
+    free(theirs);
+    free(req);
+    return rc;
+}
+
+static const nb_link_ops mpi_ops = {mpi_send, mpi_recv, mpi_poll, mpi_fail, mpi_close, mpi_replica_sum};
 
 static int mpi_start(void) {
     if (started) return 0;
@@ -198,7 +303,7 @@ static int check_tags(int on_rank0, int n_endpoints) {
     return 0;
 }
 
-static mpi_proc *proc_new(int rank, int n_stages, int on_rank0) {
+static mpi_proc *proc_new(int rank, int n_stages, int on_rank0, int replicas) {
     mpi_proc *m = malloc(sizeof *m);
     nb_queue *queues = calloc((size_t)on_rank0, sizeof *queues);
     if (!m || !queues) {
@@ -207,12 +312,19 @@ static mpi_proc *proc_new(int rank, int n_stages, int on_rank0) {
         nb_fail("out of memory");
         return NULL;
     }
-    *m = (mpi_proc){rank, n_stages, on_rank0, queues, NULL, 0};
+    *m = (mpi_proc){rank, n_stages, on_rank0, rank / n_stages, replicas, MPI_COMM_NULL, queues, NULL, 0};
+    /* The ranks of one stage, ranked by replica: the sums over replicas (collective over the world). */
+    if (replicas > 1 && MPI_Comm_split(MPI_COMM_WORLD, rank % n_stages, m->replica, &m->stage_comm) != MPI_SUCCESS) {
+        nb_fail("MPI_Comm_split by stage failed");
+        free(queues);
+        free(m);
+        return NULL;
+    }
     return m;
 }
 
 /* Endpoint number of this rank's link i (see runtime.h). */
-static int endpoint_of(const mpi_proc *m, int i) { return i == 0 ? m->rank : m->n_stages + i - 1; }
+static int endpoint_of(const mpi_proc *m, int i) { return i == 0 ? m->rank % m->n_stages : m->n_stages + i - 1; }
 
 static int make_links(mpi_proc *m, nb_link **links, int n, int n_endpoints) {
     for (int i = 0; i < n; i++) {
@@ -221,27 +333,33 @@ static int make_links(mpi_proc *m, nb_link **links, int n, int n_endpoints) {
             proc_free(m);
             return nb_fail("out of memory");
         }
-        *links[i] = (nb_link){&mpi_ops, endpoint_of(m, i), n_endpoints, m, 0};
+        *links[i] = (nb_link){&mpi_ops, endpoint_of(m, i), n_endpoints, m, 0, m->replica, m->replicas};
     }
     m->open = n;
     return 0;
 }
 
-static int mpi_links(nb_link **links, int *n_links, int n_stages, int n_endpoints) {
+static int mpi_links(nb_link **links, int *n_links, int n_stages, int n_endpoints, int replicas) {
     *n_links = 0;
     if (n_stages < 1 || n_endpoints < n_stages || n_endpoints - n_stages > 1000)
         return nb_fail("MPI links for %d stages and %d endpoints: expected 1 <= stages <= endpoints <= stages + 1000",
                        n_stages, n_endpoints);
+    if (replicas < 1 || replicas > 1000000 / n_stages)
+        return nb_fail("MPI links for %d replicas of %d stages: expected 1 to %d replicas", replicas, n_stages,
+                       1000000 / n_stages);
     if (mpi_start()) return -1;
     int rank = 0, size = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size != n_stages)
+    if (replicas == 1 && size != n_stages)
         return nb_fail("--stages %d with %d MPI processes: expected one process per stage (mpirun -np %d)", n_stages,
                        size, n_stages);
+    if (size != n_stages * replicas)
+        return nb_fail("--stages %d x --data-parallel %d with %d MPI processes: expected one process per stage of each "
+                       "replica (mpirun -np %d)", n_stages, replicas, size, n_stages * replicas);
     const int on_rank0 = 1 + n_endpoints - n_stages;
     if (check_tags(on_rank0, n_endpoints)) return -1;
-    mpi_proc *m = proc_new(rank, n_stages, on_rank0);
+    mpi_proc *m = proc_new(rank, n_stages, on_rank0, replicas);
     const int n = rank == 0 ? on_rank0 : 1;
     if (!m || make_links(m, links, n, n_endpoints)) return -1;
     *n_links = n;

@@ -12,7 +12,7 @@ static const char *const msg_names[NB_MSG_KINDS] = {"ACT",   "GRAD",      "TIED_
                                                     "END",   "DONE",      "PARAMS"};
 static const char *const op_names[NB_LOW_OPS] = {"SEND",   "RECV",   "FORWARD", "BACKWARD", "GRADS",
                                                  "APPLY",  "EVAL",   "SAVE",    "REPORT",   "DECIDE",
-                                                 "COMMIT", "FINISH", "BACKWARD_INPUT", "BACKWARD_WEIGHT"};
+                                                 "COMMIT", "FINISH", "BACKWARD_INPUT", "BACKWARD_WEIGHT", "REDUCE"};
 
 const char *nb_msg_kind_name(nb_msg_kind kind) { return (unsigned)kind < NB_MSG_KINDS ? msg_names[kind] : "?"; }
 const char *nb_low_op_name(nb_low_op op) { return (unsigned)op < NB_LOW_OPS ? op_names[op] : "?"; }
@@ -126,6 +126,7 @@ static void lower_eval(const lowering *w, list *l, stage_pos *p, int t) {
 static void lower_update(const lowering *w, list *l, stage_pos *p, int t) {
     const int s = p->s, P = w->P;
     fresh_copy(w, l, p);  /* w_t, with its copy, is kept as a version by the update */
+    if (w->o->replicas > 1) compute(l, NB_LOW_REDUCE, t);  /* before the head's part leaves the last stage */
     if (w->tied_split && s == P - 1) send(l, NB_MSG_TIED_GRAD, 0, t, t);
     if (w->tied_split && s == 0) recv(l, NB_MSG_TIED_GRAD, P - 1, t, t);
     compute(l, NB_LOW_GRADS, t);

@@ -58,7 +58,7 @@ static double duration(const nb_low_costs *c, const nb_low_action *a, int e) {
     case NB_LOW_APPLY: return per_stage(c->update, e);
     case NB_LOW_EVAL: return per_stage(c->eval, e);
     case NB_LOW_SAVE: return c->save;
-    case NB_LOW_RECV: case NB_LOW_GRADS: return 0.0;
+    case NB_LOW_RECV: case NB_LOW_GRADS: case NB_LOW_REDUCE: return 0.0;
     default: return c->action;  /* SEND and the coordinator's actions */
     }
 }

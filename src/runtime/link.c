@@ -25,6 +25,30 @@ const char *nb_transport_name(nb_transport_kind kind) {
 
 int nb_link_stage(const nb_link *l) { return l->stage; }
 int nb_link_count(const nb_link *l) { return l->count; }
+int nb_link_replica(const nb_link *l) { return l->replica; }
+int nb_link_replicas(const nb_link *l) { return l->replicas > 1 ? l->replicas : 1; }
+
+void nb_link_add_values(void *acc, const void *x, size_t n, size_t value_bytes) {
+    if (value_bytes == sizeof(double)) {
+        double *a = acc;
+        const double *b = x;
+        for (size_t i = 0; i < n; i++) a[i] += b[i];
+    } else {
+        float *a = acc;
+        const float *b = x;
+        for (size_t i = 0; i < n; i++) a[i] += b[i];
+    }
+}
+
+int nb_link_replica_sum(nb_link *l, void *buf, size_t n, size_t value_bytes) {
+    if (value_bytes != sizeof(float) && value_bytes != sizeof(double))
+        return nb_fail("stage %d: a sum over replicas of %zu-byte values: expected 4 (float) or 8 (double)", l->stage,
+                       value_bytes);
+    if (nb_link_replicas(l) == 1) return 0;
+    if (!l->ops->replica_sum)
+        return nb_fail("stage %d: this transport has no replicas to sum over (%d expected)", l->stage, l->replicas);
+    return l->ops->replica_sum(l, buf, n, value_bytes);
+}
 
 static int check_peer(const nb_link *l, int peer, int tag) {
     if (peer < 0 || peer >= l->count || peer == l->stage)
@@ -52,6 +76,9 @@ int nb_link_poll(nb_link *l, int from, int tag) {
 void nb_link_set_timeout(nb_link *l, double seconds) { l->timeout_s = seconds > 0 ? seconds : 0; }
 
 int nb_link_timed_out(const nb_link *l, int from, int tag) {
+    if (nb_link_replicas(l) > 1)
+        return nb_fail("stage %d of replica %d: no message from stage %d (tag %d) for %g s: that stage has stalled or "
+                       "died, or is slower than --peer-timeout allows", l->stage, l->replica, from, tag, l->timeout_s);
     return nb_fail("stage %d: no message from stage %d (tag %d) for %g s: that stage has stalled or died, or is slower "
                    "than --peer-timeout allows", l->stage, from, tag, l->timeout_s);
 }

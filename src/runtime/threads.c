@@ -86,7 +86,7 @@ static void hub_fail(nb_link *l, const char *why) {
 
 static void hub_close(nb_link *l) { (void)l; }
 
-static const nb_link_ops hub_ops = {hub_send, hub_recv, hub_poll, hub_fail, hub_close};
+static const nb_link_ops hub_ops = {hub_send, hub_recv, hub_poll, hub_fail, hub_close, NULL};
 
 nb_hub *nb_hub_create(int n_stages) {
     if (n_stages < 1) {
@@ -109,7 +109,7 @@ nb_hub *nb_hub_create(int n_stages) {
     for (int i = 0; i < n_stages; i++) {
         pthread_mutex_init(&h->boxes[i].mu, NULL);
         pthread_cond_init(&h->boxes[i].cv, &monotonic);
-        h->links[i] = (nb_link){&hub_ops, i, n_stages, h, 0};
+        h->links[i] = (nb_link){&hub_ops, i, n_stages, h, 0, 0, 1};
     }
     pthread_condattr_destroy(&monotonic);
     return h;

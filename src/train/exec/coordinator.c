@@ -51,7 +51,8 @@ typedef struct {
  * printed; nb_measure_fp32_peak takes about 1.2 times this (growing its loop, then the best of 3). */
 #define PEAK_SECONDS 0.25
 
-static double tokens_per_step(const exec_run *run) { return (double)run->o->batch * run->T * run->M; }
+/* Every replica's (--data-parallel): the step's micro-batches. */
+static double tokens_per_step(const exec_run *run) { return (double)run->o->batch * run->T * run->step_micro; }
 
 /* Seconds spent evaluating and saving, not training: every stage's when one thread drives them all, else
  * the stage that spent the most (they evaluate together). */
@@ -265,8 +266,10 @@ static double idle_fraction(double busy, double wall, double aside) { return 1.0
 static void print_pipeline(const coordinator *c, double tokens_per_s) {
     const exec_run *run = c->run;
     const nb_train_options *o = run->o;
-    printf("pipeline %s, %d stage(s) on %s, %d GEMM thread(s) each: %.0f tok/s\n", nb_pipe_kind_name(run->sc.kind),
-           run->P, nb_transport_name((nb_transport_kind)o->transport), run->threads, tokens_per_s);
+    char replicas[64] = "";
+    if (run->D > 1) snprintf(replicas, sizeof replicas, " x %d replicas (replica 0's stages below)", run->D);
+    printf("pipeline %s, %d stage(s)%s on %s, %d GEMM thread(s) each: %.0f tok/s\n", nb_pipe_kind_name(run->sc.kind),
+           run->P, replicas, nb_transport_name((nb_transport_kind)o->transport), run->threads, tokens_per_s);
     for (int i = 0; i < run->P; i++) {
         const nb_stage *st = &run->model->stages[i];
         printf("  stage %d: blocks %d..%d%s%s\n", i, st->first_block, st->first_block + st->n_blocks - 1,
@@ -428,7 +431,7 @@ static int coordinator_received(exec_endpoint *e, const nb_low_action *a) {
 static void measure_peak(coordinator *c) {
     const exec_run *run = c->run;
     const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = run->o->pipeline >= 0 ? run->P * run->threads : run->threads;
+    int threads = run->o->pipeline >= 0 ? run->P * (run->D / run->groups) * run->threads : run->threads;
     if (cpus > 0 && threads > cpus) threads = (int)cpus;
     const char *isa = "";
     const double t0 = nb_now();

@@ -119,6 +119,9 @@ int exec_stop_end(exec_run *run, int t) {
 
 static int step_action(exec_endpoint *e, const nb_low_action *a) {
     if (a->op != NB_LOW_SEND && a->op != NB_LOW_RECV) return e->act(e, a);
+    /* Every replica but the first tells the coordinator nothing: replica 0's statistics are the run's (the sum
+     * over replicas made them so), its stages write the checkpoint's parts, report and send the weights. */
+    if (a->op == NB_LOW_SEND && e->run->replica > 0 && a->peer == e->run->P) return 0;
     void *data;
     size_t bytes;
     if (e->buffer(e, a, &data, &bytes)) return -1;

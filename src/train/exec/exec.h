@@ -29,7 +29,13 @@ typedef struct {
     nb_low_options low_opt;  /* how it is lowered (a stop lowers its cut the same way) */
     unsigned char *eval_at, *save_at;  /* per step of sc */
     nb_low_schedule low;     /* sc lowered */
-    int T, P, M, S;          /* sequence length, stages, micro-batches per step, steps of sc */
+    int T, P, M, S;          /* sequence length, stages, micro-batches per step (of sc: this replica's), steps of sc */
+    /* --data-parallel D (docs/data-parallel.md): the step's micro-batches over every replica (step_micro: each
+     * backward takes 1 / step_micro of its loss), split into D contiguous groups, one per replica, whose sums
+     * are added in replica order. Where the replicas are MPI ranks, sc holds this rank's replica's group
+     * (M = step_micro / D, groups 1, replica its own); in one process, sc holds every group (M = step_micro,
+     * groups D, replica 0), computed in turn. */
+    int D, groups, replica, step_micro;
     int start;               /* the first step this run runs (after --resume) */
     nb_schedule sched;       /* the learning rate over the S steps */
     int single_driver;       /* one thread drives every endpoint (the one-process run) */

@@ -24,6 +24,31 @@
 #include "util/memory.h"
 #include "util/signals.h"
 
+/* --data-parallel D > 1 on a pipeline (threads refuse it: check_replicas): each replica's share of the step
+ * is a whole schedule of its kind, and the world known from the launcher's variables is D x --stages,
+ * before anything is built. */
+static int check_replicas_pipeline(const nb_train_options *o, nb_pipe_kind kind) {
+    const int D = o->data_parallel;
+    const long long want = (long long)o->stages * D;
+    if (D == 1) return 0;
+    if (kind == NB_PIPE_PIPEDREAM && o->microbatches != D)
+        return nb_fail("--pipeline pipedream updates after every micro-batch of each replica: expected --microbatches "
+                       "%d (one per replica of --data-parallel %d), got %d", D, D, o->microbatches);
+    if ((kind == NB_PIPE_1F1B || kind == NB_PIPE_2BW) && o->microbatches / D < o->stages)
+        return nb_fail("--microbatches %d over --data-parallel %d replicas is %d per replica: --pipeline %s needs at "
+                       "least --stages (%d) per replica", o->microbatches, D, o->microbatches / D,
+                       nb_pipe_kind_name(kind), o->stages);
+    const int world = nb_mpi_world_size();
+    if (world == 0)
+        return nb_fail("--stages %d x --data-parallel %d on --transport mpi needs %lld processes, one per stage of each "
+                       "replica, but this process was not started by an MPI launcher (mpirun -np %lld)", o->stages, D,
+                       want, want);
+    if (world > 0 && world != want)
+        return nb_fail("--stages %d x --data-parallel %d = %lld processes, but mpirun started %d: expected mpirun -np "
+                       "%lld (one process per stage of each replica)", o->stages, D, want, world, want);
+    return 0;
+}
+
 static int check_pipeline_options(const nb_train_options *o) {
     nb_pipe_kind kind = (nb_pipe_kind)o->pipeline;
     char list[96];
@@ -37,7 +62,7 @@ static int check_pipeline_options(const nb_train_options *o) {
     if (o->delay.mode != want.mode)
         return nb_fail("--pipeline %s runs with --delay %s (its weight versions), not --delay %s", nb_pipe_kind_name(kind),
                        nb_delay_mode_name(want.mode), nb_delay_mode_name(o->delay.mode));
-    if (kind == NB_PIPE_PIPEDREAM && o->microbatches != 1)
+    if (kind == NB_PIPE_PIPEDREAM && o->data_parallel == 1 && o->microbatches != 1)
         return nb_fail("--pipeline pipedream updates after every micro-batch: expected --microbatches 1, got %d "
                        "(each update's batch is --batch sequences)", o->microbatches);
     if (kind == NB_PIPE_GPIPE && (o->delay.sync_start || o->delay.sync_cooldown || o->delay.ef || o->delay.taylor > 0))
@@ -48,15 +73,15 @@ static int check_pipeline_options(const nb_train_options *o) {
     }
     if (o->transport == NB_TRANSPORT_MPI && !nb_mpi_available())
         return nb_fail("--transport mpi: %s", NB_MPI_MISSING);
-    return 0;
+    return check_replicas_pipeline(o, kind);
 }
 
 /* The schedule: GPipe as generated; the others with each step's version from the delay options
  * (synchronous start and cooldown make some steps flush; the one-process run any delay at all). */
 static int make_schedule(const nb_train_options *o, int S, nb_pipe_schedule *sc) {
-    const int P = o->stages;
+    const int P = o->stages, M = train_schedule_microbatches(o);
     const nb_pipe_kind kind = o->pipeline >= 0 ? (nb_pipe_kind)o->pipeline : NB_PIPE_SEQUENTIAL;
-    if (kind == NB_PIPE_GPIPE) return nb_pipe_generate(sc, kind, P, o->microbatches, o->steps) || nb_pipe_validate(sc);
+    if (kind == NB_PIPE_GPIPE) return nb_pipe_generate(sc, kind, P, M, o->steps) || nb_pipe_validate(sc);
     int *versions = malloc(sizeof(int) * (size_t)S * P);
     if (!versions) return nb_fail("out of memory");
     for (int t = 0; t < S; t++)
@@ -64,7 +89,6 @@ static int make_schedule(const nb_train_options *o, int S, nb_pipe_schedule *sc)
             int v = t - nb_delay_tau(&o->delay, s, P, t, S);
             versions[(size_t)t * P + s] = v > 0 ? v : 0;  /* versions before 0 are w_0 */
         }
-    const int M = kind == NB_PIPE_PIPEDREAM ? 1 : o->microbatches;
     int rc = kind == NB_PIPE_SEQUENTIAL ? nb_pipe_generate_sequential(sc, P, M, S, versions)
                                         : nb_pipe_generate_versions(sc, kind, P, M, S, versions);
     free(versions);
@@ -85,7 +109,8 @@ static int plan_steps(exec_run *run) {
                                     .eval_batches = o->val_pattern ? o->eval_batches : 0, .eval_at = run->eval_at,
                                     .save_at = run->save_at, .save_final = o->save_dir != NULL,
                                     .save_whole = run->single_driver,
-                                    .gather_params = o->pipeline >= 0 && o->transport == NB_TRANSPORT_MPI};
+                                    .gather_params = o->pipeline >= 0 && o->transport == NB_TRANSPORT_MPI,
+                                    .replicas = o->data_parallel};
     return 0;
 }
 
@@ -125,9 +150,15 @@ static void print_start(const exec_run *run, const exec_endpoint *eps, int first
         snprintf(experts, sizeof experts, " (%zu active per token: %d of %d experts in %d MoE block(s))",
                  nb_config_active_param_count(&o->model), o->model.experts_per_token, o->model.n_experts,
                  nb_config_moe_blocks(&o->model));
+    char replicas[160] = "";
+    if (run->D > 1)
+        snprintf(replicas, sizeof replicas, " over %d replicas (%s, %d micro-batches each, gradients summed in replica "
+                 "order)", run->D, run->groups > 1 ? "computed in turn by this process" : "MPI ranks",
+                 run->step_micro / run->D);
     printf("model %zu parameters%s, %d stage(s), %d thread(s), batch %d x %d tokens x %d micro-batches = %.0f "
-           "tokens/step, optimizer %s\n", nb_config_param_count(&o->model), experts, run->P, run->threads, o->batch,
-           run->T, run->M, (double)o->batch * run->T * run->M, nb_optimizer_name(o->optim.kind));
+           "tokens/step%s, optimizer %s\n", nb_config_param_count(&o->model), experts, run->P, run->threads, o->batch,
+           run->T, run->step_micro, (double)o->batch * run->T * run->step_micro, replicas,
+           nb_optimizer_name(o->optim.kind));
     char delay[256];
     nb_delay_describe(&o->delay, delay, sizeof delay);
     size_t extra = 0;
@@ -253,23 +284,27 @@ static int run_threads(exec_run *run, exec_endpoint *eps, nb_train_result *res, 
     return rc;
 }
 
+/* A rank per stage of each replica: rank 0 (replica 0's stage 0) also holds the coordinator, and only it
+ * takes the run's folders; every replica starts from the same weights (the same seed, --init-from or
+ * checkpoint). */
 static int run_mpi(exec_run *run, exec_endpoint *eps, nb_train_result *res) {
     const int P = run->P;
     nb_link *links[2];
     int n_links = 0;
-    if (nb_mpi_links(links, &n_links, P, P + 1)) return -1;
-    const int s = nb_link_stage(links[0]);
+    if (nb_mpi_links_replicated(links, &n_links, P, P + 1, run->D)) return -1;
+    const int s = nb_link_stage(links[0]), first = s == 0 && nb_link_replica(links[0]) == 0;
+    run->replica = nb_link_replica(links[0]);
     nb_model_keep_only(run->model, s);  /* this process holds its own stage only */
     if (!run->o->init_from || run->o->resume_dir) nb_model_init(run->model, run->o->seed);  /* its stage only */
     exec_endpoint *mine[2] = {&eps[s], &eps[P]};
-    int rc = s == 0 && train_lock_run(run->o, run->locks);
-    rc = rc || setup_stages(run, eps, s, s) || (s == 0 && exec_coordinator_init(&eps[P], run, NULL, res));
+    int rc = first && train_lock_run(run->o, run->locks);
+    rc = rc || setup_stages(run, eps, s, s) || (first && exec_coordinator_init(&eps[P], run, NULL, res));
     for (int i = 0; i < n_links; i++) {
         mine[i]->link = links[i];
         nb_link_set_timeout(links[i], run->o->peer_timeout);
     }
     omp_set_num_threads(run->threads);
-    if (!rc && s == 0) print_start(run, eps, 0, 0);
+    if (!rc && first) print_start(run, eps, 0, 0);
     if (rc) nb_link_fail(links[0], nb_last_error());
     else rc = exec_drive(mine, n_links, 0);
     for (int i = 0; i < n_links; i++) nb_link_close(links[i]);
@@ -283,7 +318,10 @@ static int make_run(exec_run *run, const nb_train_options *o, int T, int S) {
     run->o = o;
     run->T = T;
     run->P = o->stages;
-    run->M = o->pipeline == NB_PIPE_PIPEDREAM ? 1 : o->microbatches;
+    run->M = train_schedule_microbatches(o);
+    run->D = o->data_parallel;
+    run->groups = train_replicas_are_ranks(o) ? 1 : run->D;
+    run->step_micro = run->M * (run->D / run->groups);
     run->S = S;
     run->sched = o->schedule;
     run->sched.total_steps = S;
@@ -374,7 +412,7 @@ int nb_train(const nb_train_options *given, nb_train_result *res) {
     const int T = o->seq_len ? o->seq_len : o->model.context;
     if (nb_config_validate(&o->model) || train_check_options(o, T)) return -1;
     if (o->pipeline >= 0 && check_pipeline_options(o)) return -1;
-    const int S = o->steps * (o->pipeline == NB_PIPE_PIPEDREAM ? o->microbatches : 1);
+    const int S = train_schedule_steps(o);
     if (nb_delay_validate(&o->delay, S, o->stages)) return -1;
     nb_backend *backend;
     if (nb_backend_open(o->gemm, &backend)) return nb_fail("--gemm: %s", nb_last_error());

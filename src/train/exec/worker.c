@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "runtime/link.h"
 #include "train/exec/exec.h"
 #include "train/run/run.h"
 #include "train/run/state.h"
@@ -43,18 +44,28 @@ typedef struct {
     int *tokens, *targets;
     uint64_t *step_pos;                 /* first stage: the loader's position at the start of each step */
     int updates;
-    double loss_sum, eval_sum;
-    double aux_sum, *load_sum;          /* the step's MoE losses and loads so far (moe_blocks x n_experts) */
-    int moe_blocks;
+    double eval_sum;
+    /* The step's forward sums so far, what the sum over replicas adds besides the gradient: SUM_LOSS (the
+     * last stage's losses), SUM_AUX (the MoE blocks' load-balancing losses), then from SUM_LOADS each MoE
+     * block's expert loads (moe_blocks x n_experts). */
+    double *sums;
+    int n_sums, moe_blocks;
+    /* --data-parallel in one process (run->groups > 1): the step's groups of micro-batches so far, their
+     * gradients (and a whole tied model's head part) and forward sums added in group order (fold) */
+    float *group_grads, *group_tied;
+    double *group_sums;
     exec_eval eval_msg;
     exec_stats stats;
     exec_saved saved;
     exec_report report;
     int end_msg, committed;
     double t0, busy, aside;
+    double reduce_s;                    /* the seconds of this step's REDUCE, for its STATS */
     mark steady_start, steady_end;      /* the clocks at the steady window's ends (run->steady_from, steady_to) */
     op_timer forward_time, backward_time, update_time;  /* update_time: GRADS and APPLY, counted per APPLY */
 } stage_role;
+
+enum { SUM_LOSS, SUM_AUX, SUM_LOADS };
 
 /* What a stage reads besides messages follows from what it holds: the embedding's stage reads the
  * tokens (and records where each step starts in them, for checkpoints), the head's stage the targets;
@@ -106,46 +117,143 @@ static int find_slot(const stage_role *w, int mb) {
 /* A forward's load-balancing losses and expert loads, added to the step's. */
 static void add_moe_stats(stage_role *w, const nb_acts *a) {
     const int E = w->st->cfg.n_experts;
-    w->aux_sum += nb_acts_aux_loss(a);
+    w->sums[SUM_AUX] += nb_acts_aux_loss(a);
     for (int l = 0, j = 0; l < w->st->n_blocks; l++) {
         const float *load = nb_acts_expert_load(a, l);
         if (!load) continue;
-        for (int e = 0; e < E; e++) w->load_sum[(size_t)j * E + e] += load[e];
+        for (int e = 0; e < E; e++) w->sums[SUM_LOADS + (size_t)j * E + e] += load[e];
         j++;
     }
 }
 
-/* The step's MoE statistics into its STATS message (means over its micro-batches), the sums reset. */
+/* The step's MoE statistics into its STATS message (means over its micro-batches, every replica's), the
+ * sums reset. */
 static void moe_stats(stage_role *w) {
-    const int E = w->st->cfg.n_experts, M = w->run->M;
-    w->stats.aux = w->aux_sum / M;
+    const int E = w->st->cfg.n_experts, M = w->run->step_micro;
+    w->stats.aux = w->sums[SUM_AUX] / M;
     w->stats.moe_blocks = w->moe_blocks;
     for (int j = 0; j < w->moe_blocks && j < EXEC_MOE_BLOCKS; j++) {
-        const double *load = w->load_sum + (size_t)j * E;
+        const double *load = w->sums + SUM_LOADS + (size_t)j * E;
         double hi = load[0], lo = load[0];
         for (int e = 1; e < E; e++) hi = load[e] > hi ? load[e] : hi, lo = load[e] < lo ? load[e] : lo;
         w->stats.load_max[j] = (float)(hi / M);
         w->stats.load_min[j] = (float)(lo / M);
     }
-    w->aux_sum = 0;
-    if (w->load_sum) memset(w->load_sum, 0, sizeof(double) * (size_t)w->moe_blocks * E);
+    memset(w->sums + SUM_AUX, 0, sizeof(double) * (size_t)(w->n_sums - SUM_AUX));
+}
+
+/* Test hook: NB_PIPELINE_FAULT=STAGE:STEP makes that stage fail (or, with :kill, die by SIGKILL; with
+ * :stall, stop by SIGSTOP, as a hung process) at the start of that step's update, so that tests can
+ * check that the others stop; under --data-parallel, every replica's, or NB_PIPELINE_FAULT_REPLICA's only. */
+static int injected_fault(const stage_role *w, int step) {
+    const char *spec = getenv("NB_PIPELINE_FAULT"), *replica = getenv("NB_PIPELINE_FAULT_REPLICA");
+    int fs = -1, ft = -1;
+    char how[16] = "";
+    if (!spec || sscanf(spec, "%d:%d:%15s", &fs, &ft, how) < 2 || fs != w->s || ft != step) return 0;
+    if (replica && *replica && atoi(replica) != w->run->replica) return 0;
+    if (!strcmp(how, "kill")) raise(SIGKILL);
+    if (!strcmp(how, "stall")) {
+        raise(SIGSTOP);
+        return 0;  /* continued: as if it had been slow */
+    }
+    return nb_fail("injected fault (NB_PIPELINE_FAULT=%s)", spec);
+}
+
+/* The values the sum over replicas adds: the gradient, a whole tied model's head part (summed into the
+ * embedding's at GRADS), the forward sums. */
+typedef struct {
+    void *values, *group;  /* this step's (or group's) values; the earlier groups' sum (one process) */
+    size_t n, bytes;       /* how many, of how many bytes each */
+} summed;
+
+enum { SUMMED_GRADS, SUMMED_TIED, SUMMED_FORWARD, SUMMED_PARTS };
+static void summed_parts(const stage_role *w, summed part[SUMMED_PARTS]) {
+    const nb_stage *st = w->st;
+    part[SUMMED_GRADS] = (summed){st->grads, w->group_grads, st->n_params, sizeof(float)};
+    part[SUMMED_TIED] = (summed){st->tied_head_grad, w->group_tied, st->tied_head_grad ? embed_numel(w) : 0,
+                                 sizeof(float)};
+    part[SUMMED_FORWARD] = (summed){w->sums, w->group_sums, (size_t)w->n_sums, sizeof(double)};
+}
+
+/* One process computing the replicas' groups in turn: group g's values end, added to the earlier groups'
+ * sum (the first group's copied, as a replica's own values are: nb_link_replica_sum), and start again from
+ * zero for the next group. The last group's are added at REDUCE. `forward`: the forward sums, at the
+ * forward of the group's last micro-batch; else the gradients, at its backward. */
+static void fold(stage_role *w, int g, int forward) {
+    summed part[SUMMED_PARTS];
+    summed_parts(w, part);
+    for (int i = forward ? SUMMED_FORWARD : SUMMED_GRADS; i <= (forward ? SUMMED_FORWARD : SUMMED_TIED); i++) {
+        if (!part[i].n) continue;
+        if (g == 0) memcpy(part[i].group, part[i].values, part[i].n * part[i].bytes);
+        else nb_link_add_values(part[i].group, part[i].values, part[i].n, part[i].bytes);
+        memset(part[i].values, 0, part[i].n * part[i].bytes);
+    }
+}
+
+/* Where the step's micro-batch `mb` ends a group that one process folds (its index), or -1. */
+static int group_ends(const stage_role *w, int mb) {
+    const exec_run *run = w->run;
+    if (run->groups == 1) return -1;
+    const int j = mb % run->M, m = run->M / run->groups;
+    return j % m == m - 1 && j / m < run->groups - 1 ? j / m : -1;
+}
+
+/* REDUCE(t): the step's values summed over the replicas in replica order: by the transport where the
+ * replicas are ranks, else the last group's added to the earlier groups' sum (x_g + (x_0 + ... + x_{g-1})
+ * is (x_0 + ... + x_{g-1}) + x_g: an addition is commutative). The gradient, loss and statistics are then
+ * the run's, the same on every replica. */
+static int reduce(exec_endpoint *e, int t) {
+    stage_role *w = e->role;
+    if (injected_fault(w, t)) return -1;
+    summed part[SUMMED_PARTS];
+    summed_parts(w, part);
+    const double t0 = nb_now();
+    for (int i = 0; i < SUMMED_PARTS; i++) {
+        if (!part[i].n) continue;
+        if (w->run->groups > 1) nb_link_add_values(part[i].values, part[i].group, part[i].n, part[i].bytes);
+        else if (nb_link_replica_sum(e->link, part[i].values, part[i].n, part[i].bytes)) return -1;
+    }
+    const double took = nb_now() - t0;
+    w->update_time.seconds += took;
+    w->busy += took;
+    w->reduce_s += took;
+    return 0;
+}
+
+/* The micro-batch of a forward, read from the stage's loader, which is at the step's start at its first
+ * micro-batch (the position a checkpoint records). A replica of several (MPI ranks) takes its contiguous
+ * group of the step's micro-batches: it skips the groups of the replicas before it, reads its own, then
+ * skips those after it, so that every replica's loader is at the next step's start again. */
+static int read_batch(stage_role *w, const nb_low_action *a) {
+    const exec_run *run = w->run;
+    const int j = a->mb % run->M, ahead = run->groups == 1 && run->D > 1;
+    if (j == 0) {
+        const uint64_t start = nb_loader_position(w->train);
+        if (reads_tokens(w)) w->step_pos[a->step] = start;
+        if (ahead && nb_loader_seek(w->train, start + (uint64_t)run->replica * run->M)) return -1;
+    }
+    if (nb_loader_next(w->train, w->tokens, w->targets)) return -1;
+    if (ahead && j == run->M - 1 &&
+        nb_loader_seek(w->train, nb_loader_position(w->train) + (uint64_t)(run->D - 1 - run->replica) * run->M))
+        return -1;
+    return 0;
 }
 
 static int forward(stage_role *w, const nb_low_action *a) {
-    const exec_run *run = w->run;
     const float *wt = weights_of(w, a->version);
     int slot = find_slot(w, -1);
     if (!wt) return -1;
     if (slot < 0) return nb_fail("stage %d: no free activation slot for micro-batch %d", w->s, a->mb);
-    if (reads_tokens(w) && a->mb % run->M == 0) w->step_pos[a->step] = nb_loader_position(w->train);
-    if ((reads_tokens(w) || reads_targets(w)) && nb_loader_next(w->train, w->tokens, w->targets)) return -1;
+    if ((reads_tokens(w) || reads_targets(w)) && read_batch(w, a)) return -1;
     double t = nb_now();
     float loss = 0;
     if (nb_stage_forward(w->st, wt, a->version, w->slots[slot], w->tokens, w->x_in, w->targets, &loss)) return -1;
     count_op(w, &w->forward_time, nb_now() - t);
     w->slot_mb[slot] = a->mb;
-    if (reads_targets(w)) w->loss_sum += loss;
+    if (reads_targets(w)) w->sums[SUM_LOSS] += loss;
     add_moe_stats(w, w->slots[slot]);
+    const int g = group_ends(w, a->mb);
+    if (g >= 0) fold(w, g, 1);
     return 0;
 }
 
@@ -155,27 +263,16 @@ static int backward(stage_role *w, const nb_low_action *a) {
     if (!wt) return -1;
     if (slot < 0) return nb_fail("stage %d: backward of micro-batch %d, which has no activations", w->s, a->mb);
     double t = nb_now();
-    if (nb_stage_backward(w->st, wt, a->version, w->slots[slot], reads_targets(w) ? NULL : w->dout, 1.0f / w->run->M)) return -1;
+    /* each micro-batch's share of the step's loss: 1 / the step's micro-batches over every replica */
+    if (nb_stage_backward(w->st, wt, a->version, w->slots[slot], reads_targets(w) ? NULL : w->dout,
+                          1.0f / w->run->step_micro))
+        return -1;
     count_op(w, &w->backward_time, nb_now() - t);
     w->slot_mb[slot] = -1;
     w->freed_slot = slot;
+    const int g = group_ends(w, a->mb);
+    if (g >= 0) fold(w, g, 0);
     return 0;
-}
-
-/* Test hook: NB_PIPELINE_FAULT=STAGE:STEP makes that stage fail (or, with :kill, die by SIGKILL; with
- * :stall, stop by SIGSTOP, as a hung process) at the start of that step's update, so that tests can
- * check that the others stop. */
-static int injected_fault(const stage_role *w, int step) {
-    const char *spec = getenv("NB_PIPELINE_FAULT");
-    int fs = -1, ft = -1;
-    char how[16] = "";
-    if (!spec || sscanf(spec, "%d:%d:%15s", &fs, &ft, how) < 2 || fs != w->s || ft != step) return 0;
-    if (!strcmp(how, "kill")) raise(SIGKILL);
-    if (!strcmp(how, "stall")) {
-        raise(SIGSTOP);
-        return 0;  /* continued: as if it had been slow */
-    }
-    return nb_fail("injected fault (NB_PIPELINE_FAULT=%s)", spec);
 }
 
 /* Taylor's size against the gradient's (the metric taylor_ratio): both squared norms of this stage,
@@ -192,15 +289,17 @@ static void taylor_norms(stage_role *w, int t) {
 /* The gradient of step t complete: the tied embedding's head part added to the embedding's (held by
  * this stage, or received from the last), in the order of the one-stage sum; Taylor; its squared norm. */
 static int grads(stage_role *w, int t) {
-    if (injected_fault(w, t)) return -1;
+    if (w->run->D == 1 && injected_fault(w, t)) return -1;  /* else at REDUCE, where the update starts */
     nb_stage *st = w->st;
     const double t0 = nb_now();
     memset(&w->stats, 0, sizeof w->stats);
     w->stats.tau = nb_stash_tau(w->stash, t);
+    w->stats.update = w->reduce_s;
+    w->reduce_s = 0;
     moe_stats(w);
     if (reads_targets(w)) {
-        w->stats.loss = w->loss_sum / w->run->M;
-        w->loss_sum = 0;
+        w->stats.loss = w->sums[SUM_LOSS] / w->run->step_micro;
+        w->sums[SUM_LOSS] = 0;
         if (!isfinite(w->stats.loss)) return diverged(w, t, "training loss", w->stats.loss);
     }
     nb_stage_sum_tied_grad(st, takes_head_grad(w) ? w->tied_buf : NULL);
@@ -452,7 +551,8 @@ static int stage_act(exec_endpoint *e, const nb_low_action *a) {
     case NB_LOW_GRADS: return grads(w, a->step);
     case NB_LOW_APPLY: return apply(w, a->step);
     case NB_LOW_EVAL: return eval(w, a);
-    case NB_LOW_SAVE: return save(w, a->step);
+    case NB_LOW_SAVE: return w->run->replica > 0 ? 0 : save(w, a->step);  /* replica 0 writes the part */
+    case NB_LOW_REDUCE: return reduce(e, a->step);
     default: return nb_fail("stage %d: action %s is the coordinator's", w->s, nb_low_op_name(a->op));
     }
 }
@@ -526,9 +626,15 @@ static int stage_alloc(stage_role *w) {
     w->norms = nb_calloc((size_t)run->P, sizeof(double), "the stages' gradient norms");
     if (takes_head_grad(w)) w->tied_buf = nb_calloc(embed_numel(w), sizeof(float), "the tied head's gradient");
     for (int l = 0; l < st->n_blocks; l++) w->moe_blocks += nb_config_block_is_moe(&st->cfg, st->first_block + l);
-    if (w->moe_blocks && !(w->load_sum = nb_calloc((size_t)w->moe_blocks * st->cfg.n_experts, sizeof(double),
-                                                   "a stage's expert loads")))
-        return -1;
+    w->n_sums = SUM_LOADS + w->moe_blocks * st->cfg.n_experts;
+    if (!(w->sums = nb_calloc((size_t)w->n_sums, sizeof(double), "a stage's loss and expert loads"))) return -1;
+    if (run->groups > 1) {  /* one process computes the replicas' groups in turn */
+        if (!(w->group_grads = nb_calloc(st->n_params, sizeof(float), "the sum of a step's groups' gradients")) ||
+            !(w->group_sums = nb_calloc((size_t)w->n_sums, sizeof(double), "the sum of a step's groups' losses")) ||
+            (st->tied_head_grad &&
+             !(w->group_tied = nb_calloc(embed_numel(w), sizeof(float), "the sum of a step's groups' head gradients"))))
+            return -1;
+    }
     if (reads_tokens(w) && (w->step_pos = nb_calloc((size_t)run->S, sizeof(uint64_t), "the loader's step positions")))
         for (int t = 0; t < run->S; t++) w->step_pos[t] = UINT64_MAX;
     if (!w->slots || !w->slot_mb || !w->d || !w->x_in || !w->dout || !w->tokens || !w->targets || !w->norms ||
@@ -606,7 +712,10 @@ void exec_stage_free(exec_endpoint *e) {
     free(w->dout);
     free(w->tied_buf);
     free(w->norms);
-    free(w->load_sum);
+    free(w->sums);
+    free(w->group_grads);
+    free(w->group_tied);
+    free(w->group_sums);
     if (w->train) nb_loader_free(w->train);
     if (w->val) nb_loader_free(w->val);
     free(w->tokens);

@@ -11,6 +11,7 @@
 #include "nobubble/pipeline.h"
 #include "nobubble/runtime.h"
 #include "nobubble/train.h"
+#include "train/run/run.h"
 #include "util/error.h"
 #include "util/memory.h"
 
@@ -38,11 +39,16 @@ static void stage_tensors(const nb_stage *st, nb_memory_estimate *e) {
  * the loader's step positions), the optimizer, the weight versions and the activation slots. */
 static int train_stage(const nb_train_options *o, nb_stage *st, int T, int S, nb_memory_estimate *e) {
     const nb_config *c = &st->cfg;
-    const int P = o->stages, s = st->index, pipedream = o->pipeline == NB_PIPE_PIPEDREAM;
+    const int P = o->stages, s = st->index;
     const double n = (double)st->n_params, embed = (double)c->vocab_size * c->d_model;
     const double message = sizeof(float) * (double)o->batch * T * c->d_model;
     stage_tensors(st, e);
     e->gradients += sizeof(float) * (n + (c->tied && st->has_embed && !st->has_head ? embed : 0));
+    /* --data-parallel: the sum over replicas' two copies of the stage's gradient (its own and another
+     * replica's: src/mpi/mpi.c), or one process's sum of the step's groups so far (worker.c) */
+    if (o->data_parallel > 1)
+        e->gradients += (train_replicas_are_ranks(o) ? 2.0 : 1.0) * sizeof(float) *
+                        (n + (c->tied && st->has_embed && st->has_head ? embed : 0));
     e->scratch += 2 * message + (st->has_embed ? 8.0 * S : 0);
     size_t per_thread = 0, state = nb_optimizer_state_bytes(&o->optim, st->tensors, st->n_tensors, &per_thread);
     if (state == (size_t)-1) return nb_fail("out of memory");
@@ -51,7 +57,7 @@ static int train_stage(const nb_train_options *o, nb_stage *st, int T, int S, nb
     e->versions += (double)nb_stash_bytes_for(&o->delay, s, P, st->n_params);
     if (st->precision == NB_PRECISION_BF16) e->versions += sizeof(uint16_t) * n * (tau + 2);
     const nb_pipe_kind kind = o->pipeline >= 0 ? (nb_pipe_kind)o->pipeline : NB_PIPE_SEQUENTIAL;
-    const int M = pipedream ? 1 : o->microbatches;
+    const int M = train_schedule_microbatches(o);
     const int peak = nb_pipe_peak_in_flight(kind, P, M, S, s);  /* -1 for a kind the trainer does not run */
     if (peak < 0) {
         nb_pipe_kind_check_executed(kind);  /* its message, where that is why */
@@ -73,7 +79,7 @@ static int local_processes(const nb_train_options *o) {
 int nb_train_memory_estimate(const nb_train_options *o, nb_memory_estimate *e) {
     memset(e, 0, sizeof *e);
     const int T = o->seq_len ? o->seq_len : o->model.context;
-    const int S = o->steps * (o->pipeline == NB_PIPE_PIPEDREAM ? o->microbatches : 1);
+    const int S = train_schedule_steps(o);
     const int mpi = o->pipeline >= 0 && o->transport == NB_TRANSPORT_MPI;
     int balanced[NB_TRAIN_MAX_STAGES];
     const int *split = o->split;

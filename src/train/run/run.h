@@ -8,6 +8,13 @@
 #include "util/fs.h"
 
 int train_check_options(const nb_train_options *o, int T);
+/* --data-parallel (docs/data-parallel.md): whether the replicas are MPI ranks (D > 1 on an MPI pipeline; else
+ * one process computes their groups in turn); the micro-batches per step of a process's schedule (the
+ * step's, or one replica's share where the replicas are ranks; 1 under --pipeline pipedream); the schedule's
+ * steps (--steps, times a replica's micro-batches per step under --pipeline pipedream: an update each). */
+int train_replicas_are_ranks(const nb_train_options *o);
+int train_schedule_microbatches(const nb_train_options *o);
+int train_schedule_steps(const nb_train_options *o);
 /* Checkpoints: "checkpoint saved DIR: size in time"; a failed save's message (nb_fail), naming the
  * previous checkpoint ("" when none); removing this run's periodic checkpoints beyond --keep. */
 void train_report_checkpoint(const char *what, const char *dir, double seconds);

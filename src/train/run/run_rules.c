@@ -16,6 +16,8 @@
 #include "nobubble/checkpoint.h"
 #include "nobubble/data.h"
 #include "nobubble/delay.h"
+#include "nobubble/pipeline.h"
+#include "nobubble/runtime.h"
 #include "nobubble/train.h"
 #include "train/run/run.h"
 #include "train/run/state.h"
@@ -127,9 +129,42 @@ void train_unlock_run(nb_fs_lock locks[2]) {
     nb_fs_unlock(&locks[0]);
 }
 
+int train_replicas_are_ranks(const nb_train_options *o) {
+    return o->data_parallel > 1 && o->pipeline >= 0 && o->transport == NB_TRANSPORT_MPI;
+}
+
+/* A replica's share of the step's micro-batches (at least 1: the checks refuse a share that is not whole). */
+static int replica_microbatches(const nb_train_options *o) {
+    const int m = o->data_parallel > 1 ? o->microbatches / o->data_parallel : o->microbatches;
+    return m > 1 ? m : 1;
+}
+
+int train_schedule_microbatches(const nb_train_options *o) {
+    if (o->pipeline == NB_PIPE_PIPEDREAM) return 1;
+    return train_replicas_are_ranks(o) ? replica_microbatches(o) : o->microbatches;
+}
+
+int train_schedule_steps(const nb_train_options *o) {
+    return o->steps * (o->pipeline == NB_PIPE_PIPEDREAM ? replica_microbatches(o) : 1);
+}
+
+/* --data-parallel D > 1: the step's micro-batches split evenly, and a way to run the replicas. */
+static int check_replicas(const nb_train_options *o) {
+    const int D = o->data_parallel;
+    if (D == 1) return 0;
+    if (o->microbatches % D)
+        return nb_fail("--microbatches %d does not divide across --data-parallel %d replicas: expected a multiple of %d "
+                       "(each replica takes M / D of a step's micro-batches)", o->microbatches, D, D);
+    if (o->pipeline >= 0 && o->transport != NB_TRANSPORT_MPI)
+        return nb_fail("--data-parallel %d with --transport threads: run the replicas as MPI ranks (mpirun -np %lld "
+                       "... --transport mpi), or leave --pipeline out (one process computes the replicas' groups in "
+                       "turn, ending on the same weights)", D, (long long)D * o->stages);
+    return 0;
+}
+
 int train_check_options(const nb_train_options *o, int T) {
     /* Every flag's range (the settings table), then what depends on other values. */
-    if (nb_settings_check(o)) return -1;
+    if (nb_settings_check(o) || check_replicas(o)) return -1;
     if (T < 1 || T > o->model.context)
         return nb_fail("--seq %d: expected 1 <= seq <= the model's context (%d)", T, o->model.context);
     if (nb_config_check_batch(&o->model, o->batch, T)) return -1;

@@ -232,6 +232,14 @@ const nb_setting nb_settings[] = {
     {.name = "transport", .flag = "--transport", .type = NB_SET_ENUM, NO_RANGE, .offset = AT(transport),
      .names = nb_transport_names, .def = 0, .metavar = "NAME",
      .help = "one process (threads) or one process per stage (mpi: mpirun -np P)", .resume = NB_RESUME_FREE},
+    /* Data parallelism: the gradient's sum is grouped by replica, so a resume into another D rounds otherwise
+     * (docs/data-parallel.md). */
+    {.name = "data_parallel", .flag = "--data-parallel", INT_RANGE(1, NB_TRAIN_MAX_MICROBATCHES),
+     .offset = AT(data_parallel), .def = 1, .metavar = "D",
+     .help = "D replicas, each taking M / D of a step's micro-batches, their gradients summed in replica order "
+             "(mpi: mpirun -np D x P; without --pipeline one process computes the same)",
+     .resume = NB_RESUME_OVERRIDE, .checkpoint_key = "data_parallel", .unrecorded = "1",
+     .summary_key = "run.data_parallel"},
     {.name = "threads_per_stage", .flag = "--threads-per-stage", INT_RANGE(0, 1024), .offset = AT(threads_per_stage),
      .def = 0, .metavar = "N", .help = "GEMM threads of each pipeline worker", .zero_means = "cores / stages",
      .resume = NB_RESUME_FREE},

@@ -225,11 +225,13 @@ static int pipeline_delay(nb_settings_args *a) {
 }
 
 /* Under mpirun with more than one process and no --transport: one stage per process (--transport mpi,
- * --stages the world size), rather than every process running the whole pipeline into the same files.
- * Flags that say otherwise are refused, naming both. A world of one is left as it was. */
+ * --stages the world size over --data-parallel's replicas), rather than every process running the whole
+ * pipeline into the same files. Flags that say otherwise are refused, naming both (with --data-parallel,
+ * a --stages that does not make the world by nb_train, before anything is built). A world of one is left
+ * as it was. */
 static int follow_mpirun(nb_settings_args *a) {
     nb_train_options *o = a->o;
-    const int world = nb_mpi_world_size();
+    const int world = nb_mpi_world_size(), D = o->data_parallel;
     if (world == 0 || world == 1) return 0;
     const nb_setting *transport = nb_setting_by_name("transport"), *stages = nb_setting_by_name("stages");
     if (a->given[transport - nb_settings]) {
@@ -241,17 +243,24 @@ static int follow_mpirun(nb_settings_args *a) {
     if (world < 0)
         return nb_fail("started by an MPI launcher that does not give the number of processes (no "
                        "OMPI_COMM_WORLD_SIZE or PMI_SIZE, or not a count): give --transport mpi and --stages P");
-    if (a->given[stages - nb_settings] && o->stages != world)
+    if (world % D)
+        return nb_fail("--data-parallel %d, but mpirun started %d processes: expected a multiple of %d (one process "
+                       "per stage of each replica)", D, world, D);
+    if (D == 1 && a->given[stages - nb_settings] && o->stages != world)
         return nb_fail("--stages %d, but mpirun started %d processes (one per stage): expected --stages %d or "
                        "mpirun -np %d", o->stages, world, world, o->stages);
     if (o->pipeline < 0) {
         char kinds[96];
         nb_pipe_kind_list(kinds, sizeof kinds);
+        if (D > 1)
+            return nb_fail("mpirun started %d processes, %d replicas of %d pipeline stage(s): expected --pipeline KIND "
+                           "(%s%s)", world, D, world / D, kinds,
+                           world == D ? "; a replica of one stage without delay: --pipeline 1f1b" : "");
         return nb_fail("mpirun started %d processes, one per pipeline stage: expected --pipeline KIND (%s)", world,
                        kinds);
     }
     o->transport = NB_TRANSPORT_MPI;
-    o->stages = world;
+    if (!a->given[stages - nb_settings]) o->stages = world / D;
     return 0;
 }
 
