@@ -13,6 +13,8 @@
  *   implementation on the same bf16-rounded inputs, the aux loss within float rounding, the output and
  *   every gradient within a bf16 tolerance of the float layer's (itself checked above), and the same bits
  *   at 1 and 3 threads;
+ * - the backward reads nothing of its scratch that it did not write (the scratch is filled with NaN
+ *   between forward and backward, as a stage's shared scratch holds another pass's values);
  * - bad dimensions refused naming the field. */
 #include <math.h>
 #include <omp.h>
@@ -135,6 +137,7 @@ static void run_layer(const ref_block *b, const double *c, double a, run_out *r)
     CHECK(s != NULL, "state: %s", s ? "ok" : nb_last_error());
     if (!s) exit(1);
     moe_forward(be, s, r->out, r->x, r->wr, r->wg, r->wd, r->load);
+    memset(s->dy, 0xff, moe_scratch_bytes(&m));  /* the scratch (dy first) as a stage's: another pass's values (NaN here) */
     r->aux = s->aux;
     r->top = malloc(sizeof(int) * (size_t)m.N * m.k);
     memcpy(r->top, s->top, sizeof(int) * (size_t)m.N * m.k);
@@ -317,6 +320,7 @@ static void run_layer_bf16(const ref_block *b, const double *c, double a, int th
     CHECK(s != NULL, "bf16 state: %s", s ? "ok" : nb_last_error());
     if (!s) exit(1);
     moe_forward_bf16(be, s, r->out, x, wr, wg, wd, r->load);
+    memset(s->dy, 0xff, moe_scratch_bytes(&m));  /* the scratch (dy first) holding another pass's values */
     r->aux = s->aux;
     memcpy(r->top, s->top, sizeof(int) * (size_t)m.N * m.k);
     moe_backward_bf16(be, s, r->dx, r->gr, r->gg, r->gd, dout, (float)a, x, wr, wg, wd);

@@ -230,17 +230,15 @@ void moe_forward(const nb_backend *be, moe_state *s, float *out, const float *x,
                  const float *w_gu, const float *w_down, float *load) {
     const moe_dims m = s->m;
     const size_t d = (size_t)m.d, F = (size_t)m.F;
-    nb_gemm(be, 0, 1, m.N, m.E, m.d, 1.0f, x, m.d, w_router, m.d, 0.0f, s->probs, m.E);
+    linear_forward(be, s->probs, 0.0f, x, w_router, m.N, m.d, m.E);
     route_tokens(s, s->xg, x, sizeof(float) * d);
     for (int e = 0; e < m.E; e++) {
         const int n = s->count[e];
         if (!n) continue;
         const size_t r0 = (size_t)s->start[e];
-        float *gu = s->gu + r0 * 2 * F, *h = s->h + r0 * F, *y = s->y + r0 * d;
-        nb_gemm(be, 0, 1, n, 2 * m.F, m.d, 1.0f, s->xg + r0 * d, m.d, w_gu + (size_t)e * 2 * F * d, m.d, 0.0f, gu,
-                2 * m.F);
-        swiglu_forward(h, gu, n, m.F);
-        nb_gemm(be, 0, 1, n, m.d, m.F, 1.0f, h, m.F, w_down + (size_t)e * d * F, m.F, 0.0f, y, m.d);
+        linear_forward(be, s->gu + r0 * 2 * F, 0.0f, s->xg + r0 * d, w_gu + (size_t)e * 2 * F * d, n, m.d, 2 * m.F);
+        swiglu_forward(s->h + r0 * F, s->gu + r0 * 2 * F, n, m.F);
+        linear_forward(be, s->y + r0 * d, 0.0f, s->h + r0 * F, w_down + (size_t)e * d * F, n, m.F, m.d);
     }
     combine(s, out, load);
 }
@@ -320,18 +318,15 @@ void moe_backward(const nb_backend *be, moe_state *s, float *dx, float *g_router
         const int n = s->count[e];
         if (!n) continue;
         const size_t r0 = (size_t)s->start[e];
-        const float *dy = s->dy + r0 * d, *h = s->h + r0 * F, *gu = s->gu + r0 * 2 * F, *xg = s->xg + r0 * d;
-        float *dh = s->dh + r0 * F, *dgu = s->dgu + r0 * 2 * F, *dxg = s->dxg + r0 * d;
-        const float *wd = w_down + (size_t)e * d * F, *wg = w_gu + (size_t)e * 2 * F * d;
-        nb_gemm(be, 0, 0, n, m.F, m.d, 1.0f, dy, m.d, wd, m.F, 0.0f, dh, m.F);
-        nb_gemm(be, 1, 0, m.d, m.F, n, 1.0f, dy, m.d, h, m.F, 1.0f, g_down + (size_t)e * d * F, m.F);
-        swiglu_backward(dgu, dh, gu, n, m.F);
-        nb_gemm(be, 1, 0, 2 * m.F, m.d, n, 1.0f, dgu, 2 * m.F, xg, m.d, 1.0f, g_gu + (size_t)e * 2 * F * d, m.d);
-        nb_gemm(be, 0, 0, n, m.d, 2 * m.F, 1.0f, dgu, 2 * m.F, wg, m.d, 0.0f, dxg, m.d);
+        float *dh = s->dh + r0 * F, *dgu = s->dgu + r0 * 2 * F;
+        linear_backward(be, dh, 0.0f, g_down + (size_t)e * d * F, s->dy + r0 * d, s->h + r0 * F,
+                        w_down + (size_t)e * d * F, n, m.F, m.d);
+        swiglu_backward(dgu, dh, s->gu + r0 * 2 * F, n, m.F);
+        linear_backward(be, s->dxg + r0 * d, 0.0f, g_gu + (size_t)e * 2 * F * d, dgu, s->xg + r0 * d,
+                        w_gu + (size_t)e * 2 * F * d, n, m.d, 2 * m.F);
     }
     softmax_backward(s, aux_grad);
-    nb_gemm(be, 1, 0, m.E, m.d, m.N, 1.0f, s->dp, m.E, x, m.d, 1.0f, g_router, m.d);
-    nb_gemm(be, 0, 0, m.N, m.d, m.E, 1.0f, s->dp, m.E, w_router, m.d, 0.0f, dx, m.d);
+    linear_backward(be, dx, 0.0f, g_router, s->dp, x, w_router, m.N, m.d, m.E);
     add_rows(s, dx, s->dxg, 0);  /* dx += each grouped row's input gradient */
 }
 
