@@ -3,7 +3,7 @@
 # machine's CPU in runs/claim_10k/machines.log (the sweep log's times then say which machine ran each
 # point), runs the sweep with the study's binary at the lowest priority (it resumes; stop it with
 # SIGTERM, which checkpoints the running points), evaluates each finished point on the whole validation
-# split, and saves them into results/claim_10k. Commit results/claim_10k afterwards.
+# split, and saves them into results/claim_10k (experiments/study.sh). Commit results/claim_10k afterwards.
 #
 #   bash experiments/claim_10k/run.sh [JOBS (2)]      NB_STUDY_BIN overrides /work/bin/nobubble-study
 set -euo pipefail
@@ -12,16 +12,8 @@ bin=${NB_STUDY_BIN:-/work/bin/nobubble-study}
 jobs=${1:-2}
 want=dca6a21
 [ -x "$bin" ] || { echo "run.sh: $bin: build the study's binary first (README.md, 'Amendment 1': commit $want)" >&2; exit 1; }
-[ -f data/bible-gcide/manifest.json ] || "$bin" prepare --corpus bible+gcide
-[ -d results/claim_10k/runs ] && bash scripts/results.sh restore claim_10k
-mkdir -p runs/claim_10k
-printf '%s start %s | %s | binary %s\n' "$(date +%s)" "$(lscpu | sed -n 's/^Model name: *//p')" \
-  "$(grep -o 'avx512_bf16\|amx_bf16\|avx512f \|avx2 ' /proc/cpuinfo | sort -u | tr -d ' ' | tr '\n' ' ')" \
-  "$(sha256sum "$bin" | cut -c1-16)" >> runs/claim_10k/machines.log
+bash experiments/study.sh start claim_10k "$bin"
 rc=0
 nice -n 19 "$bin" sweep experiments/claim_10k/grid.txt --out runs/claim_10k --jobs "$jobs" --save-every 1000 || rc=$?
-bash experiments/claim_10k/evaluate.sh "$bin"
-bash scripts/results.sh save claim_10k
-# Which machine ran which point: the sweep's log of starts, resumes and ends, and this script's of machines.
-cp runs/claim_10k/sweep.log runs/claim_10k/machines.log results/claim_10k/
+bash experiments/study.sh save claim_10k "$bin"
 exit $rc

@@ -14,17 +14,7 @@ want=1790e1c
 bin=${NB_MOE_BIN:-/work/bin/nobubble-moe-$want}
 jobs=${1:-1}
 [ -x "$bin" ] || { echo "run.sh: $bin: build the study's binary first (README.md, 'The binary': commit $want)" >&2; exit 1; }
-[ -f data/bible-gcide/manifest.json ] || "$bin" prepare --corpus bible+gcide
-[ -d results/moe/runs ] && bash scripts/results.sh restore moe
-mkdir -p runs/moe
-printf '%s start %s | %s | binary %s\n' "$(date +%s)" "$(lscpu | sed -n 's/^Model name: *//p')" \
-  "$(grep -o 'avx512_bf16\|amx_bf16\|avx512f \|avx2 ' /proc/cpuinfo | sort -u | tr -d ' ' | tr '\n' ' ')" \
-  "$(sha256sum "$bin" | cut -c1-16)" >> runs/moe/machines.log
-save() {
-  bash experiments/evaluate_whole.sh moe "$bin"
-  bash scripts/results.sh save moe
-  cp runs/moe/sweep.log runs/moe/machines.log runs/moe/rates.json results/moe/ 2>/dev/null || true
-}
+bash experiments/study.sh start moe "$bin"
 for length in 1000 3000; do
   while :; do
     python3 experiments/moe/tune.py $length > runs/moe/grid_$length.next
@@ -36,7 +26,7 @@ for length in 1000 3000; do
     rm -f runs/moe/done_$length
     rc=0
     nice -n 19 "$bin" sweep runs/moe/grid_$length.txt --out runs/moe --jobs "$jobs" --save-every 500 --quiet || rc=$?
-    save
+    bash experiments/study.sh save moe "$bin"
     [ $rc -eq 0 ] || exit $rc
     touch runs/moe/done_$length
   done

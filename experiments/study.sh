@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# What every study's run.sh does before and after its sweeps (experiments/claim_10k, experiments/moe):
+#
+#   bash experiments/study.sh start NAME NOBUBBLE   the corpus prepared, the points saved in results/NAME
+#                                                   restored into runs/NAME, and this machine's CPU, flags
+#                                                   and the binary's hash added to runs/NAME/machines.log
+#   bash experiments/study.sh save NAME NOBUBBLE    each finished point evaluated on the whole validation
+#                                                   split (evaluate_whole.sh), the points saved into
+#                                                   results/NAME (scripts/results.sh), with the sweep's log,
+#                                                   machines.log and, where the study has one, rates.json
+#
+# The sweep's log and machines.log together say which machine ran which point.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -eq 3 ] || { echo "usage: bash experiments/study.sh start|save NAME NOBUBBLE" >&2; exit 2; }
+action=$1 name=$2 bin=$3
+case "$action" in
+  start)
+    [ -f data/bible-gcide/manifest.json ] || "$bin" prepare --corpus bible+gcide
+    [ -d "results/$name/runs" ] && bash scripts/results.sh restore "$name"
+    mkdir -p "runs/$name"
+    printf '%s start %s | %s | binary %s\n' "$(date +%s)" "$(lscpu | sed -n 's/^Model name: *//p')" \
+      "$(grep -o 'avx512_bf16\|amx_bf16\|avx512f \|avx2 ' /proc/cpuinfo | sort -u | tr -d ' ' | tr '\n' ' ')" \
+      "$(sha256sum "$bin" | cut -c1-16)" >> "runs/$name/machines.log"
+    ;;
+  save)
+    bash experiments/evaluate_whole.sh "$name" "$bin"
+    bash scripts/results.sh save "$name"
+    for f in sweep.log machines.log rates.json; do
+      if [ -f "runs/$name/$f" ]; then cp "runs/$name/$f" "results/$name/"; fi
+    done
+    ;;
+  *) echo "study.sh: '$action': expected start or save" >&2; exit 2 ;;
+esac
