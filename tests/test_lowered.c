@@ -306,7 +306,7 @@ static void test_simulate_hand(void) {
     to_lists(&h, &l);
     const double f[] = {1, 1}, b[] = {2, 2}, u[] = {0.5, 0.5};
     for (int comm = 0; comm < 2; comm++) {
-        nb_low_costs c = {f, b, u, NULL, 0, 0, comm * 0.25, 0, 0, {0}, NULL, NULL};
+        nb_low_costs c = {f, b, u, NULL, 0, 0, comm * 0.25, 0, 0, {0}, NULL, NULL, NULL};
         nb_low_sim sim;
         nb_pipe_schedule sc;
         nb_pipe_sim ref;
@@ -331,7 +331,7 @@ static void test_simulate_hand(void) {
         nb_pipe_free(&sc);
     }
     /* bytes over a link: 100-byte activations at 50 bytes/s add 2 per hop; STATS cost nothing */
-    nb_low_costs c = {f, b, u, NULL, 0, 0, 0, 0, 50, {0}, NULL, NULL};
+    nb_low_costs c = {f, b, u, NULL, 0, 0, 0, 0, 50, {0}, NULL, NULL, NULL};
     c.bytes[NB_MSG_ACT] = c.bytes[NB_MSG_GRAD] = 100;
     nb_low_sim sim;
     if (!nb_low_simulate(&l, &c, &sim)) {
@@ -343,7 +343,7 @@ static void test_simulate_hand(void) {
         nb_low_sim_free(&sim);
     } else CHECK(0, "simulate with bandwidth: %s", nb_last_error());
     /* the coordinator's messages have their own latency: it hears of the last APPLY (9.5) a second later */
-    nb_low_costs slow = {f, b, u, NULL, 0, 0, 0, 1, 0, {0}, NULL, NULL};
+    nb_low_costs slow = {f, b, u, NULL, 0, 0, 0, 1, 0, {0}, NULL, NULL, NULL};
     if (!nb_low_simulate(&l, &slow, &sim)) {
         CHECK(sim.makespan == 10.5 && sim.t_finish[l.start[3] - 1] == 10.5,
               "coordinator latency: makespan %g, expected 10.5 (FINISH then)", sim.makespan);
@@ -527,7 +527,7 @@ static void test_makespan_matches(void) {
                         nb_pipe_sim ref;
                         nb_low_sim sim;
                         nb_pipe_costs pc = {f, b, u, comm * 0.5, NULL};
-                        nb_low_costs lc = {f, b, u, NULL, 0, 0, comm * 0.5, 0, 0, {0}, NULL, NULL};
+                        nb_low_costs lc = {f, b, u, NULL, 0, 0, comm * 0.5, 0, 0, {0}, NULL, NULL, NULL};
                         cases++;
                         if (lower_case(all_kinds[ki], P, M, S, OPT_NONE, &sc, &l) || nb_pipe_simulate(&sc, &pc, &ref)) {
                             CHECK(0, "%s P=%d M=%d: %s", nb_pipe_kind_name(all_kinds[ki]), P, M, nb_last_error());

@@ -263,7 +263,7 @@ typedef struct {
     int gather_params;            /* stages 1 .. P-1 send their final weights to the coordinator (MPI) */
     int replicas;                 /* data parallelism: with more than 1, each update starts with REDUCE (the
                                      lists are every replica's; the sum is the transport's, not a message of
-                                     these lists, and the simulator gives it no cost) */
+                                     these lists: the simulator gives it nb_low_costs.reduce) */
 } nb_low_options;
 
 typedef struct {
@@ -321,6 +321,9 @@ typedef struct {
     double bytes_per_second;           /* link bandwidth; 0: bytes take no time */
     double bytes[NB_MSG_KINDS];        /* the size of one message of each kind */
     const double *backward_input, *backward_weight;  /* BACKWARD_INPUT, BACKWARD_WEIGHT (a split backward) */
+    const double *reduce;              /* REDUCE: the gradient's sum over the data-parallel replicas (every
+                                          replica runs the same lists at the same costs, so the sum's time
+                                          is the one cost of the action; nb_proj_allreduce_seconds) */
 } nb_low_costs;
 
 typedef struct {
@@ -334,8 +337,9 @@ typedef struct {
 } nb_low_sim;
 
 /* Validates (nb_low_validate) and simulates the lists: each action starts when its endpoint is free
- * and, for a RECV, its message has arrived (the SEND's finish + latency + bytes / bandwidth); a RECV
- * itself takes no time. nb_pipe_simulate is this simulator run on a schedule's plain lowering.
+ * and, for a RECV, its message has arrived: its bytes leave on the sender's link (one per endpoint,
+ * shared by its messages in list order) once the SEND has finished and the link is free, and arrive
+ * the latency later; a RECV itself takes no time. nb_pipe_simulate is this simulator run on a schedule's plain lowering.
  * O(actions) time and memory.
  * Free the result with nb_low_sim_free. */
 int nb_low_simulate(const nb_low_schedule *l, const nb_low_costs *costs, nb_low_sim *out);
@@ -347,4 +351,91 @@ void nb_low_sim_free(nb_low_sim *sim);
  * naming a cost out of range (forward and backward > 0, 0 < backward_weight < backward, update and
  * comm >= 0, all finite). */
 int nb_pipe_action_costs(const nb_pipe_schedule *s, const nb_pipe_costs *costs, double *buf, nb_low_costs *out);
+/* ---- Projection: a pipeline's step time, idle time and memory on a cluster (docs/projection.md) ----
+ * The simulator above run on costs that come from a model's shape and a device's measured rates, with a
+ * network model: the activations and their gradients cross each stage boundary as one message of
+ * latency + bytes / bandwidth, and the data-parallel replicas sum each stage's gradient by a ring
+ * all-reduce (nb_proj_allreduce_seconds) at the start of every update, not overlapped with the backward
+ * (as nobubble's REDUCE runs). */
+
+/* A dense decoder (Llama: attention with grouped key/value heads, SwiGLU). */
+typedef struct {
+    int n_layers, d_model, d_ffn, n_heads, n_kv_heads, vocab, seq;
+    int tied;  /* the head is the embedding's transpose (one matrix, not two) */
+} nb_proj_shape;
+
+/* What a device and its network achieve. */
+typedef struct {
+    double flops_per_second;          /* a forward's products, achieved (not peak) */
+    double backward_ratio;            /* a backward's time over its forward's (2: twice the products) */
+    double weight_share;              /* the weight gradient's (W's) share of a backward, 0 < share < 1 */
+    double update_seconds_per_param;  /* the optimizer's step, per parameter of the stage */
+    double act_bytes;                 /* bytes per activation value on the wire (2: bf16) */
+    double grad_bytes;                /* bytes per gradient value summed across replicas (4: fp32) */
+    double state_bytes_per_param;     /* weights, gradient and optimizer state per parameter held (16:
+                                         fp32 weights, gradient, AdamW's two moments) */
+    double version_bytes_per_param;   /* a stashed weight version (4: fp32) */
+    double latency;                   /* seconds per message, and per hop of the ring */
+    double bytes_per_second;          /* a link's bandwidth (> 0) */
+} nb_proj_device;
+
+/* The run being projected. */
+typedef struct {
+    nb_pipe_kind kind;     /* gpipe, 1f1b, 2bw, interleaved or zbh1 */
+    int n_stages;          /* P */
+    int n_replicas;        /* D */
+    int n_micro;           /* M, micro-batches per pipeline per step */
+    int micro_batch;       /* sequences per micro-batch */
+    int n_chunks;          /* interleaved: v (0: 2) */
+} nb_proj_layout;
+
+typedef struct {
+    double step_s;              /* steady-state seconds per optimizer step */
+    double tokens_per_s;        /* the whole job's: D x M x micro_batch x seq / step_s */
+    double idle_fraction;       /* of the stages' time in the steady state */
+    double reduce_s;            /* one stage's all-reduce per step (the largest) */
+    double memory_bytes;        /* the stage holding the most: state, versions, peak activations */
+    double act_message_bytes;   /* one ACT (or GRAD) message */
+    int peak_activations;       /* most micro-batches (x chunks / v) in flight on one stage */
+    double stage_forward_s[2];  /* the fastest and slowest stage's forward of one micro-batch */
+} nb_proj_result;
+
+/* The ring all-reduce of `bytes` over D replicas: 2 (D - 1) messages of bytes / D each, every one
+ * paying the latency: 2 (D - 1) (latency + bytes / (D x bandwidth)). 0 for D = 1. */
+double nb_proj_allreduce_seconds(double bytes, int n_replicas, double latency, double bytes_per_second);
+/* The shape's parameters: those of one block and of the whole model (embedding, blocks, final norm,
+ * the head unless tied). */
+double nb_proj_block_params(const nb_proj_shape *m);
+double nb_proj_params(const nb_proj_shape *m);
+/* One sequence's forward products through one block (2 x multiply-adds: the projections, the
+ * attention's scores and weighted sum over the causal half, the SwiGLU) and through the head. */
+double nb_proj_block_flops(const nb_proj_shape *m);
+double nb_proj_head_flops(const nb_proj_shape *m);
+/* The blocks of each stage (blocks[P]): the contiguous split that minimizes the slowest stage, the
+ * head on the last. -1 when P exceeds the blocks. */
+int nb_proj_split(const nb_proj_shape *m, int n_stages, int *blocks);
+/* What a simulation takes per stage (arrays of P). */
+typedef struct {
+    const double *forward, *backward;  /* one micro-batch's, seconds */
+    const double *update;              /* the optimizer's step, seconds */
+    const double *backward_weight;     /* W's share of backward, seconds (NULL: the device's weight_share) */
+    const double *params;              /* parameters held: the all-reduce's values and the state (NULL: 0) */
+    const double *act_memory;          /* bytes a micro-batch's activations hold until its backward (NULL: 0) */
+    double act_message;                /* bytes of one ACT (and GRAD) message */
+} nb_proj_stages;
+
+/* Per-stage costs of `shape` on `dev`, split by nb_proj_split, micro-batches of micro_batch sequences:
+ * into the arrays of P (buf holds 5 x P doubles) and the act_message. Activations held per block and
+ * sequence: 34 x seq x d_model bytes (16-bit activations without recomputation, the attention's scores
+ * not kept: Korthikanti et al. 2022 without its 5 a s^2 term, as with flash attention); the head's
+ * float32 logits: 4 x seq x vocab. */
+int nb_proj_stage_costs(const nb_proj_shape *m, const nb_proj_device *dev, int n_stages, int micro_batch,
+                        double *buf, nb_proj_stages *out);
+/* Simulates `layout` with these per-stage costs for 6 steps and measures steps 2..4: the steady state.
+ * Fails naming what does not fit (M < P for 1F1B, 2BW and ZB-H1, M not a multiple of P for interleaved,
+ * a cost out of range). tokens_per_s needs the sequence length: seq (0: not computed). */
+int nb_proj_simulate(const nb_proj_layout *layout, const nb_proj_device *dev, const nb_proj_stages *stages, int seq,
+                     nb_proj_result *out);
+/* nb_proj_stage_costs then nb_proj_simulate: the projection of one layout of shape m. */
+int nb_proj_run(const nb_proj_shape *m, const nb_proj_device *dev, const nb_proj_layout *layout, nb_proj_result *out);
 #endif

@@ -25,6 +25,7 @@ static const subcommand subcommands[] = {
     {"sample", cmd_sample, "generate text from a saved model (key/value cache)", 0},
     {"bench", cmd_bench, "measure step time, tokens/s and GFLOP/s per preset", 0},
     {"schedule", cmd_schedule, "simulate a pipeline schedule: timeline, bubble, memory (text, SVG, JSON)", 0},
+    {"project", cmd_project, "project pipelines onto a cluster (tokens/s of 2BW over the best synchronous schedule); predict a run", 0},
     {"export", cmd_export, "write a freshly initialized model as a Hugging Face folder (safetensors)", 0},
     {"sweep", cmd_sweep, "run a grid of training runs (child processes, resumable) into a results table", 1},
     {"report", cmd_report, "an HTML page of a sweep's runs: loss curves, gaps to sync, recovery", 0},

@@ -24,6 +24,8 @@ typedef struct {
     size_t *next;                 /* per endpoint: its actions run so far */
     size_t *waiting;              /* per endpoint: the RECV it is blocked on, or NOT_WAITING */
     double *free_at;              /* per endpoint: when its last action finished */
+    double *wire_free;            /* per endpoint: when its link has sent the bytes queued on it */
+    double *arrive;               /* per SEND with a cost model: when its message is at its receiver */
     int *queue, head, count;      /* endpoints to advance (a ring of P + 1) */
     unsigned char *queued;
 } run_state;
@@ -58,29 +60,39 @@ static double duration(const nb_low_costs *c, const nb_low_action *a, int e) {
     case NB_LOW_APPLY: return per_stage(c->update, e);
     case NB_LOW_EVAL: return per_stage(c->eval, e);
     case NB_LOW_SAVE: return c->save;
-    case NB_LOW_RECV: case NB_LOW_GRADS: case NB_LOW_REDUCE: return 0.0;
+    case NB_LOW_REDUCE: return per_stage(c->reduce, e);
+    case NB_LOW_RECV: case NB_LOW_GRADS: return 0.0;
     default: return c->action;  /* SEND and the coordinator's actions */
     }
 }
 
-/* When the message a RECV takes arrives: its SEND's finish, the latency (the coordinator's own, or the
- * stages') and the bytes on the wire. */
-static double arrival(const run_state *r, const nb_low_action *recv, size_t send) {
+/* When the message of SEND g (endpoint e's, just timed) arrives: its bytes leave on e's link once the
+ * send has finished and the link has sent what was queued on it before (one link per endpoint, shared by
+ * all its messages: a stage's activations to the next stage and gradients to the one before queue on
+ * the same wire), then the latency (the coordinator's own, or the stages'). */
+static void time_message(run_state *r, int e, size_t g) {
     const nb_low_costs *c = r->c;
-    const double wire = c->bytes_per_second > 0 ? c->bytes[recv->msg] / c->bytes_per_second : 0.0;
-    const int P = r->l->n_stages, via_coordinator = recv->peer == P || r->l->actions[send].peer == P;
-    return r->t_finish[send] + (via_coordinator ? c->coordinator_latency : c->latency) + wire;
+    const nb_low_action *a = &r->l->actions[g];
+    const double wire = c->bytes_per_second > 0 ? c->bytes[a->msg] / c->bytes_per_second : 0.0;
+    const int P = r->l->n_stages, via_coordinator = e == P || a->peer == P;
+    double left = r->t_finish[g];
+    if (wire > 0) {
+        if (r->wire_free[e] > left) left = r->wire_free[e];
+        left += wire;
+        r->wire_free[e] = left;
+    }
+    r->arrive[g] = left + (via_coordinator ? c->coordinator_latency : c->latency);
 }
 
 static void time_action(run_state *r, int e, size_t g, size_t send) {
     const nb_low_action *a = &r->l->actions[g];
     double t0 = r->free_at[e];
     if (a->op == NB_LOW_RECV) {
-        const double at = arrival(r, a, send);
-        if (at > t0) t0 = at;
+        if (r->arrive[send] > t0) t0 = r->arrive[send];
     }
     r->t_start[g] = t0;
     r->t_finish[g] = r->free_at[e] = t0 + duration(r->c, a, e);
+    if (a->op == NB_LOW_SEND) time_message(r, e, g);
 }
 
 /* Runs endpoint e's actions until its list ends or a RECV's SEND has not run yet. */
@@ -165,6 +177,8 @@ static void free_state(run_state *r) {
     free(r->next);
     free(r->waiting);
     free(r->free_at);
+    free(r->wire_free);
+    free(r->arrive);
     free(r->queue);
     free(r->queued);
 }
@@ -172,9 +186,12 @@ static void free_state(run_state *r) {
 int lowered_dry_run(const nb_low_schedule *l, const size_t *partner, const nb_low_costs *costs, double *t_start,
                 double *t_finish) {
     const size_t E = (size_t)l->n_stages + 1;
+    const size_t total = l->start[l->n_stages + 1];
     run_state r = {l, partner, costs, t_start, t_finish, calloc(E, sizeof(size_t)), malloc(E * sizeof(size_t)),
-                   calloc(E, sizeof(double)), malloc(E * sizeof(int)), 0, 0, calloc(E, 1)};
-    if (!r.next || !r.waiting || !r.free_at || !r.queue || !r.queued) {
+                   calloc(E, sizeof(double)), calloc(E, sizeof(double)),
+                   costs ? malloc(sizeof(double) * (total ? total : 1)) : NULL, malloc(E * sizeof(int)), 0, 0,
+                   calloc(E, 1)};
+    if (!r.next || !r.waiting || !r.free_at || !r.wire_free || (costs && !r.arrive) || !r.queue || !r.queued) {
         free_state(&r);
         return nb_fail("out of memory running a lowered schedule of %zu endpoints", E);
     }

@@ -14,9 +14,11 @@ static int check_cost(const char *name, int stage, double v) {
 }
 
 static int check_costs(const nb_low_costs *c, int P) {
-    const double *arrays[] = {c->forward, c->backward, c->update, c->eval, c->backward_input, c->backward_weight};
-    static const char *const names[] = {"forward", "backward", "update", "eval", "backward input", "backward weight"};
-    for (int i = 0; i < 6; i++)
+    const double *arrays[] = {c->forward, c->backward, c->update, c->eval, c->backward_input, c->backward_weight,
+                              c->reduce};
+    static const char *const names[] = {"forward", "backward", "update", "eval", "backward input", "backward weight",
+                                        "reduce"};
+    for (int i = 0; i < 7; i++)
         for (int s = 0; arrays[i] && s < P; s++)
             if (check_cost(names[i], s, arrays[i][s])) return -1;
     if (check_cost("save", -1, c->save) || check_cost("action", -1, c->action) || check_cost("latency", -1, c->latency) ||

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The simulator's accuracy (docs/projection.md): real pipelines here, 1F1B and 2BW at P = 2, 3, 4 on
+# threads and on MPI processes, and D = 2 replicas of a 2-stage pipeline over MPI; each run's steady-state
+# step time against `nobubble project --run`'s prediction from the per-stage costs the run measured, and
+# from the costs the other kind's run measured (1F1B's costs predicting 2BW and the reverse: the schedule's
+# effect predicted, not fitted).
+#
+# usage: bench/projection.sh [REPEATS (3)] [STEPS (10)]   (after scripts/build.sh and
+#        `nobubble prepare --out data/bible`). Prints one row per (transport, P, D, kind) with the medians
+# over REPEATS of the measured step, both predictions and their errors. This machine has 2 cores: at
+# P = 3 and 4 the stages share them (one GEMM thread each), which the measured costs carry.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+reps=${1:-3}; steps=${2:-10}
+bin=./build/nobubble
+[ -f data/bible/manifest.json ] || $bin prepare --out data/bible >/dev/null
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# small with 8 blocks of d_ffn 1024 (bench/pipeline.sh's model with one more block, so that 4 stages
+# each hold 2); a step of 8 sequences in M = 4 micro-batches of 2 (with D = 2, each replica runs 2 of them).
+model=(--data data/bible --model small --set n_layers=8 --set d_ffn=1024 --batch 8 --seq 128 --steps "$steps"
+       --eval-batches 1 --lr 1e-3 --microbatches 4 --threads-per-stage 1 --quiet)
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+field() { grep -o "\"$1\": [-0-9.e+]*" | awk '{print $2}'; }
+
+run() {  # run OUT transport P D kind
+  local out=$1 transport=$2 P=$3 D=$4 kind=$5
+  rm -rf "$out"
+  if [ "$transport" = mpi ]; then
+    mpirun -np $((P * D)) --oversubscribe --bind-to none $bin train "${model[@]}" --stages "$P" --pipeline "$kind" \
+      --transport mpi --data-parallel "$D" --out "$out" >/dev/null
+  else
+    $bin train "${model[@]}" --stages "$P" --pipeline "$kind" --out "$out" >/dev/null
+  fi
+}
+
+configs=("threads 2 1" "threads 3 1" "threads 4 1" "mpi 2 1" "mpi 3 1" "mpi 4 1" "mpi 2 2")
+printf "%-8s %2s %2s %-5s %12s %14s %8s %16s %8s\n" transport P D kind "measured ms" "predicted ms" error \
+  "from other kind" error
+for c in "${configs[@]}"; do
+  read -r transport P D <<<"$c"
+  : > "$tmp/rows"
+  for rep in $(seq 1 "$reps"); do
+    run "$tmp/1f1b" "$transport" "$P" "$D" 1f1b
+    run "$tmp/2bw" "$transport" "$P" "$D" 2bw
+    for kind in 1f1b 2bw; do
+      other=$([ $kind = 1f1b ] && echo 2bw || echo 1f1b)
+      self=$($bin project --run "$tmp/$kind" --json)
+      cross=$($bin project --run "$tmp/$kind" --costs-from "$tmp/$other" --json)
+      echo "$kind $(field measured_step_s <<<"$self") $(field predicted_step_s <<<"$self") $(field error <<<"$self")" \
+        "$(field predicted_step_s <<<"$cross") $(field error <<<"$cross")" >> "$tmp/rows"
+    done
+  done
+  for kind in 1f1b 2bw; do
+    col() { awk -v k="$kind" -v c="$1" '$1 == k {print $c}' "$tmp/rows" | median; }
+    printf "%-8s %2d %2d %-5s %12.1f %14.1f %+7.1f%% %16.1f %+7.1f%%\n" "$transport" "$P" "$D" "$kind" \
+      "$(awk -v x="$(col 2)" 'BEGIN {print 1e3 * x}')" "$(awk -v x="$(col 3)" 'BEGIN {print 1e3 * x}')" \
+      "$(awk -v x="$(col 4)" 'BEGIN {print 100 * x}')" "$(awk -v x="$(col 5)" 'BEGIN {print 1e3 * x}')" \
+      "$(awk -v x="$(col 6)" 'BEGIN {print 100 * x}')"
+  done
+done
+echo "(medians of $reps runs of $steps steps; error: predicted / measured - 1; the steady window is the run's own)"

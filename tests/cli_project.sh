@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# nobubble project: the cluster projection's table (every row's numbers within what the layout allows,
+# 2BW's tokens/s against the best synchronous schedule), its JSON rows, a run's step time predicted from
+# its own measured costs and from another run's, and bad input refused with a clear message.
+set -u
+bin=${1:?usage: cli_project.sh path/to/nobubble}
+source "$(dirname "$0")/support/cli_harness.sh"
+
+"$bin" project --help | grep -q "usage: nobubble project" && ok || fail "project --help"
+"$bin" --help | grep -q "project" && ok || fail "nobubble --help lists project"
+
+# The projection of smollm-360m: one summary row per (bandwidth, P, D) that fits.
+"$bin" project --shape smollm-360m --stages 4,8 --data-parallel 1,64 --bandwidth-gbps 25,400 >"$work/p.txt" \
+  2>"$work/err" || fail "projection: $(cat "$work/err")"
+check "header names the shape's parameters" grep -q "361.8M parameters" "$work/p.txt"
+check "8 summary rows" test "$(grep -cE '^ +(25|400) +[48] ' "$work/p.txt")" -eq 8
+# The ratio column is 2bw tokens/s over the best synchronous tokens/s of the same row.
+awk '$1 ~ /^[0-9]/ && NF == 13 { r = $8 / $6; if (r - $10 > 0.001 || $10 - r > 0.001) bad = 1 }
+     END { exit bad }' "$work/p.txt" && ok || fail "ratio column is 2bw / sync: $(cat "$work/p.txt")"
+# More bandwidth never makes a layout slower (same P and D, 2bw tokens/s).
+awk '$1 == 25 && NF == 13 { slow[$2 " " $3] = $8 } $1 == 400 && NF == 13 { fast[$2 " " $3] = $8 }
+     END { for (k in slow) if (fast[k] < slow[k]) exit 1 }' "$work/p.txt" && ok || fail "400 Gb/s slower than 25"
+
+# JSON rows: every kind per point (4 synchronous at most and 2bw), each with its numbers.
+"$bin" project --shape smollm-360m --stages 4 --data-parallel 16 --bandwidth-gbps 100 --json >"$work/p.json" \
+  2>"$work/err" || fail "projection json: $(cat "$work/err")"
+check "json rows of 5 kinds" test "$(grep -c '"pipeline"' "$work/p.json")" -eq 5
+check "json has 2bw" grep -q '"pipeline": "2bw"' "$work/p.json"
+check "json has fits" grep -q '"fits": true' "$work/p.json"
+# A device with 1 GiB fits nothing at this size.
+"$bin" project --shape smollm-360m --stages 4 --data-parallel 1 --bandwidth-gbps 100 --memory-gib 1 >"$work/m.txt" \
+  2>&1 && grep -q "no pipeline fits in the memory" "$work/m.txt" && ok || fail "1 GiB fits nothing: $(cat "$work/m.txt")"
+
+# A real run predicted: tiny, 2 stages on threads, 1f1b and 2bw; each from its own costs and from the other's.
+small_corpus "$bin" "$work/data" 80 && ok || fail "prepare"
+for k in 1f1b 2bw; do
+  "$bin" train --data "$work/data" --model tiny --steps 6 --batch 8 --seq 32 --stages 2 --microbatches 4 \
+    --pipeline "$k" --eval-batches 1 --threads-per-stage 1 --quiet --force --out "$work/$k" >/dev/null 2>"$work/err" \
+    || fail "train $k: $(cat "$work/err")"
+done
+"$bin" project --run "$work/2bw" --json >"$work/r.json" 2>"$work/err" || fail "project --run: $(cat "$work/err")"
+check "prediction names the run's kind" grep -q '"pipeline": "2bw"' "$work/r.json"
+awk -F'[:,]' '{ for (i = 1; i < NF; i++) { if ($i ~ /predicted_step_s/) p = $(i + 1); if ($i ~ /measured_step_s/) m = $(i + 1) } }
+     END { exit !(p > 0 && m > 0) }' "$work/r.json" && ok || fail "predicted and measured step times > 0: $(cat "$work/r.json")"
+"$bin" project --run "$work/2bw" --costs-from "$work/1f1b" >"$work/r.txt" 2>"$work/err" \
+  || fail "project --costs-from: $(cat "$work/err")"
+check "prediction text" grep -q "costs from $work/1f1b" "$work/r.txt"
+
+# Bad input: named flag or file, and what was expected.
+expect_error "neither shape nor run" "expected one of --shape" "$bin" project
+expect_error "both shape and run" "expected one of --shape" "$bin" project --shape tiny --run "$work/2bw"
+expect_error "unknown shape" "expected dense-10b or a preset" "$bin" project --shape huge
+expect_error "mixture of experts" "dense models only" "$bin" project --shape moe-tiny
+expect_error "bad stages list" "--stages '4,x'" "$bin" project --shape tiny --stages 4,x
+expect_error "zero bandwidth" "--bandwidth-gbps '0'" "$bin" project --shape tiny --bandwidth-gbps 0
+expect_error "bad --set" "n_layers = 0" "$bin" project --shape tiny --set n_layers=0
+expect_error "missing run" "summary.json" "$bin" project --run "$work/none"
+expect_error "costs without run" "go with --run" "$bin" project --shape tiny --costs-from "$work/2bw"
+"$bin" train --data "$work/data" --model tiny --steps 6 --batch 8 --seq 32 --stages 2 --microbatches 2 \
+  --pipeline 1f1b --eval-batches 1 --threads-per-stage 1 --quiet --force --out "$work/m2" >/dev/null 2>&1
+expect_error "costs of another M" "expected the same model, stages and batch" \
+  "$bin" project --run "$work/2bw" --costs-from "$work/m2"
+expect_error "run without a pipeline" "summary.json" "$bin" project --run "$work/data"
+finish
