@@ -248,6 +248,18 @@ static int sum_sent(nb_link *l, MPI_Request *req, int n) {
     }
 }
 
+/* After a failed sum: whether every posted send has finished, so that its buffer may be freed. Those that
+ * have not (a replica that died or stalled never takes them) are released to MPI, which frees each request
+ * once its send completes, and their buffer is then left to the process: the run is ending with this
+ * error, and a buffer MPI may still read must not be freed. */
+static int sends_finished(MPI_Request *req, int n) {
+    int done = 0;
+    if (MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE) == MPI_SUCCESS && done) return 1;
+    for (int i = 0; i < n; i++)
+        if (req[i] != MPI_REQUEST_NULL) MPI_Request_free(&req[i]);
+    return 0;
+}
+
 static int mpi_replica_sum(nb_link *l, void *buf, size_t n, size_t value_bytes) {
     mpi_proc *m = l->impl;
     const int D = m->replicas, r = m->replica;
@@ -275,6 +287,7 @@ static int mpi_replica_sum(nb_link *l, void *buf, size_t n, size_t value_bytes) 
         else nb_link_add_values(buf, x, n, value_bytes);
     }
     if (!rc) rc = sum_sent(l, req, posted);
+    if (rc && !sends_finished(req, posted)) mine = NULL;  /* still being read by MPI: see sends_finished */
     free(mine);
     free(theirs);
     free(req);
