@@ -12,27 +12,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 reps=${1:-3}; steps=${2:-12}
 bin=./build/nobubble
-[ -f data/bible/manifest.json ] || $bin prepare --out data/bible >/dev/null
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source bench/common.sh
 # small with 7 blocks of d_ffn 1024: the head is then about one block of work, and the balanced
 # split (4 blocks; 3 and the head) gives the two stages equal work.
 model=(--data data/bible --model small --set n_layers=7 --set d_ffn=1024 --batch 4 --seq 128 --steps "$steps"
        --eval-batches 1 --lr 1e-3)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
-# Steady tokens/s of a run folder: tokens over time from the middle step to the one before the
-# last (whose end drains the pipeline).
-steady() {
-  awk -v half=$((steps / 2)) -v last=$((steps - 1)) '
-    { match($0, /"time_s": [0-9.e+-]+/); t = substr($0, RSTART + 10, RLENGTH - 10) + 0;
-      match($0, /"tokens": [0-9.e+-]+/); k = substr($0, RSTART + 10, RLENGTH - 10) + 0;
-      match($0, /"step": [0-9]+/); s = substr($0, RSTART + 8, RLENGTH - 8) + 0;
-      if (s == half) { t0 = t; k0 = k } if (s == last) { t1 = t; k1 = k } }
-    END { printf "%.1f", (k1 - k0) / (t1 - t0) }' "$1/metrics.jsonl"
-}
 # The steady idle fractions of a pipeline run's stages, "a b".
 idle() { grep -o '"steady_idle_fraction": [0-9.e+-]*' "$1/summary.json" | awk '{printf "%s%.4f", (NR > 1 ? " " : ""), $2}'; }
-median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
 run() {  # run OUT transport kind M   (OUT is reused by every repeat: --force)
   local out=$1 transport=$2 kind=$3 M=$4

@@ -13,15 +13,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 reps=${1:-3}; steps=${2:-10}
 bin=./build/nobubble
-[ -f data/bible/manifest.json ] || $bin prepare --out data/bible >/dev/null
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source bench/common.sh
 # small with 8 blocks of d_ffn 1024 (bench/pipeline.sh's model with one more block, so that 4 stages
 # each hold 2); a step of 8 sequences in M = 4 micro-batches of 2 (with D = 2, each replica runs 2 of them).
 model=(--data data/bible --model small --set n_layers=8 --set d_ffn=1024 --batch 8 --seq 128 --steps "$steps"
        --eval-batches 1 --lr 1e-3 --microbatches 4 --threads-per-stage 1 --quiet)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
-field() { grep -o "\"$1\": [-0-9.e+]*" | awk '{print $2}'; }
 
 run() {  # run OUT transport P D kind
   local out=$1 transport=$2 P=$3 D=$4 kind=$5

@@ -191,6 +191,7 @@ static void test_refused(void) {
               k == NB_PIPE_ZBH1,
           "the names parse");
     CHECK(!nb_pipe_kind_check_executed(NB_PIPE_2BW) && !nb_pipe_kind_check_executed(NB_PIPE_SEQUENTIAL) &&
+              !nb_pipe_kind_check_executed(NB_PIPE_ZBH1) &&
               nb_pipe_kind_check_executed(NB_PIPE_INTERLEAVED) &&
               !strcmp(nb_last_error(), "--pipeline interleaved: schedules only, not executed yet; use nobubble schedule"),
           "the trainer's kinds: %s", nb_last_error());

@@ -305,7 +305,91 @@ static void check_scratch_sizes(void) {
     nb_model_free(&m);
 }
 
+/* The backward split in two (ZB-H1): for M micro-batches in flight on 1 and 3 stages, every B (input
+ * gradient) in the pipeline's order, then every W (weight gradients) in micro-batch order, against the
+ * whole backward one micro-batch at a time: bitwise the same gradients and inputs' gradients. After the
+ * B's alone the linear layers' weight gradients are still zero (W computes them) while the norms' are
+ * not. logit_rows: the head's rows per chunk (0: whole). */
+static void check_split_backward(int n_stages, int tied, int logit_rows) {
+    nb_config cfg = {64, 32, 3, 4, 2, 48, 16, 10000.0, 1e-5, tied, 0, 0, 0, 0.0};
+    int tok[M * B * T], tgt[M * B * T], split3[3] = {1, 1, 1};
+    srand(11);
+    for (int i = 0; i < M * B * T; i++) { tok[i] = rand() % 64; tgt[i] = rand() % 64; }
+    nb_model whole, parts;
+    const int *split = n_stages == 3 ? split3 : NULL;
+    CHECK(nb_model_create(&whole, &cfg, n_stages, split, NULL) == 0, "%s", nb_last_error());
+    CHECK(nb_model_create(&parts, &cfg, n_stages, split, NULL) == 0, "%s", nb_last_error());
+    nb_model_init(&whole, 5);
+    nb_model_init(&parts, 5);
+    for (int i = 0; i < n_stages; i++) whole.stages[i].logit_rows = parts.stages[i].logit_rows = logit_rows;
+    run(&whole, tok, tgt);
+    nb_acts *acts[M][3];
+    nb_wgrad *g[M][3];
+    nb_model_zero_grads(&parts);
+    for (int mb = 0; mb < M; mb++)
+        for (int i = 0; i < n_stages; i++) {
+            acts[mb][i] = nb_acts_create(&parts.stages[i], B, T);
+            g[mb][i] = nb_wgrad_create();
+        }
+    float loss;
+    for (int mb = 0; mb < M; mb++)
+        CHECK(model_forward(&parts, acts[mb], tok + mb * B * T, tgt + mb * B * T, &loss) == 0, "%s", nb_last_error());
+    for (int mb = 0; mb < M; mb++)
+        for (int i = n_stages - 1; i >= 0; i--) {
+            nb_stage *s = &parts.stages[i];
+            const float *dout = i < n_stages - 1 ? nb_acts_input_grad(acts[mb][i + 1]) : NULL;
+            CHECK(nb_stage_backward_input(s, s->params, NB_VERSION_NONE, acts[mb][i], dout, 1.0f / M, g[mb][i]) == 0,
+                  "B: %s", nb_last_error());
+        }
+    nb_stage *s0 = &parts.stages[0];
+    const nb_tensor *qkv = nb_model_find(&parts, "model.layers.0.self_attn.q_proj.weight", NULL),
+                    *ln = nb_model_find(&parts, "model.layers.0.input_layernorm.weight", NULL);
+    CHECK(qkv && ln, "tensors found");
+    if (qkv && ln) {
+        double wq = 0, wl = 0;
+        for (size_t k = 0; k < qkv->numel; k++) wq += fabs(s0->grads[qkv->offset + k]);
+        for (size_t k = 0; k < ln->numel; k++) wl += fabs(s0->grads[ln->offset + k]);
+        CHECK(wq == 0 && wl > 0, "after the B's: |dW_qkv| %g (expected 0), |d ln1| %g (expected > 0)", wq, wl);
+    }
+    for (int mb = 0; mb < M; mb++)
+        for (int i = 0; i < n_stages; i++)
+            CHECK(nb_stage_backward_weight(&parts.stages[i], g[mb][i]) == 0, "W: %s", nb_last_error());
+    model_sum_tied_grads(&parts);
+    char what[64];
+    snprintf(what, sizeof what, "split backward, %d stage(s), tied %d, logit rows %d", n_stages, tied, logit_rows);
+    compare_models(&whole, &parts, what);
+    for (int mb = 0; mb < M; mb++)
+        for (int i = 0; i < n_stages; i++) {
+            nb_acts_free(acts[mb][i]);
+            nb_wgrad_free(g[mb][i]);
+        }
+    nb_model_free(&whole);
+    nb_model_free(&parts);
+}
+
+/* The split is refused where it is not built: bf16 stages and MoE blocks. */
+static void check_split_refused(void) {
+    nb_config cfg = {64, 32, 2, 4, 2, 48, 16, 10000.0, 1e-5, 0, 4, 2, 1, 0.01};
+    nb_model m;
+    CHECK(nb_model_create(&m, &cfg, 1, NULL, NULL) == 0, "%s", nb_last_error());
+    CHECK(nb_stage_check_split(&m.stages[0]) != 0 && strstr(nb_last_error(), "mixture-of-experts"), "MoE: %s",
+          nb_last_error());
+    nb_model_free(&m);
+    cfg.n_experts = cfg.experts_per_token = cfg.moe_every = 0;
+    cfg.aux_coef = 0;
+    CHECK(nb_model_create(&m, &cfg, 1, NULL, NULL) == 0, "%s", nb_last_error());
+    CHECK(nb_stage_check_split(&m.stages[0]) == 0, "fp32 dense splits: %s", nb_last_error());
+    CHECK(nb_stage_set_precision(&m.stages[0], NB_PRECISION_BF16, 2) == 0, "%s", nb_last_error());
+    CHECK(nb_stage_check_split(&m.stages[0]) != 0 && strstr(nb_last_error(), "fp32 only"), "bf16: %s",
+          nb_last_error());
+    nb_model_free(&m);
+}
+
 int main(void) {
+    check_split_backward(1, 1, 0);
+    check_split_backward(3, 0, 0);
+    check_split_backward(3, 1, 24);
+    check_split_refused();
     check_scratch_sizes();
     check_in_flight(NB_PRECISION_FP32, 0);
     check_in_flight(NB_PRECISION_FP32, 7);

@@ -127,6 +127,9 @@ typedef struct nb_stage {
      * keeps neither, backward recomputes each chunk's logits (one more head product) and nb_acts_logits
      * gives NULL. Set before making slots. */
     int logit_rows;
+    /* While nb_stage_backward_input runs: where its linear layers' weight-gradient products go instead
+     * of being computed (NULL otherwise). */
+    struct nb_wgrad *defer;
 } nb_stage;
 
 typedef struct nb_model {
@@ -203,6 +206,28 @@ int nb_stage_forward(const nb_stage *s, const float *w, long version, nb_acts *a
  * the others read dout[B*T*d]. Gradients are added to s->grads. Both return -1 when memory for
  * their scratch runs out (backward's gradients are then partial). */
 int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, const float *dout, float loss_scale);
+/* The backward split in two (zero-bubble schedules, ZB-H1): its input-gradient half B, which the stage
+ * upstream waits for, and its weight-gradient half W, which only the update waits for and a schedule may
+ * run later. B is nb_stage_backward without the products that give the linear layers' weight gradients
+ * (dW += dY^T X, the second product of each): it records each of them in g (which layer, a copy of its
+ * output gradient dY, its input X in the slot) and leaves them out. W runs the recorded products, the
+ * same calls on the same values, so that B then W of every micro-batch, W in micro-batch order, gives
+ * bitwise the gradients of nb_stage_backward. The norms' and the embedding's gradients stay in B (they
+ * add into tensors W does not touch). The slot a must be kept, unchanged, until W has run. */
+typedef struct nb_wgrad nb_wgrad;
+nb_wgrad *nb_wgrad_create(void);
+void nb_wgrad_free(nb_wgrad *g);
+/* 0 when the stage's backward can be split; else -1 naming why: only fp32 stages of dense blocks (a
+ * bf16 stage, or a stage with MoE blocks, cannot be split yet). */
+int nb_stage_check_split(const nb_stage *s);
+/* B: as nb_stage_backward (its arguments and results, the input gradient included), with the weight
+ * gradients of the linear layers recorded in g instead (g emptied first). */
+int nb_stage_backward_input(nb_stage *s, const float *w, long version, nb_acts *a, const float *dout, float loss_scale,
+                            nb_wgrad *g);
+/* W: the products g recorded, added to s->grads; g emptied. */
+int nb_stage_backward_weight(nb_stage *s, nb_wgrad *g);
+/* Bytes g holds for one micro-batch of B x T on this stage (the output gradients it copies). */
+size_t nb_wgrad_bytes(const nb_stage *s, int B, int T);
 /* version (both): a number that names w's contents, the step whose weights w holds, so that a bf16
  * stage casts each version once and keeps the cast while the version lives; NB_VERSION_NONE when
  * the caller cannot name them (a bf16 stage then casts w anew on every call). fp32 ignores it. */

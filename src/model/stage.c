@@ -178,6 +178,77 @@ static block_grads backward_scratch(const nb_stage *s, int N) {
     return d;
 }
 
+/* ---- the backward split in two (nb_stage_backward_input / _weight) ---- */
+
+typedef struct {
+    float *dw;          /* the weight gradient the product adds into */
+    const float *x;     /* the layer's input [N x in], in the activation slot */
+    size_t dy_at;       /* where its output gradient [N x out] is copied in dy */
+    int N, in, out;
+} wgrad_product;
+
+struct nb_wgrad {
+    wgrad_product *products;
+    int n, cap;
+    float *dy;
+    size_t used, size;  /* floats of dy in use, allocated */
+    int failed;
+};
+
+nb_wgrad *nb_wgrad_create(void) {
+    nb_wgrad *g = calloc(1, sizeof *g);
+    if (!g) nb_fail("out of memory for a split backward's record");
+    return g;
+}
+
+void nb_wgrad_free(nb_wgrad *g) {
+    if (!g) return;
+    free(g->products);
+    free(g->dy);
+    free(g);
+}
+
+/* Records dW += dY^T X for W: the product and a copy of dY (the scratch it is in is reused). The
+ * arrays grow on the first micro-batch and keep their size: later ones record the same products. */
+static void wgrad_record(nb_wgrad *g, float *dw, const float *dy, const float *x, int N, int in, int out) {
+    const size_t n = (size_t)N * out;
+    if (g->failed) return;
+    if (g->n == g->cap) {
+        const int cap = g->cap ? 2 * g->cap : 16;
+        wgrad_product *p = realloc(g->products, sizeof *p * (size_t)cap);
+        if (!p) {
+            g->failed = 1;
+            nb_fail("out of memory recording a split backward's weight gradients");
+            return;
+        }
+        g->products = p, g->cap = cap;
+    }
+    if (g->used + n > g->size) {
+        const size_t size = g->size * 2 > g->used + n ? g->size * 2 : g->used + n;
+        float *dy_all = realloc(g->dy, sizeof(float) * size);
+        if (!dy_all) {
+            g->failed = 1;
+            nb_fail("out of memory for a split backward's output gradients (%zu floats)", size);
+            return;
+        }
+        g->dy = dy_all, g->size = size;
+    }
+    memcpy(g->dy + g->used, dy, sizeof(float) * n);
+    g->products[g->n++] = (wgrad_product){dw, x, g->used, N, in, out};
+    g->used += n;
+}
+
+/* linear_backward, or under a split backward its input-gradient product alone, the other recorded. */
+static void stage_linear_backward(const nb_stage *s, float *dx, float *dw, const float *dy, const float *x,
+                                  const float *w, int N, int in, int out) {
+    if (!s->defer) {
+        linear_backward(s->backend, dx, 0.0f, dw, dy, x, w, N, in, out);
+        return;
+    }
+    nb_gemm(s->backend, 0, 0, N, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+    wgrad_record(s->defer, dw, dy, x, N, in, out);
+}
+
 /* Each pass below returns -1 (nb_last_error) when its scratch or attention's cannot be allocated. */
 static int block_forward(const nb_stage *s, const block_weights *w, block_acts *b, const float *x, float *out,
                          int B, int T) {
@@ -215,16 +286,16 @@ static int block_backward(const nb_stage *s, const block_weights *w, const block
         moe_backward(s->backend, &b->moe, d->dln, (float *)g->router, (float *)g->wgu, (float *)g->wdown, dres,
                      aux_grad, b->ln2, w->router, w->wgu, w->wdown);
     } else {
-        linear_backward(s->backend, d->dh, 0.0f, (float *)g->wdown, dres, b->h, w->wdown, N, m.F, m.d);
+        stage_linear_backward(s, d->dh, (float *)g->wdown, dres, b->h, w->wdown, N, m.F, m.d);
         swiglu_backward(d->dgu, d->dh, b->gu, N, m.F);
-        linear_backward(s->backend, d->dln, 0.0f, (float *)g->wgu, d->dgu, b->ln2, w->wgu, N, m.d, 2 * m.F);
+        stage_linear_backward(s, d->dln, (float *)g->wgu, d->dgu, b->ln2, w->wgu, N, m.d, 2 * m.F);
     }
     rmsnorm_backward(dres, (float *)g->ln2, d->dln, b->mid, w->ln2, b->rstd2, N, m.d);
     /* attention branch */
-    linear_backward(s->backend, d->datt, 0.0f, (float *)g->wo, dres, b->att, w->wo, N, m.dq, m.d);
+    stage_linear_backward(s, d->datt, (float *)g->wo, dres, b->att, w->wo, N, m.dq, m.d);
     if (attention_backward(s->backend, d->dqkv, d->datt, b->att, b->lse, b->qkv, B, T, m.H, m.Hkv, m.hd, 0)) return -1;
     rope_backward(d->dqkv, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
-    linear_backward(s->backend, d->dln, 0.0f, (float *)g->wqkv, d->dqkv, b->ln1, w->wqkv, N, m.d, m.qkv);
+    stage_linear_backward(s, d->dln, (float *)g->wqkv, d->dqkv, b->ln1, w->wqkv, N, m.d, m.qkv);
     rmsnorm_backward(dres, (float *)g->ln1, d->dln, x, w->ln1, b->rstd1, N, m.d);
     return 0;
 }
@@ -350,7 +421,7 @@ static int head_backward(nb_stage *s, const float *w, const nb_bf16 *w16, nb_act
                                       rows, m.d, m.V);
         } else {
             cross_entropy_backward(z, a->ce_lse + r0, a->targets + r0, rows, m.V, loss_scale, N);
-            linear_backward(s->backend, dln, 0.0f, dhead, z, a->lnf + (size_t)r0 * m.d, head, rows, m.d, m.V);
+            stage_linear_backward(s, dln, dhead, z, a->lnf + (size_t)r0 * m.d, head, rows, m.d, m.V);
         }
     }
     return 0;
@@ -469,4 +540,43 @@ int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, con
     else memcpy(a->dinput, d.dres, sizeof(float) * (size_t)N * m.d);
     if (nb_backend_check(s->backend)) return nb_fail("stage %d, backward: %s", s->index, nb_last_error());
     return 0;
+}
+
+int nb_stage_check_split(const nb_stage *s) {
+    if (s->precision != NB_PRECISION_FP32)
+        return nb_fail("stage %d runs %s: its backward splits into input and weight gradients in fp32 only "
+                       "(--precision fp32)", s->index, nb_precision_name(s->precision));
+    for (int l = 0; l < s->n_blocks; l++)
+        if (nb_config_block_is_moe(&s->cfg, s->first_block + l))
+            return nb_fail("stage %d holds mixture-of-experts blocks, whose backward does not split into input and "
+                           "weight gradients yet", s->index);
+    return 0;
+}
+
+int nb_stage_backward_input(nb_stage *s, const float *w, long version, nb_acts *a, const float *dout, float loss_scale,
+                            nb_wgrad *g) {
+    if (nb_stage_check_split(s)) return -1;
+    g->n = 0, g->used = 0, g->failed = 0;
+    s->defer = g;
+    const int rc = nb_stage_backward(s, w, version, a, dout, loss_scale);
+    s->defer = NULL;
+    return rc || g->failed ? -1 : 0;
+}
+
+int nb_stage_backward_weight(nb_stage *s, nb_wgrad *g) {
+    for (int i = 0; i < g->n; i++) {
+        const wgrad_product *p = &g->products[i];
+        nb_gemm(s->backend, 1, 0, p->out, p->in, p->N, 1.0f, g->dy + p->dy_at, p->out, p->x, p->in, 1.0f, p->dw, p->in);
+    }
+    g->n = 0, g->used = 0;
+    if (nb_backend_check(s->backend)) return nb_fail("stage %d, weight gradients: %s", s->index, nb_last_error());
+    return 0;
+}
+
+size_t nb_wgrad_bytes(const nb_stage *s, int B, int T) {
+    const dims m = stage_dims(&s->cfg);
+    const size_t N = (size_t)B * T;
+    size_t floats = (size_t)s->n_blocks * N * ((size_t)m.d + 2 * (size_t)m.F + (size_t)m.d + (size_t)m.qkv);
+    if (s->has_head) floats += N * (size_t)m.V;
+    return sizeof(float) * floats;
 }

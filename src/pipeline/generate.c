@@ -9,7 +9,7 @@
 
 /* One row per nb_pipe_kind: its name (--pipeline's and `schedule --kind`'s, summary.json's pipeline.kind),
  * the --delay of the one-process run with the same weight versions, and whether the trainer executes it
- * (interleaved and ZB-H1 are schedules only: the executor has no model chunks and no split backward yet).
+ * (interleaved is a schedule only: the executor has no model chunks yet).
  * The pipelines come first; "sequential", the one-process run's order, is accepted by `schedule --kind`
  * but is not a pipeline. */
 static const struct {
@@ -21,7 +21,7 @@ static const struct {
     [NB_PIPE_PIPEDREAM] = {"pipedream", "pipedream", 1},
     [NB_PIPE_2BW] = {"2bw", "2bw", 1},
     [NB_PIPE_INTERLEAVED] = {"interleaved", "sync", 0},
-    [NB_PIPE_ZBH1] = {"zbh1", "sync", 0},
+    [NB_PIPE_ZBH1] = {"zbh1", "sync", 1},
     [NB_PIPE_SEQUENTIAL] = {"sequential", "sync", 1},
 };
 #define N_KINDS (int)(sizeof kinds / sizeof kinds[0])

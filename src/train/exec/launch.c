@@ -65,8 +65,16 @@ static int check_pipeline_options(const nb_train_options *o) {
     if (kind == NB_PIPE_PIPEDREAM && o->data_parallel == 1 && o->microbatches != 1)
         return nb_fail("--pipeline pipedream updates after every micro-batch: expected --microbatches 1, got %d "
                        "(each update's batch is --batch sequences)", o->microbatches);
-    if (kind == NB_PIPE_GPIPE && (o->delay.sync_start || o->delay.sync_cooldown || o->delay.ef || o->delay.taylor > 0))
-        return nb_fail("--pipeline gpipe is synchronous: --sync-start, --sync-cooldown, --ef and --taylor do not apply");
+    if (kind == NB_PIPE_ZBH1 && o->precision == NB_PRECISION_BF16)
+        return nb_fail("--pipeline zbh1 splits the backward into input and weight gradients in fp32 only: use "
+                       "--precision fp32 (or auto), or --pipeline 1f1b for bf16");
+    if (kind == NB_PIPE_ZBH1 && o->model.n_experts > 0)
+        return nb_fail("--pipeline zbh1: a mixture-of-experts block's backward does not split into input and weight "
+                       "gradients yet: use --pipeline 1f1b");
+    if ((kind == NB_PIPE_GPIPE || kind == NB_PIPE_ZBH1) &&
+        (o->delay.sync_start || o->delay.sync_cooldown || o->delay.ef || o->delay.taylor > 0))
+        return nb_fail("--pipeline %s is synchronous: --sync-start, --sync-cooldown, --ef and --taylor do not apply",
+                       nb_pipe_kind_name(kind));
     if (!nb_transport_names(o->transport)) {
         nb_transport_list(list, sizeof list);
         return nb_fail("--transport %d: expected one of %s", o->transport, list);
@@ -76,12 +84,13 @@ static int check_pipeline_options(const nb_train_options *o) {
     return check_replicas_pipeline(o, kind);
 }
 
-/* The schedule: GPipe as generated; the others with each step's version from the delay options
+/* The schedule: GPipe and ZB-H1 as generated; the others with each step's version from the delay options
  * (synchronous start and cooldown make some steps flush; the one-process run any delay at all). */
 static int make_schedule(const nb_train_options *o, int S, nb_pipe_schedule *sc) {
     const int P = o->stages, M = train_schedule_microbatches(o);
     const nb_pipe_kind kind = o->pipeline >= 0 ? (nb_pipe_kind)o->pipeline : NB_PIPE_SEQUENTIAL;
-    if (kind == NB_PIPE_GPIPE) return nb_pipe_generate(sc, kind, P, M, o->steps) || nb_pipe_validate(sc);
+    if (kind == NB_PIPE_GPIPE || kind == NB_PIPE_ZBH1)  /* synchronous at every step: the generators' own */
+        return nb_pipe_generate(sc, kind, P, M, o->steps) || nb_pipe_validate(sc);
     int *versions = malloc(sizeof(int) * (size_t)S * P);
     if (!versions) return nb_fail("out of memory");
     for (int t = 0; t < S; t++)
@@ -344,15 +353,17 @@ static int make_run(exec_run *run, const nb_train_options *o, int T, int S) {
     return make_schedule(o, S, &run->sc) || plan_steps(run);
 }
 
-/* auto: bf16 where oneDNN reports bf16 instructions, fp32 elsewhere; the choice is what summary.json and
- * checkpoints record. bf16 without them runs, widened to fp32 GEMMs (no faster than fp32): said once. */
+/* auto: bf16 where oneDNN reports bf16 instructions, fp32 elsewhere (and under ZB-H1, whose split backward
+ * runs in fp32 only); the choice is what summary.json and checkpoints record. bf16 without them runs,
+ * widened to fp32 GEMMs (no faster than fp32): said once. */
 static nb_train_options *resolve_precision(const nb_train_options *o, nb_train_options *copy) {
     *copy = *o;
-    const int native = nb_bf16_native();
-    copy->precision = nb_precision_choose(o->precision);
+    const int native = nb_bf16_native(), zbh1 = o->pipeline == NB_PIPE_ZBH1;
+    copy->precision = zbh1 && o->precision == NB_PRECISION_AUTO ? NB_PRECISION_FP32 : nb_precision_choose(o->precision);
     if (!o->quiet && o->precision == NB_PRECISION_AUTO)
-        printf("precision: auto chose %s (oneDNN reports %s: %s)\n", nb_precision_name(copy->precision),
-               nb_cpu_isa_name(), native ? "bf16 instructions" : "no bf16 instructions");
+        printf("precision: auto chose %s (%s)\n", nb_precision_name(copy->precision),
+               zbh1 ? "--pipeline zbh1 splits its backward in fp32 only"
+                    : native ? "oneDNN reports bf16 instructions" : "oneDNN reports no bf16 instructions");
     else if (!o->quiet && o->precision == NB_PRECISION_BF16 && !native)
         printf("precision: bf16 emulated (oneDNN reports %s, no bf16 instructions): bf16 numbers from fp32 GEMMs, "
                "no faster than fp32\n", nb_cpu_isa_name());

@@ -36,6 +36,8 @@ typedef struct {
     nb_stage *st;
     nb_acts **slots, *eval_slot;
     int *slot_mb, n_slots, freed_slot;  /* freed_slot: the slot of the backward that ran last */
+    nb_wgrad **wgrads;                  /* a split backward (ZB-H1): per slot, its micro-batch's weight gradients
+                                           recorded by B for W (NULL when the schedule does not split) */
     nb_optimizer *opt;
     nb_stash *stash;
     float *d, *x_in, *dout, *tied_buf;
@@ -257,21 +259,42 @@ static int forward(stage_role *w, const nb_low_action *a) {
     return 0;
 }
 
+/* BACKWARD (whole) and BACKWARD_INPUT (B of a split one, which keeps the slot for its W). */
 static int backward(stage_role *w, const nb_low_action *a) {
     const float *wt = weights_of(w, a->version);
     int slot = find_slot(w, a->mb);
+    const int split = a->op == NB_LOW_BACKWARD_INPUT;
     if (!wt) return -1;
     if (slot < 0) return nb_fail("stage %d: backward of micro-batch %d, which has no activations", w->s, a->mb);
+    if (split && !w->wgrads) return nb_fail("stage %d: a split backward on a stage set up for whole ones", w->s);
     double t = nb_now();
     /* each micro-batch's share of the step's loss: 1 / the step's micro-batches over every replica */
-    if (nb_stage_backward(w->st, wt, a->version, w->slots[slot], reads_targets(w) ? NULL : w->dout,
-                          1.0f / w->run->step_micro))
+    const float *dout = reads_targets(w) ? NULL : w->dout;
+    const float scale = 1.0f / w->run->step_micro;
+    if (split ? nb_stage_backward_input(w->st, wt, a->version, w->slots[slot], dout, scale, w->wgrads[slot])
+              : nb_stage_backward(w->st, wt, a->version, w->slots[slot], dout, scale))
         return -1;
     count_op(w, &w->backward_time, nb_now() - t);
+    w->freed_slot = slot;  /* its input gradient is what GRAD sends */
+    if (split) return 0;
     w->slot_mb[slot] = -1;
-    w->freed_slot = slot;
     const int g = group_ends(w, a->mb);
     if (g >= 0) fold(w, g, 0);
+    return 0;
+}
+
+/* BACKWARD_WEIGHT: the weight gradients B recorded; the slot is free after it. Its time counts as the
+ * backward's (the report's backward is then B + W per micro-batch). */
+static int backward_weight(stage_role *w, const nb_low_action *a) {
+    int slot = find_slot(w, a->mb);
+    if (slot < 0 || !w->wgrads)
+        return nb_fail("stage %d: weight gradient of micro-batch %d, which has no input gradient", w->s, a->mb);
+    double t = nb_now();
+    if (nb_stage_backward_weight(w->st, w->wgrads[slot])) return -1;
+    const double took = nb_now() - t;
+    w->busy += took;
+    w->backward_time.seconds += took;
+    w->slot_mb[slot] = -1;
     return 0;
 }
 
@@ -547,7 +570,9 @@ static int stage_act(exec_endpoint *e, const nb_low_action *a) {
     stage_role *w = e->role;
     switch (a->op) {
     case NB_LOW_FORWARD: return forward(w, a);
-    case NB_LOW_BACKWARD: return backward(w, a);
+    case NB_LOW_BACKWARD:
+    case NB_LOW_BACKWARD_INPUT: return backward(w, a);
+    case NB_LOW_BACKWARD_WEIGHT: return backward_weight(w, a);
     case NB_LOW_GRADS: return grads(w, a->step);
     case NB_LOW_APPLY: return apply(w, a->step);
     case NB_LOW_EVAL: return eval(w, a);
@@ -605,7 +630,7 @@ static int slots_needed(const nb_pipe_schedule *sc, int s) {
     int inflight = 0, peak = 1;
     for (size_t k = sc->start[s]; k < sc->start[s + 1]; k++) {
         if (sc->actions[k].op == NB_PIPE_FORWARD && ++inflight > peak) peak = inflight;
-        if (sc->actions[k].op == NB_PIPE_BACKWARD) inflight--;
+        if (sc->actions[k].op == NB_PIPE_BACKWARD || sc->actions[k].op == NB_PIPE_BACKWARD_WEIGHT) inflight--;
     }
     return peak;
 }
@@ -643,6 +668,13 @@ static int stage_alloc(stage_role *w) {
     for (int i = 0; i < w->n_slots; i++) {
         w->slot_mb[i] = -1;
         if (!(w->slots[i] = nb_acts_create(st, o->batch, run->T))) return -1;
+    }
+    if (run->sc.kind == NB_PIPE_ZBH1) {  /* a split backward: what each slot's B leaves for its W */
+        if (nb_stage_check_split(st) ||
+            !(w->wgrads = nb_calloc((size_t)w->n_slots, sizeof *w->wgrads, "a stage's split backwards")))
+            return -1;
+        for (int i = 0; i < w->n_slots; i++)
+            if (!(w->wgrads[i] = nb_wgrad_create())) return -1;
     }
     return 0;
 }
@@ -701,6 +733,8 @@ void exec_stage_free(exec_endpoint *e) {
     stage_role *w = e ? e->role : NULL;
     if (!w) return;
     nb_low_free(&e->cut);
+    for (int i = 0; w->wgrads && i < w->n_slots; i++) nb_wgrad_free(w->wgrads[i]);
+    free(w->wgrads);
     for (int i = 0; w->slots && i < w->n_slots; i++) nb_acts_free(w->slots[i]);
     nb_acts_free(w->eval_slot);
     free(w->slots);

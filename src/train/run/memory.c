@@ -65,6 +65,8 @@ static int train_stage(const nb_train_options *o, nb_stage *st, int T, int S, nb
     }
     const int slots = peak + (o->val_pattern ? 1 : 0);
     e->activations += (double)slots * nb_acts_bytes(st, o->batch, T);
+    /* ZB-H1: each micro-batch in flight also holds the output gradients its W will read */
+    if (kind == NB_PIPE_ZBH1) e->activations += (double)peak * nb_wgrad_bytes(st, o->batch, T);
     e->scratch += (double)nb_stage_scratch_bytes(st, o->batch, T);
     return 0;
 }
