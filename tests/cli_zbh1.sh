@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ZB-H1 trained (the backward split into its input gradient B and its weight gradient W): on threads and
-# over MPI, tied and untied, 2 and 3 stages, with replicas over MPI, and resumed, every run ends with
+# over MPI, tied and untied, 2 and 3 stages, fp32 and bf16, with replicas over MPI, and resumed, every run ends with
 # bitwise the weights and losses of the one-process run with the same steps (and of 1F1B's pipeline),
 # which computes whole backwards; the paths whose backward does not split are refused.
 set -u
@@ -27,6 +27,11 @@ run ofb2 --stages 2 --pipeline 1f1b
 same_run "zbh1, 2 stages, equals the one-process run" "$work/seq2" "$work/zb2"
 same_run "zbh1 equals 1f1b's pipeline" "$work/ofb2" "$work/zb2"
 check "summary names zbh1" grep -q '"kind": "zbh1"' "$work/zb2/summary.json"
+# bf16: the recorded output gradients are the products' bf16 operands.
+run seqbf --stages 2 --precision bf16
+run zbbf --stages 2 --pipeline zbh1 --precision bf16
+same_run "zbh1 in bf16 equals the one-process bf16 run" "$work/seqbf" "$work/zbbf"
+check "bf16 recorded" grep -q '"precision": "bf16"' "$work/zbbf/summary.json"
 # 3 stages of 2 blocks, untied, with Muon and clipping (the update's global norm across stages).
 more=(--set n_layers=6 --set tied=0 --optimizer muon --clip 1)
 run seq3 --stages 3 "${more[@]}"
@@ -54,9 +59,7 @@ if command -v mpirun > /dev/null && ldd "$(dirname "$bin")/nobubble-core" 2>/dev
   same_run "zbh1 with 2 replicas over MPI equals the one-process run with 2 groups" "$work/seqdp" "$work/zbdp"
 fi
 
-# Refused before any work: the backwards that do not split, and the delays' options.
-expect_error "bf16" "--pipeline zbh1 splits the backward into input and weight gradients in fp32 only" \
-  "$bin" train "${base[@]}" --stages 2 --pipeline zbh1 --precision bf16 --out "$work/e1"
+# Refused before any work: the backward that does not split (MoE), and the delays' options.
 expect_error "MoE" "mixture-of-experts block's backward does not split" \
   "$bin" train "${base[@]}" --model moe-tiny --stages 2 --pipeline zbh1 --out "$work/e2"
 expect_error "error feedback" "--pipeline zbh1 is synchronous" \

@@ -217,8 +217,9 @@ int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, con
 typedef struct nb_wgrad nb_wgrad;
 nb_wgrad *nb_wgrad_create(void);
 void nb_wgrad_free(nb_wgrad *g);
-/* 0 when the stage's backward can be split; else -1 naming why: only fp32 stages of dense blocks (a
- * bf16 stage, or a stage with MoE blocks, cannot be split yet). */
+/* 0 when the stage's backward can be split; else -1 naming why: a stage with MoE blocks cannot be split
+ * yet (fp32 and bf16 dense stages can: under bf16 the recorded dY is the bf16 operand, with the product's
+ * scale). */
 int nb_stage_check_split(const nb_stage *s);
 /* B: as nb_stage_backward (its arguments and results, the input gradient included), with the weight
  * gradients of the linear layers recorded in g instead (g emptied first). */

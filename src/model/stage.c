@@ -181,9 +181,11 @@ static block_grads backward_scratch(const nb_stage *s, int N) {
 /* ---- the backward split in two (nb_stage_backward_input / _weight) ---- */
 
 typedef struct {
-    float *dw;          /* the weight gradient the product adds into */
-    const float *x;     /* the layer's input [N x in], in the activation slot */
-    size_t dy_at;       /* where its output gradient [N x out] is copied in dy */
+    float *dw;           /* the weight gradient the product adds into */
+    const float *x;      /* the layer's input [N x in], in the activation slot (fp32) */
+    const nb_bf16 *x16;  /* or its bf16 operand there (bf16; x is then NULL) */
+    size_t dy_at;        /* where its output gradient [N x out] is copied: in dy (fp32) or dy16 (bf16) */
+    float alpha;         /* bf16: the product's scale (the loss scale, for the head) */
     int N, in, out;
 } wgrad_product;
 
@@ -191,7 +193,8 @@ struct nb_wgrad {
     wgrad_product *products;
     int n, cap;
     float *dy;
-    size_t used, size;  /* floats of dy in use, allocated */
+    nb_bf16 *dy16;
+    size_t used, size, used16, size16;  /* values of dy and dy16 in use, allocated */
     int failed;
 };
 
@@ -205,37 +208,60 @@ void nb_wgrad_free(nb_wgrad *g) {
     if (!g) return;
     free(g->products);
     free(g->dy);
+    free(g->dy16);
     free(g);
 }
 
-/* Records dW += dY^T X for W: the product and a copy of dY (the scratch it is in is reused). The
- * arrays grow on the first micro-batch and keep their size: later ones record the same products. */
+/* Room for one more product: the table grows on the first micro-batch and keeps its size, later ones
+ * recording the same products. */
+static int wgrad_room(nb_wgrad *g) {
+    if (g->failed) return -1;
+    if (g->n < g->cap) return 0;
+    const int cap = g->cap ? 2 * g->cap : 16;
+    wgrad_product *p = realloc(g->products, sizeof *p * (size_t)cap);
+    if (!p) {
+        g->failed = 1;
+        return nb_fail("out of memory recording a split backward's weight gradients");
+    }
+    g->products = p, g->cap = cap;
+    return 0;
+}
+
+/* buf (of *size values of `bytes` each) with room for `need` values: itself, or grown; NULL when memory ran out. */
+static void *wgrad_grow(nb_wgrad *g, void *buf, size_t *size, size_t need, size_t bytes) {
+    if (need <= *size) return buf;
+    const size_t want = *size * 2 > need ? *size * 2 : need;
+    void *grown = realloc(buf, bytes * want);
+    if (!grown) {
+        g->failed = 1;
+        nb_fail("out of memory for a split backward's output gradients (%zu values)", want);
+        return NULL;
+    }
+    *size = want;
+    return grown;
+}
+
+/* Records dW += dY^T X for W: the product and a copy of dY (the scratch it is in is reused). */
 static void wgrad_record(nb_wgrad *g, float *dw, const float *dy, const float *x, int N, int in, int out) {
     const size_t n = (size_t)N * out;
-    if (g->failed) return;
-    if (g->n == g->cap) {
-        const int cap = g->cap ? 2 * g->cap : 16;
-        wgrad_product *p = realloc(g->products, sizeof *p * (size_t)cap);
-        if (!p) {
-            g->failed = 1;
-            nb_fail("out of memory recording a split backward's weight gradients");
-            return;
-        }
-        g->products = p, g->cap = cap;
-    }
-    if (g->used + n > g->size) {
-        const size_t size = g->size * 2 > g->used + n ? g->size * 2 : g->used + n;
-        float *dy_all = realloc(g->dy, sizeof(float) * size);
-        if (!dy_all) {
-            g->failed = 1;
-            nb_fail("out of memory for a split backward's output gradients (%zu floats)", size);
-            return;
-        }
-        g->dy = dy_all, g->size = size;
-    }
+    float *dy_all = wgrad_room(g) ? NULL : wgrad_grow(g, g->dy, &g->size, g->used + n, sizeof(float));
+    if (!dy_all) return;
+    g->dy = dy_all;
     memcpy(g->dy + g->used, dy, sizeof(float) * n);
-    g->products[g->n++] = (wgrad_product){dw, x, g->used, N, in, out};
+    g->products[g->n++] = (wgrad_product){dw, x, NULL, g->used, 1.0f, N, in, out};
     g->used += n;
+}
+
+/* The same for a bf16 product: dW += alpha dY16^T X16. */
+static void wgrad_record16(nb_wgrad *g, float *dw, float alpha, const nb_bf16 *dy16, const nb_bf16 *x16, int N, int in,
+                           int out) {
+    const size_t n = (size_t)N * out;
+    nb_bf16 *dy_all = wgrad_room(g) ? NULL : wgrad_grow(g, g->dy16, &g->size16, g->used16 + n, sizeof(nb_bf16));
+    if (!dy_all) return;
+    g->dy16 = dy_all;
+    memcpy(g->dy16 + g->used16, dy16, sizeof(nb_bf16) * n);
+    g->products[g->n++] = (wgrad_product){dw, NULL, x16, g->used16, alpha, N, in, out};
+    g->used16 += n;
 }
 
 /* linear_backward, or under a split backward its input-gradient product alone, the other recorded. */
@@ -247,6 +273,24 @@ static void stage_linear_backward(const nb_stage *s, float *dx, float *dw, const
     }
     nb_gemm(s->backend, 0, 0, N, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
     wgrad_record(s->defer, dw, dy, x, N, in, out);
+}
+
+/* linear_backward_bf16_cast, or under a split backward its input-gradient product alone. */
+static void stage_linear_backward_bf16_cast(const nb_stage *s, float *dx, float *dw, float alpha, const nb_bf16 *dy16,
+                                            const nb_bf16 *x16, const nb_bf16 *w16, int N, int in, int out) {
+    if (!s->defer) {
+        linear_backward_bf16_cast(s->backend, dx, 0.0f, dw, alpha, dy16, x16, w16, N, in, out);
+        return;
+    }
+    nb_gemm_bf16(s->backend, 0, 0, N, in, out, alpha, dy16, out, w16, in, 0.0f, dx, in);
+    wgrad_record16(s->defer, dw, alpha, dy16, x16, N, in, out);
+}
+
+/* linear_backward_bf16: dY cast to bf16 in dy_scratch, then as above. */
+static void stage_linear_backward_bf16(const nb_stage *s, float *dx, float *dw, const float *dy, const nb_bf16 *x16,
+                                       const nb_bf16 *w16, int N, int in, int out, nb_bf16 *dy_scratch) {
+    nb_bf16_cast(dy_scratch, dy, (size_t)N * out);
+    stage_linear_backward_bf16_cast(s, dx, dw, 1.0f, dy_scratch, x16, w16, N, in, out);
 }
 
 /* Each pass below returns -1 (nb_last_error) when its scratch or attention's cannot be allocated. */
@@ -360,20 +404,19 @@ static int block_backward_bf16(const nb_stage *s, const block_weights *w, const 
         moe_backward_bf16(s->backend, &b->moe, d->dln, (float *)g->router, (float *)g->wgu, (float *)g->wdown, dres,
                           aux_grad, b->ln2b, w16->router, w16->wgu, w16->wdown);
     } else {
-        linear_backward_bf16(s->backend, d->dh, 0.0f, (float *)g->wdown, dres, b->hb, w16->wdown, N, m.F, m.d, dy16);
+        stage_linear_backward_bf16(s, d->dh, (float *)g->wdown, dres, b->hb, w16->wdown, N, m.F, m.d, dy16);
         swiglu_backward_bf16_cast(dy16, d->dh, b->gub, N, m.F);  /* dgu straight to its bf16 operand */
-        linear_backward_bf16_cast(s->backend, d->dln, 0.0f, (float *)g->wgu, 1.0f, dy16, b->ln2b, w16->wgu, N, m.d,
-                                  2 * m.F);
+        stage_linear_backward_bf16_cast(s, d->dln, (float *)g->wgu, 1.0f, dy16, b->ln2b, w16->wgu, N, m.d, 2 * m.F);
     }
     rmsnorm_backward(dres, (float *)g->ln2, d->dln, b->mid, w->ln2, b->rstd2, N, m.d);
     /* attention branch: its output O (for the row sums of dO O) and q/k/v widened from the slot */
-    linear_backward_bf16(s->backend, d->datt, 0.0f, (float *)g->wo, dres, b->attb, w16->wo, N, m.dq, m.d, dy16);
+    stage_linear_backward_bf16(s, d->datt, (float *)g->wo, dres, b->attb, w16->wo, N, m.dq, m.d, dy16);
     nb_bf16_round(d->datt, (size_t)N * m.dq);  /* dO as attention's bf16 operand */
     nb_bf16_widen(qkv, b->qkvb, (size_t)N * m.qkv);
     nb_bf16_widen(att, b->attb, (size_t)N * m.dq);
     if (attention_backward(s->backend, d->dqkv, d->datt, att, b->lse, qkv, B, T, m.H, m.Hkv, m.hd, 1)) return -1;
     rope_backward_cast_bf16(dy16, d->dqkv, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
-    linear_backward_bf16_cast(s->backend, d->dln, 0.0f, (float *)g->wqkv, 1.0f, dy16, b->ln1b, w16->wqkv, N, m.d, m.qkv);
+    stage_linear_backward_bf16_cast(s, d->dln, (float *)g->wqkv, 1.0f, dy16, b->ln1b, w16->wqkv, N, m.d, m.qkv);
     rmsnorm_backward(dres, (float *)g->ln1, d->dln, x, w->ln1, b->rstd1, N, m.d);
     return 0;
 }
@@ -417,8 +460,8 @@ static int head_backward(nb_stage *s, const float *w, const nb_bf16 *w16, nb_act
             nb_bf16 *dz16 = whole_logits(a) ? a->dlogits + (size_t)r0 * m.V : stage_scratch(s, SCR_DY16, N);
             if (!dz16) return -1;
             if (!whole_logits(a)) cross_entropy_grad_bf16(dz16, z, a->ce_lse + r0, a->targets + r0, rows, m.V, N);
-            linear_backward_bf16_cast(s->backend, dln, 0.0f, dhead, loss_scale, dz16, a->lnfb + (size_t)r0 * m.d, w16 + (head - w),
-                                      rows, m.d, m.V);
+            stage_linear_backward_bf16_cast(s, dln, dhead, loss_scale, dz16, a->lnfb + (size_t)r0 * m.d, w16 + (head - w),
+                                            rows, m.d, m.V);
         } else {
             cross_entropy_backward(z, a->ce_lse + r0, a->targets + r0, rows, m.V, loss_scale, N);
             stage_linear_backward(s, dln, dhead, z, a->lnf + (size_t)r0 * m.d, head, rows, m.d, m.V);
@@ -543,9 +586,6 @@ int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, con
 }
 
 int nb_stage_check_split(const nb_stage *s) {
-    if (s->precision != NB_PRECISION_FP32)
-        return nb_fail("stage %d runs %s: its backward splits into input and weight gradients in fp32 only "
-                       "(--precision fp32)", s->index, nb_precision_name(s->precision));
     for (int l = 0; l < s->n_blocks; l++)
         if (nb_config_block_is_moe(&s->cfg, s->first_block + l))
             return nb_fail("stage %d holds mixture-of-experts blocks, whose backward does not split into input and "
@@ -556,7 +596,7 @@ int nb_stage_check_split(const nb_stage *s) {
 int nb_stage_backward_input(nb_stage *s, const float *w, long version, nb_acts *a, const float *dout, float loss_scale,
                             nb_wgrad *g) {
     if (nb_stage_check_split(s)) return -1;
-    g->n = 0, g->used = 0, g->failed = 0;
+    g->n = 0, g->used = 0, g->used16 = 0, g->failed = 0;
     s->defer = g;
     const int rc = nb_stage_backward(s, w, version, a, dout, loss_scale);
     s->defer = NULL;
@@ -566,9 +606,14 @@ int nb_stage_backward_input(nb_stage *s, const float *w, long version, nb_acts *
 int nb_stage_backward_weight(nb_stage *s, nb_wgrad *g) {
     for (int i = 0; i < g->n; i++) {
         const wgrad_product *p = &g->products[i];
-        nb_gemm(s->backend, 1, 0, p->out, p->in, p->N, 1.0f, g->dy + p->dy_at, p->out, p->x, p->in, 1.0f, p->dw, p->in);
+        if (p->x16)
+            nb_gemm_bf16(s->backend, 1, 0, p->out, p->in, p->N, p->alpha, g->dy16 + p->dy_at, p->out, p->x16, p->in, 1.0f,
+                         p->dw, p->in);
+        else
+            nb_gemm(s->backend, 1, 0, p->out, p->in, p->N, 1.0f, g->dy + p->dy_at, p->out, p->x, p->in, 1.0f, p->dw,
+                    p->in);
     }
-    g->n = 0, g->used = 0;
+    g->n = 0, g->used = 0, g->used16 = 0;
     if (nb_backend_check(s->backend)) return nb_fail("stage %d, weight gradients: %s", s->index, nb_last_error());
     return 0;
 }
@@ -578,5 +623,5 @@ size_t nb_wgrad_bytes(const nb_stage *s, int B, int T) {
     const size_t N = (size_t)B * T;
     size_t floats = (size_t)s->n_blocks * N * ((size_t)m.d + 2 * (size_t)m.F + (size_t)m.d + (size_t)m.qkv);
     if (s->has_head) floats += N * (size_t)m.V;
-    return sizeof(float) * floats;
+    return (s->precision == NB_PRECISION_BF16 ? sizeof(nb_bf16) : sizeof(float)) * floats;
 }

@@ -65,9 +65,6 @@ static int check_pipeline_options(const nb_train_options *o) {
     if (kind == NB_PIPE_PIPEDREAM && o->data_parallel == 1 && o->microbatches != 1)
         return nb_fail("--pipeline pipedream updates after every micro-batch: expected --microbatches 1, got %d "
                        "(each update's batch is --batch sequences)", o->microbatches);
-    if (kind == NB_PIPE_ZBH1 && o->precision == NB_PRECISION_BF16)
-        return nb_fail("--pipeline zbh1 splits the backward into input and weight gradients in fp32 only: use "
-                       "--precision fp32 (or auto), or --pipeline 1f1b for bf16");
     if (kind == NB_PIPE_ZBH1 && o->model.n_experts > 0)
         return nb_fail("--pipeline zbh1: a mixture-of-experts block's backward does not split into input and weight "
                        "gradients yet: use --pipeline 1f1b");
@@ -353,17 +350,15 @@ static int make_run(exec_run *run, const nb_train_options *o, int T, int S) {
     return make_schedule(o, S, &run->sc) || plan_steps(run);
 }
 
-/* auto: bf16 where oneDNN reports bf16 instructions, fp32 elsewhere (and under ZB-H1, whose split backward
- * runs in fp32 only); the choice is what summary.json and checkpoints record. bf16 without them runs,
- * widened to fp32 GEMMs (no faster than fp32): said once. */
+/* auto: bf16 where oneDNN reports bf16 instructions, fp32 elsewhere; the choice is what summary.json and
+ * checkpoints record. bf16 without them runs, widened to fp32 GEMMs (no faster than fp32): said once. */
 static nb_train_options *resolve_precision(const nb_train_options *o, nb_train_options *copy) {
     *copy = *o;
-    const int native = nb_bf16_native(), zbh1 = o->pipeline == NB_PIPE_ZBH1;
-    copy->precision = zbh1 && o->precision == NB_PRECISION_AUTO ? NB_PRECISION_FP32 : nb_precision_choose(o->precision);
+    const int native = nb_bf16_native();
+    copy->precision = nb_precision_choose(o->precision);
     if (!o->quiet && o->precision == NB_PRECISION_AUTO)
-        printf("precision: auto chose %s (%s)\n", nb_precision_name(copy->precision),
-               zbh1 ? "--pipeline zbh1 splits its backward in fp32 only"
-                    : native ? "oneDNN reports bf16 instructions" : "oneDNN reports no bf16 instructions");
+        printf("precision: auto chose %s (oneDNN reports %s: %s)\n", nb_precision_name(copy->precision),
+               nb_cpu_isa_name(), native ? "bf16 instructions" : "no bf16 instructions");
     else if (!o->quiet && o->precision == NB_PRECISION_BF16 && !native)
         printf("precision: bf16 emulated (oneDNN reports %s, no bf16 instructions): bf16 numbers from fp32 GEMMs, "
                "no faster than fp32\n", nb_cpu_isa_name());
