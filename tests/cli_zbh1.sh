@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ZB-H1 trained (the backward split into its input gradient B and its weight gradient W): on threads and
-# over MPI, tied and untied, 2 and 3 stages, fp32 and bf16, with replicas over MPI, and resumed, every run ends with
+# over MPI, tied and untied, 2 and 3 stages, fp32 and bf16, dense and MoE, with replicas over MPI, and resumed, every run ends with
 # bitwise the weights and losses of the one-process run with the same steps (and of 1F1B's pipeline),
-# which computes whole backwards; the paths whose backward does not split are refused.
+# which computes whole backwards; the delays' options, which do not apply to it, are refused.
 set -u
 bin=${1:?usage: cli_zbh1.sh path/to/nobubble}
 source "$(dirname "$0")/support/cli_harness.sh"
@@ -32,6 +32,12 @@ run seqbf --stages 2 --precision bf16
 run zbbf --stages 2 --pipeline zbh1 --precision bf16
 same_run "zbh1 in bf16 equals the one-process bf16 run" "$work/seqbf" "$work/zbbf"
 check "bf16 recorded" grep -q '"precision": "bf16"' "$work/zbbf/summary.json"
+# A mixture of experts (every other block), fp32 and bf16: the router's and experts' products split too.
+for prec in fp32 bf16; do
+  run seqmoe$prec --stages 2 --model moe-tiny --precision $prec
+  run zbmoe$prec --stages 2 --model moe-tiny --pipeline zbh1 --precision $prec
+  same_run "zbh1 on moe-tiny ($prec) equals the one-process run" "$work/seqmoe$prec" "$work/zbmoe$prec"
+done
 # 3 stages of 2 blocks, untied, with Muon and clipping (the update's global norm across stages).
 more=(--set n_layers=6 --set tied=0 --optimizer muon --clip 1)
 run seq3 --stages 3 "${more[@]}"
@@ -59,9 +65,7 @@ if command -v mpirun > /dev/null && ldd "$(dirname "$bin")/nobubble-core" 2>/dev
   same_run "zbh1 with 2 replicas over MPI equals the one-process run with 2 groups" "$work/seqdp" "$work/zbdp"
 fi
 
-# Refused before any work: the backward that does not split (MoE), and the delays' options.
-expect_error "MoE" "mixture-of-experts block's backward does not split" \
-  "$bin" train "${base[@]}" --model moe-tiny --stages 2 --pipeline zbh1 --out "$work/e2"
+# Refused before any work: the delays' options, and too few micro-batches.
 expect_error "error feedback" "--pipeline zbh1 is synchronous" \
   "$bin" train "${base[@]}" --stages 2 --pipeline zbh1 --ef 1 --out "$work/e3"
 expect_error "M < P" "zbh1" "$bin" train "${base[@]}" --stages 2 --pipeline zbh1 --microbatches 1 --batch 2 --out "$work/e4"

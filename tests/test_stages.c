@@ -310,8 +310,12 @@ static void check_scratch_sizes(void) {
  * whole backward one micro-batch at a time: bitwise the same gradients and inputs' gradients. After the
  * B's alone the linear layers' weight gradients are still zero (W computes them) while the norms' are
  * not. logit_rows: the head's rows per chunk (0: whole); prec: fp32 or bf16. */
-static void check_split_backward(int n_stages, int tied, int logit_rows, nb_precision prec) {
+static void check_split_backward(int n_stages, int tied, int logit_rows, nb_precision prec, int moe_every) {
     nb_config cfg = {64, 32, 3, 4, 2, 48, 16, 10000.0, 1e-5, tied, 0, 0, 0, 0.0};
+    if (moe_every) {  /* 4 experts, 2 per token, in every block (1) or every other (2) */
+        cfg.n_experts = 4, cfg.experts_per_token = 2, cfg.moe_every = moe_every;
+        cfg.aux_coef = 0.01;
+    }
     int tok[M * B * T], tgt[M * B * T], split3[3] = {1, 1, 1};
     srand(11);
     for (int i = 0; i < M * B * T; i++) { tok[i] = rand() % 64; tgt[i] = rand() % 64; }
@@ -357,9 +361,9 @@ static void check_split_backward(int n_stages, int tied, int logit_rows, nb_prec
         for (int i = 0; i < n_stages; i++)
             CHECK(nb_stage_backward_weight(&parts.stages[i], g[mb][i]) == 0, "W: %s", nb_last_error());
     model_sum_tied_grads(&parts);
-    char what[64];
-    snprintf(what, sizeof what, "split backward, %d stage(s), tied %d, logit rows %d, %s", n_stages, tied, logit_rows,
-             nb_precision_name(prec));
+    char what[128];
+    snprintf(what, sizeof what, "split backward, %d stage(s), tied %d, logit rows %d, %s, moe_every %d", n_stages, tied,
+             logit_rows, nb_precision_name(prec), moe_every);
     compare_models(&whole, &parts, what);
     for (int mb = 0; mb < M; mb++)
         for (int i = 0; i < n_stages; i++) {
@@ -370,31 +374,15 @@ static void check_split_backward(int n_stages, int tied, int logit_rows, nb_prec
     nb_model_free(&parts);
 }
 
-/* The split is refused where it is not built: MoE blocks. */
-static void check_split_refused(void) {
-    nb_config cfg = {64, 32, 2, 4, 2, 48, 16, 10000.0, 1e-5, 0, 4, 2, 1, 0.01};
-    nb_model m;
-    CHECK(nb_model_create(&m, &cfg, 1, NULL, NULL) == 0, "%s", nb_last_error());
-    CHECK(nb_stage_check_split(&m.stages[0]) != 0 && strstr(nb_last_error(), "mixture-of-experts"), "MoE: %s",
-          nb_last_error());
-    nb_model_free(&m);
-    cfg.n_experts = cfg.experts_per_token = cfg.moe_every = 0;
-    cfg.aux_coef = 0;
-    CHECK(nb_model_create(&m, &cfg, 1, NULL, NULL) == 0, "%s", nb_last_error());
-    CHECK(nb_stage_check_split(&m.stages[0]) == 0, "fp32 dense splits: %s", nb_last_error());
-    CHECK(nb_stage_set_precision(&m.stages[0], NB_PRECISION_BF16, 2) == 0, "%s", nb_last_error());
-    CHECK(nb_stage_check_split(&m.stages[0]) == 0, "bf16 dense splits: %s", nb_last_error());
-    nb_model_free(&m);
-}
-
 int main(void) {
     for (int p = 0; p < 2; p++) {
         const nb_precision prec = p ? NB_PRECISION_BF16 : NB_PRECISION_FP32;
-        check_split_backward(1, 1, 0, prec);
-        check_split_backward(3, 0, 0, prec);
-        check_split_backward(3, 1, 24, prec);
+        check_split_backward(1, 1, 0, prec, 0);
+        check_split_backward(3, 0, 0, prec, 0);
+        check_split_backward(3, 1, 24, prec, 0);
+        check_split_backward(1, 0, 0, prec, 1);
+        check_split_backward(3, 1, 0, prec, 2);
     }
-    check_split_refused();
     check_scratch_sizes();
     check_in_flight(NB_PRECISION_FP32, 0);
     check_in_flight(NB_PRECISION_FP32, 7);

@@ -213,14 +213,12 @@ int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, con
  * output gradient dY, its input X in the slot) and leaves them out. W runs the recorded products, the
  * same calls on the same values, so that B then W of every micro-batch, W in micro-batch order, gives
  * bitwise the gradients of nb_stage_backward. The norms' and the embedding's gradients stay in B (they
- * add into tensors W does not touch). The slot a must be kept, unchanged, until W has run. */
+ * add into tensors W does not touch). Every stage splits: fp32 and bf16 (the recorded dY is then the
+ * product's bf16 operand, with its scale), dense and MoE blocks (the router's and each expert's products,
+ * the grouped rows kept in the slot). The slot a must be kept, unchanged, until W has run. */
 typedef struct nb_wgrad nb_wgrad;
 nb_wgrad *nb_wgrad_create(void);
 void nb_wgrad_free(nb_wgrad *g);
-/* 0 when the stage's backward can be split; else -1 naming why: a stage with MoE blocks cannot be split
- * yet (fp32 and bf16 dense stages can: under bf16 the recorded dY is the bf16 operand, with the product's
- * scale). */
-int nb_stage_check_split(const nb_stage *s);
 /* B: as nb_stage_backward (its arguments and results, the input gradient included), with the weight
  * gradients of the linear layers recorded in g instead (g emptied first). */
 int nb_stage_backward_input(nb_stage *s, const float *w, long version, nb_acts *a, const float *dout, float loss_scale,

@@ -40,6 +40,23 @@ void linear_backward_bf16(const nb_backend *be, float *dx, float dx_beta, float 
 void linear_backward_bf16_cast(const nb_backend *be, float *dx, float dx_beta, float *dw, float alpha, const nb_bf16 *dy16,
                                const nb_bf16 *x, const nb_bf16 *w, int N, int in, int out);
 
+/* A split backward (zero-bubble schedules): the weight-gradient product of a linear layer, dw += dy^T x
+ * (bf16: dw += alpha dy16^T x16), handed to a sink instead of computed, for the caller to run later on the
+ * same values (model/stage.c records them, with copies of dy; x stays in the activation slot). The
+ * *_to functions below compute dx (with dx_beta 0) and give the other product to k, or with k NULL
+ * compute both, as their plain twins do. */
+typedef struct nb_wgrad_sink {
+    void (*product)(struct nb_wgrad_sink *k, float *dw, const float *dy, const float *x, int N, int in, int out);
+    void (*product16)(struct nb_wgrad_sink *k, float *dw, float alpha, const nb_bf16 *dy16, const nb_bf16 *x16, int N,
+                      int in, int out);
+} nb_wgrad_sink;
+void linear_backward_to(const nb_backend *be, nb_wgrad_sink *k, float *dx, float *dw, const float *dy, const float *x,
+                        const float *w, int N, int in, int out);
+void linear_backward_bf16_to(const nb_backend *be, nb_wgrad_sink *k, float *dx, float *dw, const float *dy,
+                             const nb_bf16 *x, const nb_bf16 *w, int N, int in, int out, nb_bf16 *dy_scratch);
+void linear_backward_bf16_cast_to(const nb_backend *be, nb_wgrad_sink *k, float *dx, float *dw, float alpha,
+                                  const nb_bf16 *dy16, const nb_bf16 *x, const nb_bf16 *w, int N, int in, int out);
+
 /* Rotary embedding in place on the first n_rot_heads heads (q heads then k heads) of each row
  * of width stride; rows are B sequences of T positions. Pairs dimension i with i + hd/2
  * (Hugging Face's rotate_half). cos/sin: [T_max][hd/2]. */

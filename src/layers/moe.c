@@ -319,14 +319,14 @@ void moe_backward(const nb_backend *be, moe_state *s, float *dx, float *g_router
         if (!n) continue;
         const size_t r0 = (size_t)s->start[e];
         float *dh = s->dh + r0 * F, *dgu = s->dgu + r0 * 2 * F;
-        linear_backward(be, dh, 0.0f, g_down + (size_t)e * d * F, s->dy + r0 * d, s->h + r0 * F,
-                        w_down + (size_t)e * d * F, n, m.F, m.d);
+        linear_backward_to(be, s->sink, dh, g_down + (size_t)e * d * F, s->dy + r0 * d, s->h + r0 * F,
+                           w_down + (size_t)e * d * F, n, m.F, m.d);
         swiglu_backward(dgu, dh, s->gu + r0 * 2 * F, n, m.F);
-        linear_backward(be, s->dxg + r0 * d, 0.0f, g_gu + (size_t)e * 2 * F * d, dgu, s->xg + r0 * d,
-                        w_gu + (size_t)e * 2 * F * d, n, m.d, 2 * m.F);
+        linear_backward_to(be, s->sink, s->dxg + r0 * d, g_gu + (size_t)e * 2 * F * d, dgu, s->xg + r0 * d,
+                           w_gu + (size_t)e * 2 * F * d, n, m.d, 2 * m.F);
     }
     softmax_backward(s, aux_grad);
-    linear_backward(be, dx, 0.0f, g_router, s->dp, x, w_router, m.N, m.d, m.E);
+    linear_backward_to(be, s->sink, dx, g_router, s->dp, x, w_router, m.N, m.d, m.E);
     add_rows(s, dx, s->dxg, 0);  /* dx += each grouped row's input gradient */
 }
 
@@ -342,13 +342,13 @@ void moe_backward_bf16(const nb_backend *be, moe_state *s, float *dx, float *g_r
         const size_t r0 = (size_t)s->start[e];
         memset(s->dy + (r0 + (size_t)s->count[e]) * d, 0, sizeof(float) * (size_t)(n - s->count[e]) * d);  /* no token's rows */
         float *dh = s->dh + r0 * F;
-        linear_backward_bf16(be, dh, 0.0f, g_down + (size_t)e * d * F, s->dy + r0 * d, s->h16 + r0 * F,
-                             w_down + (size_t)e * d * F, n, m.F, m.d, s->op16);
+        linear_backward_bf16_to(be, s->sink, dh, g_down + (size_t)e * d * F, s->dy + r0 * d, s->h16 + r0 * F,
+                                w_down + (size_t)e * d * F, n, m.F, m.d, s->op16);
         swiglu_backward_bf16_cast(s->op16, dh, s->gu16 + r0 * 2 * F, n, m.F);  /* dgu straight to its bf16 operand */
-        linear_backward_bf16_cast(be, s->dxg + r0 * d, 0.0f, g_gu + (size_t)e * 2 * F * d, 1.0f, s->op16,
-                                  s->xg16 + r0 * d, w_gu + (size_t)e * 2 * F * d, n, m.d, 2 * m.F);
+        linear_backward_bf16_cast_to(be, s->sink, s->dxg + r0 * d, g_gu + (size_t)e * 2 * F * d, 1.0f, s->op16,
+                                     s->xg16 + r0 * d, w_gu + (size_t)e * 2 * F * d, n, m.d, 2 * m.F);
     }
     softmax_backward(s, aux_grad);
-    linear_backward_bf16(be, dx, 0.0f, g_router, s->dp, x, w_router, m.N, m.d, m.E, s->op16);
+    linear_backward_bf16_to(be, s->sink, dx, g_router, s->dp, x, w_router, m.N, m.d, m.E, s->op16);
     add_rows(s, dx, s->dxg, 0);  /* dx += each grouped row's input gradient */
 }

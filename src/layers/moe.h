@@ -43,6 +43,7 @@ typedef struct {
                                               forward also computes gate|up in dgu before its cast */
     nb_bf16 *op16;                         /* under bf16: the backward's operand cast (rows x max(d, 2F, E)) */
     double aux;                            /* the forward's load-balancing loss */
+    struct nb_wgrad_sink *sink;           /* a split backward: the weight-gradient products go here (NULL: computed) */
 } moe_state;
 
 /* 0, or -1 with nb_last_error naming the field and its range (E >= 1, 1 <= k <= min(E, MOE_MAX_K), N, d,

@@ -190,6 +190,7 @@ typedef struct {
 } wgrad_product;
 
 struct nb_wgrad {
+    nb_wgrad_sink sink;  /* first: the layers hand their products to it (layers/layers.h) */
     wgrad_product *products;
     int n, cap;
     float *dy;
@@ -198,9 +199,17 @@ struct nb_wgrad {
     int failed;
 };
 
+static void wgrad_product_sink(nb_wgrad_sink *k, float *dw, const float *dy, const float *x, int N, int in, int out);
+static void wgrad_product16_sink(nb_wgrad_sink *k, float *dw, float alpha, const nb_bf16 *dy16, const nb_bf16 *x16, int N,
+                                 int in, int out);
+
 nb_wgrad *nb_wgrad_create(void) {
     nb_wgrad *g = calloc(1, sizeof *g);
-    if (!g) nb_fail("out of memory for a split backward's record");
+    if (!g) {
+        nb_fail("out of memory for a split backward's record");
+        return NULL;
+    }
+    g->sink = (nb_wgrad_sink){wgrad_product_sink, wgrad_product16_sink};
     return g;
 }
 
@@ -242,7 +251,8 @@ static void *wgrad_grow(nb_wgrad *g, void *buf, size_t *size, size_t need, size_
 }
 
 /* Records dW += dY^T X for W: the product and a copy of dY (the scratch it is in is reused). */
-static void wgrad_record(nb_wgrad *g, float *dw, const float *dy, const float *x, int N, int in, int out) {
+static void wgrad_product_sink(nb_wgrad_sink *k, float *dw, const float *dy, const float *x, int N, int in, int out) {
+    nb_wgrad *g = (nb_wgrad *)k;
     const size_t n = (size_t)N * out;
     float *dy_all = wgrad_room(g) ? NULL : wgrad_grow(g, g->dy, &g->size, g->used + n, sizeof(float));
     if (!dy_all) return;
@@ -253,8 +263,9 @@ static void wgrad_record(nb_wgrad *g, float *dw, const float *dy, const float *x
 }
 
 /* The same for a bf16 product: dW += alpha dY16^T X16. */
-static void wgrad_record16(nb_wgrad *g, float *dw, float alpha, const nb_bf16 *dy16, const nb_bf16 *x16, int N, int in,
-                           int out) {
+static void wgrad_product16_sink(nb_wgrad_sink *k, float *dw, float alpha, const nb_bf16 *dy16, const nb_bf16 *x16, int N,
+                                 int in, int out) {
+    nb_wgrad *g = (nb_wgrad *)k;
     const size_t n = (size_t)N * out;
     nb_bf16 *dy_all = wgrad_room(g) ? NULL : wgrad_grow(g, g->dy16, &g->size16, g->used16 + n, sizeof(nb_bf16));
     if (!dy_all) return;
@@ -264,33 +275,24 @@ static void wgrad_record16(nb_wgrad *g, float *dw, float alpha, const nb_bf16 *d
     g->used16 += n;
 }
 
+/* The stage's sink while a split backward runs (NULL: whole backwards). */
+static nb_wgrad_sink *stage_sink(const nb_stage *s) { return s->defer ? &s->defer->sink : NULL; }
+
 /* linear_backward, or under a split backward its input-gradient product alone, the other recorded. */
 static void stage_linear_backward(const nb_stage *s, float *dx, float *dw, const float *dy, const float *x,
                                   const float *w, int N, int in, int out) {
-    if (!s->defer) {
-        linear_backward(s->backend, dx, 0.0f, dw, dy, x, w, N, in, out);
-        return;
-    }
-    nb_gemm(s->backend, 0, 0, N, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
-    wgrad_record(s->defer, dw, dy, x, N, in, out);
+    linear_backward_to(s->backend, stage_sink(s), dx, dw, dy, x, w, N, in, out);
 }
 
-/* linear_backward_bf16_cast, or under a split backward its input-gradient product alone. */
+/* The same for bf16 products, on dY cast (or already in bf16). */
 static void stage_linear_backward_bf16_cast(const nb_stage *s, float *dx, float *dw, float alpha, const nb_bf16 *dy16,
                                             const nb_bf16 *x16, const nb_bf16 *w16, int N, int in, int out) {
-    if (!s->defer) {
-        linear_backward_bf16_cast(s->backend, dx, 0.0f, dw, alpha, dy16, x16, w16, N, in, out);
-        return;
-    }
-    nb_gemm_bf16(s->backend, 0, 0, N, in, out, alpha, dy16, out, w16, in, 0.0f, dx, in);
-    wgrad_record16(s->defer, dw, alpha, dy16, x16, N, in, out);
+    linear_backward_bf16_cast_to(s->backend, stage_sink(s), dx, dw, alpha, dy16, x16, w16, N, in, out);
 }
 
-/* linear_backward_bf16: dY cast to bf16 in dy_scratch, then as above. */
 static void stage_linear_backward_bf16(const nb_stage *s, float *dx, float *dw, const float *dy, const nb_bf16 *x16,
                                        const nb_bf16 *w16, int N, int in, int out, nb_bf16 *dy_scratch) {
-    nb_bf16_cast(dy_scratch, dy, (size_t)N * out);
-    stage_linear_backward_bf16_cast(s, dx, dw, 1.0f, dy_scratch, x16, w16, N, in, out);
+    linear_backward_bf16_to(s->backend, stage_sink(s), dx, dw, dy, x16, w16, N, in, out, dy_scratch);
 }
 
 /* Each pass below returns -1 (nb_last_error) when its scratch or attention's cannot be allocated. */
@@ -327,6 +329,7 @@ static int block_backward(const nb_stage *s, const block_weights *w, const block
     /* MLP branch */
     if (w->router) {
         if (stage_moe_scratch(s, b, N)) return -1;
+        b->moe.sink = stage_sink(s);
         moe_backward(s->backend, &b->moe, d->dln, (float *)g->router, (float *)g->wgu, (float *)g->wdown, dres,
                      aux_grad, b->ln2, w->router, w->wgu, w->wdown);
     } else {
@@ -401,6 +404,7 @@ static int block_backward_bf16(const nb_stage *s, const block_weights *w, const 
     /* MLP branch */
     if (w16->router) {
         if (stage_moe_scratch(s, b, N)) return -1;
+        b->moe.sink = stage_sink(s);
         moe_backward_bf16(s->backend, &b->moe, d->dln, (float *)g->router, (float *)g->wgu, (float *)g->wdown, dres,
                           aux_grad, b->ln2b, w16->router, w16->wgu, w16->wdown);
     } else {
@@ -585,17 +589,8 @@ int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, con
     return 0;
 }
 
-int nb_stage_check_split(const nb_stage *s) {
-    for (int l = 0; l < s->n_blocks; l++)
-        if (nb_config_block_is_moe(&s->cfg, s->first_block + l))
-            return nb_fail("stage %d holds mixture-of-experts blocks, whose backward does not split into input and "
-                           "weight gradients yet", s->index);
-    return 0;
-}
-
 int nb_stage_backward_input(nb_stage *s, const float *w, long version, nb_acts *a, const float *dout, float loss_scale,
                             nb_wgrad *g) {
-    if (nb_stage_check_split(s)) return -1;
     g->n = 0, g->used = 0, g->used16 = 0, g->failed = 0;
     s->defer = g;
     const int rc = nb_stage_backward(s, w, version, a, dout, loss_scale);
@@ -623,5 +618,14 @@ size_t nb_wgrad_bytes(const nb_stage *s, int B, int T) {
     const size_t N = (size_t)B * T;
     size_t floats = (size_t)s->n_blocks * N * ((size_t)m.d + 2 * (size_t)m.F + (size_t)m.d + (size_t)m.qkv);
     if (s->has_head) floats += N * (size_t)m.V;
+    /* A MoE block's: each expert's rows (k per token, and under bf16 up to 63 padding rows each) through
+     * down (d) and gate|up (2F) instead of the dense MLP's, and the router's N x E. */
+    const int k = s->cfg.experts_per_token, E = s->cfg.n_experts;
+    for (int l = 0; l < s->n_blocks; l++)
+        if (nb_config_block_is_moe(&s->cfg, s->first_block + l)) {
+            const size_t rows = N * (size_t)k + (s->precision == NB_PRECISION_BF16 ? 63 * (size_t)E : 0);
+            floats += rows * ((size_t)m.d + 2 * (size_t)m.F) + N * (size_t)E;
+            floats -= N * ((size_t)m.d + 2 * (size_t)m.F);
+        }
     return (s->precision == NB_PRECISION_BF16 ? sizeof(nb_bf16) : sizeof(float)) * floats;
 }

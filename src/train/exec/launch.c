@@ -65,9 +65,6 @@ static int check_pipeline_options(const nb_train_options *o) {
     if (kind == NB_PIPE_PIPEDREAM && o->data_parallel == 1 && o->microbatches != 1)
         return nb_fail("--pipeline pipedream updates after every micro-batch: expected --microbatches 1, got %d "
                        "(each update's batch is --batch sequences)", o->microbatches);
-    if (kind == NB_PIPE_ZBH1 && o->model.n_experts > 0)
-        return nb_fail("--pipeline zbh1: a mixture-of-experts block's backward does not split into input and weight "
-                       "gradients yet: use --pipeline 1f1b");
     if ((kind == NB_PIPE_GPIPE || kind == NB_PIPE_ZBH1) &&
         (o->delay.sync_start || o->delay.sync_cooldown || o->delay.ef || o->delay.taylor > 0))
         return nb_fail("--pipeline %s is synchronous: --sync-start, --sync-cooldown, --ef and --taylor do not apply",

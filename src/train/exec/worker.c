@@ -670,8 +670,7 @@ static int stage_alloc(stage_role *w) {
         if (!(w->slots[i] = nb_acts_create(st, o->batch, run->T))) return -1;
     }
     if (run->sc.kind == NB_PIPE_ZBH1) {  /* a split backward: what each slot's B leaves for its W */
-        if (nb_stage_check_split(st) ||
-            !(w->wgrads = nb_calloc((size_t)w->n_slots, sizeof *w->wgrads, "a stage's split backwards")))
+        if (!(w->wgrads = nb_calloc((size_t)w->n_slots, sizeof *w->wgrads, "a stage's split backwards")))
             return -1;
         for (int i = 0; i < w->n_slots; i++)
             if (!(w->wgrads[i] = nb_wgrad_create())) return -1;
