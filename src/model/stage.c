@@ -236,10 +236,12 @@ static int wgrad_room(nb_wgrad *g) {
     return 0;
 }
 
-/* buf (of *size values of `bytes` each) with room for `need` values: itself, or grown; NULL when memory ran out. */
+/* buf (of *size values of `bytes` each) with room for `need` values: itself, or grown to exactly that (the
+ * first micro-batch grows it product by product; every later one needs the same, which the memory
+ * estimate counts); NULL when memory ran out. */
 static void *wgrad_grow(nb_wgrad *g, void *buf, size_t *size, size_t need, size_t bytes) {
     if (need <= *size) return buf;
-    const size_t want = *size * 2 > need ? *size * 2 : need;
+    const size_t want = need;
     void *grown = realloc(buf, bytes * want);
     if (!grown) {
         g->failed = 1;
