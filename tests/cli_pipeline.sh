@@ -166,6 +166,7 @@ stop_and_resume() {
   [ -n "$a" ] && [ "$a" = "$b" ] && ok || fail "$name: stopped at step $at and resumed: weights $b, uninterrupted $a"
 }
 stop_and_resume "threads 1f1b P=2" INT env -- --set n_layers=2 --stages 2 --pipeline 1f1b --microbatches 2
+stop_and_resume "threads interleaved 2 x 2" INT env -- --set n_layers=4 --stages 2 --pipeline interleaved --microbatches 2
 NB_PIPELINE_FAULT= stop_and_resume "MPI 2bw+EF P=3" USR1 "${mpi[@]}" -np 3 -- --set n_layers=3 --stages 3 --pipeline 2bw \
   --ef 1 --microbatches 3 --transport mpi --threads-per-stage 1
 finish

@@ -191,9 +191,8 @@ static void test_refused(void) {
               k == NB_PIPE_ZBH1,
           "the names parse");
     CHECK(!nb_pipe_kind_check_executed(NB_PIPE_2BW) && !nb_pipe_kind_check_executed(NB_PIPE_SEQUENTIAL) &&
-              !nb_pipe_kind_check_executed(NB_PIPE_ZBH1) &&
-              nb_pipe_kind_check_executed(NB_PIPE_INTERLEAVED) &&
-              !strcmp(nb_last_error(), "--pipeline interleaved: schedules only, not executed yet; use nobubble schedule"),
+              !nb_pipe_kind_check_executed(NB_PIPE_ZBH1) && !nb_pipe_kind_check_executed(NB_PIPE_INTERLEAVED) &&
+              nb_pipe_kind_check_executed((nb_pipe_kind)99),
           "the trainer's kinds: %s", nb_last_error());
     CHECK(nb_pipe_peak_in_flight(NB_PIPE_INTERLEAVED, 2, 2, 1, 0) < 0, "interleaved's peak has no closed form here");
 }
@@ -379,7 +378,43 @@ static void test_truncate(void) {
     }
 }
 
+/* An interleaved schedule as its virtual stages (what the trainer runs): V = P x v stages, stage c P + s
+ * holding worker s's chunk-c actions in the worker's order and an update per step; valid as a V-stage
+ * schedule; a schedule without chunks is refused. */
+static void test_virtualize(void) {
+    const int P = 3, v = 2, M = 6, S = 2;
+    nb_pipe_schedule il, vs;
+    CHECK(generate(NB_PIPE_INTERLEAVED, P, M, S, v, &il) == 0, "%s", nb_last_error());
+    CHECK(nb_pipe_virtualize(&il, &vs) == 0, "%s", nb_last_error());
+    CHECK(vs.n_stages == P * v && vs.n_chunks == 1 && vs.n_micro == M && vs.n_steps == S, "V = %d stages", vs.n_stages);
+    CHECK(nb_pipe_validate(&vs) == 0, "the virtual stages are a valid schedule: %s", nb_last_error());
+    for (int s = 0; s < P; s++)
+        for (int c = 0; c < v; c++) {
+            const int k = c * P + s;
+            size_t at = vs.start[k];
+            int same = 1, updates = 0;
+            for (size_t a = il.start[s]; a < il.start[s + 1]; a++) {
+                const nb_pipe_action *x = &il.actions[a];
+                if (x->op != NB_PIPE_UPDATE && x->chunk != c) continue;
+                const nb_pipe_action *y = &vs.actions[at++];
+                updates += y->op == NB_PIPE_UPDATE;
+                same &= y->op == x->op && y->mb == x->mb && y->step == x->step && y->version == x->version &&
+                        y->chunk == 0;
+            }
+            CHECK(same && at == vs.start[k + 1] && updates == S, "virtual stage %d: worker %d's chunk %d in order", k, s,
+                  c);
+        }
+    nb_pipe_free(&vs);
+    nb_pipe_free(&il);
+    nb_pipe_schedule ofb;
+    CHECK(nb_pipe_generate(&ofb, NB_PIPE_1F1B, 2, 2, 1) == 0, "%s", nb_last_error());
+    CHECK(nb_pipe_virtualize(&ofb, &vs) != 0 && strstr(nb_last_error(), "only an interleaved schedule"),
+          "1f1b has no virtual stages: %s", nb_last_error());
+    nb_pipe_free(&ofb);
+}
+
 int main(void) {
+    test_virtualize();
     test_interleaved_closed_forms();
     test_interleaved_one_chunk_is_1f1b();
     test_zbh1_closed_forms();

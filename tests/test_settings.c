@@ -119,14 +119,14 @@ static void test_enum_names(void) {
     CHECK(!sched->names(NB_SCHEDULE_CONSTANT + 1), "every schedule, no more");
     for (int k = 0; k <= NB_PIPE_ZBH1; k++) CHECK(same(pipe->names(k), nb_pipe_kind_name((nb_pipe_kind)k)), "pipe %d", k);
     CHECK(!pipe->names(NB_PIPE_ZBH1 + 1), "--pipeline: the six kinds (not the sequential order)");
-    /* the schedule-only kinds parse, and the settings refuse them before any work */
+    /* every kind parses and the settings take it (interleaved and zbh1 run since issue 40) */
     nb_train_options o;
     nb_settings_args a;
     nb_train_defaults(&o);
     nb_settings_begin(&a, &o);
-    CHECK(!nb_settings_arg(&a, "--pipeline", "interleaved") && nb_settings_finish(&a) &&
-              strstr(nb_last_error(), "--pipeline interleaved: schedules only, not executed yet; use nobubble schedule"),
-          "--pipeline interleaved is refused: %s", nb_last_error());
+    CHECK(!nb_settings_arg(&a, "--pipeline", "interleaved") && !nb_settings_arg(&a, "--chunks", "3") &&
+              !nb_settings_finish(&a) && o.pipeline == NB_PIPE_INTERLEAVED && o.chunks == 3,
+          "--pipeline interleaved --chunks 3 is taken: %s", nb_last_error());
     for (int k = 0; k <= NB_TRANSPORT_MPI; k++)
         CHECK(same(tr->names(k), nb_transport_name((nb_transport_kind)k)), "transport %d", k);
     CHECK(!tr->names(NB_TRANSPORT_MPI + 1), "every transport, no more");

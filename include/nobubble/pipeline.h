@@ -98,6 +98,12 @@ int nb_pipe_generate_ex(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, 
  * (version t) and not flushing. kind must be 1F1B, 2BW or PipeDream (for PipeDream, M = 1). */
 int nb_pipe_generate_versions(nb_pipe_schedule *out, nb_pipe_kind kind, int n_stages, int n_micro, int n_steps,
                               const int *versions);
+/* An interleaved schedule (P workers, v chunks) as the pipeline of V = P x v stages it computes: stage
+ * k = c P + s lists worker s's actions on chunk c in the worker's order (chunk 0), and an update of every
+ * step (each virtual stage updates its own part). kind stays NB_PIPE_INTERLEAVED, n_chunks 1. Run as a
+ * V-stage pipeline whose worker s drives stages s, s + P, ... on one thread, it computes exactly what
+ * the one-process run split into V stages computes. Fails on a schedule without chunks. */
+int nb_pipe_virtualize(const nb_pipe_schedule *interleaved, nb_pipe_schedule *out);
 /* The version stage s uses for step t: the schedule's table, or the kind's rule. */
 int nb_pipe_step_version(const nb_pipe_schedule *s, int stage, int step);
 /* The schedule of full's first n_steps steps, each on the same versions, that ends there (its

@@ -91,6 +91,9 @@ typedef struct nb_train_options {
      * threads of each (docs/executor.md, "Thread counts"; native bf16 matmuls: give both the same). */
     int pipeline;               /* an nb_pipe_kind, or -1: one process simulates the delay (-1) */
     int transport;              /* an nb_transport_kind (threads) */
+    int chunks;                 /* --pipeline interleaved: model chunks (virtual stages) per worker, >= 2 (0: 2);
+                                   the model is split into stages x chunks parts, worker s holding parts
+                                   s, s + stages, ... (docs/schedules.md); 0 for every other kind */
     int data_parallel;          /* D replicas of the run (docs/data-parallel.md) (1): each step's `microbatches`
                                    (a multiple of D) split into D contiguous groups, one per replica, each group's
                                    gradient summed from zero and the D sums added in replica order before the

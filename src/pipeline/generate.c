@@ -9,7 +9,7 @@
 
 /* One row per nb_pipe_kind: its name (--pipeline's and `schedule --kind`'s, summary.json's pipeline.kind),
  * the --delay of the one-process run with the same weight versions, and whether the trainer executes it
- * (interleaved is a schedule only: the executor has no model chunks yet).
+ * (every kind now: interleaved as the pipeline of its virtual stages, nb_pipe_virtualize).
  * The pipelines come first; "sequential", the one-process run's order, is accepted by `schedule --kind`
  * but is not a pipeline. */
 static const struct {
@@ -20,7 +20,7 @@ static const struct {
     [NB_PIPE_1F1B] = {"1f1b", "sync", 1},
     [NB_PIPE_PIPEDREAM] = {"pipedream", "pipedream", 1},
     [NB_PIPE_2BW] = {"2bw", "2bw", 1},
-    [NB_PIPE_INTERLEAVED] = {"interleaved", "sync", 0},
+    [NB_PIPE_INTERLEAVED] = {"interleaved", "sync", 1},
     [NB_PIPE_ZBH1] = {"zbh1", "sync", 1},
     [NB_PIPE_SEQUENTIAL] = {"sequential", "sync", 1},
 };
@@ -395,4 +395,38 @@ int nb_pipe_peak_in_flight(nb_pipe_kind kind, int n_stages, int n_micro, int n_s
     default: peak = depth < all ? depth : all; break;
     }
     return peak > 1 ? (int)peak : 1;
+}
+
+int nb_pipe_virtualize(const nb_pipe_schedule *il, nb_pipe_schedule *out) {
+    memset(out, 0, sizeof *out);
+    const int P = il->n_stages, v = il->n_chunks > 0 ? il->n_chunks : 1, V = P * v;
+    if (il->kind != NB_PIPE_INTERLEAVED || v < 2)
+        return nb_fail("schedule %s with %d chunk(s): only an interleaved schedule has virtual stages",
+                       nb_pipe_kind_name(il->kind), v);
+    size_t *counts = calloc((size_t)V, sizeof *counts);
+    if (!counts) return nb_fail("out of memory");
+    for (int s = 0; s < P; s++)
+        for (size_t k = il->start[s]; k < il->start[s + 1]; k++) {
+            const nb_pipe_action *a = &il->actions[k];
+            if (a->op == NB_PIPE_UPDATE)
+                for (int c = 0; c < v; c++) counts[c * P + s]++;
+            else
+                counts[a->chunk * P + s]++;
+        }
+    int rc = nb_pipe_alloc(out, NB_PIPE_INTERLEAVED, V, il->n_micro, il->n_steps, counts);
+    if (!rc) {
+        for (int k = 0; k < V; k++) counts[k] = out->start[k];  /* now each stage's next free place */
+        for (int s = 0; s < P; s++)
+            for (size_t k = il->start[s]; k < il->start[s + 1]; k++) {
+                nb_pipe_action a = il->actions[k];
+                const int c = a.chunk;
+                a.chunk = 0;
+                if (a.op == NB_PIPE_UPDATE)
+                    for (int j = 0; j < v; j++) out->actions[counts[j * P + s]++] = a;
+                else
+                    out->actions[counts[c * P + s]++] = a;
+            }
+    }
+    free(counts);
+    return rc;
 }

@@ -1,5 +1,6 @@
 /* The executor's driver: endpoints run their lowered lists, a flat loop over actions (exec.h). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "train/exec/exec.h"
@@ -71,9 +72,16 @@ static const nb_low_action *action_at(const exec_endpoint *e, size_t k) { return
 
 /* The run cut after `end` steps, lowered like the run. */
 static int lower_cut(const exec_run *run, int end, nb_low_schedule *out) {
-    nb_pipe_schedule cut;
-    if (nb_pipe_truncate(&run->sc, end, &cut)) return -1;
-    int rc = nb_pipe_lower(&cut, &run->low_opt, out);
+    nb_pipe_schedule cut, virt;
+    if (nb_pipe_truncate(run->isc.start ? &run->isc : &run->sc, end, &cut)) return -1;
+    int rc = 0;
+    if (run->isc.start) {  /* interleaved: the cut of its workers' schedule, as virtual stages */
+        rc = nb_pipe_virtualize(&cut, &virt);
+        nb_pipe_free(&cut);
+        if (rc) return -1;
+        cut = virt;
+    }
+    rc = nb_pipe_lower(&cut, &run->low_opt, out);
     nb_pipe_free(&cut);
     return rc;
 }
@@ -202,6 +210,84 @@ int exec_drive(exec_endpoint **eps, int n, int all_local) {
         if (!idle_since) idle_since = now;
         if (timeout > 0 && now - idle_since > timeout)
         {
+            stuck(eps, n, "no message for longer than --peer-timeout");
+            return failed(eps[0]);
+        }
+        if (now - idle_since > 0.005) nanosleep(&(struct timespec){0, 50000}, NULL);
+    }
+}
+
+static int is_compute(nb_low_op op) {
+    return op == NB_LOW_FORWARD || op == NB_LOW_BACKWARD || op == NB_LOW_BACKWARD_INPUT || op == NB_LOW_BACKWARD_WEIGHT;
+}
+
+/* Runs e as far as its messages allow, at most `computes` compute actions (counted in *done): 1 when it
+ * moved, 0 when not, -1 on failure. */
+static int drive_limited(exec_endpoint *e, int computes, long *done) {
+    int moved = 0;
+    while (e->pos < list_length(e)) {
+        const nb_low_action *a = action_at(e, e->pos);
+        if (is_compute(a->op)) {
+            if (!computes) break;
+            computes--;
+        } else if (a->op == NB_LOW_RECV) {
+            int ready = nb_link_poll(e->link, a->peer, exec_tag(a));
+            if (ready < 0) return -1;
+            if (!ready) break;
+        }
+        if (step_action(e, a)) return failed(e), -1;
+        if (is_compute(a->op)) ++*done;
+        e->pos++;
+        moved = 1;
+    }
+    return moved;
+}
+
+/* How long the planned endpoint may wait while nothing moves before another one's compute runs. */
+#define PLAN_PATIENCE_S 5.0
+
+int exec_drive_planned(exec_endpoint **eps, int n, const exec_plan_step *plan, size_t plan_n) {
+    long done[64] = {0};
+    if (n > 64) return nb_fail("internal: a worker of %d endpoints (at most 64)", n);
+    for (int i = 0; i < n; i++) eps[i]->pos = 0;
+    const double timeout = eps[0]->run->o->peer_timeout;
+    double idle_since = 0;
+    size_t next = 0;
+    for (;;) {
+        /* the plan's entries already run (out of order) or gone (a stop cut the lists) */
+        while (next < plan_n && (done[plan[next].endpoint] > plan[next].ordinal ||
+                                 eps[plan[next].endpoint]->pos >= list_length(eps[plan[next].endpoint])))
+            next++;
+        int moved = 0, running = 0, rc;
+        if (next < plan_n) {
+            const int k = plan[next].endpoint;
+            const long before = done[k];
+            if ((rc = drive_limited(eps[k], done[k] == plan[next].ordinal ? 1 : 0, &done[k])) < 0) return -1;
+            moved |= rc;
+            if (done[k] > before) next++;
+        }
+        for (int i = 0; i < n; i++) {
+            if ((rc = drive_limited(eps[i], 0, &done[i])) < 0) return -1;
+            moved |= rc;
+            running |= eps[i]->pos < list_length(eps[i]);
+        }
+        if (!running) return 0;
+        if (moved) {
+            idle_since = 0;
+            continue;
+        }
+        const double now = nb_now();
+        if (!idle_since) idle_since = now;
+        if (now - idle_since > PLAN_PATIENCE_S || next >= plan_n)  /* the plan is stuck or spent: any compute */
+            for (int i = 0; i < n && !moved; i++) {
+                if ((rc = drive_limited(eps[i], 1, &done[i])) < 0) return -1;
+                moved |= rc;
+            }
+        if (moved) {
+            idle_since = 0;
+            continue;
+        }
+        if (timeout > 0 && now - idle_since > timeout) {
             stuck(eps, n, "no message for longer than --peer-timeout");
             return failed(eps[0]);
         }

@@ -25,7 +25,9 @@ typedef struct {
     const nb_train_options *o;
     nb_model *model;
     const nb_backend *backend;  /* every stage's (nb_stage.backend), opened by nb_train from --gemm */
-    nb_pipe_schedule sc;     /* the schedule of the whole run */
+    nb_pipe_schedule sc;     /* the schedule of the whole run (interleaved: its virtual stages, nb_pipe_virtualize) */
+    nb_pipe_schedule isc;    /* interleaved: the schedule of its workers (sc is made from it; a cut is too) */
+    int workers;             /* threads of stage endpoints: P, or an interleaved run's P of P x chunks endpoints */
     nb_low_options low_opt;  /* how it is lowered (a stop lowers its cut the same way) */
     unsigned char *eval_at, *save_at;  /* per step of sc */
     nb_low_schedule low;     /* sc lowered */
@@ -131,6 +133,18 @@ int exec_stop_end(exec_run *run, int t);
  * each as far as its messages allow; when none can go on, waits for a message (or fails as a deadlock
  * when every endpoint of the run is here). Fails at the first failing action (after nb_link_fail). */
 int exec_drive(exec_endpoint **eps, int n, int all_local);
+/* One step of a plan: the endpoint (an index into eps) whose compute action (forward, backward or either
+ * half of a split one) runs next, and which of that endpoint's compute actions it is (0, 1, ...). */
+typedef struct {
+    int endpoint;
+    long ordinal;
+} exec_plan_step;
+/* exec_drive for one worker that holds several endpoints (an interleaved worker's virtual stages): their
+ * compute actions in the plan's order (the worker's schedule), every other action as soon as its messages
+ * allow. Should the planned endpoint wait for a message no other endpoint anywhere can send before
+ * the compute, another endpoint's compute may run first (the results are the same, only the order
+ * differs). */
+int exec_drive_planned(exec_endpoint **eps, int n, const exec_plan_step *plan, size_t plan_n);
 
 /* The roles (worker.c, coordinator.c): set up an endpoint, free it. */
 int exec_stage_init(exec_endpoint *e, exec_run *run, int stage);

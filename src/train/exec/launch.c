@@ -56,7 +56,26 @@ static int check_pipeline_options(const nb_train_options *o) {
         nb_pipe_kind_list(list, sizeof list);
         return nb_fail("--pipeline %d: expected one of %s", o->pipeline, list);
     }
-    if (nb_pipe_kind_check_executed(kind)) return -1;  /* interleaved, zbh1: no chunks or split backward yet */
+    if (nb_pipe_kind_check_executed(kind)) return -1;
+    if (o->chunks && kind != NB_PIPE_INTERLEAVED)
+        return nb_fail("--chunks %d: only --pipeline interleaved has model chunks", o->chunks);
+    if (kind == NB_PIPE_INTERLEAVED) {
+        const int V = train_model_stages(o);
+        if (o->transport != NB_TRANSPORT_THREADS)
+            return nb_fail("--pipeline interleaved runs on threads only so far (--transport threads): its workers' "
+                           "virtual stages are not placed on MPI ranks yet");
+        if (o->chunks == 1)
+            return nb_fail("--chunks 1: an interleaved pipeline has at least 2 chunks per worker (1 is --pipeline 1f1b)");
+        if (o->split)
+            return nb_fail("--split with --pipeline interleaved: the model is split into --stages x --chunks = %d "
+                           "parts, balanced by their FLOPs; leave --split out", V);
+        if (V > o->model.n_layers)
+            return nb_fail("--pipeline interleaved: --stages %d x --chunks %d = %d parts for %d blocks: expected at "
+                           "most one part per block", o->stages, train_chunks(o), V, o->model.n_layers);
+        if (o->microbatches % o->stages)
+            return nb_fail("--pipeline interleaved: --microbatches %d is not a multiple of --stages %d",
+                           o->microbatches, o->stages);
+    }
     nb_delay_options want = o->delay;
     nb_delay_parse(nb_pipe_delay_name(kind), &want);
     if (o->delay.mode != want.mode)
@@ -78,11 +97,17 @@ static int check_pipeline_options(const nb_train_options *o) {
     return check_replicas_pipeline(o, kind);
 }
 
-/* The schedule: GPipe and ZB-H1 as generated; the others with each step's version from the delay options
- * (synchronous start and cooldown make some steps flush; the one-process run any delay at all). */
-static int make_schedule(const nb_train_options *o, int S, nb_pipe_schedule *sc) {
-    const int P = o->stages, M = train_schedule_microbatches(o);
+/* The schedule: GPipe and ZB-H1 as generated; interleaved as generated for its workers, then as the
+ * pipeline of its virtual stages; the others with each step's version from the delay options (synchronous
+ * start and cooldown make some steps flush; the one-process run any delay at all). */
+static int make_schedule(const nb_train_options *o, int S, nb_pipe_schedule *sc, nb_pipe_schedule *isc) {
+    const int P = train_model_stages(o), M = train_schedule_microbatches(o);
     const nb_pipe_kind kind = o->pipeline >= 0 ? (nb_pipe_kind)o->pipeline : NB_PIPE_SEQUENTIAL;
+    if (kind == NB_PIPE_INTERLEAVED) {
+        const nb_pipe_gen_options go = {train_chunks(o)};
+        return nb_pipe_generate_ex(isc, kind, o->stages, M, o->steps, &go) || nb_pipe_validate(isc) ||
+               nb_pipe_virtualize(isc, sc) || nb_pipe_validate(sc);
+    }
     if (kind == NB_PIPE_GPIPE || kind == NB_PIPE_ZBH1)  /* synchronous at every step: the generators' own */
         return nb_pipe_generate(sc, kind, P, M, o->steps) || nb_pipe_validate(sc);
     int *versions = malloc(sizeof(int) * (size_t)S * P);
@@ -224,23 +249,45 @@ static int run_one_process(exec_run *run, exec_endpoint *eps, nb_train_result *r
     return rc;
 }
 
+/* A worker thread: its stage's endpoint, or an interleaved worker's endpoints (its virtual stages s,
+ * s + P, ...), driven in turn as their messages allow. */
+enum { MAX_CHUNKS = 64 };
 typedef struct {
-    exec_endpoint *e;
+    exec_endpoint *e[MAX_CHUNKS];
+    int n, worker;
     const int *cpus;
     int n_cpus, pin;
 } stage_thread;
 
 static void *stage_main(void *arg) {
     stage_thread *t = arg;
-    const exec_run *run = t->e->run;
+    const exec_run *run = t->e[0]->run;
     if (t->pin && t->cpus && t->n_cpus > 0) {
         cpu_set_t set;
         CPU_ZERO(&set);
-        for (int k = 0; k < run->threads; k++) CPU_SET(t->cpus[(t->e->id * run->threads + k) % t->n_cpus], &set);
+        for (int k = 0; k < run->threads; k++) CPU_SET(t->cpus[(t->worker * run->threads + k) % t->n_cpus], &set);
         pthread_setaffinity_np(pthread_self(), sizeof set, &set);
     }
     omp_set_num_threads(run->threads);
-    exec_drive(&t->e, 1, 0);
+    if (!run->isc.start) {
+        exec_drive(t->e, t->n, 0);
+        return NULL;
+    }
+    /* interleaved: the worker's computes in its schedule's order, chunk c being endpoint c of this thread */
+    const nb_pipe_schedule *il = &run->isc;
+    const size_t first = il->start[t->worker], count = il->start[t->worker + 1] - first;
+    exec_plan_step *plan = malloc(sizeof *plan * (count ? count : 1));
+    long ordinal[MAX_CHUNKS] = {0};
+    size_t n = 0;
+    if (!plan) {
+        nb_link_fail(t->e[0]->link, "out of memory for its plan");
+        return NULL;
+    }
+    for (size_t k = first; k < first + count; k++)
+        if (il->actions[k].op != NB_PIPE_UPDATE)
+            plan[n++] = (exec_plan_step){il->actions[k].chunk, ordinal[il->actions[k].chunk]++};
+    exec_drive_planned(t->e, t->n, plan, n);
+    free(plan);
     return NULL;
 }
 
@@ -250,8 +297,9 @@ static int run_threads(exec_run *run, exec_endpoint *eps, nb_train_result *res, 
     for (int i = 0; i <= P; i++) all[i] = &eps[i];
     if (setup_stages(run, eps, 0, P - 1) || exec_coordinator_init(&eps[P], run, all, res)) return -1;
     nb_hub *hub = nb_hub_create(P + 1);
-    pthread_t *tids = calloc((size_t)P, sizeof *tids);
-    stage_thread *ts = calloc((size_t)P, sizeof *ts);
+    const int W = run->workers;
+    pthread_t *tids = calloc((size_t)W, sizeof *tids);
+    stage_thread *ts = calloc((size_t)W, sizeof *ts);
     int rc = 0, started = 0;
     if (!hub || !tids || !ts) rc = nb_fail("out of memory");
     for (int i = 0; !rc && i <= P; i++) {
@@ -263,9 +311,11 @@ static int run_threads(exec_run *run, exec_endpoint *eps, nb_train_result *res, 
      * signal thread, or a handler on this thread, which only waits: util/signals.h). */
     sigset_t old;
     nb_signals_block(&old);
-    for (; !rc && started < P; started++) {
-        ts[started] = (stage_thread){&eps[started], cpus, n_cpus, 1};
-        if (pthread_create(&tids[started], NULL, stage_main, &ts[started])) {
+    for (; !rc && started < W; started++) {
+        stage_thread *t = &ts[started];
+        *t = (stage_thread){.worker = started, .cpus = cpus, .n_cpus = n_cpus, .pin = 1};
+        for (int k = started; k < P && t->n < MAX_CHUNKS; k += W) t->e[t->n++] = &eps[k];
+        if (pthread_create(&tids[started], NULL, stage_main, t)) {
             nb_link_fail(eps[started].link, "could not start its thread");
             rc = nb_fail("could not start the thread of stage %d", started);
         }
@@ -320,7 +370,8 @@ static int make_run(exec_run *run, const nb_train_options *o, int T, int S) {
     const int pipeline = o->pipeline >= 0;
     run->o = o;
     run->T = T;
-    run->P = o->stages;
+    run->P = train_model_stages(o);
+    run->workers = o->stages;
     run->M = train_schedule_microbatches(o);
     run->D = o->data_parallel;
     run->groups = train_replicas_are_ranks(o) ? 1 : run->D;
@@ -336,15 +387,15 @@ static int make_run(exec_run *run, const nb_train_options *o, int T, int S) {
     int balanced[NB_TRAIN_MAX_STAGES];
     const int *split = o->split;
     if (!split && pipeline) {
-        if (nb_config_balanced_split(&o->model, T, o->stages, balanced)) return -1;
+        if (nb_config_balanced_split(&o->model, T, run->P, balanced)) return -1;
         split = balanced;
     }
-    if (nb_model_create(run->model, &o->model, o->stages, split, run->backend)) return -1;
+    if (nb_model_create(run->model, &o->model, run->P, split, run->backend)) return -1;
     /* Else the weights are imported; an MPI rank initializes its own stage once it knows it (run_mpi): the
      * others' weights, written here, would be resident for nothing (every tensor draws its own stream). */
     const int mpi = pipeline && o->transport == NB_TRANSPORT_MPI;
     if ((!o->init_from || o->resume_dir) && !mpi) nb_model_init(run->model, o->seed);
-    return make_schedule(o, S, &run->sc) || plan_steps(run);
+    return make_schedule(o, S, &run->sc, &run->isc) || plan_steps(run);
 }
 
 /* auto: bf16 where oneDNN reports bf16 instructions, fp32 elsewhere; the choice is what summary.json and
@@ -416,7 +467,7 @@ int nb_train(const nb_train_options *given, nb_train_result *res) {
     if (nb_config_validate(&o->model) || train_check_options(o, T)) return -1;
     if (o->pipeline >= 0 && check_pipeline_options(o)) return -1;
     const int S = train_schedule_steps(o);
-    if (nb_delay_validate(&o->delay, S, o->stages)) return -1;
+    if (nb_delay_validate(&o->delay, S, train_model_stages(o))) return -1;
     nb_backend *backend;
     if (nb_backend_open(o->gemm, &backend)) return nb_fail("--gemm: %s", nb_last_error());
     resolved.gemm = nb_backend_name(backend);  /* summary.json names the one that ran */
@@ -436,7 +487,8 @@ int nb_train(const nb_train_options *given, nb_train_result *res) {
     nb_fs_lock_init(&run.locks[1]);
     int *cpus = NULL, n_cpus = cpu_count(&cpus);
     run.threads = threads_per_driver(o, n_cpus);
-    exec_endpoint *eps = calloc((size_t)o->stages + 1, sizeof *eps);
+    const int endpoints = train_model_stages(o);  /* the stages' (an interleaved run's virtual stages) */
+    exec_endpoint *eps = calloc((size_t)endpoints + 1, sizeof *eps);
     int rc = -1;
     const int mpi = o->pipeline >= 0 && o->transport == NB_TRANSPORT_MPI;
     if (o->step_times) nb_gemm_timing(1);  /* the products' share of each step (nb_step_time.gemm) */
@@ -455,14 +507,15 @@ int nb_train(const nb_train_options *given, nb_train_result *res) {
         exec_checkpoints(&run, &saved);
         train_diverged_advice(&saved);
     }
-    for (int i = 0; eps && i < o->stages; i++) exec_stage_free(&eps[i]);
-    if (eps) exec_coordinator_free(&eps[o->stages]);
+    for (int i = 0; eps && i < endpoints; i++) exec_stage_free(&eps[i]);
+    if (eps) exec_coordinator_free(&eps[endpoints]);
     free(eps);
     free(cpus);
     free(run.eval_at);
     free(run.save_at);
     nb_low_free(&run.low);
     nb_pipe_free(&run.sc);
+    nb_pipe_free(&run.isc);
     nb_model_free(&model);
     nb_backend_close(backend);
     train_unlock_run(run.locks);

@@ -14,6 +14,10 @@ int train_check_options(const nb_train_options *o, int T);
  * steps (--steps, times a replica's micro-batches per step under --pipeline pipedream: an update each). */
 int train_replicas_are_ranks(const nb_train_options *o);
 int train_schedule_microbatches(const nb_train_options *o);
+/* Model chunks per worker: --chunks (0: 2) under --pipeline interleaved, else 1. */
+int train_chunks(const nb_train_options *o);
+/* The parts the model is split into: stages x chunks (an interleaved run's virtual stages), else stages. */
+int train_model_stages(const nb_train_options *o);
 int train_schedule_steps(const nb_train_options *o);
 /* Checkpoints: "checkpoint saved DIR: size in time"; a failed save's message (nb_fail), naming the
  * previous checkpoint ("" when none); removing this run's periodic checkpoints beyond --keep. */

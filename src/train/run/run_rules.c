@@ -144,6 +144,13 @@ int train_schedule_microbatches(const nb_train_options *o) {
     return train_replicas_are_ranks(o) ? replica_microbatches(o) : o->microbatches;
 }
 
+int train_chunks(const nb_train_options *o) {
+    if (o->pipeline != NB_PIPE_INTERLEAVED) return 1;
+    return o->chunks > 0 ? o->chunks : 2;
+}
+
+int train_model_stages(const nb_train_options *o) { return o->stages * train_chunks(o); }
+
 int train_schedule_steps(const nb_train_options *o) {
     return o->steps * (o->pipeline == NB_PIPE_PIPEDREAM ? replica_microbatches(o) : 1);
 }

@@ -232,6 +232,9 @@ const nb_setting nb_settings[] = {
     {.name = "transport", .flag = "--transport", .type = NB_SET_ENUM, NO_RANGE, .offset = AT(transport),
      .names = nb_transport_names, .def = 0, .metavar = "NAME",
      .help = "one process (threads) or one process per stage (mpi: mpirun -np P)", .resume = NB_RESUME_FREE},
+    {.name = "chunks", .flag = "--chunks", INT_RANGE(0, 64), .offset = AT(chunks), .def = 0, .metavar = "V",
+     .help = "--pipeline interleaved: model chunks per worker (the model in stages x V parts)", .zero_means = "2",
+     .resume = NB_RESUME_FREE},
     /* Data parallelism: the gradient's sum is grouped by replica, so a resume into another D rounds otherwise
      * (docs/data-parallel.md). */
     {.name = "data_parallel", .flag = "--data-parallel", INT_RANGE(1, NB_TRAIN_MAX_MICROBATCHES),

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Interleaved 1F1B trained: P workers, each holding v model chunks (virtual stages c P + s), run their
+# chunks' forwards and backwards in the interleaved order on one thread each; every run ends with bitwise
+# the weights and losses of the one-process run split into P x v stages (and of 1F1B's pipeline of P x v
+# stages): 2 and 3 workers, 2 and 4 chunks, tied and untied, Muon with clipping, bf16, resumed. What it
+# does not do yet is refused: MPI, --split, --chunks 1, more parts than blocks, M not a multiple of P.
+set -u
+bin=${1:?usage: cli_interleaved.sh path/to/nobubble}
+source "$(dirname "$0")/support/cli_harness.sh"
+hash_of() { sed -n 's/.*"weights_hash": "\([0-9a-f]*\)".*/\1/p' "$1/summary.json"; }
+losses() { grep -o '"train_loss": [^,]*' "$1/metrics.jsonl"; }
+same_run() {  # same_run WHAT OUT_A OUT_B
+  [ -n "$(hash_of "$2")" ] && [ "$(hash_of "$2")" = "$(hash_of "$3")" ] && [ "$(losses "$2")" = "$(losses "$3")" ] \
+    && ok || fail "$1: weights '$(hash_of "$3")' and losses differ from '$(hash_of "$2")'"
+}
+small_corpus "$bin" "$work/data" 80 && ok || fail "prepare"
+base=(--data "$work/data" --model tiny --steps 4 --batch 8 --seq 32 --microbatches 4 --eval-batches 1
+      --threads-per-stage 1 --precision fp32 --quiet)
+run() {  # run OUT ARGS...: trains into $work/OUT
+  local out=$1; shift
+  "$bin" train "${base[@]}" "$@" --out "$work/$out" > "$work/$out.log" 2>&1 || fail "$out: $(tail -3 "$work/$out.log")"
+}
+
+# 2 workers x 2 chunks of tiny's 4 blocks, tied, against 4 stages in one process and 1F1B's 4 workers.
+run il2 --stages 2 --pipeline interleaved
+run seq4 --stages 4
+run ofb4 --stages 4 --pipeline 1f1b
+same_run "interleaved 2 x 2 equals the one-process run of 4 stages" "$work/seq4" "$work/il2"
+same_run "interleaved 2 x 2 equals 1F1B's 4-stage pipeline" "$work/ofb4" "$work/il2"
+check "summary names interleaved" grep -q '"kind": "interleaved"' "$work/il2/summary.json"
+# 3 workers x 2 chunks, untied, Muon with global clipping (the norms of all 6 parts).
+more=(--set n_layers=6 --set tied=0 --optimizer muon --clip 1 --microbatches 6)
+run il3 --stages 3 --pipeline interleaved "${more[@]}"
+run seq6 --stages 6 "${more[@]}"
+same_run "interleaved 3 x 2, untied, Muon, clipping, equals the one-process run of 6 stages" "$work/seq6" "$work/il3"
+# 2 workers x 4 chunks of 8 blocks.
+run il24 --stages 2 --chunks 4 --pipeline interleaved --set n_layers=8
+run seq8 --stages 8 --set n_layers=8
+same_run "interleaved 2 x 4 equals the one-process run of 8 stages" "$work/seq8" "$work/il24"
+# bf16.
+run ilbf --stages 2 --pipeline interleaved --precision bf16
+run seqbf --stages 4 --precision bf16
+same_run "interleaved in bf16 equals the one-process bf16 run" "$work/seqbf" "$work/ilbf"
+# Resume: a checkpoint after 2 steps (its 4 parts), the rest resumed from it.
+run half --stages 2 --pipeline interleaved --save-dir "$work/ck" --save-every 2
+run resumed --stages 2 --pipeline interleaved --resume "$work/ck/step_000002"
+[ -n "$(hash_of "$work/resumed")" ] && [ "$(hash_of "$work/il2")" = "$(hash_of "$work/resumed")" ] && ok \
+  || fail "interleaved resumed: weights '$(hash_of "$work/resumed")', the whole run's '$(hash_of "$work/il2")'"
+
+# Refused before any work.
+expect_error "MPI" "runs on threads only so far" \
+  "$bin" train "${base[@]}" --stages 2 --pipeline interleaved --transport mpi --out "$work/e1"
+expect_error "chunks without interleaved" "--chunks 2: only --pipeline interleaved" \
+  "$bin" train "${base[@]}" --stages 2 --pipeline 1f1b --chunks 2 --out "$work/e2"
+expect_error "one chunk" "--chunks 1" "$bin" train "${base[@]}" --stages 2 --pipeline interleaved --chunks 1 --out "$work/e3"
+expect_error "split" "--split with --pipeline interleaved" \
+  "$bin" train "${base[@]}" --stages 2 --pipeline interleaved --split 2,2 --out "$work/e4"
+expect_error "more parts than blocks" "8 parts for 4 blocks" \
+  "$bin" train "${base[@]}" --stages 2 --chunks 4 --pipeline interleaved --out "$work/e5"
+expect_error "M not a multiple of P" "--microbatches 4 is not a multiple of --stages 3" \
+  "$bin" train "${base[@]}" --stages 3 --pipeline interleaved --set n_layers=6 --out "$work/e6"
+finish
