@@ -7,12 +7,6 @@
 set -u
 bin=${1:?usage: cli_interleaved.sh path/to/nobubble}
 source "$(dirname "$0")/support/cli_harness.sh"
-hash_of() { sed -n 's/.*"weights_hash": "\([0-9a-f]*\)".*/\1/p' "$1/summary.json"; }
-losses() { grep -o '"train_loss": [^,]*' "$1/metrics.jsonl"; }
-same_run() {  # same_run WHAT OUT_A OUT_B
-  [ -n "$(hash_of "$2")" ] && [ "$(hash_of "$2")" = "$(hash_of "$3")" ] && [ "$(losses "$2")" = "$(losses "$3")" ] \
-    && ok || fail "$1: weights '$(hash_of "$3")' and losses differ from '$(hash_of "$2")'"
-}
 small_corpus "$bin" "$work/data" 80 && ok || fail "prepare"
 base=(--data "$work/data" --model tiny --steps 4 --batch 8 --seq 32 --microbatches 4 --eval-batches 1
       --threads-per-stage 1 --precision fp32 --quiet)

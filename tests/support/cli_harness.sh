@@ -16,6 +16,14 @@ expect_error() {
   if grep -q -- "$pattern" "$work/err"; then ok; else fail "$what: stderr lacks '$pattern': $(cat "$work/err")"; fi
 }
 finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; }
+# A run folder's weights hash and training losses; same_run WHAT A B: both runs ended on the same weights
+# and losses (bitwise).
+hash_of() { sed -n 's/.*"weights_hash": "\([0-9a-f]*\)".*/\1/p' "$1/summary.json"; }
+losses() { grep -o '"train_loss": [^,]*' "$1/metrics.jsonl"; }
+same_run() {
+  [ -n "$(hash_of "$2")" ] && [ "$(hash_of "$2")" = "$(hash_of "$3")" ] && [ "$(losses "$2")" = "$(losses "$3")" ] \
+    && ok || fail "$1: weights '$(hash_of "$3")' and losses differ from '$(hash_of "$2")'"
+}
 # small_corpus BIN DIR [PARAGRAPHS]: a small prepared corpus (support/small_corpus.sh).
 source "$(dirname "${BASH_SOURCE[0]}")/small_corpus.sh"
 # render_dom FILE.html: the page as headless chromium parses it, into $work/dom.html; returns 1

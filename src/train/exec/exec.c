@@ -1,4 +1,5 @@
 /* The executor's driver: endpoints run their lowered lists, a flat loop over actions (exec.h). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,78 +153,13 @@ static int drive_one(exec_endpoint *e) {
     return 0;
 }
 
-/* Runs e as far as its messages allow: 1 when it moved, 0 when not, -1 on failure. */
-static int drive_some(exec_endpoint *e) {
-    int moved = 0;
-    while (e->pos < list_length(e)) {
-        const nb_low_action *a = action_at(e, e->pos);
-        if (a->op == NB_LOW_RECV) {
-            int ready = nb_link_poll(e->link, a->peer, exec_tag(a));
-            if (ready < 0) return -1;
-            if (!ready) break;
-        }
-        if (step_action(e, a)) return failed(e), -1;
-        e->pos++;
-        moved = 1;
-    }
-    return moved;
-}
-
-/* No endpoint can move: each waits for a message. */
-static int stuck(exec_endpoint **eps, int n, const char *why) {
-    char buf[1024];
-    size_t k = 0;
-    for (int i = 0; i < n && k < sizeof buf; i++) {
-        const exec_endpoint *e = eps[i];
-        if (e->pos >= list_length(e)) continue;
-        const nb_low_action *a = action_at(e, e->pos);
-        k += (size_t)snprintf(buf + k, sizeof buf - k, "%s endpoint %d waits at action %zu for %s(%d) from %d", k ? ";" : "",
-                              e->id, e->pos, nb_msg_kind_name(a->msg), a->index, a->peer);
-    }
-    return nb_fail("%s: %s", why, buf);
-}
-
-int exec_drive(exec_endpoint **eps, int n, int all_local) {
-    if (n == 1) return drive_one(eps[0]);
-    for (int i = 0; i < n; i++) eps[i]->pos = 0;
-    const double timeout = eps[0]->run->o->peer_timeout;
-    double idle_since = 0;
-    for (;;) {
-        int moved = 0, running = 0;
-        for (int i = 0; i < n; i++) {
-            int rc = drive_some(eps[i]);
-            if (rc < 0) return -1;
-            moved |= rc;
-            running |= eps[i]->pos < list_length(eps[i]);
-        }
-        if (!running) return 0;
-        if (moved) {
-            idle_since = 0;
-            continue;
-        }
-        /* Every endpoint here waits: with no other endpoint anywhere, none ever will send. */
-        if (all_local) {
-            stuck(eps, n, "internal: the run's lists deadlock");
-            return failed(eps[0]);
-        }
-        const double now = nb_now();
-        if (!idle_since) idle_since = now;
-        if (timeout > 0 && now - idle_since > timeout)
-        {
-            stuck(eps, n, "no message for longer than --peer-timeout");
-            return failed(eps[0]);
-        }
-        if (now - idle_since > 0.005) nanosleep(&(struct timespec){0, 50000}, NULL);
-    }
-}
-
 static int is_compute(nb_low_op op) {
     return op == NB_LOW_FORWARD || op == NB_LOW_BACKWARD || op == NB_LOW_BACKWARD_INPUT || op == NB_LOW_BACKWARD_WEIGHT;
 }
 
 /* Runs e as far as its messages allow, at most `computes` compute actions (counted in *done): 1 when it
  * moved, 0 when not, -1 on failure. */
-static int drive_limited(exec_endpoint *e, int computes, long *done) {
+static int drive_limited(exec_endpoint *e, long computes, long *done) {
     int moved = 0;
     while (e->pos < list_length(e)) {
         const nb_low_action *a = action_at(e, e->pos);
@@ -243,6 +179,68 @@ static int drive_limited(exec_endpoint *e, int computes, long *done) {
     return moved;
 }
 
+/* Every endpoint driven once (at most `computes` compute actions each): whether any moved and whether any
+ * has actions left; -1 on failure. */
+static int drive_all(exec_endpoint **eps, int n, long computes, long *done, int *moved, int *running) {
+    *running = 0;
+    for (int i = 0; i < n; i++) {
+        const int rc = drive_limited(eps[i], computes, &done[i]);
+        if (rc < 0) return -1;
+        *moved |= rc;
+        *running |= eps[i]->pos < list_length(eps[i]);
+    }
+    return 0;
+}
+
+/* No endpoint can move: each waits for a message. */
+static int stuck(exec_endpoint **eps, int n, const char *why) {
+    char buf[1024];
+    size_t k = 0;
+    for (int i = 0; i < n && k < sizeof buf; i++) {
+        const exec_endpoint *e = eps[i];
+        if (e->pos >= list_length(e)) continue;
+        const nb_low_action *a = action_at(e, e->pos);
+        k += (size_t)snprintf(buf + k, sizeof buf - k, "%s endpoint %d waits at action %zu for %s(%d) from %d", k ? ";" : "",
+                              e->id, e->pos, nb_msg_kind_name(a->msg), a->index, a->peer);
+    }
+    return nb_fail("%s: %s", why, buf);
+}
+
+/* Nothing moved: fails after --peer-timeout without a message, else waits a little (after 5 ms of spinning). */
+static int idle(exec_endpoint **eps, int n, double *idle_since) {
+    const double timeout = eps[0]->run->o->peer_timeout, now = nb_now();
+    if (!*idle_since) *idle_since = now;
+    if (timeout > 0 && now - *idle_since > timeout) {
+        stuck(eps, n, "no message for longer than --peer-timeout");
+        return failed(eps[0]);
+    }
+    if (now - *idle_since > 0.005) nanosleep(&(struct timespec){0, 50000}, NULL);
+    return 0;
+}
+
+int exec_drive(exec_endpoint **eps, int n, int all_local) {
+    if (n == 1) return drive_one(eps[0]);
+    long done[64] = {0};
+    if (n > 64) return nb_fail("internal: %d endpoints in one driver (at most 64)", n);
+    for (int i = 0; i < n; i++) eps[i]->pos = 0;
+    double idle_since = 0;
+    for (;;) {
+        int moved = 0, running = 0;
+        if (drive_all(eps, n, LONG_MAX, done, &moved, &running)) return -1;
+        if (!running) return 0;
+        if (moved) {
+            idle_since = 0;
+            continue;
+        }
+        /* Every endpoint here waits: with no other endpoint anywhere, none ever will send. */
+        if (all_local) {
+            stuck(eps, n, "internal: the run's lists deadlock");
+            return failed(eps[0]);
+        }
+        if (idle(eps, n, &idle_since)) return -1;
+    }
+}
+
 /* How long the planned endpoint may wait while nothing moves before another one's compute runs. */
 #define PLAN_PATIENCE_S 5.0
 
@@ -250,7 +248,6 @@ int exec_drive_planned(exec_endpoint **eps, int n, const exec_plan_step *plan, s
     long done[64] = {0};
     if (n > 64) return nb_fail("internal: a worker of %d endpoints (at most 64)", n);
     for (int i = 0; i < n; i++) eps[i]->pos = 0;
-    const double timeout = eps[0]->run->o->peer_timeout;
     double idle_since = 0;
     size_t next = 0;
     for (;;) {
@@ -259,38 +256,21 @@ int exec_drive_planned(exec_endpoint **eps, int n, const exec_plan_step *plan, s
                                  eps[plan[next].endpoint]->pos >= list_length(eps[plan[next].endpoint])))
             next++;
         int moved = 0, running = 0, rc;
-        if (next < plan_n) {
+        if (next < plan_n) {  /* the planned compute, if its endpoint is at it */
             const int k = plan[next].endpoint;
             const long before = done[k];
             if ((rc = drive_limited(eps[k], done[k] == plan[next].ordinal ? 1 : 0, &done[k])) < 0) return -1;
             moved |= rc;
             if (done[k] > before) next++;
         }
-        for (int i = 0; i < n; i++) {
-            if ((rc = drive_limited(eps[i], 0, &done[i])) < 0) return -1;
-            moved |= rc;
-            running |= eps[i]->pos < list_length(eps[i]);
-        }
+        if (drive_all(eps, n, 0, done, &moved, &running)) return -1;  /* everything else that can run */
         if (!running) return 0;
+        if (!moved && (next >= plan_n || (idle_since && nb_now() - idle_since > PLAN_PATIENCE_S)))
+            if (drive_all(eps, n, 1, done, &moved, &running)) return -1;  /* the plan is spent or stuck */
         if (moved) {
             idle_since = 0;
             continue;
         }
-        const double now = nb_now();
-        if (!idle_since) idle_since = now;
-        if (now - idle_since > PLAN_PATIENCE_S || next >= plan_n)  /* the plan is stuck or spent: any compute */
-            for (int i = 0; i < n && !moved; i++) {
-                if ((rc = drive_limited(eps[i], 1, &done[i])) < 0) return -1;
-                moved |= rc;
-            }
-        if (moved) {
-            idle_since = 0;
-            continue;
-        }
-        if (timeout > 0 && now - idle_since > timeout) {
-            stuck(eps, n, "no message for longer than --peer-timeout");
-            return failed(eps[0]);
-        }
-        if (now - idle_since > 0.005) nanosleep(&(struct timespec){0, 50000}, NULL);
+        if (idle(eps, n, &idle_since)) return -1;
     }
 }
