@@ -15,7 +15,7 @@ reps=${1:-3}; steps=${2:-10}
 bin=./build/nobubble
 source bench/common.sh
 # small with 8 blocks of d_ffn 1024 (bench/pipeline.sh's model with one more block, so that 4 stages
-# each hold 2); a step of 8 sequences in M = 4 micro-batches of 2 (with D = 2, each replica runs 2 of them).
+# each hold 2); a step of M = 4 micro-batches of 8 sequences (with D = 2, each replica runs 2 of them).
 model=(--data data/bible --model small --set n_layers=8 --set d_ffn=1024 --batch 8 --seq 128 --steps "$steps"
        --eval-batches 1 --lr 1e-3 --microbatches 4 --threads-per-stage 1 --quiet)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT

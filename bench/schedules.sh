@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The trained schedules on real workers: 1F1B, ZB-H1 and PipeDream-2BW at P = 2 (threads and MPI) and P = 3
-# (MPI), M = 4 micro-batches; the steady-state tokens/s of each and their ratios to 1F1B, and the
+# The trained schedules on real workers: 1F1B, ZB-H1, PipeDream-2BW and (on threads) interleaved 1F1B with 2
+# chunks, at P = 2 (M = 4) and P = 3 (M = 6), on threads and MPI; the steady-state tokens/s of each and
+# their ratios to 1F1B, and the
 # simulator's prediction of the ZB-H1 run from 1F1B's measured costs (`nobubble project --run ZBH1
 # --costs-from 1F1B`), the schedule's effect predicted rather than fitted.
 #
@@ -12,34 +13,38 @@ cd "$(dirname "$0")/.."
 reps=${1:-3}; steps=${2:-10}
 bin=./build/nobubble
 source bench/common.sh
-model=(--data data/bible --model small --set n_layers=8 --set d_ffn=1024 --batch 8 --seq 128 --steps "$steps"
-       --eval-batches 1 --lr 1e-3 --microbatches 4 --threads-per-stage 1 --precision fp32 --quiet)
+model=(--data data/bible --model small --set n_layers=8 --set d_ffn=1024 --seq 128 --steps "$steps"
+       --eval-batches 1 --lr 1e-3 --batch 8 --threads-per-stage 1 --precision fp32 --quiet)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-run() {  # run OUT transport P kind
-  local out=$1 transport=$2 P=$3 kind=$4
+run() {  # run OUT transport P M kind
+  local out=$1 transport=$2 P=$3 M=$4 kind=$5
   rm -rf "$out"
   if [ "$transport" = mpi ]; then
-    mpirun -np "$P" --oversubscribe --bind-to none $bin train "${model[@]}" --stages "$P" --pipeline "$kind" \
-      --transport mpi --out "$out" >/dev/null
+    mpirun -np "$P" --oversubscribe --bind-to none $bin train "${model[@]}" --stages "$P" --microbatches "$M" \
+      --pipeline "$kind" --transport mpi --out "$out" >/dev/null
   else
-    $bin train "${model[@]}" --stages "$P" --pipeline "$kind" --out "$out" >/dev/null
+    $bin train "${model[@]}" --stages "$P" --microbatches "$M" --pipeline "$kind" --out "$out" >/dev/null
   fi
 }
 
-printf "%-8s %2s %11s %11s %11s %10s %10s %14s\n" transport P "1f1b tok/s" "zbh1 tok/s" "2bw tok/s" "zbh1/1f1b" \
-  "2bw/1f1b" "zbh1 predicted"
-for c in "threads 2" "mpi 2" "mpi 3"; do
-  read -r transport P <<<"$c"
+printf "%-8s %2s %2s %11s %11s %11s %11s %10s %10s %10s %14s\n" transport P M "1f1b tok/s" "zbh1 tok/s" "2bw tok/s" \
+  "il tok/s" "zbh1/1f1b" "2bw/1f1b" "il/1f1b" "zbh1 predicted"
+for c in "threads 2 4" "threads 3 6" "mpi 2 4" "mpi 3 6"; do
+  read -r transport P M <<<"$c"
+  kinds=(1f1b zbh1 2bw); [ "$transport" = threads ] && kinds+=(interleaved)
   : > "$tmp/rows"
   for rep in $(seq 1 "$reps"); do
-    for kind in 1f1b zbh1 2bw; do run "$tmp/$kind" "$transport" "$P" "$kind"; done
+    for kind in "${kinds[@]}"; do run "$tmp/$kind" "$transport" "$P" "$M" "$kind"; done
     pred=$($bin project --run "$tmp/zbh1" --costs-from "$tmp/1f1b" --json)
-    echo "$(steady "$tmp/1f1b") $(steady "$tmp/zbh1") $(steady "$tmp/2bw") $(field error <<<"$pred")" >> "$tmp/rows"
+    il=0; [ "$transport" = threads ] && il=$(steady "$tmp/interleaved")
+    echo "$(steady "$tmp/1f1b") $(steady "$tmp/zbh1") $(steady "$tmp/2bw") $il $(field error <<<"$pred")" >> "$tmp/rows"
   done
   col() { awk -v c="$1" '{print $c}' "$tmp/rows" | median; }
-  printf "%-8s %2d %11.0f %11.0f %11.0f %10.3f %10.3f %+13.1f%%\n" "$transport" "$P" "$(col 1)" "$(col 2)" "$(col 3)" \
-    "$(awk '{print $2 / $1}' "$tmp/rows" | median)" "$(awk '{print $3 / $1}' "$tmp/rows" | median)" \
-    "$(awk '{print 100 * $4}' "$tmp/rows" | median)"
+  printf "%-8s %2d %2d %11.0f %11.0f %11.0f %11.0f %10.3f %10.3f %10.3f %+13.1f%%\n" "$transport" "$P" "$M" "$(col 1)" \
+    "$(col 2)" "$(col 3)" "$(col 4)" "$(awk '{print $2 / $1}' "$tmp/rows" | median)" \
+    "$(awk '{print $3 / $1}' "$tmp/rows" | median)" "$(awk '{print $4 / $1}' "$tmp/rows" | median)" \
+    "$(awk '{print 100 * $5}' "$tmp/rows" | median)"
 done
-echo "(medians of $reps runs of $steps steps; zbh1 predicted: the step time the simulator predicts for the ZB-H1"
-echo " run from the 1F1B run's per-stage costs, against the ZB-H1 run's measured one)"
+echo "(medians of $reps runs of $steps steps; il: interleaved 1F1B with 2 chunks, threads only (0 on MPI); zbh1"
+echo " predicted: the step time the simulator predicts for the ZB-H1 run from the 1F1B run's costs, against the"
+echo " ZB-H1 run's measured one)"

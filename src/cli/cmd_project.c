@@ -341,13 +341,13 @@ static int project_run(const char *dir, const char *costs_dir, const char *kind_
         fprintf(stderr, "nobubble project: --pipeline %s\n", nb_last_error());
         return 2;
     }
-    /* --microbatches is the step's over all replicas: each replica's pipeline runs M / D of them. */
-    if (f.batch % f.M || f.M % f.D) {
-        fprintf(stderr, "nobubble project: %s: batch %d in %d micro-batches over %d replicas: expected whole "
-                "micro-batches on every replica\n", dir, f.batch, f.M, f.D);
+    /* --batch is a micro-batch's sequences; --microbatches the step's over all replicas: each replica's
+     * pipeline runs M / D of them. */
+    if (f.M % f.D) {
+        fprintf(stderr, "nobubble project: %s: %d micro-batches over %d replicas: expected a multiple\n", dir, f.M, f.D);
         return 1;
     }
-    const int micro_batch = f.batch / f.M;
+    const int micro_batch = f.batch;
     nb_proj_device dev = *dev0;
     dev.act_bytes = 4;  /* a real run here sends float32 activations */
     /* The costs measured: each update's time already holds its REDUCE, so the replicas add none here. */
