@@ -165,6 +165,10 @@ stop_and_resume() {
   a=$(hash_of "$work/s_full.log"); b=$(hash_of "$work/s_res.log")
   [ -n "$a" ] && [ "$a" = "$b" ] && ok || fail "$name: stopped at step $at and resumed: weights $b, uninterrupted $a"
 }
+# One process drives every stage and the coordinator in one loop, whatever their number (65 stages: more
+# endpoints than an interleaved worker's 64 chunks).
+"$bin" train "${small[@]}" --set n_layers=65 --stages 65 --steps 1 --out "$work/many" > "$work/many.log" 2>&1 \
+  && ok || fail "one process of 65 stages: $(tail -2 "$work/many.log")"
 stop_and_resume "threads 1f1b P=2" INT env -- --set n_layers=2 --stages 2 --pipeline 1f1b --microbatches 2
 stop_and_resume "threads interleaved 2 x 2" INT env -- --set n_layers=4 --stages 2 --pipeline interleaved --microbatches 2
 NB_PIPELINE_FAULT= stop_and_resume "MPI 2bw+EF P=3" USR1 "${mpi[@]}" -np 3 -- --set n_layers=3 --stages 3 --pipeline 2bw \

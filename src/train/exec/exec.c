@@ -1,7 +1,6 @@
 /* The executor's driver: endpoints run their lowered lists, a flat loop over actions (exec.h). */
 #include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "train/exec/exec.h"
@@ -157,8 +156,8 @@ static int is_compute(nb_low_op op) {
     return op == NB_LOW_FORWARD || op == NB_LOW_BACKWARD || op == NB_LOW_BACKWARD_INPUT || op == NB_LOW_BACKWARD_WEIGHT;
 }
 
-/* Runs e as far as its messages allow, at most `computes` compute actions (counted in *done): 1 when it
- * moved, 0 when not, -1 on failure. */
+/* Runs e as far as its messages allow, at most `computes` compute actions (counted in *done, unless NULL):
+ * 1 when it moved, 0 when not, -1 on failure. */
 static int drive_limited(exec_endpoint *e, long computes, long *done) {
     int moved = 0;
     while (e->pos < list_length(e)) {
@@ -172,19 +171,19 @@ static int drive_limited(exec_endpoint *e, long computes, long *done) {
             if (!ready) break;
         }
         if (step_action(e, a)) return failed(e), -1;
-        if (is_compute(a->op)) ++*done;
+        if (done && is_compute(a->op)) ++*done;
         e->pos++;
         moved = 1;
     }
     return moved;
 }
 
-/* Every endpoint driven once (at most `computes` compute actions each): whether any moved and whether any
- * has actions left; -1 on failure. */
+/* Every endpoint driven once (at most `computes` compute actions each, counted in done[i] unless done is
+ * NULL): whether any moved and whether any has actions left; -1 on failure. */
 static int drive_all(exec_endpoint **eps, int n, long computes, long *done, int *moved, int *running) {
     *running = 0;
     for (int i = 0; i < n; i++) {
-        const int rc = drive_limited(eps[i], computes, &done[i]);
+        const int rc = drive_limited(eps[i], computes, done ? &done[i] : NULL);
         if (rc < 0) return -1;
         *moved |= rc;
         *running |= eps[i]->pos < list_length(eps[i]);
@@ -220,13 +219,11 @@ static int idle(exec_endpoint **eps, int n, double *idle_since) {
 
 int exec_drive(exec_endpoint **eps, int n, int all_local) {
     if (n == 1) return drive_one(eps[0]);
-    long done[64] = {0};
-    if (n > 64) return nb_fail("internal: %d endpoints in one driver (at most 64)", n);
     for (int i = 0; i < n; i++) eps[i]->pos = 0;
     double idle_since = 0;
     for (;;) {
         int moved = 0, running = 0;
-        if (drive_all(eps, n, LONG_MAX, done, &moved, &running)) return -1;
+        if (drive_all(eps, n, LONG_MAX, NULL, &moved, &running)) return -1;
         if (!running) return 0;
         if (moved) {
             idle_since = 0;
