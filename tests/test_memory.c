@@ -82,6 +82,8 @@ static void slots_against_schedules(void) {
                     if (sc.actions[a].op == NB_PIPE_FORWARD && ++inflight > peak) peak = inflight;
                     if (sc.actions[a].op == NB_PIPE_BACKWARD || sc.actions[a].op == NB_PIPE_BACKWARD_WEIGHT) inflight--;
                 }
+                CHECK(nb_pipe_stage_peak(&sc, s) == peak, "%s stage %d: nb_pipe_stage_peak %d, counted %d",
+                      nb_pipe_kind_name(kinds[k]), s, nb_pipe_stage_peak(&sc, s), peak);
                 const int closed = nb_pipe_peak_in_flight(kinds[k], P, M, S, s);
                 CHECK(closed == peak, "%s P %d M %d steps %d stage %d: closed form %d, schedule %d",
                       nb_pipe_kind_name(kinds[k]), P, M, S, s, closed, peak);

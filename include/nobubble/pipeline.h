@@ -291,6 +291,9 @@ int nb_pipe_generate_sequential(nb_pipe_schedule *out, int n_stages, int n_micro
  * (any versions): the activation slots it holds. Closed forms, so that a memory estimate needs no
  * schedule; -1 for interleaved, whose peak depends on its chunks. */
 int nb_pipe_peak_in_flight(nb_pipe_kind kind, int n_stages, int n_micro, int n_steps, int stage);
+/* The same counted in a schedule: the most (micro-batch, chunk) forwards of `stage` in flight (done, their
+ * backward, or W when split, not yet), at least 1: the activation slots the stage's worker makes. */
+int nb_pipe_stage_peak(const nb_pipe_schedule *s, int stage);
 
 int nb_pipe_lower(const nb_pipe_schedule *s, const nb_low_options *o, nb_low_schedule *out);
 void nb_low_free(nb_low_schedule *l);

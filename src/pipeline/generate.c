@@ -397,6 +397,16 @@ int nb_pipe_peak_in_flight(nb_pipe_kind kind, int n_stages, int n_micro, int n_s
     return peak > 1 ? (int)peak : 1;
 }
 
+int nb_pipe_stage_peak(const nb_pipe_schedule *sc, int s) {
+    int held = 0, peak = 1;
+    for (size_t k = sc->start[s]; k < sc->start[s + 1]; k++) {
+        const nb_pipe_op op = sc->actions[k].op;
+        if (op == NB_PIPE_FORWARD && ++held > peak) peak = held;
+        if (op == NB_PIPE_BACKWARD || op == NB_PIPE_BACKWARD_WEIGHT) held--;
+    }
+    return peak;
+}
+
 int nb_pipe_virtualize(const nb_pipe_schedule *il, nb_pipe_schedule *out) {
     memset(out, 0, sizeof *out);
     const int P = il->n_stages, v = il->n_chunks > 0 ? il->n_chunks : 1, V = P * v;

@@ -142,20 +142,15 @@ static int check_layout(const nb_proj_layout *l) {
     return 0;
 }
 
-/* Per stage, the most micro-batch chunks whose activations are held (forward done, its weight gradient
- * not yet), in the stage's list order; the largest over the stages in *units, and the bytes that stage
- * holds in activations (each chunk's share act_memory / v) in *bytes, the largest over the stages. */
+/* The most micro-batch chunks whose activations a stage holds (nb_pipe_stage_peak), the largest over the
+ * stages in *units, and the bytes a stage holds in activations (each chunk's share act_memory / v) in
+ * *bytes, the largest over the stages. */
 static void peak_activations(const nb_pipe_schedule *sc, const double *act_memory, int *units, double *bytes) {
     const int v = sc->n_chunks > 0 ? sc->n_chunks : 1;
     *units = 0;
     *bytes = 0;
     for (int s = 0; s < sc->n_stages; s++) {
-        int held = 0, most = 0;
-        for (size_t k = sc->start[s]; k < sc->start[s + 1]; k++) {
-            const nb_pipe_op op = sc->actions[k].op;
-            if (op == NB_PIPE_FORWARD && ++held > most) most = held;
-            if (op == NB_PIPE_BACKWARD || op == NB_PIPE_BACKWARD_WEIGHT) held--;
-        }
+        const int most = nb_pipe_stage_peak(sc, s);
         if (most > *units) *units = most;
         const double b = act_memory ? most * act_memory[s] / v : 0;
         if (b > *bytes) *bytes = b;

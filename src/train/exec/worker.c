@@ -625,22 +625,12 @@ static int stage_received(exec_endpoint *e, const nb_low_action *a) {
 
 /* ---- setting up ---- */
 
-/* The most forwards in flight (done, backward not yet) in this stage's schedule. */
-static int slots_needed(const nb_pipe_schedule *sc, int s) {
-    int inflight = 0, peak = 1;
-    for (size_t k = sc->start[s]; k < sc->start[s + 1]; k++) {
-        if (sc->actions[k].op == NB_PIPE_FORWARD && ++inflight > peak) peak = inflight;
-        if (sc->actions[k].op == NB_PIPE_BACKWARD || sc->actions[k].op == NB_PIPE_BACKWARD_WEIGHT) inflight--;
-    }
-    return peak;
-}
-
 static int stage_alloc(stage_role *w) {
     const exec_run *run = w->run;
     const nb_train_options *o = run->o;
     nb_stage *st = w->st;
     const size_t BT = (size_t)o->batch * run->T;
-    w->n_slots = slots_needed(&run->sc, w->s);
+    w->n_slots = nb_pipe_stage_peak(&run->sc, w->s);
     w->slots = nb_calloc((size_t)w->n_slots, sizeof *w->slots, "a stage's table of activation slots");
     w->slot_mb = nb_calloc((size_t)w->n_slots, sizeof(int), "a stage's table of activation slots");
     w->d = nb_calloc(st->n_params, sizeof(float), "a stage's update");

@@ -34,27 +34,24 @@ static void stage_tensors(const nb_stage *st, nb_memory_estimate *e) {
     e->scratch += sizeof(float) * (double)c->context * (c->d_model / c->n_heads);
 }
 
-/* An interleaved run's most micro-batches in flight on virtual stage s, counted in its schedule (no closed
- * form: it depends on the chunks); -1 when the schedule cannot be made. */
-static int interleaved_peak(const nb_train_options *o, int M, int s) {
-    nb_pipe_schedule il, sc;
+/* An interleaved run's virtual stages' schedule for its first steps (at most 3: the peaks repeat), whose
+ * peaks the estimate counts (no closed form: they depend on the chunks). */
+static int interleaved_schedule(const nb_train_options *o, nb_pipe_schedule *out) {
+    nb_pipe_schedule il;
     const nb_pipe_gen_options go = {train_chunks(o)};
-    if (nb_pipe_generate_ex(&il, NB_PIPE_INTERLEAVED, o->stages, M, o->steps < 3 ? o->steps : 3, &go)) return -1;
-    int rc = nb_pipe_virtualize(&il, &sc), held = 0, peak = 1;
+    if (nb_pipe_generate_ex(&il, NB_PIPE_INTERLEAVED, o->stages, train_schedule_microbatches(o),
+                            o->steps < 3 ? o->steps : 3, &go))
+        return -1;
+    const int rc = nb_pipe_virtualize(&il, out);
     nb_pipe_free(&il);
-    if (rc) return -1;
-    for (size_t k = sc.start[s]; k < sc.start[s + 1]; k++) {
-        if (sc.actions[k].op == NB_PIPE_FORWARD && ++held > peak) peak = held;
-        if (sc.actions[k].op == NB_PIPE_BACKWARD) held--;
-    }
-    nb_pipe_free(&sc);
-    return peak;
+    return rc;
 }
 
 /* One stage of a training run: its tensors, the worker's buffers (worker.c stage_alloc: the update d,
  * the received activations and their gradient, the head's gradient a split tied embedding receives,
  * the loader's step positions), the optimizer, the weight versions and the activation slots. */
-static int train_stage(const nb_train_options *o, nb_stage *st, int T, int S, nb_memory_estimate *e) {
+static int train_stage(const nb_train_options *o, const nb_pipe_schedule *virt, nb_stage *st, int T, int S,
+                       nb_memory_estimate *e) {
     const nb_config *c = &st->cfg;
     const int P = train_model_stages(o), s = st->index;
     const double n = (double)st->n_params, embed = (double)c->vocab_size * c->d_model;
@@ -75,8 +72,7 @@ static int train_stage(const nb_train_options *o, nb_stage *st, int T, int S, nb
     if (st->precision == NB_PRECISION_BF16) e->versions += sizeof(uint16_t) * n * (tau + 2);
     const nb_pipe_kind kind = o->pipeline >= 0 ? (nb_pipe_kind)o->pipeline : NB_PIPE_SEQUENTIAL;
     const int M = train_schedule_microbatches(o);
-    const int peak = kind == NB_PIPE_INTERLEAVED ? interleaved_peak(o, M, s)
-                                                 : nb_pipe_peak_in_flight(kind, P, M, S, s);
+    const int peak = virt ? nb_pipe_stage_peak(virt, s) : nb_pipe_peak_in_flight(kind, P, M, S, s);
     if (peak < 0) {
         nb_pipe_kind_check_executed(kind);  /* its message, where that is why */
         return -1;
@@ -109,15 +105,21 @@ int nb_train_memory_estimate(const nb_train_options *o, nb_memory_estimate *e) {
         if (nb_config_balanced_split(&o->model, T, parts, balanced)) return -1;
         split = balanced;
     }
+    nb_pipe_schedule virt;  /* interleaved: its virtual stages' peaks */
+    memset(&virt, 0, sizeof virt);
+    if (o->pipeline == NB_PIPE_INTERLEAVED && interleaved_schedule(o, &virt)) return -1;
     nb_model m;
-    if (nb_model_layout(&m, &o->model, parts, split)) return -1;
+    if (nb_model_layout(&m, &o->model, parts, split)) {
+        nb_pipe_free(&virt);
+        return -1;
+    }
     const nb_precision precision = nb_precision_choose(o->precision);
     int rc = 0;
     for (int s = 0; s < m.n_stages && !rc; s++) {
         nb_memory_estimate one;
         memset(&one, 0, sizeof one);
         m.stages[s].precision = precision;   /* what nb_acts_bytes and the scratch's sizes read */
-        rc = train_stage(o, &m.stages[s], T, S, &one);
+        rc = train_stage(o, virt.start ? &virt : NULL, &m.stages[s], T, S, &one);
         add_total(&one);
         /* One process holds every stage; an MPI rank one, whichever: the largest. */
         if (!mpi) {
@@ -128,6 +130,7 @@ int nb_train_memory_estimate(const nb_train_options *o, nb_memory_estimate *e) {
         }
     }
     nb_model_free(&m);
+    nb_pipe_free(&virt);
     e->runtime = RUNTIME_BYTES;
     e->processes = local_processes(o);
     add_total(e);
