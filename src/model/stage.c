@@ -617,17 +617,18 @@ int nb_stage_backward_weight(nb_stage *s, nb_wgrad *g) {
 
 size_t nb_wgrad_bytes(const nb_stage *s, int B, int T) {
     const dims m = stage_dims(&s->cfg);
-    const size_t N = (size_t)B * T;
-    size_t floats = (size_t)s->n_blocks * N * ((size_t)m.d + 2 * (size_t)m.F + (size_t)m.d + (size_t)m.qkv);
-    if (s->has_head) floats += N * (size_t)m.V;
-    /* A MoE block's: each expert's rows (k per token, and under bf16 up to 63 padding rows each) through
-     * down (d) and gate|up (2F) instead of the dense MLP's, and the router's N x E. */
-    const int k = s->cfg.experts_per_token, E = s->cfg.n_experts;
-    for (int l = 0; l < s->n_blocks; l++)
+    const size_t N = (size_t)B * T, k = (size_t)s->cfg.experts_per_token, E = (size_t)s->cfg.n_experts;
+    size_t floats = s->has_head ? N * (size_t)m.V : 0;  /* the head's logits' gradient */
+    for (int l = 0; l < s->n_blocks; l++) {
+        floats += N * ((size_t)m.d + (size_t)m.qkv);  /* attention: the output projection's dY, q/k/v's */
         if (nb_config_block_is_moe(&s->cfg, s->first_block + l)) {
-            const size_t rows = N * (size_t)k + (s->precision == NB_PRECISION_BF16 ? 63 * (size_t)E : 0);
-            floats += rows * ((size_t)m.d + 2 * (size_t)m.F) + N * (size_t)E;
-            floats -= N * ((size_t)m.d + 2 * (size_t)m.F);
+            /* each expert's rows (k per token, under bf16 up to 63 padding rows each) through down (d) and
+             * gate|up (2F), and the router's N x E */
+            const size_t rows = N * k + (s->precision == NB_PRECISION_BF16 ? 63 * E : 0);
+            floats += rows * ((size_t)m.d + 2 * (size_t)m.F) + N * E;
+        } else {
+            floats += N * ((size_t)m.d + 2 * (size_t)m.F);  /* the MLP's down and gate|up */
         }
+    }
     return (s->precision == NB_PRECISION_BF16 ? sizeof(nb_bf16) : sizeof(float)) * floats;
 }
