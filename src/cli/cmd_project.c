@@ -14,6 +14,7 @@
 #include <string.h>
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "experiments/exp.h"
 #include "nobubble/model.h"
 #include "nobubble/pipeline.h"
 #include "util/decimal.h"
@@ -293,31 +294,19 @@ done:
 }
 
 /* The run's measured seconds per step over its steady window [a, b] (1-based, inclusive): from the end of
- * step a - 1 to the end of step b, in metrics.jsonl. */
+ * step a - 1 to the end of step b, in metrics.jsonl (read as the experiments read a run). */
 static int measured_step(const char *dir, const int steady[2], double *out) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    FILE *fp = fopen(path, "r");
-    if (!fp) return nb_fail("%s: %s", path, strerror(errno));
+    nbx_run r;
+    if (nbx_run_read(dir, &r)) return -1;
     double t0 = NAN, t1 = NAN;
-    char line[8192];
-    while (fgets(line, sizeof line, fp)) {
-        nb_json v;
-        if (nb_json_parse(line, strlen(line), &v, path)) {
-            fclose(fp);
-            return -1;
-        }
-        const nb_json *step = nb_json_get(&v, "step"), *t = nb_json_get(&v, "time_s");
-        if (step && t && step->type == NB_JNUM && t->type == NB_JNUM) {
-            if ((int)step->num == steady[0] - 1) t0 = t->num;
-            if ((int)step->num == steady[1]) t1 = t->num;
-        }
-        nb_json_free(&v);
+    for (int i = 0; i < r.n; i++) {
+        if ((int)r.step[i] == steady[0] - 1) t0 = r.time_s[i];
+        if ((int)r.step[i] == steady[1]) t1 = r.time_s[i];
     }
-    fclose(fp);
+    nbx_run_free(&r);
     if (!isfinite(t0) || !isfinite(t1) || steady[1] < steady[0])
-        return nb_fail("%s: no time_s at steps %d and %d, the ends of the steady window (a run of at least 4 steps "
-                       "with --log-every 1 has them)", path, steady[0] - 1, steady[1]);
+        return nb_fail("%s/metrics.jsonl: no time_s at steps %d and %d, the ends of the steady window (a run of at "
+                       "least 4 steps with --log-every 1 has them)", dir, steady[0] - 1, steady[1]);
     *out = (t1 - t0) / (steady[1] - steady[0] + 1);
     return 0;
 }
