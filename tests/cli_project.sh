@@ -61,4 +61,7 @@ expect_error "costs without run" "go with --run" "$bin" project --shape tiny --c
 expect_error "costs of another M" "expected the same model, stages and batch" \
   "$bin" project --run "$work/2bw" --costs-from "$work/m2"
 expect_error "run without a pipeline" "summary.json" "$bin" project --run "$work/data"
+"$bin" train --data "$work/data" --model tiny --steps 4 --batch 8 --seq 32 --stages 2 --microbatches 2 \
+  --pipeline interleaved --eval-batches 1 --threads-per-stage 1 --quiet --force --out "$work/il" >/dev/null 2>&1
+expect_error "interleaved run" "does not predict interleaved runs yet" "$bin" project --run "$work/il"
 finish

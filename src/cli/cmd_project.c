@@ -270,6 +270,11 @@ static int read_run(const char *dir, run_facts *f) {
                 "pipeline.kind and pipeline.steady_steps (a pipeline run's summary)", dir);
         goto done;
     }
+    if (!strcmp(kind->str, "interleaved")) {
+        nb_fail("%s: an interleaved run (its costs are its virtual stages', not its workers'): --run does not "
+                "predict interleaved runs yet", dir);
+        goto done;
+    }
     if (!stages || stages->type != NB_JARR || (int)stages->n != (int)P->num || P->num < 1 || P->num > 64) {
         nb_fail("%s/summary.json: no per-stage costs (pipeline.stages): a run stopped before it measured any, or "
                 "more than 64 stages", dir);
