@@ -2,8 +2,9 @@
 # Interleaved 1F1B trained: P workers, each holding v model chunks (virtual stages c P + s), run their
 # chunks' forwards and backwards in the interleaved order on one thread each; every run ends with bitwise
 # the weights and losses of the one-process run split into P x v stages (and of 1F1B's pipeline of P x v
-# stages): 2 and 3 workers, 2 and 4 chunks, tied and untied, Muon with clipping, bf16, resumed. What it
-# does not do yet is refused: MPI, --split, --chunks 1, more parts than blocks, M not a multiple of P.
+# stages): 2 and 3 workers, 2 and 4 chunks, tied and untied, Muon with clipping, bf16, resumed; over MPI
+# (a rank per worker, its chunks' endpoints on it), with 2 replicas, and resumed there. What it does not
+# do is refused: --split, --chunks 1, more parts than blocks, M not a multiple of P.
 set -u
 bin=${1:?usage: cli_interleaved.sh path/to/nobubble}
 source "$(dirname "$0")/support/cli_harness.sh"
@@ -41,9 +42,29 @@ run resumed --stages 2 --pipeline interleaved --resume "$work/ck/step_000002"
 [ -n "$(hash_of "$work/resumed")" ] && [ "$(hash_of "$work/il2")" = "$(hash_of "$work/resumed")" ] && ok \
   || fail "interleaved resumed: weights '$(hash_of "$work/resumed")', the whole run's '$(hash_of "$work/il2")'"
 
+if has_mpi "$bin"; then
+  # Endpoints 0 and 2 on rank 0 (with the coordinator), 1 and 3 on rank 1.
+  mpi ilmpi 2 --stages 2 --pipeline interleaved
+  same_run "interleaved 2 x 2 over MPI equals the one-process run of 4 stages" "$work/seq4" "$work/ilmpi"
+  # 3 ranks x 2 chunks, untied, Muon, clipping (the norm's parts from 6 endpoints on 3 ranks).
+  mpi ilmpi3 3 --stages 3 --pipeline interleaved "${more[@]}"
+  same_run "interleaved 3 x 2 over MPI equals the one-process run of 6 stages" "$work/seq6" "$work/ilmpi3"
+  # 2 replicas (4 ranks): each rank sums its 2 virtual stages' gradients apart, against one process
+  # computing both replicas' groups.
+  run seqdp --stages 4 --data-parallel 2
+  mpi ildp 4 --stages 2 --pipeline interleaved --data-parallel 2
+  same_run "interleaved with 2 replicas over MPI equals the one-process run with 2 groups" "$work/seqdp" "$work/ildp"
+  # A checkpoint over MPI (each rank writes its 2 parts) resumed over MPI.
+  mpi mhalf 2 --stages 2 --pipeline interleaved --save-dir "$work/mck" --save-every 2
+  mpi mresumed 2 --stages 2 --pipeline interleaved --resume "$work/mck/step_000002"
+  [ -n "$(hash_of "$work/mresumed")" ] && [ "$(hash_of "$work/il2")" = "$(hash_of "$work/mresumed")" ] && ok \
+    || fail "interleaved over MPI resumed: weights '$(hash_of "$work/mresumed")', the whole run's '$(hash_of "$work/il2")'"
+fi
+
+# Every worker above computed in its interleaved order (the bits cannot tell: any order gives them).
+! grep -l "outside the interleaved order" "$work"/*.log && ok || fail "a worker left its interleaved order (logs above)"
+
 # Refused before any work.
-expect_error "MPI" "runs on threads only so far" \
-  "$bin" train "${base[@]}" --stages 2 --pipeline interleaved --transport mpi --out "$work/e1"
 expect_error "chunks without interleaved" "--chunks 2: only --pipeline interleaved" \
   "$bin" train "${base[@]}" --stages 2 --pipeline 1f1b --chunks 2 --out "$work/e2"
 expect_error "one chunk" "--chunks 1" "$bin" train "${base[@]}" --stages 2 --pipeline interleaved --chunks 1 --out "$work/e3"

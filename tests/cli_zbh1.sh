@@ -43,14 +43,7 @@ run resumed --stages 2 --pipeline zbh1 --resume "$work/ck/step_000002"
 [ -n "$(hash_of "$work/resumed")" ] && [ "$(hash_of "$work/zb2")" = "$(hash_of "$work/resumed")" ] && ok \
   || fail "zbh1 resumed: weights '$(hash_of "$work/resumed")', the whole run's '$(hash_of "$work/zb2")'"
 
-if command -v mpirun > /dev/null && ldd "$(dirname "$bin")/nobubble-core" 2>/dev/null | grep -q libmpi; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-  mpi() {  # mpi OUT NP ARGS...
-    local out=$1 np=$2; shift 2
-    timeout 180 env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" mpirun --oversubscribe --bind-to none \
-      -np "$np" "$bin" train "${base[@]}" "$@" --transport mpi --out "$work/$out" > "$work/$out.log" 2>&1 \
-      || fail "$out: $(tail -3 "$work/$out.log")"
-  }
+if has_mpi "$bin"; then
   mpi zbmpi 2 --stages 2 --pipeline zbh1
   same_run "zbh1 over MPI equals the one-process run" "$work/seq2" "$work/zbmpi"
   # 2 replicas of the 2-stage pipeline (4 ranks) against one process computing both replicas' groups.

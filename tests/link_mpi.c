@@ -2,7 +2,9 @@
  * `mpirun -np P link_mpi P` (and the refusals of a wrong world size and of tags beyond MPI_TAG_UB;
  * Open MPI's is 2^31 - 1, so 60 extra endpoints exceed it): rank 0 drives endpoint 0 and the coordinator (endpoint P) with polls, as the executor will; every
  * rank runs its endpoints' part of the protocol of tests/support/link_script.c (which test_link
- * also runs on the threads hub). A failed check calls nb_link_fail, which aborts the whole job.
+ * also runs on the threads hub), then again with 2P stages placed 2 per rank (nb_mpi_links_placed: an
+ * interleaved pipeline's virtual stages, stage k on rank k mod P). A failed check calls nb_link_fail, which
+ * aborts the whole job.
  * `link_mpi --available` exits 77 (skipped) when nobubble was built without MPI. Before nb_mpi_register
  * the core has no MPI transport and says so, naming nb_mpi_register. */
 #include <stdio.h>
@@ -53,8 +55,34 @@ static int run(int P) {
         nb_link_fail(links[0], "a check failed");
     }
     for (int i = 0; i < n; i++) nb_link_close(links[i]);
-    printf("rank %d: ", rank);
-    return check_summary();
+    return 0;
+}
+
+/* 2P stages on P ranks (stage k on rank k mod P), the coordinator (endpoint 2P) on rank 0: each rank's
+ * links are its stages in order, then rank 0's coordinator; the protocol over all 2P + 1 endpoints, whose
+ * messages between a rank's own stages (k and k + P) stay in its queue. */
+static void run_placed(int P) {
+    nb_link *links[3] = {0};
+    int n = 0;
+    CHECK(nb_mpi_links_placed(links, &n, 2 * P + 1, 2 * P + 2, 1, P) != 0 && strstr(nb_last_error(), "divides"),
+          "stages that are not a multiple of the ranks are refused (%s)", nb_last_error());
+    if (nb_mpi_links_placed(links, &n, 2 * P, 2 * P + 1, 1, P)) {
+        CHECK(0, "placed links: %s", nb_last_error());
+        return;
+    }
+    const int rank = nb_link_stage(links[0]);
+    CHECK(rank < P && n == (rank == 0 ? 3 : 2) && nb_link_stage(links[1]) == rank + P &&
+              (n == 2 || nb_link_stage(links[2]) == 2 * P) && nb_link_count(links[0]) == 2 * P + 1,
+          "rank %d holds stages %d and %d (and the coordinator on rank 0): %d links", rank, rank, rank + P, n);
+    static ls_endpoint eps[3];
+    for (int i = 0; i < n; i++) {
+        nb_link_set_timeout(links[i], 60);
+        eps[i].link = links[i];
+        ls_protocol(&eps[i], nb_link_stage(links[i]), 2 * P);
+    }
+    CHECK(ls_run(eps, n, 60) == 0, "rank %d: the protocol over 2 stages per rank (%s)", rank, nb_last_error());
+    if (check_failed) nb_link_fail(links[0], "a check failed");
+    for (int i = 0; i < n; i++) nb_link_close(links[i]);
 }
 
 int main(int argc, char **argv) {
@@ -73,7 +101,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: mpirun -np P link_mpi P (P >= 2) | link_mpi --available\n");
         return 2;
     }
-    const int rc = run(P);
+    int rc = run(P);
+    if (!rc) run_placed(P);
     nb_mpi_finish();
-    return rc;
+    printf("rank %s: ", getenv("OMPI_COMM_WORLD_RANK") ? getenv("OMPI_COMM_WORLD_RANK") : "?");
+    return rc || check_summary();
 }

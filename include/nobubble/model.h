@@ -153,6 +153,9 @@ void nb_model_free(nb_model *m);
  * gradients (their tensor tables stay). nb_model_alloc_stage gives a stage zeroed weights again,
  * e.g. to receive them at the end of a run. */
 void nb_model_keep_only(nb_model *m, int stage);
+/* The same for a process that runs the stages worker, worker + workers, ... (an interleaved pipeline's
+ * worker: its virtual stages); nb_model_keep_only(m, s) is nb_model_keep_worker(m, s, n_stages). */
+void nb_model_keep_worker(nb_model *m, int worker, int workers);
 int nb_model_alloc_stage(nb_model *m, int stage);
 /* N(0, 0.02) for matrices and embeddings, the two output projections of each block (o_proj,
  * down_proj) scaled by 1/sqrt(2 n_layers), gains 1. Every tensor draws from its own stream,

@@ -80,7 +80,7 @@ void nb_hub_free(nb_hub *h);
  * nb_mpi_available() is 0 and nb_mpi_links fails saying so (NB_MPI_MISSING). last_error: the transport's
  * message after a failed call. */
 typedef struct {
-    int (*links)(nb_link **links, int *n_links, int n_stages, int n_endpoints, int replicas);
+    int (*links)(nb_link **links, int *n_links, int n_stages, int n_endpoints, int replicas, int workers);
     void (*finish)(void);
     const char *(*last_error)(void);
 } nb_mpi_transport;
@@ -107,6 +107,13 @@ int nb_mpi_links(nb_link **links, int *n_links, int n_stages, int n_endpoints);
  * to stage s goes to stage s of every replica. The ranks of one stage share a communicator (MPI_Comm_split by
  * stage) for nb_link_replica_sum. */
 int nb_mpi_links_replicated(nb_link **links, int *n_links, int n_stages, int n_endpoints, int replicas);
+/* The same with the stages spread over `workers` ranks per replica (an interleaved pipeline's virtual stages;
+ * n_stages a multiple of workers): the world is replicas x workers ranks; stage s lives on rank replica x
+ * workers + s mod workers. A rank's links are its stages in order (s = w, w + workers, ...), then on rank 0
+ * the extra endpoints (links must hold n_stages / workers + n_endpoints - n_stages). The ranks of one worker
+ * share the communicator of nb_link_replica_sum; each of its stages sums apart. workers = n_stages is
+ * nb_mpi_links_replicated. */
+int nb_mpi_links_placed(nb_link **links, int *n_links, int n_stages, int n_endpoints, int replicas, int workers);
 /* MPI_Finalize, after the links are closed (no-op without MPI or when it was never started). */
 void nb_mpi_finish(void);
 /* Whether this process was started by an MPI launcher (mpirun sets its rank variables). */

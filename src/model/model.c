@@ -59,10 +59,12 @@ void nb_model_free(nb_model *m) {
     memset(m, 0, sizeof *m);
 }
 
-void nb_model_keep_only(nb_model *m, int stage) {
+void nb_model_keep_only(nb_model *m, int stage) { nb_model_keep_worker(m, stage, m->n_stages); }
+
+void nb_model_keep_worker(nb_model *m, int worker, int workers) {
     for (int i = 0; i < m->n_stages; i++) {
         nb_stage *s = &m->stages[i];
-        if (i == stage) continue;
+        if (i % workers == worker) continue;
         free(s->params);
         free(s->grads);
         free(s->tied_head_grad);

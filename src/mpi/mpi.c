@@ -1,7 +1,8 @@
 /* The MPI transport (libnobubble-mpi; nb_mpi_register in include/nobubble/mpi.h): one rank per pipeline
- * stage of MPI_COMM_WORLD (per stage of each replica under data parallelism: rank = replica x stages +
- * stage), and any endpoints beyond the stages (the coordinator) on rank 0, driven by the same thread as
- * its stage. A send to an endpoint of another rank copies the bytes and starts an
+ * worker of MPI_COMM_WORLD (per worker of each replica under data parallelism: rank = replica x workers +
+ * worker), where a worker holds one pipeline stage, or several (an interleaved pipeline's virtual stages:
+ * stage s on worker s mod workers), and any endpoints beyond the stages (the coordinator) on rank 0, all
+ * of a rank's endpoints driven by one thread. A send to an endpoint of another rank copies the bytes and starts an
  * MPI_Isend, so that it never waits for the receiver (two neighbours sending each other large
  * activations and gradients would otherwise deadlock in MPI's rendezvous protocol); finished sends are
  * reaped on later calls and at close. A send to an endpoint of this process goes to that endpoint's
@@ -31,13 +32,14 @@ typedef struct pending {
 } pending;
 
 /* What the links of one process share: where each endpoint lives, the queues of this process's
- * endpoints, the sends MPI has not finished with, and how many links are still open. Endpoint e
- * lives on rank replica x n_stages + e when it is a stage (e < n_stages: its replica's, the rank's own),
- * else on rank 0, where it has local index e - n_stages + 1 (the stage's is 0). */
+ * endpoints, the sends MPI has not finished with, and how many links are still open. Stage e (e <
+ * n_stages) lives on rank replica x workers + e mod workers (its replica's: the rank's own), with local
+ * index e / workers there; an extra endpoint e lives on rank 0, with local index chunks + e - n_stages. */
 typedef struct {
-    int rank, n_stages, on_rank0;  /* on_rank0: endpoints rank 0 hosts, 1 + the extra ones */
+    int rank, n_stages, on_rank0;  /* on_rank0: endpoints rank 0 hosts, chunks + the extra ones */
+    int workers, chunks;           /* ranks per replica; stages per rank (n_stages = workers x chunks) */
     int replica, replicas;         /* this rank's replica of the pipeline, and how many there are */
-    MPI_Comm stage_comm;           /* the ranks of this rank's stage, ranked by replica (replicas > 1) */
+    MPI_Comm stage_comm;           /* the ranks of this rank's worker, ranked by replica (replicas > 1) */
     nb_queue *queues;              /* by local index */
     pending *sends;
     int open;
@@ -45,11 +47,11 @@ typedef struct {
 
 static int started;
 
-static int rank_of(const mpi_proc *p, int e) { return e < p->n_stages ? p->replica * p->n_stages + e : 0; }
-static int local_index(const mpi_proc *p, int e) { return e < p->n_stages ? 0 : e - p->n_stages + 1; }
+static int rank_of(const mpi_proc *p, int e) { return e < p->n_stages ? p->replica * p->workers + e % p->workers : 0; }
+static int local_index(const mpi_proc *p, int e) { return e < p->n_stages ? e / p->workers : p->chunks + e - p->n_stages; }
 
 /* The MPI tag of a message: the (sender, receiver) pair of local indices above the link's tag, so
- * that rank 0's endpoints are told apart on both ends. With no extra endpoint it is the link's tag. */
+ * that a rank's endpoints are told apart on both ends. With one endpoint per rank it is the link's tag. */
 static int wire_tag(const mpi_proc *p, int from, int to, int tag) {
     return (local_index(p, from) * p->on_rank0 + local_index(p, to)) * NB_LINK_TAGS + tag;
 }
@@ -93,7 +95,7 @@ static int mpi_send(nb_link *l, int to, int tag, const void *buf, size_t bytes) 
     reap(m, 0);
     const int copies = l->stage >= m->n_stages && to < m->n_stages ? m->replicas : 1;
     for (int q = 0; q < copies; q++) {
-        const int rank = copies > 1 ? q * m->n_stages + to : rank_of(m, to);
+        const int rank = copies > 1 ? q * m->workers + to % m->workers : rank_of(m, to);
         if (rank != m->rank) {
             if (send_remote(l, rank, to, tag, buf, bytes)) return -1;
             continue;
@@ -197,8 +199,11 @@ static void mpi_close(nb_link *l) {
  * the D vectors in replica order, its own in its place: every rank adds the same numbers in the same order,
  * so all end on the same bits (an all-gather and a local sum; MPI_Allreduce's order is its implementation's,
  * and may differ between ranks). A vector travels in pieces of at most SUM_PIECE bytes (MPI counts are ints),
- * each piece one message of tag 0: between two ranks they arrive in the order sent. */
+ * each piece one message whose tag is the stage's local index on its rank (sum_tag: a worker's virtual
+ * stages sum apart): between two ranks they arrive in the order sent. */
 enum { SUM_PIECE = 1 << 30 };
+
+static int sum_tag(const nb_link *l) { return local_index(l->impl, l->stage); }
 
 static size_t pieces(size_t bytes) { return bytes ? (bytes + SUM_PIECE - 1) / SUM_PIECE : 0; }
 static int piece_len(size_t bytes, size_t k) {
@@ -211,19 +216,19 @@ static int sum_recv(nb_link *l, int q, void *buf, size_t bytes) {
     mpi_proc *m = l->impl;
     for (size_t k = 0; k < pieces(bytes); k++) {
         MPI_Status st;
-        int rc = probe(l, m->stage_comm, q, 0, &st), count = 0;
+        int rc = probe(l, m->stage_comm, q, sum_tag(l), &st), count = 0;
         if (rc > 0)
             return nb_fail("stage %d of replica %d: no values from replica %d (rank %d) for %g s, in the sum of the "
                            "step's gradients over the replicas: that rank has stalled or died, or is slower than "
-                           "--peer-timeout allows", l->stage, m->replica, q, q * m->n_stages + l->stage, l->timeout_s);
+                           "--peer-timeout allows", l->stage, m->replica, q, q * m->workers + l->stage % m->workers, l->timeout_s);
         if (rc) return nb_fail("stage %d of replica %d: MPI_Probe for replica %d failed", l->stage, m->replica, q);
         MPI_Get_count(&st, MPI_BYTE, &count);
         if (count != piece_len(bytes, k))
             return nb_fail("stage %d of replica %d: replica %d sent %d bytes of its sum's piece %zu, expected %d (do the "
                            "replicas run the same model and settings?)", l->stage, m->replica, q, count, k,
                            piece_len(bytes, k));
-        if (MPI_Recv((unsigned char *)buf + k * SUM_PIECE, count, MPI_BYTE, q, 0, m->stage_comm, MPI_STATUS_IGNORE) !=
-            MPI_SUCCESS)
+        if (MPI_Recv((unsigned char *)buf + k * SUM_PIECE, count, MPI_BYTE, q, sum_tag(l), m->stage_comm,
+                     MPI_STATUS_IGNORE) != MPI_SUCCESS)
             return nb_fail("stage %d of replica %d: MPI_Recv from replica %d failed", l->stage, m->replica, q);
     }
     return 0;
@@ -273,8 +278,8 @@ static int mpi_replica_sum(nb_link *l, void *buf, size_t n, size_t value_bytes) 
     if (!rc) memcpy(mine, buf, bytes);
     for (int q = 0; !rc && q < D; q++)
         for (size_t k = 0; q != r && !rc && k < np; k++)
-            if (MPI_Isend(mine + k * SUM_PIECE, piece_len(bytes, k), MPI_BYTE, q, 0, m->stage_comm, &req[posted++]) !=
-                MPI_SUCCESS)
+            if (MPI_Isend(mine + k * SUM_PIECE, piece_len(bytes, k), MPI_BYTE, q, sum_tag(l), m->stage_comm,
+                          &req[posted++]) != MPI_SUCCESS)
                 rc = nb_fail("stage %d of replica %d: MPI_Isend to replica %d failed", l->stage, r, q);
     /* x_0 + x_1 + ... in replica order, the rank's own x_r in its place */
     for (int q = 0; !rc && q < D; q++) {
@@ -316,7 +321,7 @@ static int check_tags(int on_rank0, int n_endpoints) {
     return 0;
 }
 
-static mpi_proc *proc_new(int rank, int n_stages, int on_rank0, int replicas) {
+static mpi_proc *proc_new(int rank, int n_stages, int workers, int on_rank0, int replicas) {
     mpi_proc *m = malloc(sizeof *m);
     nb_queue *queues = calloc((size_t)on_rank0, sizeof *queues);
     if (!m || !queues) {
@@ -325,9 +330,10 @@ static mpi_proc *proc_new(int rank, int n_stages, int on_rank0, int replicas) {
         nb_fail("out of memory");
         return NULL;
     }
-    *m = (mpi_proc){rank, n_stages, on_rank0, rank / n_stages, replicas, MPI_COMM_NULL, queues, NULL, 0};
-    /* The ranks of one stage, ranked by replica: the sums over replicas (collective over the world). */
-    if (replicas > 1 && MPI_Comm_split(MPI_COMM_WORLD, rank % n_stages, m->replica, &m->stage_comm) != MPI_SUCCESS) {
+    *m = (mpi_proc){rank, n_stages, on_rank0, workers, n_stages / workers, rank / workers, replicas, MPI_COMM_NULL,
+                    queues, NULL, 0};
+    /* The ranks of one worker, ranked by replica: the sums over replicas (collective over the world). */
+    if (replicas > 1 && MPI_Comm_split(MPI_COMM_WORLD, rank % workers, m->replica, &m->stage_comm) != MPI_SUCCESS) {
         nb_fail("MPI_Comm_split by stage failed");
         free(queues);
         free(m);
@@ -336,8 +342,10 @@ static mpi_proc *proc_new(int rank, int n_stages, int on_rank0, int replicas) {
     return m;
 }
 
-/* Endpoint number of this rank's link i (see runtime.h). */
-static int endpoint_of(const mpi_proc *m, int i) { return i == 0 ? m->rank % m->n_stages : m->n_stages + i - 1; }
+/* Endpoint number of this rank's link i (see runtime.h): its stages in order, then rank 0's extra ones. */
+static int endpoint_of(const mpi_proc *m, int i) {
+    return i < m->chunks ? i * m->workers + m->rank % m->workers : m->n_stages + i - m->chunks;
+}
 
 static int make_links(mpi_proc *m, nb_link **links, int n, int n_endpoints) {
     for (int i = 0; i < n; i++) {
@@ -352,28 +360,31 @@ static int make_links(mpi_proc *m, nb_link **links, int n, int n_endpoints) {
     return 0;
 }
 
-static int mpi_links(nb_link **links, int *n_links, int n_stages, int n_endpoints, int replicas) {
+static int mpi_links(nb_link **links, int *n_links, int n_stages, int n_endpoints, int replicas, int workers) {
     *n_links = 0;
     if (n_stages < 1 || n_endpoints < n_stages || n_endpoints - n_stages > 1000)
         return nb_fail("MPI links for %d stages and %d endpoints: expected 1 <= stages <= endpoints <= stages + 1000",
                        n_stages, n_endpoints);
-    if (replicas < 1 || replicas > 1000000 / n_stages)
-        return nb_fail("MPI links for %d replicas of %d stages: expected 1 to %d replicas", replicas, n_stages,
-                       1000000 / n_stages);
+    if (workers < 1 || n_stages % workers)
+        return nb_fail("MPI links for %d stages on %d ranks per replica: expected a rank count that divides the "
+                       "stages", n_stages, workers);
+    if (replicas < 1 || replicas > 1000000 / workers)
+        return nb_fail("MPI links for %d replicas of %d ranks: expected 1 to %d replicas", replicas, workers,
+                       1000000 / workers);
     if (mpi_start()) return -1;
     int rank = 0, size = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (replicas == 1 && size != n_stages)
-        return nb_fail("--stages %d with %d MPI processes: expected one process per stage (mpirun -np %d)", n_stages,
-                       size, n_stages);
-    if (size != n_stages * replicas)
+    if (replicas == 1 && size != workers)
+        return nb_fail("--stages %d with %d MPI processes: expected one process per stage (mpirun -np %d)", workers,
+                       size, workers);
+    if (size != workers * replicas)
         return nb_fail("--stages %d x --data-parallel %d with %d MPI processes: expected one process per stage of each "
-                       "replica (mpirun -np %d)", n_stages, replicas, size, n_stages * replicas);
-    const int on_rank0 = 1 + n_endpoints - n_stages;
+                       "replica (mpirun -np %d)", workers, replicas, size, workers * replicas);
+    const int chunks = n_stages / workers, on_rank0 = chunks + n_endpoints - n_stages;
     if (check_tags(on_rank0, n_endpoints)) return -1;
-    mpi_proc *m = proc_new(rank, n_stages, on_rank0, replicas);
-    const int n = rank == 0 ? on_rank0 : 1;
+    mpi_proc *m = proc_new(rank, n_stages, workers, on_rank0, replicas);
+    const int n = rank == 0 ? on_rank0 : chunks;
     if (!m || make_links(m, links, n, n_endpoints)) return -1;
     *n_links = n;
     return 0;

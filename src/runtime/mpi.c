@@ -30,11 +30,16 @@ void nb_mpi_set_transport(const nb_mpi_transport *t) { transport = t; }
 
 int nb_mpi_available(void) { return transport != NULL; }
 
-int nb_mpi_links_replicated(nb_link **links, int *n_links, int n_stages, int n_endpoints, int replicas) {
+int nb_mpi_links_placed(nb_link **links, int *n_links, int n_stages, int n_endpoints, int replicas, int workers) {
     *n_links = 0;
     if (!transport) return nb_fail("--transport mpi: %s", NB_MPI_MISSING);
-    if (transport->links(links, n_links, n_stages, n_endpoints, replicas)) return nb_fail("%s", transport->last_error());
+    if (transport->links(links, n_links, n_stages, n_endpoints, replicas, workers))
+        return nb_fail("%s", transport->last_error());
     return 0;
+}
+
+int nb_mpi_links_replicated(nb_link **links, int *n_links, int n_stages, int n_endpoints, int replicas) {
+    return nb_mpi_links_placed(links, n_links, n_stages, n_endpoints, replicas, n_stages);
 }
 
 int nb_mpi_links(nb_link **links, int *n_links, int n_stages, int n_endpoints) {

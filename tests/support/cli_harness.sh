@@ -24,6 +24,19 @@ same_run() {
   [ -n "$(hash_of "$2")" ] && [ "$(hash_of "$2")" = "$(hash_of "$3")" ] && [ "$(losses "$2")" = "$(losses "$3")" ] \
     && ok || fail "$1: weights '$(hash_of "$3")' and losses differ from '$(hash_of "$2")'"
 }
+# has_mpi BIN: mpirun is here and BIN's core links MPI (then Open MPI may run as root). mpi OUT NP ARGS...:
+# `BIN train "${base[@]}" ARGS --transport mpi` on NP ranks (oversubscribed) into $work/OUT, logged to
+# $work/OUT.log; a failure is the test's.
+has_mpi() {
+  command -v mpirun > /dev/null && ldd "$(dirname "$1")/nobubble-core" 2>/dev/null | grep -q libmpi || return 1
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+}
+mpi() {
+  local out=$1 np=$2; shift 2
+  timeout 180 env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" mpirun --oversubscribe --bind-to none \
+    -np "$np" "$bin" train "${base[@]}" "$@" --transport mpi --out "$work/$out" > "$work/$out.log" 2>&1 \
+    || fail "$out: $(tail -3 "$work/$out.log")"
+}
 # small_corpus BIN DIR [PARAGRAPHS]: a small prepared corpus (support/small_corpus.sh).
 source "$(dirname "${BASH_SOURCE[0]}")/small_corpus.sh"
 # render_dom FILE.html: the page as headless chromium parses it, into $work/dom.html; returns 1

@@ -241,8 +241,9 @@ int exec_drive(exec_endpoint **eps, int n, int all_local) {
 /* How long the planned endpoint may wait while nothing moves before another one's compute runs. */
 #define PLAN_PATIENCE_S 5.0
 
-int exec_drive_planned(exec_endpoint **eps, int n, const exec_plan_step *plan, size_t plan_n) {
+int exec_drive_planned(exec_endpoint **eps, int n, const exec_plan_step *plan, size_t plan_n, long *unplanned) {
     long done[64] = {0};
+    *unplanned = 0;
     if (n > 64) return nb_fail("internal: a worker of %d endpoints (at most 64)", n);
     for (int i = 0; i < n; i++) eps[i]->pos = 0;
     double idle_since = 0;
@@ -262,8 +263,13 @@ int exec_drive_planned(exec_endpoint **eps, int n, const exec_plan_step *plan, s
         }
         if (drive_all(eps, n, 0, done, &moved, &running)) return -1;  /* everything else that can run */
         if (!running) return 0;
-        if (!moved && (next >= plan_n || (idle_since && nb_now() - idle_since > PLAN_PATIENCE_S)))
-            if (drive_all(eps, n, 1, done, &moved, &running)) return -1;  /* the plan is spent or stuck */
+        if (!moved && (next >= plan_n || (idle_since && nb_now() - idle_since > PLAN_PATIENCE_S))) {
+            long before = 0, after = 0;  /* the plan is spent or stuck: any endpoint's next compute */
+            for (int i = 0; i < n; i++) before += done[i];
+            if (drive_all(eps, n, 1, done, &moved, &running)) return -1;
+            for (int i = 0; i < n; i++) after += done[i];
+            *unplanned += after - before;
+        }
         if (moved) {
             idle_since = 0;
             continue;

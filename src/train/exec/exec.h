@@ -143,8 +143,8 @@ typedef struct {
  * compute actions in the plan's order (the worker's schedule), every other action as soon as its messages
  * allow. Should the planned endpoint wait for a message no other endpoint anywhere can send before
  * the compute, another endpoint's compute may run first (the results are the same, only the order
- * differs). */
-int exec_drive_planned(exec_endpoint **eps, int n, const exec_plan_step *plan, size_t plan_n);
+ * differs): *unplanned counts those computes (0 when the worker kept its schedule's order). */
+int exec_drive_planned(exec_endpoint **eps, int n, const exec_plan_step *plan, size_t plan_n, long *unplanned);
 
 /* The roles (worker.c, coordinator.c): set up an endpoint, free it. */
 int exec_stage_init(exec_endpoint *e, exec_run *run, int stage);

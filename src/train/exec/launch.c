@@ -61,9 +61,6 @@ static int check_pipeline_options(const nb_train_options *o) {
         return nb_fail("--chunks %d: only --pipeline interleaved has model chunks", o->chunks);
     if (kind == NB_PIPE_INTERLEAVED) {
         const int V = train_model_stages(o);
-        if (o->transport != NB_TRANSPORT_THREADS)
-            return nb_fail("--pipeline interleaved runs on threads only so far (--transport threads): its workers' "
-                           "virtual stages are not placed on MPI ranks yet");
         if (o->chunks == 1)
             return nb_fail("--chunks 1: an interleaved pipeline has at least 2 chunks per worker (1 is --pipeline 1f1b)");
         if (o->split)
@@ -170,7 +167,7 @@ static int threads_per_driver(const nb_train_options *o, int n_cpus) {
 }
 
 /* The run's first lines: the model and batch, the delay and the memory its versions take here. */
-static void print_start(const exec_run *run, const exec_endpoint *eps, int first, int last) {
+static void print_start(const exec_run *run, const exec_endpoint *eps, int first, int last, int stride) {
     const nb_train_options *o = run->o;
     if (o->quiet) return;
     char experts[128] = "";
@@ -190,7 +187,7 @@ static void print_start(const exec_run *run, const exec_endpoint *eps, int first
     char delay[256];
     nb_delay_describe(&o->delay, delay, sizeof delay);
     size_t extra = 0;
-    for (int s = first; s <= last; s++) extra += exec_stage_stash_bytes(&eps[s]);
+    for (int s = first; s <= last; s += stride) extra += exec_stage_stash_bytes(&eps[s]);
     printf("%s; %.1f MiB of weight versions and EF buffers\n", delay, extra / 1048576.0);
     char mem[512];
     nb_memory_describe(&run->mem, mem, sizeof mem);
@@ -198,7 +195,7 @@ static void print_start(const exec_run *run, const exec_endpoint *eps, int first
            run->mem.available_source);
     if (o->precision == NB_PRECISION_BF16) {
         size_t copies = 0;
-        for (int s = first; s <= last; s++) copies += sizeof(nb_bf16) * run->model->stages[s].n_params;
+        for (int s = first; s <= last; s += stride) copies += sizeof(nb_bf16) * run->model->stages[s].n_params;
         printf("precision bf16: GEMM operands bf16, accumulation, weights, gradients and optimizer state fp32; "
                "%.1f MiB per weight version cast to bf16 (%d version(s) at most)\n", copies / 1048576.0,
                nb_delay_tau_max(&o->delay, 0, run->P) + 2);
@@ -206,21 +203,22 @@ static void print_start(const exec_run *run, const exec_endpoint *eps, int first
     fflush(stdout);
 }
 
-/* The stages this process holds (first .. last), set up, resumed, and the run lowered from where it
- * resumes. */
-static int setup_stages(exec_run *run, exec_endpoint *eps, int first, int last) {
+/* The stages this process holds (first, first + stride, ... up to last: an MPI rank's one, or an interleaved
+ * worker's), set up, resumed, and the run lowered from where it resumes. */
+static int setup_stages(exec_run *run, exec_endpoint *eps, int first, int last, int stride) {
     /* --init-from: each process reads its own stages' weights, before the stages copy them as w_0 */
     if (run->o->init_from && !run->o->resume_dir) {
         const double t = nb_now();
-        if (nb_import_hf_stages(run->model, run->o->init_from, first, last)) return -1;
+        for (int s = first; s <= last; s += stride)
+            if (nb_import_hf_stages(run->model, run->o->init_from, s, stride == 1 ? last : s)) return -1;
         if (!run->o->quiet && first == 0)
             printf("initialized from %s (%.1f s): step 0, fresh optimizer state\n", run->o->init_from, nb_now() - t);
     }
-    for (int s = first; s <= last; s++)
+    for (int s = first; s <= last; s += stride)
         if (exec_stage_init(&eps[s], run, s)) return -1;
     if (run->o->resume_dir) {
         const double t = nb_now();
-        for (int s = first; s <= last; s++)
+        for (int s = first; s <= last; s += stride)
             if (exec_stage_resume(&eps[s])) return -1;
         exec_checkpoint_resumed(run, run->o->resume_dir);
         if (!run->o->quiet && first == 0) {
@@ -239,11 +237,11 @@ static int run_one_process(exec_run *run, exec_endpoint *eps, nb_train_result *r
     const int P = run->P;
     exec_endpoint *all[NB_TRAIN_MAX_STAGES + 1];
     for (int i = 0; i <= P; i++) all[i] = &eps[i];
-    if (setup_stages(run, eps, 0, P - 1) || exec_coordinator_init(&eps[P], run, all, res)) return -1;
+    if (setup_stages(run, eps, 0, P - 1, 1) || exec_coordinator_init(&eps[P], run, all, res)) return -1;
     nb_hub *hub = nb_hub_create(P + 1);
     if (!hub) return nb_fail("out of memory");
     for (int i = 0; i <= P; i++) eps[i].link = nb_hub_link(hub, i);
-    print_start(run, eps, 0, P - 1);
+    print_start(run, eps, 0, P - 1, 1);
     int rc = exec_drive(all, P + 1, 1);
     nb_hub_free(hub);
     return rc;
@@ -259,6 +257,26 @@ typedef struct {
     int n_cpus, pin;
 } stage_thread;
 
+/* An interleaved worker's plan: its computes in its schedule's order, chunk c being its endpoint c. */
+static int worker_plan(const exec_run *run, int worker, exec_plan_step **plan, size_t *n) {
+    const nb_pipe_schedule *il = &run->isc;
+    const size_t first = il->start[worker], count = il->start[worker + 1] - first;
+    long ordinal[MAX_CHUNKS] = {0};
+    *n = 0;
+    if (!(*plan = malloc(sizeof **plan * (count ? count : 1)))) return nb_fail("worker %d: out of memory for its plan", worker);
+    for (size_t k = first; k < first + count; k++)
+        if (il->actions[k].op != NB_PIPE_UPDATE)
+            (*plan)[(*n)++] = (exec_plan_step){il->actions[k].chunk, ordinal[il->actions[k].chunk]++};
+    return 0;
+}
+
+/* The weights are the same in any order; the speed is the schedule's only in its own. */
+static void warn_unplanned(int worker, long unplanned) {
+    if (unplanned)
+        fprintf(stderr, "warning: interleaved worker %d ran %ld compute(s) outside the interleaved order (its next "
+                "planned one waited over 5 s for its inputs)\n", worker, unplanned);
+}
+
 static void *stage_main(void *arg) {
     stage_thread *t = arg;
     const exec_run *run = t->e[0]->run;
@@ -273,20 +291,15 @@ static void *stage_main(void *arg) {
         exec_drive(t->e, t->n, 0);
         return NULL;
     }
-    /* interleaved: the worker's computes in its schedule's order, chunk c being endpoint c of this thread */
-    const nb_pipe_schedule *il = &run->isc;
-    const size_t first = il->start[t->worker], count = il->start[t->worker + 1] - first;
-    exec_plan_step *plan = malloc(sizeof *plan * (count ? count : 1));
-    long ordinal[MAX_CHUNKS] = {0};
-    size_t n = 0;
-    if (!plan) {
-        nb_link_fail(t->e[0]->link, "out of memory for its plan");
+    /* interleaved: the worker's computes in its schedule's order */
+    exec_plan_step *plan;
+    size_t n;
+    if (worker_plan(run, t->worker, &plan, &n)) {
+        nb_link_fail(t->e[0]->link, nb_last_error());
         return NULL;
     }
-    for (size_t k = first; k < first + count; k++)
-        if (il->actions[k].op != NB_PIPE_UPDATE)
-            plan[n++] = (exec_plan_step){il->actions[k].chunk, ordinal[il->actions[k].chunk]++};
-    exec_drive_planned(t->e, t->n, plan, n);
+    long unplanned;
+    if (!exec_drive_planned(t->e, t->n, plan, n, &unplanned)) warn_unplanned(t->worker, unplanned);
     free(plan);
     return NULL;
 }
@@ -295,7 +308,7 @@ static int run_threads(exec_run *run, exec_endpoint *eps, nb_train_result *res, 
     const int P = run->P;
     exec_endpoint *all[NB_TRAIN_MAX_STAGES + 1];
     for (int i = 0; i <= P; i++) all[i] = &eps[i];
-    if (setup_stages(run, eps, 0, P - 1) || exec_coordinator_init(&eps[P], run, all, res)) return -1;
+    if (setup_stages(run, eps, 0, P - 1, 1) || exec_coordinator_init(&eps[P], run, all, res)) return -1;
     nb_hub *hub = nb_hub_create(P + 1);
     const int W = run->workers;
     pthread_t *tids = calloc((size_t)W, sizeof *tids);
@@ -306,7 +319,7 @@ static int run_threads(exec_run *run, exec_endpoint *eps, nb_train_result *res, 
         eps[i].link = nb_hub_link(hub, i);
         nb_link_set_timeout(eps[i].link, run->o->peer_timeout);
     }
-    print_start(run, eps, 0, P - 1);
+    print_start(run, eps, 0, P - 1, 1);
     /* The workers start with the stop signals blocked (they run the GEMMs; a signal is taken by the CLI's
      * signal thread, or a handler on this thread, which only waits: util/signals.h). */
     sigset_t old;
@@ -337,29 +350,39 @@ static int run_threads(exec_run *run, exec_endpoint *eps, nb_train_result *res, 
     return rc;
 }
 
-/* A rank per stage of each replica: rank 0 (replica 0's stage 0) also holds the coordinator, and only it
- * takes the run's folders; every replica starts from the same weights (the same seed, --init-from or
- * checkpoint). */
+/* A rank per worker of each replica (a worker: a stage, or an interleaved pipeline's virtual stages w, w +
+ * workers, ...): rank 0 (replica 0's worker 0) also holds the coordinator, and only it takes the run's
+ * folders; every replica starts from the same weights (the same seed, --init-from or checkpoint). */
 static int run_mpi(exec_run *run, exec_endpoint *eps, nb_train_result *res) {
-    const int P = run->P;
-    nb_link *links[2];
+    const int P = run->P, W = run->workers, chunks = P / W;
+    nb_link *links[MAX_CHUNKS + 1];
     int n_links = 0;
-    if (nb_mpi_links_replicated(links, &n_links, P, P + 1, run->D)) return -1;
-    const int s = nb_link_stage(links[0]), first = s == 0 && nb_link_replica(links[0]) == 0;
+    if (chunks > MAX_CHUNKS) return nb_fail("--chunks %d: expected at most %d", chunks, MAX_CHUNKS);
+    if (nb_mpi_links_placed(links, &n_links, P, P + 1, run->D, W)) return -1;
+    const int w = nb_link_stage(links[0]), first = w == 0 && nb_link_replica(links[0]) == 0;
     run->replica = nb_link_replica(links[0]);
-    nb_model_keep_only(run->model, s);  /* this process holds its own stage only */
-    if (!run->o->init_from || run->o->resume_dir) nb_model_init(run->model, run->o->seed);  /* its stage only */
-    exec_endpoint *mine[2] = {&eps[s], &eps[P]};
+    nb_model_keep_worker(run->model, w, W);  /* this process holds its own stages only */
+    if (!run->o->init_from || run->o->resume_dir) nb_model_init(run->model, run->o->seed);  /* its stages only */
+    exec_endpoint *mine[MAX_CHUNKS + 1];
+    for (int i = 0; i < n_links; i++) mine[i] = &eps[nb_link_stage(links[i])];
     int rc = first && train_lock_run(run->o, run->locks);
-    rc = rc || setup_stages(run, eps, s, s) || (first && exec_coordinator_init(&eps[P], run, NULL, res));
+    rc = rc || setup_stages(run, eps, w, P - 1, W) || (first && exec_coordinator_init(&eps[P], run, NULL, res));
     for (int i = 0; i < n_links; i++) {
         mine[i]->link = links[i];
         nb_link_set_timeout(links[i], run->o->peer_timeout);
     }
     omp_set_num_threads(run->threads);
-    if (!rc && first) print_start(run, eps, 0, 0);
+    if (!rc && first) print_start(run, eps, 0, P - 1, W);  /* its own stages */
+    exec_plan_step *plan = NULL;
+    size_t n_plan = 0;
+    if (!rc && run->isc.start) rc = worker_plan(run, w, &plan, &n_plan);
     if (rc) nb_link_fail(links[0], nb_last_error());
+    else if (run->isc.start) {  /* interleaved */
+        long unplanned;
+        if (!(rc = exec_drive_planned(mine, n_links, plan, n_plan, &unplanned))) warn_unplanned(w, unplanned);
+    }
     else rc = exec_drive(mine, n_links, 0);
+    free(plan);
     for (int i = 0; i < n_links; i++) nb_link_close(links[i]);
     return rc;
 }
