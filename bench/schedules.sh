@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# The trained schedules on real workers: 1F1B, ZB-H1, PipeDream-2BW and (on threads) interleaved 1F1B with 2
-# chunks, at P = 2 (M = 4) and P = 3 (M = 6), on threads and MPI; the steady-state tokens/s of each and
+# The trained schedules on real workers: 1F1B, ZB-H1, PipeDream-2BW and interleaved 1F1B with 2 chunks, at P = 2 (M = 4) and P = 3 (M = 6), on threads and MPI; the steady-state tokens/s of each and
 # their ratios to 1F1B, and the
 # simulator's prediction of the ZB-H1 run from 1F1B's measured costs (`nobubble project --run ZBH1
 # --costs-from 1F1B`), the schedule's effect predicted rather than fitted.
@@ -31,13 +30,13 @@ printf "%-8s %2s %2s %11s %11s %11s %11s %10s %10s %10s %14s\n" transport P M "1
   "il tok/s" "zbh1/1f1b" "2bw/1f1b" "il/1f1b" "zbh1 predicted"
 for c in "threads 2 4" "threads 3 6" "mpi 2 4" "mpi 3 6"; do
   read -r transport P M <<<"$c"
-  kinds=(1f1b zbh1 2bw); [ "$transport" = threads ] && kinds+=(interleaved)
+  kinds=(1f1b zbh1 2bw interleaved)
   : > "$tmp/rows"
   for rep in $(seq 1 "$reps"); do
     for kind in "${kinds[@]}"; do run "$tmp/$kind" "$transport" "$P" "$M" "$kind"; done
     pred=$($bin project --run "$tmp/zbh1" --costs-from "$tmp/1f1b" --json)
-    il=0; [ "$transport" = threads ] && il=$(steady "$tmp/interleaved")
-    echo "$(steady "$tmp/1f1b") $(steady "$tmp/zbh1") $(steady "$tmp/2bw") $il $(field error <<<"$pred")" >> "$tmp/rows"
+    echo "$(steady "$tmp/1f1b") $(steady "$tmp/zbh1") $(steady "$tmp/2bw") $(steady "$tmp/interleaved")" \
+      "$(field error <<<"$pred")" >> "$tmp/rows"
   done
   col() { awk -v c="$1" '{print $c}' "$tmp/rows" | median; }
   printf "%-8s %2d %2d %11.0f %11.0f %11.0f %11.0f %10.3f %10.3f %10.3f %+13.1f%%\n" "$transport" "$P" "$M" "$(col 1)" \
@@ -45,6 +44,6 @@ for c in "threads 2 4" "threads 3 6" "mpi 2 4" "mpi 3 6"; do
     "$(awk '{print $3 / $1}' "$tmp/rows" | median)" "$(awk '{print $4 / $1}' "$tmp/rows" | median)" \
     "$(awk '{print 100 * $5}' "$tmp/rows" | median)"
 done
-echo "(medians of $reps runs of $steps steps; il: interleaved 1F1B with 2 chunks, threads only (0 on MPI); zbh1"
+echo "(medians of $reps runs of $steps steps; il: interleaved 1F1B with 2 chunks; zbh1"
 echo " predicted: the step time the simulator predicts for the ZB-H1 run from the 1F1B run's costs, against the"
 echo " ZB-H1 run's measured one)"

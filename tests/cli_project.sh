@@ -61,7 +61,24 @@ expect_error "costs without run" "go with --run" "$bin" project --shape tiny --c
 expect_error "costs of another M" "expected the same model, stages and batch" \
   "$bin" project --run "$work/2bw" --costs-from "$work/m2"
 expect_error "run without a pipeline" "summary.json" "$bin" project --run "$work/data"
-"$bin" train --data "$work/data" --model tiny --steps 4 --batch 8 --seq 32 --stages 2 --microbatches 2 \
+
+# An interleaved run (2 workers x 2 chunks): its costs are its workers' (each worker's 2 virtual stages
+# summed); on the same costs the simulator's interleaved step is shorter than 1F1B's (bubble (P - 1) / v
+# micro-batches against P - 1), and the run's summary reports each worker.
+"$bin" train --data "$work/data" --model tiny --steps 6 --batch 8 --seq 32 --stages 2 --microbatches 4 \
   --pipeline interleaved --eval-batches 1 --threads-per-stage 1 --quiet --force --out "$work/il" >/dev/null 2>&1
-expect_error "interleaved run" "does not predict interleaved runs yet" "$bin" project --run "$work/il"
+"$bin" project --run "$work/il" --json >"$work/il.json" 2>"$work/err" || fail "project --run interleaved: $(cat "$work/err")"
+check "interleaved prediction names its 2 chunks" grep -q '"pipeline": "interleaved", "stages": 2, "replicas": 1, "chunks": 2' "$work/il.json"
+"$bin" project --run "$work/il" --pipeline 1f1b --json >"$work/il1.json" 2>"$work/err" || fail "il as 1f1b: $(cat "$work/err")"
+step_of() { sed -n 's/.*"predicted_step_s": \([0-9.e+-]*\).*/\1/p' "$1"; }
+awk -v a="$(step_of "$work/il.json")" -v b="$(step_of "$work/il1.json")" 'BEGIN { exit !(a > 0 && a < b) }' && ok \
+  || fail "interleaved predicted $(step_of "$work/il.json") s, 1F1B on its costs $(step_of "$work/il1.json") s: expected less"
+python3 - "$work/il/summary.json" <<'PY' && ok || fail "summary.json's workers of the interleaved run"
+import json, sys
+p = json.load(open(sys.argv[1]))["pipeline"]
+w, s = p["workers"], p["stages"]
+assert [x["stages"] for x in w] == [[0, 2], [1, 3]], w
+for k, x in enumerate(w):  # a worker's busy time is its two virtual stages'
+    assert abs(x["busy_s"] - s[k]["busy_s"] - s[k + 2]["busy_s"]) < 2e-6 and 0 <= x["idle_fraction"] < 1, (x, s)
+PY
 finish

@@ -250,11 +250,14 @@ static int read_json_file(const char *dir, const char *name, nb_json *out) {
 
 typedef struct {
     int P, M, D, batch, seq, d_model, steady[2];
+    int chunks;  /* an interleaved run's chunks per worker (its costs are its workers': their chunks' summed) */
     nb_pipe_kind kind;
     double forward[64], backward[64], update[64];
 } run_facts;
 
-/* What --run needs from DIR/summary.json: the schedule and the per-stage mean costs. */
+/* What --run needs from DIR/summary.json: the schedule and the per-stage mean costs; an interleaved run's
+ * per worker (worker w's P x v virtual stages w, w + P, ... run one after another: their costs add, and the
+ * simulator gives each chunk 1/v of its worker's). */
 static int read_run(const char *dir, run_facts *f) {
     nb_json root;
     if (read_json_file(dir, "summary.json", &root)) return -1;
@@ -270,27 +273,24 @@ static int read_run(const char *dir, run_facts *f) {
                 "pipeline.kind and pipeline.steady_steps (a pipeline run's summary)", dir);
         goto done;
     }
-    if (!strcmp(kind->str, "interleaved")) {
-        nb_fail("%s: an interleaved run (its costs are its virtual stages', not its workers'): --run does not "
-                "predict interleaved runs yet", dir);
-        goto done;
-    }
-    if (!stages || stages->type != NB_JARR || (int)stages->n != (int)P->num || P->num < 1 || P->num > 64) {
-        nb_fail("%s/summary.json: no per-stage costs (pipeline.stages): a run stopped before it measured any, or "
-                "more than 64 stages", dir);
+    const int interleaved = !strcmp(kind->str, "interleaved"), V = stages && stages->type == NB_JARR ? (int)stages->n : 0;
+    if (!V || P->num < 1 || P->num > 64 || V > 1024 || (interleaved ? V % (int)P->num || V == (int)P->num : V != (int)P->num)) {
+        nb_fail("%s/summary.json: no per-stage costs (pipeline.stages, one per stage, or %s): a run stopped before "
+                "it measured any, or more than 64 stages", dir, interleaved ? "chunks x stages" : "run.stages");
         goto done;
     }
     *f = (run_facts){(int)P->num, (int)M->num, D ? (int)D->num : 1, (int)B->num, (int)T->num, (int)d->num,
-                     {(int)steady->items[0].num, (int)steady->items[1].num}, NB_PIPE_GPIPE, {0}, {0}, {0}};
+                     {(int)steady->items[0].num, (int)steady->items[1].num}, interleaved ? V / (int)P->num : 0,
+                     NB_PIPE_GPIPE, {0}, {0}, {0}};
     if (nb_pipe_kind_parse(kind->str, &f->kind)) goto done;
-    for (int s = 0; s < f->P; s++) {
+    for (int s = 0; s < V; s++) {
         const nb_json *st = &stages->items[s], *fw = nb_json_get(st, "forward_s"), *bw = nb_json_get(st, "backward_s"),
                       *up = nb_json_get(st, "update_s");
         if (!fw || !bw || !up || fw->type != NB_JNUM || bw->type != NB_JNUM || up->type != NB_JNUM) {
             nb_fail("%s/summary.json: stage %d has no forward_s, backward_s and update_s", dir, s);
             goto done;
         }
-        f->forward[s] = fw->num, f->backward[s] = bw->num, f->update[s] = up->num;
+        f->forward[s % f->P] += fw->num, f->backward[s % f->P] += bw->num, f->update[s % f->P] += up->num;
     }
     rc = 0;
 done:
@@ -347,7 +347,9 @@ static int project_run(const char *dir, const char *costs_dir, const char *kind_
     /* The costs measured: each update's time already holds its REDUCE, so the replicas add none here. */
     const nb_proj_stages st = {c.forward, c.backward, c.update, NULL, NULL, NULL,
                                (double)micro_batch * f.seq * f.d_model * dev.act_bytes};
-    const nb_proj_layout l = {kind, f.P, 1, f.M / f.D, micro_batch, 0};
+    /* interleaved: the run's chunks (or, from another kind's run, 2) */
+    const int chunks = kind != NB_PIPE_INTERLEAVED ? 0 : f.kind == NB_PIPE_INTERLEAVED ? f.chunks : 2;
+    const nb_proj_layout l = {kind, f.P, 1, f.M / f.D, micro_batch, chunks};
     nb_proj_result r;
     if (nb_proj_simulate(&l, &dev, &st, f.seq, &r)) {
         fprintf(stderr, "nobubble project: %s\n", nb_last_error());
@@ -356,9 +358,9 @@ static int project_run(const char *dir, const char *costs_dir, const char *kind_
     const double err = r.step_s / measured - 1;
     if (json)
         printf("{\"run\": \"%s\", \"costs_from\": \"%s\", \"pipeline\": \"%s\", \"stages\": %d, \"replicas\": %d, "
-               "\"microbatches\": %d, \"predicted_step_s\": %.6g, \"measured_step_s\": %.6g, \"error\": %.4f, "
-               "\"predicted_idle_fraction\": %.4f}\n", dir, costs_dir ? costs_dir : dir, nb_pipe_kind_name(kind), f.P,
-               f.D, f.M, r.step_s, measured, err, r.idle_fraction);
+               "\"chunks\": %d, \"microbatches\": %d, \"predicted_step_s\": %.6g, \"measured_step_s\": %.6g, "
+               "\"error\": %.4f, \"predicted_idle_fraction\": %.4f}\n", dir, costs_dir ? costs_dir : dir,
+               nb_pipe_kind_name(kind), f.P, f.D, chunks, f.M, r.step_s, measured, err, r.idle_fraction);
     else
         printf("%s (%s, P = %d, D = %d, M = %d; costs from %s): predicted %.1f ms per step, measured %.1f ms "
                "(steps %d..%d): %+.1f%%; predicted idle %.1f%%\n", dir, nb_pipe_kind_name(kind), f.P, f.D, f.M,

@@ -263,6 +263,20 @@ static int commit(exec_endpoint *e, int t) {
 /* The share of the time (evaluation and checkpoints excluded) a stage was not computing. */
 static double idle_fraction(double busy, double wall, double aside) { return 1.0 - busy / (wall - aside); }
 
+/* An interleaved worker's report: its virtual stages w, w + workers, ... run one after another on its one
+ * thread (or rank), so their busy and aside times add; its wall is its longest stage's. */
+static exec_report worker_report(const coordinator *c, int w) {
+    const exec_run *run = c->run;
+    exec_report t = {0};
+    for (int s = w; s < run->P; s += run->workers) {
+        const exec_report *r = &c->reports[s];
+        t.busy += r->busy, t.aside += r->aside, t.steady_busy += r->steady_busy, t.steady_aside += r->steady_aside;
+        t.wall = fmax(t.wall, r->wall), t.steady_wall = fmax(t.steady_wall, r->steady_wall);
+        t.bytes += r->bytes, t.slots += r->slots;
+    }
+    return t;
+}
+
 static void print_pipeline(const coordinator *c, double tokens_per_s) {
     const exec_run *run = c->run;
     const nb_train_options *o = run->o;
@@ -282,15 +296,30 @@ static void print_pipeline(const coordinator *c, double tokens_per_s) {
                run->steady_to, 100 * idle_fraction(r->steady_busy, r->steady_wall, r->steady_aside), (int)r->slots,
                r->bytes / 1048576.0);
     }
-    /* The measured costs as a `nobubble schedule` command, to project the run to other depths. */
-    printf("  measured costs (ms): nobubble schedule --kind %s --stages %d --microbatches %d",
-           nb_pipe_kind_name(run->sc.kind), run->P, run->sc.n_micro);
+    for (int w = 0; run->workers < run->P && w < run->workers; w++) {
+        const exec_report r = worker_report(c, w);
+        printf("  worker %d (stages %d", w, w);
+        for (int s = w + run->workers; s < run->P; s += run->workers) printf(", %d", s);
+        printf("): busy %.2f s, idle %.1f%% (steady state: %.1f%%), %.1f MiB\n", r.busy,
+               100 * idle_fraction(r.busy, r.wall, r.aside), 100 * idle_fraction(r.steady_busy, r.steady_wall, r.steady_aside),
+               r.bytes / 1048576.0);
+    }
+    /* The measured costs as a `nobubble schedule` command, to project the run to other depths (an
+     * interleaved run's per worker: its chunks' summed, as the schedule's costs are). */
+    const int W = run->workers;
+    printf("  measured costs (ms): nobubble schedule --kind %s --stages %d", nb_pipe_kind_name(run->sc.kind), W);
+    if (W < run->P) printf(" --chunks %d", run->P / W);
+    printf(" --microbatches %d", run->sc.n_micro);
     const char *flags[3] = {"--forward-cost", "--backward-cost", "--update-cost"};
     for (int op = 0; op < 3; op++) {
         printf(" %s ", flags[op]);
-        for (int i = 0; i < run->P; i++) {
-            const exec_report *r = &c->reports[i];
-            printf("%s%.3f", i ? "," : "", 1e3 * (op == 0 ? r->forward : op == 1 ? r->backward : r->update));
+        for (int w = 0; w < W; w++) {
+            double ms = 0;
+            for (int i = w; i < run->P; i += W) {
+                const exec_report *r = &c->reports[i];
+                ms += 1e3 * (op == 0 ? r->forward : op == 1 ? r->backward : r->update);
+            }
+            printf("%s%.3f", w ? "," : "", ms);
         }
     }
     printf("\n");
@@ -315,7 +344,21 @@ static void pipeline_summary(const coordinator *c, int measured, char *buf, size
                               idle_fraction(r->steady_busy, r->steady_wall, r->steady_aside), r->bytes, r->forward,
                               r->backward, r->update);
     }
-    if (n < size) snprintf(buf + n, size - n, "]}");
+    if (n < size) n += (size_t)snprintf(buf + n, size - n, "]");
+    /* interleaved: each worker's time, its virtual stages' together */
+    for (int w = 0; run->workers < run->P && w < run->workers && n < size; w++) {
+        const exec_report r = worker_report(c, w);
+        n += (size_t)snprintf(buf + n, size - n, "%s{\"stages\": [", w ? ", " : ", \"workers\": [");
+        for (int s = w; s < run->P && n < size; s += run->workers)
+            n += (size_t)snprintf(buf + n, size - n, "%s%d", s > w ? ", " : "", s);
+        if (n < size)
+            n += (size_t)snprintf(buf + n, size - n, "], \"busy_s\": %.6f, \"idle_fraction\": %.6f, "
+                                  "\"steady_idle_fraction\": %.6f, \"memory_bytes\": %.0f}%s", r.busy,
+                                  idle_fraction(r.busy, r.wall, r.aside),
+                                  idle_fraction(r.steady_busy, r.steady_wall, r.steady_aside), r.bytes,
+                                  w == run->workers - 1 ? "]" : "");
+    }
+    if (n < size) snprintf(buf + n, size - n, "}");
 }
 
 /* summary.json's "memory": the estimate, what was available, and this process's measured peak (VmHWM). */
