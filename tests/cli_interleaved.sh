@@ -54,6 +54,9 @@ if has_mpi "$bin"; then
   run seqdp --stages 4 --data-parallel 2
   mpi ildp 4 --stages 2 --pipeline interleaved --data-parallel 2
   same_run "interleaved with 2 replicas over MPI equals the one-process run with 2 groups" "$work/seqdp" "$work/ildp"
+  expect_error "a replica's micro-batches not a multiple of P" "--microbatches 6 over --data-parallel 2 is 3 per replica" \
+    mpirun --oversubscribe --bind-to none -np 4 "$bin" train "${base[@]}" --microbatches 6 --stages 2 \
+    --pipeline interleaved --transport mpi --data-parallel 2 --out "$work/e0"
   # A checkpoint over MPI (each rank writes its 2 parts) resumed over MPI.
   mpi mhalf 2 --stages 2 --pipeline interleaved --save-dir "$work/mck" --save-every 2
   mpi mresumed 2 --stages 2 --pipeline interleaved --resume "$work/mck/step_000002"

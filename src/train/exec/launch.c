@@ -69,9 +69,13 @@ static int check_pipeline_options(const nb_train_options *o) {
         if (V > o->model.n_layers)
             return nb_fail("--pipeline interleaved: --stages %d x --chunks %d = %d parts for %d blocks: expected at "
                            "most one part per block", o->stages, train_chunks(o), V, o->model.n_layers);
-        if (o->microbatches % o->stages)
+        const int M = train_schedule_microbatches(o);  /* a replica's, when the replicas are ranks */
+        if (M % o->stages && M == o->microbatches)
             return nb_fail("--pipeline interleaved: --microbatches %d is not a multiple of --stages %d",
                            o->microbatches, o->stages);
+        if (M % o->stages)
+            return nb_fail("--pipeline interleaved: --microbatches %d over --data-parallel %d is %d per replica, not "
+                           "a multiple of --stages %d", o->microbatches, o->data_parallel, M, o->stages);
     }
     nb_delay_options want = o->delay;
     nb_delay_parse(nb_pipe_delay_name(kind), &want);
