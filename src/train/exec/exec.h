@@ -95,7 +95,8 @@ typedef struct {
     double busy, aside, wall;                        /* seconds: computing, evaluating/saving, in all */
     double steady_busy, steady_wall, steady_aside;   /* over the steady-state window */
     double bytes, slots;                             /* memory held, activation slots */
-    double forward, backward, update;                /* mean seconds of each kind of action */
+    double forward, backward, update;                /* mean seconds of each kind of action, over the steady
+                                                        window (the whole run when it has none) */
 } exec_report;
 
 /* A stage's part of a checkpoint, as it tells the coordinator. */

@@ -20,15 +20,18 @@
 #include "util/error.h"
 
 /* A stage's clocks at one moment: wall time, computing, and evaluating or saving so far. */
-typedef struct {
-    double t, busy, aside;
-} mark;
-
 /* The time spent in one kind of action and how many of them ran: the report's mean per action. */
 typedef struct {
     double seconds;
     long count;
 } op_timer;
+
+/* The clocks at a moment: the time, the busy and aside seconds so far, and the forward, backward and
+ * update timers (the steady window's costs are the differences between its two marks). */
+typedef struct {
+    double t, busy, aside;
+    op_timer ops[3];
+} mark;
 
 typedef struct {
     exec_run *run;
@@ -89,7 +92,9 @@ static float *embedding(const stage_role *w, float *base) { return base + w->st-
 static float *tied_copy(const stage_role *w, float *base) {
     return base + w->st->tensors[w->st->n_tensors - 1].offset;
 }
-static mark mark_now(const stage_role *w) { return (mark){nb_now(), w->busy, w->aside}; }
+static mark mark_now(const stage_role *w) {
+    return (mark){nb_now(), w->busy, w->aside, {w->forward_time, w->backward_time, w->update_time}};
+}
 
 static void count_op(stage_role *w, op_timer *timer, double seconds) {
     w->busy += seconds;
@@ -97,6 +102,12 @@ static void count_op(stage_role *w, op_timer *timer, double seconds) {
     timer->count++;
 }
 static double mean_time(const op_timer *timer) { return timer->count ? timer->seconds / timer->count : 0; }
+/* The mean over the steady window (what a projection of the steady step needs: the first steps' page
+ * faults and cold caches left out), else over the whole run (a run too short to have one). */
+static double steady_mean(const op_timer *start, const op_timer *end, const op_timer *all) {
+    const long n = end->count - start->count;
+    return n > 0 ? (end->seconds - start->seconds) / n : mean_time(all);
+}
 
 /* A divergence's message gets the checkpoints to resume from once the run has stopped (nb_train). */
 static int diverged(stage_role *w, int step, const char *what, double value) {
@@ -560,9 +571,9 @@ static void make_report(stage_role *w) {
     const mark end = w->steady_end.t > 0 ? w->steady_end : mark_now(w), *start = &w->steady_start;
     exec_report r = {w->busy, w->aside, now - w->t0, end.busy - start->busy, end.t - start->t,
                      end.aside - start->aside, stage_bytes(w), w->n_slots, 0, 0, 0};
-    r.forward = mean_time(&w->forward_time);
-    r.backward = mean_time(&w->backward_time);
-    r.update = mean_time(&w->update_time);
+    r.forward = steady_mean(&start->ops[0], &end.ops[0], &w->forward_time);
+    r.backward = steady_mean(&start->ops[1], &end.ops[1], &w->backward_time);
+    r.update = steady_mean(&start->ops[2], &end.ops[2], &w->update_time);
     w->report = r;
 }
 
