@@ -5,7 +5,8 @@
  *   after it, and the lists each endpoint actually runs (the full run's up to where it learns the
  *   decision, then the cut run's) validate: every message sent is received, nothing deadlocks;
  * - the driver: endpoints driven in turn by one thread finish a ring of messages, and lists that wait
- *   for each other fail as a deadlock instead of hanging. */
+ *   for each other fail as a deadlock instead of hanging;
+ * - data parallelism's buckets: the plans of stages' gradients against layouts computed by hand. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
