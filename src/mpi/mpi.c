@@ -259,7 +259,7 @@ static int sum_sent(nb_link *l, MPI_Request *req, int n, size_t np) {
             int i = 0;
             for (; i < n - 1; i++)
                 if (MPI_Test(&req[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done) break;
-            const int q = peer_replica(m, (int)(i / (int)(np ? np : 1)));
+            const int q = peer_replica(m, i / (int)(np ? np : 1));
             return nb_fail("stage %d of replica %d: its values not taken by replica %d (rank %d) for %g s, in the sum of "
                            "the step's gradients over the replicas: that rank has stalled or died, or is slower than "
                            "--peer-timeout allows", l->stage, m->replica, q, q * m->n_stages + l->stage, l->timeout_s);
