@@ -4,7 +4,8 @@
 # metrics of the one-process run with the same M micro-batches and --data-parallel 2 (which computes the
 # replicas' groups in turn and adds them in the same order), and within float rounding of the one-process run
 # with M micro-batches in one group (the same gradients summed in another grouping: 1e-5 relative, see
-# cli_data_parallel.sh). Checkpoints (one part per stage, written by replica 0) resume bitwise on MPI and in
+# cli_data_parallel.sh). The sum in buckets started during the backward (--dp-bucket-mib: small, many buckets;
+# 0, none) gives the same bits, also with D = 3, and the buckets are counted. Checkpoints (one part per stage, written by replica 0) resume bitwise on MPI and in
 # one process; a stop on request ends every replica; a stalled or killed rank ends the job naming it; a
 # world that is not D x P is refused before any work. Skipped (77) without mpirun or an MPI build.
 set -u
@@ -44,13 +45,61 @@ equal() {
   [ "$(grep -c '^done:' "$work/mpi.log")" -eq 1 ] && ok || fail "$name: one rank reports the run"
   b=$(metrics_close "$work/one/metrics.jsonl" "$work/mpi/metrics.jsonl" 1e-5) && ok || fail "$name: against one group: $b"
 }
+# stage_buckets FILE: each stage's buckets started in backwards, from summary.json ("3 2" for two stages).
+stage_buckets() { grep -o '"buckets": [0-9]*' "$1" | sed 's/.*: //' | tr '\n' ' ' | sed 's/ $//'; }
+# bucketed NAME NP STEPS "MPI flags", after equal with the same flags (its one-process run in $work/ref): the sum
+# over the replicas in buckets of 0.01 MiB (here a bucket per block, the head's range and the embedding: at least
+# 2 per stage and step, started in the backward), and in none (0: one sum at REDUCE), end on the same weights,
+# validation loss and metrics: a bucket's size never changes the bits. summary.json counts the buckets each
+# stage started in backwards (none with 0), so that a sum that went back to REDUCE alone fails.
+bucketed() {
+  local name=$1 np=$2 steps=$3 pipe=$4 size a b n
+  for size in 0.01 0; do
+    timeout 120 "${mpi[@]}" -np "$np" "$bin" train "${small[@]}" $pipe --data-parallel 2 --threads-per-stage 1 \
+      --dp-bucket-mib $size --out "$work/mpi" --force > "$work/mpi.log" 2>&1 ||
+      { fail "$name, --dp-bucket-mib $size: mpirun: $(tail -5 "$work/mpi.log")"; continue; }
+    a=$(hash_of "$work/ref.log"); b=$(hash_of "$work/mpi.log")
+    [ -n "$a" ] && [ "$a" = "$b" ] && ok || fail "$name, --dp-bucket-mib $size: MPI weights $b, one process $a"
+    a=$(val_of "$work/ref.log"); b=$(val_of "$work/mpi.log")
+    [ -n "$a" ] && [ "$a" = "$b" ] && ok || fail "$name, --dp-bucket-mib $size: MPI val loss $b, one process $a"
+    [ "$(untimed "$work/ref/metrics.jsonl")" = "$(untimed "$work/mpi/metrics.jsonl")" ] && ok ||
+      fail "$name, --dp-bucket-mib $size: metrics differ"
+    b=$(stage_buckets "$work/mpi/summary.json")
+    n=$(echo "$b" | wc -w)
+    if [ "$size" = 0 ]; then
+      [ "$n" -eq $((np / 2)) ] && [ -z "$(echo "$b" | tr -d ' 0')" ] && ok ||
+        fail "$name, --dp-bucket-mib 0: no bucket in a backward (buckets per stage: '$b')"
+    else
+      [ "$n" -eq $((np / 2)) ] && ! echo "$b" | tr ' ' '\n' | awk -v least=$((2 * steps)) '$1 < least {bad = 1} END {exit !bad}' &&
+        ok || fail "$name, --dp-bucket-mib $size: every stage starts at least 2 buckets a step in its backwards (buckets per stage: '$b')"
+    fi
+  done
+}
 equal "P=1 1f1b adamw" 2 "--microbatches 4 --steps 4" "--pipeline 1f1b --stages 1 --microbatches 4 --steps 4"
+bucketed "P=1 1f1b adamw" 2 4 "--pipeline 1f1b --stages 1 --microbatches 4 --steps 4"
 equal "P=2 2bw muon +EF +clip, tied" 4 "--stages 2 --delay 2bw --optimizer muon --ef 1 --clip 0.5 --microbatches 4 --steps 4" \
   "--pipeline 2bw --optimizer muon --ef 1 --clip 0.5 --microbatches 4 --steps 4"
+bucketed "P=2 2bw muon +EF +clip, tied" 4 4 "--pipeline 2bw --optimizer muon --ef 1 --clip 0.5 --microbatches 4 --steps 4"
 equal "P=2 pipedream untied" 4 "--stages 2 --delay pipedream --set tied=0 --microbatches 2 --steps 6" \
   "--pipeline pipedream --set tied=0 --microbatches 2 --steps 6"
 equal "P=1 gpipe bf16" 2 "--precision bf16 --microbatches 2 --steps 3" "--pipeline gpipe --precision bf16 --microbatches 2 --steps 3"
 check "summary.json: 2 replicas" grep -q '"data_parallel": 2' "$work/mpi/summary.json"
+
+# D = 3 replicas (a rank's own values between two others' in the sum), buckets of 0.01 MiB: the bits of one
+# process computing the 3 groups in turn.
+"$bin" train "${small[@]}" --microbatches 3 --steps 3 --data-parallel 3 --threads 1 --out "$work/ref3" --force \
+  > "$work/ref3.log" 2>&1 || fail "D=3: one-process run: $(tail -3 "$work/ref3.log")"
+timeout 120 "${mpi[@]}" -np 3 "$bin" train "${small[@]}" --pipeline 1f1b --stages 1 --microbatches 3 --steps 3 \
+  --data-parallel 3 --threads-per-stage 1 --dp-bucket-mib 0.01 --out "$work/mpi3" --force > "$work/mpi3.log" 2>&1 &&
+  [ -n "$(hash_of "$work/ref3.log")" ] && [ "$(hash_of "$work/ref3.log")" = "$(hash_of "$work/mpi3.log")" ] &&
+  [ "$(untimed "$work/ref3/metrics.jsonl")" = "$(untimed "$work/mpi3/metrics.jsonl")" ] && ok ||
+  fail "D=3 in buckets: MPI $(hash_of "$work/mpi3.log"), one process $(hash_of "$work/ref3.log"): $(tail -3 "$work/mpi3.log")"
+[ "$(stage_buckets "$work/mpi3/summary.json")" -ge 6 ] 2>/dev/null && ok ||
+  fail "D=3: buckets started in backwards: '$(stage_buckets "$work/mpi3/summary.json")'"
+expect_error "a bad --dp-bucket-mib" "--dp-bucket-mib -1: out of range, expected a number from 0 to 65536" \
+  "$bin" train "${small[@]}" --microbatches 2 --data-parallel 2 --dp-bucket-mib -1
+expect_error "a --dp-bucket-mib that is no number" "--dp-bucket-mib 'x': expected a decimal number" \
+  "$bin" train "${small[@]}" --microbatches 2 --data-parallel 2 --dp-bucket-mib x
 
 # Checkpoints: one part per stage (replica 0 writes them); resumed on MPI and in one process, the
 # uninterrupted run's weights.
@@ -86,11 +135,13 @@ else
 fi
 
 # A rank that stalls (SIGSTOP: alive to MPI, silent) is found within --peer-timeout by the replica waiting for
-# its gradient, which names it; a rank killed outright is named by mpirun.
+# its gradient (or, its values sent in buckets before it stalled, for it to take the other's), which names it; a
+# rank killed outright is named by mpirun.
 NB_PIPELINE_FAULT=0:2:stall NB_PIPELINE_FAULT_REPLICA=1 timeout 120 "${mpi[@]}" -np 2 "$bin" train "${small[@]}" \
   --pipeline 1f1b --microbatches 2 --data-parallel 2 --steps 6 --peer-timeout 2 > "$work/stall.log" 2>&1
 rc=$?
-[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "no values from replica 1 (rank 1) for 2 s" "$work/stall.log" && ok ||
+[ $rc -ne 0 ] && [ $rc -ne 124 ] &&
+  grep -qE "(no values from|its values not taken by) replica 1 \(rank 1\) for 2 s" "$work/stall.log" && ok ||
   fail "a stalled replica ends the job, naming it (rc $rc): $(tail -5 "$work/stall.log")"
 NB_PIPELINE_FAULT=1:2:kill NB_PIPELINE_FAULT_REPLICA=1 timeout 120 "${mpi[@]}" -np 4 "$bin" train "${small[@]}" \
   --pipeline 2bw --microbatches 4 --data-parallel 2 --steps 6 > "$work/kill.log" 2>&1

@@ -6,7 +6,10 @@
  * interleaved pipeline's virtual stages, stage k on rank k mod P). A failed check calls nb_link_fail, which
  * aborts the whole job.
  * `link_mpi --available` exits 77 (skipped) when nobubble was built without MPI. Before nb_mpi_register
- * the core has no MPI transport and says so, naming nb_mpi_register. */
+ * the core has no MPI transport and says so, naming nb_mpi_register. Then the ranks as P replicas of one stage:
+ * the sum over replicas in buckets (nb_link_bucket_*) between whole sums, finished out of order, gives the
+ * bits of the sum in replica order, ((x_0 + x_1) + x_2) + ..., which values chosen so that another order
+ * rounds otherwise tell apart. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +18,7 @@
 #include "nobubble/common.h"
 #include "nobubble/mpi.h"
 #include "nobubble/runtime.h"
+#include "runtime/link.h"
 
 /* Rank 0's local endpoints: a poll before the send is 0 and after it 1; a receive of a local
  * message that was never sent fails at once instead of waiting for ever. */
@@ -85,6 +89,55 @@ static void run_placed(int P) {
     for (int i = 0; i < n; i++) nb_link_close(links[i]);
 }
 
+/* Replica q's value i: for 3 replicas and more, (x_0 + x_1) + x_2 = 1 + i where (x_2 + x_1) + x_0 = 0. */
+static float value_of(int q, int i) {
+    const float big = 1e8f * (float)(1 + i % 3);
+    return q == 0 ? big : q == 1 ? -big : 1.0f + (float)i + (float)(q - 2) * 0.25f;
+}
+
+static int same_floats(const float *a, const float *b, int n) { return memcmp(a, b, sizeof(float) * (size_t)n) == 0; }
+
+/* The P ranks as P replicas of one stage: two buckets started, a whole sum between them and after, the second
+ * bucket finished first (waiting), the first by polls; every sum the replica-order sum's bits. */
+static int run_replicas(int P) {
+    nb_link *links[2] = {0};
+    int n = 0;
+    if (nb_mpi_links_replicated(links, &n, 1, 1, P)) {
+        fprintf(stderr, "link_mpi: replicas: %s\n", nb_last_error());
+        return 1;
+    }
+    nb_link *l = links[0];
+    nb_link_set_timeout(l, 60);
+    const int r = nb_link_replica(l);
+    enum { NA = 3000, NB = 7, NC = 5 };
+    float a[NA], b[NB], c[NC], want_a[NA], want_b[NB], want_c[NC];
+    for (int i = 0; i < NA; i++) a[i] = value_of(r, i), want_a[i] = value_of(0, i);
+    for (int i = 0; i < NB; i++) b[i] = value_of(r, 100 + i), want_b[i] = value_of(0, 100 + i);
+    for (int i = 0; i < NC; i++) c[i] = value_of(r, 200 + i), want_c[i] = value_of(0, 200 + i);
+    for (int q = 1; q < P; q++) {
+        for (int i = 0; i < NA; i++) want_a[i] += value_of(q, i);
+        for (int i = 0; i < NB; i++) want_b[i] += value_of(q, 100 + i);
+        for (int i = 0; i < NC; i++) want_c[i] += value_of(q, 200 + i);
+    }
+    nb_link_bucket *ba = NULL, *bb = NULL;
+    CHECK(nb_link_bucket_start(l, a, NA, sizeof(float), &ba) == 0 && ba, "bucket a started: %s", nb_last_error());
+    for (int i = 0; i < NA; i++) a[i] = -7.0f;  /* the bucket sends its own copy */
+    CHECK(nb_link_replica_sum(l, c, NC, sizeof(float)) == 0 && same_floats(c, want_c, NC),
+          "a whole sum between buckets: replica order's bits");
+    CHECK(nb_link_bucket_start(l, b, NB, sizeof(float), &bb) == 0 && bb, "bucket b started: %s", nb_last_error());
+    for (int i = 0; i < NC; i++) c[i] = value_of(r, 200 + i);
+    CHECK(nb_link_replica_sum(l, c, NC, sizeof(float)) == 0 && same_floats(c, want_c, NC), "a whole sum after them");
+    CHECK(nb_link_bucket_finish(l, bb, b, 1) == 1 && same_floats(b, want_b, NB), "bucket b (waited): replica order");
+    int done = 0;
+    for (long k = 0; k < 100000000 && !done; k++) done = nb_link_bucket_finish(l, ba, a, 0);
+    CHECK(done == 1 && same_floats(a, want_a, NA), "bucket a (polled): replica order, its own values as started");
+    if (P >= 3) CHECK(want_a[0] == 1.0f && want_a[1] == 2.0f, "the values tell the order: %g %g", want_a[0], want_a[1]);
+    if (check_failed) nb_link_fail(l, "a check failed");
+    nb_link_close(l);
+    printf("replicas, rank %d: ", r);
+    return check_summary();
+}
+
 int main(int argc, char **argv) {
     /* Before the transport is registered, the core has none and says how to get it. */
     nb_link *none[2];
@@ -103,7 +156,9 @@ int main(int argc, char **argv) {
     }
     int rc = run(P);
     if (!rc) run_placed(P);
-    nb_mpi_finish();
     printf("rank %s: ", getenv("OMPI_COMM_WORLD_RANK") ? getenv("OMPI_COMM_WORLD_RANK") : "?");
-    return rc || check_summary();
+    rc = check_summary() || rc;
+    rc = run_replicas(P) || rc;
+    nb_mpi_finish();
+    return rc;
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The MPI transport with a coordinator endpoint on rank 0 (tests/link_mpi.c), on 2 and 3 ranks.
+# The MPI transport with a coordinator endpoint on rank 0 (tests/link_mpi.c), on 2 and 3 ranks; then the ranks as
+# replicas of one stage, summing in buckets.
 # Skipped (exit 77) when Open MPI's mpirun is absent or nobubble was built without MPI.
 set -u
 bin=${1:?usage: link_mpi.sh path/to/link_mpi}
@@ -13,7 +14,8 @@ for np in 2 3; do
         mpirun --oversubscribe --bind-to none -np "$np" "$bin" "$np" 2>&1)
   rc=$?
   echo "$out" | sed "s/^/np $np: /"
-  if [ "$rc" -ne 0 ] || [ "$(echo "$out" | grep -c ' 0 failed')" -ne "$np" ]; then
+  # (each rank's two summaries: the protocol's, then the replicas' sums')
+  if [ "$rc" -ne 0 ] || [ "$(echo "$out" | grep -c ' 0 failed')" -ne $((2 * np)) ]; then
     echo "FAIL: mpirun -np $np exited $rc, or not every rank passed"
     failed=1
   fi

@@ -5,11 +5,13 @@
  *   after it, and the lists each endpoint actually runs (the full run's up to where it learns the
  *   decision, then the cut run's) validate: every message sent is received, nothing deadlocks;
  * - the driver: endpoints driven in turn by one thread finish a ring of messages, and lists that wait
- *   for each other fail as a deadlock instead of hanging. */
+ *   for each other fail as a deadlock instead of hanging;
+ * - data parallelism's buckets: the plans of stages' gradients against layouts computed by hand. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
+#include "model/stage.h"
 #include "nobubble/pipeline.h"
 #include "nobubble/runtime.h"
 #include "train/exec/exec.h"
@@ -212,7 +214,51 @@ static void test_driver(void) {
     nb_hub_free(hub);
 }
 
+/* Data parallelism's buckets (exec_bucket_plan) over a stage's gradient ranges (nb_stage_grad_ranges), against
+ * layouts computed by hand: vocabulary 10, d_model 4, 2 heads of 2 (1 KV head), d_ffn 8. A dense block holds
+ * ln1 4, q 16, k 8, v 8, o 16, ln2 4, gate 32, up 32, down 32: 152 values; a MoE block of 2 experts the same
+ * attention (56), a router of 8 and 2 x (gate 32 + up 32 + down 32): 256. */
+static void expect_plan(const nb_stage *st, size_t bucket, const size_t *want, int n_want, const char *what) {
+    size_t starts[8], cuts[8];
+    const int n = exec_bucket_plan(starts, nb_stage_grad_ranges(st, starts), st->n_params, bucket, cuts);
+    int same = n == n_want;
+    for (int k = 0; same && k < n; k++) same = cuts[k] == want[k];
+    CHECK(same, "%s, buckets of %zu: %d bucket(s) starting at %zu, %zu, ... (want %d starting at %zu, ...)", what, bucket,
+          n, n ? cuts[0] : 0, n > 1 ? cuts[1] : 0, n_want, n_want ? want[0] : 0);
+}
+
+static void test_bucket_plan(void) {
+    nb_config c = {10, 4, 2, 2, 1, 8, 16, 10000.0, 1e-5, 1, 0, 0, 0, 0.0};
+    nb_model m;
+    /* one stage, tied: embedding 0..40, block 0 40..192, block 1 192..344, the final norm 344..348 */
+    CHECK(nb_model_layout(&m, &c, 1, NULL) == 0 && m.stages[0].n_params == 348, "layout: %s", nb_last_error());
+    size_t starts[8];
+    CHECK(nb_stage_grad_ranges(&m.stages[0], starts) == 4 && starts[0] == 344 && starts[1] == 192 && starts[2] == 40 &&
+          starts[3] == 0, "the ranges of one tied stage: the norm, blocks 1 and 0, the embedding");
+    expect_plan(&m.stages[0], 1, (size_t[]){344, 192, 40, 0}, 4, "one stage");
+    expect_plan(&m.stages[0], 100, (size_t[]){192, 40, 0}, 3, "one stage");   /* the norm goes with block 1 */
+    expect_plan(&m.stages[0], 200, (size_t[]){40, 0}, 2, "one stage");        /* 308, then the embedding's 40 */
+    expect_plan(&m.stages[0], 1000, (size_t[]){0}, 1, "one stage");           /* one bucket, at the backward's end */
+    nb_model_free(&m);
+    /* two stages, untied: 0 holds the embedding and block 0 (192); 1 block 1 0..152, the norm 152..156 and the
+     * head 156..196 */
+    c.tied = 0;
+    CHECK(nb_model_layout(&m, &c, 2, (int[]){1, 1}) == 0 && m.stages[1].n_params == 196, "layout: %s", nb_last_error());
+    expect_plan(&m.stages[0], 100, (size_t[]){40, 0}, 2, "stage 0 of 2");
+    expect_plan(&m.stages[1], 100, (size_t[]){0}, 1, "stage 1 of 2");         /* 44, then all 196 */
+    expect_plan(&m.stages[1], 40, (size_t[]){152, 0}, 2, "stage 1 of 2");
+    nb_model_free(&m);
+    /* MoE in every other block (block 1), untied, one stage: embedding 0..40, block 0 40..192, block 1
+     * 192..448, norm 448..452, head 452..492 */
+    c.n_experts = 2, c.experts_per_token = 1, c.moe_every = 2, c.aux_coef = 0.01;
+    CHECK(nb_model_layout(&m, &c, 1, NULL) == 0 && m.stages[0].n_params == 492, "MoE layout: %s", nb_last_error());
+    expect_plan(&m.stages[0], 200, (size_t[]){192, 0}, 2, "MoE");             /* 300, then 152 + 40 */
+    expect_plan(&m.stages[0], 1, (size_t[]){448, 192, 40, 0}, 4, "MoE");
+    nb_model_free(&m);
+}
+
 int main(void) {
+    test_bucket_plan();
     test_lowered_runs_and_stops();
     test_driver();
     return check_summary();

@@ -9,6 +9,7 @@
 #include <string.h>
 #include "check.h"
 #include "model_pass.h"
+#include "model/stage.h"
 #include "nobubble/model.h"
 
 enum { B = 2, T = 16, M = 2 };
@@ -305,6 +306,28 @@ static void check_scratch_sizes(void) {
     nb_model_free(&m);
 }
 
+/* nb_stage.grads_done: during a whole backward each stage is told ranges that tile its gradient from the end to
+ * the start, the ones nb_stage_grad_ranges lists, and each range's values when told are its values once the
+ * backward is over (final: what data parallelism's buckets send), over splits into 1, 2 and 3 stages, tied and
+ * untied, dense and MoE, fp32 and bf16. A split backward's B tells nothing (its W computes weight gradients). */
+typedef struct {
+    const nb_stage *st;
+    size_t end;             /* the next range must end here (n_params at the start) */
+    size_t starts[16];
+    int n;
+    float *seen;            /* the gradient's values as each range was told */
+    int failed;
+} grads_told;
+
+static int record_grads(void *ctx, size_t offset, size_t n) {
+    grads_told *g = ctx;
+    if (offset + n != g->end || g->n == 16) g->failed = 1;
+    else memcpy(g->seen + offset, g->st->grads + offset, sizeof(float) * n);
+    g->end = offset;
+    if (g->n < 16) g->starts[g->n++] = offset;
+    return 0;
+}
+
 /* The backward split in two (ZB-H1): for M micro-batches in flight on 1 and 3 stages, every B (input
  * gradient) in the pipeline's order, then every W (weight gradients) in micro-batch order, against the
  * whole backward one micro-batch at a time: bitwise the same gradients and inputs' gradients. After the
@@ -340,13 +363,17 @@ static void check_split_backward(int n_stages, int tied, int logit_rows, nb_prec
     float loss;
     for (int mb = 0; mb < M; mb++)
         CHECK(model_forward(&parts, acts[mb], tok + mb * B * T, tgt + mb * B * T, &loss) == 0, "%s", nb_last_error());
+    grads_told none = {.end = (size_t)-1};  /* B tells no range final: W has yet to add the weight gradients */
     for (int mb = 0; mb < M; mb++)
         for (int i = n_stages - 1; i >= 0; i--) {
             nb_stage *s = &parts.stages[i];
             const float *dout = i < n_stages - 1 ? nb_acts_input_grad(acts[mb][i + 1]) : NULL;
+            s->grads_done = record_grads, s->grads_done_ctx = &none;
             CHECK(nb_stage_backward_input(s, s->params, NB_VERSION_NONE, acts[mb][i], dout, 1.0f / M, g[mb][i]) == 0,
                   "B: %s", nb_last_error());
+            s->grads_done = NULL;
         }
+    CHECK(none.n == 0, "B told %d ranges final", none.n);
     nb_stage *s0 = &parts.stages[0];
     const nb_tensor *qkv = nb_model_find(&parts, "model.layers.0.self_attn.q_proj.weight", NULL),
                     *ln = nb_model_find(&parts, "model.layers.0.input_layernorm.weight", NULL);
@@ -374,7 +401,58 @@ static void check_split_backward(int n_stages, int tied, int logit_rows, nb_prec
     nb_model_free(&parts);
 }
 
+static void check_grads_done(int tied, int moe_every, nb_precision prec) {
+    nb_config cfg = {64, 32, 3, 4, 2, 48, 16, 10000.0, 1e-5, tied, 0, 0, 0, 0.0};
+    if (moe_every) cfg.n_experts = 4, cfg.experts_per_token = 2, cfg.moe_every = moe_every, cfg.aux_coef = 0.01;
+    int tok[M * B * T], tgt[M * B * T];
+    srand(11);
+    for (int i = 0; i < M * B * T; i++) { tok[i] = rand() % 64; tgt[i] = rand() % 64; }
+    for (int P = 1; P <= 3; P++) {
+        nb_model m;
+        const int split[3][3] = {{3}, {2, 1}, {1, 1, 1}};
+        CHECK(nb_model_create(&m, &cfg, P, split[P - 1], NULL) == 0, "%s", nb_last_error());
+        nb_model_init(&m, 5);
+        nb_acts *acts[3];
+        grads_told told[3];
+        for (int i = 0; i < P; i++) {
+            CHECK(nb_stage_set_precision(&m.stages[i], prec, 2) == 0, "%s", nb_last_error());
+            acts[i] = nb_acts_create(&m.stages[i], B, T);
+            told[i] = (grads_told){&m.stages[i], m.stages[i].n_params, {0}, 0,
+                                   calloc(m.stages[i].n_params, sizeof(float)), 0};
+        }
+        nb_model_zero_grads(&m);
+        for (int mb = 0; mb < M; mb++) {  /* the hook on the last micro-batch's backward: the values accumulate */
+            for (int i = 0; mb == M - 1 && i < P; i++) m.stages[i].grads_done = record_grads, m.stages[i].grads_done_ctx = &told[i];
+            float loss;
+            CHECK(model_forward(&m, acts, tok + mb * B * T, tgt + mb * B * T, &loss) == 0, "%s", nb_last_error());
+            CHECK(model_backward(&m, acts, 1.0f / M) == 0, "%s", nb_last_error());
+        }
+        for (int i = 0; i < P; i++) {
+            const nb_stage *st = &m.stages[i];
+            size_t want[16];
+            const int n = nb_stage_grad_ranges(st, want);
+            CHECK(!told[i].failed && told[i].end == 0 && told[i].n == n && n == st->n_blocks + st->has_embed + st->has_head,
+                  "tied %d, moe %d, %s, stage %d of %d: ranges that tile the gradient from its end (%d told, %d listed)",
+                  tied, moe_every, nb_precision_name(prec), i, P, told[i].n, n);
+            for (int k = 0; k < n && k < told[i].n; k++)
+                CHECK(told[i].starts[k] == want[k], "stage %d of %d: range %d starts at %zu, listed %zu", i, P, k,
+                      told[i].starts[k], want[k]);
+            CHECK(memcmp(told[i].seen, st->grads, sizeof(float) * st->n_params) == 0,
+                  "tied %d, moe %d, %s, stage %d of %d: every range final when told", tied, moe_every,
+                  nb_precision_name(prec), i, P);
+            m.stages[i].grads_done = NULL;
+            free(told[i].seen);
+            nb_acts_free(acts[i]);
+        }
+        nb_model_free(&m);
+    }
+}
+
 int main(void) {
+    check_grads_done(0, 0, NB_PRECISION_FP32);
+    check_grads_done(1, 0, NB_PRECISION_FP32);
+    check_grads_done(1, 2, NB_PRECISION_FP32);
+    check_grads_done(0, 1, NB_PRECISION_BF16);
     for (int p = 0; p < 2; p++) {
         const nb_precision prec = p ? NB_PRECISION_BF16 : NB_PRECISION_FP32;
         check_split_backward(1, 1, 0, prec, 0);

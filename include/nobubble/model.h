@@ -130,6 +130,14 @@ typedef struct nb_stage {
     /* While nb_stage_backward_input runs: where its linear layers' weight-gradient products go instead
      * of being computed (NULL otherwise). */
     struct nb_wgrad *defer;
+    /* While nb_stage_backward runs a whole backward (not B of a split one), when not NULL: told each time a
+     * range of grads is final for it (this backward writes it no more), grads[offset .. offset + n), after the
+     * backend's queued work is done. The ranges come from the end of grads to its start and tile it: the final
+     * norm and head (the last stage), each block from the last, the embedding (the first stage); the ranges
+     * nb_stage_grad_ranges lists. A whole tied model's head gradient (tied_head_grad) is in none. A non-zero
+     * return fails the backward (nb_last_error). Data parallelism's buckets (src/train/exec/worker.c). */
+    int (*grads_done)(void *ctx, size_t offset, size_t n);
+    void *grads_done_ctx;
 } nb_stage;
 
 typedef struct nb_model {

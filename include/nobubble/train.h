@@ -107,6 +107,10 @@ typedef struct nb_train_options {
                                    "hybrid:widen", ...; NULL: the build's default); nb_train opens it */
     float peer_timeout;         /* seconds a stage waits for a message before the run fails naming the
                                    stage it waited for: a stalled or vanished MPI rank (300; 0: no limit) */
+    float dp_bucket_mib;        /* data parallelism over MPI: the gradient's sum over the replicas in buckets of
+                                   about this many MiB, each started during the step's last backward once final,
+                                   so that it moves while the backward computes; the same bits whatever the size
+                                   (docs/data-parallel.md, "Buckets") (25; 0: one sum at REDUCE) */
     int memory_check;           /* refuse a run whose estimated memory exceeds what is available, before
                                    anything is allocated (nb_train_memory_estimate, nb_memory_check) (1) */
     nb_step_time *step_times;   /* NULL, or room for every step of the run (steps; x microbatches under

@@ -552,6 +552,27 @@ int nb_stage_forward(const nb_stage *s, const float *w, long version, nb_acts *a
     return 0;
 }
 
+/* The first value of the stage's block l, in its parameters and gradients. */
+static size_t block_offset(const nb_stage *s, int l) { return s->tensors[block_first_tensor(s, l)].offset; }
+
+int nb_stage_grad_ranges(const nb_stage *s, size_t *starts) {
+    int n = 0;
+    if (s->has_head) starts[n++] = s->tensors[final_norm_index(s)].offset;
+    for (int l = s->n_blocks - 1; l >= 0; l--) starts[n++] = block_offset(s, l);
+    if (s->has_embed) starts[n++] = 0;
+    return n;
+}
+
+/* The gradient from `from` to *end final for this backward: told to grads_done (a whole backward), once the
+ * backend's queued products are done; *end moves to from. */
+static int grads_final(nb_stage *s, size_t from, size_t *end) {
+    const size_t n = *end - from;
+    *end = from;
+    if (!s->grads_done || s->defer) return 0;
+    if (nb_backend_check(s->backend)) return nb_fail("stage %d, backward: %s", s->index, nb_last_error());
+    return s->grads_done(s->grads_done_ctx, from, n);
+}
+
 int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, const float *dout, float loss_scale) {
     dims m = stage_dims(&s->cfg);
     int B = a->B, T = a->T, N = B * T;
@@ -562,6 +583,7 @@ int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, con
     const block_grads d = backward_scratch(s, N);
     if ((s->precision == NB_PRECISION_BF16 && !w16) || !d.dres || !d.dln || !d.dqkv || !d.datt || !d.dgu || !d.dh)
         return -1;
+    size_t final_from = s->n_params;  /* grads[final_from ..) are final for this backward */
     if (s->has_head) {
         int norm_index = final_norm_index(s);
         const float *xf = a->res + (size_t)s->n_blocks * N * m.d;
@@ -569,6 +591,7 @@ int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, con
         memset(d.dres, 0, sizeof(float) * (size_t)N * m.d);
         rmsnorm_backward(d.dres, s->grads + s->tensors[norm_index].offset, d.dln, xf,
                          w + s->tensors[norm_index].offset, a->rstdf, N, m.d);
+        if (grads_final(s, s->tensors[norm_index].offset, &final_from)) return -1;
     } else {
         memcpy(d.dres, dout, sizeof(float) * (size_t)N * m.d);
     }
@@ -584,9 +607,14 @@ int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, con
         } else if (block_backward(s, &bw, &bg, &a->blocks[l], &d, x, B, T, aux_grad)) {
             return -1;
         }
+        if (grads_final(s, block_offset(s, l), &final_from)) return -1;
     }
-    if (s->has_embed) embedding_backward(s->grads + s->tensors[0].offset, d.dres, a->tokens, N, m.d);
-    else memcpy(a->dinput, d.dres, sizeof(float) * (size_t)N * m.d);
+    if (s->has_embed) {
+        embedding_backward(s->grads + s->tensors[0].offset, d.dres, a->tokens, N, m.d);
+        if (grads_final(s, 0, &final_from)) return -1;
+    } else {
+        memcpy(a->dinput, d.dres, sizeof(float) * (size_t)N * m.d);
+    }
     if (nb_backend_check(s->backend)) return nb_fail("stage %d, backward: %s", s->index, nb_last_error());
     return 0;
 }

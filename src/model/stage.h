@@ -9,6 +9,11 @@
 int nb_stage_layout(nb_stage *s, const nb_config *cfg, int index, int count, int first_block, int n_blocks);
 int nb_stage_init(nb_stage *s, const nb_config *cfg, int index, int count, int first_block, int n_blocks);
 void nb_stage_release(nb_stage *s);
+/* Where the final part of the stage's gradient starts after each range a whole backward completes
+ * (nb_stage.grads_done), in the backward's order: the final norm's first value (the last stage), each block's
+ * first from the last block, 0 for the embedding (the first stage). Returns how many (at most n_blocks + 2)
+ * into starts; the last is 0 unless the stage has no parameters. */
+int nb_stage_grad_ranges(const nb_stage *s, size_t *starts);
 
 /* Where a stage's weights w (laid out like its params) keep what (for generate.c). */
 typedef struct {

@@ -49,6 +49,8 @@ static int started;
 
 static int rank_of(const mpi_proc *p, int e) { return e < p->n_stages ? p->replica * p->workers + e % p->workers : 0; }
 static int local_index(const mpi_proc *p, int e) { return e < p->n_stages ? e / p->workers : p->chunks + e - p->n_stages; }
+/* The world rank of stage s (< n_stages) of replica q. */
+static int replica_rank(const mpi_proc *p, int q, int s) { return q * p->workers + s % p->workers; }
 
 /* The MPI tag of a message: the (sender, receiver) pair of local indices above the link's tag, so
  * that a rank's endpoints are told apart on both ends. With one endpoint per rank it is the link's tag. */
@@ -199,11 +201,20 @@ static void mpi_close(nb_link *l) {
  * the D vectors in replica order, its own in its place: every rank adds the same numbers in the same order,
  * so all end on the same bits (an all-gather and a local sum; MPI_Allreduce's order is its implementation's,
  * and may differ between ranks). A vector travels in pieces of at most SUM_PIECE bytes (MPI counts are ints),
- * each piece one message whose tag is the stage's local index on its rank (sum_tag: a worker's virtual
- * stages sum apart): between two ranks they arrive in the order sent. */
+ * each piece one message of tag sum_tag: between two ranks they arrive in the order sent. */
 enum { SUM_PIECE = 1 << 30 };
 
+/* The MPI tag of every message of the sums over replicas, buckets' included (on the worker's communicator):
+ * the stage's local index on its rank, so that an interleaved worker's virtual stages sum apart. */
 static int sum_tag(const nb_link *l) { return local_index(l->impl, l->stage); }
+
+/* A wait for replica q's values that outlasted the link's timeout. */
+static int no_values(const nb_link *l, int q) {
+    const mpi_proc *m = l->impl;
+    return nb_fail("stage %d of replica %d: no values from replica %d (rank %d) for %g s, in the sum of the step's "
+                   "gradients over the replicas: that rank has stalled or died, or is slower than --peer-timeout "
+                   "allows", l->stage, m->replica, q, replica_rank(m, q, l->stage), l->timeout_s);
+}
 
 static size_t pieces(size_t bytes) { return bytes ? (bytes + SUM_PIECE - 1) / SUM_PIECE : 0; }
 static int piece_len(size_t bytes, size_t k) {
@@ -217,10 +228,7 @@ static int sum_recv(nb_link *l, int q, void *buf, size_t bytes) {
     for (size_t k = 0; k < pieces(bytes); k++) {
         MPI_Status st;
         int rc = probe(l, m->stage_comm, q, sum_tag(l), &st), count = 0;
-        if (rc > 0)
-            return nb_fail("stage %d of replica %d: no values from replica %d (rank %d) for %g s, in the sum of the "
-                           "step's gradients over the replicas: that rank has stalled or died, or is slower than "
-                           "--peer-timeout allows", l->stage, m->replica, q, q * m->workers + l->stage % m->workers, l->timeout_s);
+        if (rc > 0) return no_values(l, q);
         if (rc) return nb_fail("stage %d of replica %d: MPI_Probe for replica %d failed", l->stage, m->replica, q);
         MPI_Get_count(&st, MPI_BYTE, &count);
         if (count != piece_len(bytes, k))
@@ -234,8 +242,13 @@ static int sum_recv(nb_link *l, int q, void *buf, size_t bytes) {
     return 0;
 }
 
-/* The sends of this rank's vector, finished (taken by every other replica) within the link's timeout. */
-static int sum_sent(nb_link *l, MPI_Request *req, int n) {
+/* The replica of peer slot i (every replica but this rank's, in order). */
+static int peer_replica(const mpi_proc *m, int i) { return i + (i >= m->replica); }
+
+/* The sends of this rank's vector, np pieces to each other replica in order (req[slot x np + k]), finished
+ * (taken by every other replica) within the link's timeout; one that outlasts it names the first replica that
+ * has not taken them. */
+static int sum_sent(nb_link *l, MPI_Request *req, int n, size_t np) {
     const double start = nb_now();
     for (;;) {
         int done = 0;
@@ -245,18 +258,22 @@ static int sum_sent(nb_link *l, MPI_Request *req, int n) {
         const double waited = nb_now() - start;
         if (l->timeout_s > 0 && waited > l->timeout_s) {
             const mpi_proc *m = l->impl;
-            return nb_fail("stage %d of replica %d: its values not taken by every other replica of the stage for %g s, "
-                           "in the sum of the step's gradients: a rank has stalled or died, or is slower than "
-                           "--peer-timeout allows", l->stage, m->replica, l->timeout_s);
+            int i = 0;
+            for (; i < n - 1; i++)
+                if (MPI_Test(&req[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done) break;
+            const int q = peer_replica(m, i / (int)(np ? np : 1));
+            return nb_fail("stage %d of replica %d: its values not taken by replica %d (rank %d) for %g s, in the sum of "
+                           "the step's gradients over the replicas: that rank has stalled or died, or is slower than "
+                           "--peer-timeout allows", l->stage, m->replica, q, replica_rank(m, q, l->stage), l->timeout_s);
         }
         if (waited > 0.005) nanosleep(&(struct timespec){0, 50000}, NULL);
     }
 }
 
-/* After a failed sum: whether every posted send has finished, so that its buffer may be freed. Those that
- * have not (a replica that died or stalled never takes them) are released to MPI, which frees each request
- * once its send completes, and their buffer is then left to the process: the run is ending with this
- * error, and a buffer MPI may still read must not be freed. */
+/* After a failed sum: whether every posted send (or a bucket's receive) has finished, so that its buffer may
+ * be freed. Those that have not (a replica that died or stalled never takes them) are released to MPI, which
+ * frees each request once it completes, and their buffer is then left to the process: the run is ending with
+ * this error, and a buffer MPI may still read (or write) must not be freed. */
 static int sends_finished(MPI_Request *req, int n) {
     int done = 0;
     if (MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE) == MPI_SUCCESS && done) return 1;
@@ -291,7 +308,7 @@ static int mpi_replica_sum(nb_link *l, void *buf, size_t n, size_t value_bytes) 
         if (q == 0) memcpy(buf, x, bytes);
         else nb_link_add_values(buf, x, n, value_bytes);
     }
-    if (!rc) rc = sum_sent(l, req, posted);
+    if (!rc) rc = sum_sent(l, req, posted, np);
     if (rc && !sends_finished(req, posted)) mine = NULL;  /* still being read by MPI: see sends_finished */
     free(mine);
     free(theirs);
@@ -299,7 +316,132 @@ static int mpi_replica_sum(nb_link *l, void *buf, size_t n, size_t value_bytes) 
     return rc;
 }
 
-static const nb_link_ops mpi_ops = {mpi_send, mpi_recv, mpi_poll, mpi_fail, mpi_close, mpi_replica_sum};
+/* ---- the same sum in buckets (nb_link_bucket_start, _finish, _drop) ----
+ * A bucket posts its receives from every other replica of the stage, then its sends to them (MPI_Irecv,
+ * MPI_Isend, in pieces as above, of sum_tag), at once, so that MPI moves them while the caller computes; each
+ * later call tests them (Open MPI progresses transfers inside its calls). Its own values are copied, so the
+ * sends never read the caller's memory. Between two ranks the messages of one tag are matched in the order
+ * they were posted, by receives and probes alike: every replica posting the same buckets and sums in the same
+ * order pairs them right, whenever each arrives. */
+struct nb_link_bucket {
+    size_t n, value_bytes, bytes, np;  /* values, their size, their bytes, pieces per replica */
+    int peers;                         /* the other replicas: D - 1 */
+    unsigned char *mine, *theirs;      /* its own values; the others', replica q's at (q - (q > r)) x bytes */
+    MPI_Request *recv, *send;          /* peers x np each, replica after replica */
+};
+
+/* Releases b; buffers MPI may still use are left to the process (see sends_finished). */
+static void mpi_bucket_drop(nb_link *l, nb_link_bucket *b) {
+    (void)l;
+    const int n = b->peers * (int)b->np;
+    if (b->send && !sends_finished(b->send, n)) b->mine = NULL;
+    if (b->recv && !sends_finished(b->recv, n)) b->theirs = NULL;
+    free(b->mine);
+    free(b->theirs);
+    free(b->recv);
+    free(b->send);
+    free(b);
+}
+
+static int mpi_bucket_start(nb_link *l, const void *values, size_t n, size_t value_bytes, nb_link_bucket **out) {
+    mpi_proc *m = l->impl;
+    const int D = m->replicas, r = m->replica;
+    const size_t bytes = n * value_bytes, np = pieces(bytes), reqs = (size_t)(D - 1) * np;
+    nb_link_bucket *b = calloc(1, sizeof *b);
+    if (!b) return nb_fail("stage %d: out of memory for a bucket of the sum over replicas", l->stage);
+    *b = (nb_link_bucket){n, value_bytes, bytes, np, D - 1, malloc(bytes + 1), malloc((size_t)(D - 1) * bytes + 1),
+                          malloc(sizeof(MPI_Request) * (reqs + 1)), malloc(sizeof(MPI_Request) * (reqs + 1))};
+    if (!b->mine || !b->theirs || !b->recv || !b->send) {
+        free(b->recv), free(b->send), b->recv = b->send = NULL;  /* nothing posted */
+        mpi_bucket_drop(l, b);
+        return nb_fail("stage %d: out of memory for a bucket of the sum over replicas (%d x %zu bytes)", l->stage, D,
+                       bytes);
+    }
+    for (size_t i = 0; i < reqs; i++) b->recv[i] = b->send[i] = MPI_REQUEST_NULL;
+    if (bytes) memcpy(b->mine, values, bytes);
+    int rc = 0;
+    for (int i = 0; !rc && i < D - 1; i++)
+        for (size_t k = 0; !rc && k < np; k++)
+            if (MPI_Irecv(b->theirs + (size_t)i * bytes + k * SUM_PIECE, piece_len(bytes, k), MPI_BYTE,
+                          peer_replica(m, i), sum_tag(l), m->stage_comm, &b->recv[(size_t)i * np + k]) != MPI_SUCCESS)
+                rc = nb_fail("stage %d of replica %d: MPI_Irecv from replica %d failed", l->stage, r, peer_replica(m, i));
+    for (int i = 0; !rc && i < D - 1; i++)
+        for (size_t k = 0; !rc && k < np; k++)
+            if (MPI_Isend(b->mine + k * SUM_PIECE, piece_len(bytes, k), MPI_BYTE, peer_replica(m, i), sum_tag(l),
+                          m->stage_comm, &b->send[(size_t)i * np + k]) != MPI_SUCCESS)
+                rc = nb_fail("stage %d of replica %d: MPI_Isend to replica %d failed", l->stage, r, peer_replica(m, i));
+    if (rc) {
+        mpi_bucket_drop(l, b);
+        return -1;
+    }
+    *out = b;
+    return 0;
+}
+
+/* Tests b's receives, each finished one's size checked: the first replica whose values have not all arrived,
+ * or D when all have; -1 on failure. */
+static int bucket_arrived(nb_link *l, nb_link_bucket *b) {
+    const mpi_proc *m = l->impl;
+    int waiting = m->replicas;
+    for (size_t i = 0; i < (size_t)b->peers * b->np; i++) {
+        if (b->recv[i] == MPI_REQUEST_NULL) continue;
+        const int q = peer_replica(m, (int)(i / b->np));
+        MPI_Status st;
+        int done = 0, count = 0;
+        if (MPI_Test(&b->recv[i], &done, &st) != MPI_SUCCESS)
+            return nb_fail("stage %d of replica %d: MPI_Test of a receive from replica %d failed", l->stage,
+                           m->replica, q);
+        if (!done) {
+            waiting = q < waiting ? q : waiting;
+            continue;
+        }
+        MPI_Get_count(&st, MPI_BYTE, &count);
+        if (count != piece_len(b->bytes, i % b->np))
+            return nb_fail("stage %d of replica %d: replica %d sent %d bytes of a bucket's piece %zu, expected %d (do "
+                           "the replicas run the same model and settings?)", l->stage, m->replica, q, count,
+                           i % b->np, piece_len(b->bytes, i % b->np));
+    }
+    return waiting;
+}
+
+static int mpi_bucket_finish(nb_link *l, nb_link_bucket *b, void *buf, int wait) {
+    const mpi_proc *m = l->impl;
+    const int D = m->replicas, r = m->replica, n_req = b->peers * (int)b->np;
+    const double start = nb_now();
+    int rc = 0;
+    for (;;) {
+        const int q = bucket_arrived(l, b);
+        int sent = 0;
+        if (q < 0) {
+            rc = -1;
+            break;
+        }
+        if (q == D && MPI_Testall(n_req, b->send, &sent, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+            rc = nb_fail("stage %d: MPI_Testall failed in the sum over replicas", l->stage);
+            break;
+        }
+        if (q == D && (sent || wait)) break;
+        if (!wait) return 0;
+        const double waited = nb_now() - start;
+        if (l->timeout_s > 0 && waited > l->timeout_s) {
+            rc = no_values(l, q);
+            break;
+        }
+        if (waited > 0.005) nanosleep(&(struct timespec){0, 50000}, NULL);
+    }
+    /* x_0 + x_1 + ... in replica order, the rank's own x_r in its place, as mpi_replica_sum adds them */
+    for (int q = 0; !rc && b->bytes && q < D; q++) {
+        const unsigned char *x = q == r ? b->mine : b->theirs + (size_t)(q - (q > r)) * b->bytes;
+        if (q == 0) memcpy(buf, x, b->bytes);
+        else nb_link_add_values(buf, x, b->n, b->value_bytes);
+    }
+    if (!rc && wait) rc = sum_sent(l, b->send, n_req, b->np);
+    mpi_bucket_drop(l, b);
+    return rc ? -1 : 1;
+}
+
+static const nb_link_ops mpi_ops = {mpi_send,        mpi_recv,         mpi_poll,        mpi_fail,      mpi_close,
+                                    mpi_replica_sum, mpi_bucket_start, mpi_bucket_finish, mpi_bucket_drop};
 
 static int mpi_start(void) {
     if (started) return 0;

@@ -50,6 +50,25 @@ int nb_link_replica_sum(nb_link *l, void *buf, size_t n, size_t value_bytes) {
     return l->ops->replica_sum(l, buf, n, value_bytes);
 }
 
+int nb_link_bucket_start(nb_link *l, const void *values, size_t n, size_t value_bytes, nb_link_bucket **out) {
+    *out = NULL;
+    if (value_bytes != sizeof(float) && value_bytes != sizeof(double))
+        return nb_fail("stage %d: a bucket of the sum over replicas of %zu-byte values: expected 4 (float) or 8 "
+                       "(double)", l->stage, value_bytes);
+    if (nb_link_replicas(l) == 1) return 0;
+    if (!l->ops->bucket_start)
+        return nb_fail("stage %d: this transport has no replicas to sum over (%d expected)", l->stage, l->replicas);
+    return l->ops->bucket_start(l, values, n, value_bytes, out);
+}
+
+int nb_link_bucket_finish(nb_link *l, nb_link_bucket *b, void *buf, int wait) {
+    return b ? l->ops->bucket_finish(l, b, buf, wait) : 1;
+}
+
+void nb_link_bucket_drop(nb_link *l, nb_link_bucket *b) {
+    if (b) l->ops->bucket_drop(l, b);
+}
+
 static int check_peer(const nb_link *l, int peer, int tag) {
     if (peer < 0 || peer >= l->count || peer == l->stage)
         return nb_fail("stage %d: message to/from stage %d: expected another stage of 0..%d", l->stage, peer,

@@ -86,7 +86,7 @@ static void hub_fail(nb_link *l, const char *why) {
 
 static void hub_close(nb_link *l) { (void)l; }
 
-static const nb_link_ops hub_ops = {hub_send, hub_recv, hub_poll, hub_fail, hub_close, NULL};
+static const nb_link_ops hub_ops = {hub_send, hub_recv, hub_poll, hub_fail, hub_close, NULL, NULL, NULL, NULL};
 
 nb_hub *nb_hub_create(int n_stages) {
     if (n_stages < 1) {

@@ -304,6 +304,13 @@ static void print_pipeline(const coordinator *c, double tokens_per_s) {
                100 * idle_fraction(r.busy, r.wall, r.aside), 100 * idle_fraction(r.steady_busy, r.steady_wall, r.steady_aside),
                r.bytes / 1048576.0);
     }
+    /* The sum over the replicas: what the backward overlapped (docs/data-parallel.md, "Buckets"). */
+    for (int i = 0; run->D > 1 && i < run->P; i++) {
+        const exec_report *r = &c->reports[i];
+        printf("  stage %d: gradient summed over %d replicas: %.0f bucket(s) started in backwards, %.0f of them summed "
+               "before REDUCE; REDUCE %.3f s in all, %.3f s of it finishing buckets\n", i, run->D, r->buckets,
+               r->buckets_early, r->reduce, r->bucket_wait);
+    }
     /* The measured costs as a `nobubble schedule` command, to project the run to other depths (an
      * interleaved run's per worker: its chunks' summed, as the schedule's costs are). */
     const int W = run->workers;
@@ -339,10 +346,15 @@ static void pipeline_summary(const coordinator *c, int measured, char *buf, size
         n += (size_t)snprintf(buf + n, size - n,
                               "%s{\"busy_s\": %.6f, \"eval_s\": %.6f, \"wall_s\": %.6f, \"idle_fraction\": %.6f, "
                               "\"steady_idle_fraction\": %.6f, \"memory_bytes\": %.0f, \"forward_s\": %.6g, "
-                              "\"backward_s\": %.6g, \"update_s\": %.6g}",
+                              "\"backward_s\": %.6g, \"update_s\": %.6g",
                               i ? ", " : "", r->busy, r->aside, r->wall, idle_fraction(r->busy, r->wall, r->aside),
                               idle_fraction(r->steady_busy, r->steady_wall, r->steady_aside), r->bytes, r->forward,
                               r->backward, r->update);
+        /* data parallelism: REDUCE and the buckets the backwards started (docs/data-parallel.md, "Buckets") */
+        if (run->D > 1 && n < size)
+            n += (size_t)snprintf(buf + n, size - n, ", \"reduce_s\": %.6f, \"bucket_wait_s\": %.6f, \"buckets\": %.0f, "
+                                  "\"buckets_early\": %.0f", r->reduce, r->bucket_wait, r->buckets, r->buckets_early);
+        if (n < size) n += (size_t)snprintf(buf + n, size - n, "}");
     }
     if (n < size) n += (size_t)snprintf(buf + n, size - n, "]");
     /* interleaved: each worker's time, its virtual stages' together */

@@ -97,6 +97,10 @@ typedef struct {
     double bytes, slots;                             /* memory held, activation slots */
     double forward, backward, update;                /* mean seconds of each kind of action, over the steady
                                                         window (the whole run when it has none) */
+    /* data parallelism over MPI: REDUCE's seconds over the run, those of them spent finishing the buckets
+     * started in backwards (waiting for their transfers), the buckets started in backwards, and those of them
+     * summed before their REDUCE (their transfers done while the backward ran) */
+    double reduce, bucket_wait, buckets, buckets_early;
 } exec_report;
 
 /* A stage's part of a checkpoint, as it tells the coordinator. */
@@ -146,6 +150,13 @@ typedef struct {
  * the compute, another endpoint's compute may run first (the results are the same, only the order
  * differs): *unplanned counts those computes (0 when the worker kept its schedule's order). */
 int exec_drive_planned(exec_endpoint **eps, int n, const exec_plan_step *plan, size_t plan_n, long *unplanned);
+
+/* Data parallelism's buckets (worker.c): the gradient's n values cut into buckets of about `bucket` values along
+ * the ranges a whole backward makes final (starts: where the final part starts after each, descending to 0, as
+ * nb_stage_grad_ranges lists them). A bucket ends where the one before it starts (the first at n) and starts at
+ * the first of starts that gives it at least `bucket` values, or at 0. Each bucket's start, in order, into cuts
+ * (room for n_starts); returns how many. */
+int exec_bucket_plan(const size_t *starts, int n_starts, size_t n, size_t bucket, size_t *cuts);
 
 /* The roles (worker.c, coordinator.c): set up an endpoint, free it. */
 int exec_stage_init(exec_endpoint *e, exec_run *run, int stage);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "model/stage.h"
 #include "runtime/link.h"
 #include "train/exec/exec.h"
 #include "train/run/run.h"
@@ -66,6 +67,14 @@ typedef struct {
     int end_msg, committed;
     double t0, busy, aside;
     double reduce_s;                    /* the seconds of this step's REDUCE, for its STATS */
+    /* --dp-bucket-mib (replicas as MPI ranks, train_dp_buckets): the gradient's sum over the replicas in
+     * buckets, each started during the step's last whole backward once its values are final (bucket_hook).
+     * Bucket k holds grads[plan[k] .. plan[k - 1]) (plan[-1]: n_params); next_bucket: those started this step */
+    size_t *plan;
+    nb_link_bucket **buckets;           /* bucket k in flight, NULL once summed (or not started) */
+    int n_plan, next_bucket;
+    long buckets_started, buckets_early;  /* over the run: started in a backward, and summed before REDUCE */
+    double reduce_total, bucket_wait;   /* over the run: REDUCE's seconds, and those spent finishing buckets */
     mark steady_start, steady_end;      /* the clocks at the steady window's ends (run->steady_from, steady_to) */
     op_timer forward_time, backward_time, update_time;  /* update_time: GRADS and APPLY, counted per APPLY */
 } stage_role;
@@ -211,6 +220,70 @@ static int group_ends(const stage_role *w, int mb) {
     return j % m == m - 1 && j / m < run->groups - 1 ? j / m : -1;
 }
 
+/* ---- data parallelism's buckets ---- */
+
+int exec_bucket_plan(const size_t *starts, int n_starts, size_t n, size_t bucket, size_t *cuts) {
+    int k = 0;
+    size_t end = n;
+    for (int i = 0; i < n_starts; i++)
+        if (starts[i] < end && (end - starts[i] >= bucket || starts[i] == 0)) cuts[k++] = end = starts[i];
+    return k;
+}
+
+static size_t bucket_end(const stage_role *w, int k) { return k ? w->plan[k - 1] : w->st->n_params; }
+
+/* The buckets started this step whose transfers are done summed into the gradient (wait: every one, waiting
+ * within the link's timeout), in any order: each value's sum is the same. On a failure the others are
+ * dropped (the run is ending). Returns how many it summed, or -1. */
+static int finish_buckets(exec_endpoint *e, int wait) {
+    stage_role *w = e->role;
+    int summed = 0;
+    for (int k = 0; k < w->next_bucket; k++) {
+        if (!w->buckets[k]) continue;
+        const int rc = nb_link_bucket_finish(e->link, w->buckets[k], w->st->grads + w->plan[k], wait);
+        if (rc) w->buckets[k] = NULL;  /* summed, or released by the failure */
+        if (rc > 0) summed++;
+        if (rc < 0) {
+            for (int j = 0; j < w->next_bucket; j++) nb_link_bucket_drop(e->link, w->buckets[j]), w->buckets[j] = NULL;
+            return -1;
+        }
+    }
+    return summed;
+}
+
+/* nb_stage.grads_done during the step's last whole backward: grads[offset ..) is final, so every planned
+ * bucket within it starts (its values sent to the other replicas, theirs received, while the backward goes
+ * on); then the transfers in flight move on, and the buckets done are summed. */
+static int bucket_hook(void *ctx, size_t offset, size_t n) {
+    exec_endpoint *e = ctx;
+    stage_role *w = e->role;
+    (void)n;
+    for (; w->next_bucket < w->n_plan && w->plan[w->next_bucket] >= offset; w->next_bucket++) {
+        const int k = w->next_bucket;
+        if (nb_link_bucket_start(e->link, w->st->grads + w->plan[k], bucket_end(w, k) - w->plan[k], sizeof(float),
+                                 &w->buckets[k]))
+            return -1;
+        w->buckets_started++;
+    }
+    const int summed = finish_buckets(e, 0);
+    if (summed < 0) return -1;
+    w->buckets_early += summed;
+    return 0;
+}
+
+/* Whether the backward running now (action e->pos) is the stage's last of step t before its REDUCE: no other
+ * backward (or half of one) of step t follows first. Its gradient is then final range by range. */
+static int last_backward(const exec_endpoint *e, int t) {
+    const nb_low_schedule *low = e->low;
+    for (size_t i = low->start[e->id] + e->pos + 1; i < low->start[e->id + 1]; i++) {
+        const nb_low_action *a = &low->actions[i];
+        if (a->step != t) continue;
+        if (a->op == NB_LOW_REDUCE) return 1;
+        if (a->op == NB_LOW_BACKWARD || a->op == NB_LOW_BACKWARD_INPUT || a->op == NB_LOW_BACKWARD_WEIGHT) return 0;
+    }
+    return 0;
+}
+
 /* REDUCE(t): the step's values summed over the replicas in replica order: by the transport where the
  * replicas are ranks, else the last group's added to the earlier groups' sum (x_g + (x_0 + ... + x_{g-1})
  * is (x_0 + ... + x_{g-1}) + x_g: an addition is commutative). The gradient, loss and statistics are then
@@ -221,6 +294,11 @@ static int reduce(exec_endpoint *e, int t) {
     summed part[SUMMED_PARTS];
     summed_parts(w, part);
     const double t0 = nb_now();
+    /* the buckets started in the backward, then the gradient no bucket holds (all of it without buckets) */
+    if (finish_buckets(e, 1) < 0) return -1;
+    const double waited = nb_now() - t0;
+    if (w->next_bucket) part[SUMMED_GRADS].n = w->plan[w->next_bucket - 1];
+    w->next_bucket = 0;
     for (int i = 0; i < SUMMED_PARTS; i++) {
         if (!part[i].n) continue;
         if (w->run->groups > 1) nb_link_add_values(part[i].values, part[i].group, part[i].n, part[i].bytes);
@@ -230,6 +308,8 @@ static int reduce(exec_endpoint *e, int t) {
     w->update_time.seconds += took;
     w->busy += took;
     w->reduce_s += took;
+    w->reduce_total += took;
+    w->bucket_wait += waited;
     return 0;
 }
 
@@ -270,8 +350,10 @@ static int forward(stage_role *w, const nb_low_action *a) {
     return 0;
 }
 
-/* BACKWARD (whole) and BACKWARD_INPUT (B of a split one, which keeps the slot for its W). */
-static int backward(stage_role *w, const nb_low_action *a) {
+/* BACKWARD (whole) and BACKWARD_INPUT (B of a split one, which keeps the slot for its W). The step's last
+ * whole backward starts the buckets of the sum over replicas as its ranges become final. */
+static int backward(exec_endpoint *e, const nb_low_action *a) {
+    stage_role *w = e->role;
     const float *wt = weights_of(w, a->version);
     int slot = find_slot(w, a->mb);
     const int split = a->op == NB_LOW_BACKWARD_INPUT;
@@ -282,9 +364,12 @@ static int backward(stage_role *w, const nb_low_action *a) {
     /* each micro-batch's share of the step's loss: 1 / the step's micro-batches over every replica */
     const float *dout = reads_targets(w) ? NULL : w->dout;
     const float scale = 1.0f / w->run->step_micro;
-    if (split ? nb_stage_backward_input(w->st, wt, a->version, w->slots[slot], dout, scale, w->wgrads[slot])
-              : nb_stage_backward(w->st, wt, a->version, w->slots[slot], dout, scale))
-        return -1;
+    const int bucketed = !split && w->n_plan && last_backward(e, a->step);
+    if (bucketed) w->st->grads_done = bucket_hook, w->st->grads_done_ctx = e, w->next_bucket = 0;
+    const int rc = split ? nb_stage_backward_input(w->st, wt, a->version, w->slots[slot], dout, scale, w->wgrads[slot])
+                         : nb_stage_backward(w->st, wt, a->version, w->slots[slot], dout, scale);
+    w->st->grads_done = NULL, w->st->grads_done_ctx = NULL;
+    if (rc) return -1;
     count_op(w, &w->backward_time, nb_now() - t);
     w->freed_slot = slot;  /* its input gradient is what GRAD sends */
     if (split) return 0;
@@ -570,10 +655,14 @@ static void make_report(stage_role *w) {
     const double now = nb_now();
     const mark end = w->steady_end.t > 0 ? w->steady_end : mark_now(w), *start = &w->steady_start;
     exec_report r = {w->busy, w->aside, now - w->t0, end.busy - start->busy, end.t - start->t,
-                     end.aside - start->aside, stage_bytes(w), w->n_slots, 0, 0, 0};
+                     end.aside - start->aside, stage_bytes(w), w->n_slots, 0, 0, 0, 0, 0, 0, 0};
     r.forward = steady_mean(&start->ops[0], &end.ops[0], &w->forward_time);
     r.backward = steady_mean(&start->ops[1], &end.ops[1], &w->backward_time);
     r.update = steady_mean(&start->ops[2], &end.ops[2], &w->update_time);
+    r.reduce = w->reduce_total;
+    r.bucket_wait = w->bucket_wait;
+    r.buckets = (double)w->buckets_started;
+    r.buckets_early = (double)w->buckets_early;
     w->report = r;
 }
 
@@ -582,7 +671,7 @@ static int stage_act(exec_endpoint *e, const nb_low_action *a) {
     switch (a->op) {
     case NB_LOW_FORWARD: return forward(w, a);
     case NB_LOW_BACKWARD:
-    case NB_LOW_BACKWARD_INPUT: return backward(w, a);
+    case NB_LOW_BACKWARD_INPUT: return backward(e, a);
     case NB_LOW_BACKWARD_WEIGHT: return backward_weight(w, a);
     case NB_LOW_GRADS: return grads(w, a->step);
     case NB_LOW_APPLY: return apply(w, a->step);
@@ -679,6 +768,24 @@ static int stage_alloc(stage_role *w) {
     return 0;
 }
 
+/* --dp-bucket-mib: the stage's buckets, from the ranges its backward makes final (exec_bucket_plan). */
+static int plan_buckets(stage_role *w) {
+    const nb_stage *st = w->st;
+    const size_t most = (size_t)st->n_blocks + 2;
+    size_t *starts = nb_calloc(most, sizeof *starts, "a stage's gradient ranges");
+    w->plan = nb_calloc(most, sizeof *w->plan, "a stage's buckets");
+    w->buckets = nb_calloc(most, sizeof *w->buckets, "a stage's buckets");
+    if (!starts || !w->plan || !w->buckets) {
+        free(starts);
+        return -1;
+    }
+    const double floats = w->run->o->dp_bucket_mib * 1048576.0 / sizeof(float);
+    w->n_plan = exec_bucket_plan(starts, nb_stage_grad_ranges(st, starts), st->n_params,
+                                 floats < 1 ? 1 : (size_t)floats, w->plan);
+    free(starts);
+    return 0;
+}
+
 int exec_stage_init(exec_endpoint *e, exec_run *run, int s) {
     const nb_train_options *o = run->o;
     stage_role *w = nb_calloc(1, sizeof *w, "a stage's state");
@@ -690,7 +797,7 @@ int exec_stage_init(exec_endpoint *e, exec_run *run, int s) {
     w->st = &run->model->stages[s];
     /* bf16: the versions its forwards and backwards use (tau_max + 1), and the current one for evaluation. */
     if (nb_stage_set_precision(w->st, o->precision, nb_delay_tau_max(&o->delay, s, run->P) + 2)) return -1;
-    if (stage_alloc(w)) return -1;
+    if (stage_alloc(w) || (train_dp_buckets(o) && plan_buckets(w))) return -1;
     if (o->val_pattern && !(w->eval_slot = nb_acts_create(w->st, o->batch, run->T))) return -1;
     if (nb_optimizer_create(&w->opt, &o->optim, w->st->tensors, w->st->n_tensors, w->st->n_params, w->st->backend) ||
         nb_optimizer_set_precision(w->opt, o->precision))
@@ -750,6 +857,8 @@ void exec_stage_free(exec_endpoint *e) {
     free(w->group_grads);
     free(w->group_tied);
     free(w->group_sums);
+    free(w->plan);
+    free(w->buckets);  /* (a bucket still in flight, left by a failed run, is left to the process: MPI may use it) */
     if (w->train) nb_loader_free(w->train);
     if (w->val) nb_loader_free(w->val);
     free(w->tokens);

@@ -59,10 +59,12 @@ static int train_stage(const nb_train_options *o, const nb_pipe_schedule *virt, 
     stage_tensors(st, e);
     e->gradients += sizeof(float) * (n + (c->tied && st->has_embed && !st->has_head ? embed : 0));
     /* --data-parallel: the sum over replicas' two copies of the stage's gradient (its own and another
-     * replica's: src/mpi/mpi.c), or one process's sum of the step's groups so far (worker.c) */
+     * replica's: src/mpi/mpi.c), or one process's sum of the step's groups so far (worker.c); in buckets, at
+     * most D copies (each bucket in flight holds its own values and the D - 1 others') */
+    const double dp_copies = !train_replicas_are_ranks(o) ? 1.0
+                             : train_dp_buckets(o) && o->data_parallel > 2 ? o->data_parallel : 2.0;
     if (o->data_parallel > 1)
-        e->gradients += (train_replicas_are_ranks(o) ? 2.0 : 1.0) * sizeof(float) *
-                        (n + (c->tied && st->has_embed && st->has_head ? embed : 0));
+        e->gradients += dp_copies * sizeof(float) * (n + (c->tied && st->has_embed && st->has_head ? embed : 0));
     e->scratch += 2 * message + (st->has_embed ? 8.0 * S : 0);
     size_t per_thread = 0, state = nb_optimizer_state_bytes(&o->optim, st->tensors, st->n_tensors, &per_thread);
     if (state == (size_t)-1) return nb_fail("out of memory");

@@ -133,6 +133,11 @@ int train_replicas_are_ranks(const nb_train_options *o) {
     return o->data_parallel > 1 && o->pipeline >= 0 && o->transport == NB_TRANSPORT_MPI;
 }
 
+int train_dp_buckets(const nb_train_options *o) {
+    return train_replicas_are_ranks(o) && o->dp_bucket_mib > 0 && o->pipeline != NB_PIPE_ZBH1 &&
+           o->pipeline != NB_PIPE_INTERLEAVED;
+}
+
 /* A replica's share of the step's micro-batches (at least 1: the checks refuse a share that is not whole). */
 static int replica_microbatches(const nb_train_options *o) {
     const int m = o->data_parallel > 1 ? o->microbatches / o->data_parallel : o->microbatches;

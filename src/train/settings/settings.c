@@ -249,6 +249,12 @@ const nb_setting nb_settings[] = {
     {.name = "peer_timeout", .flag = "--peer-timeout", NUM_RANGE(0, 1000000), .offset = AT(peer_timeout), .def = 300,
      .metavar = "S", .help = "a pipeline stage waiting S seconds for another fails the run, naming it",
      .zero_means = "no limit", .resume = NB_RESUME_FREE},
+    /* How the sum over replicas overlaps the backward: never what is computed (docs/data-parallel.md, "Buckets"). */
+    {.name = "dp_bucket_mib", .flag = "--dp-bucket-mib", NUM_RANGE(0, 65536), .offset = AT(dp_bucket_mib), .def = 25,
+     .metavar = "MIB",
+     .help = "--data-parallel over MPI: sum the gradient over the replicas in buckets of about MIB MiB, each started "
+             "in the step's last backward once its values are final",
+     .zero_means = "one sum after the backward", .resume = NB_RESUME_FREE, .summary_key = "run.dp_bucket_mib"},
 };
 const int nb_settings_count = (int)(sizeof nb_settings / sizeof nb_settings[0]);
 _Static_assert(sizeof nb_settings / sizeof nb_settings[0] <= NB_SETTINGS_MAX, "NB_SETTINGS_MAX is too small");
