@@ -54,6 +54,14 @@ if has_mpi "$bin"; then
   run seqdp --stages 4 --data-parallel 2
   mpi ildp 4 --stages 2 --pipeline interleaved --data-parallel 2
   same_run "interleaved with 2 replicas over MPI equals the one-process run with 2 groups" "$work/seqdp" "$work/ildp"
+  # The same with the sum in small buckets started during each virtual stage's last backward (a rank's two
+  # stages each with their own, under their own tag): the same bits, and a bucket per range started on every
+  # stage every step (one block each; the first with the embedding and the last with the head have 2).
+  mpi ildpb 4 --stages 2 --pipeline interleaved --data-parallel 2 --dp-bucket-mib 0.01
+  same_run "interleaved with 2 replicas in buckets equals the one-process run with 2 groups" "$work/seqdp" "$work/ildpb"
+  python3 -c 'import json, sys; st = json.load(open(sys.argv[1]))["pipeline"]["stages"]
+assert [s["buckets"] for s in st] == [8, 4, 4, 8], st' "$work/ildpb/summary.json" && ok \
+    || fail "buckets per virtual stage over 4 steps, expected 8, 4, 4, 8: $(grep -o '"buckets": [0-9]*' "$work/ildpb/summary.json")"
   expect_error "a replica's micro-batches not a multiple of P" "--microbatches 6 over --data-parallel 2 is 3 per replica" \
     mpirun --oversubscribe --bind-to none -np 4 "$bin" train "${base[@]}" --microbatches 6 --stages 2 \
     --pipeline interleaved --transport mpi --data-parallel 2 --out "$work/e0"

@@ -134,8 +134,7 @@ int train_replicas_are_ranks(const nb_train_options *o) {
 }
 
 int train_dp_buckets(const nb_train_options *o) {
-    return train_replicas_are_ranks(o) && o->dp_bucket_mib > 0 && o->pipeline != NB_PIPE_ZBH1 &&
-           o->pipeline != NB_PIPE_INTERLEAVED;
+    return train_replicas_are_ranks(o) && o->dp_bucket_mib > 0 && o->pipeline != NB_PIPE_ZBH1;
 }
 
 /* A replica's share of the step's micro-batches (at least 1: the checks refuse a share that is not whole). */
