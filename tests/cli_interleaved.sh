@@ -3,8 +3,9 @@
 # chunks' forwards and backwards in the interleaved order on one thread each; every run ends with bitwise
 # the weights and losses of the one-process run split into P x v stages (and of 1F1B's pipeline of P x v
 # stages): 2 and 3 workers, 2 and 4 chunks, tied and untied, Muon with clipping, bf16, resumed; over MPI
-# (a rank per worker, its chunks' endpoints on it), with 2 replicas, and resumed there. What it does not
-# do is refused: --split, --chunks 1, more parts than blocks, M not a multiple of P.
+# (a rank per worker, its chunks' endpoints on it), with 2 replicas (whole sums and buckets), from
+# --init-from, and resumed there. What it does not do is refused: --split, --chunks 1, more parts than
+# blocks, M (per replica) not a multiple of P.
 set -u
 bin=${1:?usage: cli_interleaved.sh path/to/nobubble}
 source "$(dirname "$0")/support/cli_harness.sh"
@@ -65,6 +66,13 @@ assert [s["buckets"] for s in st] == [8, 4, 4, 8], st' "$work/ildpb/summary.json
   expect_error "a replica's micro-batches not a multiple of P" "--microbatches 6 over --data-parallel 2 is 3 per replica" \
     mpirun --oversubscribe --bind-to none -np 4 "$bin" train "${base[@]}" --microbatches 6 --stages 2 \
     --pipeline interleaved --transport mpi --data-parallel 2 --out "$work/e0"
+  # --init-from over MPI: each rank imports its own 2 parts of a Hugging Face folder (the model from its config).
+  run exported --stages 2 --pipeline interleaved --export "$work/hf"
+  with_model=("${base[@]}"); base=("${base[@]:0:2}" "${base[@]:4}")  # no --model tiny: the folder has it
+  run seqinit --stages 4 --init-from "$work/hf"
+  mpi ilinit 2 --stages 2 --pipeline interleaved --init-from "$work/hf"
+  same_run "interleaved over MPI from --init-from equals the one-process run of 4 stages" "$work/seqinit" "$work/ilinit"
+  base=("${with_model[@]}")
   # A checkpoint over MPI (each rank writes its 2 parts) resumed over MPI.
   mpi mhalf 2 --stages 2 --pipeline interleaved --save-dir "$work/mck" --save-every 2
   mpi mresumed 2 --stages 2 --pipeline interleaved --resume "$work/mck/step_000002"
