@@ -107,6 +107,11 @@ def section(root, length, partial):
                 out.append(f"| {model} | {opt} | {lr} | {len(have) if have is not None else 'incomplete'} | | | | | |")
                 continue
             loss = {d: [final_loss(root, cell[d](s)) for s in have] for d in cell}
+            if len(have) < 2:  # (--partial) one seed: its losses, no interval and no verdict
+                one = {d: loss[d][0] - loss["sync"][0] for d in ("2bw", "2bw+ef")}
+                out.append(f"| {model} | {opt} | {lr} | 1 | {loss['sync'][0]:.4f} | {one['2bw']:+.4f} (one seed: no "
+                           f"interval) | {one['2bw+ef']:+.4f} (one seed) | pending | pending |")
+                continue
             g = Paired(b - a for a, b in zip(loss["sync"], loss["2bw"]))
             e = Paired(b - a for a, b in zip(loss["sync"], loss["2bw+ef"]))
             gaps[(model, opt)] = dict(zip(have, g.d))
