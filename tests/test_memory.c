@@ -1,7 +1,7 @@
 /* The memory estimate (train.h, "memory"): for one small model every term counted by hand from what
  * the code allocates (model/stage.c, model/acts.c, worker.c, optim/optimizer.c, delay/delay.c), the
  * delay's versions and EF buffer, the activation slots of a pipeline against the generated schedules'
- * peaks, and the check's refusal, which names the override. */
+ * peaks, an interleaved MPI rank's stages added, and the check's refusal, which names the override. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -9,6 +9,7 @@
 #include "check.h"
 #include "model/acts.h"
 #include "nobubble/pipeline.h"
+#include "nobubble/runtime.h"
 #include "nobubble/train.h"
 
 /* V 64, d 16, 2 blocks, 2 heads of 8 (and 2 key/value heads), d_ffn 32, context 8, tied. */
@@ -120,6 +121,29 @@ static void split_backward(void) {
           zb.activations - one.activations, expected);
 }
 
+/* An interleaved MPI rank holds its worker's v virtual stages: the estimate is a worker's (the largest in
+ * all), its stages' weights added (here 2 workers x 2 chunks of 4 blocks: stages w and w + 2), not one
+ * stage's. */
+static void interleaved_rank(void) {
+    nb_train_options o;
+    nb_train_defaults(&o);
+    o.model = small_config();
+    o.model.n_layers = 4;
+    o.batch = 2, o.seq_len = 4, o.steps = 3, o.val_pattern = NULL, o.stages = 2, o.microbatches = 2;
+    o.pipeline = NB_PIPE_INTERLEAVED, o.transport = NB_TRANSPORT_MPI;
+    nb_memory_estimate e;
+    CHECK(nb_train_memory_estimate(&o, &e) == 0, "interleaved over MPI: %s", nb_last_error());
+    int split[4];
+    nb_model m;
+    CHECK(nb_config_balanced_split(&o.model, 4, 4, split) == 0 && nb_model_layout(&m, &o.model, 4, split) == 0,
+          "layout: %s", nb_last_error());
+    double worker[2];
+    for (int w = 0; w < 2; w++) worker[w] = 4.0 * (double)(m.stages[w].n_params + m.stages[w + 2].n_params);
+    nb_model_free(&m);
+    CHECK(e.weights == worker[0] || e.weights == worker[1], "a rank's weights %g, expected a worker's two stages' "
+          "(%g or %g)", e.weights, worker[0], worker[1]);
+}
+
 /* A need above what is available is refused, naming the parts, the figure's source and the override. */
 static void refusal(void) {
     nb_memory_estimate e;
@@ -138,6 +162,7 @@ int main(void) {
     by_hand();
     slots_against_schedules();
     split_backward();
+    interleaved_rank();
     refusal();
     return check_summary();
 }

@@ -117,19 +117,22 @@ int nb_train_memory_estimate(const nb_train_options *o, nb_memory_estimate *e) {
     }
     const nb_precision precision = nb_precision_choose(o->precision);
     int rc = 0;
-    for (int s = 0; s < m.n_stages && !rc; s++) {
-        nb_memory_estimate one;
-        memset(&one, 0, sizeof one);
-        m.stages[s].precision = precision;   /* what nb_acts_bytes and the scratch's sizes read */
-        rc = train_stage(o, virt.start ? &virt : NULL, &m.stages[s], T, S, &one);
-        add_total(&one);
-        /* One process holds every stage; an MPI rank one, whichever: the largest. */
-        if (!mpi) {
-            e->weights += one.weights, e->gradients += one.gradients, e->optimizer += one.optimizer;
-            e->versions += one.versions, e->activations += one.activations, e->scratch += one.scratch;
-        } else if (one.total > e->total) {
-            *e = one;
+    /* One process holds every stage; an MPI rank its worker's stages w, w + workers, ... (one, or an
+     * interleaved worker's v), whichever: the largest. */
+    const int workers = mpi ? o->stages : 1;
+    for (int w = 0; w < workers && !rc; w++) {
+        nb_memory_estimate held;
+        memset(&held, 0, sizeof held);
+        for (int s = w; s < m.n_stages && !rc; s += workers) {
+            nb_memory_estimate one;
+            memset(&one, 0, sizeof one);
+            m.stages[s].precision = precision;   /* what nb_acts_bytes and the scratch's sizes read */
+            rc = train_stage(o, virt.start ? &virt : NULL, &m.stages[s], T, S, &one);
+            held.weights += one.weights, held.gradients += one.gradients, held.optimizer += one.optimizer;
+            held.versions += one.versions, held.activations += one.activations, held.scratch += one.scratch;
         }
+        add_total(&held);
+        if (w == 0 || held.total > e->total) *e = held;
     }
     nb_model_free(&m);
     nb_pipe_free(&virt);
