@@ -70,12 +70,12 @@ static int check_pipeline_options(const nb_train_options *o) {
             return nb_fail("--pipeline interleaved: --stages %d x --chunks %d = %d parts for %d blocks: expected at "
                            "most one part per block", o->stages, train_chunks(o), V, o->model.n_layers);
         const int M = train_schedule_microbatches(o);  /* a replica's, when the replicas are ranks */
-        if (M % o->stages && M == o->microbatches)
-            return nb_fail("--pipeline interleaved: --microbatches %d is not a multiple of --stages %d",
-                           o->microbatches, o->stages);
         if (M % o->stages)
-            return nb_fail("--pipeline interleaved: --microbatches %d over --data-parallel %d is %d per replica, not "
-                           "a multiple of --stages %d", o->microbatches, o->data_parallel, M, o->stages);
+            return M == o->microbatches
+                       ? nb_fail("--pipeline interleaved: --microbatches %d is not a multiple of --stages %d",
+                                 o->microbatches, o->stages)
+                       : nb_fail("--pipeline interleaved: --microbatches %d over --data-parallel %d is %d per replica, "
+                                 "not a multiple of --stages %d", o->microbatches, o->data_parallel, M, o->stages);
     }
     nb_delay_options want = o->delay;
     nb_delay_parse(nb_pipe_delay_name(kind), &want);
@@ -213,8 +213,9 @@ static int setup_stages(exec_run *run, exec_endpoint *eps, int first, int last, 
     /* --init-from: each process reads its own stages' weights, before the stages copy them as w_0 */
     if (run->o->init_from && !run->o->resume_dir) {
         const double t = nb_now();
-        for (int s = first; s <= last; s += stride)
-            if (nb_import_hf_stages(run->model, run->o->init_from, s, stride == 1 ? last : s)) return -1;
+        if (stride == 1 && nb_import_hf_stages(run->model, run->o->init_from, first, last)) return -1;
+        for (int s = first; stride > 1 && s <= last; s += stride)  /* a worker's stages, one by one */
+            if (nb_import_hf_stages(run->model, run->o->init_from, s, s)) return -1;
         if (!run->o->quiet && first == 0)
             printf("initialized from %s (%.1f s): step 0, fresh optimizer state\n", run->o->init_from, nb_now() - t);
     }
