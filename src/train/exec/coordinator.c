@@ -263,8 +263,9 @@ static int commit(exec_endpoint *e, int t) {
 /* The share of the time (evaluation and checkpoints excluded) a stage was not computing. */
 static double idle_fraction(double busy, double wall, double aside) { return 1.0 - busy / (wall - aside); }
 
-/* An interleaved worker's report: its virtual stages w, w + workers, ... run one after another on its one
- * thread (or rank), so their busy and aside times add; its wall is its longest stage's. */
+/* A worker's report (a stage's own, or an interleaved worker's): its virtual stages w, w + workers, ... run
+ * one after another on its one thread (or rank), so their busy and aside times and their actions' costs add;
+ * its wall is its longest stage's. */
 static exec_report worker_report(const coordinator *c, int w) {
     const exec_run *run = c->run;
     exec_report t = {0};
@@ -273,6 +274,7 @@ static exec_report worker_report(const coordinator *c, int w) {
         t.busy += r->busy, t.aside += r->aside, t.steady_busy += r->steady_busy, t.steady_aside += r->steady_aside;
         t.wall = fmax(t.wall, r->wall), t.steady_wall = fmax(t.steady_wall, r->steady_wall);
         t.bytes += r->bytes, t.slots += r->slots;
+        t.forward += r->forward, t.backward += r->backward, t.update += r->update;
     }
     return t;
 }
@@ -321,12 +323,8 @@ static void print_pipeline(const coordinator *c, double tokens_per_s) {
     for (int op = 0; op < 3; op++) {
         printf(" %s ", flags[op]);
         for (int w = 0; w < W; w++) {
-            double ms = 0;
-            for (int i = w; i < run->P; i += W) {
-                const exec_report *r = &c->reports[i];
-                ms += 1e3 * (op == 0 ? r->forward : op == 1 ? r->backward : r->update);
-            }
-            printf("%s%.3f", w ? "," : "", ms);
+            const exec_report r = worker_report(c, w);
+            printf("%s%.3f", w ? "," : "", 1e3 * (op == 0 ? r.forward : op == 1 ? r.backward : r.update));
         }
     }
     printf("\n");

@@ -14,7 +14,7 @@ int train_check_options(const nb_train_options *o, int T);
  * steps (--steps, times a replica's micro-batches per step under --pipeline pipedream: an update each). */
 int train_replicas_are_ranks(const nb_train_options *o);
 /* Whether the replicas' sum of the gradient goes in buckets started during the backward (--dp-bucket-mib > 0,
- * replicas as MPI ranks, a schedule of whole backwards: not ZB-H1's split one nor interleaved's chunks). */
+ * replicas as MPI ranks, a schedule of whole backwards: not ZB-H1's split one). */
 int train_dp_buckets(const nb_train_options *o);
 int train_schedule_microbatches(const nb_train_options *o);
 /* Model chunks per worker: --chunks (0: 2) under --pipeline interleaved, else 1. */
