@@ -1,6 +1,7 @@
 /* The CUDA kernels (src/backend/cuda/kernels.cu, -DNB_CUDA=ON only) against the CPU functions they stand
  * for: src/layers' embedding, RMSNorm, RoPE, SwiGLU and cross-entropy, forward and backward, and the
- * elementwise rules of src/optim (AdamW, Lion, Adan, MARS). Random inputs from a fixed seed, shapes that
+ * elementwise rules of src/optim (AdamW, Lion, Adan, MARS); attention against a double-precision
+ * reference (its own bound, stated at check_attention_gpu's section). Random inputs from a fixed seed, shapes that
  * are not multiples of the kernels' 256-thread blocks (37 rows of 100, rows of 1000 and 1003, 3701 values).
  * Exits 77 (ctest's "skipped", the reason printed) where there is no GPU or driver.
  *
@@ -34,6 +35,7 @@
 #include "backend/cuda/kernels.h"
 #include "check.h"
 #include "layers/layers.h"
+#include "nobubble/backend.h"
 #include "optim/rules.h"
 #include "util/error.h"
 
@@ -588,8 +590,224 @@ static void check_rule(rule_kind kind, nb_group group, float gscale) {
     free(w), free(g), free(d), free(mag);
 }
 
+/* ---- Attention ----
+ * Causal grouped-query attention, forward and backward, against a double-precision implementation written
+ * here from the formulas (softmax(q k^T / sqrt(hd)) v over the keys at or before each query; dv = P^T dO,
+ * dP = dO v^T, dS = P (dP - rowsum(dO o)) / sqrt(hd), dq = dS k, dk = dS^T q). The GPU and the CPU each sum
+ * in their own order, so neither is the other's bits; each output tensor's error is measured as
+ * max |x - ref| / max |ref| and the GPU's must be within 4 times the CPU's plus a floor: 256 u in fp32;
+ * 2^-9 (a bf16 rounding) under bf16, where both round every probability (and score gradient) to bf16, which
+ * the reference does not. The CPU's own error is checked first, on every machine (256 u, and 2^-6 under
+ * bf16), which checks the reference, the layout and the bound before any GPU runs. Shapes: T not a multiple
+ * of the kernels' 32-row blocks, kv heads shared by 2 and 3 query heads, head_dim 26 (not a multiple of the
+ * 4 lanes that split it), 32, 64, 128 and 256 (the largest the kernels take). */
+typedef struct {
+    int B, T, H, Hkv, hd, bf16;
+} att_case;
+
+typedef struct {
+    size_t nqkv, nout, nlse;
+    float *qkv, *dout;
+    double *out, *lse, *dqkv;  /* the reference */
+} att_data;
+
+static void attention_reference(const att_case *c, att_data *a) {
+    const int dq = c->H * c->hd, dkv = c->Hkv * c->hd, stride = dq + 2 * dkv, group = c->H / c->Hkv, T = c->T;
+    const double scale = 1.0 / sqrt((double)c->hd);
+    double *p = alloc(sizeof(double) * T), *ds = alloc(sizeof(double) * T);
+    memset(a->dqkv, 0, sizeof(double) * a->nqkv);
+    for (int b = 0; b < c->B; b++)
+        for (int h = 0; h < c->H; h++) {
+            const float *base = a->qkv + (size_t)b * T * stride;
+            const int kq = dq + (h / group) * c->hd, kv = kq + dkv;
+            for (int t = 0; t < T; t++) {
+                const float *q = base + (size_t)t * stride + h * c->hd;
+                const float *dout = a->dout + ((size_t)b * T + t) * dq + h * c->hd;
+                double *out = a->out + ((size_t)b * T + t) * dq + h * c->hd, m = -INFINITY, sum = 0, D = 0;
+                for (int s = 0; s <= t; s++) {
+                    double x = 0;
+                    for (int i = 0; i < c->hd; i++) x += (double)q[i] * base[(size_t)s * stride + kq + i];
+                    p[s] = x * scale, m = p[s] > m ? p[s] : m;
+                }
+                for (int s = 0; s <= t; s++) p[s] = exp(p[s] - m), sum += p[s];
+                for (int i = 0; i < c->hd; i++) out[i] = 0;
+                for (int s = 0; s <= t; s++) {
+                    p[s] /= sum;
+                    for (int i = 0; i < c->hd; i++) out[i] += p[s] * base[(size_t)s * stride + kv + i];
+                }
+                a->lse[((size_t)b * c->H + h) * T + t] = m + log(sum);
+                for (int i = 0; i < c->hd; i++) D += (double)dout[i] * out[i];
+                for (int s = 0; s <= t; s++) {
+                    double dp = 0;
+                    for (int i = 0; i < c->hd; i++) dp += (double)dout[i] * base[(size_t)s * stride + kv + i];
+                    ds[s] = p[s] * (dp - D) * scale;
+                }
+                double *dbase = a->dqkv + (size_t)b * T * stride;
+                for (int s = 0; s <= t; s++)
+                    for (int i = 0; i < c->hd; i++) {
+                        dbase[(size_t)t * stride + h * c->hd + i] += ds[s] * base[(size_t)s * stride + kq + i];
+                        dbase[(size_t)s * stride + kq + i] += ds[s] * q[i];
+                        dbase[(size_t)s * stride + kv + i] += p[s] * dout[i];
+                    }
+            }
+        }
+    free(p), free(ds);
+}
+
+/* max |x - ref| / max |ref| over n values; a NaN anywhere is infinitely bad. */
+static double relative_error(const float *x, const double *ref, size_t n) {
+    double worst = 0, top = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)x[i] - ref[i]);
+        if (isnan(d)) return INFINITY;
+        worst = d > worst ? d : worst, top = fabs(ref[i]) > top ? fabs(ref[i]) : top;
+    }
+    return top > 0 ? worst / top : (worst > 0 ? INFINITY : 0);
+}
+
+static att_data attention_data(const att_case *c) {
+    att_data a;
+    a.nqkv = (size_t)c->B * c->T * (c->H + 2 * c->Hkv) * c->hd;
+    a.nout = (size_t)c->B * c->T * c->H * c->hd;
+    a.nlse = (size_t)c->B * c->H * c->T;
+    a.qkv = alloc(sizeof(float) * a.nqkv), a.dout = alloc(sizeof(float) * a.nout);
+    fill(a.qkv, a.nqkv, 1.5f), fill(a.dout, a.nout, 1.0f);
+    if (c->bf16) /* the caller rounds q, k, v and dout (layers.h) */
+        for (size_t i = 0; i < a.nqkv || i < a.nout; i++) {
+            if (i < a.nqkv) a.qkv[i] = nb_bf16_rounded(a.qkv[i]);
+            if (i < a.nout) a.dout[i] = nb_bf16_rounded(a.dout[i]);
+        }
+    a.out = alloc(sizeof(double) * a.nout), a.lse = alloc(sizeof(double) * a.nlse);
+    a.dqkv = alloc(sizeof(double) * a.nqkv);
+    attention_reference(c, &a);
+    return a;
+}
+
+static void attention_data_free(att_data *a) {
+    free(a->qkv), free(a->dout), free(a->out), free(a->lse), free(a->dqkv);
+}
+
+/* Each output's error against the reference: out, lse, then dqkv's query, key and value parts as one. */
+static void attention_errors(const att_case *c, const att_data *a, const float *out, const float *lse,
+                             const float *dqkv, double err[3]) {
+    err[0] = relative_error(out, a->out, a->nout);
+    err[1] = relative_error(lse, a->lse, a->nlse);
+    err[2] = relative_error(dqkv, a->dqkv, a->nqkv);
+    (void)c;
+}
+
+static const char *const att_outputs[3] = {"out", "lse", "dqkv"};
+
+/* The CPU's attention on the same inputs, and its errors; 0, or -1 when a CPU pass failed. */
+static int attention_on_cpu(const att_case *c, const att_data *a, double err[3]) {
+    float *out = alloc(sizeof(float) * a->nout), *lse = alloc(sizeof(float) * a->nlse);
+    float *dqkv = alloc(sizeof(float) * a->nqkv);
+    const nb_backend *be = nb_backend_default();
+    const int rc = be ? attention_forward(be, out, NULL, lse, a->qkv, c->B, c->T, c->H, c->Hkv, c->hd, c->bf16) ||
+                            attention_backward(be, dqkv, a->dout, out, lse, a->qkv, c->B, c->T, c->H, c->Hkv, c->hd,
+                                               c->bf16)
+                      : -1;
+    CHECK(rc == 0, "CPU attention failed: %s", nb_last_error());
+    attention_errors(c, a, out, lse, dqkv, err);
+    free(out), free(lse), free(dqkv);
+    return rc ? -1 : 0;
+}
+
+static void attention_name(char *what, size_t size, const att_case *c, const char *part) {
+    snprintf(what, size, "attention %s B%d T%d H%d/%d hd%d%s", part, c->B, c->T, c->H, c->Hkv, c->hd,
+             c->bf16 ? " bf16" : "");
+}
+
+static double attention_cpu_bound(const att_case *c) { return c->bf16 ? 0x1p-6 : 256 * U; }
+static double attention_gpu_bound(const att_case *c, double cpu_err) {
+    return 4 * cpu_err + (c->bf16 ? 0x1p-9 : 256 * U);
+}
+
+/* The CPU against the reference: runs on every machine. */
+static void check_attention_cpu(const att_case *c) {
+    att_data a = attention_data(c);
+    double err[3];
+    char what[96];
+    if (attention_on_cpu(c, &a, err) == 0)
+        for (int k = 0; k < 3; k++) {
+            attention_name(what, sizeof what, c, att_outputs[k]);
+            CHECK(err[k] <= attention_cpu_bound(c), "%s: the CPU's relative error %.3g > %.3g: the reference, the "
+                  "layout or the CPU is wrong", what, err[k], attention_cpu_bound(c));
+            printf("%-44s CPU error %.3g (bound %.3g)\n", what, err[k], attention_cpu_bound(c));
+        }
+    attention_data_free(&a);
+}
+
+/* The GPU's forward and backward (forward's out and lse feed its backward), twice: the same bits, and each
+ * output within attention_gpu_bound of the reference. */
+static void check_attention_gpu(const att_case *c) {
+    att_data a = attention_data(c);
+    double cpu[3], gpu[3];
+    char what[96];
+    if (attention_on_cpu(c, &a, cpu)) {
+        attention_data_free(&a);
+        return;
+    }
+    float *out[2], *lse[2], *dqkv[2];
+    nb_bf16 *out16[2];
+    float *d_qkv = dev(a.qkv, sizeof(float) * a.nqkv), *d_dout = dev(a.dout, sizeof(float) * a.nout);
+    float *d_out = dev(NULL, sizeof(float) * a.nout), *d_lse = dev(NULL, sizeof(float) * a.nlse);
+    float *d_dqkv = dev(NULL, sizeof(float) * a.nqkv);
+    float *d_delta = dev(NULL, sizeof(float) * nbk_attention_scratch_floats(c->B, c->T, c->H));
+    nb_bf16 *d_out16 = dev(NULL, sizeof(nb_bf16) * a.nout);
+    for (int run = 0; run < 2; run++) {
+        out[run] = alloc(sizeof(float) * a.nout), lse[run] = alloc(sizeof(float) * a.nlse);
+        dqkv[run] = alloc(sizeof(float) * a.nqkv), out16[run] = alloc(sizeof(nb_bf16) * a.nout);
+        CU(cudaMemset(d_out, 0xff, sizeof(float) * a.nout)), CU(cudaMemset(d_dqkv, 0xff, sizeof(float) * a.nqkv));
+        ran(nbk_attention_forward(d_out, d_out16, d_lse, d_qkv, c->B, c->T, c->H, c->Hkv, c->hd, c->bf16, 0),
+            "attention_forward");
+        ran(nbk_attention_backward(d_dqkv, d_dout, d_out, d_lse, d_qkv, c->B, c->T, c->H, c->Hkv, c->hd, c->bf16,
+                                   d_delta, 0),
+            "attention_backward");
+        get(out[run], d_out, sizeof(float) * a.nout), get(lse[run], d_lse, sizeof(float) * a.nlse);
+        get(dqkv[run], d_dqkv, sizeof(float) * a.nqkv), get(out16[run], d_out16, sizeof(nb_bf16) * a.nout);
+    }
+    attention_name(what, sizeof what, c, "");
+    same_bits(what, out[0], out[1], sizeof(float) * a.nout, sizeof(float));
+    same_bits(what, lse[0], lse[1], sizeof(float) * a.nlse, sizeof(float));
+    same_bits(what, dqkv[0], dqkv[1], sizeof(float) * a.nqkv, sizeof(float));
+    size_t cast_ok = 0;
+    for (size_t i = 0; i < a.nout; i++) cast_ok += out16[0][i] == nb_bf16_from_float(out[0][i]);
+    CHECK(cast_ok == a.nout, "%s: out16 is not out cast to bf16 (%zu of %zu values)", what, cast_ok, a.nout);
+    attention_errors(c, &a, out[0], lse[0], dqkv[0], gpu);
+    for (int k = 0; k < 3; k++) {
+        attention_name(what, sizeof what, c, att_outputs[k]);
+        const double bound = attention_gpu_bound(c, cpu[k]);
+        CHECK(gpu[k] <= bound, "%s: the GPU's relative error %.3g > %.3g (4 x the CPU's %.3g + the floor)", what,
+              gpu[k], bound, cpu[k]);
+        printf("%-44s GPU error %.3g, CPU error %.3g (bound %.3g)\n", what, gpu[k], cpu[k], bound);
+    }
+    for (int run = 0; run < 2; run++) free(out[run]), free(lse[run]), free(dqkv[run]), free(out16[run]);
+    cudaFree(d_qkv), cudaFree(d_dout), cudaFree(d_out), cudaFree(d_lse), cudaFree(d_dqkv), cudaFree(d_delta);
+    cudaFree(d_out16);
+    attention_data_free(&a);
+}
+
+static const att_case att_cases[] = {
+    {2, 75, 4, 2, 32, 0}, {2, 75, 4, 2, 32, 1}, {1, 130, 3, 1, 64, 0}, {1, 130, 3, 1, 64, 1},
+    {2, 33, 2, 2, 26, 0}, {1, 40, 2, 1, 128, 0}, {1, 40, 2, 1, 128, 1}, {1, 20, 1, 1, 256, 0},
+};
+enum { N_ATT_CASES = sizeof att_cases / sizeof att_cases[0] };
+
+/* Bad shapes are refused before anything is launched, naming the call. */
+static void check_attention_refusals(void) {
+    CHECK(nbk_attention_forward(NULL, NULL, NULL, NULL, 1, 8, 4, 3, 32, 0, 0) == -1 &&
+              strstr(nb_last_error(), "attention_forward") && strstr(nb_last_error(), "3 kv heads"),
+          "kv heads that do not divide the query heads are refused: %s", nb_last_error());
+    CHECK(nbk_attention_backward(NULL, NULL, NULL, NULL, NULL, 1, 8, 1, 1, 258, 0, NULL, 0) == -1 &&
+              strstr(nb_last_error(), "head_dim 258"),
+          "head_dim above 256 is refused: %s", nb_last_error());
+}
+
 int main(void) {
     check_the_check();
+    for (int i = 0; i < N_ATT_CASES; i++) check_attention_cpu(&att_cases[i]);
+    check_attention_refusals();
     int devices = 0;
     const cudaError_t e = cudaGetDeviceCount(&devices);
     if (e != cudaSuccess || devices == 0) {
@@ -606,6 +824,7 @@ int main(void) {
     check_rope();
     check_swiglu();
     check_cross_entropy();
+    for (int i = 0; i < N_ATT_CASES; i++) check_attention_gpu(&att_cases[i]);
     for (int gain = 0; gain < 2; gain++) check_rule(ADAMW, gain ? NB_GROUP_GAIN : NB_GROUP_MATRIX, 1.0f);
     check_rule(LION, NB_GROUP_MATRIX, 1.0f);
     check_rule(ADAN, NB_GROUP_MATRIX, 1.0f);

@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdint.h>
 #include "backend/bf16.h"
+#include "backend/cuda/device.cuh"
 #include "backend/cuda/kernels.h"
 #include "util/fastmath.h"
 extern "C" {
@@ -23,16 +24,13 @@ extern "C" {
 }
 
 namespace {
+using namespace nbk;
 
 constexpr int BLOCK = 256;            /* threads of every block; block_sum's tree assumes a power of two */
 constexpr int MAX_BLOCKS = 1 << 16;   /* grid-stride loops above this */
 constexpr int MARS_BLOCKS = 128;      /* the norm's per-block sums: a fixed count, so a fixed order */
 static_assert((BLOCK & (BLOCK - 1)) == 0, "block_sum needs a power of two");
 
-__device__ __forceinline__ float mul(float a, float b) { return __fmul_rn(a, b); }
-__device__ __forceinline__ float add(float a, float b) { return __fadd_rn(a, b); }
-__device__ __forceinline__ float sub(float a, float b) { return __fsub_rn(a, b); }
-__device__ __forceinline__ float dvd(float a, float b) { return __fdiv_rn(a, b); }
 
 /* Loads and stores in float32 or bf16 (widened exactly; rounded to nearest even, as nb_bf16_from_float). */
 __device__ __forceinline__ float load(const float *p) { return *p; }
@@ -66,12 +64,6 @@ __device__ float block_max(float v, float *sh) {
     const float m = sh[0];
     __syncthreads();
     return m;
-}
-
-int launched(const char *what) {
-    const cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess) return 0;
-    return nb_fail("cuda: kernel %s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
 int blocks_for(size_t n) {

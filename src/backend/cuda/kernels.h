@@ -78,6 +78,17 @@ int nbk_cross_entropy_backward(float *logits, const float *lse, const int *targe
 int nbk_cross_entropy_grad_bf16(nb_bf16 *dlogits, const float *logits, const float *lse, const int *targets, int N,
                                 int V, int n_mean, cudaStream_t stream);
 
+/* Causal grouped-query attention (attention_forward, attention_backward: layers.h) on packed rows
+ * qkv[B T][(H + 2 Hkv) hd], flash-style (attention.cu): out[B T][H hd], out16 (NULL: none) its bf16 cast,
+ * lse[B][H][T]; bf16 = 1 rounds the probabilities (and in backward the score gradients) to bf16 before they
+ * multiply, as the CPU does; the caller rounds q, k, v and dout. Backward overwrites all of dqkv and needs
+ * delta: nbk_attention_scratch_floats(B, T, H) floats of device memory. head_dim at most 256. */
+int nbk_attention_forward(float *out, nb_bf16 *out16, float *lse, const float *qkv, int B, int T, int H, int Hkv,
+                          int hd, int bf16, cudaStream_t stream);
+int nbk_attention_backward(float *dqkv, const float *dout, const float *out, const float *lse, const float *qkv, int B,
+                           int T, int H, int Hkv, int hd, int bf16, float *delta, cudaStream_t stream);
+size_t nbk_attention_scratch_floats(int B, int T, int H);
+
 /* ---- The elementwise optimizer rules (src/optim/adamw.c, lion.c, adan.c, mars.c; docs/rules.md) ----
  * Each computes one tensor's step d (n values) from its gradient g and weights w and advances the state
  * buffers, as the rule's step does; the caller then counts the update (the rule's ts->count++). */
