@@ -466,6 +466,29 @@ static void check_cross_entropy(void) {
         get(run ? h2 : h1, d_16, sizeof(nb_bf16) * nv);
     }
     judge16("cross_entropy_grad_bf16", h1, h2, c16, magz, nv, 2 + BF16);
+
+    /* Both in one kernel: lse and the loss as above; the gradient comes from the GPU's own lse, within 2 mag[n] u
+     * of the CPU's, which moves each exp by as much relatively: bound (2 mag[n] + 4 + BF16) u of the value's
+     * magnitude (magf, with ulps 1). */
+    float fl[2][N], cl[N];
+    double floss[2], *magf = alloc(sizeof(double) * nv);
+    const double cpu_floss = cross_entropy_forward_grad_bf16(cl, c16, z, targets, N, V, N_MEAN);
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < V; i++) magf[(size_t)n * V + i] = magz[(size_t)n * V + i] * (2 * mag[n] + 4 + BF16);
+    for (int run = 0; run < 2; run++) {
+        CU(cudaMemset(d_16, 0xff, sizeof(nb_bf16) * nv));
+        ran(nbk_cross_entropy_forward_grad_bf16(d_lse, d_16, d_loss, d_z, d_t, N, V, N_MEAN, 0),
+            "cross_entropy_forward_grad_bf16");
+        get(fl[run], d_lse, sizeof lse), get(&floss[run], d_loss, sizeof(double));
+        get(run ? h2 : h1, d_16, sizeof(nb_bf16) * nv);
+    }
+    same_bits("cross_entropy_forward_grad_bf16 loss", &floss[0], &floss[1], sizeof(double), sizeof(double));
+    judge("cross_entropy_forward_grad_bf16 lse", fl[0], fl[1], cl, mag, N, 2);
+    CHECK(fabs(floss[0] - cpu_floss) <= loss_bound,
+          "cross_entropy_forward_grad_bf16 loss: GPU %.17g, CPU %.17g, |diff| %.3g > bound %.3g", floss[0], cpu_floss,
+          fabs(floss[0] - cpu_floss), loss_bound);
+    judge16("cross_entropy_forward_grad_bf16 gradient", h1, h2, c16, magf, nv, 1);
+    free(magf);
     cudaFree(d_16), free(c16), free(h1), free(h2);
     cudaFree(d_t), cudaFree(d_z), cudaFree(d_lse), cudaFree(d_loss);
     free(z), free(cpu), free(g1), free(g2), free(magz);

@@ -210,6 +210,23 @@ __global__ void lse_k(float *lse, const float *logits, int V) {
 }
 
 /* The loss in double in row order: one thread, as the CPU's loop. */
+/* lse_k, then the row's bf16 gradient from that lse (cross_entropy_forward_grad_bf16): the row is read twice
+ * more while it is likely still in the cache, not once more from a later kernel. */
+__global__ void lse_grad_bf16_k(float *lse, nb_bf16 *dlogits, const float *logits, const int *targets, int V, float k) {
+    __shared__ float sh[BLOCK];
+    const size_t row = (size_t)blockIdx.x * V;
+    const float *z = logits + row;
+    float m = z[0];
+    for (int i = threadIdx.x; i < V; i += BLOCK) m = z[i] > m ? z[i] : m;
+    m = block_max(m, sh);
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < V; i += BLOCK) s = add(s, nb_expf(sub(z[i], m)));
+    const float l = add(m, logf(block_sum(s, sh)));
+    if (threadIdx.x == 0) lse[blockIdx.x] = l;
+    const int t = targets[blockIdx.x];
+    for (int i = threadIdx.x; i < V; i += BLOCK)
+        dlogits[row + i] = nb_bf16_from_float(sub(mul(k, nb_expf(sub(z[i], l))), i == t ? k : 0.0f));
+}
 __global__ void loss_sum_k(double *loss_sum, const float *lse, const float *logits, const int *targets, int N, int V) {
     double total = 0.0;
     for (int n = 0; n < N; n++)
@@ -466,6 +483,17 @@ int nbk_cross_entropy_backward(float *logits, const float *lse, const int *targe
                                int n_mean, cudaStream_t stream) {
     return cross_entropy_grad("cross_entropy_backward", logits, logits, lse, targets, N, V, scale / (float)n_mean,
                               n_mean, stream);
+}
+
+int nbk_cross_entropy_forward_grad_bf16(float *lse, nb_bf16 *dlogits, double *loss_sum, const float *logits,
+                                        const int *targets, int N, int V, int n_mean, cudaStream_t stream) {
+    if (N < 0 || V <= 0 || n_mean <= 0) return bad_rows("cross_entropy_forward_grad_bf16", N, V);
+    if (N > 0) {
+        lse_grad_bf16_k<<<N, BLOCK, 0, stream>>>(lse, dlogits, logits, targets, V, 1.0f / (float)n_mean);
+        if (launched("cross_entropy_forward_grad_bf16 (lse, gradient)")) return -1;
+    }
+    loss_sum_k<<<1, 1, 0, stream>>>(loss_sum, lse, logits, targets, N, V);
+    return launched("cross_entropy_forward_grad_bf16 (sum)");
 }
 
 int nbk_cross_entropy_grad_bf16(nb_bf16 *dlogits, const float *logits, const float *lse, const int *targets, int N,

@@ -77,6 +77,10 @@ int nbk_cross_entropy_backward(float *logits, const float *lse, const int *targe
 /* dlogits = bf16((softmax(logits) - onehot(target)) / n_mean), from lse (cross_entropy_grad_bf16). */
 int nbk_cross_entropy_grad_bf16(nb_bf16 *dlogits, const float *logits, const float *lse, const int *targets, int N,
                                 int V, int n_mean, cudaStream_t stream);
+/* Both in one kernel per row (cross_entropy_forward_grad_bf16): lse, the bf16 gradient from it, and the loss's sum
+ * as nbk_cross_entropy_forward's. */
+int nbk_cross_entropy_forward_grad_bf16(float *lse, nb_bf16 *dlogits, double *loss_sum, const float *logits,
+                                        const int *targets, int N, int V, int n_mean, cudaStream_t stream);
 
 /* Causal grouped-query attention (attention_forward, attention_backward: layers.h) on packed rows
  * qkv[B T][(H + 2 Hkv) hd], flash-style (attention.cu): out[B T][H hd], out16 (NULL: none) its bf16 cast,
