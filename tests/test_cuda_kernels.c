@@ -1,6 +1,7 @@
 /* The CUDA kernels (src/backend/cuda/kernels.cu, -DNB_CUDA=ON only) against the CPU functions they stand
  * for: src/layers' embedding, RMSNorm, RoPE, SwiGLU and cross-entropy, forward and backward, and the
- * elementwise rules of src/optim (AdamW, Lion, Adan, MARS); attention against a double-precision
+ * elementwise rules of src/optim (AdamW, Lion, Adan, MARS), the MoE block's routing, grouping and sums (moe.c's
+ * steps, from its state); attention against a double-precision
  * reference (its own bound, stated at check_attention_gpu's section). Random inputs from a fixed seed, shapes that
  * are not multiples of the kernels' 256-thread blocks (37 rows of 100, rows of 1000 and 1003, 3701 values).
  * Exits 77 (ctest's "skipped", the reason printed) where there is no GPU or driver.
@@ -35,6 +36,7 @@
 #include "backend/cuda/kernels.h"
 #include "check.h"
 #include "layers/layers.h"
+#include "layers/moe.h"
 #include "nobubble/backend.h"
 #include "optim/rules.h"
 #include "util/error.h"
@@ -613,6 +615,190 @@ static void check_rule(rule_kind kind, nb_group group, float gscale) {
     free(w), free(g), free(d), free(mag);
 }
 
+/* ---- The mixture-of-experts block outside its products ----
+ * The CPU's moe_forward and moe_backward (src/layers/moe.c) keep every intermediate in their state (the
+ * probabilities, each token's experts and weights, the counts and row ranges, the grouped rows, the
+ * experts' outputs, dy, the router's dz, aux). Each GPU step runs on the CPU's inputs to that step (the
+ * router's logits recomputed here with the same product) and is expected to give the CPU's bits (moe.cu
+ * says why): the integer arrays and the gathered rows must be exactly the CPU's, the floats within 2 u of
+ * their own magnitude (8 u of the tensor's largest value for dz, where p . dp cancels), printing how many
+ * are bitwise. The unweighted sum of rows (the input gradient's) against a loop written here. fp32 and bf16
+ * (rows rounded up to MOE_ROW_ALIGN, the padding rows no token's); the router makes one expert never chosen
+ * (a count of 0) and two experts tie (equal router rows: the lower index first). */
+static double *max_magnitude(const float *x, size_t n) {
+    double top = 0, *mag = alloc(sizeof(double) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) top = fabs((double)x[i]) > top ? fabs((double)x[i]) : top;
+    for (size_t i = 0; i < n; i++) mag[i] = top;
+    return mag;
+}
+
+static void same_ints(const char *what, const int *gpu, const int *cpu, size_t n) {
+    size_t i = 0;
+    while (i < n && gpu[i] == cpu[i]) i++;
+    CHECK(i == n, "%s: value %zu differs: GPU %d, CPU %d", what, i, i < n ? gpu[i] : 0, i < n ? cpu[i] : 0);
+    if (i == n) printf("%-44s %6zu of %6zu equal (exact)\n", what, n, n);
+}
+
+static void *copy_back(const void *d, size_t bytes) {
+    void *h = alloc(bytes);
+    get(h, d, bytes);
+    return h;
+}
+
+static void check_moe(int bf16, int gpu) {
+    enum { N = 37, D = 24, F = 16, E = 6, K = 2 };
+    const moe_dims m = {N, D, F, E, K, bf16};
+    const size_t R = (size_t)N * K + (bf16 ? (size_t)E * (MOE_ROW_ALIGN - 1) : 0), nx = (size_t)N * D;
+    const float aux_grad = 0.3f;
+    char what[96];
+    float *x = alloc(sizeof(float) * nx), *wr = alloc(sizeof(float) * E * D);
+    float *wgu = alloc(sizeof(float) * E * 2 * F * D), *wdown = alloc(sizeof(float) * E * D * F);
+    float *out = alloc(sizeof(float) * nx), *out0 = alloc(sizeof(float) * nx), *dout = alloc(sizeof(float) * nx);
+    float *dx = alloc(sizeof(float) * nx), *z = alloc(sizeof(float) * N * E), load[E];
+    float *gr = alloc(sizeof(float) * E * D), *ggu = alloc(sizeof(float) * E * 2 * F * D);
+    float *gdown = alloc(sizeof(float) * E * D * F);
+    fill(x, nx, 1.0f), fill(wr, (size_t)E * D, 1.0f), fill(wgu, (size_t)E * 2 * F * D, 0.3f);
+    fill(wdown, (size_t)E * D * F, 0.3f), fill(out0, nx, 1.0f), fill(dout, nx, 1.0f);
+    for (int t = 0; t < N; t++) x[(size_t)t * D] = 1.0f + 0.5f * uniform();  /* a positive first feature... */
+    wr[(size_t)(E - 1) * D] = -60.0f;  /* ...which keeps the last expert's logit far below the rest */
+    memcpy(wr + 2 * D, wr + 1 * D, sizeof(float) * D);  /* experts 1 and 2 tie for every token */
+    memcpy(out, out0, sizeof(float) * nx);
+    nb_bf16 *x16 = alloc(sizeof(nb_bf16) * nx), *wr16 = alloc(sizeof(nb_bf16) * E * D);
+    nb_bf16 *wgu16 = alloc(sizeof(nb_bf16) * E * 2 * F * D), *wdown16 = alloc(sizeof(nb_bf16) * E * D * F);
+    for (size_t i = 0; i < nx; i++) x16[i] = nb_bf16_from_float(x[i]);
+    for (size_t i = 0; i < (size_t)E * D; i++) wr16[i] = nb_bf16_from_float(wr[i]);
+    for (size_t i = 0; i < (size_t)E * 2 * F * D; i++) wgu16[i] = nb_bf16_from_float(wgu[i]);
+    for (size_t i = 0; i < (size_t)E * D * F; i++) wdown16[i] = nb_bf16_from_float(wdown[i]);
+
+    const nb_backend *be = nb_backend_default();
+    moe_state *s = be ? moe_state_create(be, &m) : NULL;
+    CHECK(s != NULL, "CPU MoE state: %s", nb_last_error());
+    if (!s) return;
+    if (bf16) {
+        linear_forward_bf16(be, z, 0.0f, x16, wr16, N, D, E);
+        moe_forward_bf16(be, s, out, x16, wr16, wgu16, wdown16, load);
+        moe_backward_bf16(be, s, dx, gr, ggu, gdown, dout, aux_grad, x16, wr16, wgu16, wdown16);
+    } else {
+        linear_forward(be, z, 0.0f, x, wr, N, D, E);
+        moe_forward(be, s, out, x, wr, wgu, wdown, load);
+        moe_backward(be, s, dx, gr, ggu, gdown, dout, aux_grad, x, wr, wgu, wdown);
+    }
+    CHECK(nb_backend_check(be) == 0, "CPU MoE: %s", nb_last_error());
+    CHECK(s->count[E - 1] == 0, "the test's router leaves the last expert without tokens (count %d)", s->count[E - 1]);
+    int tie_first = 0;  /* tokens whose slots hold both tied experts: the lower index must come first */
+    for (int t = 0; t < N; t++) tie_first += s->top[t * K] == 1 && s->top[t * K + 1] == 2;
+    CHECK(tie_first > 0, "the test's router ties experts 1 and 2 (no token chose both, 1 first)");
+    const int rows = s->start[E];
+    const char *mode = bf16 ? " bf16" : "";
+    if (!gpu) { /* the CPU's side of the premises only */
+        moe_state_free(be, s);
+        free(x), free(wr), free(wgu), free(wdown), free(out), free(out0), free(dout), free(dx), free(z), free(gr);
+        free(ggu), free(gdown), free(x16), free(wr16), free(wgu16), free(wdown16);
+        return;
+    }
+
+    /* route: softmax, top-k, weights */
+    float *d_probs = dev(z, sizeof(float) * N * E), *d_weight = dev(NULL, sizeof(float) * N * K);
+    int *d_top = dev(NULL, sizeof(int) * N * K);
+    ran(nbk_moe_route(d_probs, d_top, d_weight, N, E, K, 0), "moe_route");
+    float *probs = copy_back(d_probs, sizeof(float) * N * E), *weight = copy_back(d_weight, sizeof(float) * N * K);
+    int *top = copy_back(d_top, sizeof(int) * N * K);
+    snprintf(what, sizeof what, "moe_route probs%s", mode), compare(what, probs, s->probs, NULL, (size_t)N * E, 2);
+    snprintf(what, sizeof what, "moe_route top%s", mode), same_ints(what, top, s->top, (size_t)N * K);
+    snprintf(what, sizeof what, "moe_route weight%s", mode), compare(what, weight, s->weight, NULL, (size_t)N * K, 2);
+
+    /* group, from the CPU's top */
+    put(d_top, s->top, sizeof(int) * N * K);
+    int *d_count = dev(NULL, sizeof(int) * E), *d_start = dev(NULL, sizeof(int) * (E + 1));
+    int *d_row_token = dev(NULL, sizeof(int) * R), *d_slot_row = dev(NULL, sizeof(int) * N * K);
+    ran(nbk_moe_group(d_count, d_start, d_row_token, d_slot_row, d_top, N, E, K, bf16 ? MOE_ROW_ALIGN : 1, 0),
+        "moe_group");
+    int *count = copy_back(d_count, sizeof(int) * E), *start = copy_back(d_start, sizeof(int) * (E + 1));
+    int *row_token = copy_back(d_row_token, sizeof(int) * R), *slot_row = copy_back(d_slot_row, sizeof(int) * N * K);
+    snprintf(what, sizeof what, "moe_group count%s", mode), same_ints(what, count, s->count, E);
+    snprintf(what, sizeof what, "moe_group start%s", mode), same_ints(what, start, s->start, E + 1);
+    snprintf(what, sizeof what, "moe_group row_token%s", mode), same_ints(what, row_token, s->row_token, (size_t)rows);
+    snprintf(what, sizeof what, "moe_group slot_row%s", mode), same_ints(what, slot_row, s->slot_row, (size_t)N * K);
+
+    /* gather, from the CPU's grouping */
+    put(d_row_token, s->row_token, sizeof(int) * (size_t)rows), put(d_start, s->start, sizeof(int) * (E + 1));
+    const size_t row_bytes = (bf16 ? sizeof(nb_bf16) : sizeof(float)) * D;
+    void *d_x = dev(bf16 ? (const void *)x16 : (const void *)x, row_bytes * N), *d_xg = dev(NULL, row_bytes * R);
+    ran(nbk_moe_gather(d_xg, d_x, d_row_token, d_start, E, R, row_bytes, 0), "moe_gather");
+    unsigned char *xg = copy_back(d_xg, row_bytes * R);
+    CHECK(memcmp(xg, bf16 ? (const void *)s->xg16 : (const void *)s->xg, row_bytes * (size_t)rows) == 0,
+          "moe_gather%s: the grouped rows differ from the CPU's", mode);
+
+    /* balance, from the CPU's probabilities and counts */
+    put(d_probs, s->probs, sizeof(float) * N * E), put(d_count, s->count, sizeof(int) * E);
+    double *d_aux = dev(NULL, sizeof(double)), aux;
+    float *d_load = dev(NULL, sizeof(float) * E), gload[E];
+    ran(nbk_moe_balance(d_aux, d_load, d_probs, d_count, N, E, K, 0), "moe_balance");
+    get(&aux, d_aux, sizeof aux), get(gload, d_load, sizeof gload);
+    CHECK(fabs(aux - s->aux) <= 4e-16 * fabs(s->aux), "moe_balance%s aux: GPU %.17g, CPU %.17g", mode, aux, s->aux);
+    printf("%-44s GPU %.17g CPU %.17g (%s)\n", "moe_balance aux", aux, s->aux, aux == s->aux ? "bitwise" : "differs");
+    snprintf(what, sizeof what, "moe_balance load%s", mode), compare(what, gload, load, NULL, E, 0);
+
+    /* the weighted sum of the experts' outputs into out, from the CPU's rows and weights */
+    float *d_out = dev(out0, sizeof(float) * nx), *d_y = dev(s->y, sizeof(float) * R * D);
+    put(d_weight, s->weight, sizeof(float) * N * K), put(d_slot_row, s->slot_row, sizeof(int) * N * K);
+    ran(nbk_moe_add_rows(d_out, d_y, d_weight, d_slot_row, N, K, D, 0), "moe_add_rows");
+    float *gout = copy_back(d_out, sizeof(float) * nx);
+    double *mag = alloc(sizeof(double) * nx);
+    for (int t = 0; t < N; t++)
+        for (int i = 0; i < D; i++) {
+            double a = fabs((double)out0[(size_t)t * D + i]);
+            for (int j = 0; j < K; j++)
+                a += fabs((double)s->weight[t * K + j] * s->y[(size_t)s->slot_row[t * K + j] * D + i]);
+            mag[(size_t)t * D + i] = a;
+        }
+    snprintf(what, sizeof what, "moe_add_rows (weighted)%s", mode), compare(what, gout, out, mag, nx, 2);
+
+    /* backward: dy and the router's dz */
+    float *d_dout = dev(dout, sizeof(float) * nx), *d_dy = dev(NULL, sizeof(float) * R * D);
+    float *d_dp = dev(NULL, sizeof(float) * N * E);
+    ran(nbk_moe_route_backward(d_dy, d_dp, d_dout, d_y, d_probs, d_top, d_weight, d_slot_row, N, E, K, D, 0),
+        "moe_route_backward");
+    ran(nbk_moe_softmax_backward(d_dp, d_probs, d_count, aux_grad, N, E, 0), "moe_softmax_backward");
+    float *dy = copy_back(d_dy, sizeof(float) * R * D), *dp = copy_back(d_dp, sizeof(float) * N * E);
+    float *dy_rows = alloc(sizeof(float) * R * D), *cpu_rows = alloc(sizeof(float) * R * D);
+    size_t kept = 0;  /* the rows of a token (the GPU leaves the padding rows alone; the caller zeroes them) */
+    for (int r = 0; r < rows; r++)
+        if (s->row_token[r] >= 0) {
+            memcpy(dy_rows + kept * D, dy + (size_t)r * D, sizeof(float) * D);
+            memcpy(cpu_rows + kept * D, s->dy + (size_t)r * D, sizeof(float) * D);
+            kept++;
+        }
+    snprintf(what, sizeof what, "moe_route_backward dy%s", mode), compare(what, dy_rows, cpu_rows, NULL, kept * D, 2);
+    double *magp = max_magnitude(s->dp, (size_t)N * E);
+    snprintf(what, sizeof what, "moe_softmax_backward dz%s", mode), compare(what, dp, s->dp, magp, (size_t)N * E, 8);
+
+    /* the unweighted sum (dx += each grouped row's input gradient) against a loop written here */
+    float *base = alloc(sizeof(float) * nx), *ref = alloc(sizeof(float) * nx), *grows = alloc(sizeof(float) * R * D);
+    fill(base, nx, 1.0f), fill(grows, R * D, 1.0f);
+    for (int t = 0; t < N; t++)
+        for (int i = 0; i < D; i++) {
+            float o = base[(size_t)t * D + i];
+            for (int j = 0; j < K; j++) o += grows[(size_t)s->slot_row[t * K + j] * D + i];
+            ref[(size_t)t * D + i] = o;
+            mag[(size_t)t * D + i] = fabs((double)base[(size_t)t * D + i]) + K;  /* |rows| < 1 */
+        }
+    put(d_out, base, sizeof(float) * nx), put(d_y, grows, sizeof(float) * R * D);
+    ran(nbk_moe_add_rows(d_out, d_y, NULL, d_slot_row, N, K, D, 0), "moe_add_rows");
+    get(gout, d_out, sizeof(float) * nx);
+    snprintf(what, sizeof what, "moe_add_rows (unweighted)%s", mode), compare(what, gout, ref, mag, nx, 2);
+
+    cudaFree(d_probs), cudaFree(d_weight), cudaFree(d_top), cudaFree(d_count), cudaFree(d_start);
+    cudaFree(d_row_token), cudaFree(d_slot_row), cudaFree(d_x), cudaFree(d_xg), cudaFree(d_aux), cudaFree(d_load);
+    cudaFree(d_out), cudaFree(d_y), cudaFree(d_dout), cudaFree(d_dy), cudaFree(d_dp);
+    free(probs), free(weight), free(top), free(count), free(start), free(row_token), free(slot_row), free(xg);
+    free(gout), free(mag), free(dy), free(dp), free(dy_rows), free(cpu_rows), free(magp), free(base), free(ref);
+    free(grows);
+    moe_state_free(be, s);
+    free(x), free(wr), free(wgu), free(wdown), free(out), free(out0), free(dout), free(dx), free(z), free(gr);
+    free(ggu), free(gdown), free(x16), free(wr16), free(wgu16), free(wdown16);
+}
+
 /* ---- Attention ----
  * Causal grouped-query attention, forward and backward, against a double-precision implementation written
  * here from the formulas (softmax(q k^T / sqrt(hd)) v over the keys at or before each query; dv = P^T dO,
@@ -831,6 +1017,10 @@ int main(void) {
     check_the_check();
     for (int i = 0; i < N_ATT_CASES; i++) check_attention_cpu(&att_cases[i]);
     check_attention_refusals();
+    check_moe(0, 0);
+    check_moe(1, 0);
+    CHECK((int)MOE_KERNEL_MAX_K == (int)MOE_MAX_K, "the kernels' experts per token (%d) are moe.h's (%d)", MOE_KERNEL_MAX_K,
+          MOE_MAX_K);
     int devices = 0;
     const cudaError_t e = cudaGetDeviceCount(&devices);
     if (e != cudaSuccess || devices == 0) {
@@ -847,6 +1037,8 @@ int main(void) {
     check_rope();
     check_swiglu();
     check_cross_entropy();
+    check_moe(0, 1);
+    check_moe(1, 1);
     for (int i = 0; i < N_ATT_CASES; i++) check_attention_gpu(&att_cases[i]);
     for (int gain = 0; gain < 2; gain++) check_rule(ADAMW, gain ? NB_GROUP_GAIN : NB_GROUP_MATRIX, 1.0f);
     check_rule(LION, NB_GROUP_MATRIX, 1.0f);

@@ -22,18 +22,18 @@ static void *carve(char *base, size_t *at, size_t n, size_t size) {
     return p;
 }
 
-/* Under bf16 each expert's rows start at a multiple of ROW_ALIGN and its products run on its row count
+/* Under bf16 each expert's rows start at a multiple of MOE_ROW_ALIGN (moe.h) and its products run on its row count
  * rounded up to one (the extra rows zero): oneDNN makes a primitive per product shape, and an expert's
  * row count changes every step; rounded, the shapes repeat and the primitives are reused instead of made
  * anew (about 190 a step on moe-tiny otherwise, which cost more than the products). Zero rows add exact
  * zeros to the weight gradients' sums. */
-enum { ROW_ALIGN = 64 };
-
-static int rows_of(const moe_dims *m, int count) { return m->bf16 ? (count + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN : count; }
+static int rows_of(const moe_dims *m, int count) {
+    return m->bf16 ? (count + MOE_ROW_ALIGN - 1) / MOE_ROW_ALIGN * MOE_ROW_ALIGN : count;
+}
 
 /* Grouped rows at most. */
 static size_t max_rows(const moe_dims *m) {
-    return (size_t)m->N * (size_t)m->k + (m->bf16 ? (size_t)m->E * (ROW_ALIGN - 1) : 0);
+    return (size_t)m->N * (size_t)m->k + (m->bf16 ? (size_t)m->E * (MOE_ROW_ALIGN - 1) : 0);
 }
 
 /* The arrays a backward reads (kept from the forward). */

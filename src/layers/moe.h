@@ -20,6 +20,7 @@
 #include "backend/backend.h"
 
 enum { MOE_MAX_K = 64 };  /* experts per token at most */
+enum { MOE_ROW_ALIGN = 64 };  /* under bf16 each expert's grouped rows are rounded up to a multiple of this (moe.c) */
 
 typedef struct {
     int N, d, F, E, k;  /* tokens, model width, expert hidden width, experts, experts per token */

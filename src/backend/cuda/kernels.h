@@ -93,6 +93,37 @@ int nbk_attention_backward(float *dqkv, const float *dout, const float *out, con
                            int T, int H, int Hkv, int hd, int bf16, float *delta, cudaStream_t stream);
 size_t nbk_attention_scratch_floats(int B, int T, int H);
 
+/* ---- The mixture-of-experts block outside its products (moe.cu; the steps of src/layers/moe.c, whose
+ * moe.h states the rule), each the CPU's bits. N tokens, E experts, k experts per token (at most
+ * MOE_KERNEL_MAX_K, moe.h's MOE_MAX_K), slots t k + j. ---- */
+enum { MOE_KERNEL_MAX_K = 64 };
+/* probs (N x E): the router's logits in, softmax out; top, weight (N x k): each token's experts (largest
+ * first, ties to the lower index) and their renormalized weights. */
+int nbk_moe_route(float *probs, int *top, float *weight, int N, int E, int k, cudaStream_t stream);
+/* count (E), start (E + 1): rows per expert and where each begins, each expert's rows rounded up to row_align
+ * (1 in fp32; moe.h's MOE_ROW_ALIGN under bf16), the rows past its count marked -1 in row_token; row_token
+ * (rows): each grouped row's token, an expert's rows in token order; slot_row (N k): each slot's row. */
+int nbk_moe_group(int *count, int *start, int *row_token, int *slot_row, const int *top, int N, int E, int k,
+                  int row_align, cudaStream_t stream);
+/* Each grouped row (below start[E], of max_rows) the copy of its token's row of x (row_bytes each, even: fp32 or
+ * bf16 rows), zeros for a row of no token. */
+int nbk_moe_gather(void *xg, const void *x, const int *row_token, const int *start, int E, size_t max_rows,
+                   size_t row_bytes, cudaStream_t stream);
+/* *aux (device double): the load-balancing loss E sum_e (count_e / N)(mean p_e); load (NULL: none): each
+ * expert's share of the N k assignments. */
+int nbk_moe_balance(double *aux, float *load, const float *probs, const int *count, int N, int E, int k,
+                    cudaStream_t stream);
+/* out[t] (d wide) += each of token t's grouped rows, times its weight (weight NULL: 1), in slot order. */
+int nbk_moe_add_rows(float *out, const float *rows, const float *weight, const int *slot_row, int N, int k, int d,
+                     cudaStream_t stream);
+/* dy's grouped rows = weight dout of their token; dp (N x E) = the router's gradient through the
+ * renormalized weights (y: the experts' outputs, grouped). */
+int nbk_moe_route_backward(float *dy, float *dp, const float *dout, const float *y, const float *probs, const int *top,
+                           const float *weight, const int *slot_row, int N, int E, int k, int d, cudaStream_t stream);
+/* dp += the aux loss's part (aux_grad E count_e / N^2), then through the softmax, in place. */
+int nbk_moe_softmax_backward(float *dp, const float *probs, const int *count, float aux_grad, int N, int E,
+                             cudaStream_t stream);
+
 /* ---- The elementwise optimizer rules (src/optim/adamw.c, lion.c, adan.c, mars.c; docs/rules.md) ----
  * Each computes one tensor's step d (n values) from its gradient g and weights w and advances the state
  * buffers, as the rule's step does; the caller then counts the update (the rule's ts->count++). */
