@@ -228,7 +228,8 @@ static void test_version_cache(void) {
 
 int main(void) {
     /* NB_GEMM picks the backend (ctest runs this file with tiles:onednn too: the other bf16 path) */
-    CHECK(nb_backend_open(getenv("NB_GEMM"), &be) == 0, "NB_GEMM: %s", nb_last_error());
+    int exit_code;
+    if (!(be = check_env_backend(&exit_code))) return exit_code;
     printf("backend %s: bf16 products %s\n", nb_backend_name(be), be->bf16_native ? "on oneDNN's bf16 matmul" : "widened");
     test_cast();
     test_gemm();

@@ -1,7 +1,7 @@
 /* The CUDA kernels (src/backend/cuda/kernels.cu, -DNB_CUDA=ON only) against the CPU functions they stand
  * for: src/layers' embedding, RMSNorm, RoPE, SwiGLU and cross-entropy, forward and backward, and the
  * elementwise rules of src/optim (AdamW, Lion, Adan, MARS), the MoE block's routing, grouping and sums (moe.c's
- * steps, from its state); attention against a double-precision
+ * steps, from its state); a stage in the GPU's memory against the CPU (check_device_stage); attention against a double-precision
  * reference (its own bound, stated at check_attention_gpu's section). Random inputs from a fixed seed, shapes that
  * are not multiples of the kernels' 256-thread blocks (37 rows of 100, rows of 1000 and 1003, 3701 values).
  * Exits 77 (ctest's "skipped", the reason printed) where there is no GPU or driver.
@@ -33,10 +33,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime.h>
+#include "backend/cuda.h"
 #include "backend/cuda/kernels.h"
 #include "check.h"
 #include "layers/layers.h"
 #include "layers/moe.h"
+#include "layers/ops.h"
+#include "nobubble/model.h"
+#include "stage_run.h"
 #include "nobubble/backend.h"
 #include "optim/rules.h"
 #include "util/error.h"
@@ -1013,6 +1017,81 @@ static void check_attention_refusals(void) {
           "head_dim above 256 is refused: %s", nb_last_error());
 }
 
+/* ---- A stage in the GPU's memory ----
+ * The CUDA backend's device memory mode (nb_cuda_open_device_memory) with the kernels as its layers
+ * (nb_layer_ops_cuda): a model of 3 blocks (vocabulary 64, 2 x 12 tokens) placed there (nb_stage_place), one
+ * stage and two, tied and untied, through two micro-batches of forward and backward, against the CPU's
+ * default backend on the same weights and tokens: each loss within 1e-5 relative, each stage's gradients
+ * and the hand-overs between stages within 1e-4 (max |gpu - cpu| / max |cpu|: products and attention sum
+ * in other orders), and the same bits on the GPU twice. */
+static int outcome_same_bits(const stage_outcome *a, const stage_outcome *b, const nb_model *layout, size_t nd) {
+    int same = !memcmp(a->loss, b->loss, sizeof a->loss);
+    for (int s = 0; s < layout->n_stages; s++) {
+        same &= !memcmp(a->grads[s], b->grads[s], sizeof(float) * layout->stages[s].n_params);
+        if (a->tied[s]) same &= !memcmp(a->tied[s], b->tied[s], sizeof(float) * layout->stages[s].tensors[0].numel);
+    }
+    for (int k = 0; k < STAGE_RUN_MICRO && layout->n_stages == 2; k++)
+        same &= !memcmp(a->output[k], b->output[k], sizeof(float) * nd) &&
+                !memcmp(a->input_grad[k], b->input_grad[k], sizeof(float) * nd);
+    return same;
+}
+
+static void check_device_stage(void) {
+    enum { B = 2, T = 12 };
+    nb_backend *dev = NULL;
+    if (nb_cuda_open_device_memory(&dev)) {
+        CHECK(0, "the device memory mode: %s", nb_last_error());
+        return;
+    }
+    dev->layers = nb_layer_ops_cuda();
+    const nb_backend *cpu = nb_backend_default();
+    printf("device memory mode: %s\n", nb_backend_label(dev));
+    for (int tied = 0; tied < 2; tied++)
+        for (int n_stages = 1; n_stages <= 2; n_stages++) {
+            nb_config cfg;
+            nb_config_preset("tiny", &cfg);
+            cfg.n_layers = 3, cfg.vocab_size = 64, cfg.context = 16, cfg.tied = tied;
+            nb_model layout;
+            if (nb_model_layout(&layout, &cfg, n_stages, NULL)) continue;
+            const size_t nd = (size_t)B * T * cfg.d_model;
+            stage_outcome want, got, again;
+            const int ok = stage_run(cpu, &cfg, n_stages, B, T, 0, &want) == 0 &&
+                           stage_run(dev, &cfg, n_stages, B, T, 0, &got) == 0 &&
+                           stage_run(dev, &cfg, n_stages, B, T, 0, &again) == 0;
+            char what[64];
+            snprintf(what, sizeof what, "stage on the GPU, %s, %d stage(s)", tied ? "tied" : "untied", n_stages);
+            if (ok) {
+                double worst = 0;
+                for (int k = 0; k < STAGE_RUN_MICRO; k++) {
+                    const double rel = fabs((double)got.loss[k] - want.loss[k]) / fabs((double)want.loss[k]);
+                    CHECK(rel <= 1e-5, "%s: micro-batch %d's loss %.9g, CPU %.9g", what, k, (double)got.loss[k],
+                          (double)want.loss[k]);
+                }
+                for (int s = 0; s < n_stages; s++) {
+                    const double e = check_rel_err_f(got.grads[s], want.grads[s], layout.stages[s].n_params, 1e-30);
+                    CHECK(e <= 1e-4, "%s: stage %d's gradients: relative error %.3g", what, s, e);
+                    worst = e > worst ? e : worst;
+                    if (want.tied[s]) {
+                        const double t = check_rel_err_f(got.tied[s], want.tied[s], layout.stages[s].tensors[0].numel, 1e-30);
+                        CHECK(t <= 1e-4, "%s: stage %d's tied head gradient: relative error %.3g", what, s, t);
+                    }
+                }
+                for (int k = 0; k < STAGE_RUN_MICRO && n_stages == 2; k++) {
+                    const double eo = check_rel_err_f(got.output[k], want.output[k], nd, 1e-30);
+                    const double ei = check_rel_err_f(got.input_grad[k], want.input_grad[k], nd, 1e-30);
+                    CHECK(eo <= 1e-4 && ei <= 1e-4, "%s: hand-overs of micro-batch %d: output %.3g, input gradient %.3g",
+                          what, k, eo, ei);
+                }
+                CHECK(outcome_same_bits(&got, &again, &layout, nd), "%s: two runs on the GPU differ", what);
+                printf("%-44s losses %.7f %.7f (CPU %.7f %.7f), gradients within %.3g\n", what, (double)got.loss[0],
+                       (double)got.loss[1], (double)want.loss[0], (double)want.loss[1], worst);
+            }
+            stage_outcome_free(&want), stage_outcome_free(&got), stage_outcome_free(&again);
+            nb_model_free(&layout);
+        }
+    nb_backend_close(dev);
+}
+
 int main(void) {
     check_the_check();
     for (int i = 0; i < N_ATT_CASES; i++) check_attention_cpu(&att_cases[i]);
@@ -1039,6 +1118,7 @@ int main(void) {
     check_cross_entropy();
     check_moe(0, 1);
     check_moe(1, 1);
+    check_device_stage();
     for (int i = 0; i < N_ATT_CASES; i++) check_attention_gpu(&att_cases[i]);
     for (int gain = 0; gain < 2; gain++) check_rule(ADAMW, gain ? NB_GROUP_GAIN : NB_GROUP_MATRIX, 1.0f);
     check_rule(LION, NB_GROUP_MATRIX, 1.0f);

@@ -81,7 +81,8 @@ static void check_syrk(int trans, int N, int K, float alpha, float beta) {
 
 int main(void) {
     /* NB_GEMM picks the backend (ctest runs this file with tiles:onednn too: nb_syrk_bf16's other path) */
-    CHECK(nb_backend_open(getenv("NB_GEMM"), &be) == 0, "NB_GEMM: %s", nb_last_error());
+    int exit_code;
+    if (!(be = check_env_backend(&exit_code))) return exit_code;
     for (int trans = 0; trans < 2; trans++) {
         check_syrk(trans, 1, 1, 1.0f, 0.0f);
         check_syrk(trans, 17, 40, 1.0f, 0.0f);

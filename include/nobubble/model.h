@@ -168,7 +168,9 @@ int nb_model_alloc_stage(nb_model *m, int stage);
 /* N(0, 0.02) for matrices and embeddings, the two output projections of each block (o_proj,
  * down_proj) scaled by 1/sqrt(2 n_layers), gains 1. Every tensor draws from its own stream,
  * keyed by the seed and its name, so a model split any way gets the same weights. */
-void nb_model_init(nb_model *m, uint64_t seed);
+/* A stage in a device's memory gets its weights drawn on the host and copied over. 0, or -1 when the
+ * host's memory for that copy ran out. */
+int nb_model_init(nb_model *m, uint64_t seed);
 void nb_model_zero_grads(nb_model *m);
 /* A tied embedding's gradient completed on the stage that holds the embedding (the first): the head's
  * part added to the embedding's in one order whatever the split, so that every split gives bitwise the

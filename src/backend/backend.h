@@ -43,6 +43,9 @@ typedef struct nb_backend_ops {
     /* Waits for queued work; 0, or -1 with nb_fail of the first failure recorded since the last check. */
     int (*check)(const nb_backend *b);
     void (*close)(nb_backend *b);
+    /* Within the backend's memory: dst = src (bytes; the ranges may overlap), and zeroing. */
+    void (*copy)(const nb_backend *b, void *dst, const void *src, size_t bytes);
+    void (*zero)(const nb_backend *b, void *mem, size_t bytes);
 } nb_backend_ops;
 
 struct nb_backend {
@@ -52,6 +55,11 @@ struct nb_backend {
     int tile_width;         /* nb_tile_gemm pads N to a multiple of this */
     int tile_bf16_native;   /* 1: nb_tile_gemm_bf16 runs on the CPU's bf16 dot-product instruction */
     int bf16_native;        /* 1: nb_gemm_bf16 runs on bf16 instructions; 0: widened to fp32 */
+    /* 1: alloc returns memory the host must not read or write (a GPU's). A stage placed on such a backend
+     * (nb_stage_place) keeps its weights, gradients, activations and scratch there, and the host reaches them
+     * only through to_host and from_host; 0: the host's memory, read in place. */
+    int device_memory;
+    const struct nb_layer_ops *layers;  /* the layers on this memory (layers/ops.h); NULL: the CPU's */
     void *impl;             /* the implementation's state */
 };
 
@@ -113,6 +121,16 @@ static inline void *nb_backend_alloc(const nb_backend *b, size_t bytes, const ch
 }
 static inline void nb_backend_free(const nb_backend *b, void *p) {
     if (p) b->ops->free(b, p);
+}
+static inline void nb_backend_copy(const nb_backend *b, void *dst, const void *src, size_t bytes) {
+    b->ops->copy(b, dst, src, bytes);
+}
+static inline void nb_backend_zero(const nb_backend *b, void *mem, size_t bytes) { b->ops->zero(b, mem, bytes); }
+static inline void nb_backend_to_host(const nb_backend *b, void *host, const void *mem, size_t bytes) {
+    b->ops->to_host(b, host, mem, bytes);
+}
+static inline void nb_backend_from_host(const nb_backend *b, void *mem, const void *host, size_t bytes) {
+    b->ops->from_host(b, mem, host, bytes);
 }
 
 /* ---- Time spent in products, for `nobubble bench`'s share of the step outside them ----

@@ -102,6 +102,11 @@ void nb_cpu_copy(const nb_backend *b, void *dst, const void *src, size_t bytes) 
     if (bytes) memmove(dst, src, bytes);
 }
 
+void nb_cpu_zero(const nb_backend *b, void *mem, size_t bytes) {
+    (void)b;
+    if (bytes) memset(mem, 0, bytes);
+}
+
 /* Nothing is queued on the CPU: every product has finished when it returns. */
 static int cpu_check(const nb_backend *b) { return nb_failure_take(&state_of(b)->failure); }
 
@@ -125,6 +130,8 @@ static const nb_backend_ops cpu_ops = {
     .from_host = nb_cpu_copy,
     .check = cpu_check,
     .close = cpu_close,
+    .copy = nb_cpu_copy,
+    .zero = nb_cpu_zero,
 };
 
 /* spec = NAME or NAME:BF16 into the variant and the bf16 path (-1: the CPU's choice). */
@@ -151,13 +158,20 @@ int nb_cpu_open(const char *spec, nb_backend **out) {
     const variant *v;
     int bf16_onednn;
     if (parse_spec(spec, &v, &bf16_onednn)) return -1;
+    if (bf16_onednn == 1 && !nb_bf16_onednn_available())
+        return nb_fail("backend '%s': oneDNN has no bf16 matmul on this CPU (its ISA is %s; oneDNN 2.6 needs AVX-512): "
+                       "use '%.*s' or '%.*s:widen'", spec, nb_cpu_isa_name(), (int)strcspn(spec, ":"), spec,
+                       (int)strcspn(spec, ":"), spec);
     nb_backend *b = nb_calloc(1, sizeof *b, "a backend");
     cpu_state *s = b ? nb_calloc(1, sizeof *s, "a backend's state") : NULL;
     if (!s) {
         free(b);
         return -1;
     }
-    s->config = (nb_cpu_config){v->fn, v->tn, v->fn_is_onednn, v->tn_own_order,
+    /* oneDNN's own threads split a large C (never K) only on its AVX-512 kernels: on AVX2 (an AMD EPYC without
+     * AVX-512, 2026-12-05) C of 4096 x 256 x 40 and 16384 x 64 x 24 came out in other bits at 3 and 8
+     * threads than at 1 (tests/test_gemm_threads.c), so there every product is cut into tiles. */
+    s->config = (nb_cpu_config){v->fn, v->tn, v->fn_is_onednn && nb_onednn_threads_split_c(), v->tn_own_order,
                                 bf16_onednn >= 0 ? bf16_onednn : nb_bf16_native()};
     nb_failure_init(&s->failure);
     b->ops = &cpu_ops;

@@ -18,6 +18,7 @@ const char *nb_cpu_default_name(void);
 void *nb_cpu_alloc(const nb_backend *b, size_t bytes, const char *what);
 void nb_cpu_free(const nb_backend *b, void *p);
 void nb_cpu_copy(const nb_backend *b, void *dst, const void *src, size_t bytes);
+void nb_cpu_zero(const nb_backend *b, void *mem, size_t bytes);
 
 /* One library's product, nb_gemm's conventions. */
 typedef int (*nb_cpu_gemm_fn)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
@@ -31,6 +32,13 @@ typedef struct {
     int tn_own_order;    /* tn's result is independent of the thread count by construction (own tiles) */
     int bf16_onednn;     /* bf16 products through oneDNN's bf16 matmul (1) or widened to fp32 (0) */
 } nb_cpu_config;
+
+/* 1 where oneDNN 2.6 has a bf16 matmul (AVX-512 and up; it emulates bf16 on avx512_core): what ":onednn"
+ * needs (gemm_bf16.c). */
+int nb_bf16_onednn_available(void);
+/* 1 where oneDNN's own threads split a product's C and never its K, so that its result does not depend on
+ * the thread count (its AVX-512 kernels; not its AVX2 ones): what nb_cpu_config.fn_is_onednn needs. */
+int nb_onednn_threads_split_c(void);
 
 /* gemm.c: the products in an order fixed by the shape alone (the same bits at any thread count). */
 int nb_cpu_gemm(const nb_cpu_config *c, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,

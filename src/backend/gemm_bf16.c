@@ -20,6 +20,15 @@ int nb_bf16_native(void) {
     return (isa & (unsigned)dnnl_cpu_isa_avx512_core_bf16) == (unsigned)dnnl_cpu_isa_avx512_core_bf16;
 }
 
+/* oneDNN's ISA holds every feature of avx512_core (its ISA values are masks of features). */
+static int isa_has_avx512_core(void) {
+    const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    return (isa & (unsigned)dnnl_cpu_isa_avx512_core) == (unsigned)dnnl_cpu_isa_avx512_core;
+}
+
+int nb_bf16_onednn_available(void) { return isa_has_avx512_core(); }
+int nb_onednn_threads_split_c(void) { return isa_has_avx512_core(); }
+
 const char *nb_cpu_isa_name(void) {
     switch (dnnl_get_effective_cpu_isa()) {
     case dnnl_cpu_isa_sse41: return "sse41";

@@ -107,7 +107,8 @@ nb_acts *nb_acts_create(const nb_stage *s, int B, int T) {
     a->logit_rows = stage_logit_rows(s, B * T);
     a->blocks = nb_calloc((size_t)s->n_blocks, sizeof(block_acts), "an activation slot's table of blocks");
     a->bytes = carve(a, s, NULL);
-    if (!a->blocks || !(a->memory = nb_alloc_aligned(a->bytes, "an activation slot's activations"))) {
+    a->backend = stage_backend(s);
+    if (!a->blocks || !a->backend || !(a->memory = nb_backend_alloc(a->backend, a->bytes, "an activation slot's activations"))) {
         nb_acts_free(a);
         return NULL;
     }
@@ -117,7 +118,7 @@ nb_acts *nb_acts_create(const nb_stage *s, int B, int T) {
 
 void nb_acts_free(nb_acts *a) {
     if (!a) return;
-    free(a->memory);
+    if (a->backend) nb_backend_free(a->backend, a->memory);
     free(a->blocks);
     free(a);
 }
@@ -194,10 +195,12 @@ void *stage_scratch(const nb_stage *s, scratch_id id, int N) {
         return NULL;
     }
     const size_t need = scratch_bytes(s, id, N);
+    const nb_backend *be = stage_backend(s);
+    if (!be) return NULL;
     if (!w->buffer[id] || need > w->bytes[id]) {
-        free(w->buffer[id]);
+        nb_backend_free(be, w->buffer[id]);
         w->bytes[id] = 0;
-        if (!(w->buffer[id] = nb_calloc(need, 1, "a stage's scratch"))) return NULL;
+        if (!(w->buffer[id] = nb_backend_alloc(be, need ? need : 1, "a stage's scratch"))) return NULL;
         w->bytes[id] = need;
     }
     return w->buffer[id];
@@ -212,7 +215,8 @@ size_t nb_stage_scratch_bytes(const nb_stage *s, int B, int T) {
 void stage_scratch_release(nb_stage *s) {
     struct nb_stage_scratch *w = s->scratch;
     if (!w) return;
-    for (int id = 0; id < SCR_COUNT; id++) free(w->buffer[id]);
+    const nb_backend *be = stage_backend(s);
+    for (int id = 0; id < SCR_COUNT && be; id++) nb_backend_free(be, w->buffer[id]);
     free(w);
     s->scratch = NULL;
 }

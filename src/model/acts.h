@@ -45,7 +45,8 @@ struct nb_acts {
     int B, T, n_blocks, d, precision;
     int logit_rows;      /* rows of logits computed at once: B*T, or a chunk (stage_logit_rows) */
     size_t bytes;
-    void *memory;
+    void *memory;        /* the stage's backend's (nb_stage_place), freed there */
+    const nb_backend *backend;
     int *tokens, *targets;
     float *res;          /* [n_blocks + 1][N][d]: each block's input, then the stage's output */
     block_acts *blocks;
@@ -57,6 +58,12 @@ struct nb_acts {
     float loss;
     double aux;          /* the forward's load-balancing losses, summed over the stage's MoE blocks */
 };
+
+/* The stage's backend: the one it holds, else the default (NULL with nb_last_error if that cannot open).
+ * Its memory holds the stage's activation slots and scratch. */
+static inline const nb_backend *stage_backend(const nb_stage *s) {
+    return s->backend ? s->backend : nb_backend_default();
+}
 
 /* The MoE dimensions of the stage's block l for N rows; E = 0 for a dense block. */
 moe_dims stage_moe_dims(const nb_stage *s, int l, int N);

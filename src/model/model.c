@@ -38,6 +38,11 @@ static int make_stages(nb_model *m, const nb_config *cfg, int n_stages, const in
             nb_model_free(m);  /* the stages not reached are zero, which releasing skips */
             return -1;
         }
+        /* a backend with memory of its own (a GPU's) takes the stage's arrays there */
+        if (allocate && be->device_memory && nb_stage_place(&m->stages[i], be)) {
+            nb_model_free(m);
+            return -1;
+        }
         m->stages[i].backend = be;
         first += n;
     }
@@ -86,14 +91,20 @@ static int is_output_projection(const char *name) {
            strstr(name, ".w2.weight") != NULL;
 }
 
-void nb_model_init(nb_model *m, uint64_t seed) {
+/* 1 when the stage's arrays are its backend's memory, not the host's (nb_stage_place). */
+static int on_device(const nb_stage *s) { return s->backend && s->backend->device_memory; }
+
+int nb_model_init(nb_model *m, uint64_t seed) {
     double out_scale = 1.0 / sqrt(2.0 * m->cfg.n_layers);
     for (int si = 0; si < m->n_stages; si++) {
         nb_stage *s = &m->stages[si];
         if (!s->params) continue;  /* another process's stage (nb_model_keep_only) */
+        /* a stage in a device's memory: drawn on the host, then copied over */
+        float *host = on_device(s) ? nb_alloc(sizeof(float) * s->n_params, "a stage's initial weights") : s->params;
+        if (!host) return -1;
         for (int ti = 0; ti < s->n_tensors; ti++) {
             const nb_tensor *t = &s->tensors[ti];
-            float *p = s->params + t->offset;
+            float *p = host + t->offset;
             if (t->group == NB_GROUP_GAIN) {
                 for (size_t i = 0; i < t->numel; i++) p[i] = 1.0f;
                 continue;
@@ -103,12 +114,22 @@ void nb_model_init(nb_model *m, uint64_t seed) {
             double std = 0.02 * (is_output_projection(t->name) ? out_scale : 1.0);
             for (size_t i = 0; i < t->numel; i++) p[i] = (float)(std * nb_rng_normal(&r));
         }
+        if (host != s->params) {
+            nb_backend_from_host(s->backend, s->params, host, sizeof(float) * s->n_params);
+            free(host);
+        }
     }
+    return 0;
 }
 
 void nb_model_zero_grads(nb_model *m) {
     for (int i = 0; i < m->n_stages; i++) {
         nb_stage *s = &m->stages[i];
+        if (on_device(s)) {
+            nb_backend_zero(s->backend, s->grads, sizeof(float) * s->n_params);
+            if (s->tied_head_grad) nb_backend_zero(s->backend, s->tied_head_grad, sizeof(float) * s->tensors[0].numel);
+            continue;
+        }
         memset(s->grads, 0, sizeof(float) * s->n_params);
         if (s->tied_head_grad) memset(s->tied_head_grad, 0, sizeof(float) * s->tensors[0].numel);
     }

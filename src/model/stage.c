@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "layers/layers.h"
+#include "layers/ops.h"
 #include "model/acts.h"
 #include "model/stage.h"
 #include "util/alloc.h"
@@ -126,16 +127,60 @@ int nb_stage_init(nb_stage *s, const nb_config *cfg, int index, int count, int f
     return 0;
 }
 
+/* 1 when the stage's memory is its backend's, not the host's (nb_stage_place). */
+static int on_device(const nb_stage *s) { return s->backend && s->backend->device_memory; }
+
+/* The stage's own arrays: the host's, or (placed) its backend's. */
+static void release_array(const nb_stage *s, void *p) {
+    if (on_device(s)) nb_backend_free(s->backend, p);
+    else free(p);
+}
+
 void nb_stage_release(nb_stage *s) {
     stage_precision_release(s);
     stage_scratch_release(s);
     free(s->tensors);
-    free(s->params);
-    free(s->grads);
-    free(s->tied_head_grad);
-    free(s->rope_cos);
-    free(s->rope_sin);
+    release_array(s, s->params);
+    release_array(s, s->grads);
+    release_array(s, s->tied_head_grad);
+    release_array(s, s->rope_cos);
+    release_array(s, s->rope_sin);
     memset(s, 0, sizeof *s);
+}
+
+int nb_stage_place(nb_stage *s, const nb_backend *be) {
+    if (!be->device_memory) {
+        s->backend = be;
+        return 0;
+    }
+    if (on_device(s)) return nb_fail("stage %d is already in the %s backend's memory", s->index, s->backend->name);
+    if (nb_config_moe_blocks(&s->cfg) > 0)
+        return nb_fail("stage %d: mixture-of-experts blocks in the %s backend's memory are not supported yet (its "
+                       "routing reads the experts' counts on the host; docs/gpu.md)", s->index, be->name);
+    const dims m = stage_dims(&s->cfg);
+    const size_t rope = sizeof(float) * (size_t)s->cfg.context * (size_t)(m.hd / 2);
+    /* the host's arrays stay until every copy exists, so a failure leaves the stage as it was */
+    nb_stage moved = *s;
+    moved.params = moved.grads = moved.tied_head_grad = moved.rope_cos = moved.rope_sin = NULL;
+    if (!(moved.scratch = stage_scratch_new())) return nb_fail("stage %d: %s", s->index, nb_last_error());
+    float *host[5] = {s->params, s->grads, s->tied_head_grad, s->rope_cos, s->rope_sin};
+    float **dst[5] = {&moved.params, &moved.grads, &moved.tied_head_grad, &moved.rope_cos, &moved.rope_sin};
+    const size_t bytes[5] = {sizeof(float) * s->n_params, sizeof(float) * s->n_params,
+                             sizeof(float) * (size_t)m.V * m.d, rope, rope};
+    for (int i = 0; i < 5; i++) {
+        if (!host[i]) continue;
+        if (!(*dst[i] = nb_backend_alloc(be, bytes[i], "a stage's weights, gradients or RoPE tables"))) {
+            for (int j = 0; j < i; j++) nb_backend_free(be, *dst[j]);
+            free(moved.scratch);
+            return nb_fail("stage %d: %s", s->index, nb_last_error());
+        }
+        nb_backend_from_host(be, *dst[i], host[i], bytes[i]);
+    }
+    for (int i = 0; i < 5; i++) free(host[i]);
+    stage_scratch_release(s);  /* host buffers, if a pass ran: made anew in be's memory when needed */
+    moved.backend = be;
+    *s = moved;
+    return 0;
 }
 
 /* ---- forward and backward ---- */
@@ -303,23 +348,25 @@ static int block_forward(const nb_stage *s, const block_weights *w, block_acts *
     dims m = stage_dims(&s->cfg);
     int N = B * T;
     float eps = (float)s->cfg.norm_eps;
-    rmsnorm_forward(b->ln1, b->rstd1, x, w->ln1, N, m.d, eps);
-    linear_forward(s->backend, b->qkv, 0.0f, b->ln1, w->wqkv, N, m.d, m.qkv);
-    rope_forward(b->qkv, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
-    if (attention_forward(s->backend, b->att, NULL, b->lse, b->qkv, B, T, m.H, m.Hkv, m.hd, 0)) return -1;
+    const nb_backend *be = s->backend;
+    const nb_layer_ops *L = nb_layers_of(be);
+    L->rmsnorm_forward(be, b->ln1, b->rstd1, x, w->ln1, N, m.d, eps);
+    linear_forward(be, b->qkv, 0.0f, b->ln1, w->wqkv, N, m.d, m.qkv);
+    L->rope_forward(be, b->qkv, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
+    if (L->attention_forward(be, b->att, NULL, b->lse, b->qkv, B, T, m.H, m.Hkv, m.hd, 0)) return -1;
     /* Residual adds are folded into the output GEMMs: copy the stream, then beta = 1. */
-    memcpy(b->mid, x, sizeof(float) * (size_t)N * m.d);
-    linear_forward(s->backend, b->mid, 1.0f, b->att, w->wo, N, m.dq, m.d);
-    rmsnorm_forward(b->ln2, b->rstd2, b->mid, w->ln2, N, m.d, eps);
-    memcpy(out, b->mid, sizeof(float) * (size_t)N * m.d);
+    nb_backend_copy(be, b->mid, x, sizeof(float) * (size_t)N * m.d);
+    linear_forward(be, b->mid, 1.0f, b->att, w->wo, N, m.dq, m.d);
+    L->rmsnorm_forward(be, b->ln2, b->rstd2, b->mid, w->ln2, N, m.d, eps);
+    nb_backend_copy(be, out, b->mid, sizeof(float) * (size_t)N * m.d);
     if (w->router) {  /* a MoE block: out += the experts' weighted outputs */
         if (stage_moe_scratch(s, b, N)) return -1;
         moe_forward(s->backend, &b->moe, out, b->ln2, w->router, w->wgu, w->wdown, b->load);
         return 0;
     }
-    linear_forward(s->backend, b->gu, 0.0f, b->ln2, w->wgu, N, m.d, 2 * m.F);
-    swiglu_forward(b->h, b->gu, N, m.F);
-    linear_forward(s->backend, out, 1.0f, b->h, w->wdown, N, m.F, m.d);
+    linear_forward(be, b->gu, 0.0f, b->ln2, w->wgu, N, m.d, 2 * m.F);
+    L->swiglu_forward(be, b->h, b->gu, N, m.F);
+    linear_forward(be, out, 1.0f, b->h, w->wdown, N, m.F, m.d);
     return 0;
 }
 
@@ -328,6 +375,8 @@ static int block_backward(const nb_stage *s, const block_weights *w, const block
     dims m = stage_dims(&s->cfg);
     int N = B * T;
     float *dres = d->dres;
+    const nb_backend *be = s->backend;
+    const nb_layer_ops *L = nb_layers_of(be);
     /* MLP branch */
     if (w->router) {
         if (stage_moe_scratch(s, b, N)) return -1;
@@ -336,16 +385,16 @@ static int block_backward(const nb_stage *s, const block_weights *w, const block
                      aux_grad, b->ln2, w->router, w->wgu, w->wdown);
     } else {
         stage_linear_backward(s, d->dh, (float *)g->wdown, dres, b->h, w->wdown, N, m.F, m.d);
-        swiglu_backward(d->dgu, d->dh, b->gu, N, m.F);
+        L->swiglu_backward(be, d->dgu, d->dh, b->gu, N, m.F);
         stage_linear_backward(s, d->dln, (float *)g->wgu, d->dgu, b->ln2, w->wgu, N, m.d, 2 * m.F);
     }
-    rmsnorm_backward(dres, (float *)g->ln2, d->dln, b->mid, w->ln2, b->rstd2, N, m.d);
+    L->rmsnorm_backward(be, dres, (float *)g->ln2, d->dln, b->mid, w->ln2, b->rstd2, N, m.d);
     /* attention branch */
     stage_linear_backward(s, d->datt, (float *)g->wo, dres, b->att, w->wo, N, m.dq, m.d);
-    if (attention_backward(s->backend, d->dqkv, d->datt, b->att, b->lse, b->qkv, B, T, m.H, m.Hkv, m.hd, 0)) return -1;
-    rope_backward(d->dqkv, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
+    if (L->attention_backward(be, d->dqkv, d->datt, b->att, b->lse, b->qkv, B, T, m.H, m.Hkv, m.hd, 0)) return -1;
+    L->rope_backward(be, d->dqkv, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
     stage_linear_backward(s, d->dln, (float *)g->wqkv, d->dqkv, b->ln1, w->wqkv, N, m.d, m.qkv);
-    rmsnorm_backward(dres, (float *)g->ln1, d->dln, x, w->ln1, b->rstd1, N, m.d);
+    L->rmsnorm_backward(be, dres, (float *)g->ln1, d->dln, x, w->ln1, b->rstd1, N, m.d);
     return 0;
 }
 
@@ -377,7 +426,7 @@ static int block_forward_bf16(const nb_stage *s, const block_weights *w, const b
     /* q, k, v rotated and rounded as attention's bf16 operands, and kept in bf16, in one pass */
     rope_forward_bf16(qkv, b->qkvb, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
     if (attention_forward(s->backend, att, b->attb, b->lse, qkv, B, T, m.H, m.Hkv, m.hd, 1)) return -1;  /* O kept in bf16 */
-    memcpy(b->mid, x, sizeof(float) * (size_t)N * m.d);
+    memcpy(b->mid, x, sizeof(float) * (size_t)N * m.d);  /* bf16 runs on the host's memory only (nb_stage_place) */
     linear_forward_bf16(s->backend, b->mid, 1.0f, b->attb, w16->wo, N, m.dq, m.d);
     rmsnorm_forward_bf16(b->ln2b, b->rstd2, b->mid, w->ln2, N, m.d, eps);
     if (w16->router) {  /* a MoE block: out += the experts' weighted outputs */
@@ -469,7 +518,8 @@ static int head_backward(nb_stage *s, const float *w, const nb_bf16 *w16, nb_act
             stage_linear_backward_bf16_cast(s, dln, dhead, loss_scale, dz16, a->lnfb + (size_t)r0 * m.d, w16 + (head - w),
                                             rows, m.d, m.V);
         } else {
-            cross_entropy_backward(z, a->ce_lse + r0, a->targets + r0, rows, m.V, loss_scale, N);
+            nb_layers_of(s->backend)->cross_entropy_backward(s->backend, z, a->ce_lse + r0, a->targets + r0, rows, m.V,
+                                                             loss_scale, N);
             stage_linear_backward(s, dln, dhead, z, a->lnf + (size_t)r0 * m.d, head, rows, m.d, m.V);
         }
     }
@@ -480,11 +530,12 @@ static int head_backward(nb_stage *s, const float *w, const nb_bf16 *w16, nb_act
  * keeps the logits' gradient in bf16 instead of the logits (fused into the loss, as llm.c does). */
 static int head_forward(const nb_stage *s, const float *w, const nb_bf16 *w16, nb_acts *a) {
     dims m = stage_dims(&s->cfg);
+    const nb_layer_ops *L = nb_layers_of(s->backend);
     const int N = a->B * a->T;
     const float *xf = a->res + (size_t)s->n_blocks * N * m.d;
     const float *gain = w + s->tensors[final_norm_index(s)].offset;
     if (w16) rmsnorm_forward_bf16(a->lnfb, a->rstdf, xf, gain, N, m.d, (float)s->cfg.norm_eps);
-    else rmsnorm_forward(a->lnf, a->rstdf, xf, gain, N, m.d, (float)s->cfg.norm_eps);
+    else L->rmsnorm_forward(s->backend, a->lnf, a->rstdf, xf, gain, N, m.d, (float)s->cfg.norm_eps);
     double total = 0.0;
     for (int r0 = 0; r0 < N; r0 += a->logit_rows) {
         const int rows = N - r0 < a->logit_rows ? N - r0 : a->logit_rows;
@@ -495,7 +546,7 @@ static int head_forward(const nb_stage *s, const float *w, const nb_bf16 *w16, n
             total += cross_entropy_forward_grad_bf16(a->ce_lse + r0, a->dlogits + (size_t)r0 * m.V, z, a->targets + r0,
                                                      rows, m.V, N);
         else
-            total += cross_entropy_forward(a->ce_lse + r0, z, a->targets + r0, rows, m.V);
+            total += L->cross_entropy_forward(s->backend, a->ce_lse + r0, z, a->targets + r0, rows, m.V);
     }
     a->loss = (float)(total / N);
     return 0;
@@ -505,6 +556,9 @@ static int head_forward(const nb_stage *s, const float *w, const nb_bf16 *w16, n
 static int stage_body_forward(const nb_stage *s, const float *w, long version, nb_acts *a) {
     dims m = stage_dims(&s->cfg);
     int B = a->B, T = a->T, N = B * T;
+    if (s->precision == NB_PRECISION_BF16 && on_device(s))
+        return nb_fail("stage %d: bf16 in the %s backend's memory is not supported yet (float32 only; docs/gpu.md)",
+                       s->index, s->backend->name);
     const nb_bf16 *w16 = s->precision == NB_PRECISION_BF16 ? stage_bf16_weights(s, w, version) : NULL;
     if (s->precision == NB_PRECISION_BF16 && !w16) return -1;
     a->aux = 0.0;
@@ -536,16 +590,16 @@ int nb_stage_forward(const nb_stage *s, const float *w, long version, nb_acts *a
         for (int n = 0; n < N; n++)
             if (tokens[n] < 0 || tokens[n] >= m.V)
                 return nb_fail("token id %d at position %d is outside the vocabulary [0, %d)", tokens[n], n, m.V);
-        memcpy(a->tokens, tokens, sizeof(int) * (size_t)N);
-        embedding_forward(a->res, tokens, w + s->tensors[0].offset, N, m.d);
+        nb_backend_from_host(s->backend, a->tokens, tokens, sizeof(int) * (size_t)N);
+        nb_layers_of(s->backend)->embedding_forward(s->backend, a->res, a->tokens, w + s->tensors[0].offset, N, m.d);
     } else {
-        memcpy(a->res, x_in, sizeof(float) * (size_t)N * m.d);
+        nb_backend_copy(s->backend, a->res, x_in, sizeof(float) * (size_t)N * m.d);
     }
     if (s->has_head)
         for (int n = 0; n < N; n++)
             if (targets[n] < 0 || targets[n] >= m.V)
                 return nb_fail("target id %d at position %d is outside the vocabulary [0, %d)", targets[n], n, m.V);
-    if (s->has_head) memcpy(a->targets, targets, sizeof(int) * (size_t)N);
+    if (s->has_head) nb_backend_from_host(s->backend, a->targets, targets, sizeof(int) * (size_t)N);
     if (stage_body_forward(s, w, version, a)) return -1;
     if (nb_backend_check(s->backend)) return nb_fail("stage %d, forward: %s", s->index, nb_last_error());
     if (s->has_head && loss) *loss = a->loss;
@@ -588,12 +642,12 @@ int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, con
         int norm_index = final_norm_index(s);
         const float *xf = a->res + (size_t)s->n_blocks * N * m.d;
         if (head_backward(s, w, w16, a, d.dln, loss_scale)) return -1;
-        memset(d.dres, 0, sizeof(float) * (size_t)N * m.d);
-        rmsnorm_backward(d.dres, s->grads + s->tensors[norm_index].offset, d.dln, xf,
-                         w + s->tensors[norm_index].offset, a->rstdf, N, m.d);
+        nb_backend_zero(s->backend, d.dres, sizeof(float) * (size_t)N * m.d);
+        nb_layers_of(s->backend)->rmsnorm_backward(s->backend, d.dres, s->grads + s->tensors[norm_index].offset, d.dln,
+                                                   xf, w + s->tensors[norm_index].offset, a->rstdf, N, m.d);
         if (grads_final(s, s->tensors[norm_index].offset, &final_from)) return -1;
     } else {
-        memcpy(d.dres, dout, sizeof(float) * (size_t)N * m.d);
+        nb_backend_copy(s->backend, d.dres, dout, sizeof(float) * (size_t)N * m.d);
     }
     /* The objective adds aux_coef times the mean of the MoE blocks' auxiliary losses (all the model's). */
     const int moe_blocks = nb_config_moe_blocks(&s->cfg);
@@ -610,10 +664,11 @@ int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, con
         if (grads_final(s, block_offset(s, l), &final_from)) return -1;
     }
     if (s->has_embed) {
-        embedding_backward(s->grads + s->tensors[0].offset, d.dres, a->tokens, N, m.d);
+        nb_layers_of(s->backend)->embedding_backward(s->backend, s->grads + s->tensors[0].offset, d.dres, a->tokens, N,
+                                                     m.d);
         if (grads_final(s, 0, &final_from)) return -1;
     } else {
-        memcpy(a->dinput, d.dres, sizeof(float) * (size_t)N * m.d);
+        nb_backend_copy(s->backend, a->dinput, d.dres, sizeof(float) * (size_t)N * m.d);
     }
     if (nb_backend_check(s->backend)) return nb_fail("stage %d, backward: %s", s->index, nb_last_error());
     return 0;
@@ -621,6 +676,9 @@ int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, con
 
 int nb_stage_backward_input(nb_stage *s, const float *w, long version, nb_acts *a, const float *dout, float loss_scale,
                             nb_wgrad *g) {
+    if (on_device(s))  /* its record copies dY into the host's memory */
+        return nb_fail("stage %d: a split backward in the %s backend's memory is not supported yet", s->index,
+                       s->backend->name);
     g->n = 0, g->used = 0, g->used16 = 0, g->failed = 0;
     s->defer = g;
     const int rc = nb_stage_backward(s, w, version, a, dout, loss_scale);

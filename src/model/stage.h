@@ -9,6 +9,14 @@
 int nb_stage_layout(nb_stage *s, const nb_config *cfg, int index, int count, int first_block, int n_blocks);
 int nb_stage_init(nb_stage *s, const nb_config *cfg, int index, int count, int first_block, int n_blocks);
 void nb_stage_release(nb_stage *s);
+/* Puts the stage on backend be. Where be's memory is the host's this only sets s->backend; where it is a
+ * device's (be->device_memory) the stage's weights, gradients (and the tied head's) and RoPE tables move
+ * there, its scratch and activation slots are made there from then on, and the host reaches them only
+ * through the backend's copies (the weights passed to forward, the input x_in and the gradient dout
+ * are then be's memory too; tokens and targets stay the host's). nb_model_create calls it for such a
+ * backend. Not yet there: mixture-of-experts blocks (refused here), bf16 and the split backward (refused
+ * by the passes). -1 (nb_last_error) leaves the stage as it was. */
+int nb_stage_place(nb_stage *s, const nb_backend *be);
 /* Where the final part of the stage's gradient starts after each range a whole backward completes
  * (nb_stage.grads_done), in the backward's order: the final norm's first value (the last stage), each block's
  * first from the last block, 0 for the embedding (the first stage). Returns how many (at most n_blocks + 2)

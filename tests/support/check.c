@@ -3,7 +3,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
+#include "nobubble/backend.h"
+#include "util/error.h"
 
 int check_passed, check_failed;
 
@@ -64,4 +67,18 @@ unsigned char *check_slurp(const char *path, size_t *n) {
     fclose(f);
     p[*n] = 0;
     return p;
+}
+
+struct nb_backend *check_env_backend(int *exit_code) {
+    nb_backend *be = NULL;
+    if (!nb_backend_open(getenv("NB_GEMM"), &be)) return be;
+    /* ":onednn" where oneDNN has no bf16 matmul (below AVX-512): refused at open, so nothing to test */
+    if (strstr(nb_last_error(), "has no bf16 matmul")) {
+        printf("skipped: NB_GEMM=%s: %s\n", getenv("NB_GEMM"), nb_last_error());
+        *exit_code = 77;
+        return NULL;
+    }
+    CHECK(0, "NB_GEMM: %s", nb_last_error());
+    *exit_code = check_summary();
+    return NULL;
 }

@@ -19,4 +19,8 @@ double check_rel_err_d(const float *a, const double *b, size_t n, double floor);
 unsigned char *check_slurp(const char *path, size_t *n);
 /* Runs a shell command and returns its exit status (-1 when it could not be run). */
 int check_run(const char *cmd);
+/* The backend NB_GEMM names (NULL or "": the build's default), opened. NULL when it cannot be: *exit_code
+ * is then 77, ctest's "skipped", where it is a ":onednn" that this CPU's oneDNN cannot run (the reason
+ * printed), else the status check_summary gives after a failed CHECK. */
+struct nb_backend *check_env_backend(int *exit_code);
 #endif

@@ -26,6 +26,7 @@
 #include <string.h>
 #include "backend/cpu.h"
 #include "backend/cuda.h"
+#include "backend/cuda/kernels.h"
 #include "backend/failure.h"
 #include "util/alloc.h"
 #include "util/error.h"
@@ -39,8 +40,11 @@ typedef struct {
     pthread_mutex_t lock;              /* one product at a time (the stream, the handle, the buffers) */
     void *buffer[N_OPERANDS];          /* device memory for A, B and C, grown as products need */
     size_t capacity[N_OPERANDS];
+    void *scratch;                     /* device memory mode: the layers' scratch (nb_cuda_scratch) */
+    size_t scratch_bytes;
     nb_failure failure;
-    char label[320];
+    char label[400];
+    int device_memory;                 /* 1: the device memory mode (nb_cuda_open_device_memory) */
 } cuda_state;
 
 static cuda_state *state_of(const nb_backend *b) { return b->impl; }
@@ -188,6 +192,7 @@ static int cuda_check(const nb_backend *b) {
 static void release(cuda_state *s) {
     for (int i = 0; i < N_OPERANDS; i++)
         if (s->buffer[i]) cudaFree(s->buffer[i]);
+    if (s->scratch) cudaFree(s->scratch);
     if (s->handle) cublasDestroy(s->handle);
     if (s->stream) cudaStreamDestroy(s->stream);
     pthread_mutex_destroy(&s->lock);
@@ -213,7 +218,171 @@ static const nb_backend_ops cuda_ops = {
     .from_host = nb_cpu_copy,
     .check = cuda_check,
     .close = cuda_close,
+    .copy = nb_cpu_copy,
+    .zero = nb_cpu_zero,
 };
+
+/* ---- Device memory mode (nb_cuda_open_device_memory) ----
+ * The memory is the GPU's: alloc is cudaMalloc (zeroed on the stream), the copies are CUDA copies on the
+ * backend's stream (to_host and from_host wait for theirs, so the host's buffer is free on return), and the
+ * products read and write device memory in place: no operand crosses. Everything queues on the one stream
+ * in call order, so no call waits for another but to_host, from_host and check. A failure is recorded and
+ * reported by check, as with the products above. */
+
+static void keep(cuda_state *s, cudaError_t e, const char *what) {
+    if (e == cudaSuccess) return;
+    cuda_failed(e, what);
+    nb_failure_keep(&s->failure);
+}
+
+static void *dev_alloc(const nb_backend *b, size_t bytes, const char *what) {
+    cuda_state *s = state_of(b);
+    void *p = NULL;
+    cudaError_t e = cudaSetDevice(s->device);
+    if (e == cudaSuccess) e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e == cudaSuccess) e = cudaMemsetAsync(p, 0, bytes ? bytes : 1, s->stream);
+    if (e != cudaSuccess) {
+        if (p) cudaFree(p);
+        nb_fail("cuda: out of device memory for %s (%zu bytes): %s", what, bytes, cudaGetErrorString(e));
+        return NULL;
+    }
+    return p;
+}
+
+static void dev_free(const nb_backend *b, void *p) {
+    keep(state_of(b), cudaStreamSynchronize(state_of(b)->stream), "waiting before freeing device memory");
+    keep(state_of(b), cudaFree(p), "freeing device memory");
+}
+
+static void dev_to_host(const nb_backend *b, void *host, const void *mem, size_t bytes) {
+    cuda_state *s = state_of(b);
+    if (!bytes) return;
+    cudaError_t e = cudaMemcpyAsync(host, mem, bytes, cudaMemcpyDeviceToHost, s->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s->stream);
+    keep(s, e, "copying device memory to the host");
+}
+
+static void dev_from_host(const nb_backend *b, void *mem, const void *host, size_t bytes) {
+    cuda_state *s = state_of(b);
+    if (!bytes) return;
+    cudaError_t e = cudaMemcpyAsync(mem, host, bytes, cudaMemcpyHostToDevice, s->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s->stream);
+    keep(s, e, "copying host memory to the device");
+}
+
+static void dev_copy(const nb_backend *b, void *dst, const void *src, size_t bytes) {
+    if (bytes) keep(state_of(b), cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, state_of(b)->stream),
+                    "copying within device memory");
+}
+
+static void dev_zero(const nb_backend *b, void *mem, size_t bytes) {
+    if (bytes) keep(state_of(b), cudaMemsetAsync(mem, 0, bytes, state_of(b)->stream), "zeroing device memory");
+}
+
+/* One product on device memory, queued: nb_gemm's contract (K = 0 scales C by beta, as BLAS does). */
+static void dev_product(const nb_backend *b, size_t size, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                        const void *A, int lda, const void *B, int ldb, float beta, float *C, int ldc) {
+    cuda_state *s = state_of(b);
+    if (M <= 0 || N <= 0) return;
+    const double t0 = nb_cpu_time_begin();
+    const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    pthread_mutex_lock(&s->lock);
+    cublasStatus_t st;
+    if (size == sizeof(float))
+        st = cublasSgemm(s->handle, op_b, op_a, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc);
+    else
+        st = cublasGemmEx(s->handle, op_b, op_a, N, M, K, &alpha, B, CUDA_R_16BF, ldb, A, CUDA_R_16BF, lda, &beta, C,
+                          CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    pthread_mutex_unlock(&s->lock);
+    nb_cpu_time_end(t0);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        cublas_failed(st, size == sizeof(float) ? "sgemm on device memory" : "bf16 gemm on device memory");
+        nb_failure_keep(&s->failure);
+    }
+}
+
+static void dev_gemm(const nb_backend *b, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                     int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    dev_product(b, sizeof(float), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+static void dev_gemm_bf16(const nb_backend *b, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                          const nb_bf16 *A, int lda, const nb_bf16 *B, int ldb, float beta, float *C, int ldc) {
+    dev_product(b, sizeof(nb_bf16), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* The full product, then the lower triangle from the upper one on the GPU. */
+static void dev_syrk_any(const nb_backend *b, size_t size, int trans, int N, int K, float alpha, const void *A, int lda,
+                         float beta, float *C, int ldc) {
+    dev_product(b, size, trans, !trans, N, N, K, alpha, A, lda, A, lda, beta, C, ldc);
+    if (nbk_mirror_upper(C, N, ldc, state_of(b)->stream)) nb_failure_keep(&state_of(b)->failure);
+}
+
+static void dev_syrk(const nb_backend *b, int trans, int N, int K, float alpha, const float *A, int lda, float beta,
+                     float *C, int ldc) {
+    dev_syrk_any(b, sizeof(float), trans, N, K, alpha, A, lda, beta, C, ldc);
+}
+
+static void dev_syrk_bf16(const nb_backend *b, int trans, int N, int K, float alpha, const nb_bf16 *A, int lda,
+                          float beta, float *C, int ldc) {
+    dev_syrk_any(b, sizeof(nb_bf16), trans, N, K, alpha, A, lda, beta, C, ldc);
+}
+
+/* Attention runs as its own kernel on device memory (the layer table), never as the CPU's tile products. */
+static void no_tiles(const nb_backend *b) {
+    nb_fail("cuda: the CPU's tile products cannot run on the GPU's memory (attention has its own kernel there)");
+    nb_failure_keep(&state_of(b)->failure);
+}
+
+static void dev_tile_gemm(const nb_backend *b, int M, int N, int K, float alpha, const float *A, ptrdiff_t ars,
+                          ptrdiff_t aks, const float *B, ptrdiff_t ldb, int accumulate, float *C, ptrdiff_t ldc) {
+    (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)ars, (void)aks, (void)B, (void)ldb, (void)accumulate;
+    (void)C, (void)ldc;
+    no_tiles(b);
+}
+
+static void dev_tile_gemm_bf16(const nb_backend *b, int M, int N, int K, float alpha, const nb_bf16 *A, ptrdiff_t lda,
+                               const nb_bf16 *B, ptrdiff_t ldb, int accumulate, float *C, ptrdiff_t ldc) {
+    (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb, (void)accumulate, (void)C;
+    (void)ldc;
+    no_tiles(b);
+}
+
+static const nb_backend_ops cuda_device_ops = {
+    .gemm = dev_gemm,
+    .gemm_bf16 = dev_gemm_bf16,
+    .syrk = dev_syrk,
+    .syrk_bf16 = dev_syrk_bf16,
+    .tile_gemm = dev_tile_gemm,
+    .tile_gemm_bf16 = dev_tile_gemm_bf16,
+    .alloc = dev_alloc,
+    .free = dev_free,
+    .to_host = dev_to_host,
+    .from_host = dev_from_host,
+    .check = cuda_check,
+    .close = cuda_close,
+    .copy = dev_copy,
+    .zero = dev_zero,
+};
+
+void *nb_cuda_stream(const nb_backend *b) { return state_of(b)->stream; }
+
+void nb_cuda_keep_failure(const nb_backend *b) { nb_failure_keep(&state_of(b)->failure); }
+
+void *nb_cuda_scratch(const nb_backend *b, size_t bytes) {
+    cuda_state *s = state_of(b);
+    if (bytes <= s->scratch_bytes) return s->scratch;
+    if (s->scratch) keep(s, cudaFree(s->scratch), "freeing the layers' scratch");  /* waits for its users */
+    s->scratch = NULL, s->scratch_bytes = 0;
+    if (cudaMalloc(&s->scratch, bytes) != cudaSuccess) {
+        s->scratch = NULL;
+        nb_fail("cuda: out of device memory for the layers' scratch (%zu bytes)", bytes);
+        nb_failure_keep(&s->failure);
+        return NULL;
+    }
+    s->scratch_bytes = bytes;
+    return s->scratch;
+}
 
 /* The device, its stream and its cuBLAS handle on that stream. */
 static int start_device(cuda_state *s) {
@@ -232,12 +401,13 @@ static int start_device(cuda_state *s) {
     if ((st = cublasSetStream(s->handle, s->stream)) != CUBLAS_STATUS_SUCCESS) return cublas_failed(st, "setting the stream");
     if ((st = cublasSetMathMode(s->handle, CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS)
         return cublas_failed(st, "setting the math mode");
-    snprintf(s->label, sizeof s->label, "cuBLAS on %s (sm_%d%d), operands copied from the host per product", prop.name,
-             prop.major, prop.minor);
+    snprintf(s->label, sizeof s->label, "cuBLAS on %s (sm_%d%d), %s", prop.name, prop.major, prop.minor,
+             s->device_memory ? "memory on the GPU (nobubble's kernels for the layers)"
+                              : "operands copied from the host per product");
     return 0;
 }
 
-int nb_cuda_open(const char *spec, nb_backend **out) {
+static int open_cuda(const char *spec, int device_memory, nb_backend **out) {
     *out = NULL;
     nb_backend *b = nb_calloc(1, sizeof *b, "a backend");
     cuda_state *s = b ? nb_calloc(1, sizeof *s, "the CUDA backend's state") : NULL;
@@ -247,12 +417,14 @@ int nb_cuda_open(const char *spec, nb_backend **out) {
     }
     pthread_mutex_init(&s->lock, NULL);
     nb_failure_init(&s->failure);
+    s->device_memory = device_memory;
     if (start_device(s)) {
         release(s);
         free(b);
         return -1;
     }
-    b->ops = &cuda_ops;
+    b->ops = device_memory ? &cuda_device_ops : &cuda_ops;
+    b->device_memory = device_memory;
     snprintf(b->name, sizeof b->name, "%s", spec);
     b->label = s->label;
     b->tile_width = nb_cpu_tile_width();
@@ -262,3 +434,7 @@ int nb_cuda_open(const char *spec, nb_backend **out) {
     *out = b;
     return 0;
 }
+
+int nb_cuda_open(const char *spec, nb_backend **out) { return open_cuda(spec, 0, out); }
+
+int nb_cuda_open_device_memory(nb_backend **out) { return open_cuda("cuda:device-memory", 1, out); }

@@ -388,9 +388,25 @@ int cross_entropy_grad(const char *what, Out *dst, const float *logits, const fl
     return launched(what);
 }
 
+/* C[i][j] = C[j][i] below the diagonal (nb_cpu_mirror_upper): one thread per element of the lower triangle. */
+__global__ void mirror_upper_k(float *C, int N, int ldc, size_t total) {
+    GRID_STRIDE(v, total) {
+        const size_t i = v / (size_t)N, j = v % (size_t)N;
+        if (j < i) C[i * ldc + j] = C[j * ldc + i];
+    }
+}
+
 }  // namespace
 
 extern "C" {
+
+int nbk_mirror_upper(float *C, int N, int ldc, cudaStream_t stream) {
+    if (N < 0 || ldc < N) return nb_fail("cuda: mirror_upper: invalid shape (N %d, ldc %d)", N, ldc);
+    const size_t total = (size_t)N * N;
+    if (!total) return 0;
+    mirror_upper_k<<<blocks_for(total), BLOCK, 0, stream>>>(C, N, ldc, total);
+    return launched("mirror_upper");
+}
 
 int nbk_embedding_forward(float *out, const int *tokens, const float *table, int N, int d, cudaStream_t stream) {
     if (N < 0 || d <= 0) return bad_rows("embedding_forward", N, d);

@@ -23,6 +23,9 @@
 extern "C" {
 #endif
 
+/* A symmetric product's lower triangle copied from its upper one (nb_cpu_mirror_upper), C: N x N, row stride ldc. */
+int nbk_mirror_upper(float *C, int N, int ldc, cudaStream_t stream);
+
 /* ---- Layers (src/layers/layers.h; N = B*T rows) ---- */
 
 /* out[n] = table[tokens[n]]; tokens in [0, rows of table). */

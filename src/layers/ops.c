@@ -1,0 +1,69 @@
+/* The CPU's table of the layers (ops.h): each entry calls the layers.h function of its name on host memory
+ * (the backend is the products', passed on where the function takes it). */
+#include "layers/ops.h"
+#include "layers/layers.h"
+
+static void cpu_embedding_forward(const nb_backend *be, float *out, const int *tokens, const float *table, int N, int d) {
+    (void)be;
+    embedding_forward(out, tokens, table, N, d);
+}
+static void cpu_embedding_backward(const nb_backend *be, float *dtable, const float *dout, const int *tokens, int N,
+                                   int d) {
+    (void)be;
+    embedding_backward(dtable, dout, tokens, N, d);
+}
+static void cpu_rmsnorm_forward(const nb_backend *be, float *out, float *rstd, const float *x, const float *gain, int N,
+                                int d, float eps) {
+    (void)be;
+    rmsnorm_forward(out, rstd, x, gain, N, d, eps);
+}
+static void cpu_rmsnorm_backward(const nb_backend *be, float *dx, float *dgain, const float *dout, const float *x,
+                                 const float *gain, const float *rstd, int N, int d) {
+    (void)be;
+    rmsnorm_backward(dx, dgain, dout, x, gain, rstd, N, d);
+}
+static void cpu_rope_forward(const nb_backend *be, float *x, int B, int T, int stride, int n_rot_heads, int hd,
+                             const float *cos_t, const float *sin_t) {
+    (void)be;
+    rope_forward(x, B, T, stride, n_rot_heads, hd, cos_t, sin_t);
+}
+static void cpu_rope_backward(const nb_backend *be, float *dx, int B, int T, int stride, int n_rot_heads, int hd,
+                              const float *cos_t, const float *sin_t) {
+    (void)be;
+    rope_backward(dx, B, T, stride, n_rot_heads, hd, cos_t, sin_t);
+}
+static void cpu_swiglu_forward(const nb_backend *be, float *h, const float *gu, int N, int F) {
+    (void)be;
+    swiglu_forward(h, gu, N, F);
+}
+static void cpu_swiglu_backward(const nb_backend *be, float *dgu, const float *dh, const float *gu, int N, int F) {
+    (void)be;
+    swiglu_backward(dgu, dh, gu, N, F);
+}
+static double cpu_cross_entropy_forward(const nb_backend *be, float *lse, const float *logits, const int *targets, int N,
+                                        int V) {
+    (void)be;
+    return cross_entropy_forward(lse, logits, targets, N, V);
+}
+static void cpu_cross_entropy_backward(const nb_backend *be, float *logits, const float *lse, const int *targets, int N,
+                                       int V, float scale, int n_mean) {
+    (void)be;
+    cross_entropy_backward(logits, lse, targets, N, V, scale, n_mean);
+}
+
+static const nb_layer_ops cpu_layers = {
+    .embedding_forward = cpu_embedding_forward,
+    .embedding_backward = cpu_embedding_backward,
+    .rmsnorm_forward = cpu_rmsnorm_forward,
+    .rmsnorm_backward = cpu_rmsnorm_backward,
+    .rope_forward = cpu_rope_forward,
+    .rope_backward = cpu_rope_backward,
+    .attention_forward = attention_forward,
+    .attention_backward = attention_backward,
+    .swiglu_forward = cpu_swiglu_forward,
+    .swiglu_backward = cpu_swiglu_backward,
+    .cross_entropy_forward = cpu_cross_entropy_forward,
+    .cross_entropy_backward = cpu_cross_entropy_backward,
+};
+
+const nb_layer_ops *nb_layer_ops_cpu(void) { return &cpu_layers; }

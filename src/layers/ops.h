@@ -1,0 +1,49 @@
+/* Internal: the layers' functions as a table, so that a stage runs them on its backend's memory
+ * (docs/architecture.md, "Backends"). The CPU's table (ops.c) calls the functions of layers.h; a backend
+ * whose memory the host cannot read (a GPU's: nb_backend.device_memory) brings its own table
+ * (nb_backend.layers), each entry with the contract of the layers.h function of the same name on that
+ * memory. Every entry takes the stage's backend first. A failure inside a void entry is recorded in the
+ * backend, as a product's is, and reported by nb_backend_check.
+ *
+ * The stage calls only these (and the products, nb_gemm and the linear layers, which go through the backend
+ * already) on its memory; copies within that memory are nb_backend_copy and nb_backend_zero, and what comes
+ * from the host (tokens, targets) arrives by nb_backend_from_host. So far the table holds the float32
+ * layers: a stage on a device backend runs dense float32 models (nb_stage_place). */
+#ifndef NB_LAYERS_OPS_H
+#define NB_LAYERS_OPS_H
+#include "backend/backend.h"
+
+typedef struct nb_layer_ops {
+    void (*embedding_forward)(const nb_backend *be, float *out, const int *tokens, const float *table, int N, int d);
+    void (*embedding_backward)(const nb_backend *be, float *dtable, const float *dout, const int *tokens, int N, int d);
+    void (*rmsnorm_forward)(const nb_backend *be, float *out, float *rstd, const float *x, const float *gain, int N,
+                            int d, float eps);
+    void (*rmsnorm_backward)(const nb_backend *be, float *dx, float *dgain, const float *dout, const float *x,
+                             const float *gain, const float *rstd, int N, int d);
+    void (*rope_forward)(const nb_backend *be, float *x, int B, int T, int stride, int n_rot_heads, int hd,
+                         const float *cos_t, const float *sin_t);
+    void (*rope_backward)(const nb_backend *be, float *dx, int B, int T, int stride, int n_rot_heads, int hd,
+                          const float *cos_t, const float *sin_t);
+    int (*attention_forward)(const nb_backend *be, float *out, nb_bf16 *out16, float *lse, const float *qkv, int B,
+                             int T, int H, int Hkv, int hd, int bf16);
+    int (*attention_backward)(const nb_backend *be, float *dqkv, const float *dout, const float *out, const float *lse,
+                              const float *qkv, int B, int T, int H, int Hkv, int hd, int bf16);
+    void (*swiglu_forward)(const nb_backend *be, float *h, const float *gu, int N, int F);
+    void (*swiglu_backward)(const nb_backend *be, float *dgu, const float *dh, const float *gu, int N, int F);
+    /* The loss's sum comes back to the host (a device waits for it). */
+    double (*cross_entropy_forward)(const nb_backend *be, float *lse, const float *logits, const int *targets, int N,
+                                    int V);
+    void (*cross_entropy_backward)(const nb_backend *be, float *logits, const float *lse, const int *targets, int N,
+                                   int V, float scale, int n_mean);
+} nb_layer_ops;
+
+/* The CPU's table: layers.h's functions. */
+const nb_layer_ops *nb_layer_ops_cpu(void);
+/* The CUDA backend's device memory mode's (ops_cuda.c, -DNB_CUDA=ON only): the kernels of
+ * src/backend/cuda/kernels.h on the backend's stream. */
+const nb_layer_ops *nb_layer_ops_cuda(void);
+/* be's table: its own, else the CPU's. */
+static inline const nb_layer_ops *nb_layers_of(const nb_backend *be) {
+    return be && be->layers ? be->layers : nb_layer_ops_cpu();
+}
+#endif

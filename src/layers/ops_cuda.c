@@ -1,0 +1,98 @@
+/* The layers on the GPU's memory (ops.h's table for the CUDA backend's device memory mode,
+ * nb_cuda_open_device_memory): each entry launches the kernel of its name (src/backend/cuda/kernels.h) on
+ * the backend's stream; a failed launch is recorded in the backend and reported by its check, as a
+ * product's failure is. Built only with -DNB_CUDA=ON. Not yet run on a GPU (docs/gpu.md). */
+#ifdef NB_HAVE_CUDA
+#include <math.h>
+#include <cuda_runtime.h>
+#include "backend/cuda.h"
+#include "backend/cuda/kernels.h"
+#include "layers/ops.h"
+#include "util/error.h"
+
+static cudaStream_t stream_of(const nb_backend *be) { return (cudaStream_t)nb_cuda_stream(be); }
+static void done(const nb_backend *be, int rc) {
+    if (rc) nb_cuda_keep_failure(be);
+}
+
+static void g_embedding_forward(const nb_backend *be, float *out, const int *tokens, const float *table, int N, int d) {
+    done(be, nbk_embedding_forward(out, tokens, table, N, d, stream_of(be)));
+}
+static void g_embedding_backward(const nb_backend *be, float *dtable, const float *dout, const int *tokens, int N,
+                                 int d) {
+    done(be, nbk_embedding_backward(dtable, dout, tokens, N, d, stream_of(be)));
+}
+static void g_rmsnorm_forward(const nb_backend *be, float *out, float *rstd, const float *x, const float *gain, int N,
+                              int d, float eps) {
+    done(be, nbk_rmsnorm_forward(out, rstd, x, gain, N, d, eps, stream_of(be)));
+}
+static void g_rmsnorm_backward(const nb_backend *be, float *dx, float *dgain, const float *dout, const float *x,
+                               const float *gain, const float *rstd, int N, int d) {
+    done(be, nbk_rmsnorm_backward(dx, dgain, dout, x, gain, rstd, N, d, stream_of(be)));
+}
+static void g_rope_forward(const nb_backend *be, float *x, int B, int T, int stride, int n_rot, int hd,
+                           const float *cos_t, const float *sin_t) {
+    done(be, nbk_rope_forward(x, B, T, stride, n_rot, hd, cos_t, sin_t, stream_of(be)));
+}
+static void g_rope_backward(const nb_backend *be, float *dx, int B, int T, int stride, int n_rot, int hd,
+                            const float *cos_t, const float *sin_t) {
+    done(be, nbk_rope_backward(dx, B, T, stride, n_rot, hd, cos_t, sin_t, stream_of(be)));
+}
+static int g_attention_forward(const nb_backend *be, float *out, nb_bf16 *out16, float *lse, const float *qkv, int B,
+                               int T, int H, int Hkv, int hd, int bf16) {
+    return nbk_attention_forward(out, out16, lse, qkv, B, T, H, Hkv, hd, bf16, stream_of(be)) ? -1 : 0;
+}
+static int g_attention_backward(const nb_backend *be, float *dqkv, const float *dout, const float *out,
+                                const float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd, int bf16) {
+    float *delta = nb_cuda_scratch(be, sizeof(float) * nbk_attention_scratch_floats(B, T, H));
+    if (!delta) return -1;
+    return nbk_attention_backward(dqkv, dout, out, lse, qkv, B, T, H, Hkv, hd, bf16, delta, stream_of(be)) ? -1 : 0;
+}
+static void g_swiglu_forward(const nb_backend *be, float *h, const float *gu, int N, int F) {
+    done(be, nbk_swiglu_forward(h, gu, N, F, stream_of(be)));
+}
+static void g_swiglu_backward(const nb_backend *be, float *dgu, const float *dh, const float *gu, int N, int F) {
+    done(be, nbk_swiglu_backward(dgu, dh, gu, N, F, stream_of(be)));
+}
+/* The loss's sum waits for the GPU: it comes back to the host (NaN after a recorded failure). */
+static double g_cross_entropy_forward(const nb_backend *be, float *lse, const float *logits, const int *targets, int N,
+                                      int V) {
+    double *sum = nb_cuda_scratch(be, sizeof(double)), total = NAN;
+    if (!sum) return NAN;
+    if (nbk_cross_entropy_forward(lse, sum, logits, targets, N, V, stream_of(be))) {
+        nb_cuda_keep_failure(be);
+        return NAN;
+    }
+    cudaError_t e = cudaMemcpyAsync(&total, sum, sizeof total, cudaMemcpyDeviceToHost, stream_of(be));
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream_of(be));
+    if (e != cudaSuccess) {
+        nb_fail("cuda: reading the loss back: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+        nb_cuda_keep_failure(be);
+        return NAN;
+    }
+    return total;
+}
+static void g_cross_entropy_backward(const nb_backend *be, float *logits, const float *lse, const int *targets, int N,
+                                     int V, float scale, int n_mean) {
+    done(be, nbk_cross_entropy_backward(logits, lse, targets, N, V, scale, n_mean, stream_of(be)));
+}
+
+static const nb_layer_ops cuda_layers = {
+    .embedding_forward = g_embedding_forward,
+    .embedding_backward = g_embedding_backward,
+    .rmsnorm_forward = g_rmsnorm_forward,
+    .rmsnorm_backward = g_rmsnorm_backward,
+    .rope_forward = g_rope_forward,
+    .rope_backward = g_rope_backward,
+    .attention_forward = g_attention_forward,
+    .attention_backward = g_attention_backward,
+    .swiglu_forward = g_swiglu_forward,
+    .swiglu_backward = g_swiglu_backward,
+    .cross_entropy_forward = g_cross_entropy_forward,
+    .cross_entropy_backward = g_cross_entropy_backward,
+};
+
+const nb_layer_ops *nb_layer_ops_cuda(void) { return &cuda_layers; }
+#else
+typedef int nb_no_cuda_layers; /* ISO C wants a translation unit to declare something */
+#endif

@@ -1,0 +1,121 @@
+/* A stage on a backend with memory of its own (src/model/stage.h, nb_stage_place): on the fake device of
+ * tests/support/fake_device.c, whose memory faults at any access that does not go through the backend, a
+ * model's stages run forward and backward and give the CPU's bits: the loss, every gradient (the tied
+ * head's too), the input gradient a stage hands upstream, and the output it hands downstream, for one stage
+ * and for two (the second reading the first's output in the device's memory), tied and untied, the logits
+ * whole and in chunks, over two micro-batches (the gradients add up). Nothing reached the device's memory
+ * from the host but through the backend (a fault would end the test), and no host address was given where
+ * the device's memory belongs. What is not there yet is refused, naming it: mixture-of-experts blocks,
+ * bf16, the split backward. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "check.h"
+#include "fake_device.h"
+#include "stage_run.h"
+#include "model/stage.h"
+#include "nobubble/model.h"
+#include "util/error.h"
+
+enum { B = 2, T = 12, VOCAB = 64 };
+
+static nb_config small_config(int tied) {
+    nb_config cfg;
+    nb_config_preset("tiny", &cfg);
+    cfg.n_layers = 3;
+    cfg.vocab_size = VOCAB;
+    cfg.context = 16;
+    cfg.tied = tied;
+    return cfg;
+}
+
+static int same(const float *a, const float *b, size_t n) { return (!a && !b) || (a && b && !memcmp(a, b, sizeof(float) * n)); }
+
+static void check_same_run(const nb_backend *cpu, nb_backend *dev, int tied, int n_stages, int logit_rows) {
+    const nb_config cfg = small_config(tied);
+    nb_model layout;
+    if (nb_model_layout(&layout, &cfg, n_stages, NULL)) {
+        CHECK(0, "layout: %s", nb_last_error());
+        return;
+    }
+    stage_outcome want, got;
+    const long misuses = fake_device_misuses(dev);
+    const int ok = stage_run(cpu, &cfg, n_stages, B, T, logit_rows, &want) == 0 &&
+                   stage_run(dev, &cfg, n_stages, B, T, logit_rows, &got) == 0;
+    char what[96];
+    snprintf(what, sizeof what, "%s, %d stage(s), logits %s", tied ? "tied" : "untied", n_stages,
+             logit_rows ? "in chunks" : "whole");
+    if (ok) {
+        const size_t nd = (size_t)B * T * cfg.d_model;
+        for (int k = 0; k < STAGE_RUN_MICRO; k++)
+            CHECK(!memcmp(&want.loss[k], &got.loss[k], sizeof(float)), "%s: micro-batch %d's loss %.9g on the device, %.9g on the CPU",
+                  what, k, (double)got.loss[k], (double)want.loss[k]);
+        for (int s = 0; s < n_stages; s++) {
+            CHECK(same(want.grads[s], got.grads[s], layout.stages[s].n_params), "%s: stage %d's gradients differ", what, s);
+            CHECK(same(want.tied[s], got.tied[s], layout.stages[s].tensors[0].numel), "%s: stage %d's tied head gradient differs",
+                  what, s);
+        }
+        for (int k = 0; k < STAGE_RUN_MICRO && n_stages == 2; k++) {
+            CHECK(same(want.output[k], got.output[k], nd), "%s: stage 0's output differs (micro-batch %d)", what, k);
+            CHECK(same(want.input_grad[k], got.input_grad[k], nd), "%s: stage 1's input gradient differs (micro-batch %d)",
+                  what, k);
+        }
+        printf("%s: losses %.7f, %.7f, the CPU's bits\n", what, (double)got.loss[0], (double)got.loss[1]);
+    }
+    CHECK(fake_device_misuses(dev) == misuses, "%s: %ld host addresses given as the device's memory", what,
+          fake_device_misuses(dev) - misuses);
+    stage_outcome_free(&want), stage_outcome_free(&got);
+    nb_model_free(&layout);
+}
+
+/* What is not on the device yet is refused, naming it, and nothing crashes. */
+static void check_refusals(nb_backend *dev) {
+    nb_config cfg = small_config(1);
+    cfg.n_experts = 4, cfg.experts_per_token = 2, cfg.moe_every = 1;
+    nb_model m;
+    CHECK(nb_model_create(&m, &cfg, 1, NULL, dev) == -1 && strstr(nb_last_error(), "mixture-of-experts") &&
+              strstr(nb_last_error(), "fake-device"),
+          "MoE blocks on the device are refused: %s", nb_last_error());
+
+    cfg = small_config(1);
+    if (nb_model_create(&m, &cfg, 1, NULL, dev) || nb_model_init(&m, 1)) {
+        CHECK(0, "model: %s", nb_last_error());
+        return;
+    }
+    nb_stage *s = &m.stages[0];
+    nb_acts *a = NULL;
+    int tokens[B * T] = {0}, targets[B * T] = {0};
+    float loss;
+    CHECK(nb_stage_set_precision(s, NB_PRECISION_BF16, 1) == 0, "bf16 set: %s", nb_last_error());
+    a = nb_acts_create(s, B, T);
+    CHECK(a && nb_stage_forward(s, s->params, 0, a, tokens, NULL, targets, &loss) == -1 && strstr(nb_last_error(), "bf16"),
+          "bf16 on the device is refused: %s", nb_last_error());
+    nb_acts_free(a);
+    CHECK(nb_stage_set_precision(s, NB_PRECISION_FP32, 1) == 0, "fp32 set: %s", nb_last_error());
+    a = nb_acts_create(s, B, T);
+    nb_wgrad *g = nb_wgrad_create();
+    CHECK(a && g && nb_stage_forward(s, s->params, 0, a, tokens, NULL, targets, &loss) == 0 &&
+              nb_stage_backward_input(s, s->params, 0, a, NULL, 1.0f, g) == -1 && strstr(nb_last_error(), "split backward"),
+          "a split backward on the device is refused: %s", nb_last_error());
+    nb_wgrad_free(g);
+    nb_acts_free(a);
+    CHECK(nb_stage_place(s, dev) == -1 && strstr(nb_last_error(), "already"), "a placed stage is not placed twice: %s",
+          nb_last_error());
+    nb_model_free(&m);
+}
+
+int main(void) {
+    const nb_backend *cpu = nb_backend_default();
+    nb_backend *dev = cpu ? fake_device_open(cpu) : NULL;
+    if (!dev) {
+        fprintf(stderr, "FAIL: the CPU backend or the fake device could not be made: %s\n", nb_last_error());
+        return 1;
+    }
+    for (int tied = 0; tied < 2; tied++)
+        for (int n_stages = 1; n_stages <= 2; n_stages++) check_same_run(cpu, dev, tied, n_stages, 0);
+    check_same_run(cpu, dev, 1, 1, 5);  /* the head in chunks of 5 rows: recomputed logits in backward */
+    check_same_run(cpu, dev, 0, 2, 7);
+    check_refusals(dev);
+    fake_device_close(dev);
+    return check_summary();
+}
