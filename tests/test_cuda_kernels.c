@@ -42,6 +42,7 @@
 #include "nobubble/model.h"
 #include "stage_run.h"
 #include "nobubble/backend.h"
+#include "nobubble/optim.h"
 #include "optim/rules.h"
 #include "util/error.h"
 
@@ -1092,6 +1093,56 @@ static void check_device_stage(void) {
     nb_backend_close(dev);
 }
 
+/* The optimizer made on the device memory mode with the kernels as its rules (nb_rule_ops_cuda): a matrix and
+ * a gain (which takes the auxiliary AdamW under MARS), weights and gradients the same on both sides, three
+ * steps of AdamW, Lion, Adan and MARS: each step's d within 8 u of its magnitude of the CPU's (the kernels
+ * are expected to give its bits, as check_rule shows), printing how many are bitwise. */
+static void check_device_rules(void) {
+    enum { ROWS = 37, COLS = 50, N = ROWS * COLS + COLS };
+    nb_backend *dev = NULL;
+    if (nb_cuda_open_device_memory(&dev)) {
+        CHECK(0, "the device memory mode: %s", nb_last_error());
+        return;
+    }
+    dev->rules = nb_rule_ops_cuda();
+    nb_tensor t[2];
+    memset(t, 0, sizeof t);
+    snprintf(t[0].name, sizeof t[0].name, "matrix"), t[0].ndim = 2, t[0].shape[0] = ROWS, t[0].shape[1] = COLS;
+    t[0].numel = ROWS * COLS, t[0].group = NB_GROUP_MATRIX;
+    snprintf(t[1].name, sizeof t[1].name, "gain"), t[1].ndim = 1, t[1].shape[0] = COLS, t[1].numel = COLS;
+    t[1].offset = ROWS * COLS, t[1].group = NB_GROUP_GAIN;
+    float *w = alloc(sizeof(float) * N), *g = alloc(sizeof(float) * N), *d = alloc(sizeof(float) * N);
+    float *gd = alloc(sizeof(float) * N);
+    fill(w, N, 1.0f), fill(g, N, 0.5f);
+    float *d_w = nb_backend_alloc(dev, sizeof(float) * N, "w"), *d_g = nb_backend_alloc(dev, sizeof(float) * N, "g");
+    float *d_d = nb_backend_alloc(dev, sizeof(float) * N, "d");
+    nb_backend_from_host(dev, d_w, w, sizeof(float) * N), nb_backend_from_host(dev, d_g, g, sizeof(float) * N);
+    const nb_optimizer_kind kinds[] = {NB_OPT_ADAMW, NB_OPT_LION, NB_OPT_ADAN, NB_OPT_MARS};
+    for (int k = 0; k < 4; k++) {
+        nb_optim_params p = nb_optim_defaults(kinds[k]);
+        p.weight_decay = 0.1f;
+        nb_optimizer *oc = NULL, *od = NULL;
+        if (nb_optimizer_create(&oc, &p, t, 2, N, nb_backend_default()) || nb_optimizer_create(&od, &p, t, 2, N, dev)) {
+            CHECK(0, "%s: optimizers: %s", nb_optimizer_desc_of(kinds[k])->name, nb_last_error());
+        } else {
+            for (int step = 0; step < 3; step++) {
+                char what[64];
+                snprintf(what, sizeof what, "%s on the GPU's memory, step %d", nb_optimizer_desc_of(kinds[k])->name, step);
+                const int rc = nb_optimizer_step(oc, g, w, 2e-3f, 1e-3f, d) || nb_optimizer_step(od, d_g, d_w, 2e-3f, 1e-3f, d_d);
+                CHECK(rc == 0, "%s: %s", what, rc ? nb_last_error() : "");
+                nb_backend_to_host(dev, gd, d_d, sizeof(float) * N);
+                double *mag = max_magnitude(d, N);
+                compare(what, gd, d, mag, N, 8);
+                free(mag);
+            }
+        }
+        nb_optimizer_free(oc), nb_optimizer_free(od);
+    }
+    nb_backend_free(dev, d_w), nb_backend_free(dev, d_g), nb_backend_free(dev, d_d);
+    free(w), free(g), free(d), free(gd);
+    nb_backend_close(dev);
+}
+
 int main(void) {
     check_the_check();
     for (int i = 0; i < N_ATT_CASES; i++) check_attention_cpu(&att_cases[i]);
@@ -1119,6 +1170,7 @@ int main(void) {
     check_moe(0, 1);
     check_moe(1, 1);
     check_device_stage();
+    check_device_rules();
     for (int i = 0; i < N_ATT_CASES; i++) check_attention_gpu(&att_cases[i]);
     for (int gain = 0; gain < 2; gain++) check_rule(ADAMW, gain ? NB_GROUP_GAIN : NB_GROUP_MATRIX, 1.0f);
     check_rule(LION, NB_GROUP_MATRIX, 1.0f);

@@ -6,7 +6,8 @@
  * whole and in chunks, over two micro-batches (the gradients add up). Nothing reached the device's memory
  * from the host but through the backend (a fault would end the test), and no host address was given where
  * the device's memory belongs. What is not there yet is refused, naming it: mixture-of-experts blocks,
- * bf16, the split backward. */
+ * bf16, the split backward, an optimizer rule with matrix products. The optimizer's element-wise rules with
+ * their state in the device's memory give the CPU's steps and state (check_rule_on_device). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "stage_run.h"
 #include "model/stage.h"
 #include "nobubble/model.h"
+#include "nobubble/optim.h"
 #include "util/error.h"
 
 enum { B = 2, T = 12, VOCAB = 64 };
@@ -68,6 +70,75 @@ static void check_same_run(const nb_backend *cpu, nb_backend *dev, int tied, int
     nb_model_free(&layout);
 }
 
+/* ---- The optimizer's element-wise rules in the device's memory ----
+ * One stage's gradients from one micro-batch, then three steps of an optimizer made on the backend (its
+ * state in the backend's memory, the step d too): d at every step and every state buffer at the end are
+ * the CPU's bits, for AdamW, Lion, Adan and MARS (whose embeddings and gains take the auxiliary AdamW). */
+static nb_optimizer *stepped(const nb_backend *be, nb_optimizer_kind kind, float *d_steps[3], nb_model *m) {
+    const nb_config cfg = small_config(0);
+    nb_optimizer *o = NULL;
+    if (nb_model_create(m, &cfg, 1, NULL, be) || nb_model_init(m, 5)) {
+        CHECK(0, "model on %s: %s", be->name, nb_last_error());
+        return NULL;
+    }
+    nb_stage *s = &m->stages[0];
+    nb_acts *a = nb_acts_create(s, B, T);
+    int tokens[B * T], targets[B * T];
+    for (int i = 0; i < B * T; i++) tokens[i] = (3 * i + 1) % VOCAB, targets[i] = (11 * i + 5) % VOCAB;
+    float loss;
+    nb_optim_params p = nb_optim_defaults(kind);
+    p.weight_decay = 0.1f;
+    float *d = nb_backend_alloc(be, sizeof(float) * s->n_params, "a test's step");
+    int rc = !a || !d || nb_stage_forward(s, s->params, 0, a, tokens, NULL, targets, &loss) ||
+             nb_stage_backward(s, s->params, 0, a, NULL, 1.0f) ||
+             nb_optimizer_create(&o, &p, s->tensors, s->n_tensors, s->n_params, be);
+    for (int k = 0; k < 3 && !rc; k++) {
+        rc = nb_optimizer_step(o, s->grads, s->params, 2e-3f, 1e-3f, d);
+        d_steps[k] = calloc(s->n_params, sizeof(float));
+        if (!rc && d_steps[k]) nb_backend_to_host(be, d_steps[k], d, sizeof(float) * s->n_params);
+    }
+    CHECK(rc == 0, "%s on %s: %s", nb_optimizer_desc_of(kind)->name, be->name, rc ? nb_last_error() : "");
+    nb_backend_free(be, d);
+    nb_acts_free(a);
+    if (rc) {
+        nb_optimizer_free(o);
+        return NULL;
+    }
+    return o;
+}
+
+static void check_rule_on_device(const nb_backend *cpu, nb_backend *dev, nb_optimizer_kind kind) {
+    float *want[3] = {0}, *got[3] = {0};
+    const long misuses = fake_device_misuses(dev);
+    nb_model mc, md;
+    const char *name = nb_optimizer_desc_of(kind)->name;
+    nb_optimizer *oc = stepped(cpu, kind, want, &mc), *od = oc ? stepped(dev, kind, got, &md) : NULL;
+    if (oc && od) {
+        const size_t n = mc.stages[0].n_params;
+        for (int k = 0; k < 3; k++) CHECK(same(want[k], got[k], n), "%s: step %d's d differs from the CPU's", name, k);
+        int states = nb_optimizer_state_count(od), same_states = states == nb_optimizer_state_count(oc);
+        for (int i = 0; i < states && same_states; i++) {
+            const char *nc, *nd;
+            float *c, *dd;
+            size_t lc, ld;
+            nb_optimizer_state(oc, i, &nc, &c, &lc);
+            nb_optimizer_state(od, i, &nd, &dd, &ld);
+            float *h = calloc(ld ? ld : 1, sizeof(float));
+            if (h) nb_backend_to_host(dev, h, dd, sizeof(float) * ld);
+            same_states = h && lc == ld && !strcmp(nc, nd) && same(c, h, lc);
+            free(h);
+        }
+        CHECK(same_states, "%s: the state buffers differ from the CPU's", name);
+        printf("%s in the device's memory: d of 3 steps and %d state buffers, the CPU's bits\n", name, states);
+    }
+    CHECK(fake_device_misuses(dev) == misuses, "%s: %ld host addresses given as the device's memory", name,
+          fake_device_misuses(dev) - misuses);
+    for (int k = 0; k < 3; k++) free(want[k]), free(got[k]);
+    nb_optimizer_free(oc), nb_optimizer_free(od);
+    if (oc) nb_model_free(&mc);
+    if (od) nb_model_free(&md);
+}
+
 /* What is not on the device yet is refused, naming it, and nothing crashes. */
 static void check_refusals(nb_backend *dev) {
     nb_config cfg = small_config(1);
@@ -101,6 +172,11 @@ static void check_refusals(nb_backend *dev) {
     nb_acts_free(a);
     CHECK(nb_stage_place(s, dev) == -1 && strstr(nb_last_error(), "already"), "a placed stage is not placed twice: %s",
           nb_last_error());
+    nb_optimizer *o = NULL;
+    nb_optim_params p = nb_optim_defaults(NB_OPT_MUON);
+    CHECK(nb_optimizer_create(&o, &p, s->tensors, s->n_tensors, s->n_params, dev) == -1 && !o &&
+              strstr(nb_last_error(), "muon on the fake-device backend's memory") && strstr(nb_last_error(), "matrix products"),
+          "Muon's rule in the device's memory is refused: %s", nb_last_error());
     nb_model_free(&m);
 }
 
@@ -115,6 +191,8 @@ int main(void) {
         for (int n_stages = 1; n_stages <= 2; n_stages++) check_same_run(cpu, dev, tied, n_stages, 0);
     check_same_run(cpu, dev, 1, 1, 5);  /* the head in chunks of 5 rows: recomputed logits in backward */
     check_same_run(cpu, dev, 0, 2, 7);
+    const nb_optimizer_kind kinds[] = {NB_OPT_ADAMW, NB_OPT_LION, NB_OPT_ADAN, NB_OPT_MARS};
+    for (int i = 0; i < 4; i++) check_rule_on_device(cpu, dev, kinds[i]);
     check_refusals(dev);
     fake_device_close(dev);
     return check_summary();

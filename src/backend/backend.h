@@ -60,6 +60,7 @@ struct nb_backend {
      * only through to_host and from_host; 0: the host's memory, read in place. */
     int device_memory;
     const struct nb_layer_ops *layers;  /* the layers on this memory (layers/ops.h); NULL: the CPU's */
+    const struct nb_rule_ops *rules;    /* the optimizer's element-wise rules on this memory (optim/rules.h) */
     void *impl;             /* the implementation's state */
 };
 

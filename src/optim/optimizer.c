@@ -53,10 +53,20 @@ static void scratch_free(scratch *s) {
     free(s->h);
 }
 
+/* A state buffer in the backend's memory where it is a device's, else the host's. */
+static float *state_alloc(const nb_backend *be, size_t n, const char *what) {
+    return be->device_memory ? nb_backend_alloc(be, sizeof(float) * n, what) : nb_calloc(n, sizeof(float), what);
+}
+
+static void state_free(const nb_backend *be, float *p) {
+    if (be && be->device_memory) nb_backend_free(be, p);
+    else free(p);
+}
+
 void nb_optimizer_free(nb_optimizer *o) {
     if (!o) return;
     for (int i = 0; i < o->n_tensors; i++)
-        for (int b = 0; b < o->ts[i].n_buf; b++) free(o->ts[i].buf[b]);
+        for (int b = 0; b < o->ts[i].n_buf; b++) state_free(o->be, o->ts[i].buf[b]);
     for (int k = 0; k < o->n_scratch; k++) scratch_free(&o->s[k]);
     free(o->s);
     for (int i = 0; i < o->n_states; i++) free(o->state_names[i]);
@@ -239,10 +249,17 @@ int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_t
             return nb_fail("tensor %s lies outside the parameter buffer", t->name);
         }
         plan_tensor(ts, p, t);
+        if (backend->device_memory && (per_matrix(ts) || !backend->rules)) {
+            nb_fail("%s on the %s backend's memory: %s", ts->opt->name, backend->name,
+                    per_matrix(ts) ? "rules with matrix products (Muon, NorMuon, SOAP) are not supported there yet"
+                                   : "the backend has no optimizer rules");
+            nb_optimizer_free(o);  /* after the message, which reads ts */
+            return -1;
+        }
         for (int b = 0; b < ts->n_buf; b++) {
             char what[160];
             snprintf(what, sizeof what, "the optimizer state of %s", t->name);
-            if (ts->buf_len[b] && !(ts->buf[b] = nb_calloc(ts->buf_len[b], sizeof(float), what))) {
+            if (ts->buf_len[b] && !(ts->buf[b] = state_alloc(backend, ts->buf_len[b], what))) {
                 nb_optimizer_free(o);
                 return -1;
             }
@@ -258,9 +275,10 @@ int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_t
     return 0;
 }
 
-/* One tensor's step with its rule. */
+/* One tensor's step with its rule: on the host, or on the device's memory by the backend's table. */
 static int tensor_step(tensor_state *ts, const rule_ctx *ctx, const float *grads, const float *w, float *d) {
     const size_t off = ts->t->offset;
+    if (ctx->be->device_memory) return ctx->be->rules->step(ctx->be, ts->opt->rule, ts, ctx, grads + off, w + off, d + off);
     return ts->opt->rule->step(ts, ctx, grads + off, w + off, d + off);
 }
 

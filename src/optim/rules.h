@@ -71,6 +71,18 @@ typedef struct nb_optim_rule {
                             depend on the thread count) */
 } nb_optim_rule;
 
+/* The rules on a backend whose memory is a device's (nb_backend.device_memory; the tensor's buffers, g, w
+ * and d are then that memory): the backend's `rules` table runs each rule's step there, with the
+ * contract of rule->step (d computed, ts's buffers and count advanced). The CUDA backend's is
+ * rules_cuda.c's; a rule the table does not have fails naming it. Rules with matrix products (Muon,
+ * NorMuon, SOAP) are refused on such a backend when the optimizer is made. */
+typedef struct nb_rule_ops {
+    int (*step)(const nb_backend *be, const struct nb_optim_rule *rule, tensor_state *ts, const rule_ctx *c,
+                const float *g, const float *w, float *d);
+} nb_rule_ops;
+/* The CUDA backend's table (rules_cuda.c, -DNB_CUDA=ON only): AdamW, Lion, Adan and MARS as its kernels. */
+const nb_rule_ops *nb_rule_ops_cuda(void);
+
 /* The rules (one file each), which the descriptors of optimizers.c name. */
 extern const nb_optim_rule sgd_rule, adamw_rule, muon_rule, lion_rule, adan_rule, mars_rule, soap_rule, normuon_rule;
 

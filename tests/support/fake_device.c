@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include "layers/ops.h"
+#include "optim/rules.h"
 #include "util/error.h"
 
 enum { POOL = 1 << 30 };  /* reserved, not committed: pages are made as they are first written */
@@ -151,6 +152,20 @@ static const nb_layer_ops fake_layers = {
     .cross_entropy_backward = l_cross_entropy_backward,
 };
 
+/* ---- The optimizer's rules: the CPU's code, on the mirrors ---- */
+static int r_step(const nb_backend *be, const nb_optim_rule *rule, tensor_state *ts, const rule_ctx *c, const float *g,
+                  const float *w, float *d) {
+    tensor_state here = *ts;
+    for (int b = 0; b < here.n_buf; b++) here.buf[b] = RF(ts->buf[b]);
+    rule_ctx ctx = *c;
+    ctx.be = inner_of(be);
+    const int rc = rule->step(&here, &ctx, RF(g), RF(w), RF(d));
+    ts->count = here.count;
+    return rc;
+}
+
+static const nb_rule_ops fake_rules = {.step = r_step};
+
 nb_backend *fake_device_open(const nb_backend *inner) {
     fake_state *s = calloc(1, sizeof *s);
     nb_backend *b = calloc(1, sizeof *b);
@@ -165,6 +180,7 @@ nb_backend *fake_device_open(const nb_backend *inner) {
     b->label = "a fake device over the CPU (tests)";
     b->device_memory = 1;
     b->layers = &fake_layers;
+    b->rules = &fake_rules;
     b->impl = s;
     return b;
 fail:
