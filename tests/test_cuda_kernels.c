@@ -37,6 +37,7 @@
 #include "backend/cuda/kernels.h"
 #include "check.h"
 #include "layers/layers.h"
+#include "delay/ops.h"
 #include "layers/moe.h"
 #include "layers/ops.h"
 #include "nobubble/model.h"
@@ -804,6 +805,50 @@ static void check_moe(int bf16, int gpu) {
     free(ggu), free(gdown), free(x16), free(wr16), free(wgu16), free(wdown16);
 }
 
+/* ---- The delay rules' update (src/delay/ops.h) ----
+ * nbk_delay_apply against nb_delay_apply_host on the same values, each kind (EF on its first step and a
+ * later one): every output array bitwise expected, checked within 2 u of its magnitude. */
+static void check_delay_apply(void) {
+    enum { NV2 = 3701 };
+    float *w = alloc(sizeof(float) * NV2), *d = alloc(sizeof(float) * NV2), *prev = alloc(sizeof(float) * NV2);
+    float *c_w = alloc(sizeof(float) * NV2), *c_d = alloc(sizeof(float) * NV2), *c_prev = alloc(sizeof(float) * NV2);
+    float *c_keep = alloc(sizeof(float) * NV2), *g[2][4];
+    fill(w, NV2, 1.0f), fill(d, NV2, 0.01f), fill(prev, NV2, 0.01f);
+    float *d_w = dev(NULL, sizeof(float) * NV2), *d_d = dev(NULL, sizeof(float) * NV2);
+    float *d_prev = dev(NULL, sizeof(float) * NV2), *d_keep = dev(NULL, sizeof(float) * NV2);
+    for (int r = 0; r < 2; r++)
+        for (int k = 0; k < 4; k++) g[r][k] = alloc(sizeof(float) * NV2);
+    static const char *names[] = {"current -= d", "keep, current -= d", "EF (first)", "EF"};
+    for (int variant = 0; variant < 4; variant++) {
+        const nb_apply_kind kind = variant == 0 ? NB_APPLY_ONLY : variant == 1 ? NB_APPLY_KEEP : NB_APPLY_EF;
+        const int first = variant == 2;
+        memcpy(c_w, w, sizeof(float) * NV2), memcpy(c_d, d, sizeof(float) * NV2), memcpy(c_prev, prev, sizeof(float) * NV2);
+        nb_delay_apply_host(kind, c_keep, c_w, c_d, c_prev, 0.5f, first, NV2);
+        for (int run = 0; run < 2; run++) {
+            put(d_w, w, sizeof(float) * NV2), put(d_d, d, sizeof(float) * NV2), put(d_prev, prev, sizeof(float) * NV2);
+            CU(cudaMemset(d_keep, 0xff, sizeof(float) * NV2));
+            ran(nbk_delay_apply((int)kind, d_keep, d_w, d_d, d_prev, 0.5f, first, NV2, 0), "delay_apply");
+            get(g[run][0], d_w, sizeof(float) * NV2), get(g[run][1], d_d, sizeof(float) * NV2);
+            get(g[run][2], d_prev, sizeof(float) * NV2), get(g[run][3], d_keep, sizeof(float) * NV2);
+        }
+        char what[96];
+        const float *cpu[4] = {c_w, c_d, c_prev, c_keep};
+        static const char *parts[] = {"weights", "d", "prev", "keep"};
+        for (int k = 0; k < 4; k++) {
+            if (k == 3 && kind == NB_APPLY_ONLY) continue;     /* keeps nothing */
+            if ((k == 1 || k == 2) && kind != NB_APPLY_EF) continue;  /* d and prev untouched */
+            snprintf(what, sizeof what, "delay_apply %s: %s", names[variant], parts[k]);
+            double *mag = max_magnitude(cpu[k], NV2);
+            judge(what, g[0][k], g[1][k], cpu[k], mag, NV2, 2);
+            free(mag);
+        }
+    }
+    cudaFree(d_w), cudaFree(d_d), cudaFree(d_prev), cudaFree(d_keep);
+    for (int r = 0; r < 2; r++)
+        for (int k = 0; k < 4; k++) free(g[r][k]);
+    free(w), free(d), free(prev), free(c_w), free(c_d), free(c_prev), free(c_keep);
+}
+
 /* ---- Attention ----
  * Causal grouped-query attention, forward and backward, against a double-precision implementation written
  * here from the formulas (softmax(q k^T / sqrt(hd)) v over the keys at or before each query; dv = P^T dO,
@@ -1171,6 +1216,7 @@ int main(void) {
     check_moe(1, 1);
     check_device_stage();
     check_device_rules();
+    check_delay_apply();
     for (int i = 0; i < N_ATT_CASES; i++) check_attention_gpu(&att_cases[i]);
     for (int gain = 0; gain < 2; gain++) check_rule(ADAMW, gain ? NB_GROUP_GAIN : NB_GROUP_MATRIX, 1.0f);
     check_rule(LION, NB_GROUP_MATRIX, 1.0f);

@@ -7,7 +7,8 @@
  * from the host but through the backend (a fault would end the test), and no host address was given where
  * the device's memory belongs. What is not there yet is refused, naming it: mixture-of-experts blocks,
  * bf16, the split backward, an optimizer rule with matrix products. The optimizer's element-wise rules with
- * their state in the device's memory give the CPU's steps and state (check_rule_on_device). */
+ * their state in the device's memory give the CPU's steps and state (check_rule_on_device), and the delay
+ * rules' versions and error feedback there the CPU's weights (check_delay_on_device). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "stage_run.h"
 #include "model/stage.h"
 #include "nobubble/model.h"
+#include "nobubble/delay.h"
 #include "nobubble/optim.h"
 #include "util/error.h"
 
@@ -139,6 +141,76 @@ static void check_rule_on_device(const nb_backend *cpu, nb_backend *dev, nb_opti
     if (od) nb_model_free(&md);
 }
 
+/* ---- The delay rules in the device's memory ----
+ * Four steps of a training loop on one stage (the forward and backward on the stashed version the delay
+ * picks, the optimizer's d, the stash's update, the gradients zeroed), under 2BW with and without error
+ * feedback and PipeDream's fixed:2: the weights, the stashed versions and the EF buffer at the end are the
+ * CPU's bits. */
+static float *trained(const nb_backend *be, const nb_delay_options *delay, float **versions, size_t *n_versions,
+                      float **ef, size_t *n_ef, size_t *n) {
+    const nb_config cfg = small_config(0);
+    nb_model m;
+    nb_optimizer *o = NULL;
+    nb_stash *st = NULL;
+    float *weights = NULL;
+    if (nb_model_create(&m, &cfg, 1, NULL, be) || nb_model_init(&m, 9)) {
+        CHECK(0, "model on %s: %s", be->name, nb_last_error());
+        return NULL;
+    }
+    nb_stage *s = &m.stages[0];
+    *n = s->n_params;
+    nb_acts *a = nb_acts_create(s, B, T);
+    nb_optim_params p = nb_optim_defaults(NB_OPT_ADAMW);
+    float *d = nb_backend_alloc(be, sizeof(float) * s->n_params, "a test's step"), loss;
+    int rc = !a || !d || nb_optimizer_create(&o, &p, s->tensors, s->n_tensors, s->n_params, be) ||
+             nb_stash_create_on(&st, delay, 0, 1, 4, s->params, s->n_params, be);
+    for (int step = 0; step < 4 && !rc; step++) {
+        int tokens[B * T], targets[B * T];
+        for (int i = 0; i < B * T; i++) tokens[i] = (5 * i + step) % VOCAB, targets[i] = (3 * i + 2 * step + 1) % VOCAB;
+        const float *w = nb_stash_weights(st, s->params, step);
+        rc = nb_stage_forward(s, w, step, a, tokens, NULL, targets, &loss) || nb_stage_backward(s, w, step, a, NULL, 1.0f) ||
+             nb_optimizer_step(o, s->grads, s->params, 3e-3f, 3e-3f, d);
+        if (!rc) nb_stash_apply(st, s->params, d, step), nb_model_zero_grads(&m);
+        if (!rc) rc = nb_backend_check(be);
+    }
+    CHECK(rc == 0, "training on %s under %s: %s", be->name, nb_delay_mode_name(delay->mode), rc ? nb_last_error() : "");
+    if (!rc) {
+        weights = calloc(s->n_params, sizeof(float));
+        const float *v = nb_stash_versions(st, n_versions), *e = nb_stash_ef_buffer(st, n_ef);
+        *versions = calloc(*n_versions + 1, sizeof(float)), *ef = calloc(*n_ef + 1, sizeof(float));
+        if (weights) nb_backend_to_host(be, weights, s->params, sizeof(float) * s->n_params);
+        if (*versions && v) nb_backend_to_host(be, *versions, v, sizeof(float) * *n_versions);
+        if (*ef && e) nb_backend_to_host(be, *ef, e, sizeof(float) * *n_ef);
+    }
+    nb_stash_free(st);
+    nb_optimizer_free(o);
+    nb_backend_free(be, d);
+    nb_acts_free(a);
+    nb_model_free(&m);
+    return weights;
+}
+
+static void check_delay_on_device(const nb_backend *cpu, nb_backend *dev, nb_delay_mode mode, int tau, int ef) {
+    nb_delay_options o = {0};
+    o.mode = mode, o.tau = tau, o.ef = ef, o.ef_alpha = 1.0f;
+    char what[64];
+    snprintf(what, sizeof what, "%s%s", mode == NB_DELAY_FIXED ? "fixed:2" : nb_delay_mode_name(mode), ef ? " + EF" : "");
+    float *vc = NULL, *vd = NULL, *ec = NULL, *ed = NULL;
+    size_t n = 0, nvc = 0, nvd = 0, nec = 0, ned = 0;
+    const long misuses = fake_device_misuses(dev);
+    float *wc = trained(cpu, &o, &vc, &nvc, &ec, &nec, &n), *wd = wc ? trained(dev, &o, &vd, &nvd, &ed, &ned, &n) : NULL;
+    if (wc && wd) {
+        CHECK(same(wc, wd, n), "%s: the weights after 4 steps differ from the CPU's", what);
+        CHECK(nvc == nvd && same(vc, vd, nvc), "%s: the stashed versions differ (%zu and %zu values)", what, nvc, nvd);
+        CHECK(nec == ned && same(ec, ed, nec), "%s: the EF buffers differ (%zu and %zu values)", what, nec, ned);
+        printf("%s in the device's memory: weights, %zu stashed and %zu EF values after 4 steps, the CPU's bits\n", what,
+               nvd, ned);
+    }
+    CHECK(fake_device_misuses(dev) == misuses, "%s: %ld host addresses given as the device's memory", what,
+          fake_device_misuses(dev) - misuses);
+    free(wc), free(wd), free(vc), free(vd), free(ec), free(ed);
+}
+
 /* What is not on the device yet is refused, naming it, and nothing crashes. */
 static void check_refusals(nb_backend *dev) {
     nb_config cfg = small_config(1);
@@ -177,6 +249,12 @@ static void check_refusals(nb_backend *dev) {
     CHECK(nb_optimizer_create(&o, &p, s->tensors, s->n_tensors, s->n_params, dev) == -1 && !o &&
               strstr(nb_last_error(), "muon on the fake-device backend's memory") && strstr(nb_last_error(), "matrix products"),
           "Muon's rule in the device's memory is refused: %s", nb_last_error());
+    nb_delay_options taylor = {0};
+    taylor.mode = NB_DELAY_2BW, taylor.taylor = 0.5f;
+    nb_stash *st = NULL;
+    CHECK(nb_stash_create_on(&st, &taylor, 0, 1, 4, s->params, s->n_params, dev) == -1 && !st &&
+              strstr(nb_last_error(), "--taylor"),
+          "Taylor compensation in the device's memory is refused: %s", nb_last_error());
     nb_model_free(&m);
 }
 
@@ -193,6 +271,9 @@ int main(void) {
     check_same_run(cpu, dev, 0, 2, 7);
     const nb_optimizer_kind kinds[] = {NB_OPT_ADAMW, NB_OPT_LION, NB_OPT_ADAN, NB_OPT_MARS};
     for (int i = 0; i < 4; i++) check_rule_on_device(cpu, dev, kinds[i]);
+    check_delay_on_device(cpu, dev, NB_DELAY_2BW, 0, 0);
+    check_delay_on_device(cpu, dev, NB_DELAY_2BW, 0, 1);
+    check_delay_on_device(cpu, dev, NB_DELAY_FIXED, 2, 1);
     check_refusals(dev);
     fake_device_close(dev);
     return check_summary();

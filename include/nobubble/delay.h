@@ -13,6 +13,7 @@
 #ifndef NOBUBBLE_DELAY_H
 #define NOBUBBLE_DELAY_H
 #include <stddef.h>
+#include "nobubble/backend.h"
 #include "nobubble/common.h"
 
 typedef enum { NB_DELAY_SYNC, NB_DELAY_2BW, NB_DELAY_PIPEDREAM, NB_DELAY_FIXED } nb_delay_mode;
@@ -51,6 +52,11 @@ typedef struct nb_stash nb_stash;
 
 int nb_stash_create(nb_stash **out, const nb_delay_options *o, int stage, int n_stages, int total_steps,
                     const float *w0, size_t n);
+/* The same on backend be (NULL: the host): where its memory is a device's, w0, the versions, the EF buffer
+ * and the weights and steps given to nb_stash_apply are that memory, and each step runs there (the
+ * checkpoint accessors below then give device addresses); --taylor is refused there for now. */
+int nb_stash_create_on(nb_stash **out, const nb_delay_options *o, int stage, int n_stages, int total_steps,
+                       const float *w0, size_t n, const nb_backend *be);
 void nb_stash_free(nb_stash *s);
 /* Bytes held beyond the current weights (versions, EF buffer); _for: those of a stash that
  * nb_stash_create would make for n weights, before it is made (memory estimates, benchmarks). */

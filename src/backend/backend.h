@@ -61,6 +61,7 @@ struct nb_backend {
     int device_memory;
     const struct nb_layer_ops *layers;  /* the layers on this memory (layers/ops.h); NULL: the CPU's */
     const struct nb_rule_ops *rules;    /* the optimizer's element-wise rules on this memory (optim/rules.h) */
+    const struct nb_delay_ops *delay;   /* the delay rules' update on this memory (delay/ops.h) */
     void *impl;             /* the implementation's state */
 };
 

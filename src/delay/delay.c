@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "nobubble/delay.h"
+#include "delay/ops.h"
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/range.h"
@@ -96,16 +97,38 @@ struct nb_stash {
     nb_delay_options o;
     int stage, n_stages, total_steps, tau_max;
     size_t n;
+    const nb_backend *be;  /* a device's backend whose memory holds versions and d_prev (nb_stash_create_on); NULL: the host's */
     float *versions;  /* tau_max copies: w_v lives in slot v mod tau_max */
     float *d_prev;    /* EF: the previous step's d (NULL without EF) */
     int ef_running;   /* EF was applied at the previous step */
 };
 
+/* n floats of the stash's memory: the host's, or its device backend's. */
+static float *stash_alloc(const nb_stash *s, size_t n, const char *what) {
+    return s->be ? nb_backend_alloc(s->be, sizeof(float) * n, what) : nb_calloc(n, sizeof(float), what);
+}
+
+static void stash_release(const nb_stash *s, float *p) {
+    if (s->be) nb_backend_free(s->be, p);
+    else free(p);
+}
+
 int nb_stash_create(nb_stash **out, const nb_delay_options *o, int stage, int n_stages, int total_steps,
                     const float *w0, size_t n) {
+    return nb_stash_create_on(out, o, stage, n_stages, total_steps, w0, n, NULL);
+}
+
+int nb_stash_create_on(nb_stash **out, const nb_delay_options *o, int stage, int n_stages, int total_steps,
+                       const float *w0, size_t n, const nb_backend *be) {
     *out = NULL;
+    if (be && !be->device_memory) be = NULL;  /* the host's memory: the host's passes */
+    if (be && !be->delay) return nb_fail("delay on the %s backend's memory: the backend has no update pass", be->name);
+    if (be && o->taylor > 0)
+        return nb_fail("--taylor on the %s backend's memory is not supported yet (its metric reads the host's memory)",
+                       be->name);
     nb_stash *s = nb_calloc(1, sizeof *s, "a stash of weight versions");
     if (!s) return -1;
+    s->be = be;
     s->o = *o;
     s->stage = stage;
     s->n_stages = n_stages;
@@ -115,12 +138,15 @@ int nb_stash_create(nb_stash **out, const nb_delay_options *o, int stage, int n_
     if (s->tau_max > 0) {
         char what[64];
         snprintf(what, sizeof what, "%d stashed weight versions", s->tau_max);
-        if (!(s->versions = nb_calloc(n * (size_t)s->tau_max, sizeof(float), what))) {
+        if (!(s->versions = stash_alloc(s, n * (size_t)s->tau_max, what))) {
             nb_stash_free(s);
             return -1;
         }
-        for (int k = 0; k < s->tau_max; k++) memcpy(s->versions + (size_t)k * n, w0, sizeof(float) * n);
-        if (o->ef && !(s->d_prev = nb_calloc(n, sizeof(float), "the error-feedback buffer"))) {
+        for (int k = 0; k < s->tau_max; k++) {
+            if (be) nb_backend_copy(be, s->versions + (size_t)k * n, w0, sizeof(float) * n);
+            else memcpy(s->versions + (size_t)k * n, w0, sizeof(float) * n);
+        }
+        if (o->ef && !(s->d_prev = stash_alloc(s, n, "the error-feedback buffer"))) {
             nb_stash_free(s);
             return -1;
         }
@@ -131,8 +157,8 @@ int nb_stash_create(nb_stash **out, const nb_delay_options *o, int stage, int n_
 
 void nb_stash_free(nb_stash *s) {
     if (!s) return;
-    free(s->versions);
-    free(s->d_prev);
+    stash_release(s, s->versions);
+    stash_release(s, s->d_prev);
     free(s);
 }
 
@@ -234,6 +260,13 @@ static void ef_apply(float *keep, float *current, float *d, float *prev, float a
     }
 }
 
+void nb_delay_apply_host(nb_apply_kind kind, float *keep, float *current, float *d, float *prev, float alpha, int first,
+                         size_t n) {
+    if (kind == NB_APPLY_EF) ef_apply(keep, current, d, prev, alpha, first, n);
+    else if (kind == NB_APPLY_KEEP) keep_and_apply(keep, current, d, n);
+    else apply_only(current, d, n);
+}
+
 void nb_stash_apply(nb_stash *s, float *current, float *d, int step) {
     const size_t n = s->n;
     const int tau = nb_stash_tau(s, step);
@@ -242,7 +275,7 @@ void nb_stash_apply(nb_stash *s, float *current, float *d, int step) {
     /* Keep w_t in the slot of version t - tau_max, which no step after this one needs. */
     float *keep = s->tau_max > 0 ? s->versions + (size_t)(step % s->tau_max) * n : NULL;
     s->ef_running = ef_now;
-    if (ef_now) ef_apply(keep, current, d, s->d_prev, s->o.ef_alpha, ef_first, n);
-    else if (keep) keep_and_apply(keep, current, d, n);
-    else apply_only(current, d, n);
+    const nb_apply_kind kind = ef_now ? NB_APPLY_EF : keep ? NB_APPLY_KEEP : NB_APPLY_ONLY;
+    if (s->be) s->be->delay->apply(s->be, kind, keep, current, d, s->d_prev, s->o.ef_alpha, ef_first, n);
+    else nb_delay_apply_host(kind, keep, current, d, s->d_prev, s->o.ef_alpha, ef_first, n);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include "layers/ops.h"
+#include "delay/ops.h"
 #include "optim/rules.h"
 #include "util/error.h"
 
@@ -166,6 +167,14 @@ static int r_step(const nb_backend *be, const nb_optim_rule *rule, tensor_state 
 
 static const nb_rule_ops fake_rules = {.step = r_step};
 
+/* ---- The delay rules' update: the CPU's passes, on the mirrors ---- */
+static void d_apply(const nb_backend *be, nb_apply_kind kind, float *keep, float *current, float *d, float *prev,
+                    float alpha, int first, size_t n) {
+    nb_delay_apply_host(kind, RF(keep), RF(current), RF(d), RF(prev), alpha, first, n);
+}
+
+static const nb_delay_ops fake_delay = {.apply = d_apply};
+
 nb_backend *fake_device_open(const nb_backend *inner) {
     fake_state *s = calloc(1, sizeof *s);
     nb_backend *b = calloc(1, sizeof *b);
@@ -181,6 +190,7 @@ nb_backend *fake_device_open(const nb_backend *inner) {
     b->device_memory = 1;
     b->layers = &fake_layers;
     b->rules = &fake_rules;
+    b->delay = &fake_delay;
     b->impl = s;
     return b;
 fail:

@@ -388,6 +388,29 @@ int cross_entropy_grad(const char *what, Out *dst, const float *logits, const fl
     return launched(what);
 }
 
+/* The delay rules' update (src/delay/ops.h, nb_delay_apply_host): kind 0 current -= d; 1 also keep = current
+ * first; 2 with error feedback. The CPU's operations in its order (sub, then mul and add, never fused). */
+__global__ void delay_apply_k(int kind, float *keep, float *current, float *d, float *prev, float alpha, int first,
+                              size_t n) {
+    GRID_STRIDE(i, n) {
+        const float w = current[i];
+        if (kind == 0) {
+            current[i] = sub(w, d[i]);
+            continue;
+        }
+        keep[i] = w;
+        if (kind == 1) {
+            current[i] = sub(w, d[i]);
+            continue;
+        }
+        const float computed = d[i];
+        const float di = first ? computed : add(computed, mul(alpha, sub(computed, prev[i])));
+        prev[i] = computed;
+        d[i] = di;
+        current[i] = sub(w, di);
+    }
+}
+
 /* C[i][j] = C[j][i] below the diagonal (nb_cpu_mirror_upper): one thread per element of the lower triangle. */
 __global__ void mirror_upper_k(float *C, int N, int ldc, size_t total) {
     GRID_STRIDE(v, total) {
@@ -399,6 +422,14 @@ __global__ void mirror_upper_k(float *C, int N, int ldc, size_t total) {
 }  // namespace
 
 extern "C" {
+
+int nbk_delay_apply(int kind, float *keep, float *current, float *d, float *prev, float alpha, int first, size_t n,
+                    cudaStream_t stream) {
+    if (kind < 0 || kind > 2) return nb_fail("cuda: delay_apply: kind %d: expected 0, 1 or 2", kind);
+    if (!n) return 0;
+    delay_apply_k<<<blocks_for(n), BLOCK, 0, stream>>>(kind, keep, current, d, prev, alpha, first, n);
+    return launched("delay_apply");
+}
 
 int nbk_mirror_upper(float *C, int N, int ldc, cudaStream_t stream) {
     if (N < 0 || ldc < N) return nb_fail("cuda: mirror_upper: invalid shape (N %d, ldc %d)", N, ldc);

@@ -23,6 +23,10 @@
 extern "C" {
 #endif
 
+/* The delay rules' update of n weights (src/delay/ops.h's nb_delay_apply_host with kind 0, 1, 2 for
+ * NB_APPLY_ONLY, NB_APPLY_KEEP, NB_APPLY_EF): the CPU's bits. */
+int nbk_delay_apply(int kind, float *keep, float *current, float *d, float *prev, float alpha, int first, size_t n,
+                    cudaStream_t stream);
 /* A symmetric product's lower triangle copied from its upper one (nb_cpu_mirror_upper), C: N x N, row stride ldc. */
 int nbk_mirror_upper(float *C, int N, int ldc, cudaStream_t stream);
 

@@ -1,0 +1,29 @@
+/* Internal: the delay rules' update on a backend whose memory is a device's (nb_backend.device_memory;
+ * docs/architecture.md, "A stage in a device's memory"). A stash made there (nb_stash_create_on) keeps its
+ * versions and its error-feedback buffer in the backend's memory and applies each step through the
+ * backend's `delay` table, whose entry has the contract of nb_delay_apply_host below on that memory. The
+ * CUDA backend's is delay_cuda.c's (a kernel); the tests' fake device calls nb_delay_apply_host on its
+ * mirrors. Taylor compensation is refused there for now (its metric reads the host's memory). */
+#ifndef NB_DELAY_OPS_H
+#define NB_DELAY_OPS_H
+#include <stddef.h>
+#include "backend/backend.h"
+
+/* What one step does to n weights (delay.c's three passes):
+ *   NB_APPLY_ONLY   current -= d                                   (no version kept, no EF)
+ *   NB_APPLY_KEEP   keep = current; current -= d                   (2BW, PipeDream)
+ *   NB_APPLY_EF     keep = current; d' = d + alpha (d - prev) (d itself when `first`); prev = d; d = d';
+ *                   current -= d'                                   (with error feedback) */
+typedef enum { NB_APPLY_ONLY, NB_APPLY_KEEP, NB_APPLY_EF } nb_apply_kind;
+
+void nb_delay_apply_host(nb_apply_kind kind, float *keep, float *current, float *d, float *prev, float alpha, int first,
+                         size_t n);
+
+typedef struct nb_delay_ops {
+    void (*apply)(const nb_backend *be, nb_apply_kind kind, float *keep, float *current, float *d, float *prev,
+                  float alpha, int first, size_t n);
+} nb_delay_ops;
+
+/* The CUDA backend's table (delay_cuda.c, -DNB_CUDA=ON only). */
+const nb_delay_ops *nb_delay_ops_cuda(void);
+#endif
