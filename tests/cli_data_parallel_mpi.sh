@@ -123,7 +123,7 @@ timeout 120 "${mpi[@]}" -np 4 "$bin" train "${small[@]}" "${stop[@]}" > "$work/s
 "${mpi[@]}" -np 4 "$bin" train "${small[@]}" "${stop[@]}" --save-dir "$work/sck" --save-every 5 > "$work/s_int.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 600); do [ -f "$work/sck/step_000005/state.safetensors.index.json" ] && break; sleep 0.1; done
-kill -USR1 $pid; wait $pid
+kill -USR1 $pid; wait_stopped $pid "$work/s_int.log"  # (bounded: mpirun may hang after the ranks' abort)
 at=$(sed -n 's/.*stopped on request after step \([0-9]*\); resume with --resume .*/\1/p' "$work/s_int.log")
 if [ -n "$at" ]; then
   ok

@@ -155,7 +155,7 @@ stop_and_resume() {
     > "$work/s_int.log" 2>&1 &
   local pid=$! rc at
   for _ in $(seq 1 600); do [ -f "$work/sck/step_000005/state.safetensors.index.json" ] && break; sleep 0.1; done
-  kill -"$sig" $pid; wait $pid; rc=$?
+  kill -"$sig" $pid; wait_stopped $pid "$work/s_int.log"; rc=$?  # (bounded: mpirun may hang after the ranks' abort)
   at=$(sed -n 's/.*stopped on request after step \([0-9]*\); resume with --resume .*/\1/p' "$work/s_int.log")
   [ $rc -ne 0 ] && [ -n "$at" ] && [ "$at" -lt 200 ] && grep -q "resume with --resume $work/sck/step_$(printf %06d "$at")$" "$work/s_int.log" &&
     ok || { fail "$name: $sig stops the run naming its checkpoint (rc $rc): $(tail -3 "$work/s_int.log")"; return; }
