@@ -91,16 +91,13 @@ static int is_output_projection(const char *name) {
            strstr(name, ".w2.weight") != NULL;
 }
 
-/* 1 when the stage's arrays are its backend's memory, not the host's (nb_stage_place). */
-static int on_device(const nb_stage *s) { return s->backend && s->backend->device_memory; }
-
 int nb_model_init(nb_model *m, uint64_t seed) {
     double out_scale = 1.0 / sqrt(2.0 * m->cfg.n_layers);
     for (int si = 0; si < m->n_stages; si++) {
         nb_stage *s = &m->stages[si];
         if (!s->params) continue;  /* another process's stage (nb_model_keep_only) */
         /* a stage in a device's memory: drawn on the host, then copied over */
-        float *host = on_device(s) ? nb_alloc(sizeof(float) * s->n_params, "a stage's initial weights") : s->params;
+        float *host = nb_stage_on_device(s) ? nb_alloc(sizeof(float) * s->n_params, "a stage's initial weights") : s->params;
         if (!host) return -1;
         for (int ti = 0; ti < s->n_tensors; ti++) {
             const nb_tensor *t = &s->tensors[ti];
@@ -122,16 +119,17 @@ int nb_model_init(nb_model *m, uint64_t seed) {
     return 0;
 }
 
+/* n floats of the stage's memory zeroed: the host's, or (placed) its backend's. */
+static void zero_floats(const nb_stage *s, float *p, size_t n) {
+    if (nb_stage_on_device(s)) nb_backend_zero(s->backend, p, sizeof(float) * n);
+    else memset(p, 0, sizeof(float) * n);
+}
+
 void nb_model_zero_grads(nb_model *m) {
     for (int i = 0; i < m->n_stages; i++) {
         nb_stage *s = &m->stages[i];
-        if (on_device(s)) {
-            nb_backend_zero(s->backend, s->grads, sizeof(float) * s->n_params);
-            if (s->tied_head_grad) nb_backend_zero(s->backend, s->tied_head_grad, sizeof(float) * s->tensors[0].numel);
-            continue;
-        }
-        memset(s->grads, 0, sizeof(float) * s->n_params);
-        if (s->tied_head_grad) memset(s->tied_head_grad, 0, sizeof(float) * s->tensors[0].numel);
+        zero_floats(s, s->grads, s->n_params);
+        if (s->tied_head_grad) zero_floats(s, s->tied_head_grad, s->tensors[0].numel);
     }
 }
 

@@ -127,12 +127,9 @@ int nb_stage_init(nb_stage *s, const nb_config *cfg, int index, int count, int f
     return 0;
 }
 
-/* 1 when the stage's memory is its backend's, not the host's (nb_stage_place). */
-static int on_device(const nb_stage *s) { return s->backend && s->backend->device_memory; }
-
 /* The stage's own arrays: the host's, or (placed) its backend's. */
 static void release_array(const nb_stage *s, void *p) {
-    if (on_device(s)) nb_backend_free(s->backend, p);
+    if (nb_stage_on_device(s)) nb_backend_free(s->backend, p);
     else free(p);
 }
 
@@ -153,7 +150,7 @@ int nb_stage_place(nb_stage *s, const nb_backend *be) {
         s->backend = be;
         return 0;
     }
-    if (on_device(s)) return nb_fail("stage %d is already in the %s backend's memory", s->index, s->backend->name);
+    if (nb_stage_on_device(s)) return nb_fail("stage %d is already in the %s backend's memory", s->index, s->backend->name);
     if (nb_config_moe_blocks(&s->cfg) > 0)
         return nb_fail("stage %d: mixture-of-experts blocks in the %s backend's memory are not supported yet (its "
                        "routing reads the experts' counts on the host; docs/gpu.md)", s->index, be->name);
@@ -556,7 +553,7 @@ static int head_forward(const nb_stage *s, const float *w, const nb_bf16 *w16, n
 static int stage_body_forward(const nb_stage *s, const float *w, long version, nb_acts *a) {
     dims m = stage_dims(&s->cfg);
     int B = a->B, T = a->T, N = B * T;
-    if (s->precision == NB_PRECISION_BF16 && on_device(s))
+    if (s->precision == NB_PRECISION_BF16 && nb_stage_on_device(s))
         return nb_fail("stage %d: bf16 in the %s backend's memory is not supported yet (float32 only; docs/gpu.md)",
                        s->index, s->backend->name);
     const nb_bf16 *w16 = s->precision == NB_PRECISION_BF16 ? stage_bf16_weights(s, w, version) : NULL;
@@ -676,7 +673,7 @@ int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, con
 
 int nb_stage_backward_input(nb_stage *s, const float *w, long version, nb_acts *a, const float *dout, float loss_scale,
                             nb_wgrad *g) {
-    if (on_device(s))  /* its record copies dY into the host's memory */
+    if (nb_stage_on_device(s))  /* its record copies dY into the host's memory */
         return nb_fail("stage %d: a split backward in the %s backend's memory is not supported yet", s->index,
                        s->backend->name);
     g->n = 0, g->used = 0, g->used16 = 0, g->failed = 0;

@@ -17,6 +17,8 @@ void nb_stage_release(nb_stage *s);
  * backend. Not yet there: mixture-of-experts blocks (refused here), bf16 and the split backward (refused
  * by the passes). -1 (nb_last_error) leaves the stage as it was. */
 int nb_stage_place(nb_stage *s, const nb_backend *be);
+/* 1 when the stage's arrays are its backend's memory, not the host's (placed by nb_stage_place). */
+static inline int nb_stage_on_device(const nb_stage *s) { return s->backend && s->backend->device_memory; }
 /* Where the final part of the stage's gradient starts after each range a whole backward completes
  * (nb_stage.grads_done), in the backward's order: the final norm's first value (the last stage), each block's
  * first from the last block, 0 for the embedding (the first stage). Returns how many (at most n_blocks + 2)
