@@ -158,8 +158,15 @@ static void w_zero(const nb_backend *b, void *mem, size_t n) {
     memset(mem, 0, n);
 }
 
+static void w_add(const nb_backend *b, float *dst, const float *src, size_t n) { nb_backend_add(inner(b), dst, src, n); }
+static void w_scale(const nb_backend *b, float *x, size_t n, float s) { nb_backend_scale(inner(b), x, n, s); }
+static double w_sum_squares(const nb_backend *b, const float *x, const float *y, size_t n) {
+    return nb_backend_sum_squares(inner(b), x, y, n);
+}
+
 static const nb_backend_ops wrapper_ops = {w_gemm, w_gemm_bf16, w_syrk, w_syrk_bf16, w_tile, w_tile_bf16,
-                                           w_alloc, w_free, w_copy, w_copy, w_check, w_close, w_copy, w_zero};
+                                           w_alloc, w_free, w_copy, w_copy, w_check, w_close, w_copy, w_zero,
+                                           w_add, w_scale, w_sum_squares};
 
 static nb_backend wrapper(const nb_backend *real) {
     nb_backend w = *real;

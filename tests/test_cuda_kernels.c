@@ -808,6 +808,45 @@ static void check_moe(int bf16, int gpu) {
 /* ---- The delay rules' update (src/delay/ops.h) ----
  * nbk_delay_apply against nb_delay_apply_host on the same values, each kind (EF on its first step and a
  * later one): every output array bitwise expected, checked within 2 u of its magnitude. */
+/* The backend's arithmetic (nbk_add, nbk_scale, nbk_sum_squares): add and scale the CPU's bits (one
+ * rounding each), the sums of squares within 1e-12 of a double sum written here (another order), and the
+ * same bits twice; over more values than one pass of the grid holds, so the strides are exercised. */
+static void check_arithmetic(void) {
+    const size_t n = (size_t)NBK_SQ_PARTS * 256 * 3 + 77;
+    float *x = alloc(sizeof(float) * n), *y = alloc(sizeof(float) * n), *want = alloc(sizeof(float) * n);
+    float *got = alloc(sizeof(float) * n);
+    fill(x, n, 1.0f), fill(y, n, 0.5f);
+    float *d_x = dev(x, sizeof(float) * n), *d_y = dev(y, sizeof(float) * n);
+    double *parts = NULL, *out = NULL, sums[2][2];
+    CU(cudaMalloc((void **)&parts, sizeof(double) * NBK_SQ_PARTS));
+    CU(cudaMalloc((void **)&out, sizeof(double)));
+    for (int run = 0; run < 2; run++)
+        for (int diff = 0; diff < 2; diff++) {
+            ran(nbk_sum_squares(d_x, diff ? d_y : NULL, n, parts, out, 0), "sum_squares");
+            get(&sums[run][diff], out, sizeof(double));
+        }
+    for (int diff = 0; diff < 2; diff++) {
+        double ref = 0;
+        for (size_t i = 0; i < n; i++) {
+            const double v = diff ? (double)(x[i] - y[i]) : (double)x[i];
+            ref += v * v;
+        }
+        CHECK(fabs(sums[0][diff] - ref) <= 1e-12 * ref, "sum_squares%s: %.17g, a double sum gives %.17g",
+              diff ? " of x - y" : "", sums[0][diff], ref);
+        CHECK(sums[0][diff] == sums[1][diff], "sum_squares%s: %.17g, then %.17g on the same values",
+              diff ? " of x - y" : "", sums[0][diff], sums[1][diff]);
+    }
+    for (size_t i = 0; i < n; i++) want[i] = (x[i] + y[i]) * 0.37f;
+    ran(nbk_add(d_x, d_y, n, 0), "add");
+    ran(nbk_scale(d_x, n, 0.37f, 0), "scale");
+    get(got, d_x, sizeof(float) * n);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+    CHECK(bad == 0, "add then scale: %zu of %zu values differ from the CPU's", bad, n);
+    cudaFree(d_x), cudaFree(d_y), cudaFree(parts), cudaFree(out);
+    free(x), free(y), free(want), free(got);
+}
+
 static void check_delay_apply(void) {
     enum { NV2 = 3701 };
     float *w = alloc(sizeof(float) * NV2), *d = alloc(sizeof(float) * NV2), *prev = alloc(sizeof(float) * NV2);
@@ -1217,6 +1256,7 @@ int main(void) {
     check_device_stage();
     check_device_rules();
     check_delay_apply();
+    check_arithmetic();
     for (int i = 0; i < N_ATT_CASES; i++) check_attention_gpu(&att_cases[i]);
     for (int gain = 0; gain < 2; gain++) check_rule(ADAMW, gain ? NB_GROUP_GAIN : NB_GROUP_MATRIX, 1.0f);
     check_rule(LION, NB_GROUP_MATRIX, 1.0f);

@@ -1,5 +1,5 @@
-/* A stage on a backend with memory of its own (src/model/stage.h, nb_stage_place): on the fake device of
- * tests/support/fake_device.c, whose memory faults at any access that does not go through the backend, a
+/* A stage on a backend with memory of its own (src/model/stage.h, nb_stage_place): on the guarded device
+ * (src/backend/guarded.h, `--device guarded`), whose memory faults at any access that does not go through the backend, a
  * model's stages run forward and backward and give the CPU's bits: the loss, every gradient (the tied
  * head's too), the input gradient a stage hands upstream, and the output it hands downstream, for one stage
  * and for two (the second reading the first's output in the device's memory), tied and untied, the logits
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
-#include "fake_device.h"
+#include "backend/guarded.h"
 #include "stage_run.h"
 #include "model/stage.h"
 #include "nobubble/model.h"
@@ -43,7 +43,7 @@ static void check_same_run(const nb_backend *cpu, nb_backend *dev, int tied, int
         return;
     }
     stage_outcome want, got;
-    const long misuses = fake_device_misuses(dev);
+    const long misuses = nb_guarded_misuses(dev);
     const int ok = stage_run(cpu, &cfg, n_stages, B, T, logit_rows, &want) == 0 &&
                    stage_run(dev, &cfg, n_stages, B, T, logit_rows, &got) == 0;
     char what[96];
@@ -66,8 +66,8 @@ static void check_same_run(const nb_backend *cpu, nb_backend *dev, int tied, int
         }
         printf("%s: losses %.7f, %.7f, the CPU's bits\n", what, (double)got.loss[0], (double)got.loss[1]);
     }
-    CHECK(fake_device_misuses(dev) == misuses, "%s: %ld host addresses given as the device's memory", what,
-          fake_device_misuses(dev) - misuses);
+    CHECK(nb_guarded_misuses(dev) == misuses, "%s: %ld host addresses given as the device's memory", what,
+          nb_guarded_misuses(dev) - misuses);
     stage_outcome_free(&want), stage_outcome_free(&got);
     nb_model_free(&layout);
 }
@@ -111,7 +111,7 @@ static nb_optimizer *stepped(const nb_backend *be, nb_optimizer_kind kind, float
 
 static void check_rule_on_device(const nb_backend *cpu, nb_backend *dev, nb_optimizer_kind kind) {
     float *want[3] = {0}, *got[3] = {0};
-    const long misuses = fake_device_misuses(dev);
+    const long misuses = nb_guarded_misuses(dev);
     nb_model mc, md;
     const char *name = nb_optimizer_desc_of(kind)->name;
     nb_optimizer *oc = stepped(cpu, kind, want, &mc), *od = oc ? stepped(dev, kind, got, &md) : NULL;
@@ -133,8 +133,8 @@ static void check_rule_on_device(const nb_backend *cpu, nb_backend *dev, nb_opti
         CHECK(same_states, "%s: the state buffers differ from the CPU's", name);
         printf("%s in the device's memory: d of 3 steps and %d state buffers, the CPU's bits\n", name, states);
     }
-    CHECK(fake_device_misuses(dev) == misuses, "%s: %ld host addresses given as the device's memory", name,
-          fake_device_misuses(dev) - misuses);
+    CHECK(nb_guarded_misuses(dev) == misuses, "%s: %ld host addresses given as the device's memory", name,
+          nb_guarded_misuses(dev) - misuses);
     for (int k = 0; k < 3; k++) free(want[k]), free(got[k]);
     nb_optimizer_free(oc), nb_optimizer_free(od);
     if (oc) nb_model_free(&mc);
@@ -197,7 +197,7 @@ static void check_delay_on_device(const nb_backend *cpu, nb_backend *dev, nb_del
     snprintf(what, sizeof what, "%s%s", mode == NB_DELAY_FIXED ? "fixed:2" : nb_delay_mode_name(mode), ef ? " + EF" : "");
     float *vc = NULL, *vd = NULL, *ec = NULL, *ed = NULL;
     size_t n = 0, nvc = 0, nvd = 0, nec = 0, ned = 0;
-    const long misuses = fake_device_misuses(dev);
+    const long misuses = nb_guarded_misuses(dev);
     float *wc = trained(cpu, &o, &vc, &nvc, &ec, &nec, &n), *wd = wc ? trained(dev, &o, &vd, &nvd, &ed, &ned, &n) : NULL;
     if (wc && wd) {
         CHECK(same(wc, wd, n), "%s: the weights after 4 steps differ from the CPU's", what);
@@ -206,8 +206,8 @@ static void check_delay_on_device(const nb_backend *cpu, nb_backend *dev, nb_del
         printf("%s in the device's memory: weights, %zu stashed and %zu EF values after 4 steps, the CPU's bits\n", what,
                nvd, ned);
     }
-    CHECK(fake_device_misuses(dev) == misuses, "%s: %ld host addresses given as the device's memory", what,
-          fake_device_misuses(dev) - misuses);
+    CHECK(nb_guarded_misuses(dev) == misuses, "%s: %ld host addresses given as the device's memory", what,
+          nb_guarded_misuses(dev) - misuses);
     free(wc), free(wd), free(vc), free(vd), free(ec), free(ed);
 }
 
@@ -217,7 +217,7 @@ static void check_refusals(nb_backend *dev) {
     cfg.n_experts = 4, cfg.experts_per_token = 2, cfg.moe_every = 1;
     nb_model m;
     CHECK(nb_model_create(&m, &cfg, 1, NULL, dev) == -1 && strstr(nb_last_error(), "mixture-of-experts") &&
-              strstr(nb_last_error(), "fake-device"),
+              strstr(nb_last_error(), nb_backend_name(dev)),
           "MoE blocks on the device are refused: %s", nb_last_error());
 
     cfg = small_config(1);
@@ -247,7 +247,8 @@ static void check_refusals(nb_backend *dev) {
     nb_optimizer *o = NULL;
     nb_optim_params p = nb_optim_defaults(NB_OPT_MUON);
     CHECK(nb_optimizer_create(&o, &p, s->tensors, s->n_tensors, s->n_params, dev) == -1 && !o &&
-              strstr(nb_last_error(), "muon on the fake-device backend's memory") && strstr(nb_last_error(), "matrix products"),
+              strstr(nb_last_error(), "muon on the") && strstr(nb_last_error(), "backend's memory") &&
+              strstr(nb_last_error(), "matrix products"),
           "Muon's rule in the device's memory is refused: %s", nb_last_error());
     nb_delay_options taylor = {0};
     taylor.mode = NB_DELAY_2BW, taylor.taylor = 0.5f;
@@ -260,9 +261,9 @@ static void check_refusals(nb_backend *dev) {
 
 int main(void) {
     const nb_backend *cpu = nb_backend_default();
-    nb_backend *dev = cpu ? fake_device_open(cpu) : NULL;
+    nb_backend *dev = cpu ? nb_guarded_wrap(cpu, 0) : NULL;
     if (!dev) {
-        fprintf(stderr, "FAIL: the CPU backend or the fake device could not be made: %s\n", nb_last_error());
+        fprintf(stderr, "FAIL: the CPU backend or the guarded device could not be made: %s\n", nb_last_error());
         return 1;
     }
     for (int tied = 0; tied < 2; tied++)
@@ -275,6 +276,6 @@ int main(void) {
     check_delay_on_device(cpu, dev, NB_DELAY_2BW, 0, 1);
     check_delay_on_device(cpu, dev, NB_DELAY_FIXED, 2, 1);
     check_refusals(dev);
-    fake_device_close(dev);
+    nb_backend_close(dev);
     return check_summary();
 }

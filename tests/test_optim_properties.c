@@ -754,18 +754,18 @@ static void test_clip_helpers(void) {
         if (tb.t[i].tied_copy) continue;
         for (size_t k = tb.t[i].offset; k < tb.t[i].offset + tb.t[i].numel; k++) want += (double)buf[k] * buf[k];
     }
-    double got = nb_grad_sum_squares(buf, tb.t, tb.n);
+    double got = nb_grad_sum_squares(NULL, buf, tb.t, tb.n);
     CHECK(fabs(got - want) <= 1e-12 * want, "nb_grad_sum_squares skips the tied copy: %.17g, expected %.17g", got,
           want);
     double all = 0;
     for (size_t k = 0; k < tb.n_params; k++) all += (double)buf[k] * buf[k];
     CHECK(fabs(got - all) > 1e-6 * all, "nb_grad_sum_squares differs from the sum over the whole buffer");
-    CHECK(nb_grad_sum_squares(buf, tb.t, 0) == 0.0, "nb_grad_sum_squares over no tensors is 0");
+    CHECK(nb_grad_sum_squares(NULL, buf, tb.t, 0) == 0.0, "nb_grad_sum_squares over no tensors is 0");
 
     float *copy = malloc(tb.n_params * sizeof *copy);
     memcpy(copy, buf, tb.n_params * sizeof *copy);
     const float scale = 0.3712f;
-    nb_scale(buf, tb.n_params - 1, scale);
+    nb_scale(NULL, buf, tb.n_params - 1, scale);
     int bad = 0;
     for (size_t k = 0; k + 1 < tb.n_params; k++) bad += buf[k] != copy[k] * scale;
     CHECK(bad == 0, "nb_scale multiplies each value by the scale (%d differ)", bad);

@@ -26,6 +26,15 @@ typedef struct nb_backend nb_backend;
 /* Opens the backend named by spec ("NAME" or "NAME:BF16", above); NULL or "" opens the build's default.
  * An unknown name fails, listing the choices. Close with nb_backend_close. */
 int nb_backend_open(const char *spec, nb_backend **out);
+/* Where a run's stages keep their memory (`--device`): "cpu" (or NULL, ""): the host's, the products on the
+ * backend spec names (nb_backend_open); "cuda": an NVIDIA GPU's, with nobubble's kernels for the layers, the
+ * optimizer's element-wise rules and the delay rules (spec NULL, "" or "cuda"; -DNB_CUDA=ON builds only);
+ * "guarded": the CPU behind a device's boundary, memory the host cannot touch, over the CPU backend spec
+ * names: the CPU's bits, for checking the device path where there is no GPU (docs/gpu.md). A stage on a
+ * device runs dense float32 models; what is not supported there yet is refused when the run is made. */
+int nb_backend_open_device(const char *device, const char *spec, nb_backend **out);
+/* "cpu, guarded or cuda" as this build has them: for help texts and errors. */
+const char *nb_backend_devices(void);
 void nb_backend_close(nb_backend *b);
 /* 0 when spec names a backend of this build (as nb_backend_open reads it), else -1 with its message: a
  * name checked without opening anything (no memory, no device), for validating settings. */

@@ -130,11 +130,13 @@ extern const nb_range nb_schedule_ranges[];
 int nb_schedule_validate(const nb_schedule *s);
 
 /* ---- gradient clipping ---- */
+/* Each on the memory of backend be (a stage's: nb_stage.backend; NULL: the host's), where a device's
+ * memory is computed on the device and only the number comes back. */
 /* Sum of squares of the gradients in buf over the given tensors, skipping tied copies (so
  * that a tied embedding split across stages counts once); in double, in tensor order. */
-double nb_grad_sum_squares(const float *buf, const nb_tensor *tensors, int n_tensors);
+double nb_grad_sum_squares(const nb_backend *be, const float *buf, const nb_tensor *tensors, int n_tensors);
 /* ||a - b||^2 over the tensors, a tied copy skipped (the distance between two weight versions). */
-double nb_distance_sq(const float *a, const float *b, const nb_tensor *tensors, int n_tensors);
+double nb_distance_sq(const nb_backend *be, const float *a, const float *b, const nb_tensor *tensors, int n_tensors);
 /* Multiplies n values by scale. */
-void nb_scale(float *buf, size_t n, float scale);
+void nb_scale(const nb_backend *be, float *buf, size_t n, float scale);
 #endif

@@ -105,6 +105,8 @@ typedef struct nb_train_options {
                                    CPU has bf16 instructions, fp32 elsewhere) (fp32) */
     const char *gemm;           /* the backend that runs the products (nobubble/backend.h: "tiles",
                                    "hybrid:widen", ...; NULL: the build's default); nb_train opens it */
+    const char *device;         /* where the stages' memory is (nb_backend_open_device): "cpu" (NULL), "cuda",
+                                   or "guarded" (the CPU behind a device's boundary, for checks) */
     float peer_timeout;         /* seconds a stage waits for a message before the run fails naming the
                                    stage it waited for: a stalled or vanished MPI rank (300; 0: no limit) */
     float dp_bucket_mib;        /* data parallelism over MPI: the gradient's sum over the replicas in buckets of

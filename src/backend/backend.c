@@ -6,6 +6,7 @@
 #include <string.h>
 #include "backend/cpu.h"
 #include "backend/cuda.h"
+#include "backend/guarded.h"
 #include "util/error.h"
 
 #ifdef NB_HAVE_CUDA
@@ -65,3 +66,35 @@ const char *nb_backend_name(const nb_backend *b) { return b->name; }
 const char *nb_backend_label(const nb_backend *b) { return b->label; }
 int nb_backend_check(const nb_backend *b) { return b->ops->check(b); }
 int nb_backend_bf16_native(const nb_backend *b) { return b->bf16_native; }
+
+#ifdef NB_HAVE_CUDA
+const char *nb_backend_devices(void) { return "cpu, guarded or cuda"; }
+#else
+const char *nb_backend_devices(void) { return "cpu or guarded (cuda needs a build with -DNB_CUDA=ON)"; }
+#endif
+
+int nb_backend_open_device(const char *device, const char *spec, nb_backend **out) {
+    *out = NULL;
+    if (!device || !*device || !strcmp(device, "cpu")) return nb_backend_open(spec, out);
+    if (!strcmp(device, "guarded")) {
+        if (spec && !strcmp(spec, "cuda"))
+            return nb_fail("--device guarded: over the backend 'cuda': expected a CPU backend (%s)", nb_backend_choices());
+        nb_backend *inner;
+        if (nb_backend_open(spec, &inner)) return -1;
+        if (!(*out = nb_guarded_wrap(inner, 1))) {
+            nb_backend_close(inner);
+            return -1;
+        }
+        return 0;
+    }
+    if (strcmp(device, "cuda")) return nb_fail("device '%s': expected %s", device, nb_backend_devices());
+    if (spec && *spec && strcmp(spec, "cuda"))
+        return nb_fail("--device cuda: the products run on the GPU (cuBLAS); backend '%s' is a CPU's (leave --gemm out)",
+                       spec);
+#ifdef NB_HAVE_CUDA
+    return nb_cuda_open_device_memory(out);
+#else
+    return nb_fail("device 'cuda': this build has no CUDA backend (configure with -DNB_CUDA=ON where the CUDA toolkit is "
+                   "installed); expected %s", nb_backend_devices());
+#endif
+}

@@ -46,8 +46,16 @@ typedef struct nb_backend_ops {
     /* Within the backend's memory: dst = src (bytes; the ranges may overlap), and zeroing. */
     void (*copy)(const nb_backend *b, void *dst, const void *src, size_t bytes);
     void (*zero)(const nb_backend *b, void *mem, size_t bytes);
+    /* Arithmetic on n floats of the backend's memory, for what the executor computes between a stage's
+     * backward and its optimizer (the tied embedding's sum, global clipping, the norms in metrics):
+     * dst += src; x *= scale; and the sum of squares of x (y NULL) or of x - y, in double, deterministic
+     * (one order whatever the thread count), returned to the host (a device waits for it). */
+    void (*add)(const nb_backend *b, float *dst, const float *src, size_t n);
+    void (*scale)(const nb_backend *b, float *x, size_t n, float scale);
+    double (*sum_squares)(const nb_backend *b, const float *x, const float *y, size_t n);
 } nb_backend_ops;
 
+enum { NB_DEVICE_HOST, NB_DEVICE_GUARDED, NB_DEVICE_CUDA };
 struct nb_backend {
     const nb_backend_ops *ops;
     char name[32];          /* as opened: "tiles", "hybrid:widen" */
@@ -59,7 +67,10 @@ struct nb_backend {
      * (nb_stage_place) keeps its weights, gradients, activations and scratch there, and the host reaches them
      * only through to_host and from_host; 0: the host's memory, read in place. */
     int device_memory;
-    const struct nb_layer_ops *layers;  /* the layers on this memory (layers/ops.h); NULL: the CPU's */
+    /* Which device's memory (NB_DEVICE_HOST where device_memory is 0): what picks the layer, rule and delay
+     * tables below where the backend does not set them (each part's *_of lookup). */
+    int device;
+    const struct nb_layer_ops *layers;  /* the layers on this memory (layers/ops.h); NULL: the device's */
     const struct nb_rule_ops *rules;    /* the optimizer's element-wise rules on this memory (optim/rules.h) */
     const struct nb_delay_ops *delay;   /* the delay rules' update on this memory (delay/ops.h) */
     void *impl;             /* the implementation's state */
@@ -128,6 +139,15 @@ static inline void nb_backend_copy(const nb_backend *b, void *dst, const void *s
     b->ops->copy(b, dst, src, bytes);
 }
 static inline void nb_backend_zero(const nb_backend *b, void *mem, size_t bytes) { b->ops->zero(b, mem, bytes); }
+static inline void nb_backend_add(const nb_backend *b, float *dst, const float *src, size_t n) {
+    b->ops->add(b, dst, src, n);
+}
+static inline void nb_backend_scale(const nb_backend *b, float *x, size_t n, float scale) {
+    b->ops->scale(b, x, n, scale);
+}
+static inline double nb_backend_sum_squares(const nb_backend *b, const float *x, const float *y, size_t n) {
+    return b->ops->sum_squares(b, x, y, n);
+}
 static inline void nb_backend_to_host(const nb_backend *b, void *host, const void *mem, size_t bytes) {
     b->ops->to_host(b, host, mem, bytes);
 }

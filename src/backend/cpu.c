@@ -107,6 +107,36 @@ void nb_cpu_zero(const nb_backend *b, void *mem, size_t bytes) {
     if (bytes) memset(mem, 0, bytes);
 }
 
+void nb_cpu_add(const nb_backend *b, float *dst, const float *src, size_t n) {
+    (void)b;
+    for (size_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
+/* Threads only where the buffer pays for them; each value is one multiplication either way. */
+void nb_cpu_scale(const nb_backend *b, float *x, size_t n, float scale) {
+    (void)b;
+#pragma omp parallel for simd schedule(static) if (n > 32768)
+    for (size_t i = 0; i < n; i++) x[i] *= scale;
+}
+
+/* In double with 8 independent partial sums combined in a fixed order: the compiler vectorizes it
+ * without reassociating anything, so the result is the same on every run and thread count. */
+double nb_cpu_sum_squares(const nb_backend *b, const float *x, const float *y, size_t n) {
+    (void)b;
+    double lane[8] = {0};
+    size_t k = 0;
+    if (y) {
+        for (; k + 8 <= n; k += 8)
+            for (int j = 0; j < 8; j++) lane[j] += (double)(x[k + j] - y[k + j]) * (x[k + j] - y[k + j]);
+        for (; k < n; k++) lane[k % 8] += (double)(x[k] - y[k]) * (x[k] - y[k]);
+    } else {
+        for (; k + 8 <= n; k += 8)
+            for (int j = 0; j < 8; j++) lane[j] += (double)x[k + j] * x[k + j];
+        for (; k < n; k++) lane[k % 8] += (double)x[k] * x[k];
+    }
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
 /* Nothing is queued on the CPU: every product has finished when it returns. */
 static int cpu_check(const nb_backend *b) { return nb_failure_take(&state_of(b)->failure); }
 
@@ -132,6 +162,9 @@ static const nb_backend_ops cpu_ops = {
     .close = cpu_close,
     .copy = nb_cpu_copy,
     .zero = nb_cpu_zero,
+    .add = nb_cpu_add,
+    .scale = nb_cpu_scale,
+    .sum_squares = nb_cpu_sum_squares,
 };
 
 /* spec = NAME or NAME:BF16 into the variant and the bf16 path (-1: the CPU's choice). */

@@ -19,6 +19,10 @@ void *nb_cpu_alloc(const nb_backend *b, size_t bytes, const char *what);
 void nb_cpu_free(const nb_backend *b, void *p);
 void nb_cpu_copy(const nb_backend *b, void *dst, const void *src, size_t bytes);
 void nb_cpu_zero(const nb_backend *b, void *mem, size_t bytes);
+/* The host's arithmetic on memory (nb_backend_add, _scale, _sum_squares). */
+void nb_cpu_add(const nb_backend *b, float *dst, const float *src, size_t n);
+void nb_cpu_scale(const nb_backend *b, float *x, size_t n, float scale);
+double nb_cpu_sum_squares(const nb_backend *b, const float *x, const float *y, size_t n);
 
 /* One library's product, nb_gemm's conventions. */
 typedef int (*nb_cpu_gemm_fn)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,

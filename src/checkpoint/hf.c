@@ -7,6 +7,7 @@
 #include <string.h>
 #include "util/fs.h"
 #include "util/json.h"
+#include "model/stage.h"
 #include "nobubble/checkpoint.h"
 #include "util/error.h"
 
@@ -101,22 +102,31 @@ static int write_stages(const nb_model *m, int first, int last, const char *dir,
     int n = 0;
     for (int si = first; si <= last; si++) n += m->stages[si].n_tensors;
     nb_st_tensor *t = calloc((size_t)(n ? n : 1), sizeof *t);
+    float **host = calloc((size_t)(last - first + 1), sizeof *host);  /* placed stages' weights, copied */
     char *path = join(dir, file);
-    int r = !t || !path ? nb_fail("%s: out of memory", dir) : 0, k = 0;
+    int r = !t || !host || !path ? nb_fail("%s: out of memory", dir) : 0, k = 0;
     for (int si = first; si <= last && !r; si++) {
         const nb_stage *s = &m->stages[si];
+        const float *w = s->params;
         if (!s->params) r = nb_fail("%s: stage %d's weights are not in this process", dir, si);
+        else if (nb_stage_on_device(s)) {
+            if (!(w = host[si - first] = malloc(sizeof(float) * (s->n_params ? s->n_params : 1))))
+                r = nb_fail("%s: out of memory for stage %d's weights", dir, si);
+            else nb_stage_to_host(s, host[si - first], s->params, sizeof(float) * s->n_params);
+        }
         for (int ti = 0; ti < s->n_tensors && !r; ti++) {
             const nb_tensor *x = &s->tensors[ti];
             if (x->tied_copy) continue;
             t[k].name = x->name;
             t[k].ndim = x->ndim;
             for (int d = 0; d < x->ndim; d++) t[k].shape[d] = x->shape[d];
-            t[k].data = s->params + x->offset;
+            t[k].data = w + x->offset;
             k++;
         }
     }
     if (!r) r = nb_st_write(path, t, k, meta, n_meta);
+    for (int i = 0; host && i <= last - first; i++) free(host[i]);
+    free(host);
     free(t);
     free(path);
     return r;
@@ -289,10 +299,17 @@ int nb_import_hf_stages(nb_model *m, const char *dir, int first, int last) {
     int r = check_present(m, &set, dir) || check_nothing_else(m, &set) ? -1 : 0;
     for (int si = first; si <= last && !r; si++) {
         nb_stage *s = &m->stages[si];
+        /* a placed stage's weights are read on the host, then copied over whole */
+        float *w = nb_stage_on_device(s) ? malloc(sizeof(float) * (s->n_params ? s->n_params : 1)) : s->params;
         if (!s->params) r = nb_fail("%s: stage %d's weights are not in this process", dir, si);
+        else if (!w) r = nb_fail("%s: out of memory for stage %d's weights", dir, si);
         for (int ti = 0; ti < s->n_tensors && !r; ti++) {
             const nb_tensor *x = &s->tensors[ti];
-            r = nb_st_set_read_f32(&set, file_name(x), s->params + x->offset, x->numel);
+            r = nb_st_set_read_f32(&set, file_name(x), w + x->offset, x->numel);
+        }
+        if (w && w != s->params) {
+            if (!r) nb_stage_from_host(s, s->params, w, sizeof(float) * s->n_params);
+            free(w);
         }
     }
     nb_st_set_close(&set);

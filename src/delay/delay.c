@@ -122,7 +122,7 @@ int nb_stash_create_on(nb_stash **out, const nb_delay_options *o, int stage, int
                        const float *w0, size_t n, const nb_backend *be) {
     *out = NULL;
     if (be && !be->device_memory) be = NULL;  /* the host's memory: the host's passes */
-    if (be && !be->delay) return nb_fail("delay on the %s backend's memory: the backend has no update pass", be->name);
+    if (be && !nb_delay_of(be)) return nb_fail("delay on the %s backend's memory: the backend has no update pass", be->name);
     if (be && o->taylor > 0)
         return nb_fail("--taylor on the %s backend's memory is not supported yet (its metric reads the host's memory)",
                        be->name);
@@ -229,44 +229,6 @@ double nb_stash_taylor_sq(const nb_stash *s, const float *grads, const float *cu
     return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
-/* current -= d: all a step needs when it keeps no version and runs no EF (a synchronous run). The
- * same subtraction per element as the EF pass below, so bitwise the same. */
-static void apply_only(float *current, const float *d, size_t n) {
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) current[i] = current[i] - d[i];
-}
-
-/* keep[i] = w_t, current -= d: a delayed step without EF (2BW, PipeDream). */
-static void keep_and_apply(float *keep, float *current, const float *d, size_t n) {
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        const float w = current[i];
-        keep[i] = w;
-        current[i] = w - d[i];
-    }
-}
-
-/* A delayed step with EF: d becomes the applied step d_t + alpha (d_t - d_{t-1}) (d_t itself on the
- * first step that uses EF), d_t is remembered, w_t kept, current -= the applied step. One pass. */
-static void ef_apply(float *keep, float *current, float *d, float *prev, float alpha, int first, size_t n) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        const float w = current[i], computed = d[i];
-        const float di = first ? computed : computed + alpha * (computed - prev[i]);
-        prev[i] = computed;
-        d[i] = di;
-        keep[i] = w;
-        current[i] = w - di;
-    }
-}
-
-void nb_delay_apply_host(nb_apply_kind kind, float *keep, float *current, float *d, float *prev, float alpha, int first,
-                         size_t n) {
-    if (kind == NB_APPLY_EF) ef_apply(keep, current, d, prev, alpha, first, n);
-    else if (kind == NB_APPLY_KEEP) keep_and_apply(keep, current, d, n);
-    else apply_only(current, d, n);
-}
-
 void nb_stash_apply(nb_stash *s, float *current, float *d, int step) {
     const size_t n = s->n;
     const int tau = nb_stash_tau(s, step);
@@ -276,6 +238,6 @@ void nb_stash_apply(nb_stash *s, float *current, float *d, int step) {
     float *keep = s->tau_max > 0 ? s->versions + (size_t)(step % s->tau_max) * n : NULL;
     s->ef_running = ef_now;
     const nb_apply_kind kind = ef_now ? NB_APPLY_EF : keep ? NB_APPLY_KEEP : NB_APPLY_ONLY;
-    if (s->be) s->be->delay->apply(s->be, kind, keep, current, d, s->d_prev, s->o.ef_alpha, ef_first, n);
+    if (s->be) nb_delay_of(s->be)->apply(s->be, kind, keep, current, d, s->d_prev, s->o.ef_alpha, ef_first, n);
     else nb_delay_apply_host(kind, keep, current, d, s->d_prev, s->o.ef_alpha, ef_first, n);
 }

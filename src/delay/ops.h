@@ -2,7 +2,7 @@
  * docs/architecture.md, "A stage in a device's memory"). A stash made there (nb_stash_create_on) keeps its
  * versions and its error-feedback buffer in the backend's memory and applies each step through the
  * backend's `delay` table, whose entry has the contract of nb_delay_apply_host below on that memory. The
- * CUDA backend's is delay_cuda.c's (a kernel); the tests' fake device calls nb_delay_apply_host on its
+ * CUDA backend's is delay_cuda.c's (a kernel); the guarded device's calls nb_delay_apply_host on its
  * mirrors. Taylor compensation is refused there for now (its metric reads the host's memory). */
 #ifndef NB_DELAY_OPS_H
 #define NB_DELAY_OPS_H
@@ -24,6 +24,11 @@ typedef struct nb_delay_ops {
                   float alpha, int first, size_t n);
 } nb_delay_ops;
 
+/* be's table: its own, else its device's (NULL on the host's memory, or for a device this build has no
+ * table for). */
+const nb_delay_ops *nb_delay_of(const nb_backend *be);
 /* The CUDA backend's table (delay_cuda.c, -DNB_CUDA=ON only). */
 const nb_delay_ops *nb_delay_ops_cuda(void);
+/* The guarded device's (delay_guarded.c; backend/guarded.h): nb_delay_apply_host on its mirrors. */
+const nb_delay_ops *nb_delay_ops_guarded(void);
 #endif

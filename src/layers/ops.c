@@ -67,3 +67,4 @@ static const nb_layer_ops cpu_layers = {
 };
 
 const nb_layer_ops *nb_layer_ops_cpu(void) { return &cpu_layers; }
+

@@ -42,8 +42,9 @@ const nb_layer_ops *nb_layer_ops_cpu(void);
 /* The CUDA backend's device memory mode's (ops_cuda.c, -DNB_CUDA=ON only): the kernels of
  * src/backend/cuda/kernels.h on the backend's stream. */
 const nb_layer_ops *nb_layer_ops_cuda(void);
-/* be's table: its own, else the CPU's. */
-static inline const nb_layer_ops *nb_layers_of(const nb_backend *be) {
-    return be && be->layers ? be->layers : nb_layer_ops_cpu();
-}
+/* The guarded device's (ops_guarded.c; backend/guarded.h): the CPU's functions on its mirrors. */
+const nb_layer_ops *nb_layer_ops_guarded(void);
+/* be's table: its own, else its device's (the CPU's on the host's memory; NULL for a device this build
+ * has no table for). */
+const nb_layer_ops *nb_layers_of(const nb_backend *be);
 #endif

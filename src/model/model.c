@@ -119,6 +119,21 @@ int nb_model_init(nb_model *m, uint64_t seed) {
     return 0;
 }
 
+void nb_stage_to_host(const nb_stage *s, void *host, const void *mem, size_t bytes) {
+    if (nb_stage_on_device(s)) nb_backend_to_host(s->backend, host, mem, bytes);
+    else if (bytes) memcpy(host, mem, bytes);
+}
+
+void nb_stage_from_host(const nb_stage *s, void *mem, const void *host, size_t bytes) {
+    if (nb_stage_on_device(s)) nb_backend_from_host(s->backend, mem, host, bytes);
+    else if (bytes) memcpy(mem, host, bytes);
+}
+
+void nb_stage_copy(const nb_stage *s, void *dst, const void *src, size_t bytes) {
+    if (nb_stage_on_device(s)) nb_backend_copy(s->backend, dst, src, bytes);
+    else if (bytes) memmove(dst, src, bytes);
+}
+
 /* n floats of the stage's memory zeroed: the host's, or (placed) its backend's. */
 static void zero_floats(const nb_stage *s, float *p, size_t n) {
     if (nb_stage_on_device(s)) nb_backend_zero(s->backend, p, sizeof(float) * n);
@@ -138,8 +153,10 @@ void nb_stage_sum_tied_grad(nb_stage *s, const float *head_grad) {
     const float *head = s->tied_head_grad ? s->tied_head_grad : head_grad;
     float *embed = s->grads + s->tensors[0].offset;
     const size_t n = s->tensors[0].numel;
-    for (size_t i = 0; head && i < n; i++) embed[i] += head[i];
-    if (s->tied_head_grad) memset(s->tied_head_grad, 0, sizeof(float) * n);
+    if (head && nb_stage_on_device(s)) nb_backend_add(s->backend, embed, head, n);
+    else
+        for (size_t i = 0; head && i < n; i++) embed[i] += head[i];
+    if (s->tied_head_grad) zero_floats(s, s->tied_head_grad, n);
 }
 
 const nb_tensor *nb_model_find(const nb_model *m, const char *name, nb_stage **stage_out) {
@@ -155,17 +172,33 @@ const nb_tensor *nb_model_find(const nb_model *m, const char *name, nb_stage **s
 void nb_model_sync_tied_copy(nb_model *m) {
     if (!m->cfg.tied || m->n_stages == 1) return;
     nb_stage *first = &m->stages[0], *last = &m->stages[m->n_stages - 1];
-    memcpy(last->params + last->tensors[last->n_tensors - 1].offset, first->params + first->tensors[0].offset,
-           sizeof(float) * first->tensors[0].numel);
+    float *copy = last->params + last->tensors[last->n_tensors - 1].offset;
+    const float *embed = first->params + first->tensors[0].offset;
+    const size_t bytes = sizeof(float) * first->tensors[0].numel;
+    if (nb_stage_on_device(first)) nb_backend_copy(first->backend, copy, embed, bytes);  /* one run: one backend */
+    else memcpy(copy, embed, bytes);
 }
 
+/* A placed stage's weights are hashed tensor by tensor from a host copy (0 when there is no memory for it:
+ * a hash that matches nothing, which the caller's comparison then reports). */
 uint64_t nb_model_weights_hash(const nb_model *m) {
     uint64_t h = NB_FNV_INIT;
     for (int si = 0; si < m->n_stages; si++) {
         const nb_stage *s = &m->stages[si];
-        for (int ti = 0; ti < s->n_tensors; ti++)
-            if (!s->tensors[ti].tied_copy)
-                h = nb_fnv1a(h, s->params + s->tensors[ti].offset, sizeof(float) * s->tensors[ti].numel);
+        for (int ti = 0; ti < s->n_tensors; ti++) {
+            const nb_tensor *t = &s->tensors[ti];
+            if (t->tied_copy) continue;
+            const size_t bytes = sizeof(float) * t->numel;
+            if (!nb_stage_on_device(s)) {
+                h = nb_fnv1a(h, s->params + t->offset, bytes);
+                continue;
+            }
+            float *host = malloc(bytes ? bytes : 1);
+            if (!host) return 0;
+            nb_backend_to_host(s->backend, host, s->params + t->offset, bytes);
+            h = nb_fnv1a(h, host, bytes);
+            free(host);
+        }
     }
     return h;
 }

@@ -151,6 +151,8 @@ int nb_stage_place(nb_stage *s, const nb_backend *be) {
         return 0;
     }
     if (nb_stage_on_device(s)) return nb_fail("stage %d is already in the %s backend's memory", s->index, s->backend->name);
+    if (!nb_layers_of(be))
+        return nb_fail("stage %d: the %s backend's memory has no layers in this build", s->index, be->name);
     if (nb_config_moe_blocks(&s->cfg) > 0)
         return nb_fail("stage %d: mixture-of-experts blocks in the %s backend's memory are not supported yet (its "
                        "routing reads the experts' counts on the host; docs/gpu.md)", s->index, be->name);

@@ -19,6 +19,11 @@ void nb_stage_release(nb_stage *s);
 int nb_stage_place(nb_stage *s, const nb_backend *be);
 /* 1 when the stage's arrays are its backend's memory, not the host's (placed by nb_stage_place). */
 static inline int nb_stage_on_device(const nb_stage *s) { return s->backend && s->backend->device_memory; }
+/* Bytes between the stage's memory and the host's (checkpoints, exports, hashes): memcpy on the host's memory,
+ * the backend's copies where the stage is placed on a device; and within the stage's memory. */
+void nb_stage_to_host(const nb_stage *s, void *host, const void *mem, size_t bytes);
+void nb_stage_from_host(const nb_stage *s, void *mem, const void *host, size_t bytes);
+void nb_stage_copy(const nb_stage *s, void *dst, const void *src, size_t bytes);
 /* Where the final part of the stage's gradient starts after each range a whole backward completes
  * (nb_stage.grads_done), in the backward's order: the final norm's first value (the last stage), each block's
  * first from the last block, 0 for the embedding (the first stage). Returns how many (at most n_blocks + 2)

@@ -249,7 +249,7 @@ int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_t
             return nb_fail("tensor %s lies outside the parameter buffer", t->name);
         }
         plan_tensor(ts, p, t);
-        if (backend->device_memory && (per_matrix(ts) || !backend->rules)) {
+        if (backend->device_memory && (per_matrix(ts) || !nb_rules_of(backend))) {
             nb_fail("%s on the %s backend's memory: %s", ts->opt->name, backend->name,
                     per_matrix(ts) ? "rules with matrix products (Muon, NorMuon, SOAP) are not supported there yet"
                                    : "the backend has no optimizer rules");
@@ -278,7 +278,7 @@ int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_t
 /* One tensor's step with its rule: on the host, or on the device's memory by the backend's table. */
 static int tensor_step(tensor_state *ts, const rule_ctx *ctx, const float *grads, const float *w, float *d) {
     const size_t off = ts->t->offset;
-    if (ctx->be->device_memory) return ctx->be->rules->step(ctx->be, ts->opt->rule, ts, ctx, grads + off, w + off, d + off);
+    if (ctx->be->device_memory) return nb_rules_of(ctx->be)->step(ctx->be, ts->opt->rule, ts, ctx, grads + off, w + off, d + off);
     return ts->opt->rule->step(ts, ctx, grads + off, w + off, d + off);
 }
 
@@ -351,45 +351,22 @@ int nb_optimizer_state(const nb_optimizer *o, int i, const char **name, float **
     return nb_fail("optimizer state %d not found", i);
 }
 
-/* Sum of squares in double with 8 independent partial sums (combined in a fixed order): the
- * compiler vectorizes it without reassociating anything, so the result is the same on every run. */
-static double combine(const double lane[8]) {
-    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-}
+/* The host's memory where be is NULL: the default backend's arithmetic (the CPU's, nb_cpu_sum_squares). */
+static const nb_backend *memory_of(const nb_backend *be) { return be ? be : nb_backend_default(); }
 
-static double sum_squares(const float *x, size_t n) {
-    double lane[8] = {0};
-    size_t k = 0;
-    for (; k + 8 <= n; k += 8)
-        for (int j = 0; j < 8; j++) lane[j] += (double)x[k + j] * x[k + j];
-    for (; k < n; k++) lane[k % 8] += (double)x[k] * x[k];
-    return combine(lane);
-}
-
-static double sum_squares_diff(const float *x, const float *y, size_t n) {
-    double lane[8] = {0};
-    size_t k = 0;
-    for (; k + 8 <= n; k += 8)
-        for (int j = 0; j < 8; j++) lane[j] += (double)(x[k + j] - y[k + j]) * (x[k + j] - y[k + j]);
-    for (; k < n; k++) lane[k % 8] += (double)(x[k] - y[k]) * (x[k] - y[k]);
-    return combine(lane);
-}
-
-double nb_grad_sum_squares(const float *buf, const nb_tensor *tensors, int n_tensors) {
+double nb_grad_sum_squares(const nb_backend *be, const float *buf, const nb_tensor *tensors, int n_tensors) {
     double s = 0.0;
     for (int i = 0; i < n_tensors; i++)
-        if (!tensors[i].tied_copy) s += sum_squares(buf + tensors[i].offset, tensors[i].numel);
+        if (!tensors[i].tied_copy) s += nb_backend_sum_squares(memory_of(be), buf + tensors[i].offset, NULL, tensors[i].numel);
     return s;
 }
 
-double nb_distance_sq(const float *a, const float *b, const nb_tensor *tensors, int n_tensors) {
+double nb_distance_sq(const nb_backend *be, const float *a, const float *b, const nb_tensor *tensors, int n_tensors) {
     double s = 0.0;
     for (int i = 0; i < n_tensors; i++)
-        if (!tensors[i].tied_copy) s += sum_squares_diff(a + tensors[i].offset, b + tensors[i].offset, tensors[i].numel);
+        if (!tensors[i].tied_copy)
+            s += nb_backend_sum_squares(memory_of(be), a + tensors[i].offset, b + tensors[i].offset, tensors[i].numel);
     return s;
 }
 
-void nb_scale(float *buf, size_t n, float scale) {
-#pragma omp parallel for simd schedule(static) if (n > PAR_MIN)
-    for (size_t i = 0; i < n; i++) buf[i] *= scale;
-}
+void nb_scale(const nb_backend *be, float *buf, size_t n, float scale) { nb_backend_scale(memory_of(be), buf, n, scale); }

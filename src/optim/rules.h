@@ -80,8 +80,13 @@ typedef struct nb_rule_ops {
     int (*step)(const nb_backend *be, const struct nb_optim_rule *rule, tensor_state *ts, const rule_ctx *c,
                 const float *g, const float *w, float *d);
 } nb_rule_ops;
+/* be's table: its own, else its device's (NULL on the host's memory, or for a device this build has no
+ * table for). */
+const nb_rule_ops *nb_rules_of(const nb_backend *be);
 /* The CUDA backend's table (rules_cuda.c, -DNB_CUDA=ON only): AdamW, Lion, Adan and MARS as its kernels. */
 const nb_rule_ops *nb_rule_ops_cuda(void);
+/* The guarded device's (rules_guarded.c; backend/guarded.h): the CPU's rules on its mirrors. */
+const nb_rule_ops *nb_rule_ops_guarded(void);
 
 /* The rules (one file each), which the descriptors of optimizers.c name. */
 extern const nb_optim_rule sgd_rule, adamw_rule, muon_rule, lion_rule, adan_rule, mars_rule, soap_rule, normuon_rule;

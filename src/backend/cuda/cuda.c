@@ -20,6 +20,7 @@
  * C^T = op(B)^T op(A)^T, with the operands swapped and the same transposition flags. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,7 @@ typedef struct {
     size_t capacity[N_OPERANDS];
     void *scratch;                     /* device memory mode: the layers' scratch (nb_cuda_scratch) */
     size_t scratch_bytes;
+    double *sums;                      /* device memory mode: sum_squares's partial sums and its result */
     nb_failure failure;
     char label[400];
     int device_memory;                 /* 1: the device memory mode (nb_cuda_open_device_memory) */
@@ -193,6 +195,7 @@ static void release(cuda_state *s) {
     for (int i = 0; i < N_OPERANDS; i++)
         if (s->buffer[i]) cudaFree(s->buffer[i]);
     if (s->scratch) cudaFree(s->scratch);
+    if (s->sums) cudaFree(s->sums);
     if (s->handle) cublasDestroy(s->handle);
     if (s->stream) cudaStreamDestroy(s->stream);
     pthread_mutex_destroy(&s->lock);
@@ -220,6 +223,9 @@ static const nb_backend_ops cuda_ops = {
     .close = cuda_close,
     .copy = nb_cpu_copy,
     .zero = nb_cpu_zero,
+    .add = nb_cpu_add,
+    .scale = nb_cpu_scale,
+    .sum_squares = nb_cpu_sum_squares,
 };
 
 /* ---- Device memory mode (nb_cuda_open_device_memory) ----
@@ -277,6 +283,31 @@ static void dev_copy(const nb_backend *b, void *dst, const void *src, size_t byt
 
 static void dev_zero(const nb_backend *b, void *mem, size_t bytes) {
     if (bytes) keep(state_of(b), cudaMemsetAsync(mem, 0, bytes, state_of(b)->stream), "zeroing device memory");
+}
+
+static void dev_add(const nb_backend *b, float *dst, const float *src, size_t n) {
+    if (nbk_add(dst, src, n, state_of(b)->stream)) nb_failure_keep(&state_of(b)->failure);
+}
+
+static void dev_scale(const nb_backend *b, float *x, size_t n, float scale) {
+    if (nbk_scale(x, n, scale, state_of(b)->stream)) nb_failure_keep(&state_of(b)->failure);
+}
+
+/* Queued behind the work that wrote x, then waited for: the host needs the number. A failure is recorded
+ * (nb_backend_check reports it) and the sum is NAN, which the executor's checks stop on. */
+static double dev_sum_squares(const nb_backend *b, const float *x, const float *y, size_t n) {
+    cuda_state *s = state_of(b);
+    double sum = NAN;
+    if (!s->sums) keep(s, cudaMalloc((void **)&s->sums, sizeof(double) * (NBK_SQ_PARTS + 1)), "sum_squares's buffer");
+    if (!s->sums) return sum;
+    if (nbk_sum_squares(x, y, n, s->sums, s->sums + NBK_SQ_PARTS, s->stream)) {
+        nb_failure_keep(&s->failure);
+        return sum;
+    }
+    cudaError_t e = cudaMemcpyAsync(&sum, s->sums + NBK_SQ_PARTS, sizeof sum, cudaMemcpyDeviceToHost, s->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s->stream);
+    keep(s, e, "copying a sum of squares to the host");
+    return e == cudaSuccess ? sum : NAN;
 }
 
 /* One product on device memory, queued: nb_gemm's contract (K = 0 scales C by beta, as BLAS does). */
@@ -363,6 +394,9 @@ static const nb_backend_ops cuda_device_ops = {
     .close = cuda_close,
     .copy = dev_copy,
     .zero = dev_zero,
+    .add = dev_add,
+    .scale = dev_scale,
+    .sum_squares = dev_sum_squares,
 };
 
 void *nb_cuda_stream(const nb_backend *b) { return state_of(b)->stream; }
@@ -425,6 +459,7 @@ static int open_cuda(const char *spec, int device_memory, nb_backend **out) {
     }
     b->ops = device_memory ? &cuda_device_ops : &cuda_ops;
     b->device_memory = device_memory;
+    b->device = device_memory ? NB_DEVICE_CUDA : NB_DEVICE_HOST;
     snprintf(b->name, sizeof b->name, "%s", spec);
     b->label = s->label;
     b->tile_width = nb_cpu_tile_width();
@@ -437,4 +472,4 @@ static int open_cuda(const char *spec, int device_memory, nb_backend **out) {
 
 int nb_cuda_open(const char *spec, nb_backend **out) { return open_cuda(spec, 0, out); }
 
-int nb_cuda_open_device_memory(nb_backend **out) { return open_cuda("cuda:device-memory", 1, out); }
+int nb_cuda_open_device_memory(nb_backend **out) { return open_cuda("cuda", 1, out); }

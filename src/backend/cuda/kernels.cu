@@ -419,9 +419,61 @@ __global__ void mirror_upper_k(float *C, int N, int ldc, size_t total) {
     }
 }
 
+__global__ void add_k(float *dst, const float *src, size_t n) {
+    GRID_STRIDE(i, n) dst[i] = add(dst[i], src[i]);
+}
+
+__global__ void scale_k(float *x, size_t n, float scale) {
+    GRID_STRIDE(i, n) x[i] = mul(x[i], scale);
+}
+
+/* Block b sums the squares of the values i = b*BLOCK + lane + k*NBK_SQ_PARTS*BLOCK in double, each lane its
+ * own chain, then the block's lanes as a tree in shared memory: every sum in one order whatever the GPU. */
+__global__ void sum_squares_k(const float *x, const float *y, size_t n, double *partial) {
+    __shared__ double lanes[BLOCK];
+    double s = 0.0;
+    const size_t stride = (size_t)NBK_SQ_PARTS * BLOCK;
+    for (size_t i = (size_t)blockIdx.x * BLOCK + threadIdx.x; i < n; i += stride) {
+        const double v = y ? (double)sub(x[i], y[i]) : (double)x[i];
+        s = __dadd_rn(s, __dmul_rn(v, v));
+    }
+    lanes[threadIdx.x] = s;
+    __syncthreads();
+    for (int half = BLOCK / 2; half > 0; half /= 2) {
+        if ((int)threadIdx.x < half) lanes[threadIdx.x] = __dadd_rn(lanes[threadIdx.x], lanes[threadIdx.x + half]);
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partial[blockIdx.x] = lanes[0];
+}
+
+__global__ void sum_parts_k(const double *partial, double *out) {
+    double s = 0.0;
+    for (int b = 0; b < NBK_SQ_PARTS; b++) s = __dadd_rn(s, partial[b]);
+    *out = s;
+}
+
 }  // namespace
 
 extern "C" {
+
+int nbk_add(float *dst, const float *src, size_t n, cudaStream_t stream) {
+    if (!n) return 0;
+    add_k<<<blocks_for(n), BLOCK, 0, stream>>>(dst, src, n);
+    return launched("add");
+}
+
+int nbk_scale(float *x, size_t n, float scale, cudaStream_t stream) {
+    if (!n) return 0;
+    scale_k<<<blocks_for(n), BLOCK, 0, stream>>>(x, n, scale);
+    return launched("scale");
+}
+
+int nbk_sum_squares(const float *x, const float *y, size_t n, double *partial, double *out, cudaStream_t stream) {
+    sum_squares_k<<<NBK_SQ_PARTS, BLOCK, 0, stream>>>(x, y, n, partial);
+    if (launched("sum_squares")) return -1;
+    sum_parts_k<<<1, 1, 0, stream>>>(partial, out);
+    return launched("sum_squares (the parts)");
+}
 
 int nbk_delay_apply(int kind, float *keep, float *current, float *d, float *prev, float alpha, int first, size_t n,
                     cudaStream_t stream) {

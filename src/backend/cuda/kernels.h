@@ -27,6 +27,15 @@ extern "C" {
  * NB_APPLY_ONLY, NB_APPLY_KEEP, NB_APPLY_EF): the CPU's bits. */
 int nbk_delay_apply(int kind, float *keep, float *current, float *d, float *prev, float alpha, int first, size_t n,
                     cudaStream_t stream);
+/* Arithmetic on n floats (nb_backend_add, _scale, _sum_squares): dst += src; x *= scale; and the sum of
+ * squares of x (y NULL) or of x - y in double, into *out (device memory), in one fixed order (NBK_SQ_PARTS
+ * strided partial sums, each a block's tree, then those summed in order by one thread): the same bits on
+ * every run, not the CPU's. */
+int nbk_add(float *dst, const float *src, size_t n, cudaStream_t stream);
+int nbk_scale(float *x, size_t n, float scale, cudaStream_t stream);
+enum { NBK_SQ_PARTS = 256 };
+/* partial: NBK_SQ_PARTS doubles of device scratch. */
+int nbk_sum_squares(const float *x, const float *y, size_t n, double *partial, double *out, cudaStream_t stream);
 /* A symmetric product's lower triangle copied from its upper one (nb_cpu_mirror_upper), C: N x N, row stride ldc. */
 int nbk_mirror_upper(float *C, int N, int ldc, cudaStream_t stream);
 

@@ -49,6 +49,31 @@ static int check_replicas_pipeline(const nb_train_options *o, nb_pipe_kind kind)
     return 0;
 }
 
+/* What a stage on a device does not run yet (docs/gpu.md), refused before anything is made. */
+static int check_device_options(const nb_train_options *o) {
+    const char *dev = o->device;
+    if (!dev || !*dev || !strcmp(dev, "cpu")) return 0;
+    if (o->precision == NB_PRECISION_BF16)
+        return nb_fail("--device %s: bf16 is not supported on a device yet; use --precision fp32", dev);
+    if (nb_config_moe_blocks(&o->model) > 0)
+        return nb_fail("--device %s: mixture-of-experts blocks are not supported on a device yet (n_experts %d)", dev,
+                       o->model.n_experts);
+    if (o->pipeline == NB_PIPE_ZBH1)
+        return nb_fail("--device %s: --pipeline zbh1's split backward is not supported on a device yet", dev);
+    if (o->pipeline >= 0 && o->transport == NB_TRANSPORT_MPI)
+        return nb_fail("--device %s: a pipeline over MPI is not supported on a device yet (--transport threads)", dev);
+    if (o->data_parallel > 1)
+        return nb_fail("--device %s: --data-parallel %d is not supported on a device yet", dev, o->data_parallel);
+    if (o->delay.taylor > 0)
+        return nb_fail("--device %s: --taylor is not supported on a device yet", dev);
+    const nb_optimizer_kind k = o->optim.kind;
+    if (k == NB_OPT_MUON || k == NB_OPT_NORMUON || k == NB_OPT_SOAP)
+        return nb_fail("--device %s: --optimizer %s: rules with matrix products (Muon, NorMuon, SOAP) are not supported on "
+                       "a device yet (adamw, lion, adan, mars%s are)", dev, nb_optimizer_name(k),
+                       strcmp(dev, "guarded") ? "" : ", sgd");
+    return 0;
+}
+
 static int check_pipeline_options(const nb_train_options *o) {
     nb_pipe_kind kind = (nb_pipe_kind)o->pipeline;
     char list[96];
@@ -496,8 +521,11 @@ int nb_train(const nb_train_options *given, nb_train_result *res) {
     if (o->pipeline >= 0 && check_pipeline_options(o)) return -1;
     const int S = train_schedule_steps(o);
     if (nb_delay_validate(&o->delay, S, train_model_stages(o))) return -1;
+    if (check_device_options(o)) return -1;
     nb_backend *backend;
-    if (nb_backend_open(o->gemm, &backend)) return nb_fail("--gemm: %s", nb_last_error());
+    if (nb_backend_open_device(o->device, o->gemm, &backend))
+        return nb_fail("%s: %s", o->device && *o->device && strcmp(o->device, "cpu") ? "--device" : "--gemm",
+                       nb_last_error());
     resolved.gemm = nb_backend_name(backend);  /* summary.json names the one that ran */
     const int at_end = resume_at_end(o, res);
     if (at_end) {

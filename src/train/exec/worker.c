@@ -44,7 +44,9 @@ typedef struct {
                                            recorded by B for W (NULL when the schedule does not split) */
     nb_optimizer *opt;
     nb_stash *stash;
-    float *d, *x_in, *dout, *tied_buf;
+    float *d, *x_in, *dout, *tied_buf;  /* the stage's memory (a device's where it is placed on one) */
+    void *staging;                      /* a stage on a device: the host's copy of what a message carries */
+    size_t staging_bytes;
     double *norms;                      /* the squared gradient norms of every stage, this step */
     nb_loader *train, *val;
     int *tokens, *targets;
@@ -100,6 +102,21 @@ static float *embedding(const stage_role *w, float *base) { return base + w->st-
 /* The last stage's copy of a tied embedding: its last tensor. */
 static float *tied_copy(const stage_role *w, float *base) {
     return base + w->st->tensors[w->st->n_tensors - 1].offset;
+}
+/* A stage placed on a device (--device cuda, guarded): its arrays are the backend's memory, which the
+ * executor reaches only through the backend's calls (docs/gpu.md). */
+static int on_device(const stage_role *w) { return nb_stage_on_device(w->st); }
+static const nb_backend *memory(const stage_role *w) { return w->st->backend; }
+static void zero_floats(const stage_role *w, float *p, size_t n) {
+    if (on_device(w)) nb_backend_zero(memory(w), p, sizeof(float) * n);
+    else memset(p, 0, sizeof(float) * n);
+}
+static float *stage_floats(const stage_role *w, size_t n, const char *what) {
+    return on_device(w) ? nb_backend_alloc(memory(w), sizeof(float) * (n ? n : 1), what) : nb_calloc(n, sizeof(float), what);
+}
+static void free_floats(const stage_role *w, float *p) {
+    if (on_device(w)) nb_backend_free(memory(w), p);
+    else free(p);
 }
 static mark mark_now(const stage_role *w) {
     return (mark){nb_now(), w->busy, w->aside, {w->forward_time, w->backward_time, w->update_time}};
@@ -398,7 +415,7 @@ static int backward_weight(stage_role *w, const nb_low_action *a) {
  * the gradient's before the correction, tied copies left out as the gradient norm leaves them. */
 static void taylor_norms(stage_role *w, int t) {
     const nb_stage *st = w->st;
-    w->stats.taylor_grad_sq = nb_grad_sum_squares(st->grads, st->tensors, st->n_tensors);
+    w->stats.taylor_grad_sq = nb_grad_sum_squares(memory(w), st->grads, st->tensors, st->n_tensors);
     for (int i = 0; i < st->n_tensors; i++)
         if (!st->tensors[i].tied_copy)
             w->stats.taylor_sq += nb_stash_taylor_sq(w->stash, st->grads, st->params, t, st->tensors[i].offset,
@@ -424,7 +441,7 @@ static int grads(stage_role *w, int t) {
     nb_stage_sum_tied_grad(st, takes_head_grad(w) ? w->tied_buf : NULL);
     if (w->run->o->delay.taylor > 0) taylor_norms(w, t);
     nb_stash_taylor(w->stash, st->grads, st->params, t);
-    w->norms[w->s] = nb_grad_sum_squares(st->grads, st->tensors, st->n_tensors);
+    w->norms[w->s] = nb_grad_sum_squares(memory(w), st->grads, st->tensors, st->n_tensors);
     const double took = nb_now() - t0;
     w->update_time.seconds += took;
     w->busy += took;
@@ -444,7 +461,7 @@ static int apply(stage_role *w, int t) {
     for (int i = 0; i < run->P; i++) sq += o->clip > 0 || i == w->s ? w->norms[i] : 0;
     const double norm = sqrt(sq);
     if (!isfinite(norm)) return diverged(w, t, "the gradient norm", norm);
-    if (o->clip > 0 && norm > o->clip) nb_scale(st->grads, st->n_params, (float)(o->clip / norm));
+    if (o->clip > 0 && norm > o->clip) nb_scale(memory(w), st->grads, st->n_params, (float)(o->clip / norm));
     w->stats.grad_norm = norm;
     w->stats.grad_sq = w->norms[w->s];
     const float lr = nb_schedule_lr(&run->sched, t);
@@ -452,13 +469,13 @@ static int apply(stage_role *w, int t) {
     if (w->stats.tau > 0) {
         const float *old = weights_of(w, t > (int)w->stats.tau ? t - (int)w->stats.tau : 0);
         if (!old) return -1;
-        w->stats.version_sq = nb_distance_sq(st->params, old, st->tensors, st->n_tensors);
+        w->stats.version_sq = nb_distance_sq(memory(w), st->params, old, st->tensors, st->n_tensors);
     }
     if (nb_optimizer_step(w->opt, st->grads, st->params, lr, aux_lr, w->d)) return -1;
     nb_stash_apply(w->stash, st->params, w->d, t);
-    w->stats.update_sq = nb_grad_sum_squares(w->d, st->tensors, st->n_tensors);
+    w->stats.update_sq = nb_grad_sum_squares(memory(w), w->d, st->tensors, st->n_tensors);
     if (!isfinite(w->stats.update_sq)) return diverged(w, t, "the update's norm", sqrt(w->stats.update_sq));
-    memset(st->grads, 0, sizeof(float) * st->n_params);
+    zero_floats(w, st->grads, st->n_params);
     w->updates++;
     const double took = nb_now() - t0;
     count_op(w, &w->update_time, took);
@@ -577,7 +594,7 @@ static void own_parts(const stage_role *w, train_parts *p, nb_optimizer **opt, n
 
 /* No checkpoint of non-finite weights, ever (train_diverged names step t). */
 static int weights_finite(const stage_role *w, int t) {
-    const double sq = nb_grad_sum_squares(w->st->params, w->st->tensors, w->st->n_tensors);
+    const double sq = nb_grad_sum_squares(memory(w), w->st->params, w->st->tensors, w->st->n_tensors);
     return isfinite(sq) ? 0 : train_diverged(t, "the weights' sum of squares", sq);
 }
 
@@ -683,7 +700,7 @@ static int stage_act(exec_endpoint *e, const nb_low_action *a) {
 }
 
 /* What a message of each kind carries from or into this stage. */
-static int stage_buffer(exec_endpoint *e, const nb_low_action *a, void **data, size_t *bytes) {
+static int stage_data(exec_endpoint *e, const nb_low_action *a, void **data, size_t *bytes) {
     stage_role *w = e->role;
     const int out = a->op == NB_LOW_SEND;
     nb_stage *st = w->st;
@@ -716,8 +733,40 @@ static int stage_buffer(exec_endpoint *e, const nb_low_action *a, void **data, s
     }
 }
 
+/* Whether a message's bytes are the stage's memory (activations, gradients, weights) rather than the host's
+ * records (statistics, losses, replies). */
+static int carries_memory(nb_msg_kind kind) {
+    return kind == NB_MSG_ACT || kind == NB_MSG_GRAD || kind == NB_MSG_TIED_GRAD || kind == NB_MSG_TIED_W ||
+           kind == NB_MSG_EVAL_ACT || kind == NB_MSG_PARAMS;
+}
+
+/* A stage on a device sends and receives through a host copy: what it sends is copied out of the device's
+ * memory first, what it receives is copied in once it has arrived (stage_received). The link is
+ * synchronous (a send returns once its bytes are taken), so one copy serves every message in turn. */
+static int stage_buffer(exec_endpoint *e, const nb_low_action *a, void **data, size_t *bytes) {
+    stage_role *w = e->role;
+    if (stage_data(e, a, data, bytes)) return -1;
+    if (!on_device(w) || !carries_memory(a->msg)) return 0;
+    if (*bytes > w->staging_bytes) {
+        free(w->staging);
+        w->staging_bytes = 0;
+        if (!(w->staging = nb_alloc(*bytes, "a stage's host copy of a message"))) return -1;
+        w->staging_bytes = *bytes;
+    }
+    if (a->op == NB_LOW_SEND) nb_backend_to_host(memory(w), w->staging, *data, *bytes);
+    *data = w->staging;
+    return 0;
+}
+
 static int stage_received(exec_endpoint *e, const nb_low_action *a) {
     stage_role *w = e->role;
+    if (on_device(w) && carries_memory(a->msg)) {
+        void *data;
+        size_t bytes;
+        if (stage_data(e, a, &data, &bytes)) return -1;
+        nb_backend_from_host(memory(w), data, w->staging, bytes);
+        if (nb_backend_check(memory(w))) return -1;
+    }
     if (a->msg == NB_MSG_END) return exec_switch_end(e, w->end_msg);
     if (a->msg == NB_MSG_COMMITTED && !w->committed) return nb_fail("stage %d: checkpoint after step %d failed", w->s, a->step + 1);
     return 0;
@@ -733,13 +782,13 @@ static int stage_alloc(stage_role *w) {
     w->n_slots = nb_pipe_stage_peak(&run->sc, w->s);
     w->slots = nb_calloc((size_t)w->n_slots, sizeof *w->slots, "a stage's table of activation slots");
     w->slot_mb = nb_calloc((size_t)w->n_slots, sizeof(int), "a stage's table of activation slots");
-    w->d = nb_calloc(st->n_params, sizeof(float), "a stage's update");
-    w->x_in = nb_alloc(act_bytes(w), "a stage's received activations");
-    w->dout = nb_alloc(act_bytes(w), "a stage's received gradient");
+    w->d = stage_floats(w, st->n_params, "a stage's update");
+    w->x_in = stage_floats(w, act_bytes(w) / sizeof(float), "a stage's received activations");
+    w->dout = stage_floats(w, act_bytes(w) / sizeof(float), "a stage's received gradient");
     w->tokens = nb_calloc(BT, sizeof(int), "a micro-batch's tokens");
     w->targets = nb_calloc(BT, sizeof(int), "a micro-batch's targets");
     w->norms = nb_calloc((size_t)run->P, sizeof(double), "the stages' gradient norms");
-    if (takes_head_grad(w)) w->tied_buf = nb_calloc(embed_numel(w), sizeof(float), "the tied head's gradient");
+    if (takes_head_grad(w)) w->tied_buf = stage_floats(w, embed_numel(w), "the tied head's gradient");
     for (int l = 0; l < st->n_blocks; l++) w->moe_blocks += nb_config_block_is_moe(&st->cfg, st->first_block + l);
     w->n_sums = SUM_LOADS + w->moe_blocks * st->cfg.n_experts;
     if (!(w->sums = nb_calloc((size_t)w->n_sums, sizeof(double), "a stage's loss and expert loads"))) return -1;
@@ -802,15 +851,16 @@ int exec_stage_init(exec_endpoint *e, exec_run *run, int s) {
     if (nb_optimizer_create(&w->opt, &o->optim, w->st->tensors, w->st->n_tensors, w->st->n_params, w->st->backend) ||
         nb_optimizer_set_precision(w->opt, o->precision))
         return -1;
-    if (nb_stash_create(&w->stash, &o->delay, s, run->P, run->S, w->st->params, w->st->n_params)) return -1;
+    if (nb_stash_create_on(&w->stash, &o->delay, s, run->P, run->S, w->st->params, w->st->n_params, memory(w)))
+        return -1;
     if ((reads_tokens(w) || reads_targets(w)) &&
         nb_loader_open(&w->train, o->train_pattern, o->batch, run->T, o->model.vocab_size, o->data_seed, 0, 1))
         return -1;
     if (o->val_pattern && (reads_tokens(w) || reads_targets(w)) &&
         nb_loader_open(&w->val, o->val_pattern, o->batch, run->T, o->model.vocab_size, 0, 0, 1))
         return -1;
-    memset(w->st->grads, 0, sizeof(float) * w->st->n_params);
-    if (w->st->tied_head_grad) memset(w->st->tied_head_grad, 0, sizeof(float) * embed_numel(w));
+    zero_floats(w, w->st->grads, w->st->n_params);
+    if (w->st->tied_head_grad) zero_floats(w, w->st->tied_head_grad, embed_numel(w));
     w->t0 = nb_now();
     w->steady_start = mark_now(w);
     return 0;
@@ -848,10 +898,11 @@ void exec_stage_free(exec_endpoint *e) {
     free(w->slot_mb);
     nb_optimizer_free(w->opt);
     nb_stash_free(w->stash);
-    free(w->d);
-    free(w->x_in);
-    free(w->dout);
-    free(w->tied_buf);
+    free_floats(w, w->d);
+    free_floats(w, w->x_in);
+    free_floats(w, w->dout);
+    free_floats(w, w->tied_buf);
+    free(w->staging);
     free(w->norms);
     free(w->sums);
     free(w->group_grads);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "model/stage.h"
 #include "nobubble/checkpoint.h"
 #include "train/run/run.h"
 #include "train/run/run_fields.h"
@@ -46,8 +47,11 @@ typedef struct {
     int age;                /* a weight version: w_{t-age} (0: not a version) */
     const float *newer;     /* a version: the next newer one (the weights for age 1) */
     int ef;                 /* the error-feedback buffer: saved only where EF ran at the last step */
+    const nb_stage *device; /* the stage, where data is its device's memory (copied through the host); else NULL */
 } state_buf;
 typedef int (*buffer_visit)(void *ctx, const state_buf *b);
+
+static const nb_stage *device_of(const nb_stage *s) { return nb_stage_on_device(s) ? s : NULL; }
 
 /* A tied copy's buffers are its embedding's (the copy follows it exactly), so they go by its name. */
 static const char *saved_name(const nb_tensor *t) { return t->tied_copy ? embed_name : t->name; }
@@ -64,7 +68,7 @@ static int visit_optimizer(const train_parts *p, int i, const nb_tensor *t, int 
         const char *colon = strrchr(sn, ':');
         if (!colon || strcmp(colon + 1, t->name)) return 0;
         snprintf(key, sizeof key, "%.*s:%s", (int)(colon - sn), sn, saved_name(t));
-        state_buf b = {key, data, n, t->tied_copy, 0, NULL, 0};
+        state_buf b = {key, data, n, t->tied_copy, 0, NULL, 0, device_of(&p->model->stages[i])};
         if (visit(ctx, &b)) return -1;
     }
     return 0;
@@ -83,7 +87,7 @@ static int visit_versions(const train_parts *p, int i, const nb_tensor *t, int n
         int slot = ((next_step - age) % tau + tau) % tau;
         float *data = v + (size_t)slot * s->n_params + t->offset;
         snprintf(key, sizeof key, "version.%d:%s", age, saved_name(t));
-        state_buf b = {key, data, t->numel, t->tied_copy, age, newer, 0};
+        state_buf b = {key, data, t->numel, t->tied_copy, age, newer, 0, device_of(s)};
         if (visit(ctx, &b)) return -1;
         newer = data;
     }
@@ -101,12 +105,12 @@ static int visit_stage(const train_parts *p, int i, int next_step, buffer_visit 
     for (int ti = 0; ti < s->n_tensors; ti++) {
         const nb_tensor *t = &s->tensors[ti];
         snprintf(key, sizeof key, "param:%s", saved_name(t));
-        state_buf w = {key, s->params + t->offset, t->numel, t->tied_copy, 0, NULL, 0};
+        state_buf w = {key, s->params + t->offset, t->numel, t->tied_copy, 0, NULL, 0, device_of(s)};
         if (visit(ctx, &w) || visit_optimizer(p, i, t, &k, visit, ctx) ||
             visit_versions(p, i, t, next_step, visit, ctx))
             return -1;
         snprintf(key, sizeof key, "ef:%s", saved_name(t));
-        state_buf e = {key, ef ? ef + t->offset : NULL, t->numel, t->tied_copy, 0, NULL, 1};
+        state_buf e = {key, ef ? ef + t->offset : NULL, t->numel, t->tied_copy, 0, NULL, 1, device_of(s)};
         if (ef && visit(ctx, &e)) return -1;
     }
     if (k != nb_optimizer_state_count(p->opt[i]))
@@ -122,6 +126,8 @@ typedef struct {
     int n_meta;    /* strings, twice the pairs */
     int cap_meta;
     int ef_running;  /* of the stage being visited */
+    float **copies;  /* the host's copies of a device's buffers, until the file is written */
+    int n_copies, cap_copies;
 } state_list;
 
 static int add_tensor(state_list *l, const char *name, const float *data, size_t n) {
@@ -170,7 +176,24 @@ static int add_meta(state_list *l, const char *key, const char *fmt, ...) {
     return 0;
 }
 
+/* A device's buffer copied to the host for the file (kept until free_list): the data to write. */
+static const float *host_copy(state_list *l, const state_buf *b) {
+    if (!b->device) return b->data;
+    if (l->n_copies == l->cap_copies) {
+        const int cap = l->cap_copies ? 2 * l->cap_copies : 64;
+        float **c = realloc(l->copies, sizeof *c * (size_t)cap);
+        if (!c) return NULL;
+        l->copies = c, l->cap_copies = cap;
+    }
+    float *h = malloc(sizeof(float) * (b->n ? b->n : 1));
+    if (!h) return NULL;
+    nb_stage_to_host(b->device, h, b->data, sizeof(float) * b->n);
+    return l->copies[l->n_copies++] = h;
+}
+
 static void free_list(state_list *l) {
+    for (int i = 0; i < l->n_copies; i++) free(l->copies[i]);
+    free(l->copies);
     for (int i = 0; i < l->n; i++) free((char *)l->t[i].name);
     for (int i = 0; i < l->n_meta; i++) free(l->meta[i]);
     free(l->t);
@@ -180,7 +203,9 @@ static void free_list(state_list *l) {
 static int visit_save(void *ctx, const state_buf *b) {
     state_list *l = ctx;
     if (b->copy || (b->ef && !l->ef_running)) return 0;
-    return add_tensor(l, b->key, b->data, b->n);
+    const float *data = host_copy(l, b);
+    if (!data) return nb_fail("out of memory for a copy of %s", b->key);
+    return add_tensor(l, b->key, data, b->n);
 }
 
 /* Stage i's buffers and its tensors' update counts (a tied copy's count is its embedding's). */
@@ -421,12 +446,19 @@ typedef struct {
     int filled;                /* versions the checkpoint lacked, filled from newer ones (--override) */
 } load_ctx;
 
-static int read_buffer(const nb_st_file *f, const nb_st_entry *e, float *out, size_t n) {
+static int read_buffer(const nb_st_file *f, const nb_st_entry *e, const state_buf *b) {
+    const size_t n = b->n;
     if (e->dtype != NB_ST_F32)
         return nb_fail("%s: tensor '%s' is %s; a training state holds F32 only", f->path, e->name, nb_st_dtype_name(e->dtype));
     if (e->numel != n)
         return nb_fail("%s: tensor '%s' has %zu values, this run needs %zu", f->path, e->name, e->numel, n);
-    return nb_st_read_f32(f, e->name, out, n);
+    if (!b->device) return nb_st_read_f32(f, e->name, b->data, n);
+    float *h = malloc(sizeof(float) * (n ? n : 1));  /* read on the host, then copied to the device */
+    if (!h) return nb_fail("%s: out of memory reading '%s'", f->path, e->name);
+    const int rc = nb_st_read_f32(f, e->name, h, n);
+    if (!rc) nb_stage_from_host(b->device, b->data, h, sizeof(float) * n);
+    free(h);
+    return rc;
 }
 
 static int visit_load(void *ctx, const state_buf *b) {
@@ -436,10 +468,11 @@ static int visit_load(void *ctx, const state_buf *b) {
     if (b->ef) {   /* absent where EF did not run at the last step: it starts afresh there */
         c->ef_wanted += !b->copy;
         c->ef_found += e && !b->copy;
-        return e ? read_buffer(in, e, b->data, b->n) : 0;
+        return e ? read_buffer(in, e, b) : 0;
     }
     if (!e && b->age && c->override) {   /* another delay or split needs older versions than were kept */
-        memcpy(b->data, b->newer, sizeof(float) * b->n);
+        if (b->device) nb_stage_copy(b->device, b->data, b->newer, sizeof(float) * b->n);
+        else memcpy(b->data, b->newer, sizeof(float) * b->n);
         c->filled++;
         return 0;
     }
@@ -447,7 +480,7 @@ static int visit_load(void *ctx, const state_buf *b) {
         return nb_fail("%s: no tensor '%s': the checkpoint keeps fewer weight versions than this run's delay needs",
                        c->where, b->key);
     if (!e) return nb_fail("%s: no tensor '%s' (the state of this model and optimizer)", c->where, b->key);
-    return read_buffer(in, e, b->data, b->n);
+    return read_buffer(in, e, b);
 }
 
 /* Stage i's update counts and step count (steps: the saved optimizer step), from whichever part holds

@@ -224,6 +224,12 @@ const nb_setting nb_settings[] = {
      .help = "the backend of the products: tiles, hybrid, onednn or openblas, :onednn or :widen for bf16 (default: "
              "the environment's NB_GEMM, else the build's)",
      .resume = NB_RESUME_FREE, .summary_key = "run.gemm"},
+    /* Where the stages' memory is (docs/gpu.md). A checkpoint is the same files on every device, so a run
+     * resumes on another. */
+    {.name = "device", .flag = "--device", .type = NB_SET_STRING, NO_RANGE, .offset = AT(device), .metavar = "DEV",
+     .help = "where the stages' memory is: cpu, cuda (-DNB_CUDA=ON; not yet run on a GPU), or guarded (the CPU "
+             "behind a device's boundary, for checks)",
+     .resume = NB_RESUME_FREE, .summary_key = "run.device"},
 
     /* Real pipeline workers. */
     {.name = "pipeline", .flag = "--pipeline", .type = NB_SET_ENUM, NO_RANGE, .offset = AT(pipeline),

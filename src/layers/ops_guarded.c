@@ -1,0 +1,73 @@
+/* The layers on the guarded device (backend/guarded.h): the CPU's functions on the mirrors of its addresses,
+ * so that a stage there computes the CPU's bits. */
+#include "backend/guarded.h"
+#include "layers/ops.h"
+
+#define CPU nb_layer_ops_cpu()
+#define RF(p) ((float *)nb_guarded_host(be, (p)))
+#define RB(p) ((nb_bf16 *)nb_guarded_host(be, (p)))
+#define RI(p) ((int *)nb_guarded_host(be, (p)))
+
+static void l_embedding_forward(const nb_backend *be, float *out, const int *tokens, const float *table, int N, int d) {
+    CPU->embedding_forward(nb_guarded_inner(be), RF(out), RI(tokens), RF(table), N, d);
+}
+static void l_embedding_backward(const nb_backend *be, float *dtable, const float *dout, const int *tokens, int N,
+                                 int d) {
+    CPU->embedding_backward(nb_guarded_inner(be), RF(dtable), RF(dout), RI(tokens), N, d);
+}
+static void l_rmsnorm_forward(const nb_backend *be, float *out, float *rstd, const float *x, const float *gain, int N,
+                              int d, float eps) {
+    CPU->rmsnorm_forward(nb_guarded_inner(be), RF(out), RF(rstd), RF(x), RF(gain), N, d, eps);
+}
+static void l_rmsnorm_backward(const nb_backend *be, float *dx, float *dgain, const float *dout, const float *x,
+                               const float *gain, const float *rstd, int N, int d) {
+    CPU->rmsnorm_backward(nb_guarded_inner(be), RF(dx), RF(dgain), RF(dout), RF(x), RF(gain), RF(rstd), N, d);
+}
+static void l_rope_forward(const nb_backend *be, float *x, int B, int T, int stride, int n_rot, int hd,
+                           const float *cos_t, const float *sin_t) {
+    CPU->rope_forward(nb_guarded_inner(be), RF(x), B, T, stride, n_rot, hd, RF(cos_t), RF(sin_t));
+}
+static void l_rope_backward(const nb_backend *be, float *dx, int B, int T, int stride, int n_rot, int hd,
+                            const float *cos_t, const float *sin_t) {
+    CPU->rope_backward(nb_guarded_inner(be), RF(dx), B, T, stride, n_rot, hd, RF(cos_t), RF(sin_t));
+}
+static int l_attention_forward(const nb_backend *be, float *out, nb_bf16 *out16, float *lse, const float *qkv, int B,
+                               int T, int H, int Hkv, int hd, int bf16) {
+    return CPU->attention_forward(nb_guarded_inner(be), RF(out), RB(out16), RF(lse), RF(qkv), B, T, H, Hkv, hd, bf16);
+}
+static int l_attention_backward(const nb_backend *be, float *dqkv, const float *dout, const float *out,
+                                const float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd, int bf16) {
+    return CPU->attention_backward(nb_guarded_inner(be), RF(dqkv), RF(dout), RF(out), RF(lse), RF(qkv), B, T, H, Hkv, hd,
+                                   bf16);
+}
+static void l_swiglu_forward(const nb_backend *be, float *h, const float *gu, int N, int F) {
+    CPU->swiglu_forward(nb_guarded_inner(be), RF(h), RF(gu), N, F);
+}
+static void l_swiglu_backward(const nb_backend *be, float *dgu, const float *dh, const float *gu, int N, int F) {
+    CPU->swiglu_backward(nb_guarded_inner(be), RF(dgu), RF(dh), RF(gu), N, F);
+}
+static double l_cross_entropy_forward(const nb_backend *be, float *lse, const float *logits, const int *targets, int N,
+                                      int V) {
+    return CPU->cross_entropy_forward(nb_guarded_inner(be), RF(lse), RF(logits), RI(targets), N, V);
+}
+static void l_cross_entropy_backward(const nb_backend *be, float *logits, const float *lse, const int *targets, int N,
+                                     int V, float scale, int n_mean) {
+    CPU->cross_entropy_backward(nb_guarded_inner(be), RF(logits), RF(lse), RI(targets), N, V, scale, n_mean);
+}
+
+static const nb_layer_ops guarded_layers = {
+    .embedding_forward = l_embedding_forward,
+    .embedding_backward = l_embedding_backward,
+    .rmsnorm_forward = l_rmsnorm_forward,
+    .rmsnorm_backward = l_rmsnorm_backward,
+    .rope_forward = l_rope_forward,
+    .rope_backward = l_rope_backward,
+    .attention_forward = l_attention_forward,
+    .attention_backward = l_attention_backward,
+    .swiglu_forward = l_swiglu_forward,
+    .swiglu_backward = l_swiglu_backward,
+    .cross_entropy_forward = l_cross_entropy_forward,
+    .cross_entropy_backward = l_cross_entropy_backward,
+};
+
+const nb_layer_ops *nb_layer_ops_guarded(void) { return &guarded_layers; }

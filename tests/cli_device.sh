@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# `--device guarded` (src/backend/guarded.h): training with every stage's weights, gradients, optimizer state,
+# weight versions, EF buffer and activations in memory the host cannot touch (any access but the backend's
+# faults) gives the CPU's run bit for bit: one process under 2BW + EF with clipping (weights, every metric),
+# a 2-stage threads pipeline with a tied embedding (its messages go through the host), the element-wise
+# optimizers; its checkpoints are the CPU's files byte for byte, and a run resumes across devices either
+# way to the uninterrupted run's weights. What a device does not run yet is refused, naming it.
+set -u
+bin=${1:?usage: cli_device.sh path/to/nobubble}
+source "$(dirname "$0")/support/cli_harness.sh"
+export OMP_NUM_THREADS=1
+
+small_corpus "$bin" "$work/data" 30 && ok || fail "prepare"
+small=(--data "$work/data" --model tiny --set context=32 --set d_model=64 --set d_ffn=128 --set n_heads=4
+       --set n_kv_heads=2 --set n_layers=2 --batch 2 --eval-batches 2 --eval-every 2)
+metrics() { grep -o '"\(train_loss\|val_loss\|grad_norm\|update_norm\|version_distance\)": [^,}]*' "$1/metrics.jsonl"; }
+
+# run NAME DEVICE ARGS...: a training run into $work/NAME
+run() {
+  local name=$1 dev=$2; shift 2
+  "$bin" train "${small[@]}" --device "$dev" --out "$work/$name" "$@" > "$work/$name.log" 2>&1 \
+    || fail "$name: $(tail -3 "$work/$name.log")"
+}
+# equal WHAT ARGS...: the guarded device's run ends where the CPU's does, every metric equal
+equal() {
+  local what=$1; shift
+  run "cpu_$what" cpu "$@"; run "dev_$what" guarded "$@"
+  same_run "$what" "$work/cpu_$what" "$work/dev_$what"
+  [ -n "$(metrics "$work/cpu_$what")" ] && [ "$(metrics "$work/cpu_$what")" = "$(metrics "$work/dev_$what")" ] \
+    && ok || fail "$what: the metrics differ between cpu and guarded"
+}
+
+equal "2bw+ef clipped" --steps 6 --delay 2bw --ef 1 --microbatches 2 --clip 0.5
+equal "pipeline 2bw+ef tied" --steps 6 --stages 2 --pipeline 2bw --ef 1 --microbatches 2 --threads-per-stage 1
+equal "pipeline 1f1b untied" --steps 4 --stages 2 --pipeline 1f1b --microbatches 2 --threads-per-stage 1 --set tied=0
+equal "lion fixed:2" --steps 4 --optimizer lion --delay fixed:2
+equal "mars" --steps 4 --optimizer mars --delay 2bw
+grep -q '"device": "guarded"' "$work/dev_mars/summary.json" && ok || fail "summary.json names the device"
+
+# checkpoints: the same files; a resume across devices ends on the uninterrupted run's weights
+ck=(--steps 6 --delay 2bw --ef 1 --microbatches 2 --save-every 3)
+run ck_cpu cpu "${ck[@]}" --save-dir "$work/ck_cpu"
+run ck_dev guarded "${ck[@]}" --save-dir "$work/ck_dev"
+for f in state.safetensors model.safetensors; do
+  cmp -s "$work/ck_cpu/step_000003/$f" "$work/ck_dev/step_000003/$f" && ok || fail "checkpoint $f differs from the CPU's"
+done
+run res_to_cpu cpu "${ck[@]:0:8}" --resume "$work/ck_dev/step_000003"
+run res_to_dev guarded "${ck[@]:0:8}" --resume "$work/ck_cpu/step_000003"
+# (a resumed run's metrics.jsonl starts at the checkpoint: the weights and the last steps' losses compared)
+resumed() {
+  [ -n "$(hash_of "$2")" ] && [ "$(hash_of "$2")" = "$(hash_of "$3")" ] &&
+    [ "$(losses "$2" | tail -3)" = "$(losses "$3" | tail -3)" ] && ok || fail "$1: weights '$(hash_of "$3")', expected '$(hash_of "$2")'"
+}
+resumed "guarded checkpoint resumed on the CPU" "$work/ck_cpu" "$work/res_to_cpu"
+resumed "CPU checkpoint resumed on guarded" "$work/ck_cpu" "$work/res_to_dev"
+
+# what a device does not run yet: refused before anything is made, naming it
+expect_error "muon" "matrix products" "$bin" train "${small[@]}" --device guarded --optimizer muon --steps 1 --out "$work/x1"
+expect_error "moe" "mixture-of-experts" "$bin" train "${small[@]}" --device guarded --set n_experts=4 \
+  --set experts_per_token=2 --set moe_every=1 --steps 1 --out "$work/x2"
+expect_error "taylor" "taylor" "$bin" train "${small[@]}" --device guarded --delay 2bw --taylor 0.5 --steps 1 --out "$work/x3"
+expect_error "zbh1" "zbh1" "$bin" train "${small[@]}" --device guarded --stages 2 --pipeline zbh1 --microbatches 2 \
+  --steps 1 --out "$work/x4"
+expect_error "mpi" "over MPI" "$bin" train "${small[@]}" --device guarded --stages 2 --pipeline 2bw --transport mpi \
+  --microbatches 2 --steps 1 --out "$work/x5"
+expect_error "data parallel" "data-parallel" "$bin" train "${small[@]}" --device guarded --data-parallel 2 \
+  --microbatches 2 --steps 1 --out "$work/x6"
+expect_error "unknown device" "device 'tpu': expected cpu" "$bin" train "${small[@]}" --device tpu --steps 1 --out "$work/x7"
+if "$bin" --version 2>&1 | grep -qi cuda; then :; else
+  expect_error "cuda without a CUDA build" "NB_CUDA=ON" "$bin" train "${small[@]}" --device cuda --steps 1 --out "$work/x8"
+fi
+for x in x1 x2 x3 x4 x5 x6 x7; do [ ! -e "$work/$x" ] && ok || fail "$x: a refused run left $work/$x"; done
+finish
