@@ -37,6 +37,17 @@ equal "lion fixed:2" --steps 4 --optimizer lion --delay fixed:2
 equal "mars" --steps 4 --optimizer mars --delay 2bw
 grep -q '"device": "guarded"' "$work/dev_mars/summary.json" && ok || fail "summary.json names the device"
 
+# `bench --device guarded`: the same steps as the CPU's (the final weights), and a device's peak only when given
+bench_hash() { sed -n 's/.*"weights_hash": "\([0-9a-f]*\)".*/\1/p' "$1"; }
+for dev in cpu guarded; do
+  "$bin" bench --models tiny --threads 1 --steps 1 --seq 32 --batch 2 --device "$dev" --json > "$work/bench_$dev.json" \
+    2> "$work/bench_$dev.err" || fail "bench --device $dev: $(cat "$work/bench_$dev.err")"
+done
+[ -n "$(bench_hash "$work/bench_cpu.json")" ] && [ "$(bench_hash "$work/bench_cpu.json")" = "$(bench_hash "$work/bench_guarded.json")" ] \
+  && ok || fail "bench on guarded ends on other weights than on the CPU"
+grep -q '"fraction_of_peak": null, "device": "guarded"' "$work/bench_guarded.json" && ok || fail "bench on a device claims a peak"
+expect_error "bench --device tpu" "--device 'tpu': expected cpu" "$bin" bench --models tiny --device tpu
+
 # checkpoints: the same files; a resume across devices ends on the uninterrupted run's weights
 ck=(--steps 6 --delay 2bw --ef 1 --microbatches 2 --save-every 3)
 run ck_cpu cpu "${ck[@]}" --save-dir "$work/ck_cpu"
@@ -54,6 +65,14 @@ resumed() {
 resumed "guarded checkpoint resumed on the CPU" "$work/ck_cpu" "$work/res_to_cpu"
 resumed "CPU checkpoint resumed on guarded" "$work/ck_cpu" "$work/res_to_dev"
 
+# `eval --device guarded`: the CPU's loss, the checkpoint read into the device's memory
+for dev in cpu guarded; do
+  "$bin" eval --checkpoint "$work/ck_dev/step_000003" --data "$work/data" --batch 2 --seq 32 --batches 3 --device "$dev" \
+    --json > "$work/eval_$dev.json" 2>&1 || fail "eval --device $dev: $(cat "$work/eval_$dev.json")"
+done
+grep -q '"val_loss"' "$work/eval_cpu.json" && cmp -s "$work/eval_cpu.json" "$work/eval_guarded.json" && ok ||
+  fail "eval on guarded: $(cat "$work/eval_guarded.json"), on the CPU: $(cat "$work/eval_cpu.json")"
+
 # what a device does not run yet: refused before anything is made, naming it
 expect_error "muon" "matrix products" "$bin" train "${small[@]}" --device guarded --optimizer muon --steps 1 --out "$work/x1"
 expect_error "moe" "mixture-of-experts" "$bin" train "${small[@]}" --device guarded --set n_experts=4 \
@@ -66,8 +85,11 @@ expect_error "mpi" "over MPI" "$bin" train "${small[@]}" --device guarded --stag
 expect_error "data parallel" "data-parallel" "$bin" train "${small[@]}" --device guarded --data-parallel 2 \
   --microbatches 2 --steps 1 --out "$work/x6"
 expect_error "unknown device" "device 'tpu': expected cpu" "$bin" train "${small[@]}" --device tpu --steps 1 --out "$work/x7"
-if "$bin" --version 2>&1 | grep -qi cuda; then :; else
-  expect_error "cuda without a CUDA build" "NB_CUDA=ON" "$bin" train "${small[@]}" --device cuda --steps 1 --out "$work/x8"
+# --device cuda where there is no GPU to run it (this suite runs on CPUs; tests/cli_cuda_device.sh runs it on one):
+# a build without CUDA names -DNB_CUDA=ON, a CUDA build says that it found no usable GPU
+if ! command -v nvidia-smi > /dev/null || ! nvidia-smi > /dev/null 2>&1; then
+  expect_error "cuda without a GPU" "NB_CUDA=ON\|no usable GPU\|no GPU" "$bin" train "${small[@]}" --device cuda --steps 1 \
+    --out "$work/x8"
 fi
-for x in x1 x2 x3 x4 x5 x6 x7; do [ ! -e "$work/$x" ] && ok || fail "$x: a refused run left $work/$x"; done
+for x in x1 x2 x3 x4 x5 x6 x7 x8; do [ ! -e "$work/$x" ] && ok || fail "$x: a refused run left $work/$x"; done
 finish

@@ -150,6 +150,7 @@ typedef struct {
     int batch, seq, batches;    /* B sequences of T tokens (0: the model's context), `batches` micro-batches */
     int memory_check;           /* refuse a model that does not fit the available memory (1) */
     const char *gemm;           /* the backend (NULL: the default) */
+    const char *device;         /* where the model's memory is (nb_backend_open_device; NULL: the CPU's) */
 } nb_eval_options;
 typedef struct {
     double val_loss;            /* mean cross-entropy over the tokens */

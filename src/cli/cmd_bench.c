@@ -244,6 +244,8 @@ typedef struct {
     nb_delay_options dls[16];
     nb_precision precs[16];
     int steps, json;
+    const char *device;  /* --device: where the stages' memory is (NULL: the CPU's) */
+    double peak_gflops;  /* --peak-gflops: the device's peak to report against (0: the CPU's, measured) */
 } bench_plan;
 
 static int split_lists(bench_plan *p, const char *threads, const char *models, const char *optimizers,
@@ -333,8 +335,13 @@ static int parse_delays(bench_plan *p) {
 
 /* The run of measurement (model mi, optimizer oi, delay di, precision pi). */
 static nb_train_options plan_run(const bench_plan *p, int mi, int oi, int di, int pi) {
-    return bench_run(&p->runs[oi], &p->cfgs[mi], &p->dls[di], p->precs[pi], p->Bs[mi], p->Ts[mi], p->steps);
+    nb_train_options o = bench_run(&p->runs[oi], &p->cfgs[mi], &p->dls[di], p->precs[pi], p->Bs[mi], p->Ts[mi], p->steps);
+    o.device = p->device;
+    return o;
 }
+
+/* A run on a device has no CPU peak to compare with: the --peak-gflops given (a data sheet's), else none. */
+static int on_device(const bench_plan *p) { return p->device && *p->device && strcmp(p->device, "cpu"); }
 
 /* Every measurement checked before the first runs (a refusal after minutes of others helps no one). */
 static int plan_fits(const bench_plan *p, int check) {
@@ -368,29 +375,35 @@ static void print_header(const bench_plan *p) {
 /* One result, as JSON (first: the list's first) or as a line. */
 static void print_result(const bench_plan *p, int ti, int mi, int oi, int di, const bench_result *r, double peak,
                          const char *isa, int first) {
+    char peak_text[32] = "null", fraction_text[32] = "null";  /* none where a device's peak was not given */
+    if (peak > 0) snprintf(peak_text, sizeof peak_text, "%.2f", peak);
+    if (peak > 0) snprintf(fraction_text, sizeof fraction_text, "%.4f", r->gflops / peak);
     if (p->json) {
         printf("%s\n  {\"model\": \"%s\", \"threads\": %d, \"optimizer\": \"%s\", \"delay\": \"%s\", "
                "\"precision\": \"%s\", "
                "\"batch\": %d, \"seq\": %d, \"median_step_s\": %.6f, \"median_optimizer_s\": %.6f, "
-               "\"tokens_per_s\": %.1f, \"gflops\": %.2f, \"peak_gflops\": %.2f, \"peak_isa\": \"%s\", "
-               "\"fraction_of_peak\": %.4f, \"activation_bytes_per_token\": %.0f, \"scratch_bytes\": %.0f, "
+               "\"tokens_per_s\": %.1f, \"gflops\": %.2f, \"peak_gflops\": %s, \"peak_isa\": \"%s\", "
+               "\"fraction_of_peak\": %s, \"device\": \"%s\", \"activation_bytes_per_token\": %.0f, \"scratch_bytes\": %.0f, "
                "\"weight_bytes\": %.0f, "
                "\"delay_bytes\": %.0f, \"median_gemm_s\": %.6f, \"outside_gemm_share\": %.4f, "
                "\"moe_routing_share\": %.4f, \"context\": %d, \"preset_context\": %d, \"weights_hash\": \"%016llx\"}",
                first ? "" : ",", p->mitems[mi], p->threads[ti], p->oitems[oi], p->ditems[di],
                nb_precision_name(r->precision), r->B, r->T, r->median_s, r->optimizer_s, r->tokens_per_s, r->gflops,
-               peak, isa, r->gflops / peak, r->act_bytes_per_token, r->scratch_bytes, r->weight_bytes, r->delay_bytes,
+               peak_text, isa, fraction_text, on_device(p) ? p->device : "cpu", r->act_bytes_per_token, r->scratch_bytes, r->weight_bytes, r->delay_bytes,
                r->gemm_s, r->outside_gemm_share, r->routing_share, p->cfgs[mi].context, p->contexts[mi],
                (unsigned long long)r->weights_hash);
     } else {
-        char routing[48] = "";  /* a mixture of experts: its routing's share of the step */
+        char routing[48] = "", share[96] = "no peak given (--peak-gflops)";
+        if (peak > 0)
+            snprintf(share, sizeof share, "%4.1f%% of %s peak %.0f (%s)", 100 * r->gflops / peak,
+                     p->peak_gflops > 0 ? "the given" : "measured", peak, isa);
         if (p->cfgs[mi].n_experts > 0) snprintf(routing, sizeof routing, ", MoE routing %4.1f%%", 100 * r->routing_share);
         printf("%-12s threads %d  %-6s %-10s %-4s B %2d x T %4d  step %8.1f ms (median of %d; optimizer %4.1f%%, outside GEMMs %4.1f%%%s)  "
-               "%7.0f tok/s  %6.1f GFLOP/s = %4.1f%% of measured peak %.0f (%s)  activations %.1f KiB/token "
+               "%7.0f tok/s  %6.1f GFLOP/s = %s  activations %.1f KiB/token "
                "(+ scratch %.1f MiB)  delay memory %.2f x weights\n",
                p->mitems[mi], p->threads[ti], p->oitems[oi], p->ditems[di], nb_precision_name(r->precision), r->B, r->T,
                r->median_s * 1e3, p->steps, 100 * r->optimizer_s / r->median_s, 100 * r->outside_gemm_share, routing,
-               r->tokens_per_s, r->gflops, 100 * r->gflops / peak, peak, isa, r->act_bytes_per_token / 1024,
+               r->tokens_per_s, r->gflops, share, r->act_bytes_per_token / 1024,
                r->scratch_bytes / (1 << 20), r->delay_bytes / r->weight_bytes);
     }
     fflush(stdout);
@@ -400,8 +413,10 @@ static void print_result(const bench_plan *p, int ti, int mi, int oi, int di, co
 static int measure_all(const bench_plan *p, const char *data_dir) {
     int first = 1;
     for (int ti = 0; ti < p->nt; ti++) {
-        const char *isa;
-        const double peak = nb_measure_fp32_peak(p->threads[ti], 0.5, &isa);
+        const char *isa = on_device(p) ? p->device : "given";
+        const double peak = p->peak_gflops > 0 ? p->peak_gflops
+                            : on_device(p)     ? 0.0
+                                               : nb_measure_fp32_peak(p->threads[ti], 0.5, &isa);
         omp_set_num_threads(p->threads[ti]);  /* the one-process run's GEMM threads (omp_get_max_threads) */
         for (int mi = 0; mi < p->nm; mi++)
             for (int oi = 0; oi < p->no; oi++)
@@ -422,6 +437,8 @@ int cmd_bench(int argc, char **argv) {
     const char *models = "tiny,small,medium", *threads_list = "1,2", *optimizers = "adamw", *delays = "sync";
     const char *precisions = "fp32";
     int steps = 5, tokens = 0, seq = 0, batch = 0, json = 0, no_memory_check = 0;
+    const char *device = NULL;
+    float peak_gflops = 0;
     const cli_option opts[] = {
         {"--models", OPT_STR, &models, "LIST   comma-separated presets (tiny,small,medium)"},
         {"--threads", OPT_STR, &threads_list, "LIST   comma-separated thread counts (1,2)"},
@@ -435,6 +452,9 @@ int cmd_bench(int argc, char **argv) {
         {"--tokens", OPT_INT, &tokens, "N      tokens per step when --batch is not given: B = N / T (2048) "
                                        CLI_RANGE(1, 16777216)},
         {"--json", OPT_FLAG, &json, "       print the results as JSON"},
+        {"--device", OPT_STR, &device, "DEV    where the stages' memory is: cpu, cuda, guarded (cpu)"},
+        {"--peak-gflops", OPT_FLOAT, &peak_gflops, "G      the peak to report against (a device's data sheet; default: "
+                                                  "the CPU's fp32 peak, measured) " CLI_RANGE(0, 1000000000)},
         CLI_MEMORY_OPTION(no_memory_check),
     };
     int rc = cli_parse(usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
@@ -444,11 +464,17 @@ int cmd_bench(int argc, char **argv) {
                 batch, tokens);
         return 2;
     }
+    if (device && strcmp(device, "cpu") && strcmp(device, "guarded") && strcmp(device, "cuda")) {
+        fprintf(stderr, "nobubble bench: --device '%s': expected %s\n", device, nb_backend_devices());
+        return 2;
+    }
     static bench_plan plan;  /* 16 train options per list: kept off the stack */
     bench_plan *p = &plan;
     memset(p, 0, sizeof *p);
     p->steps = steps;
     p->json = json;
+    p->device = device;
+    p->peak_gflops = peak_gflops;
     if (split_lists(p, threads_list, models, optimizers, delays, precisions) || parse_precisions(p, precisions) ||
         parse_threads(p, threads_list) || parse_models(p, seq, batch, tokens ? tokens : 2048) || parse_optimizers(p) ||
         parse_delays(p))

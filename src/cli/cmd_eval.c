@@ -2,6 +2,7 @@
  * (train --export, a checkpoint folder, or nobubble export), measured as training measures it. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -15,7 +16,7 @@ static const char usage[] =
     "Validation loss and perplexity of a saved model (a folder with model.safetensors and config.json).";
 
 int cmd_eval(int argc, char **argv) {
-    const char *ckpt = NULL, *data = NULL, *val = NULL;
+    const char *ckpt = NULL, *data = NULL, *val = NULL, *device = NULL;
     int B = 8, T = 0, batches = 8, json = 0, no_memory_check = 0;
     const cli_option opts[] = {
         {"--checkpoint", OPT_STR, &ckpt, "DIR    model.safetensors + config.json (required)"},
@@ -25,6 +26,7 @@ int cmd_eval(int argc, char **argv) {
         {"--seq", OPT_INT, &T, "T      tokens per sequence (the model's context) " CLI_RANGE(0, 1048576)},
         {"--batches", OPT_INT, &batches, "N      micro-batches evaluated (8) " CLI_RANGE(1, 4096)},
         {"--json", OPT_FLAG, &json, "       print the result as JSON"},
+        {"--device", OPT_STR, &device, "DEV    where the model's memory is: cpu, cuda, guarded (cpu)"},
         CLI_MEMORY_OPTION(no_memory_check),
     };
     int rc = cli_parse(usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
@@ -47,7 +49,9 @@ int cmd_eval(int argc, char **argv) {
     nb_eval_options o;
     nb_eval_defaults(&o);
     o.checkpoint = ckpt, o.data_dir = data, o.val_pattern = val, o.batch = B, o.seq = T, o.batches = batches;
-    o.memory_check = !no_memory_check, o.gemm = nb_backend_name(cli_backend());
+    o.memory_check = !no_memory_check, o.device = device;
+    /* the CPU's products (NB_GEMM's) unless the GPU runs them */
+    o.gemm = device && !strcmp(device, "cuda") ? NULL : nb_backend_name(cli_backend());
     nb_eval_result r;
     if (nb_eval(&o, &r)) {
         fprintf(stderr, "nobubble eval: %s\n", nb_last_error());

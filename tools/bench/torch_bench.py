@@ -23,6 +23,10 @@ their autocast copies cancel. Measured in the eager modes only (null for the com
 saved tensors the hooks do not see as eager code does).
 
     python tools/bench/torch_bench.py --models tiny --threads 1 --seq 512 --batch 8 --json
+
+--device cuda runs the same on an NVIDIA GPU (autocast on "cuda", each timing point after
+torch.cuda.synchronize(); activation bytes not measured there): what tools/device/check.sh compares
+nobubble's --device cuda with.
 """
 import argparse
 import json
@@ -240,26 +244,30 @@ def activation_bytes_per_token(model, V, T, bf16):
     return (sizes[1] - sizes[0]) / T
 
 
-def bench(name, mode, opt_name, threads, B, T, steps, warmup, muon_impl, seed=1234):
+def bench(name, mode, opt_name, threads, B, T, steps, warmup, muon_impl, seed=1234, device="cpu"):
     V, d, L, H, Hkv, ffn, ctx = PRESETS[name]
     torch.manual_seed(seed)
-    model = Llama(V, d, L, H, Hkv, ffn, max(T, ctx)).train()
+    model = Llama(V, d, L, H, Hkv, ffn, max(T, ctx)).train().to(device)
     opt, opt_label = make_optimizer(opt_name, model, muon_impl)
     bf16 = mode.endswith("bf16")
-    act = activation_bytes_per_token(model, V, T, bf16) if mode.startswith("eager") else None
+    act = activation_bytes_per_token(model, V, T, bf16) if mode.startswith("eager") and device == "cpu" else None
     run = torch.compile(model) if mode.startswith("compile") else model
     g = torch.Generator().manual_seed(seed)
-    idx = torch.randint(0, V, (B, T), generator=g)
-    tgt = torch.randint(0, V, (B, T), generator=g)
+    idx = torch.randint(0, V, (B, T), generator=g).to(device)
+    tgt = torch.randint(0, V, (B, T), generator=g).to(device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
     def step():
+        sync()
         t0 = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
             loss = run(idx, tgt)
         loss.backward()
+        sync()
         t1 = time.perf_counter()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        sync()
         t2 = time.perf_counter()
         return t2 - t0, t2 - t1, loss.item()
 
@@ -307,7 +315,10 @@ def main():
                     help="torch: torch.optim.Muon where present (its Newton-Schulz runs in bf16); rule: "
                          "nobubble's rule written here (Newton-Schulz in fp32, as nobubble)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     a = ap.parse_args()
+    if a.device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: this torch sees no GPU")
     models = split(a.models, PRESETS, "--models", ap)
     modes = split(a.modes, MODES, "--modes", ap)
     opts = split(a.optimizers, OPTIMIZERS, "--optimizers", ap)
@@ -331,7 +342,8 @@ def main():
             for o in opts:
                 for mode in modes:
                     try:
-                        r = bench(m, mode, o, n, a.batch, a.seq, a.steps, a.warmup, a.muon_impl)
+                        r = bench(m, mode, o, n, a.batch, a.seq, a.steps, a.warmup, a.muon_impl, device=a.device)
+                        r["device"] = a.device
                     except Exception as e:  # a mode that fails (a compiler missing) is reported, not hidden
                         msg = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")
                         print("%-12s %-13s %-6s threads %d  FAILED: %s" % (m, mode, o, n, msg), file=log)

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# train --device cuda (a stage's weights, gradients, optimizer state, versions and activations in the GPU's
+# memory, nobubble's kernels for every layer), where a GPU is; elsewhere the refusal is checked (it names
+# -DNB_CUDA=ON, or says that no GPU was found) and the test is skipped (77). On a GPU, the checks of issue 42:
+#   - a 50-step `tiny`-shaped fp32 run (2BW + EF, clipping) against the same run with --device cpu: the final
+#     validation loss within 1e-3 relative and every logged training loss within 2e-3 relative (the kernels'
+#     sums are in other orders, so bits differ; a wrong kernel moves the loss by far more);
+#   - the same run twice on the GPU: the same weights bit for bit (no atomics in any reduction);
+#   - a checkpoint at step 25 resumed on the GPU: the uninterrupted run's weights bit for bit; resumed on the
+#     CPU: its validation loss within 1e-3 of the GPU's (the files are the same on every device);
+#   - a 2-stage 2BW pipeline on threads on the GPU: bitwise equal to its one-process simulation there;
+#   - Lion, Adan and MARS on the GPU within 2e-3 of the CPU's loss; eval --device cuda of the GPU's checkpoint
+#     within 1e-5 of eval on the CPU.
+set -u
+bin=${1:?usage: cli_cuda_device.sh path/to/nobubble}
+source "$(dirname "$0")/support/cli_harness.sh"
+
+small_corpus "$bin" "$work/data" 60 && ok || fail "prepare"
+base=(--data "$work/data" --model tiny --set context=64 --batch 4 --eval-batches 4 --eval-every 10)
+run() { local name=$1; shift; OMP_NUM_THREADS=2 "$bin" train "${base[@]}" --out "$work/$name" "$@" > "$work/$name.log" 2>&1; }
+val() { sed -n 's/.*"final_val_loss": \([^,]*\),.*/\1/p' "$1/summary.json"; }
+# near A B REL: |a - b| <= REL |a|
+near() { python3 -c "import sys; a, b, r = map(float, sys.argv[1:]); sys.exit(0 if abs(a - b) <= r * abs(a) else 1)" "$@"; }
+
+if ! run probe --device cuda --steps 1; then
+  if grep -q "no CUDA backend" "$work/probe.log"; then
+    grep -q -- "-DNB_CUDA=ON" "$work/probe.log" && ok || fail "the refusal names -DNB_CUDA=ON: $(cat "$work/probe.log")"
+    grep -q "nobubble train: --device: device 'cuda'" "$work/probe.log" && ok || fail "the refusal names the flag"
+  elif grep -q "GPU\|driver" "$work/probe.log"; then
+    ok
+  else
+    fail "--device cuda failed for another reason: $(tail -3 "$work/probe.log")"
+  fi
+  echo "skipped: $(grep -m1 -i "cuda\|gpu" "$work/probe.log")"
+  finish > /dev/null || exit 1
+  exit 77
+fi
+
+steps=(--steps 50 --delay 2bw --ef 1 --microbatches 2 --clip 1.0)
+run cpu --device cpu "${steps[@]}" || fail "the CPU run: $(tail -3 "$work/cpu.log")"
+run gpu --device cuda "${steps[@]}" --save-dir "$work/ck" --save-every 25 || fail "the GPU run: $(tail -3 "$work/gpu.log")"
+run gpu2 --device cuda "${steps[@]}" || fail "the GPU run again: $(tail -3 "$work/gpu2.log")"
+near "$(val "$work/cpu")" "$(val "$work/gpu")" 1e-3 && ok || fail "val loss: GPU $(val "$work/gpu"), CPU $(val "$work/cpu")"
+paste <(losses "$work/cpu" | cut -d' ' -f2) <(losses "$work/gpu" | cut -d' ' -f2) | while read -r a b; do
+  near "$a" "$b" 2e-3 || { echo "train loss: GPU $b, CPU $a"; exit 1; }
+done && ok || fail "a training loss on the GPU is not within 2e-3 of the CPU's"
+[ -n "$(hash_of "$work/gpu")" ] && [ "$(hash_of "$work/gpu")" = "$(hash_of "$work/gpu2")" ] && ok ||
+  fail "the GPU twice: weights $(hash_of "$work/gpu") and $(hash_of "$work/gpu2")"
+grep -q '"device": "cuda"' "$work/gpu/summary.json" && ok || fail "summary.json records the device"
+
+run resumed --device cuda "${steps[@]}" --resume "$work/ck/step_000025" || fail "resume on the GPU: $(tail -3 "$work/resumed.log")"
+[ "$(hash_of "$work/resumed")" = "$(hash_of "$work/gpu")" ] && ok || fail "resumed on the GPU: weights differ"
+run on_cpu --device cpu "${steps[@]}" --resume "$work/ck/step_000025" || fail "the GPU's checkpoint on the CPU: $(tail -3 "$work/on_cpu.log")"
+near "$(val "$work/gpu")" "$(val "$work/on_cpu")" 1e-3 && ok || fail "resumed on the CPU: val loss $(val "$work/on_cpu")"
+
+pipe=(--set n_layers=4 --steps 10 --microbatches 2)
+run one --device cuda "${pipe[@]}" --stages 2 --delay 2bw || fail "one-process 2bw on the GPU: $(tail -3 "$work/one.log")"
+run pipe --device cuda "${pipe[@]}" --stages 2 --pipeline 2bw --threads-per-stage 1 || fail "2bw pipeline on the GPU: $(tail -3 "$work/pipe.log")"
+[ -n "$(hash_of "$work/one")" ] && [ "$(hash_of "$work/one")" = "$(hash_of "$work/pipe")" ] && ok ||
+  fail "the GPU pipeline ($(hash_of "$work/pipe")) equals its one-process run ($(hash_of "$work/one"))"
+
+for o in lion adan mars; do
+  run "c_$o" --device cpu --steps 20 --optimizer "$o" --delay 2bw && run "g_$o" --device cuda --steps 20 --optimizer "$o" --delay 2bw &&
+    near "$(val "$work/c_$o")" "$(val "$work/g_$o")" 2e-3 && ok || fail "$o on the GPU: $(tail -2 "$work/g_$o.log")"
+done
+
+ev() { "$bin" eval --checkpoint "$work/ck/step_000050" --data "$work/data" --batch 4 --seq 64 --batches 4 --device "$1" --json |
+  sed -n 's/.*"val_loss": \([^,]*\),.*/\1/p'; }
+a=$(ev cpu); b=$(ev cuda)
+[ -n "$a" ] && [ -n "$b" ] && near "$a" "$b" 1e-5 && ok || fail "eval --device cuda: $b, on the CPU $a"
+finish

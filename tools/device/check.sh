@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Every GPU check of issue 42 and the benchmark, in one call on a lent GPU machine (the `device` tool), from
+# the repository's root. The programs come from a pack made here by tools/gpu/pack.sh (the GPU machine has the
+# driver and the CUDA toolkit, not nobubble's other libraries); where no pack is given and the machine can build
+# (cmake, nvcc and the libraries of scripts/setup.sh), it builds one first. Writes everything under RESULTS.
+#
+#   here:        cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DNB_CUDA=ON -DNB_NATIVE=OFF \
+#                  -DCMAKE_C_FLAGS=-march=x86-64-v3 && cmake --build build-cuda -j2 \
+#                  --target nobubble_launcher test_cuda test_cuda_kernels && bash tools/gpu/pack.sh build-cuda .gpu
+#   the device:  run(command="bash tools/device/check.sh .gpu $OUT/device", carry=[".gpu"], timeout_s=580)
+#
+# Parts, each under its own time limit so that the whole stays under 9 minutes:
+#   1. the machine (GPU, driver, CPU flags);
+#   2. the tests: tests/test_cuda (cuBLAS products), tests/test_cuda_kernels (every kernel against the CPU or a
+#      double reference), tests/cli_cuda.sh (--gemm cuda), tests/cli_cuda_device.sh (--device cuda: CPU against
+#      GPU over 50 steps, bitwise twice, resume, a 2-stage 2BW pipeline against its simulation, eval);
+#   3. the benchmark at T = 2048: `nobubble bench --device cuda` for small, medium, smollm-135m and smollm-360m,
+#      the largest batch of 16, 8, 4, 2, 1 that runs, tokens/s and the fraction of the H200's data-sheet dense
+#      bf16 peak (989 TFLOP/s; PEAK_GFLOPS to change it), fp32 (the device path has no bf16 yet);
+#   4. PyTorch on the same models and shapes where this machine's python has torch with CUDA
+#      (tools/bench/torch_bench.py --device cuda: torch.compile + bf16 autocast, eager bf16, compile fp32).
+set -uo pipefail
+pack=${1:-.gpu}
+results=${2:-device-check}
+peak=${PEAK_GFLOPS:-989000}
+mkdir -p "$results"
+log="$results/check.log"
+say() { echo "== $*" | tee -a "$log"; }
+if [ ! -d "$pack" ] && command -v cmake > /dev/null && command -v nvcc > /dev/null; then
+  say "building a pack into $pack"
+  { cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DNB_CUDA=ON &&
+    cmake --build build-cuda -j"$(nproc)" --target nobubble_launcher test_cuda test_cuda_kernels &&
+    bash tools/gpu/pack.sh build-cuda "$pack"; } >> "$log" 2>&1 || say "the build failed (its log is above)"
+fi
+[ -f "$pack/lib.tar.xz" ] || { say "no pack at $pack: make one with tools/gpu/pack.sh"; exit 1; }
+mkdir -p /tmp/nb-gpu && tar -C /tmp/nb-gpu -xJf "$pack/lib.tar.xz"
+cublas=$(find /usr/local/cuda*/ /usr/lib /opt -name 'libcublas.so.13*' 2>/dev/null | head -1)
+export LD_LIBRARY_PATH=/tmp/nb-gpu/lib${cublas:+:$(dirname "$cublas")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+bin=$(cd "$pack/bin" && pwd)
+
+say "1. machine"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  lscpu | grep -E '^(Model name|CPU\(s\)|Flags)' | cut -c1-400; echo "cuBLAS: ${cublas:-not found}"
+  ldd "$bin/nobubble-core" "$bin/test_cuda" "$bin/test_cuda_kernels" | grep "not found"; } 2>&1 | tee -a "$log"
+
+say "2. tests"
+t() { local name=$1 limit=$2; shift 2; say "$name"; timeout "$limit" "$@" 2>&1 | tail -40 | tee -a "$log"; echo "rc=${PIPESTATUS[0]}" | tee -a "$log"; }
+t test_cuda 60 "$bin/test_cuda"
+t test_cuda_kernels 90 "$bin/test_cuda_kernels"
+t cli_cuda.sh 60 bash tests/cli_cuda.sh "$bin/nobubble"
+t cli_cuda_device.sh 150 bash tests/cli_cuda_device.sh "$bin/nobubble"
+
+say "3. benchmark: nobubble bench --device cuda, T = 2048, fraction of $peak GFLOP/s"
+models=${MODELS:-small medium smollm-135m smollm-360m}
+declare -A batch_of
+for m in $models; do
+  for b in 16 8 4 2 1; do
+    if timeout 60 "$bin/nobubble" bench --device cuda --models "$m" --threads 4 --seq 2048 --batch "$b" --steps 3 \
+        --peak-gflops "$peak" --no-memory-check --json > "$results/bench_$m.json" 2> "$results/bench_$m.err"; then
+      batch_of[$m]=$b
+      grep -o '"model": [^}]*' "$results/bench_$m.json" | tee -a "$log"
+      break
+    fi
+    echo "$m at batch $b: $(tail -1 "$results/bench_$m.err")" | tee -a "$log"
+  done
+done
+
+say "4. PyTorch on the same GPU"
+if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2> /dev/null; then
+  for m in $models; do
+    [ -n "${batch_of[$m]:-}" ] || continue
+    timeout 120 python3 tools/bench/torch_bench.py --device cuda --models "$m" --seq 2048 --batch "${batch_of[$m]}" \
+      --modes compile-bf16,eager-bf16,compile-fp32 --steps 5 --json > "$results/torch_$m.json" 2>> "$log"
+    echo "rc=$?" | tee -a "$log"; cat "$results/torch_$m.json" | tee -a "$log"
+  done
+else
+  echo "no torch with CUDA in this machine's python3: skipped" | tee -a "$log"
+fi
+say "done"
