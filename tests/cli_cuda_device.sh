@@ -9,7 +9,7 @@
 #   - a checkpoint at step 25 resumed on the GPU: the uninterrupted run's weights bit for bit; resumed on the
 #     CPU: its validation loss within 1e-3 of the GPU's (the files are the same on every device);
 #   - a 2-stage 2BW pipeline on threads on the GPU: bitwise equal to its one-process simulation there;
-#   - Lion, Adan and MARS on the GPU within 2e-3 of the CPU's loss; eval --device cuda of the GPU's checkpoint
+#   - Lion, Adan, MARS, Muon and NorMuon on the GPU within 2e-3 of the CPU's loss; eval --device cuda of the GPU's checkpoint
 #     within 1e-5 of eval on the CPU.
 set -u
 bin=${1:?usage: cli_cuda_device.sh path/to/nobubble}
@@ -59,7 +59,7 @@ run pipe --device cuda "${pipe[@]}" --stages 2 --pipeline 2bw --threads-per-stag
 [ -n "$(hash_of "$work/one")" ] && [ "$(hash_of "$work/one")" = "$(hash_of "$work/pipe")" ] && ok ||
   fail "the GPU pipeline ($(hash_of "$work/pipe")) equals its one-process run ($(hash_of "$work/one"))"
 
-for o in lion adan mars; do
+for o in lion adan mars muon normuon; do
   run "c_$o" --device cpu --steps 20 --optimizer "$o" --delay 2bw && run "g_$o" --device cuda --steps 20 --optimizer "$o" --delay 2bw &&
     near "$(val "$work/c_$o")" "$(val "$work/g_$o")" 2e-3 && ok || fail "$o on the GPU: $(tail -2 "$work/g_$o.log")"
 done

@@ -35,6 +35,8 @@ equal "pipeline 2bw+ef tied" --steps 6 --stages 2 --pipeline 2bw --ef 1 --microb
 equal "pipeline 1f1b untied" --steps 4 --stages 2 --pipeline 1f1b --microbatches 2 --threads-per-stage 1 --set tied=0
 equal "lion fixed:2" --steps 4 --optimizer lion --delay fixed:2
 equal "mars" --steps 4 --optimizer mars --delay 2bw
+equal "muon 2bw+ef" --steps 4 --optimizer muon --delay 2bw --ef 1
+equal "normuon pipeline" --steps 4 --optimizer normuon --stages 2 --pipeline 2bw --microbatches 2 --threads-per-stage 1
 grep -q '"device": "guarded"' "$work/dev_mars/summary.json" && ok || fail "summary.json names the device"
 
 # `bench --device guarded`: the same steps as the CPU's (the final weights), and a device's peak only when given
@@ -74,7 +76,7 @@ grep -q '"val_loss"' "$work/eval_cpu.json" && cmp -s "$work/eval_cpu.json" "$wor
   fail "eval on guarded: $(cat "$work/eval_guarded.json"), on the CPU: $(cat "$work/eval_cpu.json")"
 
 # what a device does not run yet: refused before anything is made, naming it
-expect_error "muon" "matrix products" "$bin" train "${small[@]}" --device guarded --optimizer muon --steps 1 --out "$work/x1"
+expect_error "soap" "eigendecompositions" "$bin" train "${small[@]}" --device guarded --optimizer soap --steps 1 --out "$work/x1"
 expect_error "moe" "mixture-of-experts" "$bin" train "${small[@]}" --device guarded --set n_experts=4 \
   --set experts_per_token=2 --set moe_every=1 --steps 1 --out "$work/x2"
 expect_error "taylor" "taylor" "$bin" train "${small[@]}" --device guarded --delay 2bw --taylor 0.5 --steps 1 --out "$work/x3"

@@ -1178,8 +1178,8 @@ static void check_device_stage(void) {
 }
 
 /* The optimizer made on the device memory mode with the kernels as its rules (nb_rule_ops_cuda): a matrix and
- * a gain (which takes the auxiliary AdamW under MARS), weights and gradients the same on both sides, three
- * steps of AdamW, Lion, Adan and MARS: each step's d within 8 u of its magnitude of the CPU's (the kernels
+ * a gain (which takes the auxiliary AdamW under MARS, Muon and NorMuon), weights and gradients the same on both
+ * sides, three steps of AdamW, Lion, Adan, MARS, Muon and NorMuon (Muon-like: within 2^-10, see below): each step's d within 8 u of its magnitude of the CPU's (the kernels
  * are expected to give its bits, as check_rule shows), printing how many are bitwise. */
 static void check_device_rules(void) {
     enum { ROWS = 37, COLS = 50, N = ROWS * COLS + COLS };
@@ -1201,8 +1201,11 @@ static void check_device_rules(void) {
     float *d_w = nb_backend_alloc(dev, sizeof(float) * N, "w"), *d_g = nb_backend_alloc(dev, sizeof(float) * N, "g");
     float *d_d = nb_backend_alloc(dev, sizeof(float) * N, "d");
     nb_backend_from_host(dev, d_w, w, sizeof(float) * N), nb_backend_from_host(dev, d_g, g, sizeof(float) * N);
-    const nb_optimizer_kind kinds[] = {NB_OPT_ADAMW, NB_OPT_LION, NB_OPT_ADAN, NB_OPT_MARS};
-    for (int k = 0; k < 4; k++) {
+    const nb_optimizer_kind kinds[] = {NB_OPT_ADAMW, NB_OPT_LION, NB_OPT_ADAN, NB_OPT_MARS, NB_OPT_MUON, NB_OPT_NORMUON};
+    for (int k = 0; k < 6; k++) {
+        /* Muon's and NorMuon's Newton-Schulz products sum in cuBLAS's order: within 2^-10 of the step's size
+         * (a wrong coefficient or orientation moves it by far more); the element-wise rules within 8 u */
+        const double ulps = kinds[k] == NB_OPT_MUON || kinds[k] == NB_OPT_NORMUON ? 16384 : 8;
         nb_optim_params p = nb_optim_defaults(kinds[k]);
         p.weight_decay = 0.1f;
         nb_optimizer *oc = NULL, *od = NULL;
@@ -1216,7 +1219,7 @@ static void check_device_rules(void) {
                 CHECK(rc == 0, "%s: %s", what, rc ? nb_last_error() : "");
                 nb_backend_to_host(dev, gd, d_d, sizeof(float) * N);
                 double *mag = max_magnitude(d, N);
-                compare(what, gd, d, mag, N, 8);
+                compare(what, gd, d, mag, N, ulps);
                 free(mag);
             }
         }

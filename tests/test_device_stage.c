@@ -245,11 +245,11 @@ static void check_refusals(nb_backend *dev) {
     CHECK(nb_stage_place(s, dev) == -1 && strstr(nb_last_error(), "already"), "a placed stage is not placed twice: %s",
           nb_last_error());
     nb_optimizer *o = NULL;
-    nb_optim_params p = nb_optim_defaults(NB_OPT_MUON);
+    nb_optim_params p = nb_optim_defaults(NB_OPT_SOAP);
     CHECK(nb_optimizer_create(&o, &p, s->tensors, s->n_tensors, s->n_params, dev) == -1 && !o &&
-              strstr(nb_last_error(), "muon on the") && strstr(nb_last_error(), "backend's memory") &&
-              strstr(nb_last_error(), "matrix products"),
-          "Muon's rule in the device's memory is refused: %s", nb_last_error());
+              strstr(nb_last_error(), "soap on the") && strstr(nb_last_error(), "backend's memory") &&
+              strstr(nb_last_error(), "eigendecompositions"),
+          "SOAP's rule in the device's memory is refused: %s", nb_last_error());
     nb_delay_options taylor = {0};
     taylor.mode = NB_DELAY_2BW, taylor.taylor = 0.5f;
     nb_stash *st = NULL;
@@ -270,8 +270,8 @@ int main(void) {
         for (int n_stages = 1; n_stages <= 2; n_stages++) check_same_run(cpu, dev, tied, n_stages, 0);
     check_same_run(cpu, dev, 1, 1, 5);  /* the head in chunks of 5 rows: recomputed logits in backward */
     check_same_run(cpu, dev, 0, 2, 7);
-    const nb_optimizer_kind kinds[] = {NB_OPT_ADAMW, NB_OPT_LION, NB_OPT_ADAN, NB_OPT_MARS};
-    for (int i = 0; i < 4; i++) check_rule_on_device(cpu, dev, kinds[i]);
+    const nb_optimizer_kind kinds[] = {NB_OPT_ADAMW, NB_OPT_LION, NB_OPT_ADAN, NB_OPT_MARS, NB_OPT_MUON, NB_OPT_NORMUON};
+    for (int i = 0; i < 6; i++) check_rule_on_device(cpu, dev, kinds[i]);
     check_delay_on_device(cpu, dev, NB_DELAY_2BW, 0, 0);
     check_delay_on_device(cpu, dev, NB_DELAY_2BW, 0, 1);
     check_delay_on_device(cpu, dev, NB_DELAY_FIXED, 2, 1);

@@ -15,7 +15,7 @@
 #include "backend/backend.h"
 #include "optim/rules.h"
 
-static const float NS_A = 3.4445f, NS_B = -4.7750f, NS_C = 2.0315f;
+static const float NS_A = MUON_NS_A, NS_B = MUON_NS_B, NS_C = MUON_NS_C;
 
 /* One matrix of the iteration: X is rows x cols as stored; r = min(rows, cols) is the side of A and B. */
 typedef struct {

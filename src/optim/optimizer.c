@@ -249,10 +249,10 @@ int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_t
             return nb_fail("tensor %s lies outside the parameter buffer", t->name);
         }
         plan_tensor(ts, p, t);
-        if (backend->device_memory && (per_matrix(ts) || !nb_rules_of(backend))) {
+        if (backend->device_memory && (ts->opt->rule == &soap_rule || !nb_rules_of(backend))) {
             nb_fail("%s on the %s backend's memory: %s", ts->opt->name, backend->name,
-                    per_matrix(ts) ? "rules with matrix products (Muon, NorMuon, SOAP) are not supported there yet"
-                                   : "the backend has no optimizer rules");
+                    nb_rules_of(backend) ? "SOAP's eigendecompositions are not supported there yet"
+                                         : "the backend has no optimizer rules");
             nb_optimizer_free(o);  /* after the message, which reads ts */
             return -1;
         }
@@ -289,7 +289,8 @@ int nb_optimizer_step(nb_optimizer *o, const float *grads, const float *w, float
     int threads = omp_get_max_threads();
     if (ensure_scratch(o, threads)) return -1;
     char why[1024] = "";  /* a failing tensor's message, which is its thread's nb_last_error */
-#pragma omp parallel for schedule(dynamic, 1)
+    /* On a device's memory one matrix after another: its rules share the device's scratch and stream. */
+#pragma omp parallel for schedule(dynamic, 1) if (!o->be->device_memory)
     for (int k = 0; k < o->n_matrix; k++) {
         const int i = o->by_cost[k];
         tensor_state *ts = &o->ts[i];

@@ -95,6 +95,10 @@ extern const nb_optim_rule sgd_rule, adamw_rule, muon_rule, lion_rule, adan_rule
  * SCRATCH_MATRIX or SCRATCH_NEXT_MATRIX, valid until the next rule step on this scratch;
  * SCRATCH_MATRIX_OR_PRECOND is not used. */
 const float *muon_orthogonalize(tensor_state *ts, const rule_ctx *c, const float *g);
+/* Newton-Schulz's quintic coefficients (a, b, c): X = a X + (b A + c A A) X with A = X X^T. */
+#define MUON_NS_A 3.4445f
+#define MUON_NS_B (-4.7750f)
+#define MUON_NS_C 2.0315f
 /* lr sqrt(max(1, rows/cols)). */
 float muon_shape_scale(const nb_tensor *t, float lr);
 

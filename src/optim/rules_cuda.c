@@ -1,5 +1,6 @@
-/* The optimizer's element-wise rules on the GPU's memory (rules.h's table for the CUDA backend's device
- * memory mode): AdamW (the auxiliary rule too), Lion, Adan and MARS as their kernels
+/* The optimizer's rules on the GPU's memory (rules.h's table for the CUDA backend's device memory mode):
+ * AdamW (the auxiliary rule too), Lion, Adan and MARS as their kernels; Muon and NorMuon as kernels around
+ * Newton-Schulz's cuBLAS products (one matrix after another: they share the backend's scratch)
  * (src/backend/cuda/kernels.h, checked on an H200 against these rules' CPU code), queued on the backend's
  * stream. Built only with -DNB_CUDA=ON; not yet run on a GPU in this form (docs/gpu.md). */
 #ifdef NB_HAVE_CUDA
@@ -8,6 +9,72 @@
 #include "backend/cuda/kernels.h"
 #include "optim/rules.h"
 #include "util/error.h"
+
+/* Muon's and NorMuon's scratch in the backend's device scratch, carved in 256-byte pieces: X and Xn (the
+ * matrix each), A and B (r x r each), the sum of squares' parts and result, and NorMuon's per-row values. */
+typedef struct {
+    float *X, *Xn, *A, *B, *inv, *ratio;
+    double *sq, *row_sq;
+} muon_scratch;
+
+static size_t piece(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+static int muon_scratch_of(const nb_backend *be, int rows, int cols, muon_scratch *s) {
+    const size_t n = (size_t)rows * cols, r = (size_t)(rows < cols ? rows : cols);
+    const size_t sizes[8] = {piece(sizeof(float) * n), piece(sizeof(float) * n), piece(sizeof(float) * r * r),
+                             piece(sizeof(float) * r * r), piece(sizeof(float) * rows), piece(sizeof(float)),
+                             piece(sizeof(double) * (NBK_SQ_PARTS + 1)), piece(sizeof(double) * rows)};
+    size_t total = 0;
+    for (int i = 0; i < 8; i++) total += sizes[i];
+    char *p = nb_cuda_scratch(be, total);
+    if (!p) return -1;
+    void **at[8] = {(void **)&s->X, (void **)&s->Xn, (void **)&s->A, (void **)&s->B, (void **)&s->inv,
+                    (void **)&s->ratio, (void **)&s->sq, (void **)&s->row_sq};
+    for (int i = 0; i < 8; i++) *at[i] = p, p += sizes[i];
+    return 0;
+}
+
+/* muon_orthogonalize on the GPU: the momentum and normalization as kernels, Newton-Schulz's products through
+ * the backend's cuBLAS on device pointers (the CPU's products in the CPU's order: A = X X^T (X^T X when tall),
+ * B = a I + b A + c A A, X = B X (X B)). Returns O (s->X or s->Xn). */
+static const float *muon_orthogonalize_gpu(const nb_backend *be, tensor_state *ts, const rule_ctx *c, const float *g,
+                                           const muon_scratch *s, cudaStream_t stream) {
+    const nb_tensor *t = ts->t;
+    const int rows = t->shape[0], cols = t->shape[1], tall = rows > cols, r = tall ? cols : rows, k = tall ? rows : cols;
+    const size_t n = t->numel;
+    if (nbk_muon_momentum(ts->buf[0], s->X, g, n, c->p->momentum, c->p->nesterov, stream) ||
+        nbk_sum_squares(s->X, NULL, n, s->sq, s->sq + NBK_SQ_PARTS, stream) ||
+        nbk_scale_by_inverse_norm(s->X, n, s->sq + NBK_SQ_PARTS, stream))
+        return NULL;
+    float *X = s->X, *Xn = s->Xn;
+    for (int step = 0; step < c->p->ns_steps; step++) {
+        nb_syrk(be, tall, r, k, 1.0f, X, cols, 0.0f, s->A, r);
+        nb_backend_copy(be, s->B, s->A, sizeof(float) * (size_t)r * r);
+        nb_syrk(be, 0, r, r, MUON_NS_C, s->A, r, MUON_NS_B, s->B, r);
+        if (nbk_add_diagonal(s->B, r, MUON_NS_A, stream)) return NULL;
+        if (tall) nb_gemm(be, 0, 0, rows, cols, r, 1.0f, X, cols, s->B, r, 0.0f, Xn, cols);
+        else nb_gemm(be, 0, 0, rows, cols, r, 1.0f, s->B, r, X, cols, 0.0f, Xn, cols);
+        float *next = Xn;
+        Xn = X;
+        X = next;
+    }
+    return X;
+}
+
+/* Muon (rule == &muon_rule) or NorMuon's step on the GPU's memory. */
+static int muon_like_step(const nb_backend *be, const nb_optim_rule *rule, tensor_state *ts, const rule_ctx *c,
+                          const float *g, const float *w, float *d, cudaStream_t stream) {
+    const nb_tensor *t = ts->t;
+    muon_scratch s;
+    if (c->bf16) return nb_fail("bf16 Newton-Schulz on the GPU's memory is not supported yet");
+    if (muon_scratch_of(be, t->shape[0], t->shape[1], &s)) return -1;
+    const float *O = muon_orthogonalize_gpu(be, ts, c, g, &s, stream);
+    if (!O) return -1;
+    const float scale = muon_shape_scale(t, c->lr), lrwd = c->lr * decay_of(t, c->p);
+    if (rule == &muon_rule) return nbk_muon_step(d, O, w, t->numel, scale, lrwd, stream);
+    return nbk_normuon_step(d, O, ts->buf[1], w, t->shape[0], t->shape[1], c->p->beta2, scale, lrwd, s.row_sq, s.inv,
+                            s.ratio, stream);
+}
 
 static int cuda_rule_step(const nb_backend *be, const nb_optim_rule *rule, tensor_state *ts, const rule_ctx *c,
                           const float *g, const float *w, float *d) {
@@ -26,8 +93,10 @@ static int cuda_rule_step(const nb_backend *be, const nb_optim_rule *rule, tenso
     } else if (rule == &mars_rule) {
         double *scratch = nb_cuda_scratch(be, sizeof(double) * nbk_mars_scratch_doubles());
         rc = scratch ? nbk_mars_step(d, ts->buf[0], ts->buf[1], ts->buf[2], g, w, n, &a, scratch, stream) : -1;
+    } else if (rule == &muon_rule || rule == &normuon_rule) {
+        rc = muon_like_step(be, rule, ts, c, g, w, d, stream);
     } else {
-        return nb_fail("this rule has no kernel on the GPU's memory yet (AdamW, Lion, Adan and MARS have)");
+        return nb_fail("this rule has no kernel on the GPU's memory yet (AdamW, Lion, Adan, MARS, Muon and NorMuon have)");
     }
     if (rc) return -1;
     ts->count++;

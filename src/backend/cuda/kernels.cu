@@ -419,6 +419,57 @@ __global__ void mirror_upper_k(float *C, int N, int ldc, size_t total) {
     }
 }
 
+__global__ void muon_momentum_k(float *m, float *X, const float *g, size_t n, float mu, int nesterov) {
+    const float keep = sub(1.0f, mu);
+    GRID_STRIDE(i, n) {
+        const float mi = add(mul(mu, m[i]), mul(keep, g[i]));
+        m[i] = mi;
+        X[i] = nesterov ? add(mul(keep, g[i]), mul(mu, mi)) : mi;
+    }
+}
+
+__global__ void scale_by_inverse_norm_k(float *X, size_t n, const double *sq) {
+    const float inv = (float)(1.0 / __dadd_rn(sqrt(*sq), 1e-7));
+    GRID_STRIDE(i, n) X[i] = mul(X[i], inv);
+}
+
+__global__ void add_diagonal_k(float *B, int r, float a) {
+    GRID_STRIDE(i, (size_t)r) B[i * (size_t)r + i] = add(B[i * (size_t)r + i], a);
+}
+
+__global__ void muon_step_k(float *d, const float *O, const float *w, size_t n, float scale, float lrwd) {
+    GRID_STRIDE(i, n) d[i] = add(mul(scale, O[i]), mul(lrwd, w[i]));
+}
+
+/* One block per row: the row's sum of squares in double (each lane's chain, then block_sum's tree). */
+__global__ void normuon_rows_k(const float *O, int cols, double *row_sq) {
+    __shared__ double sh[BLOCK];
+    const float *row = O + (size_t)blockIdx.x * cols;
+    double s = 0.0;
+    for (int j = threadIdx.x; j < cols; j += BLOCK) s = __dadd_rn(s, __dmul_rn((double)row[j], (double)row[j]));
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) row_sq[blockIdx.x] = s;
+}
+
+/* One thread, the rows in order (as the CPU's loop): s, inv and the two norms' sums. */
+__global__ void normuon_stats_k(const double *row_sq, float *s, float *inv, float *ratio, int rows, int cols, float b2) {
+    double o_sq = 0.0, scaled_sq = 0.0;
+    const float keep = sub(1.0f, b2);
+    for (int i = 0; i < rows; i++) {
+        s[i] = add(mul(b2, s[i]), mul(keep, (float)(row_sq[i] / cols)));
+        inv[i] = dvd(1.0f, add(__fsqrt_rn(s[i]), 1e-10f));
+        o_sq = __dadd_rn(o_sq, row_sq[i]);
+        scaled_sq = __dadd_rn(scaled_sq, __dmul_rn(__dmul_rn(row_sq[i], (double)inv[i]), (double)inv[i]));
+    }
+    *ratio = (float)(sqrt(o_sq) / __dadd_rn(sqrt(scaled_sq), (double)1e-10f));  /* the CPU adds the float eps */
+}
+
+__global__ void normuon_step_k(float *d, const float *O, const float *w, int cols, size_t n, float scale, float lrwd,
+                               const float *inv, const float *ratio) {
+    const float r = *ratio;
+    GRID_STRIDE(i, n) d[i] = add(mul(scale, mul(mul(O[i], inv[i / cols]), r)), mul(lrwd, w[i]));
+}
+
 __global__ void add_k(float *dst, const float *src, size_t n) {
     GRID_STRIDE(i, n) dst[i] = add(dst[i], src[i]);
 }
@@ -455,6 +506,42 @@ __global__ void sum_parts_k(const double *partial, double *out) {
 }  // namespace
 
 extern "C" {
+
+int nbk_muon_momentum(float *m, float *X, const float *g, size_t n, float mu, int nesterov, cudaStream_t stream) {
+    if (!n) return 0;
+    muon_momentum_k<<<blocks_for(n), BLOCK, 0, stream>>>(m, X, g, n, mu, nesterov);
+    return launched("muon_momentum");
+}
+
+int nbk_scale_by_inverse_norm(float *X, size_t n, const double *sq, cudaStream_t stream) {
+    if (!n) return 0;
+    scale_by_inverse_norm_k<<<blocks_for(n), BLOCK, 0, stream>>>(X, n, sq);
+    return launched("scale_by_inverse_norm");
+}
+
+int nbk_add_diagonal(float *B, int r, float a, cudaStream_t stream) {
+    if (r <= 0) return 0;
+    add_diagonal_k<<<blocks_for((size_t)r), BLOCK, 0, stream>>>(B, r, a);
+    return launched("add_diagonal");
+}
+
+int nbk_muon_step(float *d, const float *O, const float *w, size_t n, float scale, float lrwd, cudaStream_t stream) {
+    if (!n) return 0;
+    muon_step_k<<<blocks_for(n), BLOCK, 0, stream>>>(d, O, w, n, scale, lrwd);
+    return launched("muon_step");
+}
+
+int nbk_normuon_step(float *d, const float *O, float *s, const float *w, int rows, int cols, float b2, float scale,
+                     float lrwd, double *row_sq, float *inv, float *ratio, cudaStream_t stream) {
+    if (rows <= 0 || cols <= 0) return nb_fail("cuda: normuon_step: invalid shape (%d x %d)", rows, cols);
+    normuon_rows_k<<<rows, BLOCK, 0, stream>>>(O, cols, row_sq);
+    if (launched("normuon_rows")) return -1;
+    normuon_stats_k<<<1, 1, 0, stream>>>(row_sq, s, inv, ratio, rows, cols, b2);
+    if (launched("normuon_stats")) return -1;
+    const size_t n = (size_t)rows * cols;
+    normuon_step_k<<<blocks_for(n), BLOCK, 0, stream>>>(d, O, w, cols, n, scale, lrwd, inv, ratio);
+    return launched("normuon_step");
+}
 
 int nbk_add(float *dst, const float *src, size_t n, cudaStream_t stream) {
     if (!n) return 0;

@@ -168,6 +168,22 @@ int nbk_mars_step(float *d, float *m, float *v, float *g_prev, const float *g, c
                   const nbk_optim_step *p, double *scratch, cudaStream_t stream);
 size_t nbk_mars_scratch_doubles(void);
 
+/* Muon's and NorMuon's element-wise parts (src/optim/muon.c, normuon.c), around Newton-Schulz's products, which
+ * run through the backend's cuBLAS on device pointers. Momentum: m = mu m + (1 - mu) g; X = nesterov ?
+ * (1 - mu) g + mu m : m. Normalization: X *= 1 / (sqrt(*sq) + 1e-7), *sq (device memory) X's sum of squares
+ * (nbk_sum_squares). B[i][i] += a for the r x r B. Muon's step: d = scale O + lrwd w (lrwd = lr wd, rounded
+ * on the host as the CPU rounds it). */
+int nbk_muon_momentum(float *m, float *X, const float *g, size_t n, float mu, int nesterov, cudaStream_t stream);
+int nbk_scale_by_inverse_norm(float *X, size_t n, const double *sq, cudaStream_t stream);
+int nbk_add_diagonal(float *B, int r, float a, cudaStream_t stream);
+int nbk_muon_step(float *d, const float *O, const float *w, size_t n, float scale, float lrwd, cudaStream_t stream);
+/* NorMuon on O (rows x cols): per row r_i = mean_j O_ij^2 (in double), s_i = b2 s_i + (1 - b2) r_i,
+ * inv_i = 1 / (sqrt(s_i) + 1e-10); ratio = ||O||_F / (||O'||_F + 1e-10) with O' = O scaled by inv row by row (the
+ * rows' sums added in row order by one thread); d = scale (O_ij inv_i ratio) + lrwd w. row_sq: rows doubles,
+ * inv: rows floats, ratio: one float, all device scratch. */
+int nbk_normuon_step(float *d, const float *O, float *s, const float *w, int rows, int cols, float b2, float scale,
+                     float lrwd, double *row_sq, float *inv, float *ratio, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -66,11 +66,9 @@ static int check_device_options(const nb_train_options *o) {
         return nb_fail("--device %s: --data-parallel %d is not supported on a device yet", dev, o->data_parallel);
     if (o->delay.taylor > 0)
         return nb_fail("--device %s: --taylor is not supported on a device yet", dev);
-    const nb_optimizer_kind k = o->optim.kind;
-    if (k == NB_OPT_MUON || k == NB_OPT_NORMUON || k == NB_OPT_SOAP)
-        return nb_fail("--device %s: --optimizer %s: rules with matrix products (Muon, NorMuon, SOAP) are not supported on "
-                       "a device yet (adamw, lion, adan, mars%s are)", dev, nb_optimizer_name(k),
-                       strcmp(dev, "guarded") ? "" : ", sgd");
+    if (o->optim.kind == NB_OPT_SOAP)
+        return nb_fail("--device %s: --optimizer soap: its eigendecompositions are not supported on a device yet (adamw, "
+                       "lion, adan, mars, muon, normuon%s are)", dev, strcmp(dev, "guarded") ? "" : ", sgd");
     return 0;
 }
 
