@@ -9,6 +9,7 @@
 #   - a checkpoint at step 25 resumed on the GPU: the uninterrupted run's weights bit for bit; resumed on the
 #     CPU: its validation loss within 1e-3 of the GPU's (the files are the same on every device);
 #   - a 2-stage 2BW pipeline on threads on the GPU: bitwise equal to its one-process simulation there;
+#   - bf16 on the GPU within 1e-2 of fp32's validation loss, and the same bits twice;
 #   - Lion, Adan, MARS, Muon and NorMuon on the GPU within 2e-3 of the CPU's loss; eval --device cuda of the GPU's checkpoint
 #     within 1e-5 of eval on the CPU.
 set -u
@@ -63,6 +64,12 @@ for o in lion adan mars muon normuon; do
   run "c_$o" --device cpu --steps 20 --optimizer "$o" --delay 2bw && run "g_$o" --device cuda --steps 20 --optimizer "$o" --delay 2bw &&
     near "$(val "$work/c_$o")" "$(val "$work/g_$o")" 2e-3 && ok || fail "$o on the GPU: $(tail -2 "$work/g_$o.log")"
 done
+
+# bf16 on the GPU: near fp32's (the bf16 copies, bf16 activations, cuBLAS's bf16 products), twice the same bits
+run b16 --device cuda "${steps[@]}" --precision bf16 || fail "bf16 on the GPU: $(tail -3 "$work/b16.log")"
+run b16again --device cuda "${steps[@]}" --precision bf16 || fail "bf16 on the GPU again"
+near "$(val "$work/gpu")" "$(val "$work/b16")" 1e-2 && ok || fail "bf16 on the GPU: val loss $(val "$work/b16"), fp32 $(val "$work/gpu")"
+[ "$(hash_of "$work/b16")" = "$(hash_of "$work/b16again")" ] && ok || fail "bf16 on the GPU twice: weights differ"
 
 ev() { "$bin" eval --checkpoint "$work/ck/step_000050" --data "$work/data" --batch 4 --seq 64 --batches 4 --device "$1" --json |
   sed -n 's/.*"val_loss": \([^,]*\),.*/\1/p'; }

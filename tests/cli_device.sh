@@ -36,6 +36,11 @@ equal "pipeline 1f1b untied" --steps 4 --stages 2 --pipeline 1f1b --microbatches
 equal "lion fixed:2" --steps 4 --optimizer lion --delay fixed:2
 equal "mars" --steps 4 --optimizer mars --delay 2bw
 equal "muon 2bw+ef" --steps 4 --optimizer muon --delay 2bw --ef 1
+equal "taylor" --steps 5 --delay 2bw --taylor 0.5
+grep -q '"taylor_ratio": [0-9]' "$work/dev_taylor/metrics.jsonl" && ok || fail "taylor on guarded: no taylor_ratio in metrics.jsonl"
+equal "bf16 2bw+ef" --steps 4 --precision bf16 --delay 2bw --ef 1 --microbatches 2
+equal "bf16 muon pipeline" --steps 4 --precision bf16 --optimizer muon --stages 2 --pipeline 2bw --microbatches 2 \
+  --threads-per-stage 1
 equal "normuon pipeline" --steps 4 --optimizer normuon --stages 2 --pipeline 2bw --microbatches 2 --threads-per-stage 1
 grep -q '"device": "guarded"' "$work/dev_mars/summary.json" && ok || fail "summary.json names the device"
 
@@ -77,9 +82,12 @@ grep -q '"val_loss"' "$work/eval_cpu.json" && cmp -s "$work/eval_cpu.json" "$wor
 
 # what a device does not run yet: refused before anything is made, naming it
 expect_error "soap" "eigendecompositions" "$bin" train "${small[@]}" --device guarded --optimizer soap --steps 1 --out "$work/x1"
+expect_error "moe bf16" "mixture-of-experts" "$bin" train "${small[@]}" --device guarded --precision bf16 --set n_experts=4 \
+  --set experts_per_token=2 --set moe_every=1 --steps 1 --out "$work/x9"
 expect_error "moe" "mixture-of-experts" "$bin" train "${small[@]}" --device guarded --set n_experts=4 \
   --set experts_per_token=2 --set moe_every=1 --steps 1 --out "$work/x2"
-expect_error "taylor" "taylor" "$bin" train "${small[@]}" --device guarded --delay 2bw --taylor 0.5 --steps 1 --out "$work/x3"
+expect_error "zbh1 bf16" "zbh1" "$bin" train "${small[@]}" --device guarded --precision bf16 --stages 2 --pipeline zbh1 \
+  --microbatches 2 --steps 1 --out "$work/x3"
 expect_error "zbh1" "zbh1" "$bin" train "${small[@]}" --device guarded --stages 2 --pipeline zbh1 --microbatches 2 \
   --steps 1 --out "$work/x4"
 expect_error "mpi" "over MPI" "$bin" train "${small[@]}" --device guarded --stages 2 --pipeline 2bw --transport mpi \
@@ -93,5 +101,5 @@ if ! command -v nvidia-smi > /dev/null || ! nvidia-smi > /dev/null 2>&1; then
   expect_error "cuda without a GPU" "NB_CUDA=ON\|no usable GPU\|no GPU" "$bin" train "${small[@]}" --device cuda --steps 1 \
     --out "$work/x8"
 fi
-for x in x1 x2 x3 x4 x5 x6 x7 x8; do [ ! -e "$work/$x" ] && ok || fail "$x: a refused run left $work/$x"; done
+for x in x1 x2 x3 x4 x5 x6 x7 x8 x9; do [ ! -e "$work/$x" ] && ok || fail "$x: a refused run left $work/$x"; done
 finish

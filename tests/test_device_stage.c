@@ -6,9 +6,10 @@
  * whole and in chunks, over two micro-batches (the gradients add up). Nothing reached the device's memory
  * from the host but through the backend (a fault would end the test), and no host address was given where
  * the device's memory belongs. What is not there yet is refused, naming it: mixture-of-experts blocks,
- * bf16, the split backward, an optimizer rule with matrix products. The optimizer's element-wise rules with
+ * the split backward, SOAP. Under bf16 too (the layers' bf16 entries, the versions' bf16 copies in the
+ * device's memory), every check above gives the CPU's bits. The optimizer's element-wise rules with
  * their state in the device's memory give the CPU's steps and state (check_rule_on_device), and the delay
- * rules' versions and error feedback there the CPU's weights (check_delay_on_device). */
+ * rules' versions, error feedback and Taylor compensation (its metric too) there the CPU's (check_delay_on_device). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +36,7 @@ static nb_config small_config(int tied) {
 
 static int same(const float *a, const float *b, size_t n) { return (!a && !b) || (a && b && !memcmp(a, b, sizeof(float) * n)); }
 
-static void check_same_run(const nb_backend *cpu, nb_backend *dev, int tied, int n_stages, int logit_rows) {
+static void check_same_run(const nb_backend *cpu, nb_backend *dev, int tied, int n_stages, int logit_rows, nb_precision p) {
     const nb_config cfg = small_config(tied);
     nb_model layout;
     if (nb_model_layout(&layout, &cfg, n_stages, NULL)) {
@@ -44,10 +45,10 @@ static void check_same_run(const nb_backend *cpu, nb_backend *dev, int tied, int
     }
     stage_outcome want, got;
     const long misuses = nb_guarded_misuses(dev);
-    const int ok = stage_run(cpu, &cfg, n_stages, B, T, logit_rows, &want) == 0 &&
-                   stage_run(dev, &cfg, n_stages, B, T, logit_rows, &got) == 0;
+    const int ok = stage_run_at(cpu, &cfg, n_stages, B, T, logit_rows, p, &want) == 0 &&
+                   stage_run_at(dev, &cfg, n_stages, B, T, logit_rows, p, &got) == 0;
     char what[96];
-    snprintf(what, sizeof what, "%s, %d stage(s), logits %s", tied ? "tied" : "untied", n_stages,
+    snprintf(what, sizeof what, "%s, %s, %d stage(s), logits %s", nb_precision_name(p), tied ? "tied" : "untied", n_stages,
              logit_rows ? "in chunks" : "whole");
     if (ok) {
         const size_t nd = (size_t)B * T * cfg.d_model;
@@ -147,7 +148,7 @@ static void check_rule_on_device(const nb_backend *cpu, nb_backend *dev, nb_opti
  * feedback and PipeDream's fixed:2: the weights, the stashed versions and the EF buffer at the end are the
  * CPU's bits. */
 static float *trained(const nb_backend *be, const nb_delay_options *delay, float **versions, size_t *n_versions,
-                      float **ef, size_t *n_ef, size_t *n) {
+                      float **ef, size_t *n_ef, size_t *n, double *taylor_sq) {
     const nb_config cfg = small_config(0);
     nb_model m;
     nb_optimizer *o = NULL;
@@ -168,8 +169,12 @@ static float *trained(const nb_backend *be, const nb_delay_options *delay, float
         int tokens[B * T], targets[B * T];
         for (int i = 0; i < B * T; i++) tokens[i] = (5 * i + step) % VOCAB, targets[i] = (3 * i + 2 * step + 1) % VOCAB;
         const float *w = nb_stash_weights(st, s->params, step);
-        rc = nb_stage_forward(s, w, step, a, tokens, NULL, targets, &loss) || nb_stage_backward(s, w, step, a, NULL, 1.0f) ||
-             nb_optimizer_step(o, s->grads, s->params, 3e-3f, 3e-3f, d);
+        rc = nb_stage_forward(s, w, step, a, tokens, NULL, targets, &loss) || nb_stage_backward(s, w, step, a, NULL, 1.0f);
+        if (!rc && delay->taylor > 0) {  /* its metric (the correction's norm), then the correction, as the executor */
+            taylor_sq[step] = nb_stash_taylor_sq(st, s->grads, s->params, step, 0, s->n_params);
+            nb_stash_taylor(st, s->grads, s->params, step);
+        }
+        if (!rc) rc = nb_optimizer_step(o, s->grads, s->params, 3e-3f, 3e-3f, d);
         if (!rc) nb_stash_apply(st, s->params, d, step), nb_model_zero_grads(&m);
         if (!rc) rc = nb_backend_check(be);
     }
@@ -190,16 +195,23 @@ static float *trained(const nb_backend *be, const nb_delay_options *delay, float
     return weights;
 }
 
-static void check_delay_on_device(const nb_backend *cpu, nb_backend *dev, nb_delay_mode mode, int tau, int ef) {
+static void check_delay_on_device(const nb_backend *cpu, nb_backend *dev, nb_delay_mode mode, int tau, int ef,
+                                  float taylor) {
     nb_delay_options o = {0};
-    o.mode = mode, o.tau = tau, o.ef = ef, o.ef_alpha = 1.0f;
+    o.mode = mode, o.tau = tau, o.ef = ef, o.ef_alpha = 1.0f, o.taylor = taylor;
     char what[64];
-    snprintf(what, sizeof what, "%s%s", mode == NB_DELAY_FIXED ? "fixed:2" : nb_delay_mode_name(mode), ef ? " + EF" : "");
+    snprintf(what, sizeof what, "%s%s%s", mode == NB_DELAY_FIXED ? "fixed:2" : nb_delay_mode_name(mode), ef ? " + EF" : "",
+             taylor > 0 ? " + Taylor" : "");
+    double sq_c[4] = {0}, sq_d[4] = {0};
     float *vc = NULL, *vd = NULL, *ec = NULL, *ed = NULL;
     size_t n = 0, nvc = 0, nvd = 0, nec = 0, ned = 0;
     const long misuses = nb_guarded_misuses(dev);
-    float *wc = trained(cpu, &o, &vc, &nvc, &ec, &nec, &n), *wd = wc ? trained(dev, &o, &vd, &nvd, &ed, &ned, &n) : NULL;
+    float *wc = trained(cpu, &o, &vc, &nvc, &ec, &nec, &n, sq_c),
+          *wd = wc ? trained(dev, &o, &vd, &nvd, &ed, &ned, &n, sq_d) : NULL;
     if (wc && wd) {
+        CHECK(!memcmp(sq_c, sq_d, sizeof sq_c), "%s: Taylor's metric differs from the CPU's (step 1: %.17g, %.17g)", what,
+              sq_d[1], sq_c[1]);
+        CHECK(taylor == 0 || sq_c[1] > 0, "%s: Taylor's correction is zero at step 1 (the check would see nothing)", what);
         CHECK(same(wc, wd, n), "%s: the weights after 4 steps differ from the CPU's", what);
         CHECK(nvc == nvd && same(vc, vd, nvc), "%s: the stashed versions differ (%zu and %zu values)", what, nvc, nvd);
         CHECK(nec == ned && same(ec, ed, nec), "%s: the EF buffers differ (%zu and %zu values)", what, nec, ned);
@@ -229,12 +241,6 @@ static void check_refusals(nb_backend *dev) {
     nb_acts *a = NULL;
     int tokens[B * T] = {0}, targets[B * T] = {0};
     float loss;
-    CHECK(nb_stage_set_precision(s, NB_PRECISION_BF16, 1) == 0, "bf16 set: %s", nb_last_error());
-    a = nb_acts_create(s, B, T);
-    CHECK(a && nb_stage_forward(s, s->params, 0, a, tokens, NULL, targets, &loss) == -1 && strstr(nb_last_error(), "bf16"),
-          "bf16 on the device is refused: %s", nb_last_error());
-    nb_acts_free(a);
-    CHECK(nb_stage_set_precision(s, NB_PRECISION_FP32, 1) == 0, "fp32 set: %s", nb_last_error());
     a = nb_acts_create(s, B, T);
     nb_wgrad *g = nb_wgrad_create();
     CHECK(a && g && nb_stage_forward(s, s->params, 0, a, tokens, NULL, targets, &loss) == 0 &&
@@ -250,12 +256,6 @@ static void check_refusals(nb_backend *dev) {
               strstr(nb_last_error(), "soap on the") && strstr(nb_last_error(), "backend's memory") &&
               strstr(nb_last_error(), "eigendecompositions"),
           "SOAP's rule in the device's memory is refused: %s", nb_last_error());
-    nb_delay_options taylor = {0};
-    taylor.mode = NB_DELAY_2BW, taylor.taylor = 0.5f;
-    nb_stash *st = NULL;
-    CHECK(nb_stash_create_on(&st, &taylor, 0, 1, 4, s->params, s->n_params, dev) == -1 && !st &&
-              strstr(nb_last_error(), "--taylor"),
-          "Taylor compensation in the device's memory is refused: %s", nb_last_error());
     nb_model_free(&m);
 }
 
@@ -266,15 +266,20 @@ int main(void) {
         fprintf(stderr, "FAIL: the CPU backend or the guarded device could not be made: %s\n", nb_last_error());
         return 1;
     }
-    for (int tied = 0; tied < 2; tied++)
-        for (int n_stages = 1; n_stages <= 2; n_stages++) check_same_run(cpu, dev, tied, n_stages, 0);
-    check_same_run(cpu, dev, 1, 1, 5);  /* the head in chunks of 5 rows: recomputed logits in backward */
-    check_same_run(cpu, dev, 0, 2, 7);
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        const nb_precision p = bf16 ? NB_PRECISION_BF16 : NB_PRECISION_FP32;
+        for (int tied = 0; tied < 2; tied++)
+            for (int n_stages = 1; n_stages <= 2; n_stages++) check_same_run(cpu, dev, tied, n_stages, 0, p);
+        check_same_run(cpu, dev, 1, 1, 5, p);  /* the head in chunks of 5 rows: recomputed logits in backward */
+        check_same_run(cpu, dev, 0, 2, 7, p);
+    }
     const nb_optimizer_kind kinds[] = {NB_OPT_ADAMW, NB_OPT_LION, NB_OPT_ADAN, NB_OPT_MARS, NB_OPT_MUON, NB_OPT_NORMUON};
     for (int i = 0; i < 6; i++) check_rule_on_device(cpu, dev, kinds[i]);
-    check_delay_on_device(cpu, dev, NB_DELAY_2BW, 0, 0);
-    check_delay_on_device(cpu, dev, NB_DELAY_2BW, 0, 1);
-    check_delay_on_device(cpu, dev, NB_DELAY_FIXED, 2, 1);
+    check_delay_on_device(cpu, dev, NB_DELAY_2BW, 0, 0, 0.0f);
+    check_delay_on_device(cpu, dev, NB_DELAY_2BW, 0, 1, 0.0f);
+    check_delay_on_device(cpu, dev, NB_DELAY_2BW, 0, 0, 0.5f);
+    check_delay_on_device(cpu, dev, NB_DELAY_FIXED, 2, 1, 0.5f);
+    check_delay_on_device(cpu, dev, NB_DELAY_FIXED, 2, 1, 0.0f);
     check_refusals(dev);
     nb_backend_close(dev);
     return check_summary();

@@ -40,3 +40,20 @@ void nb_delay_apply_host(nb_apply_kind kind, float *keep, float *current, float 
     else apply_only(current, d, n);
 }
 
+
+void nb_delay_taylor_host(float *grads, const float *current, const float *old, float lambda, size_t n) {
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) grads[i] += lambda * grads[i] * grads[i] * (current[i] - old[i]);
+}
+
+/* Eight lanes summed in a fixed order: the same number for any thread count (a metric that the pipeline and
+ * the one-process run must write alike). The correction is formed exactly as nb_delay_taylor_host forms it,
+ * so this is the norm of what that call adds. */
+double nb_delay_taylor_sq_host(const float *grads, const float *current, const float *old, float lambda, size_t n) {
+    double lane[8] = {0};
+    for (size_t i = 0; i < n; i++) {
+        const float c = lambda * grads[i] * grads[i] * (current[i] - old[i]);
+        lane[i % 8] += (double)c * c;
+    }
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}

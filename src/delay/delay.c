@@ -123,9 +123,6 @@ int nb_stash_create_on(nb_stash **out, const nb_delay_options *o, int stage, int
     *out = NULL;
     if (be && !be->device_memory) be = NULL;  /* the host's memory: the host's passes */
     if (be && !nb_delay_of(be)) return nb_fail("delay on the %s backend's memory: the backend has no update pass", be->name);
-    if (be && o->taylor > 0)
-        return nb_fail("--taylor on the %s backend's memory is not supported yet (its metric reads the host's memory)",
-                       be->name);
     nb_stash *s = nb_calloc(1, sizeof *s, "a stash of weight versions");
     if (!s) return -1;
     s->be = be;
@@ -208,25 +205,17 @@ void nb_stash_taylor(const nb_stash *s, float *grads, const float *current, int 
     int tau = nb_stash_tau(s, step);
     if (tau == 0 || !(s->o.taylor > 0)) return;
     const float lambda = s->o.taylor, *old = version(s, step, tau);
-    const size_t n = s->n;
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) grads[i] += lambda * grads[i] * grads[i] * (current[i] - old[i]);
+    if (s->be) nb_delay_of(s->be)->taylor(s->be, grads, current, old, lambda, s->n);
+    else nb_delay_taylor_host(grads, current, old, lambda, s->n);
 }
 
 double nb_stash_taylor_sq(const nb_stash *s, const float *grads, const float *current, int step, size_t offset,
                           size_t count) {
     int tau = nb_stash_tau(s, step);
     if (tau == 0 || !(s->o.taylor > 0) || offset > s->n || count > s->n - offset) return 0.0;
-    const float lambda = s->o.taylor, *old = version(s, step, tau);
-    /* Eight lanes summed in a fixed order: the same number for any thread count (a metric that
-     * the pipeline and the one-process run must write alike). The correction is formed exactly as
-     * nb_stash_taylor forms it, so this is the norm of what that call adds. */
-    double lane[8] = {0};
-    for (size_t i = offset; i < offset + count; i++) {
-        const float c = lambda * grads[i] * grads[i] * (current[i] - old[i]);
-        lane[(i - offset) % 8] += (double)c * c;
-    }
-    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    const float lambda = s->o.taylor, *old = version(s, step, tau) + offset;
+    if (s->be) return nb_delay_of(s->be)->taylor_sq(s->be, grads + offset, current + offset, old, lambda, count);
+    return nb_delay_taylor_sq_host(grads + offset, current + offset, old, lambda, count);
 }
 
 void nb_stash_apply(nb_stash *s, float *current, float *d, int step) {

@@ -1,5 +1,6 @@
 #include "backend/backend.h"
 #include "layers/layers.h"
+#include "layers/ops.h"
 
 void linear_forward(const nb_backend *be, float *y, float beta, const float *x, const float *w, int N, int in, int out) {
     nb_gemm(be, 0, 1, N, out, in, 1.0f, x, in, w, in, beta, y, out);
@@ -17,7 +18,7 @@ void linear_forward_bf16(const nb_backend *be, float *y, float beta, const nb_bf
 
 void linear_backward_bf16(const nb_backend *be, float *dx, float dx_beta, float *dw, const float *dy, const nb_bf16 *x, const nb_bf16 *w,
                           int N, int in, int out, nb_bf16 *dy_scratch) {
-    nb_bf16_cast(dy_scratch, dy, (size_t)N * out);
+    nb_layers_of(be)->bf16_cast(be, dy_scratch, dy, (size_t)N * out);
     linear_backward_bf16_cast(be, dx, dx_beta, dw, 1.0f, dy_scratch, x, w, N, in, out);
 }
 
@@ -49,6 +50,6 @@ void linear_backward_bf16_cast_to(const nb_backend *be, nb_wgrad_sink *k, float 
 
 void linear_backward_bf16_to(const nb_backend *be, nb_wgrad_sink *k, float *dx, float *dw, const float *dy,
                              const nb_bf16 *x, const nb_bf16 *w, int N, int in, int out, nb_bf16 *dy_scratch) {
-    nb_bf16_cast(dy_scratch, dy, (size_t)N * out);
+    nb_layers_of(be)->bf16_cast(be, dy_scratch, dy, (size_t)N * out);
     linear_backward_bf16_cast_to(be, k, dx, dw, 1.0f, dy_scratch, x, w, N, in, out);
 }

@@ -2,6 +2,7 @@
  * (the backend is the products', passed on where the function takes it). */
 #include "layers/ops.h"
 #include "layers/layers.h"
+#include "backend/bf16.h"
 
 static void cpu_embedding_forward(const nb_backend *be, float *out, const int *tokens, const float *table, int N, int d) {
     (void)be;
@@ -51,6 +52,47 @@ static void cpu_cross_entropy_backward(const nb_backend *be, float *logits, cons
     cross_entropy_backward(logits, lse, targets, N, V, scale, n_mean);
 }
 
+static void cpu_bf16_cast(const nb_backend *be, nb_bf16 *dst, const float *src, size_t n) {
+    (void)be;
+    nb_bf16_cast(dst, src, n);
+}
+static void cpu_bf16_round(const nb_backend *be, float *x, size_t n) {
+    (void)be;
+    nb_bf16_round(x, n);
+}
+static void cpu_bf16_widen(const nb_backend *be, float *dst, const nb_bf16 *src, size_t n) {
+    (void)be;
+    nb_bf16_widen(dst, src, n);
+}
+static void cpu_rmsnorm_forward_bf16(const nb_backend *be, nb_bf16 *out, float *rstd, const float *x, const float *gain, int N, int d, float eps) {
+    (void)be;
+    rmsnorm_forward_bf16(out, rstd, x, gain, N, d, eps);
+}
+static void cpu_rope_forward_bf16(const nb_backend *be, float *x, nb_bf16 *x16, int B, int T, int stride, int n_rot_heads, int hd, const float *cos_t, const float *sin_t) {
+    (void)be;
+    rope_forward_bf16(x, x16, B, T, stride, n_rot_heads, hd, cos_t, sin_t);
+}
+static void cpu_rope_backward_cast_bf16(const nb_backend *be, nb_bf16 *dx16, const float *dx, int B, int T, int stride, int n_rot_heads, int hd, const float *cos_t, const float *sin_t) {
+    (void)be;
+    rope_backward_cast_bf16(dx16, dx, B, T, stride, n_rot_heads, hd, cos_t, sin_t);
+}
+static void cpu_swiglu_forward_cast_bf16(const nb_backend *be, nb_bf16 *h, nb_bf16 *gu16, const float *gu, int N, int F) {
+    (void)be;
+    swiglu_forward_cast_bf16(h, gu16, gu, N, F);
+}
+static void cpu_swiglu_backward_bf16_cast(const nb_backend *be, nb_bf16 *dgu16, const float *dh, const nb_bf16 *gu, int N, int F) {
+    (void)be;
+    swiglu_backward_bf16_cast(dgu16, dh, gu, N, F);
+}
+static void cpu_cross_entropy_grad_bf16(const nb_backend *be, nb_bf16 *dlogits, const float *logits, const float *lse, const int *targets, int N, int V, int n_mean) {
+    (void)be;
+    cross_entropy_grad_bf16(dlogits, logits, lse, targets, N, V, n_mean);
+}
+static double cpu_cross_entropy_forward_grad_bf16(const nb_backend *be, float *lse, nb_bf16 *dlogits, const float *logits, const int *targets, int N, int V, int n_mean) {
+    (void)be;
+    return cross_entropy_forward_grad_bf16(lse, dlogits, logits, targets, N, V, n_mean);
+}
+
 static const nb_layer_ops cpu_layers = {
     .embedding_forward = cpu_embedding_forward,
     .embedding_backward = cpu_embedding_backward,
@@ -64,6 +106,16 @@ static const nb_layer_ops cpu_layers = {
     .swiglu_backward = cpu_swiglu_backward,
     .cross_entropy_forward = cpu_cross_entropy_forward,
     .cross_entropy_backward = cpu_cross_entropy_backward,
+    .bf16_cast = cpu_bf16_cast,
+    .bf16_round = cpu_bf16_round,
+    .bf16_widen = cpu_bf16_widen,
+    .rmsnorm_forward_bf16 = cpu_rmsnorm_forward_bf16,
+    .rope_forward_bf16 = cpu_rope_forward_bf16,
+    .rope_backward_cast_bf16 = cpu_rope_backward_cast_bf16,
+    .swiglu_forward_cast_bf16 = cpu_swiglu_forward_cast_bf16,
+    .swiglu_backward_bf16_cast = cpu_swiglu_backward_bf16_cast,
+    .cross_entropy_grad_bf16 = cpu_cross_entropy_grad_bf16,
+    .cross_entropy_forward_grad_bf16 = cpu_cross_entropy_forward_grad_bf16,
 };
 
 const nb_layer_ops *nb_layer_ops_cpu(void) { return &cpu_layers; }

@@ -8,7 +8,7 @@
  * The stage calls only these (and the products, nb_gemm and the linear layers, which go through the backend
  * already) on its memory; copies within that memory are nb_backend_copy and nb_backend_zero, and what comes
  * from the host (tokens, targets) arrives by nb_backend_from_host. So far the table holds the float32
- * layers: a stage on a device backend runs dense float32 models (nb_stage_place). */
+ * layers and their bf16 forms: a stage on a device backend runs dense models (nb_stage_place). */
 #ifndef NB_LAYERS_OPS_H
 #define NB_LAYERS_OPS_H
 #include "backend/backend.h"
@@ -35,6 +35,17 @@ typedef struct nb_layer_ops {
                                     int V);
     void (*cross_entropy_backward)(const nb_backend *be, float *logits, const float *lse, const int *targets, int N,
                                    int V, float scale, int n_mean);
+    /* The bf16 path's entries (under --precision bf16; layers.h's and backend/bf16.h's functions of the same names). */
+    void (*bf16_cast)(const nb_backend *be, nb_bf16 *dst, const float *src, size_t n);
+    void (*bf16_round)(const nb_backend *be, float *x, size_t n);
+    void (*bf16_widen)(const nb_backend *be, float *dst, const nb_bf16 *src, size_t n);
+    void (*rmsnorm_forward_bf16)(const nb_backend *be, nb_bf16 *out, float *rstd, const float *x, const float *gain, int N, int d, float eps);
+    void (*rope_forward_bf16)(const nb_backend *be, float *x, nb_bf16 *x16, int B, int T, int stride, int n_rot_heads, int hd, const float *cos_t, const float *sin_t);
+    void (*rope_backward_cast_bf16)(const nb_backend *be, nb_bf16 *dx16, const float *dx, int B, int T, int stride, int n_rot_heads, int hd, const float *cos_t, const float *sin_t);
+    void (*swiglu_forward_cast_bf16)(const nb_backend *be, nb_bf16 *h, nb_bf16 *gu16, const float *gu, int N, int F);
+    void (*swiglu_backward_bf16_cast)(const nb_backend *be, nb_bf16 *dgu16, const float *dh, const nb_bf16 *gu, int N, int F);
+    void (*cross_entropy_grad_bf16)(const nb_backend *be, nb_bf16 *dlogits, const float *logits, const float *lse, const int *targets, int N, int V, int n_mean);
+    double (*cross_entropy_forward_grad_bf16)(const nb_backend *be, float *lse, nb_bf16 *dlogits, const float *logits, const int *targets, int N, int V, int n_mean);
 } nb_layer_ops;
 
 /* The CPU's table: layers.h's functions. */

@@ -11,6 +11,15 @@
 #include "util/error.h"
 
 static cudaStream_t stream_of(const nb_backend *be) { return (cudaStream_t)nb_cuda_stream(be); }
+/* The loss's sum (one double of device memory) into *total, waited for: 0, or -1 recorded in the backend. */
+static int loss_back(const nb_backend *be, const double *sum, double *total) {
+    cudaError_t e = cudaMemcpyAsync(total, sum, sizeof *total, cudaMemcpyDeviceToHost, stream_of(be));
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream_of(be));
+    if (e == cudaSuccess) return 0;
+    nb_fail("cuda: reading the loss back: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+    nb_cuda_keep_failure(be);
+    return -1;
+}
 static void done(const nb_backend *be, int rc) {
     if (rc) nb_cuda_keep_failure(be);
 }
@@ -63,18 +72,50 @@ static double g_cross_entropy_forward(const nb_backend *be, float *lse, const fl
         nb_cuda_keep_failure(be);
         return NAN;
     }
-    cudaError_t e = cudaMemcpyAsync(&total, sum, sizeof total, cudaMemcpyDeviceToHost, stream_of(be));
-    if (e == cudaSuccess) e = cudaStreamSynchronize(stream_of(be));
-    if (e != cudaSuccess) {
-        nb_fail("cuda: reading the loss back: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
-        nb_cuda_keep_failure(be);
-        return NAN;
-    }
-    return total;
+    return loss_back(be, sum, &total) ? NAN : total;
 }
 static void g_cross_entropy_backward(const nb_backend *be, float *logits, const float *lse, const int *targets, int N,
                                      int V, float scale, int n_mean) {
     done(be, nbk_cross_entropy_backward(logits, lse, targets, N, V, scale, n_mean, stream_of(be)));
+}
+
+static void g_bf16_cast(const nb_backend *be, nb_bf16 *dst, const float *src, size_t n) {
+    done(be, nbk_bf16_cast(dst, src, n, stream_of(be)));
+}
+static void g_bf16_round(const nb_backend *be, float *x, size_t n) {
+    done(be, nbk_bf16_round(x, n, stream_of(be)));
+}
+static void g_bf16_widen(const nb_backend *be, float *dst, const nb_bf16 *src, size_t n) {
+    done(be, nbk_bf16_widen(dst, src, n, stream_of(be)));
+}
+static void g_rmsnorm_forward_bf16(const nb_backend *be, nb_bf16 *out, float *rstd, const float *x, const float *gain, int N, int d, float eps) {
+    done(be, nbk_rmsnorm_forward_bf16(out, rstd, x, gain, N, d, eps, stream_of(be)));
+}
+static void g_rope_forward_bf16(const nb_backend *be, float *x, nb_bf16 *x16, int B, int T, int stride, int n_rot_heads, int hd, const float *cos_t, const float *sin_t) {
+    done(be, nbk_rope_forward_bf16(x, x16, B, T, stride, n_rot_heads, hd, cos_t, sin_t, stream_of(be)));
+}
+static void g_rope_backward_cast_bf16(const nb_backend *be, nb_bf16 *dx16, const float *dx, int B, int T, int stride, int n_rot_heads, int hd, const float *cos_t, const float *sin_t) {
+    done(be, nbk_rope_backward_cast_bf16(dx16, dx, B, T, stride, n_rot_heads, hd, cos_t, sin_t, stream_of(be)));
+}
+static void g_swiglu_forward_cast_bf16(const nb_backend *be, nb_bf16 *h, nb_bf16 *gu16, const float *gu, int N, int F) {
+    done(be, nbk_swiglu_forward_cast_bf16(h, gu16, gu, N, F, stream_of(be)));
+}
+static void g_swiglu_backward_bf16_cast(const nb_backend *be, nb_bf16 *dgu16, const float *dh, const nb_bf16 *gu, int N, int F) {
+    done(be, nbk_swiglu_backward_bf16_cast(dgu16, dh, gu, N, F, stream_of(be)));
+}
+static void g_cross_entropy_grad_bf16(const nb_backend *be, nb_bf16 *dlogits, const float *logits, const float *lse, const int *targets, int N, int V, int n_mean) {
+    done(be, nbk_cross_entropy_grad_bf16(dlogits, logits, lse, targets, N, V, n_mean, stream_of(be)));
+}
+/* The loss's sum comes back to the host, as g_cross_entropy_forward's. */
+static double g_cross_entropy_forward_grad_bf16(const nb_backend *be, float *lse, nb_bf16 *dlogits, const float *logits,
+                                                const int *targets, int N, int V, int n_mean) {
+    double *sum = nb_cuda_scratch(be, sizeof(double)), total = NAN;
+    if (!sum) return NAN;
+    if (nbk_cross_entropy_forward_grad_bf16(lse, dlogits, sum, logits, targets, N, V, n_mean, stream_of(be))) {
+        nb_cuda_keep_failure(be);
+        return NAN;
+    }
+    return loss_back(be, sum, &total) ? NAN : total;
 }
 
 static const nb_layer_ops cuda_layers = {
@@ -90,6 +131,16 @@ static const nb_layer_ops cuda_layers = {
     .swiglu_backward = g_swiglu_backward,
     .cross_entropy_forward = g_cross_entropy_forward,
     .cross_entropy_backward = g_cross_entropy_backward,
+    .bf16_cast = g_bf16_cast,
+    .bf16_round = g_bf16_round,
+    .bf16_widen = g_bf16_widen,
+    .rmsnorm_forward_bf16 = g_rmsnorm_forward_bf16,
+    .rope_forward_bf16 = g_rope_forward_bf16,
+    .rope_backward_cast_bf16 = g_rope_backward_cast_bf16,
+    .swiglu_forward_cast_bf16 = g_swiglu_forward_cast_bf16,
+    .swiglu_backward_bf16_cast = g_swiglu_backward_bf16_cast,
+    .cross_entropy_grad_bf16 = g_cross_entropy_grad_bf16,
+    .cross_entropy_forward_grad_bf16 = g_cross_entropy_forward_grad_bf16,
 };
 
 const nb_layer_ops *nb_layer_ops_cuda(void) { return &cuda_layers; }

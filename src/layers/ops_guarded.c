@@ -55,6 +55,37 @@ static void l_cross_entropy_backward(const nb_backend *be, float *logits, const 
     CPU->cross_entropy_backward(nb_guarded_inner(be), RF(logits), RF(lse), RI(targets), N, V, scale, n_mean);
 }
 
+static void l_bf16_cast(const nb_backend *be, nb_bf16 *dst, const float *src, size_t n) {
+    CPU->bf16_cast(nb_guarded_inner(be), RB(dst), RF(src), n);
+}
+static void l_bf16_round(const nb_backend *be, float *x, size_t n) {
+    CPU->bf16_round(nb_guarded_inner(be), RF(x), n);
+}
+static void l_bf16_widen(const nb_backend *be, float *dst, const nb_bf16 *src, size_t n) {
+    CPU->bf16_widen(nb_guarded_inner(be), RF(dst), RB(src), n);
+}
+static void l_rmsnorm_forward_bf16(const nb_backend *be, nb_bf16 *out, float *rstd, const float *x, const float *gain, int N, int d, float eps) {
+    CPU->rmsnorm_forward_bf16(nb_guarded_inner(be), RB(out), RF(rstd), RF(x), RF(gain), N, d, eps);
+}
+static void l_rope_forward_bf16(const nb_backend *be, float *x, nb_bf16 *x16, int B, int T, int stride, int n_rot_heads, int hd, const float *cos_t, const float *sin_t) {
+    CPU->rope_forward_bf16(nb_guarded_inner(be), RF(x), RB(x16), B, T, stride, n_rot_heads, hd, RF(cos_t), RF(sin_t));
+}
+static void l_rope_backward_cast_bf16(const nb_backend *be, nb_bf16 *dx16, const float *dx, int B, int T, int stride, int n_rot_heads, int hd, const float *cos_t, const float *sin_t) {
+    CPU->rope_backward_cast_bf16(nb_guarded_inner(be), RB(dx16), RF(dx), B, T, stride, n_rot_heads, hd, RF(cos_t), RF(sin_t));
+}
+static void l_swiglu_forward_cast_bf16(const nb_backend *be, nb_bf16 *h, nb_bf16 *gu16, const float *gu, int N, int F) {
+    CPU->swiglu_forward_cast_bf16(nb_guarded_inner(be), RB(h), RB(gu16), RF(gu), N, F);
+}
+static void l_swiglu_backward_bf16_cast(const nb_backend *be, nb_bf16 *dgu16, const float *dh, const nb_bf16 *gu, int N, int F) {
+    CPU->swiglu_backward_bf16_cast(nb_guarded_inner(be), RB(dgu16), RF(dh), RB(gu), N, F);
+}
+static void l_cross_entropy_grad_bf16(const nb_backend *be, nb_bf16 *dlogits, const float *logits, const float *lse, const int *targets, int N, int V, int n_mean) {
+    CPU->cross_entropy_grad_bf16(nb_guarded_inner(be), RB(dlogits), RF(logits), RF(lse), RI(targets), N, V, n_mean);
+}
+static double l_cross_entropy_forward_grad_bf16(const nb_backend *be, float *lse, nb_bf16 *dlogits, const float *logits, const int *targets, int N, int V, int n_mean) {
+    return CPU->cross_entropy_forward_grad_bf16(nb_guarded_inner(be), RF(lse), RB(dlogits), RF(logits), RI(targets), N, V, n_mean);
+}
+
 static const nb_layer_ops guarded_layers = {
     .embedding_forward = l_embedding_forward,
     .embedding_backward = l_embedding_backward,
@@ -68,6 +99,16 @@ static const nb_layer_ops guarded_layers = {
     .swiglu_backward = l_swiglu_backward,
     .cross_entropy_forward = l_cross_entropy_forward,
     .cross_entropy_backward = l_cross_entropy_backward,
+    .bf16_cast = l_bf16_cast,
+    .bf16_round = l_bf16_round,
+    .bf16_widen = l_bf16_widen,
+    .rmsnorm_forward_bf16 = l_rmsnorm_forward_bf16,
+    .rope_forward_bf16 = l_rope_forward_bf16,
+    .rope_backward_cast_bf16 = l_rope_backward_cast_bf16,
+    .swiglu_forward_cast_bf16 = l_swiglu_forward_cast_bf16,
+    .swiglu_backward_bf16_cast = l_swiglu_backward_bf16_cast,
+    .cross_entropy_grad_bf16 = l_cross_entropy_grad_bf16,
+    .cross_entropy_forward_grad_bf16 = l_cross_entropy_forward_grad_bf16,
 };
 
 const nb_layer_ops *nb_layer_ops_guarded(void) { return &guarded_layers; }

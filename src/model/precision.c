@@ -5,6 +5,7 @@
  * model/acts.c's.) */
 #include <stdlib.h>
 #include <string.h>
+#include "layers/ops.h"
 #include "model/stage.h"
 #include "util/alloc.h"
 #include "util/error.h"
@@ -21,18 +22,31 @@ nb_precision nb_precision_choose(nb_precision p) {
     return nb_bf16_native() ? NB_PRECISION_BF16 : NB_PRECISION_FP32;
 }
 
-static void free_state(struct nb_bf16_state *b) {
+/* A bf16 copy of the stage's weights, in the stage's memory (a device's where it is placed on one), and its
+ * release. */
+static nb_bf16 *copy_alloc(const nb_stage *s) {
+    const size_t bytes = sizeof(nb_bf16) * (s->n_params ? s->n_params : 1);
+    return nb_stage_on_device(s) ? nb_backend_alloc(s->backend, bytes, "a stage's bf16 weights")
+                                 : nb_alloc(bytes, "a stage's bf16 weights");
+}
+
+static void copy_free(const nb_stage *s, nb_bf16 *p) {
+    if (nb_stage_on_device(s)) nb_backend_free(s->backend, p);
+    else free(p);
+}
+
+static void free_state(const nb_stage *s, struct nb_bf16_state *b) {
     if (!b) return;
-    for (int i = 0; b->copy && i < b->capacity; i++) free(b->copy[i]);
+    for (int i = 0; b->copy && i < b->capacity; i++) copy_free(s, b->copy[i]);
     free(b->copy);
     free(b->version);
     free(b->last_use);
-    free(b->unnamed);
+    copy_free(s, b->unnamed);
     free(b);
 }
 
 void stage_precision_release(nb_stage *s) {
-    free_state(s->bf16);
+    free_state(s, s->bf16);
     s->bf16 = NULL;
 }
 
@@ -51,7 +65,7 @@ int nb_stage_set_precision(nb_stage *s, nb_precision p, int versions) {
     b->last_use = nb_calloc((size_t)versions, sizeof(long), "a stage's bf16 version table");
     b->copy = nb_calloc((size_t)versions, sizeof(nb_bf16 *), "a stage's bf16 version table");
     if (!b->version || !b->last_use || !b->copy) {
-        free_state(b);
+        free_state(s, b);
         return -1;
     }
     for (int i = 0; i < versions; i++) b->version[i] = -2;
@@ -68,9 +82,8 @@ int nb_model_set_precision(nb_model *m, nb_precision p, int versions) {
 const nb_bf16 *stage_bf16_weights(const nb_stage *s, const float *w, long version) {
     struct nb_bf16_state *b = s->bf16;
     if (version < 0) {
-        if (!b->unnamed && !(b->unnamed = nb_alloc(sizeof(nb_bf16) * s->n_params, "a stage's bf16 weights")))
-            return NULL;
-        nb_bf16_cast(b->unnamed, w, s->n_params);
+        if (!b->unnamed && !(b->unnamed = copy_alloc(s))) return NULL;
+        nb_layers_of(s->backend)->bf16_cast(s->backend, b->unnamed, w, s->n_params);
         return b->unnamed;
     }
     int victim = 0;
@@ -81,9 +94,8 @@ const nb_bf16 *stage_bf16_weights(const nb_stage *s, const float *w, long versio
         }
         if (b->last_use[i] < b->last_use[victim]) victim = i;
     }
-    if (!b->copy[victim] && !(b->copy[victim] = nb_alloc(sizeof(nb_bf16) * s->n_params, "a stage's bf16 weights")))
-        return NULL;
-    nb_bf16_cast(b->copy[victim], w, s->n_params);
+    if (!b->copy[victim] && !(b->copy[victim] = copy_alloc(s))) return NULL;
+    nb_layers_of(s->backend)->bf16_cast(s->backend, b->copy[victim], w, s->n_params);
     b->version[victim] = version;
     b->last_use[victim] = ++b->clock;
     return b->copy[victim];

@@ -416,28 +416,30 @@ static block_weights16 weights16_of_block(const nb_stage *s, const float *w, con
 static int block_forward_bf16(const nb_stage *s, const block_weights *w, const block_weights16 *w16, block_acts *b,
                               const float *x, float *out, int B, int T) {
     dims m = stage_dims(&s->cfg);
+    const nb_backend *be = s->backend;
+    const nb_layer_ops *L = nb_layers_of(be);
     int N = B * T;
     const float eps = (float)s->cfg.norm_eps;
     float *qkv = stage_scratch(s, SCR_QKV, N), *att = stage_scratch(s, SCR_ATT, N), *gu = stage_scratch(s, SCR_GU, N);
     if (!qkv || !att || !gu) return -1;
-    rmsnorm_forward_bf16(b->ln1b, b->rstd1, x, w->ln1, N, m.d, eps);
+    L->rmsnorm_forward_bf16(be, b->ln1b, b->rstd1, x, w->ln1, N, m.d, eps);
     linear_forward_bf16(s->backend, qkv, 0.0f, b->ln1b, w16->wqkv, N, m.d, m.qkv);
     /* q, k, v rotated and rounded as attention's bf16 operands, and kept in bf16, in one pass */
-    rope_forward_bf16(qkv, b->qkvb, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
-    if (attention_forward(s->backend, att, b->attb, b->lse, qkv, B, T, m.H, m.Hkv, m.hd, 1)) return -1;  /* O kept in bf16 */
-    memcpy(b->mid, x, sizeof(float) * (size_t)N * m.d);  /* bf16 runs on the host's memory only (nb_stage_place) */
+    L->rope_forward_bf16(be, qkv, b->qkvb, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
+    if (L->attention_forward(be, att, b->attb, b->lse, qkv, B, T, m.H, m.Hkv, m.hd, 1)) return -1;  /* O kept in bf16 */
+    nb_backend_copy(be, b->mid, x, sizeof(float) * (size_t)N * m.d);
     linear_forward_bf16(s->backend, b->mid, 1.0f, b->attb, w16->wo, N, m.dq, m.d);
-    rmsnorm_forward_bf16(b->ln2b, b->rstd2, b->mid, w->ln2, N, m.d, eps);
+    L->rmsnorm_forward_bf16(be, b->ln2b, b->rstd2, b->mid, w->ln2, N, m.d, eps);
     if (w16->router) {  /* a MoE block: out += the experts' weighted outputs */
         if (stage_moe_scratch(s, b, N)) return -1;
-        memcpy(out, b->mid, sizeof(float) * (size_t)N * m.d);
+        memcpy(out, b->mid, sizeof(float) * (size_t)N * m.d);  /* MoE runs on the host's memory only (nb_stage_place) */
         moe_forward_bf16(s->backend, &b->moe, out, b->ln2b, w16->router, w16->wgu, w16->wdown, b->load);
         return 0;
     }
     linear_forward_bf16(s->backend, gu, 0.0f, b->ln2b, w16->wgu, N, m.d, 2 * m.F);
     /* gate/up kept in bf16 (as autocast keeps a linear's output), SwiGLU on those values, in one pass */
-    swiglu_forward_cast_bf16(b->hb, b->gub, gu, N, m.F);
-    memcpy(out, b->mid, sizeof(float) * (size_t)N * m.d);
+    L->swiglu_forward_cast_bf16(be, b->hb, b->gub, gu, N, m.F);
+    nb_backend_copy(be, out, b->mid, sizeof(float) * (size_t)N * m.d);
     linear_forward_bf16(s->backend, out, 1.0f, b->hb, w16->wdown, N, m.F, m.d);
     return 0;
 }
@@ -446,6 +448,8 @@ static int block_backward_bf16(const nb_stage *s, const block_weights *w, const 
                                const block_weights *g, block_acts *b, const block_grads *d, const float *x, int B,
                                int T, float aux_grad) {
     dims m = stage_dims(&s->cfg);
+    const nb_backend *be = s->backend;
+    const nb_layer_ops *L = nb_layers_of(be);
     int N = B * T;
     float *dres = d->dres;
     nb_bf16 *dy16 = stage_scratch(s, SCR_DY16, N);
@@ -459,19 +463,19 @@ static int block_backward_bf16(const nb_stage *s, const block_weights *w, const 
                           aux_grad, b->ln2b, w16->router, w16->wgu, w16->wdown);
     } else {
         stage_linear_backward_bf16(s, d->dh, (float *)g->wdown, dres, b->hb, w16->wdown, N, m.F, m.d, dy16);
-        swiglu_backward_bf16_cast(dy16, d->dh, b->gub, N, m.F);  /* dgu straight to its bf16 operand */
+        L->swiglu_backward_bf16_cast(be, dy16, d->dh, b->gub, N, m.F);  /* dgu straight to its bf16 operand */
         stage_linear_backward_bf16_cast(s, d->dln, (float *)g->wgu, 1.0f, dy16, b->ln2b, w16->wgu, N, m.d, 2 * m.F);
     }
-    rmsnorm_backward(dres, (float *)g->ln2, d->dln, b->mid, w->ln2, b->rstd2, N, m.d);
+    L->rmsnorm_backward(be, dres, (float *)g->ln2, d->dln, b->mid, w->ln2, b->rstd2, N, m.d);
     /* attention branch: its output O (for the row sums of dO O) and q/k/v widened from the slot */
     stage_linear_backward_bf16(s, d->datt, (float *)g->wo, dres, b->attb, w16->wo, N, m.dq, m.d, dy16);
-    nb_bf16_round(d->datt, (size_t)N * m.dq);  /* dO as attention's bf16 operand */
-    nb_bf16_widen(qkv, b->qkvb, (size_t)N * m.qkv);
-    nb_bf16_widen(att, b->attb, (size_t)N * m.dq);
-    if (attention_backward(s->backend, d->dqkv, d->datt, att, b->lse, qkv, B, T, m.H, m.Hkv, m.hd, 1)) return -1;
-    rope_backward_cast_bf16(dy16, d->dqkv, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
+    L->bf16_round(be, d->datt, (size_t)N * m.dq);  /* dO as attention's bf16 operand */
+    L->bf16_widen(be, qkv, b->qkvb, (size_t)N * m.qkv);
+    L->bf16_widen(be, att, b->attb, (size_t)N * m.dq);
+    if (L->attention_backward(be, d->dqkv, d->datt, att, b->lse, qkv, B, T, m.H, m.Hkv, m.hd, 1)) return -1;
+    L->rope_backward_cast_bf16(be, dy16, d->dqkv, B, T, m.qkv, m.H + m.Hkv, m.hd, s->rope_cos, s->rope_sin);
     stage_linear_backward_bf16_cast(s, d->dln, (float *)g->wqkv, 1.0f, dy16, b->ln1b, w16->wqkv, N, m.d, m.qkv);
-    rmsnorm_backward(dres, (float *)g->ln1, d->dln, x, w->ln1, b->rstd1, N, m.d);
+    L->rmsnorm_backward(be, dres, (float *)g->ln1, d->dln, x, w->ln1, b->rstd1, N, m.d);
     return 0;
 }
 
@@ -513,7 +517,9 @@ static int head_backward(nb_stage *s, const float *w, const nb_bf16 *w16, nb_act
         if (w16) {
             nb_bf16 *dz16 = whole_logits(a) ? a->dlogits + (size_t)r0 * m.V : stage_scratch(s, SCR_DY16, N);
             if (!dz16) return -1;
-            if (!whole_logits(a)) cross_entropy_grad_bf16(dz16, z, a->ce_lse + r0, a->targets + r0, rows, m.V, N);
+            if (!whole_logits(a))
+                nb_layers_of(s->backend)->cross_entropy_grad_bf16(s->backend, dz16, z, a->ce_lse + r0, a->targets + r0,
+                                                                  rows, m.V, N);
             stage_linear_backward_bf16_cast(s, dln, dhead, loss_scale, dz16, a->lnfb + (size_t)r0 * m.d, w16 + (head - w),
                                             rows, m.d, m.V);
         } else {
@@ -533,7 +539,7 @@ static int head_forward(const nb_stage *s, const float *w, const nb_bf16 *w16, n
     const int N = a->B * a->T;
     const float *xf = a->res + (size_t)s->n_blocks * N * m.d;
     const float *gain = w + s->tensors[final_norm_index(s)].offset;
-    if (w16) rmsnorm_forward_bf16(a->lnfb, a->rstdf, xf, gain, N, m.d, (float)s->cfg.norm_eps);
+    if (w16) L->rmsnorm_forward_bf16(s->backend, a->lnfb, a->rstdf, xf, gain, N, m.d, (float)s->cfg.norm_eps);
     else L->rmsnorm_forward(s->backend, a->lnf, a->rstdf, xf, gain, N, m.d, (float)s->cfg.norm_eps);
     double total = 0.0;
     for (int r0 = 0; r0 < N; r0 += a->logit_rows) {
@@ -542,8 +548,8 @@ static int head_forward(const nb_stage *s, const float *w, const nb_bf16 *w16, n
         if (!z) return -1;
         head_product(s, w, w16, a, z, r0, rows);
         if (w16 && whole_logits(a))
-            total += cross_entropy_forward_grad_bf16(a->ce_lse + r0, a->dlogits + (size_t)r0 * m.V, z, a->targets + r0,
-                                                     rows, m.V, N);
+            total += L->cross_entropy_forward_grad_bf16(s->backend, a->ce_lse + r0, a->dlogits + (size_t)r0 * m.V, z,
+                                                        a->targets + r0, rows, m.V, N);
         else
             total += L->cross_entropy_forward(s->backend, a->ce_lse + r0, z, a->targets + r0, rows, m.V);
     }
@@ -555,9 +561,6 @@ static int head_forward(const nb_stage *s, const float *w, const nb_bf16 *w16, n
 static int stage_body_forward(const nb_stage *s, const float *w, long version, nb_acts *a) {
     dims m = stage_dims(&s->cfg);
     int B = a->B, T = a->T, N = B * T;
-    if (s->precision == NB_PRECISION_BF16 && nb_stage_on_device(s))
-        return nb_fail("stage %d: bf16 in the %s backend's memory is not supported yet (float32 only; docs/gpu.md)",
-                       s->index, s->backend->name);
     const nb_bf16 *w16 = s->precision == NB_PRECISION_BF16 ? stage_bf16_weights(s, w, version) : NULL;
     if (s->precision == NB_PRECISION_BF16 && !w16) return -1;
     a->aux = 0.0;

@@ -12,6 +12,11 @@ static float *on_host(const nb_backend *be, const float *mem, size_t n) {
 }
 
 int stage_run(const nb_backend *be, const nb_config *cfg, int n_stages, int B, int T, int logit_rows, stage_outcome *o) {
+    return stage_run_at(be, cfg, n_stages, B, T, logit_rows, NB_PRECISION_FP32, o);
+}
+
+int stage_run_at(const nb_backend *be, const nb_config *cfg, int n_stages, int B, int T, int logit_rows, nb_precision p,
+                 stage_outcome *o) {
     nb_model m;
     memset(o, 0, sizeof *o);
     if (n_stages < 1 || n_stages > 2 || nb_model_create(&m, cfg, n_stages, NULL, be) || nb_model_init(&m, 11)) {
@@ -22,6 +27,7 @@ int stage_run(const nb_backend *be, const nb_config *cfg, int n_stages, int B, i
     int rc = 0;
     for (int s = 0; s < n_stages; s++) {
         m.stages[s].logit_rows = logit_rows;
+        if (nb_stage_set_precision(&m.stages[s], p, 1)) rc = -1, CHECK(0, "precision: %s", nb_last_error());
         if (!(a[s] = nb_acts_create(&m.stages[s], B, T))) rc = -1;
     }
     const size_t nd = (size_t)B * T * cfg->d_model, N = (size_t)B * T;

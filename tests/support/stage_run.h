@@ -19,5 +19,8 @@ typedef struct {
 /* Weights from seed 11, fixed tokens and targets (different per micro-batch), loss scale 0.5, logit_rows
  * (0: the stage's default). 0, or -1 after a failed CHECK naming the call. */
 int stage_run(const nb_backend *be, const nb_config *cfg, int n_stages, int B, int T, int logit_rows, stage_outcome *o);
+/* The same at a precision (stage_run: fp32); bf16 keeps one weight version's bf16 copy per stage. */
+int stage_run_at(const nb_backend *be, const nb_config *cfg, int n_stages, int B, int T, int logit_rows, nb_precision p,
+                 stage_outcome *o);
 void stage_outcome_free(stage_outcome *o);
 #endif

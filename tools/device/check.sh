@@ -16,7 +16,7 @@
 #      GPU over 50 steps, bitwise twice, resume, a 2-stage 2BW pipeline against its simulation, eval);
 #   3. the benchmark at T = 2048: `nobubble bench --device cuda` for small, medium, smollm-135m and smollm-360m,
 #      the largest batch of 16, 8, 4, 2, 1 that runs, tokens/s and the fraction of the H200's data-sheet dense
-#      bf16 peak (989 TFLOP/s; PEAK_GFLOPS to change it), fp32 (the device path has no bf16 yet);
+#      bf16 peak (989 TFLOP/s; PEAK_GFLOPS to change it), in fp32 and bf16;
 #   4. PyTorch on the same models and shapes where this machine's python has torch with CUDA
 #      (tools/bench/torch_bench.py --device cuda: torch.compile + bf16 autocast, eager bf16, compile fp32).
 set -uo pipefail
@@ -48,7 +48,7 @@ t() { local name=$1 limit=$2; shift 2; say "$name"; timeout "$limit" "$@" 2>&1 |
 t test_cuda 60 "$bin/test_cuda"
 t test_cuda_kernels 90 "$bin/test_cuda_kernels"
 t cli_cuda.sh 60 bash tests/cli_cuda.sh "$bin/nobubble"
-t cli_cuda_device.sh 150 bash tests/cli_cuda_device.sh "$bin/nobubble"
+t cli_cuda_device.sh 200 bash tests/cli_cuda_device.sh "$bin/nobubble"
 
 say "3. benchmark: nobubble bench --device cuda, T = 2048, fraction of $peak GFLOP/s"
 models=${MODELS:-small medium smollm-135m smollm-360m}
@@ -56,6 +56,7 @@ declare -A batch_of
 for m in $models; do
   for b in 16 8 4 2 1; do
     if timeout 60 "$bin/nobubble" bench --device cuda --models "$m" --threads 4 --seq 2048 --batch "$b" --steps 3 \
+        --precisions bf16,fp32 \
         --peak-gflops "$peak" --no-memory-check --json > "$results/bench_$m.json" 2> "$results/bench_$m.err"; then
       batch_of[$m]=$b
       grep -o '"model": [^}]*' "$results/bench_$m.json" | tee -a "$log"

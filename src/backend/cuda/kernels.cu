@@ -470,6 +470,44 @@ __global__ void normuon_step_k(float *d, const float *O, const float *w, int col
     GRID_STRIDE(i, n) d[i] = add(mul(scale, mul(mul(O[i], inv[i / cols]), r)), mul(lrwd, w[i]));
 }
 
+/* lambda g g (current - old) as the CPU's C forms it: ((lambda g) g) (current - old) */
+__device__ __forceinline__ float taylor_term(float lambda, float g, float c, float o) {
+    return mul(mul(mul(lambda, g), g), sub(c, o));
+}
+
+__global__ void taylor_k(float *grads, const float *current, const float *old, float lambda, size_t n) {
+    GRID_STRIDE(i, n) grads[i] = add(grads[i], taylor_term(lambda, grads[i], current[i], old[i]));
+}
+
+/* sum_squares_k's partition and tree, over the correction's values */
+__global__ void taylor_sq_k(const float *grads, const float *current, const float *old, float lambda, size_t n,
+                            double *partial) {
+    __shared__ double lanes[BLOCK];
+    double s = 0.0;
+    const size_t stride = (size_t)NBK_SQ_PARTS * BLOCK;
+    for (size_t i = (size_t)blockIdx.x * BLOCK + threadIdx.x; i < n; i += stride) {
+        const double v = (double)taylor_term(lambda, grads[i], current[i], old[i]);
+        s = __dadd_rn(s, __dmul_rn(v, v));
+    }
+    lanes[threadIdx.x] = s;
+    __syncthreads();
+    for (int half = BLOCK / 2; half > 0; half /= 2) {
+        if ((int)threadIdx.x < half) lanes[threadIdx.x] = __dadd_rn(lanes[threadIdx.x], lanes[threadIdx.x + half]);
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partial[blockIdx.x] = lanes[0];
+}
+
+__global__ void bf16_cast_k(nb_bf16 *dst, const float *src, size_t n) {
+    GRID_STRIDE(i, n) dst[i] = nb_bf16_from_float(src[i]);
+}
+__global__ void bf16_round_k(float *x, size_t n) {
+    GRID_STRIDE(i, n) x[i] = nb_bf16_rounded(x[i]);
+}
+__global__ void bf16_widen_k(float *dst, const nb_bf16 *src, size_t n) {
+    GRID_STRIDE(i, n) dst[i] = nb_bf16_to_float(src[i]);
+}
+
 __global__ void add_k(float *dst, const float *src, size_t n) {
     GRID_STRIDE(i, n) dst[i] = add(dst[i], src[i]);
 }
@@ -541,6 +579,38 @@ int nbk_normuon_step(float *d, const float *O, float *s, const float *w, int row
     const size_t n = (size_t)rows * cols;
     normuon_step_k<<<blocks_for(n), BLOCK, 0, stream>>>(d, O, w, cols, n, scale, lrwd, inv, ratio);
     return launched("normuon_step");
+}
+
+int nbk_taylor(float *grads, const float *current, const float *old, float lambda, size_t n, cudaStream_t stream) {
+    if (!n) return 0;
+    taylor_k<<<blocks_for(n), BLOCK, 0, stream>>>(grads, current, old, lambda, n);
+    return launched("taylor");
+}
+
+int nbk_taylor_sq(const float *grads, const float *current, const float *old, float lambda, size_t n, double *partial,
+                  double *out, cudaStream_t stream) {
+    taylor_sq_k<<<NBK_SQ_PARTS, BLOCK, 0, stream>>>(grads, current, old, lambda, n, partial);
+    if (launched("taylor_sq")) return -1;
+    sum_parts_k<<<1, 1, 0, stream>>>(partial, out);
+    return launched("taylor_sq (the parts)");
+}
+
+int nbk_bf16_cast(nb_bf16 *dst, const float *src, size_t n, cudaStream_t stream) {
+    if (!n) return 0;
+    bf16_cast_k<<<blocks_for(n), BLOCK, 0, stream>>>(dst, src, n);
+    return launched("bf16_cast");
+}
+
+int nbk_bf16_round(float *x, size_t n, cudaStream_t stream) {
+    if (!n) return 0;
+    bf16_round_k<<<blocks_for(n), BLOCK, 0, stream>>>(x, n);
+    return launched("bf16_round");
+}
+
+int nbk_bf16_widen(float *dst, const nb_bf16 *src, size_t n, cudaStream_t stream) {
+    if (!n) return 0;
+    bf16_widen_k<<<blocks_for(n), BLOCK, 0, stream>>>(dst, src, n);
+    return launched("bf16_widen");
 }
 
 int nbk_add(float *dst, const float *src, size_t n, cudaStream_t stream) {

@@ -32,10 +32,20 @@ int nbk_delay_apply(int kind, float *keep, float *current, float *d, float *prev
  * strided partial sums, each a block's tree, then those summed in order by one thread): the same bits on
  * every run, not the CPU's. */
 int nbk_add(float *dst, const float *src, size_t n, cudaStream_t stream);
+/* backend/bf16.h's nb_bf16_cast, nb_bf16_round and nb_bf16_widen on n values: the CPU's bits (one rounding). */
+int nbk_bf16_cast(nb_bf16 *dst, const float *src, size_t n, cudaStream_t stream);
+int nbk_bf16_round(float *x, size_t n, cudaStream_t stream);
+int nbk_bf16_widen(float *dst, const nb_bf16 *src, size_t n, cudaStream_t stream);
 int nbk_scale(float *x, size_t n, float scale, cudaStream_t stream);
 enum { NBK_SQ_PARTS = 256 };
 /* partial: NBK_SQ_PARTS doubles of device scratch. */
 int nbk_sum_squares(const float *x, const float *y, size_t n, double *partial, double *out, cudaStream_t stream);
+/* Taylor compensation (src/delay/ops.h's nb_delay_taylor_host): g += lambda g g (current - old), the CPU's bits;
+ * and the squared norm of that correction, in double into *out (device memory) in nbk_sum_squares's order
+ * (partial: NBK_SQ_PARTS doubles of device scratch). */
+int nbk_taylor(float *grads, const float *current, const float *old, float lambda, size_t n, cudaStream_t stream);
+int nbk_taylor_sq(const float *grads, const float *current, const float *old, float lambda, size_t n, double *partial,
+                  double *out, cudaStream_t stream);
 /* A symmetric product's lower triangle copied from its upper one (nb_cpu_mirror_upper), C: N x N, row stride ldc. */
 int nbk_mirror_upper(float *C, int N, int ldc, cudaStream_t stream);
 

@@ -53,8 +53,6 @@ static int check_replicas_pipeline(const nb_train_options *o, nb_pipe_kind kind)
 static int check_device_options(const nb_train_options *o) {
     const char *dev = o->device;
     if (!dev || !*dev || !strcmp(dev, "cpu")) return 0;
-    if (o->precision == NB_PRECISION_BF16)
-        return nb_fail("--device %s: bf16 is not supported on a device yet; use --precision fp32", dev);
     if (nb_config_moe_blocks(&o->model) > 0)
         return nb_fail("--device %s: mixture-of-experts blocks are not supported on a device yet (n_experts %d)", dev,
                        o->model.n_experts);
@@ -64,8 +62,10 @@ static int check_device_options(const nb_train_options *o) {
         return nb_fail("--device %s: a pipeline over MPI is not supported on a device yet (--transport threads)", dev);
     if (o->data_parallel > 1)
         return nb_fail("--device %s: --data-parallel %d is not supported on a device yet", dev, o->data_parallel);
-    if (o->delay.taylor > 0)
-        return nb_fail("--device %s: --taylor is not supported on a device yet", dev);
+    if (!strcmp(dev, "cuda") && o->precision == NB_PRECISION_BF16 &&
+        (o->optim.kind == NB_OPT_MUON || o->optim.kind == NB_OPT_NORMUON))
+        return nb_fail("--device cuda: --optimizer %s under bf16: Newton-Schulz with bf16 operands is not on the GPU yet "
+                       "(fp32 is; --precision fp32)", nb_optimizer_name(o->optim.kind));
     if (o->optim.kind == NB_OPT_SOAP)
         return nb_fail("--device %s: --optimizer soap: its eigendecompositions are not supported on a device yet (adamw, "
                        "lion, adan, mars, muon, normuon%s are)", dev, strcmp(dev, "guarded") ? "" : ", sgd");
