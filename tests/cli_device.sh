@@ -37,6 +37,7 @@ equal "lion fixed:2" --steps 4 --optimizer lion --delay fixed:2
 equal "mars" --steps 4 --optimizer mars --delay 2bw
 equal "muon 2bw+ef" --steps 4 --optimizer muon --delay 2bw --ef 1
 equal "taylor" --steps 5 --delay 2bw --taylor 0.5
+equal "data parallel 2 in one process, tied" --steps 4 --data-parallel 2 --microbatches 4 --delay 2bw --ef 1
 grep -q '"taylor_ratio": [0-9]' "$work/dev_taylor/metrics.jsonl" && ok || fail "taylor on guarded: no taylor_ratio in metrics.jsonl"
 equal "bf16 2bw+ef" --steps 4 --precision bf16 --delay 2bw --ef 1 --microbatches 2
 equal "bf16 muon pipeline" --steps 4 --precision bf16 --optimizer muon --stages 2 --pipeline 2bw --microbatches 2 \
@@ -92,8 +93,8 @@ expect_error "zbh1" "zbh1" "$bin" train "${small[@]}" --device guarded --stages 
   --steps 1 --out "$work/x4"
 expect_error "mpi" "over MPI" "$bin" train "${small[@]}" --device guarded --stages 2 --pipeline 2bw --transport mpi \
   --microbatches 2 --steps 1 --out "$work/x5"
-expect_error "data parallel" "data-parallel" "$bin" train "${small[@]}" --device guarded --data-parallel 2 \
-  --microbatches 2 --steps 1 --out "$work/x6"
+expect_error "cuda muon bf16" "Newton-Schulz with bf16 operands is not on the GPU yet" "$bin" train "${small[@]}" \
+  --device cuda --optimizer muon --precision bf16 --steps 1 --out "$work/x6"
 expect_error "unknown device" "device 'tpu': expected cpu" "$bin" train "${small[@]}" --device tpu --steps 1 --out "$work/x7"
 # --device cuda where there is no GPU to run it (this suite runs on CPUs; tests/cli_cuda_device.sh runs it on one):
 # a build without CUDA names -DNB_CUDA=ON, a CUDA build says that it found no usable GPU

@@ -203,15 +203,23 @@ static int injected_fault(const stage_role *w, int step) {
 typedef struct {
     void *values, *group;  /* this step's (or group's) values; the earlier groups' sum (one process) */
     size_t n, bytes;       /* how many, of how many bytes each */
+    int stage_memory;      /* 1: the stage's memory (a device's where it is placed), 0: the host's records */
 } summed;
 
 enum { SUMMED_GRADS, SUMMED_TIED, SUMMED_FORWARD, SUMMED_PARTS };
 static void summed_parts(const stage_role *w, summed part[SUMMED_PARTS]) {
     const nb_stage *st = w->st;
-    part[SUMMED_GRADS] = (summed){st->grads, w->group_grads, st->n_params, sizeof(float)};
+    part[SUMMED_GRADS] = (summed){st->grads, w->group_grads, st->n_params, sizeof(float), 1};
     part[SUMMED_TIED] = (summed){st->tied_head_grad, w->group_tied, st->tied_head_grad ? embed_numel(w) : 0,
-                                 sizeof(float)};
-    part[SUMMED_FORWARD] = (summed){w->sums, w->group_sums, (size_t)w->n_sums, sizeof(double)};
+                                 sizeof(float), 1};
+    part[SUMMED_FORWARD] = (summed){w->sums, w->group_sums, (size_t)w->n_sums, sizeof(double), 0};
+}
+
+/* acc += x for a part's values: the backend's addition on a device's memory (float, the same bits as the
+ * host's loop), else the link's. */
+static void add_part(const stage_role *w, const summed *p, void *acc, const void *x) {
+    if (p->stage_memory && on_device(w)) nb_backend_add(memory(w), acc, x, p->n);
+    else nb_link_add_values(acc, x, p->n, p->bytes);
 }
 
 /* One process computing the replicas' groups in turn: group g's values end, added to the earlier groups'
@@ -223,9 +231,13 @@ static void fold(stage_role *w, int g, int forward) {
     summed_parts(w, part);
     for (int i = forward ? SUMMED_FORWARD : SUMMED_GRADS; i <= (forward ? SUMMED_FORWARD : SUMMED_TIED); i++) {
         if (!part[i].n) continue;
-        if (g == 0) memcpy(part[i].group, part[i].values, part[i].n * part[i].bytes);
-        else nb_link_add_values(part[i].group, part[i].values, part[i].n, part[i].bytes);
-        memset(part[i].values, 0, part[i].n * part[i].bytes);
+        const size_t bytes = part[i].n * part[i].bytes;
+        const int device = part[i].stage_memory && on_device(w);
+        if (g == 0 && device) nb_backend_copy(memory(w), part[i].group, part[i].values, bytes);
+        else if (g == 0) memcpy(part[i].group, part[i].values, bytes);
+        else add_part(w, &part[i], part[i].group, part[i].values);
+        if (device) nb_backend_zero(memory(w), part[i].values, bytes);
+        else memset(part[i].values, 0, bytes);
     }
 }
 
@@ -318,7 +330,7 @@ static int reduce(exec_endpoint *e, int t) {
     w->next_bucket = 0;
     for (int i = 0; i < SUMMED_PARTS; i++) {
         if (!part[i].n) continue;
-        if (w->run->groups > 1) nb_link_add_values(part[i].values, part[i].group, part[i].n, part[i].bytes);
+        if (w->run->groups > 1) add_part(w, &part[i], part[i].values, part[i].group);
         else if (nb_link_replica_sum(e->link, part[i].values, part[i].n, part[i].bytes)) return -1;
     }
     const double took = nb_now() - t0;
@@ -793,10 +805,10 @@ static int stage_alloc(stage_role *w) {
     w->n_sums = SUM_LOADS + w->moe_blocks * st->cfg.n_experts;
     if (!(w->sums = nb_calloc((size_t)w->n_sums, sizeof(double), "a stage's loss and expert loads"))) return -1;
     if (run->groups > 1) {  /* one process computes the replicas' groups in turn */
-        if (!(w->group_grads = nb_calloc(st->n_params, sizeof(float), "the sum of a step's groups' gradients")) ||
+        if (!(w->group_grads = stage_floats(w, st->n_params, "the sum of a step's groups' gradients")) ||
             !(w->group_sums = nb_calloc((size_t)w->n_sums, sizeof(double), "the sum of a step's groups' losses")) ||
             (st->tied_head_grad &&
-             !(w->group_tied = nb_calloc(embed_numel(w), sizeof(float), "the sum of a step's groups' head gradients"))))
+             !(w->group_tied = stage_floats(w, embed_numel(w), "the sum of a step's groups' head gradients"))))
             return -1;
     }
     if (reads_tokens(w) && (w->step_pos = nb_calloc((size_t)run->S, sizeof(uint64_t), "the loader's step positions")))
@@ -905,8 +917,8 @@ void exec_stage_free(exec_endpoint *e) {
     free(w->staging);
     free(w->norms);
     free(w->sums);
-    free(w->group_grads);
-    free(w->group_tied);
+    free_floats(w, w->group_grads);
+    free_floats(w, w->group_tied);
     free(w->group_sums);
     free(w->plan);
     free(w->buckets);  /* (a bucket still in flight, left by a failed run, is left to the process: MPI may use it) */
