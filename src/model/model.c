@@ -66,10 +66,25 @@ void nb_model_free(nb_model *m) {
 
 void nb_model_keep_only(nb_model *m, int stage) { nb_model_keep_worker(m, stage, m->n_stages); }
 
+/* Another process's stage placed on a device: its device arrays given back, and the stage left on the host's
+ * memory (the weights that arrive at the end, nb_model_alloc_stage, are the host's). */
+static void leave_device(nb_stage *s) {
+    float **arrays[5] = {&s->params, &s->grads, &s->tied_head_grad, &s->rope_cos, &s->rope_sin};
+    for (int i = 0; i < 5; i++) {
+        nb_backend_free(s->backend, *arrays[i]);
+        *arrays[i] = NULL;
+    }
+    s->backend = nb_backend_default();
+}
+
 void nb_model_keep_worker(nb_model *m, int worker, int workers) {
     for (int i = 0; i < m->n_stages; i++) {
         nb_stage *s = &m->stages[i];
         if (i % workers == worker) continue;
+        if (nb_stage_on_device(s)) {
+            leave_device(s);
+            continue;
+        }
         free(s->params);
         free(s->grads);
         free(s->tied_head_grad);
