@@ -58,9 +58,6 @@ static int check_device_options(const nb_train_options *o) {
                        o->model.n_experts);
     if (o->pipeline == NB_PIPE_ZBH1)
         return nb_fail("--device %s: --pipeline zbh1's split backward is not supported on a device yet", dev);
-    if (o->pipeline >= 0 && o->transport == NB_TRANSPORT_MPI && o->data_parallel > 1)
-        return nb_fail("--device %s: replicas over MPI (--data-parallel %d with --transport mpi) are not supported on a "
-                       "device yet (their gradients' sum reads the host's memory)", dev, o->data_parallel);
     if (!strcmp(dev, "cuda") && o->precision == NB_PRECISION_BF16 &&
         (o->optim.kind == NB_OPT_MUON || o->optim.kind == NB_OPT_NORMUON))
         return nb_fail("--device cuda: --optimizer %s under bf16: Newton-Schulz with bf16 operands is not on the GPU yet "

@@ -313,6 +313,21 @@ static int last_backward(const exec_endpoint *e, int t) {
     return 0;
 }
 
+static int ensure_staging(stage_role *w, size_t bytes);
+
+/* One part summed over the replicas (ranks) by the link, on the host: a device's values go through the stage's
+ * host copy (the whole gradient at once: a device stage has no buckets). */
+static int replica_sum(exec_endpoint *e, const summed *p) {
+    stage_role *w = e->role;
+    if (!(p->stage_memory && on_device(w))) return nb_link_replica_sum(e->link, p->values, p->n, p->bytes);
+    const size_t bytes = p->n * p->bytes;
+    if (ensure_staging(w, bytes)) return -1;
+    nb_backend_to_host(memory(w), w->staging, p->values, bytes);
+    if (nb_link_replica_sum(e->link, w->staging, p->n, p->bytes)) return -1;
+    nb_backend_from_host(memory(w), p->values, w->staging, bytes);
+    return 0;
+}
+
 /* REDUCE(t): the step's values summed over the replicas in replica order: by the transport where the
  * replicas are ranks, else the last group's added to the earlier groups' sum (x_g + (x_0 + ... + x_{g-1})
  * is (x_0 + ... + x_{g-1}) + x_g: an addition is commutative). The gradient, loss and statistics are then
@@ -331,7 +346,7 @@ static int reduce(exec_endpoint *e, int t) {
     for (int i = 0; i < SUMMED_PARTS; i++) {
         if (!part[i].n) continue;
         if (w->run->groups > 1) add_part(w, &part[i], part[i].values, part[i].group);
-        else if (nb_link_replica_sum(e->link, part[i].values, part[i].n, part[i].bytes)) return -1;
+        else if (replica_sum(e, &part[i])) return -1;
     }
     const double took = nb_now() - t0;
     w->update_time.seconds += took;
@@ -752,6 +767,16 @@ static int carries_memory(nb_msg_kind kind) {
            kind == NB_MSG_EVAL_ACT || kind == NB_MSG_PARAMS;
 }
 
+/* The stage's host copy of its device memory's bytes, grown to at least `bytes`. */
+static int ensure_staging(stage_role *w, size_t bytes) {
+    if (bytes <= w->staging_bytes) return 0;
+    free(w->staging);
+    w->staging_bytes = 0;
+    if (!(w->staging = nb_alloc(bytes, "a stage's host copy of its device's values"))) return -1;
+    w->staging_bytes = bytes;
+    return 0;
+}
+
 /* A stage on a device sends and receives through a host copy: what it sends is copied out of the device's
  * memory first, what it receives is copied in once it has arrived (stage_received). The link is
  * synchronous (a send returns once its bytes are taken), so one copy serves every message in turn. */
@@ -759,12 +784,7 @@ static int stage_buffer(exec_endpoint *e, const nb_low_action *a, void **data, s
     stage_role *w = e->role;
     if (stage_data(e, a, data, bytes)) return -1;
     if (!on_device(w) || !carries_memory(a->msg)) return 0;
-    if (*bytes > w->staging_bytes) {
-        free(w->staging);
-        w->staging_bytes = 0;
-        if (!(w->staging = nb_alloc(*bytes, "a stage's host copy of a message"))) return -1;
-        w->staging_bytes = *bytes;
-    }
+    if (ensure_staging(w, *bytes)) return -1;
     if (a->op == NB_LOW_SEND) nb_backend_to_host(memory(w), w->staging, *data, *bytes);
     *data = w->staging;
     return 0;
@@ -858,7 +878,8 @@ int exec_stage_init(exec_endpoint *e, exec_run *run, int s) {
     w->st = &run->model->stages[s];
     /* bf16: the versions its forwards and backwards use (tau_max + 1), and the current one for evaluation. */
     if (nb_stage_set_precision(w->st, o->precision, nb_delay_tau_max(&o->delay, s, run->P) + 2)) return -1;
-    if (stage_alloc(w) || (train_dp_buckets(o) && plan_buckets(w))) return -1;
+    /* buckets start sums of the device's gradient during the backward: not there yet (the whole sum at REDUCE) */
+    if (stage_alloc(w) || (train_dp_buckets(o) && !on_device(w) && plan_buckets(w))) return -1;
     if (o->val_pattern && !(w->eval_slot = nb_acts_create(w->st, o->batch, run->T))) return -1;
     if (nb_optimizer_create(&w->opt, &o->optim, w->st->tensors, w->st->n_tensors, w->st->n_params, w->st->backend) ||
         nb_optimizer_set_precision(w->opt, o->precision))
