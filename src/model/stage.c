@@ -241,6 +241,7 @@ struct nb_wgrad {
     nb_bf16 *dy16;
     size_t used, size, used16, size16;  /* values of dy and dy16 in use, allocated */
     int failed;
+    const nb_backend *device;  /* dy and dy16 are this backend's memory (a device's stage); NULL: the host's */
 };
 
 static void wgrad_product_sink(nb_wgrad_sink *k, float *dw, const float *dy, const float *x, int N, int in, int out);
@@ -257,11 +258,17 @@ nb_wgrad *nb_wgrad_create(void) {
     return g;
 }
 
+/* The record's copies of dY: the host's memory, or the device's of the stage that records into it. */
+static void wgrad_buffer_free(const nb_wgrad *g, void *p) {
+    if (g->device) nb_backend_free(g->device, p);
+    else free(p);
+}
+
 void nb_wgrad_free(nb_wgrad *g) {
     if (!g) return;
     free(g->products);
-    free(g->dy);
-    free(g->dy16);
+    wgrad_buffer_free(g, g->dy);
+    wgrad_buffer_free(g, g->dy16);
     free(g);
 }
 
@@ -286,7 +293,13 @@ static int wgrad_room(nb_wgrad *g) {
 static void *wgrad_grow(nb_wgrad *g, void *buf, size_t *size, size_t need, size_t bytes) {
     if (need <= *size) return buf;
     const size_t want = need;
-    void *grown = realloc(buf, bytes * want);
+    void *grown = NULL;
+    if (!g->device) {
+        grown = realloc(buf, bytes * want);
+    } else if ((grown = nb_backend_alloc(g->device, bytes * want, "a split backward's output gradients"))) {
+        if (buf) nb_backend_copy(g->device, grown, buf, bytes * *size);  /* what earlier products recorded */
+        nb_backend_free(g->device, buf);
+    }
     if (!grown) {
         g->failed = 1;
         nb_fail("out of memory for a split backward's output gradients (%zu values)", want);
@@ -303,7 +316,8 @@ static void wgrad_product_sink(nb_wgrad_sink *k, float *dw, const float *dy, con
     float *dy_all = wgrad_room(g) ? NULL : wgrad_grow(g, g->dy, &g->size, g->used + n, sizeof(float));
     if (!dy_all) return;
     g->dy = dy_all;
-    memcpy(g->dy + g->used, dy, sizeof(float) * n);
+    if (g->device) nb_backend_copy(g->device, g->dy + g->used, dy, sizeof(float) * n);
+    else memcpy(g->dy + g->used, dy, sizeof(float) * n);
     g->products[g->n++] = (wgrad_product){dw, x, NULL, g->used, 1.0f, N, in, out};
     g->used += n;
 }
@@ -316,7 +330,8 @@ static void wgrad_product16_sink(nb_wgrad_sink *k, float *dw, float alpha, const
     nb_bf16 *dy_all = wgrad_room(g) ? NULL : wgrad_grow(g, g->dy16, &g->size16, g->used16 + n, sizeof(nb_bf16));
     if (!dy_all) return;
     g->dy16 = dy_all;
-    memcpy(g->dy16 + g->used16, dy16, sizeof(nb_bf16) * n);
+    if (g->device) nb_backend_copy(g->device, g->dy16 + g->used16, dy16, sizeof(nb_bf16) * n);
+    else memcpy(g->dy16 + g->used16, dy16, sizeof(nb_bf16) * n);
     g->products[g->n++] = (wgrad_product){dw, NULL, x16, g->used16, alpha, N, in, out};
     g->used16 += n;
 }
@@ -678,9 +693,10 @@ int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, con
 
 int nb_stage_backward_input(nb_stage *s, const float *w, long version, nb_acts *a, const float *dout, float loss_scale,
                             nb_wgrad *g) {
-    if (nb_stage_on_device(s))  /* its record copies dY into the host's memory */
-        return nb_fail("stage %d: a split backward in the %s backend's memory is not supported yet", s->index,
-                       s->backend->name);
+    const nb_backend *device = nb_stage_on_device(s) ? s->backend : NULL;
+    if (g->device != device && (g->dy || g->dy16))  /* a record kept for one memory is not handed to another */
+        return nb_fail("stage %d: a split backward's record made for another stage's memory", s->index);
+    g->device = device;  /* its copies of dY in the stage's memory */
     g->n = 0, g->used = 0, g->used16 = 0, g->failed = 0;
     s->defer = g;
     const int rc = nb_stage_backward(s, w, version, a, dout, loss_scale);
