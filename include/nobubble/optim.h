@@ -104,6 +104,9 @@ void nb_optimizer_restore(nb_optimizer *o, const long *counts, long steps);
 /* The state, buffer by buffer, for checkpoints: names like "adamw.m:model.norm.weight". */
 int nb_optimizer_state_count(const nb_optimizer *o);
 int nb_optimizer_state(const nb_optimizer *o, int i, const char **name, float **data, size_t *numel);
+/* 1 when buffer i is in the memory of the optimizer's device (made on a backend whose memory is a device's),
+ * 0 when it is the host's (every buffer on the host's memory; SOAP's on a device, whose rule runs on the host). */
+int nb_optimizer_state_on_device(const nb_optimizer *o, int i);
 
 /* ---- learning-rate schedules (docs/rules.md, section 6) ---- */
 typedef enum { NB_SCHEDULE_COSINE, NB_SCHEDULE_WSD, NB_SCHEDULE_CONSTANT } nb_schedule_kind;

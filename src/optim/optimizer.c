@@ -22,6 +22,9 @@ struct nb_optimizer {
     int *by_cost;        /* the matrix rules' tensors, costliest first (n_matrix of them) */
     int n_matrix;
     long steps;
+    float *host_io;      /* a device's stage with rules on the host: per thread, g, w and d of its largest such tensor */
+    size_t host_io_size; /* floats of one thread's g (and of w, and of d) there */
+    int host_io_threads; /* the threads host_io has room for */
     char **state_names;  /* "optimizer.buffer:tensor" for each enumerated buffer (the rule's optimizer) */
     int n_states;
 };
@@ -66,7 +69,8 @@ static void state_free(const nb_backend *be, float *p) {
 void nb_optimizer_free(nb_optimizer *o) {
     if (!o) return;
     for (int i = 0; i < o->n_tensors; i++)
-        for (int b = 0; b < o->ts[i].n_buf; b++) state_free(o->be, o->ts[i].buf[b]);
+        for (int b = 0; b < o->ts[i].n_buf; b++) state_free(o->ts[i].on_host ? NULL : o->be, o->ts[i].buf[b]);
+    free(o->host_io);
     for (int k = 0; k < o->n_scratch; k++) scratch_free(&o->s[k]);
     free(o->s);
     for (int i = 0; i < o->n_states; i++) free(o->state_names[i]);
@@ -179,6 +183,16 @@ static int ensure_scratch(nb_optimizer *o, int threads) {
     return 0;
 }
 
+/* Room in host_io for `threads` threads' g, w and d (none where no rule runs on the host). */
+static int ensure_host_io(nb_optimizer *o, int threads) {
+    if (!o->host_io_size || threads <= o->host_io_threads) return 0;
+    float *grown = nb_calloc(3 * o->host_io_size * (size_t)threads, sizeof(float), "a device's rule on the host: g, w, d");
+    if (!grown) return -1;
+    free(o->host_io);
+    o->host_io = grown, o->host_io_threads = threads;
+    return 0;
+}
+
 /* Which rule takes t, and its buffers' lengths (nothing allocated). */
 static void plan_tensor(tensor_state *ts, const nb_optim_params *p, const nb_tensor *t) {
     ts->t = t;
@@ -241,6 +255,7 @@ int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_t
     if (!o->ts) { nb_optimizer_free(o); return -1; }
     o->n_tensors = n_tensors;  /* once the table exists, which freeing reads */
     int total = 0;
+    size_t host_io_size = 0;
     for (int i = 0; i < n_tensors; i++) {
         tensor_state *ts = &o->ts[i];
         const nb_tensor *t = &tensors[i];
@@ -249,17 +264,19 @@ int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_t
             return nb_fail("tensor %s lies outside the parameter buffer", t->name);
         }
         plan_tensor(ts, p, t);
-        if (backend->device_memory && (ts->opt->rule == &soap_rule || !nb_rules_of(backend))) {
-            nb_fail("%s on the %s backend's memory: %s", ts->opt->name, backend->name,
-                    nb_rules_of(backend) ? "SOAP's eigendecompositions are not supported there yet"
-                                         : "the backend has no optimizer rules");
+        if (backend->device_memory && !nb_rules_of(backend)) {
+            nb_fail("%s on the %s backend's memory: the backend has no optimizer rules", ts->opt->name, backend->name);
             nb_optimizer_free(o);  /* after the message, which reads ts */
             return -1;
         }
+        ts->on_host = backend->device_memory && ts->opt->rule == &soap_rule;
+        if (ts->on_host && host_io_size < t->numel) host_io_size = t->numel;
         for (int b = 0; b < ts->n_buf; b++) {
             char what[160];
             snprintf(what, sizeof what, "the optimizer state of %s", t->name);
-            if (ts->buf_len[b] && !(ts->buf[b] = state_alloc(backend, ts->buf_len[b], what))) {
+            if (ts->buf_len[b] &&
+                !(ts->buf[b] = ts->on_host ? nb_calloc(ts->buf_len[b], sizeof(float), what)
+                                           : state_alloc(backend, ts->buf_len[b], what))) {
                 nb_optimizer_free(o);
                 return -1;
             }
@@ -267,6 +284,11 @@ int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_t
         }
     }
     size_scratch(o);
+    o->host_io_size = host_io_size;
+    if (ensure_host_io(o, omp_get_max_threads())) {
+        nb_optimizer_free(o);
+        return -1;
+    }
     if (name_states(o, total) || order_by_cost(o) || ensure_scratch(o, omp_get_max_threads())) {
         nb_optimizer_free(o);
         return -1;  /* the allocation that failed said what */
@@ -275,9 +297,25 @@ int nb_optimizer_create(nb_optimizer **out, const nb_optim_params *p, const nb_t
     return 0;
 }
 
+/* A device's tensor whose rule runs on the host: g and w copied over, the rule on the host's products (the
+ * default backend), d copied back. */
+static int step_on_host(tensor_state *ts, const rule_ctx *ctx, float *io, const float *g, const float *w, float *d) {
+    const size_t n = ts->t->numel, bytes = sizeof(float) * n;
+    float *hg = io, *hw = io + n, *hd = io + 2 * n;
+    nb_backend_to_host(ctx->be, hg, g, bytes);
+    nb_backend_to_host(ctx->be, hw, w, bytes);
+    rule_ctx host = *ctx;
+    host.be = nb_backend_default();
+    if (!host.be) return -1;
+    const int rc = ts->opt->rule->step(ts, &host, hg, hw, hd);
+    if (!rc) nb_backend_from_host(ctx->be, d, hd, bytes);
+    return rc;
+}
+
 /* One tensor's step with its rule: on the host, or on the device's memory by the backend's table. */
-static int tensor_step(tensor_state *ts, const rule_ctx *ctx, const float *grads, const float *w, float *d) {
+static int tensor_step(tensor_state *ts, const rule_ctx *ctx, float *io, const float *grads, const float *w, float *d) {
     const size_t off = ts->t->offset;
+    if (ts->on_host) return step_on_host(ts, ctx, io, grads + off, w + off, d + off);
     if (ctx->be->device_memory) return nb_rules_of(ctx->be)->step(ctx->be, ts->opt->rule, ts, ctx, grads + off, w + off, d + off);
     return ts->opt->rule->step(ts, ctx, grads + off, w + off, d + off);
 }
@@ -289,13 +327,16 @@ int nb_optimizer_step(nb_optimizer *o, const float *grads, const float *w, float
     int threads = omp_get_max_threads();
     if (ensure_scratch(o, threads)) return -1;
     char why[1024] = "";  /* a failing tensor's message, which is its thread's nb_last_error */
-    /* On a device's memory one matrix after another: its rules share the device's scratch and stream. */
-#pragma omp parallel for schedule(dynamic, 1) if (!o->be->device_memory)
+    /* On a device's memory one matrix after another: its rules share the device's scratch and stream; a rule
+     * that runs on the host there (SOAP) runs as on the host, one tensor per thread with its own copies. */
+    if (ensure_host_io(o, threads)) return -1;
+#pragma omp parallel for schedule(dynamic, 1) if (!o->be->device_memory || o->host_io)
     for (int k = 0; k < o->n_matrix; k++) {
         const int i = o->by_cost[k];
         tensor_state *ts = &o->ts[i];
         rule_ctx ctx = {&o->p, lr, o->steps, &o->s[omp_get_thread_num()], o->bf16, o->be};
-        if (tensor_step(ts, &ctx, grads, w, d)) {
+        float *io = o->host_io ? o->host_io + (size_t)omp_get_thread_num() * 3 * o->host_io_size : NULL;
+        if (tensor_step(ts, &ctx, io, grads, w, d)) {
             /* SOAP: out of memory, or LAPACK failing on a finite symmetric matrix (only with NaN/Inf
              * gradients, which the trainer stops on before they reach the optimizer). No thread may leave
              * the loop: the step returns the error after it. */
@@ -309,7 +350,7 @@ int nb_optimizer_step(nb_optimizer *o, const float *grads, const float *w, float
     for (int i = 0; i < o->n_tensors; i++) {
         tensor_state *ts = &o->ts[i];
         if (per_matrix(ts)) continue;
-        if (tensor_step(ts, ts->opt == o->desc ? &main_ctx : &aux_ctx, grads, w, d))
+        if (tensor_step(ts, ts->opt == o->desc ? &main_ctx : &aux_ctx, o->host_io, grads, w, d))
             return nb_fail("%s: %s (tensor %s)", ts->opt->name, nb_last_error(), ts->t->name);
     }
     if (nb_backend_check(o->be)) return nb_fail("optimizer step: %s", nb_last_error());
@@ -350,6 +391,16 @@ int nb_optimizer_state(const nb_optimizer *o, int i, const char **name, float **
             }
         }
     return nb_fail("optimizer state %d not found", i);
+}
+
+int nb_optimizer_state_on_device(const nb_optimizer *o, int i) {
+    int k = 0;
+    for (int ti = 0; ti < o->n_tensors; ti++)
+        for (int b = 0; b < o->ts[ti].n_buf; b++) {
+            if (!o->ts[ti].buf_len[b]) continue;
+            if (k++ == i) return o->be->device_memory && !o->ts[ti].on_host;
+        }
+    return 0;
 }
 
 /* The host's memory where be is NULL: the default backend's arithmetic (the CPU's, nb_cpu_sum_squares). */

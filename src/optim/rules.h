@@ -16,6 +16,8 @@ typedef struct {
     float *buf[MAX_BUFFERS];      /* in the order of the rule's buffers; NULL where a buffer is absent (length 0) */
     size_t buf_len[MAX_BUFFERS];
     long count;          /* updates this tensor's rule has made: bias correction uses count + 1 */
+    int on_host;         /* a device's stage whose rule runs on the host (SOAP: its eigendecompositions are LAPACK's):
+                            its buffers are the host's, and g, w and d cross over for each step */
 } tensor_state;
 
 /* Scratch shared by the rules, sized for the largest matrix of the optimizer (r: min(rows, cols) of its

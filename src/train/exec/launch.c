@@ -60,9 +60,6 @@ static int check_device_options(const nb_train_options *o) {
         (o->optim.kind == NB_OPT_MUON || o->optim.kind == NB_OPT_NORMUON))
         return nb_fail("--device cuda: --optimizer %s under bf16: Newton-Schulz with bf16 operands is not on the GPU yet "
                        "(fp32 is; --precision fp32)", nb_optimizer_name(o->optim.kind));
-    if (o->optim.kind == NB_OPT_SOAP)
-        return nb_fail("--device %s: --optimizer soap: its eigendecompositions are not supported on a device yet (adamw, "
-                       "lion, adan, mars, muon, normuon%s are)", dev, strcmp(dev, "guarded") ? "" : ", sgd");
     return 0;
 }
 

@@ -68,7 +68,8 @@ static int visit_optimizer(const train_parts *p, int i, const nb_tensor *t, int 
         const char *colon = strrchr(sn, ':');
         if (!colon || strcmp(colon + 1, t->name)) return 0;
         snprintf(key, sizeof key, "%.*s:%s", (int)(colon - sn), sn, saved_name(t));
-        state_buf b = {key, data, n, t->tied_copy, 0, NULL, 0, device_of(&p->model->stages[i])};
+        state_buf b = {key, data, n, t->tied_copy, 0, NULL, 0,
+                       nb_optimizer_state_on_device(p->opt[i], *k) ? device_of(&p->model->stages[i]) : NULL};
         if (visit(ctx, &b)) return -1;
     }
     return 0;
