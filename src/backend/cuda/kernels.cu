@@ -489,13 +489,8 @@ __global__ void taylor_sq_k(const float *grads, const float *current, const floa
         const double v = (double)taylor_term(lambda, grads[i], current[i], old[i]);
         s = __dadd_rn(s, __dmul_rn(v, v));
     }
-    lanes[threadIdx.x] = s;
-    __syncthreads();
-    for (int half = BLOCK / 2; half > 0; half /= 2) {
-        if ((int)threadIdx.x < half) lanes[threadIdx.x] = __dadd_rn(lanes[threadIdx.x], lanes[threadIdx.x + half]);
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) partial[blockIdx.x] = lanes[0];
+    s = block_sum(s, lanes);
+    if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
 __global__ void bf16_cast_k(nb_bf16 *dst, const float *src, size_t n) {
@@ -517,7 +512,7 @@ __global__ void scale_k(float *x, size_t n, float scale) {
 }
 
 /* Block b sums the squares of the values i = b*BLOCK + lane + k*NBK_SQ_PARTS*BLOCK in double, each lane its
- * own chain, then the block's lanes as a tree in shared memory: every sum in one order whatever the GPU. */
+ * own chain, then the block's lanes as block_sum's tree: every sum in one order whatever the GPU. */
 __global__ void sum_squares_k(const float *x, const float *y, size_t n, double *partial) {
     __shared__ double lanes[BLOCK];
     double s = 0.0;
@@ -526,13 +521,8 @@ __global__ void sum_squares_k(const float *x, const float *y, size_t n, double *
         const double v = y ? (double)sub(x[i], y[i]) : (double)x[i];
         s = __dadd_rn(s, __dmul_rn(v, v));
     }
-    lanes[threadIdx.x] = s;
-    __syncthreads();
-    for (int half = BLOCK / 2; half > 0; half /= 2) {
-        if ((int)threadIdx.x < half) lanes[threadIdx.x] = __dadd_rn(lanes[threadIdx.x], lanes[threadIdx.x + half]);
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) partial[blockIdx.x] = lanes[0];
+    s = block_sum(s, lanes);  /* the block's lanes as a tree */
+    if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
 __global__ void sum_parts_k(const double *partial, double *out) {
