@@ -134,21 +134,6 @@ int nb_model_init(nb_model *m, uint64_t seed) {
     return 0;
 }
 
-void nb_stage_to_host(const nb_stage *s, void *host, const void *mem, size_t bytes) {
-    if (nb_stage_on_device(s)) nb_backend_to_host(s->backend, host, mem, bytes);
-    else if (bytes) memcpy(host, mem, bytes);
-}
-
-void nb_stage_from_host(const nb_stage *s, void *mem, const void *host, size_t bytes) {
-    if (nb_stage_on_device(s)) nb_backend_from_host(s->backend, mem, host, bytes);
-    else if (bytes) memcpy(mem, host, bytes);
-}
-
-void nb_stage_copy(const nb_stage *s, void *dst, const void *src, size_t bytes) {
-    if (nb_stage_on_device(s)) nb_backend_copy(s->backend, dst, src, bytes);
-    else if (bytes) memmove(dst, src, bytes);
-}
-
 /* n floats of the stage's memory zeroed: the host's, or (placed) its backend's. */
 static void zero_floats(const nb_stage *s, float *p, size_t n) {
     if (nb_stage_on_device(s)) nb_backend_zero(s->backend, p, sizeof(float) * n);

@@ -1,6 +1,7 @@
 /* Internal: building and releasing one stage (the model owns its stages). */
 #ifndef NB_MODEL_STAGE_H
 #define NB_MODEL_STAGE_H
+#include <string.h>
 #include "backend/backend.h"
 #include "nobubble/model.h"
 
@@ -20,10 +21,20 @@ int nb_stage_place(nb_stage *s, const nb_backend *be);
 /* 1 when the stage's arrays are its backend's memory, not the host's (placed by nb_stage_place). */
 static inline int nb_stage_on_device(const nb_stage *s) { return s->backend && s->backend->device_memory; }
 /* Bytes between the stage's memory and the host's (checkpoints, exports, hashes): memcpy on the host's memory,
- * the backend's copies where the stage is placed on a device; and within the stage's memory. */
-void nb_stage_to_host(const nb_stage *s, void *host, const void *mem, size_t bytes);
-void nb_stage_from_host(const nb_stage *s, void *mem, const void *host, size_t bytes);
-void nb_stage_copy(const nb_stage *s, void *dst, const void *src, size_t bytes);
+ * the backend's copies where the stage is placed on a device; and within the stage's memory. Inline: the
+ * readers that the fuzz targets build alone (checkpoint/hf.c) call them without the model's library. */
+static inline void nb_stage_to_host(const nb_stage *s, void *host, const void *mem, size_t bytes) {
+    if (nb_stage_on_device(s)) nb_backend_to_host(s->backend, host, mem, bytes);
+    else if (bytes) memcpy(host, mem, bytes);
+}
+static inline void nb_stage_from_host(const nb_stage *s, void *mem, const void *host, size_t bytes) {
+    if (nb_stage_on_device(s)) nb_backend_from_host(s->backend, mem, host, bytes);
+    else if (bytes) memcpy(mem, host, bytes);
+}
+static inline void nb_stage_copy(const nb_stage *s, void *dst, const void *src, size_t bytes) {
+    if (nb_stage_on_device(s)) nb_backend_copy(s->backend, dst, src, bytes);
+    else if (bytes) memmove(dst, src, bytes);
+}
 /* Where the final part of the stage's gradient starts after each range a whole backward completes
  * (nb_stage.grads_done), in the backward's order: the final norm's first value (the last stage), each block's
  * first from the last block, 0 for the embedding (the first stage). Returns how many (at most n_blocks + 2)
