@@ -15,19 +15,8 @@ hash_of() { sed -n 's/^done: .*weights \([0-9a-f]\{16\}\)$/\1/p' "$1"; }
 val_of() { sed -n 's/^done: .*val loss \([^,]*\),.*/\1/p' "$1"; }
 train() { local log=$1; shift; OMP_NUM_THREADS=2 "$bin" train "${small[@]}" "$@" > "$work/$log" 2>&1; }
 
-if ! train probe.log --gemm cuda --steps 1; then
-  if grep -q "no CUDA backend" "$work/probe.log"; then
-    grep -q -- "-DNB_CUDA=ON" "$work/probe.log" && ok || fail "the refusal names -DNB_CUDA=ON: $(cat "$work/probe.log")"
-    grep -q "nobubble train: --gemm: backend 'cuda'" "$work/probe.log" && ok || fail "the refusal names the flag"
-  elif grep -q "GPU" "$work/probe.log"; then
-    ok
-  else
-    fail "--gemm cuda failed for another reason: $(tail -3 "$work/probe.log")"
-  fi
-  echo "skipped: $(grep -m1 cuda "$work/probe.log")"
-  finish > /dev/null || exit 1
-  exit 77
-fi
+train probe.log --gemm cuda --steps 1 ||
+  skip_without_gpu "$work/probe.log" "nobubble train: --gemm: backend 'cuda'" "GPU" "--gemm cuda"
 
 train cpu.log --gemm tiles --precision fp32 || fail "fp32 on the CPU: $(tail -3 "$work/cpu.log")"
 train gpu.log --gemm cuda --precision fp32 --out "$work/gpu" || fail "fp32 on the GPU: $(tail -3 "$work/gpu.log")"

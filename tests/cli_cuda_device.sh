@@ -23,19 +23,8 @@ val() { sed -n 's/.*"final_val_loss": \([^,]*\),.*/\1/p' "$1/summary.json"; }
 # near A B REL: |a - b| <= REL |a|
 near() { python3 -c "import sys; a, b, r = map(float, sys.argv[1:]); sys.exit(0 if abs(a - b) <= r * abs(a) else 1)" "$@"; }
 
-if ! run probe --device cuda --steps 1; then
-  if grep -q "no CUDA backend" "$work/probe.log"; then
-    grep -q -- "-DNB_CUDA=ON" "$work/probe.log" && ok || fail "the refusal names -DNB_CUDA=ON: $(cat "$work/probe.log")"
-    grep -q "nobubble train: --device: device 'cuda'" "$work/probe.log" && ok || fail "the refusal names the flag"
-  elif grep -q "GPU\|driver" "$work/probe.log"; then
-    ok
-  else
-    fail "--device cuda failed for another reason: $(tail -3 "$work/probe.log")"
-  fi
-  echo "skipped: $(grep -m1 -i "cuda\|gpu" "$work/probe.log")"
-  finish > /dev/null || exit 1
-  exit 77
-fi
+run probe --device cuda --steps 1 ||
+  skip_without_gpu "$work/probe.log" "nobubble train: --device: device 'cuda'" "GPU\|driver" "--device cuda"
 
 steps=(--steps 50 --delay 2bw --ef 1 --microbatches 2 --clip 1.0)
 run cpu --device cpu "${steps[@]}" || fail "the CPU run: $(tail -3 "$work/cpu.log")"

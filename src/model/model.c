@@ -71,7 +71,7 @@ void nb_model_keep_only(nb_model *m, int stage) { nb_model_keep_worker(m, stage,
 static void leave_device(nb_stage *s) {
     float **arrays[5] = {&s->params, &s->grads, &s->tied_head_grad, &s->rope_cos, &s->rope_sin};
     for (int i = 0; i < 5; i++) {
-        nb_backend_free(s->backend, *arrays[i]);
+        nb_stage_free(s, *arrays[i]);
         *arrays[i] = NULL;
     }
     s->backend = nb_backend_default();
@@ -134,17 +134,11 @@ int nb_model_init(nb_model *m, uint64_t seed) {
     return 0;
 }
 
-/* n floats of the stage's memory zeroed: the host's, or (placed) its backend's. */
-static void zero_floats(const nb_stage *s, float *p, size_t n) {
-    if (nb_stage_on_device(s)) nb_backend_zero(s->backend, p, sizeof(float) * n);
-    else memset(p, 0, sizeof(float) * n);
-}
-
 void nb_model_zero_grads(nb_model *m) {
     for (int i = 0; i < m->n_stages; i++) {
         nb_stage *s = &m->stages[i];
-        zero_floats(s, s->grads, s->n_params);
-        if (s->tied_head_grad) zero_floats(s, s->tied_head_grad, s->tensors[0].numel);
+        nb_stage_zero(s, s->grads, sizeof(float) * s->n_params);
+        if (s->tied_head_grad) nb_stage_zero(s, s->tied_head_grad, sizeof(float) * s->tensors[0].numel);
     }
 }
 
@@ -156,7 +150,7 @@ void nb_stage_sum_tied_grad(nb_stage *s, const float *head_grad) {
     if (head && nb_stage_on_device(s)) nb_backend_add(s->backend, embed, head, n);
     else
         for (size_t i = 0; head && i < n; i++) embed[i] += head[i];
-    if (s->tied_head_grad) zero_floats(s, s->tied_head_grad, n);
+    if (s->tied_head_grad) nb_stage_zero(s, s->tied_head_grad, sizeof(float) * n);
 }
 
 const nb_tensor *nb_model_find(const nb_model *m, const char *name, nb_stage **stage_out) {
@@ -172,11 +166,9 @@ const nb_tensor *nb_model_find(const nb_model *m, const char *name, nb_stage **s
 void nb_model_sync_tied_copy(nb_model *m) {
     if (!m->cfg.tied || m->n_stages == 1) return;
     nb_stage *first = &m->stages[0], *last = &m->stages[m->n_stages - 1];
-    float *copy = last->params + last->tensors[last->n_tensors - 1].offset;
-    const float *embed = first->params + first->tensors[0].offset;
-    const size_t bytes = sizeof(float) * first->tensors[0].numel;
-    if (nb_stage_on_device(first)) nb_backend_copy(first->backend, copy, embed, bytes);  /* one run: one backend */
-    else memcpy(copy, embed, bytes);
+    /* one run: one backend, so the first stage's copy reaches the last's memory */
+    nb_stage_copy(first, last->params + last->tensors[last->n_tensors - 1].offset,
+                  first->params + first->tensors[0].offset, sizeof(float) * first->tensors[0].numel);
 }
 
 /* A placed stage's weights are hashed tensor by tensor from a host copy (0 when there is no memory for it:
@@ -195,7 +187,7 @@ uint64_t nb_model_weights_hash(const nb_model *m) {
             }
             float *host = malloc(bytes ? bytes : 1);
             if (!host) return 0;
-            nb_backend_to_host(s->backend, host, s->params + t->offset, bytes);
+            nb_stage_to_host(s, host, s->params + t->offset, bytes);
             h = nb_fnv1a(h, host, bytes);
             free(host);
         }

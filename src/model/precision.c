@@ -22,26 +22,18 @@ nb_precision nb_precision_choose(nb_precision p) {
     return nb_bf16_native() ? NB_PRECISION_BF16 : NB_PRECISION_FP32;
 }
 
-/* A bf16 copy of the stage's weights, in the stage's memory (a device's where it is placed on one), and its
- * release. */
+/* A bf16 copy of the stage's weights, in the stage's memory (a device's where it is placed on one). */
 static nb_bf16 *copy_alloc(const nb_stage *s) {
-    const size_t bytes = sizeof(nb_bf16) * (s->n_params ? s->n_params : 1);
-    return nb_stage_on_device(s) ? nb_backend_alloc(s->backend, bytes, "a stage's bf16 weights")
-                                 : nb_alloc(bytes, "a stage's bf16 weights");
-}
-
-static void copy_free(const nb_stage *s, nb_bf16 *p) {
-    if (nb_stage_on_device(s)) nb_backend_free(s->backend, p);
-    else free(p);
+    return nb_stage_alloc(s, sizeof(nb_bf16) * s->n_params, "a stage's bf16 weights");
 }
 
 static void free_state(const nb_stage *s, struct nb_bf16_state *b) {
     if (!b) return;
-    for (int i = 0; b->copy && i < b->capacity; i++) copy_free(s, b->copy[i]);
+    for (int i = 0; b->copy && i < b->capacity; i++) nb_stage_free(s, b->copy[i]);
     free(b->copy);
     free(b->version);
     free(b->last_use);
-    copy_free(s, b->unnamed);
+    nb_stage_free(s, b->unnamed);
     free(b);
 }
 

@@ -127,21 +127,15 @@ int nb_stage_init(nb_stage *s, const nb_config *cfg, int index, int count, int f
     return 0;
 }
 
-/* The stage's own arrays: the host's, or (placed) its backend's. */
-static void release_array(const nb_stage *s, void *p) {
-    if (nb_stage_on_device(s)) nb_backend_free(s->backend, p);
-    else free(p);
-}
-
 void nb_stage_release(nb_stage *s) {
     stage_precision_release(s);
     stage_scratch_release(s);
     free(s->tensors);
-    release_array(s, s->params);
-    release_array(s, s->grads);
-    release_array(s, s->tied_head_grad);
-    release_array(s, s->rope_cos);
-    release_array(s, s->rope_sin);
+    nb_stage_free(s, s->params);
+    nb_stage_free(s, s->grads);
+    nb_stage_free(s, s->tied_head_grad);
+    nb_stage_free(s, s->rope_cos);
+    nb_stage_free(s, s->rope_sin);
     memset(s, 0, sizeof *s);
 }
 

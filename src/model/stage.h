@@ -1,8 +1,10 @@
 /* Internal: building and releasing one stage (the model owns its stages). */
 #ifndef NB_MODEL_STAGE_H
 #define NB_MODEL_STAGE_H
+#include <stdlib.h>
 #include <string.h>
 #include "backend/backend.h"
+#include "util/alloc.h"
 #include "nobubble/model.h"
 
 /* The stage's fields and tensor table only (nb_model_layout); nb_stage_init also allocates. Both return -1
@@ -34,6 +36,20 @@ static inline void nb_stage_from_host(const nb_stage *s, void *mem, const void *
 static inline void nb_stage_copy(const nb_stage *s, void *dst, const void *src, size_t bytes) {
     if (nb_stage_on_device(s)) nb_backend_copy(s->backend, dst, src, bytes);
     else if (bytes) memmove(dst, src, bytes);
+}
+static inline void nb_stage_zero(const nb_stage *s, void *mem, size_t bytes) {
+    if (nb_stage_on_device(s)) nb_backend_zero(s->backend, mem, bytes);
+    else if (bytes) memset(mem, 0, bytes);
+}
+/* Zeroed memory of the stage's kind (the host's, or its device's), NULL with nb_fail naming `what`; and its
+ * release (NULL is nothing). */
+static inline void *nb_stage_alloc(const nb_stage *s, size_t bytes, const char *what) {
+    if (!bytes) bytes = 1;
+    return nb_stage_on_device(s) ? nb_backend_alloc(s->backend, bytes, what) : nb_calloc(1, bytes, what);
+}
+static inline void nb_stage_free(const nb_stage *s, void *p) {
+    if (nb_stage_on_device(s)) nb_backend_free(s->backend, p);
+    else free(p);
 }
 /* Where the final part of the stage's gradient starts after each range a whole backward completes
  * (nb_stage.grads_done), in the backward's order: the final norm's first value (the last stage), each block's

@@ -51,6 +51,23 @@ mpi() {
     -np "$np" "$bin" train "${base[@]}" "$@" --transport mpi --out "$work/$out" > "$work/$out.log" 2>&1 \
     || fail "$out: $(tail -3 "$work/$out.log")"
 }
+# skip_without_gpu LOG FLAG_REFUSAL GPU_PATTERN WHAT: after a probe run of WHAT (LOG) failed, where there is no GPU:
+# a build without CUDA must refuse naming -DNB_CUDA=ON and the flag (FLAG_REFUSAL, a line of its message), a CUDA
+# build must say there is no usable GPU (GPU_PATTERN); then the test ends as skipped (77), or failed.
+skip_without_gpu() {
+  local log=$1 flag=$2 gpu=$3 what=$4
+  if grep -q "no CUDA backend" "$log"; then
+    grep -q -- "-DNB_CUDA=ON" "$log" && ok || fail "the refusal names -DNB_CUDA=ON: $(cat "$log")"
+    grep -q "$flag" "$log" && ok || fail "the refusal names the flag"
+  elif grep -q "$gpu" "$log"; then
+    ok
+  else
+    fail "$what failed for another reason: $(tail -3 "$log")"
+  fi
+  echo "skipped: $(grep -m1 -i "cuda\|gpu" "$log")"
+  finish > /dev/null || exit 1
+  exit 77
+}
 # small_corpus BIN DIR [PARAGRAPHS]: a small prepared corpus (support/small_corpus.sh).
 source "$(dirname "${BASH_SOURCE[0]}")/small_corpus.sh"
 # render_dom FILE.html: the page as headless chromium parses it, into $work/dom.html; returns 1

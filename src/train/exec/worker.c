@@ -107,16 +107,8 @@ static float *tied_copy(const stage_role *w, float *base) {
  * executor reaches only through the backend's calls (docs/gpu.md). */
 static int on_device(const stage_role *w) { return nb_stage_on_device(w->st); }
 static const nb_backend *memory(const stage_role *w) { return w->st->backend; }
-static void zero_floats(const stage_role *w, float *p, size_t n) {
-    if (on_device(w)) nb_backend_zero(memory(w), p, sizeof(float) * n);
-    else memset(p, 0, sizeof(float) * n);
-}
 static float *stage_floats(const stage_role *w, size_t n, const char *what) {
-    return on_device(w) ? nb_backend_alloc(memory(w), sizeof(float) * (n ? n : 1), what) : nb_calloc(n, sizeof(float), what);
-}
-static void free_floats(const stage_role *w, float *p) {
-    if (on_device(w)) nb_backend_free(memory(w), p);
-    else free(p);
+    return nb_stage_alloc(w->st, sizeof(float) * n, what);
 }
 static mark mark_now(const stage_role *w) {
     return (mark){nb_now(), w->busy, w->aside, {w->forward_time, w->backward_time, w->update_time}};
@@ -215,11 +207,19 @@ static void summed_parts(const stage_role *w, summed part[SUMMED_PARTS]) {
     part[SUMMED_FORWARD] = (summed){w->sums, w->group_sums, (size_t)w->n_sums, sizeof(double), 0};
 }
 
-/* acc += x for a part's values: the backend's addition on a device's memory (float, the same bits as the
- * host's loop), else the link's. */
+/* acc += x, dst = x, and x = 0 for a part's values, in the memory they are in: the stage's (through its backend
+ * where it is a device's; its addition is float, the same bits as the host's loop), or the host's. */
 static void add_part(const stage_role *w, const summed *p, void *acc, const void *x) {
     if (p->stage_memory && on_device(w)) nb_backend_add(memory(w), acc, x, p->n);
     else nb_link_add_values(acc, x, p->n, p->bytes);
+}
+static void copy_part(const stage_role *w, const summed *p, void *dst, const void *x) {
+    if (p->stage_memory) nb_stage_copy(w->st, dst, x, p->n * p->bytes);
+    else memcpy(dst, x, p->n * p->bytes);
+}
+static void zero_part(const stage_role *w, const summed *p, void *x) {
+    if (p->stage_memory) nb_stage_zero(w->st, x, p->n * p->bytes);
+    else memset(x, 0, p->n * p->bytes);
 }
 
 /* One process computing the replicas' groups in turn: group g's values end, added to the earlier groups'
@@ -231,13 +231,9 @@ static void fold(stage_role *w, int g, int forward) {
     summed_parts(w, part);
     for (int i = forward ? SUMMED_FORWARD : SUMMED_GRADS; i <= (forward ? SUMMED_FORWARD : SUMMED_TIED); i++) {
         if (!part[i].n) continue;
-        const size_t bytes = part[i].n * part[i].bytes;
-        const int device = part[i].stage_memory && on_device(w);
-        if (g == 0 && device) nb_backend_copy(memory(w), part[i].group, part[i].values, bytes);
-        else if (g == 0) memcpy(part[i].group, part[i].values, bytes);
+        if (g == 0) copy_part(w, &part[i], part[i].group, part[i].values);
         else add_part(w, &part[i], part[i].group, part[i].values);
-        if (device) nb_backend_zero(memory(w), part[i].values, bytes);
-        else memset(part[i].values, 0, bytes);
+        zero_part(w, &part[i], part[i].values);
     }
 }
 
@@ -313,7 +309,15 @@ static int last_backward(const exec_endpoint *e, int t) {
     return 0;
 }
 
-static int ensure_staging(stage_role *w, size_t bytes);
+/* The stage's host copy of its device memory's bytes, grown to at least `bytes`. */
+static int ensure_staging(stage_role *w, size_t bytes) {
+    if (bytes <= w->staging_bytes) return 0;
+    free(w->staging);
+    w->staging_bytes = 0;
+    if (!(w->staging = nb_alloc(bytes, "a stage's host copy of its device's values"))) return -1;
+    w->staging_bytes = bytes;
+    return 0;
+}
 
 /* One part summed over the replicas (ranks) by the link, on the host: a device's values go through the stage's
  * host copy (the whole gradient at once: a device stage has no buckets). */
@@ -502,7 +506,7 @@ static int apply(stage_role *w, int t) {
     nb_stash_apply(w->stash, st->params, w->d, t);
     w->stats.update_sq = nb_grad_sum_squares(memory(w), w->d, st->tensors, st->n_tensors);
     if (!isfinite(w->stats.update_sq)) return diverged(w, t, "the update's norm", sqrt(w->stats.update_sq));
-    zero_floats(w, st->grads, st->n_params);
+    nb_stage_zero(st, st->grads, sizeof(float) * st->n_params);
     w->updates++;
     const double took = nb_now() - t0;
     count_op(w, &w->update_time, took);
@@ -767,16 +771,6 @@ static int carries_memory(nb_msg_kind kind) {
            kind == NB_MSG_EVAL_ACT || kind == NB_MSG_PARAMS;
 }
 
-/* The stage's host copy of its device memory's bytes, grown to at least `bytes`. */
-static int ensure_staging(stage_role *w, size_t bytes) {
-    if (bytes <= w->staging_bytes) return 0;
-    free(w->staging);
-    w->staging_bytes = 0;
-    if (!(w->staging = nb_alloc(bytes, "a stage's host copy of its device's values"))) return -1;
-    w->staging_bytes = bytes;
-    return 0;
-}
-
 /* A stage on a device sends and receives through a host copy: what it sends is copied out of the device's
  * memory first, what it receives is copied in once it has arrived (stage_received). The link is
  * synchronous (a send returns once its bytes are taken), so one copy serves every message in turn. */
@@ -892,8 +886,8 @@ int exec_stage_init(exec_endpoint *e, exec_run *run, int s) {
     if (o->val_pattern && (reads_tokens(w) || reads_targets(w)) &&
         nb_loader_open(&w->val, o->val_pattern, o->batch, run->T, o->model.vocab_size, 0, 0, 1))
         return -1;
-    zero_floats(w, w->st->grads, w->st->n_params);
-    if (w->st->tied_head_grad) zero_floats(w, w->st->tied_head_grad, embed_numel(w));
+    nb_stage_zero(w->st, w->st->grads, sizeof(float) * w->st->n_params);
+    if (w->st->tied_head_grad) nb_stage_zero(w->st, w->st->tied_head_grad, sizeof(float) * embed_numel(w));
     w->t0 = nb_now();
     w->steady_start = mark_now(w);
     return 0;
@@ -931,15 +925,15 @@ void exec_stage_free(exec_endpoint *e) {
     free(w->slot_mb);
     nb_optimizer_free(w->opt);
     nb_stash_free(w->stash);
-    free_floats(w, w->d);
-    free_floats(w, w->x_in);
-    free_floats(w, w->dout);
-    free_floats(w, w->tied_buf);
+    nb_stage_free(w->st, w->d);
+    nb_stage_free(w->st, w->x_in);
+    nb_stage_free(w->st, w->dout);
+    nb_stage_free(w->st, w->tied_buf);
     free(w->staging);
     free(w->norms);
     free(w->sums);
-    free_floats(w, w->group_grads);
-    free_floats(w, w->group_tied);
+    nb_stage_free(w->st, w->group_grads);
+    nb_stage_free(w->st, w->group_tied);
     free(w->group_sums);
     free(w->plan);
     free(w->buckets);  /* (a bucket still in flight, left by a failed run, is left to the process: MPI may use it) */
