@@ -21,27 +21,10 @@ print("bad:", bad) if bad else print("t ok")
 EOF
 grep -q "t ok" "$work/t.out" && ok || fail "t quantiles: $(cat "$work/t.out")"
 
-# ---- a hand-made results tree: 8 seeds, every configuration; sync losses 3.0 + seed/100 at 4e-3 and
-# 3.0 + seed/100 + 0.001 at 8e-3 (so 4e-3 wins on every leave-one-out), AdamW's 2BW gap 0.10 + e_s,
-# Muon's 0.004 + e_s with e_s = (-0.003, -0.002, -0.001, 0, 0, 0.001, 0.002, 0.003) (mean 0, sd by hand
-# below), Muon's EF gap half of its 2BW gap at 4e-3.
-make_point() {  # seed opt rate delay loss
-  local d="$work/res/claim_10k/runs/$1_$2_$3_$4"
-  mkdir -p "$d"
-  printf '{"final_val_loss": %s}\n' "$5" > "$d/summary.json"
-  printf '{"point": "%s", "val_loss": %s}\n' "$(basename "$d")" "$5" > "$d/final_eval.json"
-}
-e=(0 -0.003 -0.002 -0.001 0 0 0.001 0.002 0.003)
-for s in 1 2 3 4 5 6 7 8; do
-  for rate in 4e-3 8e-3; do
-    base=$(awk -v s=$s -v r=$rate 'BEGIN { printf "%.6f", 3.0 + s / 100 + (r == "8e-3" ? 0.001 : 0) }')
-    make_point $s adamw $rate sync "$base"
-    make_point $s adamw $rate 2bw "$(awk -v b="$base" -v e="${e[$s]}" 'BEGIN { printf "%.6f", b + 0.10 + e }')"
-    make_point $s muon $rate sync "$base"
-    make_point $s muon $rate 2bw "$(awk -v b="$base" -v e="${e[$s]}" 'BEGIN { printf "%.6f", b + 0.004 + e }')"
-    make_point $s muon $rate 2bw+ef "$(awk -v b="$base" -v e="${e[$s]}" 'BEGIN { printf "%.6f", b + (0.004 + e) / 2 }')"
-  done
-done
+# ---- a hand-made results tree: 8 seeds, every configuration (tests/support/claim_10k_tree.sh says its values)
+source "$(dirname "$0")/support/claim_10k_tree.sh"
+claim_10k_tree "$work/res"
+e=("${claim_10k_e[@]}")
 python3 "$analyze" --results "$work/res" > "$work/a.out" 2> "$work/a.err" || fail "analyze.py on 8 seeds: $(cat "$work/a.err")"
 # sd of e: sqrt((2*(9+4+1) + 0) * 1e-6 / 7) = sqrt(28e-6 / 7) = 0.002; half-width 2.364624 * 0.002 / sqrt(8) = 0.001672
 grep -q "| adamw | 4e-3 | 3.0450 | +0.1000 \[+0.0983, +0.1017\] | 0.0020 | resolved |" "$work/a.out" && ok \

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# experiments/claims.py, RESULTS.md's claims table: on the committed results/ it must equal the table in
+# RESULTS.md (so the document cannot drift from its runs); on a hand-made results tree whose answers are
+# worked out here by hand it must give those answers: the tuned rate (a tie to the lower rate), paired gaps
+# with t(2) = 4.302653 intervals, AdamW minus Muon per seed, Welch's interval between lengths (df 4,
+# t = 2.776445), the equivalence tests, error feedback's share only where the plain gap is resolved, a study
+# with no runs named as such, and the pre-registered 10,000-step test entering only when all 80 runs are in.
+# Bad files are refused naming them. ($1, the nobubble binary, is not used: ctest passes it to every cli test.)
+set -u
+source "$(dirname "$0")/support/cli_harness.sh"
+root=$(cd "$(dirname "$0")/.." && pwd)
+claims=$root/experiments/claims.py
+command -v python3 > /dev/null || { echo "python3 is missing"; exit 1; }
+
+# ---- the committed results against RESULTS.md
+python3 "$claims" --results "$root/results" --check "$root/RESULTS.md" 2> "$work/c.err" && ok \
+  || fail "RESULTS.md's claims table is not what results/ gives: $(cat "$work/c.err")"
+
+# ---- a hand-made tree: the scaling study only.
+# AdamW 300 steps: sync 5 + s/100 at 2e-3 and at 4e-3 (a tie: 2e-3, the lower, is the pick), 0.1 worse at 1e-3;
+# 2BW gaps 0.9, 1.0, 1.1 at 2e-3 (mean 1, sd 0.1, half-width 4.302653 * 0.1 / sqrt(3) = 0.2484) and +5 at
+# 4e-3 (which a wrong pick would show); EF halves each gap. Muon 300 steps at 8e-3: gaps 0.03, 0.04, 0.05
+# (+0.040 [+0.015, +0.065]), EF leaves 40% of each; Muon 1,000 steps: gaps 0.01, 0.02, 0.03, EF the same.
+mkdir -p "$work/res/scaling"
+python3 - "$work/res/scaling/results.csv" <<'EOF'
+import sys
+rows = ["point,steps,optimizer,lr,delay,seed,final_train_loss,final_val_loss,best_val_loss,tokens,seconds,status,exit_status"]
+def add(steps, opt, lr, delay, seed, loss, status="done"):
+    rows.append(f"{steps}_{opt}_{lr}_{delay}_{seed},{steps},{opt},{lr},{delay},{seed},0,{loss:.6f},{loss:.6f},0,0,{status},0")
+for seed in (1, 2, 3):
+    base = 5.0 + seed / 100
+    add(300, "adamw", "1e-3", "sync", seed, base + 0.1)
+    add(300, "adamw", "2e-3", "sync", seed, base)
+    add(300, "adamw", "4e-3", "sync", seed, base)
+    add(300, "adamw", "2e-3", "2bw", seed, base + [0.9, 1.0, 1.1][seed - 1])
+    add(300, "adamw", "4e-3", "2bw", seed, base + 5)
+    add(300, "adamw", "2e-3", "2bw+ef", seed, base + [0.9, 1.0, 1.1][seed - 1] / 2)
+    add(300, "muon", "8e-3", "sync", seed, base)
+    add(300, "muon", "8e-3", "2bw", seed, base + [0.03, 0.04, 0.05][seed - 1])
+    add(300, "muon", "8e-3", "2bw+ef", seed, base + [0.03, 0.04, 0.05][seed - 1] * 0.4)
+    add(1000, "muon", "8e-3", "sync", seed, base - 1)
+    add(1000, "muon", "8e-3", "2bw", seed, base - 1 + [0.01, 0.02, 0.03][seed - 1])
+    add(1000, "muon", "8e-3", "2bw+ef", seed, base - 1 + [0.01, 0.02, 0.03][seed - 1])
+    add(1000, "muon", "4e-3", "sync", seed, base - 2, status="interrupted")  # unfinished: never the pick
+open(sys.argv[1], "w").write("\n".join(rows) + "\n")
+EOF
+python3 "$claims" --results "$work/res" > "$work/t.md" 2> "$work/t.err" || fail "claims.py on the hand-made tree: $(cat "$work/t.err")"
+row() { grep "^| $1" "$work/t.md"; }
+row "AdamW degrades under" | grep -q "300 steps (0.31M tokens, 0.22/param): +1.000 \[+0.752, +1.248\] at 2e-3 .*| reproduces at 300 steps |$" \
+  && ok || fail "AdamW's gap at the tie's lower rate: $(row 'AdamW degrades under')"
+row "AdamW degrades more" | grep -q "300 steps: +0.960 \[+0.736, +1.184\] .*| reproduces at 300 steps |$" && ok \
+  || fail "AdamW minus Muon per seed (0.87, 0.96, 1.05): $(row 'AdamW degrades more')"
+# Muon 1,000 steps: mean 0.02, se 0.00577; TOST at 0.05: t = -5.196, p = 0.018 (inside); at 0.012: p = 0.85
+row "Muon barely" | grep -q "1,000 steps: +0.020 \[-0.005, +0.045\] (not shown inside +-0.012, inside +-0.05)" && ok \
+  || fail "Muon's gap and its equivalence tests: $(row 'Muon barely')"
+row "Muon barely" | grep -q "| partly: above the paper's +0.012 (the interval excludes it) at 300 steps; shown inside +-0.05 at 1,000; inside +-0.012 at no length |$" \
+  && ok || fail "Muon's verdict: $(row 'Muon barely')"
+# Welch: -0.02, se sqrt(2 * 0.0001 / 3) = 0.008165, df 4: half-width 0.02267
+row "The gap closes" | grep -q "Muon: 300 -> 1,000 -0.020 \[-0.043, +0.003\]" && ok \
+  || fail "Welch's interval between lengths: $(row 'The gap closes')"
+row "The gap closes" | grep -q "| not resolved: Muon: not resolved 300 -> 1,000; the 8-seed test at 10,000 steps is running" && ok \
+  || fail "the closing verdict: $(row 'The gap closes')"
+row "Error feedback recovers 50-70% of Muon" | grep -q "300: 60% \[60%, 60%\]; 1,000: none (plain gap not resolved)" && ok \
+  || fail "Muon's EF share (and none at 1,000, where the plain gap is within noise): $(row 'Error feedback recovers 50-70%')"
+row "Error feedback recovers 85-90% of AdamW" | grep -q "300: 50% \[50%, 50%\].*below the paper's range at 300;" && ok \
+  || fail "AdamW's EF share below 85-90%: $(row 'Error feedback recovers 85-90%')"
+row "PipeDream's gap" | grep -q "| no finished runs in results/depth | not measured |$" && ok \
+  || fail "a study without runs: $(row "PipeDream's gap")"
+row "At the longest length" | grep -q "running; enters here when all 80 runs are in | not measured yet |$" && ok \
+  || fail "the 10,000-step test before its runs: $(row 'At the longest length')"
+
+# ---- the 10,000-step test once all 80 runs are in (tests/support/claim_10k_tree.sh): 4e-3 is every
+# leave-one-out pick, AdamW's gap 0.10 + e_s, Muon's 0.004 + e_s (sd 0.002, half-width 2.364624 * 0.002 /
+# sqrt(8) = 0.00167), AdamW minus Muon 0.096 on every seed. First with one run's whole-split loss missing.
+source "$(dirname "$0")/support/claim_10k_tree.sh"
+claim_10k_tree "$work/res"
+mv "$work/res/claim_10k/runs/8_muon_8e-3_2bw+ef/final_eval.json" "$work/held.json"
+python3 "$claims" --results "$work/res" > "$work/u.md" 2>&1 || fail "claims.py with 79 runs: $(cat "$work/u.md")"
+grep "^| At the longest length" "$work/u.md" | grep -q "not measured yet" && ok \
+  || fail "79 of 80 runs entered the table: $(grep '^| At the longest' "$work/u.md")"
+mv "$work/held.json" "$work/res/claim_10k/runs/8_muon_8e-3_2bw+ef/final_eval.json"
+python3 "$claims" --results "$work/res" > "$work/u.md" 2>&1 || fail "claims.py with 80 runs: $(cat "$work/u.md")"
+grep "^| At the longest length" "$work/u.md" \
+  | grep -q "AdamW +0.100 \[+0.098, +0.102\] (not shown inside +-0.012, not shown inside +-0.05; at 4e-3 +0.100 \[+0.098, +0.102\]; at 8e-3 +0.100 \[+0.098, +0.102\]); Muon +0.0040 \[+0.0023, +0.0057\] (inside +-0.012, inside +-0.05;.*AdamW minus Muon per seed +0.096 \[+0.096, +0.096\] .*| AdamW: a resolved gap; Muon: a resolved gap; AdamW degrades more |$" \
+  && ok || fail "the 10,000-step row: $(grep '^| At the longest' "$work/u.md")"
+grep "^| The gap closes" "$work/u.md" | grep -q "the 8-seed test at 10,000 steps is in (its own row)" && ok \
+  || fail "the closing row does not point to the test: $(grep '^| The gap closes' "$work/u.md")"
+
+# ---- --check and --write, and bad files
+printf 'intro\n\n' > "$work/R.md"; cat "$work/t.md" >> "$work/R.md"; printf '\nafter\n' >> "$work/R.md"
+python3 "$claims" --results "$work/res" --check "$work/R.md" 2> "$work/k.err" && fail "a stale table passed --check" \
+  || { grep -q "R.md: the claims table differs from what .*res/ gives; run python3 experiments/claims.py --write" "$work/k.err" \
+         && ok || fail "a stale table's message: $(cat "$work/k.err")"; }
+python3 "$claims" --results "$work/res" --write "$work/R.md" && python3 "$claims" --results "$work/res" --check "$work/R.md" \
+  && head -1 "$work/R.md" | grep -q "^intro$" && tail -1 "$work/R.md" | grep -q "^after$" && ok \
+  || fail "--write then --check, keeping the text around the table: $(head -3 "$work/R.md")"
+printf 'no table here\n' > "$work/none.md"
+python3 "$claims" --results "$work/res" --check "$work/none.md" 2> "$work/n.err" && fail "a file without the markers passed" \
+  || { grep -q "none.md: no claims table (expected the markers" "$work/n.err" && ok || fail "no markers: $(cat "$work/n.err")"; }
+python3 "$claims" --results "$work/res" --check "$work/missing.md" 2> "$work/m.err" && fail "a missing file passed" \
+  || { grep -q "missing.md: No such file" "$work/m.err" && ok || fail "a missing file: $(cat "$work/m.err")"; }
+finish
