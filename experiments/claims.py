@@ -22,8 +22,9 @@ follow fixed rules, written here and in RESULTS.md, so that a table cannot say m
 Python 3 standard library; the t quantiles are those of experiments/claim_10k/analyze.py.
 
     python3 experiments/claims.py [--results results]            print the table
-    python3 experiments/claims.py --check RESULTS.md              fail if RESULTS.md's table differs
-    python3 experiments/claims.py --write RESULTS.md              replace RESULTS.md's table
+    python3 experiments/claims.py --check RESULTS.md              fail if RESULTS.md's table or its figure differs
+    python3 experiments/claims.py --write RESULTS.md              replace RESULTS.md's table, write its figure
+                                                                  (docs/figures/gap_vs_tokens.svg beside it)
 """
 import argparse
 import csv
@@ -610,6 +611,85 @@ class Claims:
         self.quoted()
         return self.rows
 
+# ---------------------------------------------------------------- the figure
+FIGURE = os.path.join("docs", "figures", "gap_vs_tokens.svg")   # beside RESULTS.md
+COLORS = {"2bw": "#d62728", "2bw+ef": "#1f77b4"}
+
+
+def figure(root):
+    """The tuned gap against training tokens, one panel per optimizer: 2BW and 2BW + EF, each mean with its
+    95% interval as a bar; tokens on a log axis, the gap on a linear one with its 0 line (a gap within noise
+    or below 0 is drawn like any other). SVG, no scripts."""
+    c = Claims(root)
+    panels = []
+    for opt, name in (("adamw", "AdamW"), ("muon", "Muon"), ("normuon", "NorMuon")):
+        series = {}
+        for delay in ("2bw", "2bw+ef"):
+            pts = []
+            for steps, rate, g in c.tuned_gaps(opt, delay):
+                p = Paired(g.values())
+                lo, hi = p.interval() if p.n >= 2 else (p.mean, p.mean)
+                pts.append((int(steps) * 1024, p.mean, lo, hi))
+            if pts:
+                series[delay] = pts
+        if series:
+            panels.append((name, series))
+    pw, ph, left, top, bottom = 300, 260, 56, 40, 44
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{pw * max(len(panels), 1)}" height="{ph + 24}" '
+           f'font-family="sans-serif" font-size="11">',
+           f'<title>The one-step delay\'s gap against training tokens (tiny, tuned rates, 95% intervals)</title>',
+           f'<rect width="100%" height="100%" fill="white"/>']
+    for k, (name, series) in enumerate(panels):
+        x0 = k * pw + left
+        w, h = pw - left - 14, ph - top - bottom
+        pts = [q for v in series.values() for q in v]
+        xs = [math.log10(q[0]) for q in pts]
+        xlo, xhi = math.floor((min(xs) - 0.1) * 2) / 2, math.ceil((max(xs) + 0.1) * 2) / 2
+        if xhi <= xlo:
+            xhi = xlo + 0.5
+        ylo, yhi = min(0.0, min(q[2] for q in pts)), max(0.0, max(q[3] for q in pts))
+        step = _nice_step((yhi - ylo) / 5 or 0.01)
+        ylo, yhi = math.floor(ylo / step) * step, math.ceil(yhi / step) * step
+        X = lambda t: x0 + (math.log10(t) - xlo) / (xhi - xlo) * w
+        Y = lambda v: top + (yhi - v) / (yhi - ylo) * h
+        out.append(f'<text x="{x0}" y="22" font-size="13" font-weight="bold">{name}</text>')
+        v = ylo
+        while v <= yhi + step / 2:
+            out.append(f'<line x1="{x0}" y1="{Y(v):.1f}" x2="{x0 + w}" y2="{Y(v):.1f}" '
+                       f'stroke="{"#888" if abs(v) < step / 2 else "#e4e4e4"}"/>'
+                       f'<text x="{x0 - 4}" y="{Y(v) + 4:.1f}" text-anchor="end">{_tick(v, step)}</text>')
+            v += step
+        e = math.ceil(xlo)
+        while e <= xhi:
+            out.append(f'<text x="{X(10 ** e):.1f}" y="{top + h + 14}" text-anchor="middle">1e{e}</text>')
+            e += 1
+        out.append(f'<rect x="{x0}" y="{top}" width="{w}" height="{h}" fill="none" stroke="#333"/>')
+        out.append(f'<text x="{x0 + w / 2:.1f}" y="{top + h + 32}" text-anchor="middle">training tokens (log)</text>')
+        for j, (delay, q) in enumerate(series.items()):
+            col = COLORS[delay]
+            out.append(f'<path d="' + " ".join(f'{"M" if i == 0 else "L"}{X(t):.1f} {Y(m):.1f}' for i, (t, m, _, _) in
+                                           enumerate(q)) + f'" fill="none" stroke="{col}" stroke-width="1.6"/>')
+            for t, m, lo, hi in q:
+                out.append(f'<circle cx="{X(t):.1f}" cy="{Y(m):.1f}" r="2.5" fill="{col}"/>'
+                           f'<line x1="{X(t):.1f}" y1="{Y(lo):.1f}" x2="{X(t):.1f}" y2="{Y(hi):.1f}" stroke="{col}"/>')
+            out.append(f'<text x="{x0 + w - 4}" y="{top + 14 + 14 * j}" text-anchor="end" fill="{col}">'
+                       f'{"2BW" if delay == "2bw" else "2BW + EF"}</text>')
+    out.append(f'<text x="8" y="{ph + 16}" fill="#555">final validation loss gap to the synchronous run, paired '
+               f'per seed; each length at its tuned rate; 3 seeds; tiny (1.38M parameters); bars: 95% intervals</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _nice_step(raw):
+    mag = 10 ** math.floor(math.log10(raw))
+    f = raw / mag
+    return (1 if f < 1.5 else 2 if f < 3 else 5 if f < 7 else 10) * mag
+
+
+def _tick(v, step):
+    d = max(0, -math.floor(math.log10(step) + 1e-9))
+    return f"{0.0 if abs(v) < step / 2 else v:.{d}f}"
+
 
 def table(root):
     rows = Claims(root).build()
@@ -649,15 +729,29 @@ def main():
     if spliced is None:
         print(f"claims.py: {path}: no claims table (expected the markers '{BEGIN}' and '{END}')", file=sys.stderr)
         return 1
+    fig_path = os.path.join(os.path.dirname(os.path.abspath(path)), FIGURE)
+    fig = figure(a.results)
     if a.check:
-        if spliced != text:
-            print(f"claims.py: {path}: the claims table differs from what {a.results}/ gives; "
+        stale = [p for p, ok in ((path, spliced == text), (fig_path, _read(fig_path) == fig)) if not ok]
+        if stale:
+            print(f"claims.py: {', '.join(stale)}: differs from what {a.results}/ gives; "
                   f"run python3 experiments/claims.py --write {path}", file=sys.stderr)
             return 1
         return 0
     with open(path, "w") as f:
         f.write(spliced)
+    os.makedirs(os.path.dirname(fig_path), exist_ok=True)
+    with open(fig_path, "w") as f:
+        f.write(fig)
     return 0
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
 
 
 if __name__ == "__main__":

@@ -89,11 +89,16 @@ grep "^| The gap closes" "$work/u.md" | grep -q "the 8-seed test at 10,000 steps
 # ---- --check and --write, and bad files
 printf 'intro\n\n' > "$work/R.md"; cat "$work/t.md" >> "$work/R.md"; printf '\nafter\n' >> "$work/R.md"
 python3 "$claims" --results "$work/res" --check "$work/R.md" 2> "$work/k.err" && fail "a stale table passed --check" \
-  || { grep -q "R.md: the claims table differs from what .*res/ gives; run python3 experiments/claims.py --write" "$work/k.err" \
+  || { grep -q "R.md.*: differs from what .*res/ gives; run python3 experiments/claims.py --write" "$work/k.err" \
          && ok || fail "a stale table's message: $(cat "$work/k.err")"; }
 python3 "$claims" --results "$work/res" --write "$work/R.md" && python3 "$claims" --results "$work/res" --check "$work/R.md" \
   && head -1 "$work/R.md" | grep -q "^intro$" && tail -1 "$work/R.md" | grep -q "^after$" && ok \
   || fail "--write then --check, keeping the text around the table: $(head -3 "$work/R.md")"
+test -s "$work/docs/figures/gap_vs_tokens.svg" && grep -c "<circle" "$work/docs/figures/gap_vs_tokens.svg" | grep -qx 6 && ok \
+  || fail "--write draws the figure beside the file, 6 points (AdamW at 300 steps, Muon at 300 and 1,000, each 2BW and EF): $(grep -c "<circle" "$work/docs/figures/gap_vs_tokens.svg")"
+sed -i 's/<circle/<circle data-x="1"/' "$work/docs/figures/gap_vs_tokens.svg"
+python3 "$claims" --results "$work/res" --check "$work/R.md" 2> "$work/f.err" && fail "a stale figure passed --check" \
+  || { grep -q "gap_vs_tokens.svg: differs from what" "$work/f.err" && ok || fail "a stale figure's message: $(cat "$work/f.err")"; }
 printf 'no table here\n' > "$work/none.md"
 python3 "$claims" --results "$work/res" --check "$work/none.md" 2> "$work/n.err" && fail "a file without the markers passed" \
   || { grep -q "none.md: no claims table (expected the markers" "$work/n.err" && ok || fail "no markers: $(cat "$work/n.err")"; }

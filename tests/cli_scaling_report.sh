@@ -289,6 +289,11 @@ has "extrapolation: a noise floor of 0 is never reached" "<td>0.0000 [0.0000, 0.
   "$(erow0 optimizer=normuon 2bw)"
 check "the gap-against-rate charts" test "$(grep -c '<svg[^>]* id="gaplr-' "$html")" -eq 20
 check "the scaling charts" test "$(grep -c '<svg[^>]* id="scaling-' "$html")" -eq 7
+# lion's chart draws all 8 mean gaps (2bw and 2bw+ef at 4 lengths), EF's negative mean at 3000 steps too: the
+# gap axis is linear (a log axis had no place for it), and its ticks include 0.
+lion_chart=$(awk '/<svg[^>]* id="scaling-/ { on = 1; buf = "" } on { buf = buf $0 "\n" } /<\/svg>/ && on { if (buf ~ /lion/) printf "%s", buf; on = 0 }' "$html")
+check "lion's scaling chart: 8 points, a negative mean among them" test "$(grep -o '<circle' <<< "$lion_chart" | wc -l)" -eq 8
+check "lion's scaling chart: a 0 tick on the gap axis" grep -q 'text-anchor="end">0.0*<' <<< "$lion_chart"
 
 # ---------------------------------------------------------------- no lr axis: no new section
 mkdir -p "$work/nolr/runs"

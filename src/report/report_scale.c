@@ -650,7 +650,7 @@ static int difference_rows(nb_buf *b, const tuning *t, const char *series, const
     return rc;
 }
 
-/* The mean gap of each delayed curve at each tuned length against tokens, log-log, with intervals. */
+/* The mean gap of each delayed curve at each tuned length against tokens (log), with intervals. */
 static int scaling_chart(nb_buf *b, const tuning *t, int si, const int *len, int n_len) {
     const nbx_report *r = t->r;
     int n_delayed = r->curves.n - (t->sync >= 0), k = 0;
@@ -674,7 +674,9 @@ static int scaling_chart(nb_buf *b, const tuning *t, int si, const int *len, int
     char id[64], title[512];
     snprintf(id, sizeof id, "scaling-%d", si + 1);
     snprintf(title, sizeof title, "%s: gap to sync at the tuned rate", t->series.v[si]);
-    int rc = nbx_svg_chart_log(b, id, "scaling-chart", title, "training tokens (log)", "final val loss gap (log)", s, k, 1, 1);
+    /* The gap on a linear axis: the gaps that decide the claim lie near 0 or below it, where a log axis
+     * has no place for them. */
+    int rc = nbx_svg_chart_log(b, id, "scaling-chart", title, "training tokens (log)", "final val loss gap", s, k, 1, 0);
     free(v);
     free(s);
     return rc;
