@@ -571,9 +571,11 @@ class Claims:
                 cells.append(f"{int(length):,} steps, {name}: MoE {fmt(Paired(moe[0].values()))} at {moe[2]}, with EF "
                              f"{fmt(Paired(moe[1].values()))}; dense {fmt(Paired(dense[0].values()))} at {dense[2]}; "
                              f"MoE minus dense per seed {fmt(d)}")
+                ef = Paired(moe[1].values())
                 verdicts.append(f"{name} at {int(length):,} steps: the delay " +
                                 ("hurts MoE more" if d.resolved() and d.mean > 0 else
-                                 "hurts MoE less" if d.resolved() else "not told apart on MoE and dense"))
+                                 "hurts MoE less" if d.resolved() else "not told apart on MoE and dense") +
+                                f"; MoE with EF {state(ef)}" + (f" (inside +-0.012)" if ef.tost(0.012)[0] else ""))
         if not cells:
             self.row(claim, paper, "`moe-tiny` against its dense twin `tiny` (`experiments/moe`, pre-registered): "
                      "running; a length enters here when all its seeds are in", "not measured yet")

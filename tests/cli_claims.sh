@@ -86,6 +86,38 @@ grep "^| At the longest length" "$work/u.md" \
 grep "^| The gap closes" "$work/u.md" | grep -q "the 8-seed test at 10,000 steps is in (its own row)" && ok \
   || fail "the closing row does not point to the test: $(grep '^| The gap closes' "$work/u.md")"
 
+# ---- the MoE study's row, once a length has every seed (whole-split losses, final_eval.json): synchronous
+# runs at 2e-3 .. 1.6e-2 with 4e-3 best (inside the grid); gaps at 4e-3: AdamW dense 0.10, 0.11, 0.12 and MoE
+# 0.20, 0.21, 0.22 (MoE minus dense 0.10 on every seed: resolved); Muon dense 0.03, 0.04, 0.05 and MoE 0.03,
+# 0.05, 0.04 (differences 0, +0.01, -0.01: mean 0, half-width 4.302653 * 0.01 / sqrt(3) = 0.0248); Muon MoE
+# with EF 0.001, 0.002, 0.003 (within noise; TOST at 0.012: t = -17.3, inside).
+python3 - "$work/res/moe/runs" <<'EOF2'
+import json, os, sys
+def put(length, seed, model, opt, lr, delay, loss):
+    d = os.path.join(sys.argv[1], f"{length}_{seed}_{model}_{opt}_{lr}_{delay}")
+    os.makedirs(d, exist_ok=True)
+    json.dump({"val_loss": loss}, open(os.path.join(d, "final_eval.json"), "w"))
+gaps = {("tiny", "adamw"): ([0.10, 0.11, 0.12], [0.05] * 3), ("moe-tiny", "adamw"): ([0.20, 0.21, 0.22], [0.1] * 3),
+        ("tiny", "muon"): ([0.03, 0.04, 0.05], [0.01] * 3), ("moe-tiny", "muon"): ([0.03, 0.05, 0.04], [0.001, 0.002, 0.003])}
+for (model, opt), (g, ef) in gaps.items():
+    for seed in (1, 2, 3):
+        for lr, extra in (("2e-3", 0.2), ("4e-3", 0.0), ("8e-3", 0.1), ("1.6e-2", 0.3)):
+            put(1000, seed, model, opt, lr, "sync", 4.0 + seed / 100 + extra)
+        put(1000, seed, model, opt, "4e-3", "2bw", 4.0 + seed / 100 + g[seed - 1])
+        if (model, opt, seed) != ("tiny", "muon", 3):
+            put(1000, seed, model, opt, "4e-3", "2bw+ef", 4.0 + seed / 100 + ef[seed - 1])
+EOF2
+python3 "$claims" --results "$work/res" > "$work/v.md" 2>&1 || fail "claims.py with MoE runs: $(cat "$work/v.md")"
+grep "^| A mixture of experts" "$work/v.md" | grep -q "running; a length enters here when all its seeds are in | not measured yet |$" \
+  && ok || fail "a MoE length with one run missing entered the table: $(grep '^| A mixture' "$work/v.md")"
+mkdir -p "$work/res/moe/runs/1000_3_tiny_muon_4e-3_2bw+ef"
+printf '{"val_loss": 4.04}\n' > "$work/res/moe/runs/1000_3_tiny_muon_4e-3_2bw+ef/final_eval.json"
+python3 "$claims" --results "$work/res" > "$work/v.md" 2>&1 || fail "claims.py with MoE runs: $(cat "$work/v.md")"
+grep "^| A mixture of experts" "$work/v.md" | grep -q "1,000 steps, AdamW: MoE +0.210 \[+0.185, +0.235\] at 4e-3, with EF +0.100 \[+0.100, +0.100\]; dense +0.110 \[+0.085, +0.135\] at 4e-3; MoE minus dense per seed +0.100 \[+0.100, +0.100\]" \
+  && ok || fail "the MoE row's AdamW cell: $(grep '^| A mixture' "$work/v.md")"
+grep "^| A mixture of experts" "$work/v.md" | grep -q "MoE minus dense per seed +0.0000 \[-0.0248, +0.0248\] .*| AdamW at 1,000 steps: the delay hurts MoE more; MoE with EF resolved; Muon at 1,000 steps: the delay not told apart on MoE and dense; MoE with EF within noise (inside +-0.012);" \
+  && ok || fail "the MoE row's Muon cell and verdicts: $(grep '^| A mixture' "$work/v.md")"
+
 # ---- --check and --write, and bad files
 printf 'intro\n\n' > "$work/R.md"; cat "$work/t.md" >> "$work/R.md"; printf '\nafter\n' >> "$work/R.md"
 python3 "$claims" --results "$work/res" --check "$work/R.md" 2> "$work/k.err" && fail "a stale table passed --check" \
