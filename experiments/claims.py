@@ -384,7 +384,6 @@ class Claims:
                  "whole validation split, rate by leave-one-seed-out, 8 paired seeds)", "; ".join(verdicts))
 
     def model_size(self):
-        sc, sm = self.s["scaling"], self.s["scaling_small"]
         cells, larger = [], []
         for opt, name in (("adamw", "AdamW"), ("muon", "Muon")):
             a = {s: g for s, r, g in self.tuned_gaps(opt)}.get("1000")
@@ -575,7 +574,7 @@ class Claims:
                 verdicts.append(f"{name} at {int(length):,} steps: the delay " +
                                 ("hurts MoE more" if d.resolved() and d.mean > 0 else
                                  "hurts MoE less" if d.resolved() else "not told apart on MoE and dense") +
-                                f"; MoE with EF {state(ef)}" + (f" (inside +-0.012)" if ef.tost(0.012)[0] else ""))
+                                f"; MoE with EF {state(ef)}" + (" (inside +-0.012)" if ef.tost(0.012)[0] else ""))
         if not cells:
             self.row(claim, paper, "`moe-tiny` against its dense twin `tiny` (`experiments/moe`, pre-registered): "
                      "running; a length enters here when all its seeds are in", "not measured yet")
@@ -639,8 +638,8 @@ def figure(root):
     pw, ph, left, top, bottom = 300, 260, 56, 40, 44
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{pw * max(len(panels), 1)}" height="{ph + 24}" '
            f'font-family="sans-serif" font-size="11">',
-           f'<title>The one-step delay\'s gap against training tokens (tiny, tuned rates, 95% intervals)</title>',
-           f'<rect width="100%" height="100%" fill="white"/>']
+           '<title>The one-step delay\'s gap against training tokens (tiny, tuned rates, 95% intervals)</title>',
+           '<rect width="100%" height="100%" fill="white"/>']
     for k, (name, series) in enumerate(panels):
         x0 = k * pw + left
         w, h = pw - left - 14, ph - top - bottom
@@ -669,7 +668,7 @@ def figure(root):
         out.append(f'<text x="{x0 + w / 2:.1f}" y="{top + h + 32}" text-anchor="middle">training tokens (log)</text>')
         for j, (delay, q) in enumerate(series.items()):
             col = COLORS[delay]
-            out.append(f'<path d="' + " ".join(f'{"M" if i == 0 else "L"}{X(t):.1f} {Y(m):.1f}' for i, (t, m, _, _) in
+            out.append('<path d="' + " ".join(f'{"M" if i == 0 else "L"}{X(t):.1f} {Y(m):.1f}' for i, (t, m, _, _) in
                                            enumerate(q)) + f'" fill="none" stroke="{col}" stroke-width="1.6"/>')
             for t, m, lo, hi in q:
                 out.append(f'<circle cx="{X(t):.1f}" cy="{Y(m):.1f}" r="2.5" fill="{col}"/>'
