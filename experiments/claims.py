@@ -432,11 +432,11 @@ class Claims:
         if below:
             verdict.append(f"below the paper's range at {joined(below)}")
         if inside:
-            verdict.append(f"not told from it at {joined(inside)}")
+            verdict.append(f"not told from the paper's range at {joined(inside)}")
         if above:
             verdict.append(f"above it at {joined(above)}")
         verdict.append("no share where the plain gap is within noise")
-        self.row(name, paper, "; ".join(cells) + " (`tiny` unless named, steps, tuned rates unless named, 3 seeds)",
+        self.row(name, paper, "; ".join(cells) + " (`tiny` unless named; lengths in steps; tuned rates unless named; 3 paired seeds)",
                  "; ".join(verdict), cells, "scaling")
 
     def lower_rate(self):
