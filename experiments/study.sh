@@ -31,8 +31,10 @@ case "$action" in
     for f in sweep.log machines.log rates.json; do
       if [ -f "runs/$name/$f" ]; then cp "runs/$name/$f" "results/$name/"; fi
     done
-    # a phase that completes changes the claims table; tests/cli_claims.sh fails until it is rewritten
-    python3 experiments/claims.py --write RESULTS.md
+    # a phase that completes changes the claims table; tests/cli_claims.sh fails until it is rewritten.
+    # Never fatal: the results are saved by now, and a sweep's run.sh goes on to its next phase.
+    python3 experiments/claims.py --write RESULTS.md \
+      || echo "study.sh: RESULTS.md's claims table was not rewritten; run python3 experiments/claims.py --write RESULTS.md" >&2
     ;;
   *) echo "study.sh: '$action': expected start or save" >&2; exit 2 ;;
 esac
