@@ -118,6 +118,31 @@ grep "^| A mixture of experts" "$work/v.md" | grep -q "1,000 steps, AdamW: MoE +
 grep "^| A mixture of experts" "$work/v.md" | grep -q "MoE minus dense per seed +0.0000 \[-0.0248, +0.0248\] .*| AdamW at 1,000 steps: the delay hurts MoE more; MoE with EF resolved; Muon at 1,000 steps: the delay not told apart on MoE and dense; MoE with EF within noise (inside +-0.012);" \
   && ok || fail "the MoE row's Muon cell and verdicts: $(grep '^| A mixture' "$work/v.md")"
 
+# ---- the size axis (experiments/size_axis's rule 4): AdamW's pick is 4e-3 at both sizes (2e-3 0.1 worse),
+# gaps tiny 0.10, 0.11, 0.12 and small 0.03, 0.04, 0.05: small less tiny -0.07, Welch se sqrt(2 * 0.0001 / 3)
+# = 0.008165, df 4, half-width 0.02267: [-0.093, -0.047], below 0; Muon has delayed runs at `tiny` only.
+mkdir -p "$work/res/size_axis"
+python3 - "$work/res/size_axis/results.csv" <<'EOF2'
+import sys
+rows = ["point,size,optimizer,lr,delay,seed,final_train_loss,final_val_loss,best_val_loss,tokens,seconds,status,exit_status"]
+def add(size, opt, lr, delay, seed, loss):
+    rows.append(f"{size}_{opt}_{lr}_{delay}_{seed},{size},{opt},{lr},{delay},{seed},0,{loss:.6f},{loss:.6f},0,0,done,0")
+for seed in (1, 2, 3):
+    for size, gaps in (("tiny", [0.10, 0.11, 0.12]), ("small", [0.03, 0.04, 0.05])):
+        base = 4.0 + seed / 100 - (0.5 if size == "small" else 0)
+        add(size, "adamw", "2e-3", "sync", seed, base + 0.1)
+        add(size, "adamw", "4e-3", "sync", seed, base)
+        add(size, "adamw", "4e-3", "2bw", seed, base + gaps[seed - 1])
+        add(size, "adamw", "4e-3", "2bw+ef", seed, base + gaps[seed - 1] / 2)
+        add(size, "muon", "4e-3", "sync", seed, base)
+    add("tiny", "muon", "4e-3", "2bw", seed, 4.0 + seed / 100 + 0.02)
+open(sys.argv[1], "w").write("\n".join(rows) + "\n")
+EOF2
+python3 "$claims" --results "$work/res" > "$work/z.md" 2>&1 || fail "claims.py with the size axis: $(cat "$work/z.md")"
+grep "^| The gap is smaller for a larger model" "$work/z.md" \
+  | grep -q "AdamW: \`tiny\` (1.38M) +0.110 \[+0.085, +0.135\] at 4e-3; \`small\` (6.16M) +0.040 \[+0.015, +0.065\] at 4e-3; \`small\` less \`tiny\` -0.070 \[-0.093, -0.047\] (Welch); Muon: \`tiny\` (1.38M) +0.020 \[+0.020, +0.020\] at 4e-3 .*| AdamW: smaller for the larger model |$" \
+  && ok || fail "the size axis's row: $(grep '^| The gap is smaller' "$work/z.md")"
+
 # ---- --check and --write, and bad files
 printf 'intro\n\n' > "$work/R.md"; cat "$work/t.md" >> "$work/R.md"; printf '\nafter\n' >> "$work/R.md"
 python3 "$claims" --results "$work/res" --check "$work/R.md" 2> "$work/k.err" && fail "a stale table passed --check" \
@@ -128,6 +153,8 @@ python3 "$claims" --results "$work/res" --write "$work/R.md" && python3 "$claims
   || fail "--write then --check, keeping the text around the table: $(head -3 "$work/R.md")"
 test -s "$work/docs/figures/gap_vs_tokens.svg" && grep -c "<circle" "$work/docs/figures/gap_vs_tokens.svg" | grep -qx 6 && ok \
   || fail "--write draws the figure beside the file, 6 points (AdamW at 300 steps, Muon at 300 and 1,000, each 2BW and EF): $(grep -c "<circle" "$work/docs/figures/gap_vs_tokens.svg")"
+grep -c "<circle" "$work/docs/figures/gap_vs_size.svg" | grep -qx 5 && ok \
+  || fail "--write draws the size figure, 5 points (AdamW at two sizes, 2BW and EF; Muon's 2BW at one)"
 sed -i 's/<circle/<circle data-x="1"/' "$work/docs/figures/gap_vs_tokens.svg"
 python3 "$claims" --results "$work/res" --check "$work/R.md" 2> "$work/f.err" && fail "a stale figure passed --check" \
   || { grep -q "gap_vs_tokens.svg: differs from what" "$work/f.err" && ok || fail "a stale figure's message: $(cat "$work/f.err")"; }
