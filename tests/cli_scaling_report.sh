@@ -310,6 +310,59 @@ for p in $(awk -F, 'NR > 1 { print $1 }' "$work/nolr/results.csv"); do cp -r "$w
 check "no lr axis: the gap table, no tuning or scaling" test "$(grep -c 'id="gap-table"' "$work/nolr/report.html")" -eq 1 -a \
   "$(grep -c 'id="tuning\|id="scaling' "$work/nolr/report.html")" -eq 0
 
+# ---------------------------------------------------------------- the gap against model size (an axis named size)
+# size tiny (d_model 128, 4 layers: 1,377,408 parameters), small (d_model 256: 4,458,752) and, for muon
+# only, "mystery" (no model in summary.json: unknown, after the known sizes). adamw: tiny's pick 1e-3 (2e-3
+# 0.1 worse) with gaps 0.10, 0.11, 0.12; small's pick 2e-3 with 0.03, 0.04, 0.05: small less tiny -0.07, Welch
+# se 0.008165 on df 4, half-width 0.0227: [-0.0927, -0.0473], smaller for the larger model. muon: gaps 0.04,
+# 0.05, 0.06 (tiny) and 0.04, 0.06, 0.05 (small): +0.0000, not resolved; "mystery" gets no change.
+python3 - "$work/size" <<'EOF'
+import json, os, sys
+d = sys.argv[1]
+os.makedirs(d + "/runs")
+rows = []
+dims = {"tiny": (128, 384), "small": (256, 768), "mystery": None}
+def run(size, opt, lr, delay, seed, val):
+    point = f"{size}_{opt}_{lr}_{delay}_{seed}"
+    rows.append(f"{point},{size},{opt},{lr},{delay},{seed},{val},{val},{val},6400,1.0,done,0")
+    os.makedirs(d + "/runs/" + point)
+    sync = delay == "sync"
+    s = {"final_train_loss": val, "final_val_loss": val, "seconds": 1.0, "run": {"optimizer": opt},
+         "delay": {"mode": "sync" if sync else "2bw", "tau": 0 if sync else 1, "ef": False, "taylor": 0,
+                   "sync_start": 0, "sync_cooldown": 0}}
+    if dims[size]:
+        s["model"] = {"vocab_size": 4096, "d_model": dims[size][0], "n_layers": 4, "n_heads": 4, "n_kv_heads": 4,
+                      "d_ffn": dims[size][1], "tied": True}
+    json.dump(s, open(d + "/runs/" + point + "/summary.json", "w"))
+    with open(d + "/runs/" + point + "/metrics.jsonl", "w") as m:
+        m.write(json.dumps({"step": 100, "train_loss": val, "tokens": 6400, "time_s": 1.0, "val_loss": val}) + "\n")
+gaps = {("tiny", "adamw"): [0.10, 0.11, 0.12], ("small", "adamw"): [0.03, 0.04, 0.05],
+        ("tiny", "muon"): [0.04, 0.05, 0.06], ("small", "muon"): [0.04, 0.06, 0.05], ("mystery", "muon"): [0.02, 0.03, 0.04]}
+for (size, opt), g in gaps.items():
+    best = "1e-3" if size == "tiny" else "2e-3"
+    for lr in ("1e-3", "2e-3"):
+        for s in (1, 2, 3):
+            sync = round(4.0 + s / 100 + (0 if lr == best else 0.1), 6)
+            run(size, opt, lr, "sync", s, sync)
+            run(size, opt, lr, "2bw", s, round(sync + g[s - 1], 6))
+with open(d + "/results.csv", "w") as f:
+    f.write("point,size,optimizer,lr,delay,seed,final_train_loss,final_val_loss,best_val_loss,tokens,seconds,status,exit_status\n")
+    f.write("\n".join(rows) + "\n")
+EOF
+"$bin" report "$work/size" > "$work/size.log" 2>&1 && ok || fail "report of the size sweep: $(cat "$work/size.log")"
+python3 "$ref" "$work/size" > "$work/size.check" 2>&1 && ok || fail "size sweep against the reference: $(cat "$work/size.check")"
+size_html=$(cat "$work/size/report.html")
+has "size: adamw, smaller for the larger model" \
+  "<tr><td>optimizer=adamw</td><td>2bw</td><td>small</td><td>4458752</td><td>2e-3</td><td>+0.0400 [+0.0152, +0.0648]</td><td>-0.0700 [-0.0927, -0.0473] smaller for the larger model</td></tr>" \
+  "$size_html"
+has "size: the smallest size has no change" \
+  "<tr><td>optimizer=adamw</td><td>2bw</td><td>tiny</td><td>1377408</td><td>1e-3</td><td>+0.1100 [+0.0852, +0.1348]</td><td>&mdash;</td></tr>" \
+  "$size_html"
+has "size: muon not resolved" "<td>small</td><td>4458752</td><td>2e-3</td><td>+0.0500 [+0.0252, +0.0748]</td><td>+0.0000 [-0.0227, +0.0227] not resolved</td>" "$size_html"
+has "size: an unknown size last, no change" "<td>mystery</td><td>unknown</td><td>2e-3</td><td>+0.0300 [+0.0052, +0.0548]</td><td>&mdash;</td></tr>" "$size_html"
+check "size: one chart per series" test "$(grep -c '<svg[^>]* id="size-' "$work/size/report.html")" -eq 2
+check "size: the 10 tuning and 5 size rows of the reference, nothing more" grep -q "scaling_report: 15 of 15 rows" "$work/size.check"
+
 # Rendered by a browser: the page parses and has the new tables and charts.
 if render_dom "$html"; then
   dom_has_ids tuning-table scaling-table slope-table extrapolation-table extrapolation-caveats gaplr-100-adamw scaling-1 scaling-2

@@ -31,6 +31,7 @@ typedef struct {
 typedef struct {
     const nbx_report *r;
     int lr_axis, steps_axis, sync;  /* sync: the synchronous curve, -1 when no run is synchronous */
+    int size_axis;                  /* an axis named size (or model): the gap against model size */
     tgroup *g;
     int n_groups;
     nbx_strv series;                /* distinct series titles, in the grid's order */
@@ -650,35 +651,49 @@ static int difference_rows(nb_buf *b, const tuning *t, const char *series, const
     return rc;
 }
 
-/* The mean gap of each delayed curve at each tuned length against tokens (log), with intervals. */
-static int scaling_chart(nb_buf *b, const tuning *t, int si, const int *len, int n_len) {
+/* Each delayed curve's mean gap at the tuned rate of groups gi[0..n) against gx[0..n) (a log axis), with
+ * 95% intervals as bars, the gap on a linear axis: the gaps that decide a claim lie near 0 or below it,
+ * where a log axis has no place for them. */
+static int gap_chart(nb_buf *b, const tuning *t, const int *gi, const double *gx, int n, const char *id,
+                     const char *cls, const char *title, const char *xlabel) {
     const nbx_report *r = t->r;
     int n_delayed = r->curves.n - (t->sync >= 0), k = 0;
-    double *v = malloc(sizeof(double) * (size_t)(4 * n_len * n_delayed + 1));
+    double *v = malloc(sizeof(double) * (size_t)(4 * n * n_delayed + 1));
     nbx_series *s = malloc(sizeof *s * (size_t)(n_delayed + 1));
     if (!v || !s) { free(v); free(s); return nb_fail("out of memory"); }
     for (int c = 0; c < r->curves.n; c++) {
         if (c == t->sync) continue;
-        double *x = v + (size_t)4 * n_len * k, *y = x + n_len, *lo = y + n_len, *hi = lo + n_len;
-        for (int i = 0; i < n_len; i++) {
-            const tgroup *g = &t->g[len[i]];
+        double *x = v + (size_t)4 * n * k, *y = x + n, *lo = y + n, *hi = lo + n;
+        for (int i = 0; i < n; i++) {
+            const tgroup *g = &t->g[gi[i]];
             nbx_paired gp = g->pick >= 0 ? gap_of(t, g->panel[g->pick], c) : nbx_paired_stats(NULL, 0);
-            x[i] = g->pick >= 0 ? mean_tokens(t, g->panel[g->pick]) : NAN;
+            x[i] = gx[i];
             y[i] = gp.mean;
             lo[i] = gp.mean - gp.half;
             hi[i] = gp.mean + gp.half;
         }
-        s[k] = (nbx_series){r->curves.v[c], n_len, x, y, c, lo, hi};
+        s[k] = (nbx_series){r->curves.v[c], n, x, y, c, lo, hi};
         k++;
+    }
+    int rc = nbx_svg_chart_log(b, id, cls, title, xlabel, "final val loss gap", s, k, 1, 0);
+    free(v);
+    free(s);
+    return rc;
+}
+
+/* The mean gap of each delayed curve at each tuned length against tokens. */
+static int scaling_chart(nb_buf *b, const tuning *t, int si, const int *len, int n_len) {
+    double *tokens = malloc(sizeof(double) * (size_t)(n_len + 1));
+    if (!tokens) return nb_fail("out of memory");
+    for (int i = 0; i < n_len; i++) {
+        const tgroup *g = &t->g[len[i]];
+        tokens[i] = g->pick >= 0 ? mean_tokens(t, g->panel[g->pick]) : NAN;
     }
     char id[64], title[512];
     snprintf(id, sizeof id, "scaling-%d", si + 1);
     snprintf(title, sizeof title, "%s: gap to sync at the tuned rate", t->series.v[si]);
-    /* The gap on a linear axis: the gaps that decide the claim lie near 0 or below it, where a log axis
-     * has no place for them. */
-    int rc = nbx_svg_chart_log(b, id, "scaling-chart", title, "training tokens (log)", "final val loss gap", s, k, 1, 0);
-    free(v);
-    free(s);
+    int rc = gap_chart(b, t, len, tokens, n_len, id, "scaling-chart", title, "training tokens (log)");
+    free(tokens);
     return rc;
 }
 
@@ -736,8 +751,8 @@ static int scaling_section(nb_buf *b, const tuning *t) {
                           "(the b whose residual sum stays within RSS_min (1 + t&sup2; / (lengths - 2))). The log fit "
                           "weighs each length's relative error alike, the power law its absolute error. "
                           "&ldquo;shrinks&rdquo; or &ldquo;grows&rdquo; only when the interval excludes zero, else "
-                          "&ldquo;not resolved&rdquo;. The chart draws each length's mean gap; a mean &le; 0 has no "
-                          "place on the log axis and is left out.</p>\n"
+                          "&ldquo;not resolved&rdquo;. The chart draws each length's mean gap with its interval, the gap on "
+                          "a linear axis (a gap within noise or below 0 is drawn like any other).</p>\n"
                           "<table id=\"scaling-table\"><tr><th>series</th><th>steps</th><th>tokens</th><th>tuned lr</th>"
                           "<th>curve</th><th>gap to sync (paired mean)</th><th>gap 95%% interval</th><th>pairs</th>"
                           "<th>recovery (95%% interval)</th></tr>\n");
@@ -767,13 +782,142 @@ static void free_tuning(tuning *t) {
     nbx_strv_free(&t->series);
 }
 
+/* ------------------------------------------------------------ the gap against model size */
+/* A group's model size: the parameters that summary.json's model gives its finished runs; NAN unknown. */
+static double group_params(const tuning *t, const tgroup *g) {
+    for (int i = 0; i < g->n_rates; i++) {
+        const nbx_run *run = nbx_first_run(t->r, g->panel[i], t->sync);
+        if (run && !isnan(run->params)) return run->params;
+    }
+    return NAN;
+}
+
+/* The groups of each size series (a group's title without the size axis), smallest model first (grid
+ * order where a size is unknown): order[] holds them series by series, start[s]..start[s+1]. */
+typedef struct { nbx_strv series; int *order, *start; double *params; } size_series;
+
+static void free_sizes(size_series *z) {
+    nbx_strv_free(&z->series);
+    free(z->order);
+    free(z->start);
+    free(z->params);
+}
+
+static int size_series_of(const tuning *t, size_series *z) {
+    int n = t->n_groups, rc = 0, k = 0;
+    char **title = calloc((size_t)n + 1, sizeof *title);
+    *z = (size_series){.order = malloc(sizeof(int) * (size_t)(n + 1)), .start = malloc(sizeof(int) * (size_t)(n + 2)),
+                       .params = malloc(sizeof(double) * (size_t)(n + 1))};
+    if (!title || !z->order || !z->start || !z->params) rc = nb_fail("out of memory");
+    for (int g = 0; g < n && !rc; g++) {
+        nb_buf buf = {0};
+        rc = describe(t, row_of_panel(t->r, t->g[g].panel[0]), t->size_axis, 0, &buf);
+        title[g] = buf.p;
+        z->params[g] = group_params(t, &t->g[g]);
+        int known = 0;
+        for (int i = 0; !rc && i < z->series.n; i++) known |= !strcmp(z->series.v[i], buf.p);
+        if (!rc && !known) rc = nbx_strv_push(&z->series, buf.p, buf.n);
+    }
+    for (int si = 0; si < z->series.n && !rc; si++) {
+        z->start[si] = k;
+        for (int g = 0; g < n; g++) {
+            if (strcmp(title[g], z->series.v[si])) continue;
+            int j = k++;  /* insertion by parameters; an unknown size keeps its place after the known ones */
+            for (; j > z->start[si] && !isnan(z->params[g]) &&
+                   (isnan(z->params[z->order[j - 1]]) || z->params[z->order[j - 1]] > z->params[g]); j--)
+                z->order[j] = z->order[j - 1];
+            z->order[j] = g;
+        }
+    }
+    if (!rc) z->start[z->series.n] = k;
+    for (int g = 0; g < n && title; g++) free(title[g]);
+    free(title);
+    return rc;
+}
+
+static const char *size_verdict(double lo, double hi) {
+    return hi < 0 ? "smaller for the larger model" : lo > 0 ? "larger for the larger model" : "not resolved";
+}
+
+/* One row per size of a series for delayed curve c: its parameters, tuned rate and paired gap, and the
+ * change from the next smaller size with a 95% Welch interval (different models: nothing pairs them;
+ * none where a size is unknown or a side has one pair). */
+static int size_rows(nb_buf *b, const tuning *t, const size_series *z, int si, int c) {
+    int rc = 0;
+    nbx_paired prev = {0};
+    double prev_params = NAN;
+    for (int k = z->start[si]; k < z->start[si + 1] && !rc; k++) {
+        const tgroup *g = &t->g[z->order[k]];
+        double params = z->params[z->order[k]];
+        nbx_paired gp = g->pick >= 0 ? gap_of(t, g->panel[g->pick], c) : (nbx_paired){0};
+        rc = nb_buf_printf(b, "<tr><td>") || nbx_html(b, z->series.v[si]) || nb_buf_printf(b, "</td><td>") ||
+             nbx_html(b, t->r->curves.v[c]) || nb_buf_printf(b, "</td><td>") ||
+             nbx_html(b, row_of_panel(t->r, g->panel[0])->labels[t->size_axis]) ||
+             (isnan(params) ? nb_buf_printf(b, "</td><td>unknown</td><td>") : nb_buf_printf(b, "</td><td>%.0f</td><td>", params));
+        if (g->pick < 0) rc = rc || nb_buf_printf(b, "no pick: %s", g->why);
+        else rc = rc || nbx_html(b, row_of_panel(t->r, g->panel[g->pick])->labels[t->lr_axis]);
+        rc = rc || nb_buf_printf(b, "</td><td>") || gap_text(b, gp) || nb_buf_printf(b, "</td><td>");
+        if (k == z->start[si] || prev.n < 2 || gp.n < 2 || isnan(params) || isnan(prev_params))
+            rc = rc || nb_buf_printf(b, "&mdash;");
+        else {
+            nbx_welch w = nbx_welch_diff(prev, gp);
+            rc = rc || nb_buf_printf(b, "%+.4f [%+.4f, %+.4f] %s", w.diff, w.diff - w.half, w.diff + w.half,
+                                     size_verdict(w.diff - w.half, w.diff + w.half));
+        }
+        rc = rc || nb_buf_printf(b, "</td></tr>\n");
+        prev = gp;
+        prev_params = params;
+    }
+    return rc;
+}
+
+/* Each delayed curve's mean gap at each size's tuned rate against parameters. */
+static int size_chart(nb_buf *b, const tuning *t, const size_series *z, int si) {
+    const int *gi = z->order + z->start[si];
+    int n = z->start[si + 1] - z->start[si];
+    double *params = malloc(sizeof(double) * (size_t)(n + 1));
+    if (!params) return nb_fail("out of memory");
+    for (int i = 0; i < n; i++) params[i] = z->params[gi[i]];
+    char id[64], title[512];
+    snprintf(id, sizeof id, "size-%d", si + 1);
+    snprintf(title, sizeof title, "%s: gap to sync against model size", z->series.v[si]);
+    int rc = gap_chart(b, t, gi, params, n, id, "size-chart", title, "parameters (log)");
+    free(params);
+    return rc;
+}
+
+static int size_section(nb_buf *b, const tuning *t) {
+    size_series z;
+    int rc = size_series_of(t, &z);
+    rc = rc || nb_buf_printf(b, "<h2 id=\"size\">The gap against model size</h2>\n<p class=\"note\">Per series (the "
+                                "axes other than %s, lr, seed and the curves) and size, smallest model first (its "
+                                "parameters from the runs' summary.json): the paired gap to the synchronous runs at that "
+                                "size's tuned rate (the tuning table's pick) with its 95%% t interval, and its change from "
+                                "the next smaller size with a 95%% Welch interval (different models: nothing pairs them). "
+                                "&ldquo;smaller for the larger model&rdquo; only when that interval lies below zero, "
+                                "&ldquo;larger&rdquo; above it, else &ldquo;not resolved&rdquo;. The chart puts the gap "
+                                "on a linear axis against parameters on a log axis.</p>\n<table id=\"size-table\"><tr>"
+                                "<th>series</th><th>curve</th><th>size</th><th>parameters</th><th>tuned lr</th>"
+                                "<th>gap to sync (paired) [95%% interval]</th><th>change from the smaller size [95%% Welch "
+                                "interval]</th></tr>\n", t->r->axes[t->size_axis]);
+    for (int si = 0; si < z.series.n && !rc; si++)
+        for (int c = 0; c < t->r->curves.n && !rc; c++)
+            if (c != t->sync) rc = size_rows(b, t, &z, si, c);
+    rc = rc || nb_buf_printf(b, "</table>\n");
+    for (int si = 0; si < z.series.n && !rc; si++) rc = size_chart(b, t, &z, si);
+    free_sizes(&z);
+    return rc;
+}
+
 int nbx_report_scale(nb_buf *b, const nbx_report *r) {
-    tuning t = {.r = r, .lr_axis = axis_named(r, "lr"), .steps_axis = axis_named(r, "steps"), .sync = -1};
+    tuning t = {.r = r, .lr_axis = axis_named(r, "lr"), .steps_axis = axis_named(r, "steps"), .sync = -1,
+                .size_axis = axis_named(r, "size") >= 0 ? axis_named(r, "size") : axis_named(r, "model")};
     if (t.lr_axis < 0) return 0;
     if (t.lr_axis == r->curve_axis || t.lr_axis == r->seed_axis)
         return nb_buf_printf(b, "<p class=\"note\" id=\"tuning\">No tuning table: the rates are this grid's curves (it has "
                                 "no axis named delay), so no run is paired with a synchronous one.</p>\n");
     if (t.steps_axis == r->curve_axis || t.steps_axis == r->seed_axis) t.steps_axis = -1;
+    if (t.size_axis == r->curve_axis || t.size_axis == r->seed_axis) t.size_axis = -1;
     for (int p = 0; p < r->panel_keys.n && t.sync < 0; p++) t.sync = nbx_sync_curve(r, p);
     t.scratch = malloc(sizeof(double) * (size_t)(r->seeds.n + 1));
     t.scratch2 = malloc(sizeof(double) * (size_t)(r->seeds.n + 1));
@@ -781,6 +925,7 @@ int nbx_report_scale(nb_buf *b, const nbx_report *r) {
     for (int k = 0; k < t.n_groups && !rc; k++) pick(&t, &t.g[k]);
     rc = rc || tuning_section(b, &t);
     if (!rc && t.steps_axis >= 0) rc = scaling_section(b, &t);
+    if (!rc && t.size_axis >= 0) rc = size_section(b, &t);
     free_tuning(&t);
     return rc;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An independent reading of a sweep folder's tuning and scaling numbers (docs/experiments.md,
 "Tuned rates and scaling"), checked against the page `nobubble report` wrote: every row of the
-tuning, scaling, slope, extrapolation and fixed-rate tables and every caveat under the extrapolation is computed here from
+tuning, scaling, slope, extrapolation, fixed-rate and model-size tables and every caveat under the extrapolation is computed here from
 results.csv and the runs' summary.json and metrics.jsonl, written out as the report writes it, and
 looked up in report.html (the extrapolation rows and the caveats are counted too: none more). Student's
 t quantiles come from a printed table, the slope, the mean response's interval and the crossing of the
@@ -577,6 +577,45 @@ def main(d, page):
                         fixed_want.append(f"<tr><td>{html(s)}</td><td>{html(rate)}</td>" + fit_cells(c, ms))
                         diff_fixed.extend(difference_rows(s, c, ms, rate))
 
+    # the gap against model size: per series (the group's title without the size axis), each delayed curve,
+    # each size smallest first (parameters from summary.json; an unknown size after the known, grid order),
+    # the paired gap at the size's pick and its Welch change from the size before
+    size_ax = "size" if "size" in axes else "model" if "model" in axes else None
+    size_want = []
+    if size_ax in others:
+        def group_params(g):
+            for rate in rates[g]:
+                first = next((r for r in cell(g, rate, sync) if r["status"] == "done"), None)
+                if first and first["params"] is not None:
+                    return first["params"]
+            return None
+        labels_of = {g: next(r["labels"] for r in runs if title(r["labels"]) == g) for g in groups}
+        size_series = []
+        for g in groups:
+            if title(labels_of[g], size_ax) not in size_series:
+                size_series.append(title(labels_of[g], size_ax))
+        for s in size_series:
+            members = sorted((g for g in groups if title(labels_of[g], size_ax) == s),
+                             key=lambda g: (group_params(g) is None, group_params(g) or 0))
+            for c in delayed:
+                prev = None
+                for k, g in enumerate(members):
+                    gp = [x[1] for x in gaps(g, pick[g], c)] if pick[g] else []
+                    p = group_params(g)
+                    row = (f"<tr><td>{html(s)}</td><td>{html(c)}</td><td>{html(labels_of[g][size_ax])}</td>"
+                           f"<td>{'unknown' if p is None else '%.0f' % p}</td>"
+                           f"<td>{pick[g] if pick[g] else 'no pick: ' + why[g]}</td>"
+                           f"<td>{gap_text(gaps(g, pick[g], c)) if pick[g] else '&mdash;'}</td><td>")
+                    if k == 0 or prev is None or len(prev[0]) < 2 or len(gp) < 2 or p is None or prev[1] is None:
+                        row += "&mdash;"
+                    else:
+                        d, half, _ = welch(prev[0], gp)
+                        v = "smaller for the larger model" if d + half < 0 else \
+                            "larger for the larger model" if d - half > 0 else "not resolved"
+                        row += "%+.4f [%+.4f, %+.4f] %s" % (d, d - half, d + half, v)
+                    size_want.append(row + "</td></tr>")
+                    prev = (gp, p)
+
     cav, miscounts = (caveats(fits) if fits else []), []
     diff_want += diff_fixed
     want += extrap_want + cav + fixed_want + diff_want
@@ -598,6 +637,12 @@ def main(d, page):
             if got != n:
                 miscounts.append(f"{page}: {n} {what} expected, the page has {got}")
 
+    if size_want:  # exactly these rows in the size table
+        table = text[text.find('<table id="size-table">'):]
+        table = table[:table.find("</table>")]
+        if table.count("<tr>") - 1 != len(size_want):
+            miscounts.append(f"{page}: {len(size_want)} size rows expected, the page has {table.count('<tr>') - 1}")
+    want += size_want
     missing = [w for w in want if w not in text]
     for w in missing:
         print(f"{page}: expected the row\n  {w}")
