@@ -6,21 +6,37 @@
 #                                                   and the binary's hash added to runs/NAME/machines.log
 #   bash experiments/study.sh save NAME NOBUBBLE    each finished point evaluated on the whole validation
 #                                                   split (evaluate_whole.sh), the points saved into
-#                                                   results/NAME (scripts/results.sh), with the sweep's log,
-#                                                   machines.log and, where the study has one, rates.json;
+#                                                   results/NAME (scripts/results.sh), the sweep's log and
+#                                                   machines.log merged into results/NAME's (every line of
+#                                                   both, in time order: `start` merges the other way) and,
+#                                                   where the study has one, rates.json;
 #                                                   then RESULTS.md's claims table recomputed from results/
 #                                                   (experiments/claims.py), to be committed with them
+#
+#   bash experiments/study.sh merge-log FROM INTO   that merge alone (tests/cli_study_logs.sh)
 #
 # The sweep's log and machines.log together say which machine ran which point.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -eq 3 ] || { echo "usage: bash experiments/study.sh start|save NAME NOBUBBLE" >&2; exit 2; }
+
+# Every line of two logs (TIME EVENT ...), each once, in time order (stable within a second): a log is
+# history, so neither side may overwrite the other (a fresh runs/ on a new machine has only its own lines).
+merge_log() {  # FROM INTO
+  [ -f "$1" ] || return 0
+  [ -f "$2" ] || : > "$2"
+  local tmp="$2.merge.$$"
+  cat "$2" "$1" | awk '!seen[$0]++' | sort -s -n -k1,1 > "$tmp"
+  mv "$tmp" "$2"
+}
+if [ "${1:-}" = merge-log ] && [ $# -eq 3 ]; then merge_log "$2" "$3"; exit 0; fi  # what start and save do, alone
+[ $# -eq 3 ] || { echo "usage: bash experiments/study.sh start|save NAME NOBUBBLE | merge-log FROM INTO" >&2; exit 2; }
 action=$1 name=$2 bin=$3
 case "$action" in
   start)
     [ -f data/bible-gcide/manifest.json ] || "$bin" prepare --corpus bible+gcide
     [ -d "results/$name/runs" ] && bash scripts/results.sh restore "$name"
     mkdir -p "runs/$name"
+    for f in sweep.log machines.log; do merge_log "results/$name/$f" "runs/$name/$f"; done
     printf '%s start %s | %s | binary %s\n' "$(date +%s)" "$(lscpu | sed -n 's/^Model name: *//p')" \
       "$(grep -o 'avx512_bf16\|amx_bf16\|avx512f \|avx2 ' /proc/cpuinfo | sort -u | tr -d ' ' | tr '\n' ' ')" \
       "$(sha256sum "$bin" | cut -c1-16)" >> "runs/$name/machines.log"
@@ -28,9 +44,8 @@ case "$action" in
   save)
     bash experiments/evaluate_whole.sh "$name" "$bin"
     bash scripts/results.sh save "$name"
-    for f in sweep.log machines.log rates.json; do
-      if [ -f "runs/$name/$f" ]; then cp "runs/$name/$f" "results/$name/"; fi
-    done
+    for f in sweep.log machines.log; do merge_log "runs/$name/$f" "results/$name/$f"; done
+    if [ -f "runs/$name/rates.json" ]; then cp "runs/$name/rates.json" "results/$name/"; fi
     # a phase that completes changes the claims table; tests/cli_claims.sh fails until it is rewritten.
     # Never fatal: the results are saved by now, and a sweep's run.sh goes on to its next phase.
     python3 experiments/claims.py --write RESULTS.md \
