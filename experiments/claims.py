@@ -619,7 +619,7 @@ class Claims:
                      "running; a length enters here when all its seeds are in", "not measured yet")
             return
         self.row(claim, paper, "; ".join(cells) + " (`moe-tiny` and its dense twin `tiny`, whole validation split, "
-                 "tuned rates, 3 paired seeds)", "; ".join(verdicts) + "; a 1,000x smaller model than the paper's")
+                 "tuned rates, 3 paired seeds)", "; ".join(verdicts) + "; 3-4 orders of magnitude below the paper's model and tokens")
 
     def quoted(self):
         self.row("Taylor compensation helps", "studied",
