@@ -93,6 +93,12 @@ def tuned_rate(study, min_seeds=3, **fixed):
     return best[0] if best else None
 
 
+def edge(study, rate, **fixed):
+    """' (grid edge)' where the pick is the lowest or highest rate run synchronously: the optimum may lie beyond."""
+    rates = [r for r in study.values("lr", delay="sync", **fixed) if len(study.losses(lr=r, delay="sync", **fixed)) >= 3]
+    return " (grid edge)" if len(rates) > 1 and rate in (rates[0], rates[-1]) else ""
+
+
 def paired(a, b):
     """Per-seed b - a over the seeds both have."""
     seeds = sorted(set(a) & set(b))
@@ -239,7 +245,7 @@ class Claims:
         cells, yes, no = [], [], []
         for steps, rate, g in self.tuned_gaps(opt):
             p = Paired(g.values())
-            cells.append(f"{steps_label(steps)}: {fmt(p)} at {rate}")
+            cells.append(f"{steps_label(steps)}: {fmt(p)} at {rate}{edge(self.s['scaling'], rate, steps=steps, optimizer=opt)}")
             (yes if p.resolved() and p.mean > 0 else no).append(f"{int(steps):,}")
         for steps, rate, g in self.tuned_gaps(opt, study="scaling_small"):
             p = Paired(g.values())
@@ -254,7 +260,8 @@ class Claims:
         cells, resolved, inside, tight = [], [], [], []
         for steps, rate, g in self.tuned_gaps("muon"):
             p = Paired(g.values())
-            cells.append(f"{int(steps):,} steps: {fmt(p)} ({tost_label(p)})")
+            cells.append(f"{int(steps):,} steps: {fmt(p)} at {rate}{edge(self.s['scaling'], rate, steps=steps, optimizer='muon')} "
+                         f"({tost_label(p)})")
             if p.n >= 2 and p.interval()[0] > 0.012:
                 resolved.append(f"{int(steps):,}")
             if p.tost(0.05)[0]:
