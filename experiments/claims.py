@@ -241,16 +241,18 @@ class Claims:
                 out.append((size, rate, g))
         return out
 
+    # The scaling study's models: (study, a label's prefix, tokens a step, parameters).
+    MODELS = (("scaling", "", 1024, TINY_PARAMS), ("scaling_small", "`small` ", 2048, SMALL_PARAMS))
+
     def degrades(self, opt, name, paper):
         cells, yes, no = [], [], []
-        for steps, rate, g in self.tuned_gaps(opt):
-            p = Paired(g.values())
-            cells.append(f"{steps_label(steps)}: {fmt(p)} at {rate}{edge(self.s['scaling'], rate, steps=steps, optimizer=opt)}")
-            (yes if p.resolved() and p.mean > 0 else no).append(f"{int(steps):,}")
-        for steps, rate, g in self.tuned_gaps(opt, study="scaling_small"):
-            p = Paired(g.values())
-            cells.append(f"`small`, {steps_label(steps, 2048, SMALL_PARAMS)}: {fmt(p)} at {rate}")
-            (yes if p.resolved() and p.mean > 0 else no).append(f"`small` {int(steps):,}")
+        for study, prefix, tokens, params in self.MODELS:
+            for steps, rate, g in self.tuned_gaps(opt, study=study):
+                p = Paired(g.values())
+                where = f"{prefix.rstrip()}, " if prefix else ""
+                cells.append(f"{where}{steps_label(steps, tokens, params)}: {fmt(p)} at {rate}"
+                             f"{edge(self.s[study], rate, steps=steps, optimizer=opt)}")
+                (yes if p.resolved() and p.mean > 0 else no).append(f"{prefix}{int(steps):,}")
         verdict = (f"reproduces at {joined(yes)} steps" if yes else "not reproduced") + \
                   (f"; not resolved at {joined(no)} (3 seeds)" if no else "")
         self.row(name, paper, "; ".join(cells) + " (`tiny` unless named, 3 paired seeds, tuned rates)", verdict,
@@ -277,20 +279,14 @@ class Claims:
 
     def more_than(self, a, b, name, paper, scale="`tiny`, each at its tuned rate"):
         cells, yes, no = [], [], []
-        ga = {s: (r, g) for s, r, g in self.tuned_gaps(a)}
-        for steps, rate, g in self.tuned_gaps(b):
-            if steps not in ga:
-                continue
-            d = diff_by_seed(ga[steps][1], g)
-            cells.append(f"{int(steps):,} steps: {fmt(d)}")
-            (yes if d.resolved() and d.mean > 0 else no).append(f"{int(steps):,}")
-        for st in ("scaling_small",):
-            small = {s: g for s, r, g in self.tuned_gaps(a, study=st)}
-            for steps, rate, g in self.tuned_gaps(b, study=st):
-                if steps in small:
-                    d = diff_by_seed(small[steps], g)
-                    cells.append(f"`small` {int(steps):,} steps: {fmt(d)}")
-                    (yes if d.resolved() and d.mean > 0 else no).append(f"`small` {int(steps):,}")
+        for study, prefix, _, _ in self.MODELS:
+            ga = {s: g for s, r, g in self.tuned_gaps(a, study=study)}
+            for steps, rate, g in self.tuned_gaps(b, study=study):
+                if steps not in ga:
+                    continue
+                d = diff_by_seed(ga[steps], g)
+                cells.append(f"{prefix}{int(steps):,} steps: {fmt(d)}")
+                (yes if d.resolved() and d.mean > 0 else no).append(f"{prefix}{int(steps):,}")
         self.row(name, paper, f"{a} gap minus {b} gap per seed: " + "; ".join(cells) + f" ({scale})",
                  (f"reproduces at {joined(yes)} steps" if yes else "not reproduced") +
                  (f"; not resolved at {joined(no)}" if no else ""), cells, "scaling")
@@ -446,34 +442,24 @@ class Claims:
                  "rates, 3 paired seeds)", "; ".join(verdicts) if verdicts else "not measured yet (one size only)")
 
     def ef(self, opt, name, paper, lo_range, hi_range):
-        st = self.s["scaling"]
         cells, below, inside, above, helps = [], [], [], [], []
-        for steps in st.values("steps", optimizer=opt):
-            tuned = tuned_rate(st, steps=steps, optimizer=opt)
-            for rate in st.values("lr", steps=steps, optimizer=opt, delay="2bw+ef"):
-                plain = gaps_by_seed(st, "2bw", steps=steps, optimizer=opt, lr=rate)
-                mit = gaps_by_seed(st, "2bw+ef", steps=steps, optimizer=opt, lr=rate)
-                sh = share(plain, mit)
-                where = f"{int(steps):,}" + ("" if rate == tuned else f" at {rate} (not the tuned rate)")
-                cells.append(f"{where}: {fmt_share(sh)}")
-                if sh is None:
-                    continue
-                lo, hi = sh.interval()
-                (below if hi < lo_range else above if lo > hi_range else inside).append(where)
-                if lo > 0:
-                    helps.append(where)
-        for steps in self.s["scaling_small"].values("steps", optimizer=opt):
-            sm = self.s["scaling_small"]
-            rate = tuned_rate(sm, steps=steps, optimizer=opt)
-            sh = share(gaps_by_seed(sm, "2bw", steps=steps, optimizer=opt, lr=rate),
-                       gaps_by_seed(sm, "2bw+ef", steps=steps, optimizer=opt, lr=rate))
-            where = f"`small` {int(steps):,}"
-            cells.append(f"{where}: {fmt_share(sh)}")
-            if sh is not None:
-                lo, hi = sh.interval()
-                (below if hi < lo_range else above if lo > hi_range else inside).append(where)
-                if lo > 0:
-                    helps.append(where)
+        for study, prefix, _, _ in self.MODELS:
+            st = self.s[study]
+            for steps in st.values("steps", optimizer=opt):
+                tuned = tuned_rate(st, steps=steps, optimizer=opt)
+                # `tiny`: every rate with EF runs (each labelled when it is not the pick); `small`: the pick
+                rates = st.values("lr", steps=steps, optimizer=opt, delay="2bw+ef") if not prefix else [tuned]
+                for rate in rates:
+                    sh = share(gaps_by_seed(st, "2bw", steps=steps, optimizer=opt, lr=rate),
+                               gaps_by_seed(st, "2bw+ef", steps=steps, optimizer=opt, lr=rate))
+                    where = f"{prefix}{int(steps):,}" + ("" if rate == tuned else f" at {rate} (not the tuned rate)")
+                    cells.append(f"{where}: {fmt_share(sh)}")
+                    if sh is None:
+                        continue
+                    lo, hi = sh.interval()
+                    (below if hi < lo_range else above if lo > hi_range else inside).append(where)
+                    if lo > 0:
+                        helps.append(where)
         verdict = [f"EF takes back a resolved share at {joined(helps)}"]
         if below:
             verdict.append(f"below the paper's range at {joined(below)}")

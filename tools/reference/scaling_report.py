@@ -590,18 +590,19 @@ def main(d, page):
                     return first["params"]
             return None
         labels_of = {g: next(r["labels"] for r in runs if title(r["labels"]) == g) for g in groups}
+        size_of = {g: group_params(g) for g in groups}
         size_series = []
         for g in groups:
             if title(labels_of[g], size_ax) not in size_series:
                 size_series.append(title(labels_of[g], size_ax))
         for s in size_series:
             members = sorted((g for g in groups if title(labels_of[g], size_ax) == s),
-                             key=lambda g: (group_params(g) is None, group_params(g) or 0))
+                             key=lambda g: (size_of[g] is None, size_of[g] or 0))
             for c in delayed:
                 prev = None
                 for k, g in enumerate(members):
                     gp = [x[1] for x in gaps(g, pick[g], c)] if pick[g] else []
-                    p = group_params(g)
+                    p = size_of[g]
                     row = (f"<tr><td>{html(s)}</td><td>{html(c)}</td><td>{html(labels_of[g][size_ax])}</td>"
                            f"<td>{'unknown' if p is None else '%.0f' % p}</td>"
                            f"<td>{pick[g] if pick[g] else 'no pick: ' + why[g]}</td>"
