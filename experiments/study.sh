@@ -14,6 +14,12 @@
 #                                                   (experiments/claims.py), to be committed with them
 #
 #   bash experiments/study.sh merge-log FROM INTO   that merge alone (tests/cli_study_logs.sh)
+#   bash experiments/study.sh binary COMMIT ARTIFACT OUT [CMAKE_OPTION...]
+#                                                   a study's pinned binary, where OUT is missing: COMMIT
+#                                                   checked out in a worktree (/tmp/nobubble-COMMIT), its own
+#                                                   scripts/setup.sh (the libraries that commit needs), a
+#                                                   Release build of the CLI with the options the study's
+#                                                   README names, build/ARTIFACT copied to OUT
 #
 # The sweep's log and machines.log together say which machine ran which point.
 set -euo pipefail
@@ -29,7 +35,30 @@ merge_log() {  # FROM INTO
   mv "$tmp" "$2"
 }
 if [ "${1:-}" = merge-log ] && [ $# -eq 3 ]; then merge_log "$2" "$3"; exit 0; fi  # what start and save do, alone
-[ $# -eq 3 ] || { echo "usage: bash experiments/study.sh start|save NAME NOBUBBLE | merge-log FROM INTO" >&2; exit 2; }
+
+# A machine of a new session has none of the studies' binaries: each run.sh builds its own, from the
+# commit its plan pins, so that a later change to the engine cannot move a result.
+build_binary() {  # COMMIT ARTIFACT OUT [CMAKE_OPTION...]
+  local commit=$1 artifact=$2 out=$3; shift 3
+  [ -x "$out" ] && return 0
+  local tree=/tmp/nobubble-$commit
+  if [ ! -d "$tree" ]; then
+    git worktree prune
+    git worktree add --detach "$tree" "$commit" > /dev/null || { echo "study.sh: cannot check out $commit" >&2; return 1; }
+  fi
+  bash "$tree/scripts/setup.sh"
+  echo "study.sh: building $out from $commit ($tree/build/build.log)" >&2
+  mkdir -p "$tree/build" "$(dirname "$out")"
+  if ! { cmake -S "$tree" -B "$tree/build" -DCMAKE_BUILD_TYPE=Release "$@" \
+         && cmake --build "$tree/build" --target nobubble_cli -j"$(nproc)"; } > "$tree/build/build.log" 2>&1; then
+    tail -n 30 "$tree/build/build.log" >&2
+    echo "study.sh: the build of $commit failed (log: $tree/build/build.log)" >&2
+    return 1
+  fi
+  cp "$tree/build/$artifact" "$out.tmp" && mv "$out.tmp" "$out"
+}
+if [ "${1:-}" = binary ] && [ $# -ge 4 ]; then shift; build_binary "$@"; exit $?; fi
+[ $# -eq 3 ] || { echo "usage: bash experiments/study.sh start|save NAME NOBUBBLE | merge-log FROM INTO | binary COMMIT ARTIFACT OUT [CMAKE_OPTION...]" >&2; exit 2; }
 action=$1 name=$2 bin=$3
 case "$action" in
   start)

@@ -4,8 +4,9 @@
 #
 #   bash scripts/results.sh save NAME      runs/NAME -> results/NAME: every complete point's command.txt
 #                                          and summary.json (and final_eval.json where a study wrote one),
-#                                          its metrics.jsonl thinned (below), and results.csv; points
-#                                          already saved are refreshed
+#                                          its metrics.jsonl thinned (below), and results.csv (merged:
+#                                          a point done in the saved table stays); points already
+#                                          saved are refreshed
 #   bash scripts/results.sh restore NAME   results/NAME -> runs/NAME: every saved point that runs/NAME
 #                                          lacks or has not completed (an interrupted point's folder is
 #                                          replaced; a complete one is never touched), and results.csv
@@ -45,6 +46,24 @@ thin() {  # metrics.jsonl on stdin -> the kept lines on stdout
        }'
 }
 
+# results.csv lists the points of the grid the sweep last ran: a study that sweeps one phase's grid at a
+# time (experiments/moe/run.sh) once saved a table without the points of its other phases. A saved row
+# whose point is done therefore stays, in place of the sweep's row for that point where the sweep's is
+# not done, else after the sweep's rows; a table whose columns differ (another grid) is replaced, said.
+merge_csv() {  # FROM INTO
+  if [ ! -f "$2" ] || ! cmp -s <(head -n 1 "$1") <(head -n 1 "$2"); then
+    [ -f "$2" ] && echo "results.sh: $2 has other columns than $1: replaced by it" >&2
+    cp "$1" "$2"
+    return
+  fi
+  awk -F, 'FNR == 1 { for (i = 1; i <= NF; i++) if ($i == "status") col = i; if (FILENAME == ARGV[2]) print; next }
+           FILENAME == ARGV[1] { if (col && $col == "done") { kept[$1] = $0; order[++n] = $1 }; next }
+           { if (col && $col != "done" && ($1 in kept)) { print kept[$1]; delete kept[$1] }
+             else { print; if (col && $col == "done") delete kept[$1] } }
+           END { for (i = 1; i <= n; i++) if (order[i] in kept) print kept[order[i]] }' "$2" "$1" > "$2.tmp"
+  mv "$2.tmp" "$2"
+}
+
 case "$action" in
   save)
     [ -d "$runs/runs" ] || { echo "results.sh: $runs/runs does not exist: nothing to save (run the sweep with --out $runs)" >&2; exit 1; }
@@ -60,7 +79,7 @@ case "$action" in
       mv "$saved/runs/$point/metrics.jsonl.tmp" "$saved/runs/$point/metrics.jsonl"
       n=$((n + 1))
     done
-    [ -f "$runs/results.csv" ] && cp "$runs/results.csv" "$saved/results.csv"
+    [ -f "$runs/results.csv" ] && merge_csv "$runs/results.csv" "$saved/results.csv"
     echo "results.sh: saved $n complete points of $runs into $saved"
     ;;
   restore)

@@ -47,6 +47,8 @@ check "measured, 2e-3 is tiny adamw's rate" \
   grep -qx "skip length=1000 model=tiny optimizer=adamw lr=1e-3,4e-3,8e-3,1.6e-2 delay=2bw,2bw+ef" "$work/g2.txt"
 python3 -c 'import json,sys; r = json.load(open(sys.argv[1]))["1000"]; sys.exit(0 if r["tiny"]["adamw"]["chosen"] == "2e-3" and r["moe-tiny"]["adamw"]["chosen"] == "4e-3" else 1)' \
   "$work/res/moe/rates.json" && ok || fail "rates.json: $(cat "$work/res/moe/rates.json")"
+python3 -c 'import json,sys; r = json.load(open(sys.argv[1]))["3000"]["tiny"]["adamw"]; sys.exit(0 if r["chosen"] is None else 1)' \
+  "$work/res/moe/rates.json" && ok || fail "rates.json written by the 1,000-step phase keeps the 3,000-step phase's state"
 
 # ---- the analysis: gaps at the chosen rates
 ed=(0 0.01 0 -0.01)

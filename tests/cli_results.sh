@@ -70,6 +70,29 @@ results restore g > "$work/restore2.log" 2>&1 && grep -q "restored 1 points" "$w
 check "complete run left as it was" test -f "$work/runs/g/runs/sync_1/marker.json"
 check "interrupted run replaced" test -f "$work/runs/g/runs/sync_2/summary.json"
 
+# A sweep of another phase's grid lists only its own points in results.csv: saving it keeps every point the
+# saved table has done (a row the sweep has as not done is the saved one; a row it lacks goes after its rows).
+csv=$work/runs/g/results.csv
+cp "$work/results/g/results.csv" "$work/csv.before"
+col=$(head -n 1 "$csv" | tr ',' '\n' | grep -nx status | cut -d: -f1)
+awk -F, -v OFS=, -v c="$col" 'NR == 1 || $1 == "sync_1" { print; next } $1 == "sync_2" { $c = "interrupted"; print }' \
+  "$csv" > "$csv.new" && mv "$csv.new" "$csv"
+results save g > "$work/save3.log" 2>&1 && ok || fail "save of a smaller table: $(cat "$work/save3.log")"
+for p in sync_1 sync_2 2bw_1; do
+  check "results.csv keeps $p done" \
+    test "$(awk -F, -v c="$col" -v p=$p '$1 == p && $c == "done"' "$work/results/g/results.csv" | wc -l)" = 1
+done
+check "the saved rows unchanged, each once" \
+  test "$(sort "$work/results/g/results.csv" | md5sum)" = "$(sort "$work/csv.before" | md5sum)"
+check "the sweep's order first, the kept rows after" \
+  test "$(cut -d, -f1 "$work/results/g/results.csv" | tr '\n' ' ')" = "point sync_1 sync_2 $(cut -d, -f1 "$work/csv.before" | grep -vx 'point\|sync_1\|sync_2' | tr '\n' ' ')"
+# a table of other columns (another grid) replaces the saved one, and says so
+cp "$work/runs/g/results.csv" "$work/csv.keep"
+sed -i '1s/^point,/name,/' "$csv"
+results save g > "$work/save4.log" 2>&1 && grep -q "other columns" "$work/save4.log" && head -n 1 "$work/results/g/results.csv" | grep -q '^name,' \
+  && ok || fail "a table of other columns: $(cat "$work/save4.log")"
+cp "$work/csv.keep" "$csv"
+
 expect_error "a name with a slash" "plain folder name" results save ../g
 expect_error "nothing saved under a name" "nothing saved" results restore nosuch
 expect_error "no runs to save" "nothing to save" results save nosuch

@@ -11,7 +11,8 @@ cd "$(dirname "$0")/../.."
 bin=${NB_STUDY_BIN:-/work/bin/nobubble-study}
 jobs=${1:-2}
 want=dca6a21
-[ -x "$bin" ] || { echo "run.sh: $bin: build the study's binary first (README.md, 'Amendment 1': commit $want)" >&2; exit 1; }
+# built where missing (README.md, "Amendment 1": commit dca6a21, Release, the CLI target's `nobubble`)
+bash experiments/study.sh binary $want nobubble "$bin"
 bash experiments/study.sh start claim_10k "$bin"
 rc=0
 nice -n 19 "$bin" sweep experiments/claim_10k/grid.txt --out runs/claim_10k --jobs "$jobs" --save-every 1000 || rc=$?

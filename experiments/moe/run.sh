@@ -13,7 +13,8 @@ cd "$(dirname "$0")/../.."
 want=1790e1c
 bin=${NB_MOE_BIN:-/work/bin/nobubble-moe-$want}
 jobs=${1:-1}
-[ -x "$bin" ] || { echo "run.sh: $bin: build the study's binary first (README.md, 'The binary': commit $want)" >&2; exit 1; }
+# built where missing (README.md, "The binary": commit 1790e1c, Release, -DNB_NATIVE=ON, nobubble-core)
+bash experiments/study.sh binary $want nobubble-core "$bin" -DNB_NATIVE=ON
 bash experiments/study.sh start moe "$bin"
 for length in 1000 3000; do
   while :; do

@@ -71,12 +71,15 @@ def main():
     for length in LENGTHS:
         if length not in phases:
             lines.append(f"skip length={length}")
-            continue
         for model in MODELS:
             for opt in OPTIMIZERS:
+                # rates.json holds every length, so that a later phase's state survives an earlier phase's
+                # grid being written again (a new machine's run.sh does so)
                 rates, chosen, means = tune(a.runs, length, model, opt)
                 state.setdefault(length, {}).setdefault(model, {})[opt] = {
                     "rates_run": rates, "chosen": chosen, "sync_means": means}
+                if length not in phases:
+                    continue
                 where = f"length={length} model={model} optimizer={opt}"
                 unrun = [lr for lr in LADDER if lr not in rates]
                 if unrun:

@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""The size axis's decision rules 1, 2, 4 and 5 (README.md beside this file), as the grid that runs next.
+
+Every number is a point's whole-split validation loss (final_eval.json, experiments/evaluate_whole.sh;
+Amendment 1). run.sh calls this once per phase, in order, until the grid it prints stops changing:
+
+  tiny    rule 1 for `tiny` (AdamW, Muon): the synchronous bf16 runs of seeds 1-3 at the plan's rates; a
+          best at an edge adds the next factor of 2 beyond it, and nothing else of that configuration runs
+          until it is measured; once the best is inside, rule 2: 2BW and 2BW + EF at it (seeds 1-3)
+  small   the same for `small`
+  fp32    rule 5: `small` Muon's synchronous and 2BW runs at its pick again in fp32 (seeds 1-3)
+  seeds   rule 4: for an optimizer whose between-size interval (Welch, `small`'s gap less `tiny`'s, seeds
+          1-3) covers 0 while its half-width is less than twice its mean's distance from 0, seeds 4-6 of
+          both sizes at their picks (synchronous, 2BW, 2BW + EF; bf16)
+
+Prints experiments/size_axis/grid.txt plus the skip lines to stdout and writes the state (rates run,
+3-seed means, picks, the rule-4 intervals and whether they added seeds) to RUNS/rates.json. `--check`
+exits 3 while some configuration of the phases up to PHASE has no pick yet. Python 3 standard library.
+
+    python3 experiments/size_axis/tune.py PHASE [--runs runs/size_axis] [--check] > runs/size_axis/grid_PHASE.txt
+"""
+import argparse
+import importlib.util
+import json
+import math
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PHASES = ["tiny", "small", "fp32", "seeds"]
+SIZES = ["tiny", "small"]
+OPTIMIZERS = ["adamw", "muon"]
+LADDER = ["5e-4", "1e-3", "2e-3", "4e-3", "8e-3", "1.6e-2", "3.2e-2", "6.4e-2"]  # grid.txt's lr axis
+PLAN = {("tiny", "adamw"): ("2e-3", "1.6e-2"), ("tiny", "muon"): ("2e-3", "1.6e-2"),   # the plan's table
+        ("small", "adamw"): ("1e-3", "8e-3"), ("small", "muon"): ("2e-3", "1.6e-2")}
+SEEDS = ["1", "2", "3"]
+EXTRA_SEEDS = ["4", "5", "6"]
+DELAYS = "2bw,2bw+ef"
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+stats = _load("claim_analysis", os.path.join(HERE, "..", "claim_10k", "analyze.py"))  # Student's t, Paired
+
+
+def point(size, opt, lr, delay, seed, precision="bf16"):
+    """A point's name: grid.txt's axes in order."""
+    return f"{size}_{opt}_{lr}_{delay}_{precision}_{seed}"
+
+
+def loss(runs, name):
+    try:
+        with open(os.path.join(runs, "runs", name, "final_eval.json")) as f:
+            return json.load(f)["val_loss"]
+    except FileNotFoundError:
+        return None
+
+
+def tune(runs, size, opt):
+    """Rule 1: the rates to run (a contiguous stretch of the ladder), the pick (None while pending), the means."""
+    lo, hi = (LADDER.index(r) for r in PLAN[(size, opt)])
+    while True:
+        rates = LADDER[lo:hi + 1]
+        means = {}
+        for lr in rates:
+            losses = [loss(runs, point(size, opt, lr, "sync", s)) for s in SEEDS]
+            if any(x is None for x in losses):
+                return rates, None, means
+            means[lr] = sum(losses) / len(losses)
+        best = min(rates, key=lambda lr: (means[lr], LADDER.index(lr)))   # a tie to the lower rate
+        if best == rates[0] and lo > 0:
+            lo -= 1
+        elif best == rates[-1] and hi < len(LADDER) - 1:
+            hi += 1
+        elif best in (LADDER[0], LADDER[-1]):
+            sys.exit(f"tune.py: {size} {opt}: the best rate {best} is the end of the ladder; extend LADDER and "
+                     "grid.txt's lr axis (a dated amendment to the plan)")
+        else:
+            return rates, best, means
+
+
+def gaps(runs, size, opt, lr, seeds, precision="bf16"):
+    """Rule 3: {seed: 2BW's loss less the synchronous run's}, or None while one of the seeds lacks either."""
+    out = {}
+    for s in seeds:
+        a, b = (loss(runs, point(size, opt, lr, d, s, precision)) for d in ("sync", "2bw"))
+        if a is None or b is None:
+            return None
+        out[s] = b - a
+    return out
+
+
+def welch(x, y):
+    """Mean of y less mean of x with Welch's 95% interval: (difference, low, high)."""
+    px, py = stats.Paired(x), stats.Paired(y)
+    vx, vy = px.sd ** 2 / px.n, py.sd ** 2 / py.n
+    if vx + vy == 0:
+        d = py.mean - px.mean
+        return d, d, d
+    df = (vx + vy) ** 2 / (vx ** 2 / (px.n - 1) + vy ** 2 / (py.n - 1))
+    half = stats.t_quantile(0.975, df) * math.sqrt(vx + vy)
+    d = py.mean - px.mean
+    return d, d - half, d + half
+
+
+def rule4(runs, picks, opt):
+    """Rule 4 on seeds 1-3: the Welch interval of `small`'s gap less `tiny`'s and whether it adds seeds 4-6
+    (it covers 0 and its half-width is less than twice |mean|); None until both gaps are in."""
+    g = [gaps(runs, size, opt, picks[(size, opt)], SEEDS) if picks[(size, opt)] else None for size in SIZES]
+    if any(x is None for x in g):
+        return None
+    d, lo, hi = welch(list(g[0].values()), list(g[1].values()))
+    covers = lo <= 0 <= hi
+    return {"difference": d, "low": lo, "high": hi, "adds_seeds": covers and (hi - lo) / 2 < 2 * abs(d)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("phase", choices=PHASES)
+    ap.add_argument("--runs", default="runs/size_axis")
+    ap.add_argument("--check", action="store_true")
+    a = ap.parse_args()
+    upto = PHASES[:PHASES.index(a.phase) + 1]
+    active = [s for s in SIZES if s in upto or "small" in upto]
+    state, lines, pending, picks = {}, [], [], {}
+    # every configuration's state is computed in every phase, so rates.json always holds all of them
+    for size in SIZES:
+        for opt in OPTIMIZERS:
+            rates, chosen, means = tune(a.runs, size, opt)
+            picks[(size, opt)] = chosen
+            state.setdefault(size, {})[opt] = {"rates_run": rates, "chosen": chosen, "sync_means": means}
+            if size not in active:
+                continue
+            where = f"size={size} optimizer={opt}"
+            unrun = [lr for lr in LADDER if lr not in rates]
+            if unrun:
+                lines.append(f"skip {where} lr={','.join(unrun)}")
+            others = [lr for lr in rates if lr != chosen]
+            if others:
+                lines.append(f"skip {where} lr={','.join(others)} delay={DELAYS}")
+            if chosen is None:
+                pending.append(f"{size} {opt}")
+    for size in SIZES:
+        if size not in active:
+            lines.append(f"skip size={size}")
+    # rule 5: fp32 only for `small` Muon at its pick, synchronous and 2BW, seeds 1-3
+    pick = picks[("small", "muon")]
+    state["fp32_check"] = {"rate": pick, "runs": "fp32" in upto and pick is not None}
+    if state["fp32_check"]["runs"]:
+        lines += ["skip precision=fp32 size=tiny", "skip precision=fp32 optimizer=adamw",
+                  f"skip precision=fp32 lr={','.join(lr for lr in LADDER if lr != pick)}",
+                  "skip precision=fp32 delay=2bw+ef", f"skip precision=fp32 seed={','.join(EXTRA_SEEDS)}"]
+    else:
+        lines.append("skip precision=fp32")
+    # rule 4: seeds 4-6, decided on seeds 1-3 alone (so that the seeds it adds cannot take themselves away)
+    state["rule4"] = {}
+    for opt in OPTIMIZERS:
+        r = rule4(a.runs, picks, opt)
+        state["rule4"][opt] = r
+        if "seeds" in upto and r and r["adds_seeds"]:
+            for size in SIZES:
+                lines.append(f"skip size={size} optimizer={opt} "
+                             f"lr={','.join(lr for lr in LADDER if lr != picks[(size, opt)])} seed={','.join(EXTRA_SEEDS)}")
+        else:
+            lines.append(f"skip optimizer={opt} seed={','.join(EXTRA_SEEDS)}")
+    with open(os.path.join(HERE, "grid.txt")) as f:
+        sys.stdout.write(f.read())
+    print(f"# tune.py {a.phase}: the rates run and chosen so far ({os.path.join(a.runs, 'rates.json')})")
+    print("\n".join(lines))
+    os.makedirs(a.runs, exist_ok=True)
+    with open(os.path.join(a.runs, "rates.json"), "w") as f:
+        json.dump(state, f, indent=1)
+        f.write("\n")
+    if a.check and pending:
+        print("tune.py: no rate yet for: " + "; ".join(pending), file=sys.stderr)
+        sys.exit(3)
+
+
+if __name__ == "__main__":
+    main()
