@@ -39,8 +39,6 @@ END = "<!-- claims.py: end -->"
 
 TINY_PARAMS = 1.38e6      # `tiny` (docs/experiments.md): 1,377,408 parameters
 SMALL_PARAMS = 6.2e6      # `small`
-# The presets' parameter counts, as `nobubble train` prints them (experiments/size_axis/README.md).
-PRESET_PARAMS = {"tiny": 1377408, "small": 6163712}
 
 
 def _load(name, path):
@@ -52,6 +50,10 @@ def _load(name, path):
 
 A = _load("claim_10k_analyze", os.path.join(HERE, "claim_10k", "analyze.py"))
 Paired = A.Paired
+# The size axis's own rules (its tune.py and analyze.py): picks on seeds 1-3 of the bf16 synchronous runs'
+# whole-split losses, gaps over the seeds rule 4 gives, so that its claims row and its tables agree.
+SA = _load("size_axis_analyze", os.path.join(HERE, "size_axis", "analyze.py"))
+PRESET_PARAMS = SA.PARAMS   # the presets' parameter counts, as `nobubble train` prints them
 
 
 # ---------------------------------------------------------------- reading results/
@@ -204,7 +206,7 @@ class Claims:
         self.root = root
         self.s = {name: Study(root, name) for name in
                   ("scaling", "scaling_small", "optimizers", "momentum", "depth", "equal_time", "cooldown", "moe", "claim_10k",
-                   "size_axis")}
+)}
         self.rows = []
 
     def row(self, claim, paper, measured, verdict, cells=True, study=None):
@@ -230,13 +232,20 @@ class Claims:
         return PRESET_PARAMS[size]
 
     def size_gaps(self, opt, delay="2bw"):
-        """experiments/size_axis: [(size, rate, {seed: gap})] at each size's synchronous pick, smallest first."""
-        st = self.s["size_axis"]
+        """experiments/size_axis: [(size, rate, {seed: gap})] at each size's pick (its rule 1, on the whole-split
+        losses of seeds 1-3 in bf16), smallest first, over the seeds that have both runs (1-3, and 4-6 where
+        rule 4 added them)."""
+        runs, tune = os.path.join(self.root, "size_axis"), SA.tune
         out = []
-        for size in sorted({r["size"] for r in st.rows if r.get("optimizer") == opt and r.get("size") in PRESET_PARAMS},
-                           key=PRESET_PARAMS.get):
-            rate = tuned_rate(st, size=size, optimizer=opt)
-            g = gaps_by_seed(st, delay, size=size, optimizer=opt, lr=rate) if rate else {}
+        for size in sorted(tune.SIZES, key=PRESET_PARAMS.get):
+            _, rate, _ = tune.tune(runs, size, opt)
+            if rate is None:
+                continue
+            g = {}
+            for seed in SA.seeds_of(runs, size, opt, rate):
+                a, b = (tune.loss(runs, tune.point(size, opt, rate, d, seed)) for d in ("sync", delay))
+                if a is not None and b is not None:
+                    g[int(seed)] = b - a
             if len(g) >= 2:
                 out.append((size, rate, g))
         return out
@@ -438,8 +447,8 @@ class Claims:
                 verdicts.append(f"{name}: " + ("smaller for the larger model" if hi < 0 else
                                                "larger for the larger model" if lo > 0 else "not resolved"))
         self.row("The gap is smaller for a larger model at a fixed budget per parameter", "135M to 10B parameters",
-                 "; ".join(cells) + " (`experiments/size_axis`, pre-registered: 1 token per parameter, bf16, tuned "
-                 "rates, 3 paired seeds)", "; ".join(verdicts) if verdicts else "not measured yet (one size only)")
+                 "; ".join(cells) + " (`experiments/size_axis`, pre-registered: 1 token per parameter, bf16, the whole "
+                 "validation split, tuned rates, paired seeds 1-3, 1-6 where its rule 4 added them)", "; ".join(verdicts) if verdicts else "not measured yet (one size only)")
 
     def ef(self, opt, name, paper, lo_range, hi_range):
         cells, below, inside, above, helps = [], [], [], [], []

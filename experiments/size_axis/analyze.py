@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""The size axis's pre-registered analysis (README.md beside this file: decision rules 1-5, Amendment 1).
+
+Reads results/size_axis/runs/*/final_eval.json (each run's final model on the whole validation split, the
+outcome), machines.log and sweep.log, and prints as Markdown: the rates tuned (rule 1), the paired gaps at
+each pick with 95% t intervals and error feedback's share (rule 3), `small`'s gap less `tiny`'s with
+Welch's interval and whether rule 4 added seeds 4-6, the bf16 against fp32 check (rule 5), and the
+machine of every point. Python 3 standard library.
+
+    python3 experiments/size_axis/analyze.py [--results results] [--partial]
+
+Without --partial it refuses while a table it needs is incomplete; with it, what is missing reads "pending".
+"""
+import argparse
+import importlib.util
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+tune = _load("size_tune", os.path.join(HERE, "tune.py"))
+stats = tune.stats
+Paired = stats.Paired
+PARAMS = {"tiny": 1377408, "small": 6163712}   # as `nobubble train` prints them (README.md)
+
+
+def num(x):
+    """+0.0123; a difference that rounds to zero prints as +0.0000, never -0.0000."""
+    return f"{0.0 if abs(x) < 5e-5 else x:+.4f}"
+
+
+def fmt(p):
+    if p.n < 2:
+        return "pending"
+    lo, hi = p.interval()
+    state = "resolved" if p.resolved() else "within noise"
+    return f"{p.mean:+.4f} [{lo:+.4f}, {hi:+.4f}] ({state})"
+
+
+def seeds_of(runs, size, opt, lr):
+    """Seeds 1-3, and 4-6 where rule 4 added them and all of their synchronous and 2BW runs are in."""
+    extra = [s for s in tune.EXTRA_SEEDS
+             if all(tune.loss(runs, tune.point(size, opt, lr, d, s)) is not None for d in ("sync", "2bw"))]
+    return tune.SEEDS + (extra if len(extra) == len(tune.EXTRA_SEEDS) else [])
+
+
+def share(runs, size, opt, lr, seeds, plain):
+    """Error feedback's per-seed share 1 - gap_EF / gap, where the plain gap is resolved and positive."""
+    p = Paired(plain.values())
+    if not (p.n >= 2 and p.resolved() and p.mean > 0):
+        return None
+    ef = {}
+    for s in seeds:
+        a, b = (tune.loss(runs, tune.point(size, opt, lr, d, s)) for d in ("sync", "2bw+ef"))
+        if a is None or b is None:
+            return None
+        ef[s] = b - a
+    return Paired(1 - ef[s] / plain[s] for s in seeds), Paired(ef.values())
+
+
+def machines(root):
+    """{point: [machine, ...]}: a point's sweep events (start, resume, done) each on the newest machine line
+    before it in machines.log (TIME start CPU | flags | binary HASH)."""
+    folder = os.path.join(root, "size_axis")
+    table, events = [], {}
+    try:
+        with open(os.path.join(folder, "machines.log")) as f:
+            for line in f:
+                t, _, rest = line.partition(" start ")
+                cpu, flags = (rest.split(" | ") + ["", ""])[:2]
+                table.append((int(t), f"{cpu.strip()} ({' '.join(flags.split()) or 'no flags'})"))
+        with open(os.path.join(folder, "sweep.log")) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 3 and parts[1] in ("start", "resume", "done"):
+                    events.setdefault(parts[2], []).append(int(parts[0]))
+    except OSError:
+        return {}
+    out = {}
+    for point, times in events.items():
+        seen = []
+        for t in times:
+            m = next((m for t0, m in reversed(table) if t0 <= t), "unknown")
+            if m not in seen:
+                seen.append(m)
+        out[point] = seen
+    return out
+
+
+def report(root, partial):
+    runs = os.path.join(root, "size_axis")
+    out, missing = [], []
+    picks = {}
+    out += ["## Rates (rule 1: the lowest 3-seed mean of the synchronous bf16 runs, whole split)", "",
+            "| size | optimizer | rates run | 3-seed means | pick |", "|---|---|---|---|---|"]
+    for size in tune.SIZES:
+        for opt in tune.OPTIMIZERS:
+            rates, chosen, means = tune.tune(runs, size, opt)
+            picks[(size, opt)] = chosen
+            if chosen is None:
+                missing.append(f"{size} {opt}'s tuning")
+            m = ", ".join(f"{lr}: {means[lr]:.4f}" for lr in rates if lr in means) or "none"
+            out.append(f"| {size} | {opt} | {', '.join(rates)} | {m} | {chosen or 'pending'} |")
+    out += ["", "## The gap at each pick (rule 3: per seed, 2BW's loss less the synchronous run's; 95% t interval)",
+            "", "| size | parameters | optimizer | rate | seeds | 2BW - sync | 2BW + EF - sync | EF's share |",
+            "|---|---|---|---|---|---|---|---|"]
+    gap_of = {}
+    for size in tune.SIZES:
+        for opt in tune.OPTIMIZERS:
+            lr = picks[(size, opt)]
+            seeds = seeds_of(runs, size, opt, lr) if lr else tune.SEEDS
+            g = tune.gaps(runs, size, opt, lr, seeds) if lr else None
+            if g is None:
+                missing.append(f"{size} {opt}'s delayed runs")
+                out.append(f"| {size} | {PARAMS[size]:,} | {opt} | {lr or 'pending'} | | pending | pending | |")
+                continue
+            gap_of[(size, opt)] = g
+            sh = share(runs, size, opt, lr, seeds, g)
+            ef_cell = fmt(sh[1]) if sh else "pending" if Paired(g.values()).resolved() else "(plain gap within noise)"
+            sh_cell = "none (plain gap not resolved)" if not Paired(g.values()).resolved() else \
+                "pending" if sh is None else f"{100 * sh[0].mean:.0f}% [{100 * sh[0].interval()[0]:.0f}%, {100 * sh[0].interval()[1]:.0f}%]"
+            if sh is None and Paired(g.values()).resolved():
+                missing.append(f"{size} {opt}'s EF runs")
+            out.append(f"| {size} | {PARAMS[size]:,} | {opt} | {lr} | {len(seeds)} | {fmt(Paired(g.values()))} | "
+                       f"{ef_cell} | {sh_cell} |")
+    out += ["", "## Between sizes (rule 4: `small`'s mean gap less `tiny`'s, unpaired, Welch's 95% interval)", "",
+            "| optimizer | seeds (tiny, small) | small less tiny | ratio small / tiny | verdict | rule 4 on seeds 1-3 |",
+            "|---|---|---|---|---|---|"]
+    for opt in tune.OPTIMIZERS:
+        a, b = gap_of.get(("tiny", opt)), gap_of.get(("small", opt))
+        r4 = tune.rule4(runs, picks, opt)
+        if not a or not b or r4 is None:
+            out.append(f"| {opt} | | pending | | | |")
+            continue
+        d, lo, hi = tune.welch(list(a.values()), list(b.values()))
+        pa, pb = Paired(a.values()), Paired(b.values())
+        ratio = f"{pb.mean / pa.mean:.2f}" if pa.resolved() and pb.resolved() else "(a gap within noise)"
+        verdict = "smaller for the larger model" if hi < 0 else "larger for the larger model" if lo > 0 else "not resolved"
+        rule = (f"[{num(r4['low'])}, {num(r4['high'])}]: " +
+                ("within 2x of deciding: seeds 4-6 added" if r4["adds_seeds"] else "no seeds added"))
+        if r4["adds_seeds"] and (len(a) < 6 or len(b) < 6):
+            missing.append(f"{opt}'s seeds 4-6")
+            verdict = "pending (seeds 4-6 are running)"
+        out.append(f"| {opt} | {len(a)}, {len(b)} | {num(d)} [{num(lo)}, {num(hi)}] | {ratio} | {verdict} | {rule} |")
+    lr = picks[("small", "muon")]
+    out += ["", f"## bf16 against fp32 (rule 5: `small` Muon at its pick{' ' + lr if lr else ''}, seeds 1-3)", "",
+            "| precision | 2BW - sync | fp32 less bf16 (Welch) | verdict |", "|---|---|---|---|"]
+    g16 = tune.gaps(runs, "small", "muon", lr, tune.SEEDS) if lr else None
+    g32 = tune.gaps(runs, "small", "muon", lr, tune.SEEDS, "fp32") if lr else None
+    if g16 and g32:
+        d, lo, hi = tune.welch(list(g16.values()), list(g32.values()))
+        verdict = ("bf16 stands for fp32 (the interval covers 0)" if lo <= 0 <= hi else
+                   "bf16 does not stand for fp32: the plan reruns the study in fp32 at the picks (an amendment)")
+        out.append(f"| bf16 | {fmt(Paired(g16.values()))} | | |")
+        out.append(f"| fp32 | {fmt(Paired(g32.values()))} | {num(d)} [{num(lo)}, {num(hi)}] | {verdict} |")
+    else:
+        missing.append("rule 5's fp32 runs")
+        out.append("| fp32 | pending | | |")
+    where = machines(root)
+    counts = {}
+    for point, ms in sorted(where.items()):
+        if tune.loss(runs, point) is None:
+            continue
+        key = " then ".join(ms)
+        counts[key] = counts.get(key, 0) + 1
+    out += ["", "## Machines (each finished point by the machines that ran it: machines.log and the sweep's log)", "",
+            "| machine (CPU, its bf16 and AVX-512 flags) | points |", "|---|---|"]
+    out += [f"| {m} | {n} |" for m, n in sorted(counts.items())] or ["| none yet | 0 |"]
+    if missing and not partial:
+        sys.exit("analyze.py: incomplete (" + "; ".join(missing) + "); --partial prints what is in")
+    return "\n".join(out) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", default="results")
+    ap.add_argument("--partial", action="store_true")
+    a = ap.parse_args()
+    sys.stdout.write(report(a.results, a.partial))
+
+
+if __name__ == "__main__":
+    main()
