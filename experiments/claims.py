@@ -428,8 +428,15 @@ class Claims:
         self.row("The gap is smaller for a larger model at a fixed budget per parameter", "135M to 10B parameters",
                  "at 1,000 steps, unpaired (Welch), `small` (6.2M, 0.33 tokens/param) against `tiny` (1.4M, "
                  "0.74/param), not a fixed budget: " + "; ".join(cells),
-                 "not measured yet: the pre-registered size axis (`experiments/size_axis`) has not run; at equal "
-                 "steps " + "; ".join(larger), cells, "scaling_small")
+                 f"not measured yet: the pre-registered size axis (`experiments/size_axis`) {self.size_axis_progress()}; "
+                 "at equal steps " + "; ".join(larger), cells, "scaling_small")
+
+    def size_axis_progress(self):
+        """'has not run', or how many of its runs are in while no size has its delayed runs."""
+        folder = os.path.join(self.root, "size_axis", "runs")
+        n = sum(os.path.exists(os.path.join(folder, p, "final_eval.json")) for p in os.listdir(folder)) \
+            if os.path.isdir(folder) else 0
+        return f"is running ({n} run{'s' if n != 1 else ''} in, no size tuned and delayed yet)" if n else "has not run"
 
     def model_size_fixed_budget(self):
         """By the size axis's pre-registered rule 4: Welch's interval of the larger size's mean gap less the

@@ -153,6 +153,20 @@ grep "^| The gap is smaller for a larger model" "$work/z.md" \
   | grep -q "AdamW: \`tiny\` (1.38M) +0.110 \[+0.085, +0.135\] at 4e-3; \`small\` (6.16M) +0.040 \[+0.015, +0.065\] at 4e-3; \`small\` less \`tiny\` -0.070 \[-0.093, -0.047\] (Welch); Muon: \`tiny\` (1.38M) +0.020 \[+0.020, +0.020\] at 4e-3 .*| AdamW: smaller for the larger model |$" \
   && ok || fail "the size axis's row: $(grep '^| The gap is smaller' "$work/z.md")"
 
+# while the size axis runs and no size has its delayed runs, the model-size row counts its finished runs
+progress() {
+  python3 - "$claims" "$1" <<'EOF3'
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("claims", sys.argv[1]); m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+print(m.Claims(sys.argv[2]).size_axis_progress())
+EOF3
+}
+mkdir -p "$work/res2/size_axis/runs/a" "$work/res2/size_axis/runs/b" "$work/res2/size_axis/runs/c"
+check "no size-axis runs: has not run" test "$(progress "$work/res2")" = "has not run"
+echo '{"val_loss": 4}' > "$work/res2/size_axis/runs/a/final_eval.json"; echo '{"val_loss": 4}' > "$work/res2/size_axis/runs/b/final_eval.json"
+check "two finished runs (a third without final_eval.json)" test "$(progress "$work/res2")" = "is running (2 runs in, no size tuned and delayed yet)"
+
 # ---- --check and --write, and bad files
 printf 'intro\n\n' > "$work/R.md"; cat "$work/t.md" >> "$work/R.md"; printf '\nafter\n' >> "$work/R.md"
 python3 "$claims" --results "$work/res" --check "$work/R.md" 2> "$work/k.err" && fail "a stale table passed --check" \

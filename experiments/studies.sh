@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The long studies that run in the background across sessions (each resumes from results/ and its own
+# checkpoints), started, paused and stopped together:
+#
+#   bash experiments/studies.sh start [NAME...]   each study's run.sh at the lowest priority, one run at a
+#                                                 time each, in the background (log: runs/NAME.run.out);
+#                                                 one already running is left alone
+#   bash experiments/studies.sh status            per study: running or not, finished points, the running one
+#   bash experiments/studies.sh pause | continue  SIGSTOP / SIGCONT to every process of every study (for a
+#                                                 benchmark: nothing else may run during a measurement)
+#   bash experiments/studies.sh stop              SIGTERM to each sweep: its running points checkpoint, its
+#                                                 run.sh evaluates and saves what is finished into results/NAME
+#                                                 and rewrites RESULTS.md's claims table; waits for them.
+#                                                 Commit results/ and RESULTS.md afterwards.
+#
+# NAME: claim_10k, moe, size_axis (all three when none is named). Each run.sh builds its pinned binary where
+# this machine lacks it (experiments/study.sh binary).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ALL=(claim_10k moe size_axis)
+
+runner() { pgrep -f "^bash experiments/$1/run.sh" || true; }   # the study's run.sh, if running
+tree() {  # PID and all its descendants
+  local p
+  echo "$1"
+  for p in $(pgrep -P "$1" || true); do tree "$p"; done
+}
+signal_all() {
+  local name pid
+  for name in "${ALL[@]}"; do
+    for pid in $(runner "$name"); do
+      for p in $(tree "$pid"); do kill "-$1" "$p" 2>/dev/null || true; done
+    done
+  done
+}
+
+action=${1:-}
+[ $# -ge 1 ] && shift
+case "$action" in
+  start)
+    names=("$@"); [ ${#names[@]} -gt 0 ] || names=("${ALL[@]}")
+    mkdir -p runs
+    for name in "${names[@]}"; do
+      [ -f "experiments/$name/run.sh" ] || { echo "studies.sh: '$name': expected one of ${ALL[*]}" >&2; exit 2; }
+      if [ -n "$(runner "$name")" ]; then echo "studies.sh: $name is already running"; continue; fi
+      nohup bash "experiments/$name/run.sh" 1 > "runs/$name.run.out" 2>&1 < /dev/null &
+      echo "studies.sh: $name started (log: runs/$name.run.out)"
+    done
+    ;;
+  status)
+    for name in "${ALL[@]}"; do
+      state="stopped"; [ -n "$(runner "$name")" ] && state="running"
+      done_here=$( (ls runs/"$name"/runs/*/summary.json 2>/dev/null || true) | wc -l)
+      saved=$( (ls results/"$name"/runs/*/summary.json 2>/dev/null || true) | wc -l)
+      now=$(awk '$2 == "start" || $2 == "resume" { r[$3] = 1 } $2 == "done" || $2 == "failed" || $2 == "interrupted" { delete r[$3] }
+                 END { for (p in r) printf "%s ", p }' "runs/$name/sweep.log" 2>/dev/null || true)
+      echo "$name: $state; $done_here finished in runs/, $saved saved in results/; running now: ${now:-none}"
+    done
+    ;;
+  pause) signal_all STOP; echo "studies.sh: paused (bash experiments/studies.sh continue)" ;;
+  continue) signal_all CONT; echo "studies.sh: continued" ;;
+  stop)
+    signal_all CONT
+    for name in "${ALL[@]}"; do   # each run.sh's sweep (a direct child): SIGTERM checkpoints and ends it
+      for pid in $(runner "$name"); do
+        for p in $(pgrep -P "$pid" || true); do
+          tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q " sweep " && kill -TERM "$p" 2>/dev/null || true
+        done
+      done
+    done
+    for name in "${ALL[@]}"; do
+      while [ -n "$(runner "$name")" ]; do sleep 5; done
+      echo "studies.sh: $name stopped and saved (runs/$name.run.out)"
+    done
+    echo "studies.sh: commit results/ and RESULTS.md (git add results RESULTS.md docs/figures)"
+    ;;
+  *) echo "usage: bash experiments/studies.sh start [NAME...] | status | pause | continue | stop" >&2; exit 2 ;;
+esac
