@@ -19,7 +19,7 @@ follow fixed rules, written here and in RESULTS.md, so that a table cannot say m
   paper tuned; a value at any other rate says so, and a pick made on the seeds it is evaluated on is
   labelled **post hoc**; results that hold by construction or in ideal (not measured) time say so.
 
-Python 3 standard library; the t quantiles are those of experiments/claim_10k/analyze.py.
+Python 3 standard library; the t quantiles and Welch's interval are experiments/studylib.py's.
 
     python3 experiments/claims.py [--results results]            print the table
     python3 experiments/claims.py --check RESULTS.md              fail if RESULTS.md's table or its figure differs
@@ -28,7 +28,6 @@ Python 3 standard library; the t quantiles are those of experiments/claim_10k/an
 """
 import argparse
 import csv
-import importlib.util
 import math
 import os
 import sys
@@ -41,18 +40,14 @@ TINY_PARAMS = 1.38e6      # `tiny` (docs/experiments.md): 1,377,408 parameters
 SMALL_PARAMS = 6.2e6      # `small`
 
 
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+sys.path.insert(0, HERE)
+import studylib  # noqa: E402  (experiments/studylib.py: Student's t, Paired, Welch)
+from studylib import Paired, welch  # noqa: E402
 
-
-A = _load("claim_10k_analyze", os.path.join(HERE, "claim_10k", "analyze.py"))
-Paired = A.Paired
+A = studylib.load("claim_10k_analyze", os.path.join(HERE, "claim_10k", "analyze.py"))
 # The size axis's own rules (its tune.py and analyze.py): picks on seeds 1-3 of the bf16 synchronous runs'
 # whole-split losses, gaps over the seeds rule 4 gives, so that its claims row and its tables agree.
-SA = _load("size_axis_analyze", os.path.join(HERE, "size_axis", "analyze.py"))
+SA = studylib.load("size_axis_analyze", os.path.join(HERE, "size_axis", "analyze.py"))
 PRESET_PARAMS = SA.PARAMS   # the presets' parameter counts, as `nobubble train` prints them
 
 
@@ -128,16 +123,6 @@ def share(plain, mitigated):
         return None
     seeds = sorted(set(plain) & set(mitigated))
     return Paired(1 - mitigated[s] / plain[s] for s in seeds)
-
-
-def welch(x, y):
-    """Mean of y minus mean of x with Welch's 95% interval: (diff, lo, hi)."""
-    px, py = Paired(x), Paired(y)
-    vx, vy = px.sd ** 2 / px.n, py.sd ** 2 / py.n
-    df = (vx + vy) ** 2 / (vx ** 2 / (px.n - 1) + vy ** 2 / (py.n - 1))
-    half = A.t_quantile(0.975, df) * math.sqrt(vx + vy)
-    d = py.mean - px.mean
-    return d, d - half, d + half
 
 
 # ---------------------------------------------------------------- formatting
@@ -596,7 +581,7 @@ class Claims:
 
     def moe(self):
         """From the MoE study's own analysis: its whole-split losses and its tuned rates, once every seed is in."""
-        M = _load("moe_analyze", os.path.join(HERE, "moe", "analyze.py"))
+        M = studylib.load("moe_analyze", os.path.join(HERE, "moe", "analyze.py"))
         claim, paper = "A mixture of experts: async + EF equals sync", "1.906 / 1.911 / 1.906 at 10B, 200B tokens"
         cells, verdicts = [], []
         for length in ("1000", "3000"):

@@ -5,7 +5,7 @@ Reads results/claim_10k/runs/*/ (final_eval.json: the whole-split loss, the prim
 summary.json: the 8-batch loss, secondary) and prints the tables as Markdown: the bit-for-bit check of
 seeds 1-3 against results/scaling, the paired gaps per optimizer and rate with 95% t intervals and the
 equivalence tests, AdamW minus Muon per seed, error feedback, and the leave-one-seed-out headline.
-Python 3 standard library only; Student's t from its regularized incomplete beta function.
+Python 3 standard library only; Student's t and the paired statistics are experiments/studylib.py's.
 
     python3 experiments/claim_10k/analyze.py [--results results] [--partial]
 
@@ -14,7 +14,6 @@ it, the tables use the seeds that every configuration of the table has (said in 
 """
 import argparse
 import json
-import math
 import os
 import sys
 
@@ -24,100 +23,8 @@ OPTIMIZERS = ["adamw", "muon"]
 MARGINS = [0.012, 0.05]
 
 
-# ---------------------------------------------------------------- Student's t
-def _betacf(a, b, x):
-    """Continued fraction of the incomplete beta function (modified Lentz)."""
-    tiny, eps = 1e-300, 1e-15
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 400):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < eps:
-            break
-    return h
-
-
-def _betainc(a, b, x):
-    """Regularized incomplete beta I_x(a, b)."""
-    if x <= 0:
-        return 0.0
-    if x >= 1:
-        return 1.0
-    lbeta = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-    front = math.exp(lbeta + a * math.log(x) + b * math.log(1 - x))
-    if x < (a + 1) / (a + b + 2):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1 - x) / b
-
-
-def t_cdf(t, df):
-    x = df / (df + t * t)
-    tail = 0.5 * _betainc(df / 2.0, 0.5, x)
-    return 1.0 - tail if t > 0 else tail
-
-
-def t_quantile(p, df):
-    lo, hi = -1e3, 1e3
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if t_cdf(mid, df) < p:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
-
-
-# ---------------------------------------------------------------- paired statistics
-class Paired:
-    """Mean, sd and t intervals of per-seed differences."""
-
-    def __init__(self, diffs):
-        self.d = list(diffs)
-        self.n = len(self.d)
-        self.mean = sum(self.d) / self.n if self.n else float("nan")
-        self.sd = math.sqrt(sum((x - self.mean) ** 2 for x in self.d) / (self.n - 1)) if self.n > 1 else float("nan")
-        self.se = self.sd / math.sqrt(self.n) if self.n > 1 else float("nan")
-
-    def interval(self, level=0.95):
-        if self.n < 2:
-            return (float("nan"), float("nan"))
-        t = t_quantile(1 - (1 - level) / 2, self.n - 1)
-        return (self.mean - t * self.se, self.mean + t * self.se)
-
-    def resolved(self):
-        lo, hi = self.interval()
-        return lo > 0 or hi < 0
-
-    def tost(self, margin):
-        """Two one-sided t tests at 0.05 each: (equivalent, p) with p the larger one-sided p."""
-        if self.n < 2 or not self.se > 0:
-            return (False, float("nan"))
-        df = self.n - 1
-        p_low = 1 - t_cdf((self.mean + margin) / self.se, df)   # H0: mean <= -margin
-        p_high = t_cdf((self.mean - margin) / self.se, df)      # H0: mean >= +margin
-        p = max(p_low, p_high)
-        return (p < 0.05, p)
-
-
-def fmt_gap(p):
-    lo, hi = p.interval()
-    return f"{p.mean:+.4f} [{lo:+.4f}, {hi:+.4f}]"
-
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from studylib import Paired, fmt_gap, point_machines  # noqa: E402  (experiments/studylib.py)
 
 # ---------------------------------------------------------------- the runs
 def load_runs(root):
@@ -155,29 +62,6 @@ def metrics_lines(path):
 TWIN_CPU = "AMD EPYC"   # the scaling study's 10,000-step runs were made on a Zen 5 (README.md, Amendment 1)
 
 
-def point_machines(root):
-    """{point: set of CPU names} from machines.log (TIME start CPU | flags | binary) and the sweep's log
-    (TIME start|resume|done POINT ...): the machine of an event is the newest machine line before it."""
-    folder = os.path.join(root, "claim_10k")
-    machines, events = [], {}
-    try:
-        with open(os.path.join(folder, "machines.log")) as f:
-            for line in f:
-                t, _, rest = line.partition(" start ")
-                machines.append((int(t), rest.split(" | ")[0].strip()))
-        with open(os.path.join(folder, "sweep.log")) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 3 and parts[1] in ("start", "resume", "done"):
-                    events.setdefault(parts[2], []).append(int(parts[0]))
-    except OSError:
-        return {}
-    out = {}
-    for point, times in events.items():
-        out[point] = {next((cpu for t0, cpu in reversed(machines) if t0 <= t), "unknown") for t in times}
-    return out
-
-
 def reproduction_check(root):
     """Seeds 1-3 against the scaling study's 10,000-step runs: every common step's training loss and every
     common validation loss equal, where the point ran on the twins' kind of CPU only (elsewhere the
@@ -185,7 +69,7 @@ def reproduction_check(root):
     rows, bad = [], 0
     base = os.path.join(root, "claim_10k", "runs")
     old_base = os.path.join(root, "scaling", "runs")
-    machines = point_machines(root)
+    machines = point_machines(os.path.join(root, "claim_10k"))
     if not os.path.isdir(base):
         return rows, bad
     for point in sorted(os.listdir(base)):

@@ -13,24 +13,16 @@ Without --partial it refuses a table while one of its configurations lacks one o
 each table uses the seeds every one of its configurations has (said in its heading).
 """
 import argparse
-import importlib.util
 import json
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+import studylib  # noqa: E402  (experiments/studylib.py)
+from studylib import Paired, fmt_gap  # noqa: E402
 
-
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-stats = _load("claim_analysis", os.path.join(HERE, "..", "claim_10k", "analyze.py"))  # Student's t, Paired
-tune = _load("moe_tune", os.path.join(HERE, "tune.py"))
-Paired, fmt_gap = stats.Paired, stats.fmt_gap
+tune = studylib.load("moe_tune", os.path.join(HERE, "tune.py"))
 SEEDS = [1, 2, 3]
 MARGIN = 0.01  # the equivalence margin: the paper's Muon gap at 360M
 

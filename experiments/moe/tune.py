@@ -19,6 +19,8 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+import studylib  # noqa: E402  (experiments/studylib.py)
 LENGTHS = ["1000", "3000"]
 SEEDS = ["1", "2", "3"]
 MODELS = ["tiny", "moe-tiny"]
@@ -39,25 +41,10 @@ def sync_loss(runs, length, seed, model, opt, lr):
 
 def tune(runs, length, model, opt):
     """The rates to run (a contiguous run of the ladder) and the chosen one (None while pending)."""
-    lo, hi = LADDER.index(PLAN[0]), LADDER.index(PLAN[-1])
-    while True:
-        rates = LADDER[lo:hi + 1]
-        means = {}
-        for lr in rates:
-            losses = [sync_loss(runs, length, s, model, opt, lr) for s in SEEDS]
-            if any(x is None for x in losses):
-                return rates, None, means
-            means[lr] = sum(losses) / len(losses)
-        best = min(rates, key=lambda lr: (means[lr], LADDER.index(lr)))
-        if best == rates[0] and lo > 0:
-            lo -= 1
-        elif best == rates[-1] and hi < len(LADDER) - 1:
-            hi += 1
-        elif best in (LADDER[0], LADDER[-1]) and best in (rates[0], rates[-1]):
-            sys.exit(f"tune.py: {length} {model} {opt}: the best rate {best} is the end of the ladder; extend LADDER "
-                     "and grid.txt's lr axis (a dated amendment to the plan)")
-        else:
-            return rates, best, means
+    def mean_of(lr):
+        losses = [sync_loss(runs, length, s, model, opt, lr) for s in SEEDS]
+        return None if any(x is None for x in losses) else sum(losses) / len(losses)
+    return studylib.ladder_tune(mean_of, LADDER, PLAN[0], PLAN[-1], f"{length} {model} {opt}")
 
 
 def main():
@@ -89,18 +76,7 @@ def main():
                     lines.append(f"skip {where} lr={','.join(others)} delay={DELAYS}")
                 if chosen is None:
                     pending.append(f"{length} {model} {opt}")
-    with open(os.path.join(HERE, "grid.txt")) as f:
-        sys.stdout.write(f.read())
-    print(f"# tune.py {a.length}: the rates run and chosen so far ({os.path.join(a.runs, 'rates.json')})")
-    print("\n".join(lines))
-    os.makedirs(a.runs, exist_ok=True)
-    with open(os.path.join(a.runs, "rates.json"), "w") as f:
-        json.dump(state, f, indent=1)
-        f.write("\n")
-    if a.check and pending:
-        print("tune.py: no rate yet for: " + "; ".join(pending), file=sys.stderr)
-        sys.exit(3)
-
+    studylib.write_grid(os.path.join(HERE, "grid.txt"), a.length, lines, state, a.runs, pending, a.check)
 
 if __name__ == "__main__":
     main()

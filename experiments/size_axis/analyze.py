@@ -12,23 +12,15 @@ machine of every point. Python 3 standard library.
 Without --partial it refuses while a table it needs is incomplete; with it, what is missing reads "pending".
 """
 import argparse
-import importlib.util
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+import studylib  # noqa: E402  (experiments/studylib.py)
+from studylib import Paired  # noqa: E402
 
-
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-tune = _load("size_tune", os.path.join(HERE, "tune.py"))
-stats = tune.stats
-Paired = stats.Paired
+tune = studylib.load("size_tune", os.path.join(HERE, "tune.py"))
 PARAMS = {"tiny": 1377408, "small": 6163712}   # as `nobubble train` prints them (README.md)
 
 
@@ -64,35 +56,6 @@ def share(runs, size, opt, lr, seeds, plain):
             return None
         ef[s] = b - a
     return Paired(1 - ef[s] / plain[s] for s in seeds), Paired(ef.values())
-
-
-def machines(root):
-    """{point: [machine, ...]}: a point's sweep events (start, resume, done) each on the newest machine line
-    before it in machines.log (TIME start CPU | flags | binary HASH)."""
-    folder = os.path.join(root, "size_axis")
-    table, events = [], {}
-    try:
-        with open(os.path.join(folder, "machines.log")) as f:
-            for line in f:
-                t, _, rest = line.partition(" start ")
-                cpu, flags = (rest.split(" | ") + ["", ""])[:2]
-                table.append((int(t), f"{cpu.strip()} ({' '.join(flags.split()) or 'no flags'})"))
-        with open(os.path.join(folder, "sweep.log")) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 3 and parts[1] in ("start", "resume", "done"):
-                    events.setdefault(parts[2], []).append(int(parts[0]))
-    except OSError:
-        return {}
-    out = {}
-    for point, times in events.items():
-        seen = []
-        for t in times:
-            m = next((m for t0, m in reversed(table) if t0 <= t), "unknown")
-            if m not in seen:
-                seen.append(m)
-        out[point] = seen
-    return out
 
 
 def report(root, partial):
@@ -140,7 +103,7 @@ def report(root, partial):
         if not a or not b or r4 is None:
             out.append(f"| {opt} | | pending | | | |")
             continue
-        d, lo, hi = tune.welch(list(a.values()), list(b.values()))
+        d, lo, hi = studylib.welch(list(a.values()), list(b.values()))
         pa, pb = Paired(a.values()), Paired(b.values())
         ratio = f"{pb.mean / pa.mean:.2f}" if pa.resolved() and pb.resolved() else "(a gap within noise)"
         verdict = "smaller for the larger model" if hi < 0 else "larger for the larger model" if lo > 0 else "not resolved"
@@ -156,7 +119,7 @@ def report(root, partial):
     g16 = tune.gaps(runs, "small", "muon", lr, tune.SEEDS) if lr else None
     g32 = tune.gaps(runs, "small", "muon", lr, tune.SEEDS, "fp32") if lr else None
     if g16 and g32:
-        d, lo, hi = tune.welch(list(g16.values()), list(g32.values()))
+        d, lo, hi = studylib.welch(list(g16.values()), list(g32.values()))
         verdict = ("bf16 stands for fp32 (the interval covers 0)" if lo <= 0 <= hi else
                    "bf16 does not stand for fp32: the plan reruns the study in fp32 at the picks (an amendment)")
         out.append(f"| bf16 | {fmt(Paired(g16.values()))} | | |")
@@ -164,7 +127,7 @@ def report(root, partial):
     else:
         missing.append("rule 5's fp32 runs")
         out.append("| fp32 | pending | | |")
-    where = machines(root)
+    where = studylib.point_machines(runs, flags=True)
     counts = {}
     for point, ms in sorted(where.items()):
         if tune.loss(runs, point) is None:

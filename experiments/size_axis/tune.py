@@ -20,9 +20,7 @@ exits 3 while some configuration of the phases up to PHASE has no pick yet. Pyth
     python3 experiments/size_axis/tune.py PHASE [--runs runs/size_axis] [--check] > runs/size_axis/grid_PHASE.txt
 """
 import argparse
-import importlib.util
 import json
-import math
 import os
 import sys
 
@@ -38,14 +36,8 @@ EXTRA_SEEDS = ["4", "5", "6"]
 DELAYS = "2bw,2bw+ef"
 
 
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-stats = _load("claim_analysis", os.path.join(HERE, "..", "claim_10k", "analyze.py"))  # Student's t, Paired
+sys.path.insert(0, os.path.join(HERE, ".."))
+import studylib  # noqa: E402  (experiments/studylib.py: Student's t, Paired, Welch, the ladder, the grid)
 
 
 def point(size, opt, lr, delay, seed, precision="bf16"):
@@ -63,25 +55,10 @@ def loss(runs, name):
 
 def tune(runs, size, opt):
     """Rule 1: the rates to run (a contiguous stretch of the ladder), the pick (None while pending), the means."""
-    lo, hi = (LADDER.index(r) for r in PLAN[(size, opt)])
-    while True:
-        rates = LADDER[lo:hi + 1]
-        means = {}
-        for lr in rates:
-            losses = [loss(runs, point(size, opt, lr, "sync", s)) for s in SEEDS]
-            if any(x is None for x in losses):
-                return rates, None, means
-            means[lr] = sum(losses) / len(losses)
-        best = min(rates, key=lambda lr: (means[lr], LADDER.index(lr)))   # a tie to the lower rate
-        if best == rates[0] and lo > 0:
-            lo -= 1
-        elif best == rates[-1] and hi < len(LADDER) - 1:
-            hi += 1
-        elif best in (LADDER[0], LADDER[-1]):
-            sys.exit(f"tune.py: {size} {opt}: the best rate {best} is the end of the ladder; extend LADDER and "
-                     "grid.txt's lr axis (a dated amendment to the plan)")
-        else:
-            return rates, best, means
+    def mean_of(lr):
+        losses = [loss(runs, point(size, opt, lr, "sync", s)) for s in SEEDS]
+        return None if any(x is None for x in losses) else sum(losses) / len(losses)
+    return studylib.ladder_tune(mean_of, LADDER, *PLAN[(size, opt)], f"{size} {opt}")
 
 
 def gaps(runs, size, opt, lr, seeds, precision="bf16"):
@@ -95,26 +72,13 @@ def gaps(runs, size, opt, lr, seeds, precision="bf16"):
     return out
 
 
-def welch(x, y):
-    """Mean of y less mean of x with Welch's 95% interval: (difference, low, high)."""
-    px, py = stats.Paired(x), stats.Paired(y)
-    vx, vy = px.sd ** 2 / px.n, py.sd ** 2 / py.n
-    if vx + vy == 0:
-        d = py.mean - px.mean
-        return d, d, d
-    df = (vx + vy) ** 2 / (vx ** 2 / (px.n - 1) + vy ** 2 / (py.n - 1))
-    half = stats.t_quantile(0.975, df) * math.sqrt(vx + vy)
-    d = py.mean - px.mean
-    return d, d - half, d + half
-
-
 def rule4(runs, picks, opt):
     """Rule 4 on seeds 1-3: the Welch interval of `small`'s gap less `tiny`'s and whether it adds seeds 4-6
     (it covers 0 and its half-width is less than twice |mean|); None until both gaps are in."""
     g = [gaps(runs, size, opt, picks[(size, opt)], SEEDS) if picks[(size, opt)] else None for size in SIZES]
     if any(x is None for x in g):
         return None
-    d, lo, hi = welch(list(g[0].values()), list(g[1].values()))
+    d, lo, hi = studylib.welch(list(g[0].values()), list(g[1].values()))
     covers = lo <= 0 <= hi
     return {"difference": d, "low": lo, "high": hi, "adds_seeds": covers and (hi - lo) / 2 < 2 * abs(d)}
 
@@ -168,18 +132,7 @@ def main():
                              f"lr={','.join(lr for lr in LADDER if lr != picks[(size, opt)])} seed={','.join(EXTRA_SEEDS)}")
         else:
             lines.append(f"skip optimizer={opt} seed={','.join(EXTRA_SEEDS)}")
-    with open(os.path.join(HERE, "grid.txt")) as f:
-        sys.stdout.write(f.read())
-    print(f"# tune.py {a.phase}: the rates run and chosen so far ({os.path.join(a.runs, 'rates.json')})")
-    print("\n".join(lines))
-    os.makedirs(a.runs, exist_ok=True)
-    with open(os.path.join(a.runs, "rates.json"), "w") as f:
-        json.dump(state, f, indent=1)
-        f.write("\n")
-    if a.check and pending:
-        print("tune.py: no rate yet for: " + "; ".join(pending), file=sys.stderr)
-        sys.exit(3)
-
+    studylib.write_grid(os.path.join(HERE, "grid.txt"), a.phase, lines, state, a.runs, pending, a.check)
 
 if __name__ == "__main__":
     main()
