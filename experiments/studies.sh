@@ -61,9 +61,9 @@ case "$action" in
   continue) signal_all CONT; echo "studies.sh: continued" ;;
   stop)
     signal_all CONT
-    for name in "${ALL[@]}"; do   # each run.sh's sweep (a direct child): SIGTERM checkpoints and ends it
+    for name in "${ALL[@]}"; do   # each run.sh's sweep (a child or grandchild): SIGTERM checkpoints and ends it
       for pid in $(runner "$name"); do
-        for p in $(pgrep -P "$pid" || true); do
+        for p in $(tree "$pid"); do
           tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q " sweep " && kill -TERM "$p" 2>/dev/null || true
         done
       done

@@ -13,6 +13,9 @@
 #                                                   then RESULTS.md's claims table recomputed from results/
 #                                                   (experiments/claims.py), to be committed with them
 #
+#   bash experiments/study.sh phases NAME NOBUBBLE JOBS SAVE_EVERY PHASE...
+#                                                   a study that tunes as it goes: per phase, its tune.py's
+#                                                   grid swept and saved until the grid stops changing
 #   bash experiments/study.sh merge-log FROM INTO   that merge alone (tests/cli_study_logs.sh)
 #   bash experiments/study.sh binary COMMIT ARTIFACT OUT [CMAKE_OPTION...]
 #                                                   a study's pinned binary, where OUT is missing: COMMIT
@@ -58,27 +61,58 @@ build_binary() {  # COMMIT ARTIFACT OUT [CMAKE_OPTION...]
   cp "$tree/build/$artifact" "$out.tmp" && mv "$out.tmp" "$out"
 }
 if [ "${1:-}" = binary ] && [ $# -ge 4 ]; then shift; build_binary "$@"; exit $?; fi
-[ $# -eq 3 ] || { echo "usage: bash experiments/study.sh start|save NAME NOBUBBLE | merge-log FROM INTO | binary COMMIT ARTIFACT OUT [CMAKE_OPTION...]" >&2; exit 2; }
-action=$1 name=$2 bin=$3
-case "$action" in
-  start)
-    [ -f data/bible-gcide/manifest.json ] || "$bin" prepare --corpus bible+gcide
-    [ -d "results/$name/runs" ] && bash scripts/results.sh restore "$name"
-    mkdir -p "runs/$name"
-    for f in sweep.log machines.log; do merge_log "results/$name/$f" "runs/$name/$f"; done
-    printf '%s start %s | %s | binary %s\n' "$(date +%s)" "$(lscpu | sed -n 's/^Model name: *//p')" \
-      "$(grep -o 'avx512_bf16\|amx_bf16\|avx512f \|avx2 ' /proc/cpuinfo | sort -u | tr -d ' ' | tr '\n' ' ')" \
-      "$(sha256sum "$bin" | cut -c1-16)" >> "runs/$name/machines.log"
-    ;;
-  save)
-    bash experiments/evaluate_whole.sh "$name" "$bin"
-    bash scripts/results.sh save "$name"
-    for f in sweep.log machines.log; do merge_log "runs/$name/$f" "results/$name/$f"; done
-    if [ -f "runs/$name/rates.json" ]; then cp "runs/$name/rates.json" "results/$name/"; fi
-    # a phase that completes changes the claims table; tests/cli_claims.sh fails until it is rewritten.
-    # Never fatal: the results are saved by now, and a sweep's run.sh goes on to its next phase.
-    python3 experiments/claims.py --write RESULTS.md \
-      || echo "study.sh: RESULTS.md's claims table was not rewritten; run python3 experiments/claims.py --write RESULTS.md" >&2
-    ;;
-  *) echo "study.sh: '$action': expected start or save" >&2; exit 2 ;;
+usage="usage: bash experiments/study.sh start|save NAME NOBUBBLE | phases NAME NOBUBBLE JOBS SAVE_EVERY PHASE... | merge-log FROM INTO | binary COMMIT ARTIFACT OUT [CMAKE_OPTION...]"
+
+start_study() {  # NAME NOBUBBLE
+  local name=$1 bin=$2 f
+  [ -f data/bible-gcide/manifest.json ] || "$bin" prepare --corpus bible+gcide
+  [ -d "results/$name/runs" ] && bash scripts/results.sh restore "$name"
+  mkdir -p "runs/$name"
+  for f in sweep.log machines.log; do merge_log "results/$name/$f" "runs/$name/$f"; done
+  printf '%s start %s | %s | binary %s\n' "$(date +%s)" "$(lscpu | sed -n 's/^Model name: *//p')" \
+    "$(grep -o 'avx512_bf16\|amx_bf16\|avx512f \|avx2 ' /proc/cpuinfo | sort -u | tr -d ' ' | tr '\n' ' ')" \
+    "$(sha256sum "$bin" | cut -c1-16)" >> "runs/$name/machines.log"
+}
+
+save_study() {  # NAME NOBUBBLE
+  local name=$1 bin=$2 f
+  bash experiments/evaluate_whole.sh "$name" "$bin"
+  bash scripts/results.sh save "$name"
+  for f in sweep.log machines.log; do merge_log "runs/$name/$f" "results/$name/$f"; done
+  if [ -f "runs/$name/rates.json" ]; then cp "runs/$name/rates.json" "results/$name/"; fi
+  # a phase that completes changes the claims table; tests/cli_claims.sh fails until it is rewritten.
+  # Never fatal: the results are saved by now, and a sweep's run.sh goes on to its next phase.
+  python3 experiments/claims.py --write RESULTS.md \
+    || echo "study.sh: RESULTS.md's claims table was not rewritten; run python3 experiments/claims.py --write RESULTS.md" >&2
+}
+
+# A study that tunes as it goes (experiments/moe, experiments/size_axis): for each phase in order, its tune.py
+# writes the grid that runs next (runs/NAME/grid_PHASE.txt), the sweep runs it at the lowest priority and the
+# finished points are saved; a phase ends when its grid ran to the end (done_PHASE) and tune.py, asked again,
+# writes the same grid. A sweep stopped by SIGTERM (its points checkpointed) is saved, then its status returned.
+run_phases() {  # NAME NOBUBBLE JOBS SAVE_EVERY PHASE...
+  local name=$1 bin=$2 jobs=$3 every=$4 phase rc dir=runs/$1
+  shift 4
+  for phase in "$@"; do
+    while :; do
+      python3 "experiments/$name/tune.py" "$phase" > "$dir/grid_$phase.next"
+      if [ -f "$dir/grid_$phase.txt" ] && cmp -s "$dir/grid_$phase.next" "$dir/grid_$phase.txt" \
+         && [ -f "$dir/done_$phase" ]; then
+        break  # the grid ran to the end and its results changed nothing
+      fi
+      mv "$dir/grid_$phase.next" "$dir/grid_$phase.txt"
+      rm -f "$dir/done_$phase"
+      rc=0
+      nice -n 19 "$bin" sweep "$dir/grid_$phase.txt" --out "$dir" --jobs "$jobs" --save-every "$every" --quiet || rc=$?
+      save_study "$name" "$bin"
+      [ $rc -eq 0 ] || return $rc
+      touch "$dir/done_$phase"
+    done
+  done
+}
+
+case "${1:-}" in
+  start|save) [ $# -eq 3 ] || { echo "$usage" >&2; exit 2; }; "$1_study" "$2" "$3" ;;
+  phases) [ $# -ge 6 ] || { echo "$usage" >&2; exit 2; }; shift; run_phases "$@" ;;
+  *) echo "$usage" >&2; exit 2 ;;
 esac

@@ -16,21 +16,6 @@ jobs=${1:-1}
 # built where missing (README.md, "The binary": commit 1790e1c, Release, -DNB_NATIVE=ON, nobubble-core)
 bash experiments/study.sh binary $want nobubble-core "$bin" -DNB_NATIVE=ON
 bash experiments/study.sh start moe "$bin"
-for length in 1000 3000; do
-  while :; do
-    python3 experiments/moe/tune.py $length > runs/moe/grid_$length.next
-    if [ -f runs/moe/grid_$length.txt ] && cmp -s runs/moe/grid_$length.next runs/moe/grid_$length.txt \
-       && [ -f runs/moe/done_$length ]; then
-      break  # the grid ran to the end and its results changed nothing
-    fi
-    mv runs/moe/grid_$length.next runs/moe/grid_$length.txt
-    rm -f runs/moe/done_$length
-    rc=0
-    nice -n 19 "$bin" sweep runs/moe/grid_$length.txt --out runs/moe --jobs "$jobs" --save-every 500 --quiet || rc=$?
-    bash experiments/study.sh save moe "$bin"
-    [ $rc -eq 0 ] || exit $rc
-    touch runs/moe/done_$length
-  done
-done
+bash experiments/study.sh phases moe "$bin" "$jobs" 500 1000 3000
 python3 experiments/moe/tune.py 3000 --check > /dev/null
 echo "run.sh: the MoE study is complete (python3 experiments/moe/analyze.py)"

@@ -18,21 +18,6 @@ jobs=${1:-1}
 # built where missing (README.md, Amendment 1: commit e2f5d37, Release, its default -march=native, nobubble-core)
 bash experiments/study.sh binary $want nobubble-core "$bin"
 bash experiments/study.sh start size_axis "$bin"
-for phase in tiny small fp32 seeds; do
-  while :; do
-    python3 experiments/size_axis/tune.py $phase > runs/size_axis/grid_$phase.next
-    if [ -f runs/size_axis/grid_$phase.txt ] && cmp -s runs/size_axis/grid_$phase.next runs/size_axis/grid_$phase.txt \
-       && [ -f runs/size_axis/done_$phase ]; then
-      break  # the grid ran to the end and its results changed nothing
-    fi
-    mv runs/size_axis/grid_$phase.next runs/size_axis/grid_$phase.txt
-    rm -f runs/size_axis/done_$phase
-    rc=0
-    nice -n 19 "$bin" sweep runs/size_axis/grid_$phase.txt --out runs/size_axis --jobs "$jobs" --save-every 500 --quiet || rc=$?
-    bash experiments/study.sh save size_axis "$bin"
-    [ $rc -eq 0 ] || exit $rc
-    touch runs/size_axis/done_$phase
-  done
-done
+bash experiments/study.sh phases size_axis "$bin" "$jobs" 500 tiny small fp32 seeds
 python3 experiments/size_axis/tune.py seeds --check > /dev/null
 echo "run.sh: the size axis is complete (python3 experiments/size_axis/analyze.py)"
