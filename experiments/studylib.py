@@ -162,6 +162,20 @@ def ladder_tune(mean_of, ladder, first, last, where):
             return rates, best, means
 
 
+def tuning_skips(where, ladder, rates, chosen, delays):
+    """The skip lines that hold a configuration (WHERE: 'axis=value ...') to its tuning: no rate of the
+    ladder outside the rates run, and the delayed runs (DELAYS: '2bw,2bw+ef') at the pick alone (none while
+    CHOSEN is None)."""
+    lines = []
+    unrun = [lr for lr in ladder if lr not in rates]
+    if unrun:
+        lines.append(f"skip {where} lr={','.join(unrun)}")
+    others = [lr for lr in rates if lr != chosen]
+    if others:
+        lines.append(f"skip {where} lr={','.join(others)} delay={delays}")
+    return lines
+
+
 def write_grid(grid_file, phase, lines, state, runs, pending, check):
     """What a study's tune.py prints: GRID_FILE, then the skip lines of PHASE; the state goes to
     RUNS/rates.json. With CHECK, exits 3 naming the configurations still PENDING (no pick yet)."""

@@ -67,16 +67,12 @@ def main():
                     "rates_run": rates, "chosen": chosen, "sync_means": means}
                 if length not in phases:
                     continue
-                where = f"length={length} model={model} optimizer={opt}"
-                unrun = [lr for lr in LADDER if lr not in rates]
-                if unrun:
-                    lines.append(f"skip {where} lr={','.join(unrun)}")
-                others = [lr for lr in rates if lr != chosen]
-                if others:
-                    lines.append(f"skip {where} lr={','.join(others)} delay={DELAYS}")
+                lines += studylib.tuning_skips(f"length={length} model={model} optimizer={opt}", LADDER, rates,
+                                               chosen, DELAYS)
                 if chosen is None:
                     pending.append(f"{length} {model} {opt}")
     studylib.write_grid(os.path.join(HERE, "grid.txt"), a.length, lines, state, a.runs, pending, a.check)
+
 
 if __name__ == "__main__":
     main()

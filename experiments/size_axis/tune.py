@@ -100,13 +100,7 @@ def main():
             state.setdefault(size, {})[opt] = {"rates_run": rates, "chosen": chosen, "sync_means": means}
             if size not in active:
                 continue
-            where = f"size={size} optimizer={opt}"
-            unrun = [lr for lr in LADDER if lr not in rates]
-            if unrun:
-                lines.append(f"skip {where} lr={','.join(unrun)}")
-            others = [lr for lr in rates if lr != chosen]
-            if others:
-                lines.append(f"skip {where} lr={','.join(others)} delay={DELAYS}")
+            lines += studylib.tuning_skips(f"size={size} optimizer={opt}", LADDER, rates, chosen, DELAYS)
             if chosen is None:
                 pending.append(f"{size} {opt}")
     for size in SIZES:
@@ -133,6 +127,7 @@ def main():
         else:
             lines.append(f"skip optimizer={opt} seed={','.join(EXTRA_SEEDS)}")
     studylib.write_grid(os.path.join(HERE, "grid.txt"), a.phase, lines, state, a.runs, pending, a.check)
+
 
 if __name__ == "__main__":
     main()
