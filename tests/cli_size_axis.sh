@@ -14,6 +14,7 @@
 #   [-0.0338, -0.0062], "smaller for the larger model".
 # - Rule 5: small Muon in fp32, gaps 0.03, 0.04, 0.05 (sd 0.01) against bf16's (sd 0.012): fp32 less bf16 0,
 #   Welch se sqrt(0.000144 / 3 + 0.0001 / 3) = 0.0090185, df 3.874, t 2.81: about +-0.0254; bf16 stands for fp32.
+# - Rule 3's addition (a pick's own gap near deciding gets seeds 4-6) on a second tree, below.
 # - Machines: one point started on a Xeon and finished on an EPYC is named by both; the rest by the EPYC.
 # ($1, the nobubble binary, is not used: ctest passes it to every cli test.)
 set -u
@@ -58,7 +59,7 @@ has() { grep -qx -- "$1" "$work/g.txt"; }
 tune tiny > "$work/g.txt" || fail "tune.py tiny on an empty tree"
 check "phase tiny holds small back" has "skip size=small"
 check "phase tiny holds fp32 back" has "skip precision=fp32"
-check "phase tiny holds seeds 4-6 back" has "skip optimizer=muon seed=4,5,6"
+check "phase tiny holds seeds 4-6 back" has "skip size=small optimizer=muon seed=4,5,6"
 check "the plan's rates for tiny" has "skip size=tiny optimizer=adamw lr=5e-4,1e-3,3.2e-2,6.4e-2"
 check "no delays before a pick" has "skip size=tiny optimizer=adamw lr=2e-3,4e-3,8e-3,1.6e-2 delay=2bw,2bw+ef"
 check "the grid file comes first" grep -q "^axis precision" "$work/g.txt"
@@ -92,8 +93,9 @@ make delayed small adamw 4e-3 1,2,3; make delayed small muon 8e-3 1,2,3
 tune seeds > "$work/g.txt"
 check "rule 4 adds seeds 4-6 for Muon at tiny's pick" has "skip size=tiny optimizer=muon lr=5e-4,1e-3,2e-3,8e-3,1.6e-2,3.2e-2,6.4e-2 seed=4,5,6"
 check "and at small's" has "skip size=small optimizer=muon lr=5e-4,1e-3,2e-3,4e-3,1.6e-2,3.2e-2,6.4e-2 seed=4,5,6"
-check "rule 4 adds none for AdamW (decided)" has "skip optimizer=adamw seed=4,5,6"
-check "no blanket skip of Muon's seeds 4-6" test "$(grep -c '^skip optimizer=muon seed=4,5,6$' "$work/g.txt")" = 0
+check "rule 4 adds none for AdamW (decided)" has "skip size=small optimizer=adamw seed=4,5,6"
+check "nor does rule 3 (every gap resolved)" has "skip size=tiny optimizer=adamw seed=4,5,6"
+check "no blanket skip of Muon's seeds 4-6" test "$(grep -c '^skip size=[a-z]* optimizer=muon seed=4,5,6$' "$work/g.txt")" = 0
 python3 - "$runs/rates.json" <<'EOF' && ok || fail "rates.json: $(cat "$runs/rates.json")"
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -102,13 +104,43 @@ assert r["tiny"]["adamw"]["chosen"] == "2e-3" and r["small"]["muon"]["chosen"] =
 assert abs(m["low"] - (-0.047203)) < 5e-5 and abs(m["high"] - 0.007203) < 5e-5 and m["adds_seeds"], m
 assert abs(a["low"] - (-0.092669)) < 5e-5 and not a["adds_seeds"], a
 assert r["fp32_check"] == {"rate": "8e-3", "runs": True}, r["fp32_check"]
+assert not any(r["rule3"][z][o]["adds_seeds"] for z in ("tiny", "small") for o in ("adamw", "muon")), r["rule3"]
 EOF
+
+# ---- rule 3's seeds (Amendment 1), alone on another tree. tiny AdamW's gaps 0.02, 0.04, 0.06 (mean 0.04,
+# sd 0.02): half-width 4.302653 x 0.02 / sqrt(3) = 0.0497 covers 0 and is less than 2 x 0.04: near deciding.
+# tiny Muon's 0.00, 0.03, 0.06 (sd 0.03): 0.0745 covers 0 but is more than 2 x 0.03: not near.
+near=$work/near/size_axis
+mkdir -p "$near"
+python3 - "$near" <<'EOF'
+import json, math, os, sys
+root = sys.argv[1]
+def put(name, loss):
+    os.makedirs(os.path.join(root, "runs", name), exist_ok=True)
+    json.dump({"val_loss": loss}, open(os.path.join(root, "runs", name, "final_eval.json"), "w"))
+for s in (1, 2, 3):
+    for lr in ("2e-3", "4e-3", "8e-3", "1.6e-2"):
+        b = 4 + s / 100 + math.log2(float(lr) / 4e-3) ** 2 / 100
+        put(f"tiny_adamw_{lr}_sync_bf16_{s}", b)
+        put(f"tiny_muon_{lr}_sync_bf16_{s}", b)
+    put(f"tiny_adamw_4e-3_2bw_bf16_{s}", 4 + s / 100 + [0.02, 0.04, 0.06][s - 1])
+    put(f"tiny_muon_4e-3_2bw_bf16_{s}", 4 + s / 100 + [0.00, 0.03, 0.06][s - 1])
+EOF
+python3 "$here/tune.py" seeds --runs "$near" > "$work/n.txt" || fail "tune.py seeds on the rule-3 tree"
+check "rule 3: a gap near deciding gets seeds 4-6 at its pick" \
+  grep -qx "skip size=tiny optimizer=adamw lr=5e-4,1e-3,2e-3,8e-3,1.6e-2,3.2e-2,6.4e-2 seed=4,5,6" "$work/n.txt"
+check "rule 3: a gap far from deciding gets none" grep -qx "skip size=tiny optimizer=muon seed=4,5,6" "$work/n.txt"
+check "rule 3: a size without a pick gets none" grep -qx "skip size=small optimizer=adamw seed=4,5,6" "$work/n.txt"
+python3 "$here/analyze.py" --results "$work/near" --partial > "$work/n.md" 2>&1 || fail "analyze.py on the rule-3 tree: $(cat "$work/n.md")"
+check "analyze.py: rule 3 near deciding, added" grep -q "^| tiny | 1,377,408 | adamw | 4e-3 | 3 | +0.0400 \[-0.0097, +0.0897\] (within noise) | pending | none (2BW gap not resolved and positive) | \[-0.0097, +0.0897\]: near deciding: added |$" "$work/n.md"
+python3 "$here/analyze.py" --results "$work/near" > /dev/null 2> "$work/n.err"
+grep -q "tiny adamw's seeds 4-6 (rule 3)" "$work/n.err" && ok || fail "without --partial, rule 3's pending seeds named: $(cat "$work/n.err")"
 
 # ---- the analysis
 python3 "$here/analyze.py" --results "$work/res" > /dev/null 2> "$work/a.err" && fail "analyze.py without --partial while seeds 4-6 and fp32 run" \
   || { grep -q "incomplete (.*muon's seeds 4-6.*rule 5's fp32 runs)" "$work/a.err" && ok || fail "the refusal: $(cat "$work/a.err")"; }
 python3 "$here/analyze.py" --results "$work/res" --partial > "$work/a.md" 2> "$work/a.err" || fail "analyze.py --partial: $(cat "$work/a.err")"
-check "tiny AdamW's gap and EF share" grep -q "^| tiny | 1,377,408 | adamw | 2e-3 | 3 | +0.1100 \[+0.0852, +0.1348\] (resolved) | +0.0550 \[+0.0426, +0.0674\] (resolved) | 50% \[50%, 50%\] |$" "$work/a.md"
+check "tiny AdamW's gap, EF's gap and share, rule 3" grep -q "^| tiny | 1,377,408 | adamw | 2e-3 | 3 | +0.1100 \[+0.0852, +0.1348\] (resolved) | +0.0550 \[+0.0426, +0.0674\] (resolved) | 50% \[50%, 50%\] | \[+0.0852, +0.1348\]: none |$" "$work/a.md"
 check "AdamW between sizes: smaller for the larger model" grep -q "^| adamw | 3, 3 | -0.0700 \[-0.0927, -0.0473\] | 0.36 | smaller for the larger model | \[-0.0927, -0.0473\]: no seeds added |$" "$work/a.md"
 check "Muon pending its seeds 4-6" grep -q "^| muon | 3, 3 | -0.0200 \[-0.0472, +0.0072\] | 0.67 | pending (seeds 4-6 are running) | \[-0.0472, +0.0072\]: within 2x of deciding: seeds 4-6 added |$" "$work/a.md"
 make delayed tiny muon 4e-3 4,5,6; make sync tiny muon 4e-3 4,5,6

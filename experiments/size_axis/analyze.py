@@ -44,20 +44,6 @@ def seeds_of(runs, size, opt, lr):
     return tune.SEEDS + (extra if len(extra) == len(tune.EXTRA_SEEDS) else [])
 
 
-def share(runs, size, opt, lr, seeds, plain):
-    """Error feedback's per-seed share 1 - gap_EF / gap, where the plain gap is resolved and positive."""
-    p = Paired(plain.values())
-    if not (p.n >= 2 and p.resolved() and p.mean > 0):
-        return None
-    ef = {}
-    for s in seeds:
-        a, b = (tune.loss(runs, tune.point(size, opt, lr, d, s)) for d in ("sync", "2bw+ef"))
-        if a is None or b is None:
-            return None
-        ef[s] = b - a
-    return Paired(1 - ef[s] / plain[s] for s in seeds), Paired(ef.values())
-
-
 def report(root, partial):
     runs = os.path.join(root, "size_axis")
     out, missing = [], []
@@ -72,9 +58,10 @@ def report(root, partial):
                 missing.append(f"{size} {opt}'s tuning")
             m = ", ".join(f"{lr}: {means[lr]:.4f}" for lr in rates if lr in means) or "none"
             out.append(f"| {size} | {opt} | {', '.join(rates)} | {m} | {chosen or 'pending'} |")
-    out += ["", "## The gap at each pick (rule 3: per seed, 2BW's loss less the synchronous run's; 95% t interval)",
-            "", "| size | parameters | optimizer | rate | seeds | 2BW - sync | 2BW + EF - sync | EF's share |",
-            "|---|---|---|---|---|---|---|---|"]
+    out += ["", "## The gap at each pick (rule 3: per seed, the delayed run's loss less the synchronous run's; "
+            "95% t interval; EF's share 1 - gap_EF / gap per seed, only where the 2BW gap is resolved and positive)",
+            "", "| size | parameters | optimizer | rate | seeds | 2BW - sync | 2BW + EF - sync | EF's share | "
+            "seeds 4-6 by rule 3 (seeds 1-3) |", "|---|---|---|---|---|---|---|---|---|"]
     gap_of = {}
     for size in tune.SIZES:
         for opt in tune.OPTIMIZERS:
@@ -83,17 +70,27 @@ def report(root, partial):
             g = tune.gaps(runs, size, opt, lr, seeds) if lr else None
             if g is None:
                 missing.append(f"{size} {opt}'s delayed runs")
-                out.append(f"| {size} | {PARAMS[size]:,} | {opt} | {lr or 'pending'} | | pending | pending | |")
+                out.append(f"| {size} | {PARAMS[size]:,} | {opt} | {lr or 'pending'} | | pending | pending | | |")
                 continue
             gap_of[(size, opt)] = g
-            sh = share(runs, size, opt, lr, seeds, g)
-            ef_cell = fmt(sh[1]) if sh else "pending" if Paired(g.values()).resolved() else "(plain gap within noise)"
-            sh_cell = "none (plain gap not resolved)" if not Paired(g.values()).resolved() else \
-                "pending" if sh is None else f"{100 * sh[0].mean:.0f}% [{100 * sh[0].interval()[0]:.0f}%, {100 * sh[0].interval()[1]:.0f}%]"
-            if sh is None and Paired(g.values()).resolved():
+            p = Paired(g.values())
+            ef = tune.gaps(runs, size, opt, lr, seeds, delay="2bw+ef")
+            if ef is None:
                 missing.append(f"{size} {opt}'s EF runs")
-            out.append(f"| {size} | {PARAMS[size]:,} | {opt} | {lr} | {len(seeds)} | {fmt(Paired(g.values()))} | "
-                       f"{ef_cell} | {sh_cell} |")
+            if not (p.resolved() and p.mean > 0):
+                share = "none (2BW gap not resolved and positive)"
+            elif ef is None:
+                share = "pending"
+            else:
+                sh = Paired(1 - ef[s] / g[s] for s in seeds)
+                lo, hi = sh.interval()
+                share = f"{100 * sh.mean:.0f}% [{100 * lo:.0f}%, {100 * hi:.0f}%]"
+            r3 = tune.rule3(runs, picks, size, opt)
+            rule = f"[{num(r3['low'])}, {num(r3['high'])}]: " + ("near deciding: added" if r3["adds_seeds"] else "none")
+            if r3["adds_seeds"] and len(seeds) < 6:
+                missing.append(f"{size} {opt}'s seeds 4-6 (rule 3)")
+            out.append(f"| {size} | {PARAMS[size]:,} | {opt} | {lr} | {len(seeds)} | {fmt(p)} | "
+                       f"{fmt(Paired(ef.values())) if ef else 'pending'} | {share} | {rule} |")
     out += ["", "## Between sizes (rule 4: `small`'s mean gap less `tiny`'s, unpaired, Welch's 95% interval)", "",
             "| optimizer | seeds (tiny, small) | small less tiny | ratio small / tiny | verdict | rule 4 on seeds 1-3 |",
             "|---|---|---|---|---|---|"]

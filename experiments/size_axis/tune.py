@@ -9,12 +9,13 @@ Amendment 1). run.sh calls this once per phase, in order, until the grid it prin
           until it is measured; once the best is inside, rule 2: 2BW and 2BW + EF at it (seeds 1-3)
   small   the same for `small`
   fp32    rule 5: `small` Muon's synchronous and 2BW runs at its pick again in fp32 (seeds 1-3)
-  seeds   rule 4: for an optimizer whose between-size interval (Welch, `small`'s gap less `tiny`'s, seeds
-          1-3) covers 0 while its half-width is less than twice its mean's distance from 0, seeds 4-6 of
-          both sizes at their picks (synchronous, 2BW, 2BW + EF; bf16)
+  seeds   seeds 4-6 at a pick (synchronous, 2BW, 2BW + EF; bf16) where an interval on seeds 1-3 covers 0
+          while its half-width is less than twice its mean's distance from 0 ("near deciding"): the pick's
+          own paired gap (Amendment 1's addition to rule 3), or, for both sizes of an optimizer, the
+          between-size interval (rule 4: Welch, `small`'s gap less `tiny`'s)
 
 Prints experiments/size_axis/grid.txt plus the skip lines to stdout and writes the state (rates run,
-3-seed means, picks, the rule-4 intervals and whether they added seeds) to RUNS/rates.json. `--check`
+3-seed means, picks, the rule-3 and rule-4 intervals and whether they added seeds) to RUNS/rates.json. `--check`
 exits 3 while some configuration of the phases up to PHASE has no pick yet. Python 3 standard library.
 
     python3 experiments/size_axis/tune.py PHASE [--runs runs/size_axis] [--check] > runs/size_axis/grid_PHASE.txt
@@ -61,15 +62,31 @@ def tune(runs, size, opt):
     return studylib.ladder_tune(mean_of, LADDER, *PLAN[(size, opt)], f"{size} {opt}")
 
 
-def gaps(runs, size, opt, lr, seeds, precision="bf16"):
-    """Rule 3: {seed: 2BW's loss less the synchronous run's}, or None while one of the seeds lacks either."""
+def gaps(runs, size, opt, lr, seeds, precision="bf16", delay="2bw"):
+    """Rule 3: {seed: the delayed run's loss less the synchronous run's}, or None while a seed lacks either."""
     out = {}
     for s in seeds:
-        a, b = (loss(runs, point(size, opt, lr, d, s, precision)) for d in ("sync", "2bw"))
+        a, b = (loss(runs, point(size, opt, lr, d, s, precision)) for d in ("sync", delay))
         if a is None or b is None:
             return None
         out[s] = b - a
     return out
+
+
+def near_deciding(lo, hi, mean):
+    """An interval that covers 0 while its half-width is less than twice its mean's distance from 0."""
+    return lo <= 0 <= hi and (hi - lo) / 2 < 2 * abs(mean)
+
+
+def rule3(runs, picks, size, opt):
+    """Amendment 1's addition to rule 3 (the issue's "more seeds where the gap is near the noise"): the paired
+    gap on seeds 1-3 at the pick, and whether it adds seeds 4-6 there (near deciding); None until it is in."""
+    g = gaps(runs, size, opt, picks[(size, opt)], SEEDS) if picks[(size, opt)] else None
+    if g is None:
+        return None
+    p = studylib.Paired(g.values())
+    lo, hi = p.interval()
+    return {"gap": p.mean, "low": lo, "high": hi, "adds_seeds": near_deciding(lo, hi, p.mean)}
 
 
 def rule4(runs, picks, opt):
@@ -79,8 +96,7 @@ def rule4(runs, picks, opt):
     if any(x is None for x in g):
         return None
     d, lo, hi = studylib.welch(list(g[0].values()), list(g[1].values()))
-    covers = lo <= 0 <= hi
-    return {"difference": d, "low": lo, "high": hi, "adds_seeds": covers and (hi - lo) / 2 < 2 * abs(d)}
+    return {"difference": d, "low": lo, "high": hi, "adds_seeds": near_deciding(lo, hi, d)}
 
 
 def main():
@@ -115,17 +131,28 @@ def main():
                   "skip precision=fp32 delay=2bw+ef", f"skip precision=fp32 seed={','.join(EXTRA_SEEDS)}"]
     else:
         lines.append("skip precision=fp32")
-    # rule 4: seeds 4-6, decided on seeds 1-3 alone (so that the seeds it adds cannot take themselves away)
-    state["rule4"] = {}
+    # seeds 4-6 (rules 3 and 4), decided on seeds 1-3 alone, so that the seeds they add cannot take
+    # themselves away: where a pick's own gap is near deciding (rule 3), and at both sizes of an optimizer
+    # whose between-size interval is (rule 4)
+    state["rule3"], state["rule4"], extra = {}, {}, set()
+    for size in SIZES:
+        for opt in OPTIMIZERS:
+            r = rule3(a.runs, picks, size, opt)
+            state["rule3"].setdefault(size, {})[opt] = r
+            if r and r["adds_seeds"]:
+                extra.add((size, opt))
     for opt in OPTIMIZERS:
         r = rule4(a.runs, picks, opt)
         state["rule4"][opt] = r
-        if "seeds" in upto and r and r["adds_seeds"]:
-            for size in SIZES:
+        if r and r["adds_seeds"]:
+            extra |= {(size, opt) for size in SIZES}
+    for size in SIZES:
+        for opt in OPTIMIZERS:
+            if "seeds" in upto and (size, opt) in extra:
                 lines.append(f"skip size={size} optimizer={opt} "
                              f"lr={','.join(lr for lr in LADDER if lr != picks[(size, opt)])} seed={','.join(EXTRA_SEEDS)}")
-        else:
-            lines.append(f"skip optimizer={opt} seed={','.join(EXTRA_SEEDS)}")
+            else:
+                lines.append(f"skip size={size} optimizer={opt} seed={','.join(EXTRA_SEEDS)}")
     studylib.write_grid(os.path.join(HERE, "grid.txt"), a.phase, lines, state, a.runs, pending, a.check)
 
 
