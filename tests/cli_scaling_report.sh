@@ -295,6 +295,35 @@ lion_chart=$(awk '/<svg[^>]* id="scaling-/ { on = 1; buf = "" } on { buf = buf $
 check "lion's scaling chart: 8 points, a negative mean among them" test "$(grep -o '<circle' <<< "$lion_chart" | wc -l)" -eq 8
 check "lion's scaling chart: a 0 tick on the gap axis" grep -q 'text-anchor="end">0.0*<' <<< "$lion_chart"
 
+# ---------------------------------------------------------------- the whole-split evaluation (final_eval.json)
+# A folder whose every finished run has final_eval.json (a study's evaluation of the final model on the whole
+# validation split) is measured there in every table: each run's loss + 0.5, and adamw's synchronous runs
+# at 100 steps and 2e-3 + 1.0 more, so that 1e-3 (4.5 against 4.9 + 0.5) becomes the pick there, an edge.
+# The reference twin must agree on every table; a folder where one run lacks the file keeps the batches for
+# all (the tables equal the first report's) and says so; a malformed file is refused naming it.
+cp -r "$work/hand" "$work/whole"
+python3 - "$work/whole" <<'EOF'
+import json, os, sys
+root = os.path.join(sys.argv[1], "runs")
+for p in os.listdir(root):
+    v = json.load(open(os.path.join(root, p, "summary.json")))["final_val_loss"]
+    v += 0.5 + (1.0 if p.startswith("100_adamw_2e-3_sync_") else 0)
+    json.dump({"point": p, "val_loss": v}, open(os.path.join(root, p, "final_eval.json"), "w"))
+EOF
+"$bin" report "$work/whole" > "$work/whole.log" 2>&1 && ok || fail "report with final_eval.json: $(cat "$work/whole.log")"
+python3 "$ref" "$work/whole" > "$work/whole.check" 2>&1 && ok || fail "the whole-split tables against the reference: $(cat "$work/whole.check")"
+check "every table on the whole split, said" grep -q 'id="measure">The final validation loss of every run is its final model on the whole validation split' "$work/whole/report.html"
+has "the whole-split losses move adamw's pick at 100 steps to 1e-3, an edge" "<td>tuned; edge: extend the grid (the lowest rate)</td>" \
+  "$(grep -o "<tr><td>steps=100, optimizer=adamw</td><td>1e-3</td>.*</tr>" "$work/whole/report.html")"
+rm "$work/whole/runs/100_adamw_1e-3_sync_1/final_eval.json"
+"$bin" report "$work/whole" > "$work/whole2.log" 2>&1 && ok || fail "report with one final_eval.json missing: $(cat "$work/whole2.log")"
+check "one missing: the batches for every run, said" grep -q 'id="measure">[0-9]* of [0-9]* finished runs also have a whole-split evaluation' "$work/whole/report.html"
+check "one missing: the gap table equals the first report's" \
+  test "$(grep -o '<table id="gap-table">.*' "$work/whole/report.html" | head -c 20000)" = "$(grep -o '<table id="gap-table">.*' "$work/hand/report.html" | head -c 20000)"
+echo '{"val_loss": null}' > "$work/whole/runs/100_adamw_1e-3_sync_1/final_eval.json"
+expect_error "a final_eval.json without a number" "100_adamw_1e-3_sync_1/final_eval.json: expected a finite number val_loss" \
+  "$bin" report "$work/whole"
+
 # ---------------------------------------------------------------- no lr axis: no new section
 mkdir -p "$work/nolr/runs"
 python3 - "$work/hand/results.csv" > "$work/nolr/results.csv" <<'EOF'

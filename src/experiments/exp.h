@@ -27,8 +27,12 @@ typedef struct {
     int tau, ef, sync_start, sync_cooldown;
     double taylor;
     double params;          /* the model's parameter count from summary.json's model; NAN without one */
+    double whole_split_loss; /* dir/final_eval.json's val_loss: a study's evaluation of the exported final
+                              * model on the whole validation split (experiments/evaluate_whole.sh);
+                              * NAN without that file */
 } nbx_run;
-/* Reads dir/summary.json and dir/metrics.jsonl; errors name the file (and line). */
+/* Reads dir/summary.json, dir/metrics.jsonl and, where there is one, dir/final_eval.json; errors name
+ * the file (and line). */
 int nbx_run_read(const char *dir, nbx_run *r);
 void nbx_run_free(nbx_run *r);
 /* A synchronous run: no delay at any step (sync, or fixed:0). */

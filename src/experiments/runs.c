@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "experiments/exp.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -121,9 +122,31 @@ static int read_metrics(const char *dir, nbx_run *r) {
     return rc ? -1 : 0;
 }
 
+/* A study's measurement of the final model (experiments/evaluate_whole.sh), where it made one: NAN
+ * without the file; a file without a finite val_loss is an error naming it. */
+static int read_final_eval(const char *dir, nbx_run *r) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/final_eval.json", dir);
+    r->whole_split_loss = NAN;
+    if (access(path, F_OK)) return 0;
+    char *text;
+    size_t n;
+    nb_json js;
+    if (nb_fs_read_file(path, &text, &n, "final evaluation")) return -1;
+    int rc = nb_json_parse(text, n, &js, path);
+    free(text);
+    if (rc) return -1;
+    double v = num(&js, "val_loss");
+    nb_json_free(&js);
+    if (!isfinite(v))
+        return nb_fail("%s: expected a finite number val_loss (written by experiments/evaluate_whole.sh)", path);
+    r->whole_split_loss = v;
+    return 0;
+}
+
 int nbx_run_read(const char *dir, nbx_run *r) {
     memset(r, 0, sizeof *r);
-    if (read_summary(dir, r) || read_metrics(dir, r)) {
+    if (read_summary(dir, r) || read_metrics(dir, r) || read_final_eval(dir, r)) {
         nbx_run_free(r);
         return -1;
     }

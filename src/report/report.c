@@ -286,7 +286,22 @@ static int gap_row(nb_buf *b, const report *r, int p, const cell *row, int c) {
     return rc || nb_buf_printf(b, "</tr>\n");
 }
 
+/* Which measurement "final val loss" is, in every table of the page. */
+static int measure_note(nb_buf *b, const report *r) {
+    if (r->n_done > 0 && r->n_whole == r->n_done)
+        return nb_buf_printf(b, "<p class=\"note\" id=\"measure\">The final validation loss of every run is its "
+                                "final model on the whole validation split (final_eval.json, written by "
+                                "experiments/evaluate_whole.sh), in every table and chart of this page except those of "
+                                "the evaluations during training (the curves and the best validation loss).</p>\n");
+    if (r->n_whole > 0)
+        return nb_buf_printf(b, "<p class=\"note\" id=\"measure\">%d of %d finished runs also have a whole-split "
+                                "evaluation (final_eval.json); the tables use the last evaluation during training for "
+                                "every run, so that they compare like with like.</p>\n", r->n_whole, r->n_done);
+    return 0;
+}
+
 static int gap_table(nb_buf *b, const report *r, const cell *cells) {
+    if (measure_note(b, r)) return -1;
     if (nb_buf_printf(b, "<h2>Final validation loss and the gap to synchronous training</h2>\n<p class=\"note\">Final "
                           "val loss: mean &plusmn; sample standard deviation over the runs of each cell (seeds). Gaps "
                           "are paired: runs that differ only in delay or mitigation share seed and data order, so the "
@@ -410,12 +425,28 @@ static int is_run_folder(const char *dir) {
     return access(csv, F_OK) && !access(summary, F_OK);
 }
 
+/* A study that evaluated every finished run's final model on the whole validation split
+ * (experiments/evaluate_whole.sh: final_eval.json) measured its outcome there, not on the last
+ * evaluation's few batches: then every table uses it. A folder where only some runs have it keeps the
+ * batches for all, so that no table compares one measure with the other; the note says which. */
+static void use_whole_split(report *r) {
+    for (int i = 0; i < r->n_rows; i++)
+        if (r->rows[i].done) {
+            r->n_done++;
+            r->n_whole += !isnan(r->rows[i].run.whole_split_loss);
+        }
+    if (r->n_done == 0 || r->n_whole < r->n_done) return;
+    for (int i = 0; i < r->n_rows; i++)
+        if (r->rows[i].done) r->rows[i].run.final_val_loss = r->rows[i].run.whole_split_loss;
+}
+
 int nb_report_write(const char *dir, const char *out_path) {
     if (is_run_folder(dir)) return nbx_report_run(dir, out_path);
     report r;
     memset(&r, 0, sizeof r);
     r.dir = dir;
     int rc = read_results(&r);
+    if (!rc) use_whole_split(&r);
     if (!rc) assign_roles(&r);
     if (!rc) rc = group_rows(&r);
     int n_cells = r.panel_keys.n * r.curves.n;

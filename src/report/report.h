@@ -40,6 +40,7 @@ typedef struct {
     nbx_rrow *rows; int n_rows;
     nbx_strv panel_keys, panel_titles, curves;
     nbx_strv seeds;           /* the seed axis's labels that finished runs carry */
+    int n_done, n_whole;      /* finished runs, and those with a whole-split evaluation (final_eval.json) */
 } nbx_report;
 
 /* A row's seed label; "" without a seed axis (each cell then holds one run, paired as it is). */

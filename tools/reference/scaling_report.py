@@ -194,7 +194,15 @@ def load(d):
             run["mode"], run["tau"] = dl["mode"], dl["tau"]
             run["tokens"] = lines[-1]["tokens"]
             run["params"] = params(s.get("model"))
+            fe = os.path.join(folder, "final_eval.json")
+            run["whole"] = json.load(open(fe))["val_loss"] if os.path.exists(fe) else None
         runs.append(run)
+    # a folder whose every finished run has a whole-split evaluation (final_eval.json) is measured there;
+    # one where only some have it keeps the last evaluation during training for all
+    done = [r for r in runs if r["status"] == "done"]
+    if done and all(r["whole"] is not None for r in done):
+        for r in done:
+            r["val"] = r["whole"]
     return axes, runs
 
 
