@@ -19,7 +19,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ALL=(claim_10k moe size_axis)
 
-runner() { pgrep -f "^bash experiments/$1/run.sh" || true; }   # the study's run.sh, if running
+here=$(pwd -P)
+runner() {  # the study's run.sh, if running from this checkout (its working folder is this one)
+  local pid
+  for pid in $(pgrep -f "^bash experiments/$1/run.sh" || true); do
+    [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$here" ] && echo "$pid"
+  done
+  return 0
+}
 tree() {  # PID and all its descendants
   local p
   echo "$1"

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# experiments/studies.sh, which starts, pauses and stops the three background studies together, on a copy
+# in a scratch tree whose run.sh scripts are stand-ins: each logs its sweep's points to its sweep.log, runs
+# a stand-in sweep (a process with " sweep " in its command line, as the real binary's) that ends on
+# SIGTERM with status 143, then "saves" (a file) and exits with the sweep's status, as the real run.sh
+# does. Checked: start starts each once; status names the running point; pause stops every process of a
+# study (state T) and continue resumes it; stop sends SIGTERM to each sweep (a child, or a grandchild as
+# with study.sh phases), waits for each run.sh to save and exit; bad names are refused. Only the studies
+# run from the scratch tree are touched (studies.sh picks its run.sh processes by their working folder),
+# so the test is safe beside real studies.
+# ($1, the nobubble binary, is not used.)
+set -u
+source "$(dirname "$0")/support/cli_harness.sh"
+root=$(cd "$(dirname "$0")/.." && pwd)
+t=$work/tree
+mkdir -p "$t/experiments" "$t/runs"
+cp "$root/experiments/studies.sh" "$t/experiments/"
+cat > "$t/sweep" <<'EOF'
+#!/usr/bin/env bash
+# the stand-in sweep: SIGTERM ends it with 143 (the real one checkpoints its points first)
+trap 'exit 143' TERM
+while :; do sleep 0.1; done
+EOF
+chmod +x "$t/sweep"
+for name in claim_10k moe size_axis; do
+  mkdir -p "$t/experiments/$name" "$t/runs/$name"
+  if [ $name = moe ]; then  # the sweep a grandchild (study.sh phases runs it for moe and size_axis)
+    sweep_line="bash -c '\"\$0\" sweep grid --out runs/$name; exit \$?' ./sweep || rc=\$?"
+  else
+    sweep_line="./sweep sweep grid --out runs/$name || rc=\$?"
+  fi
+  cat > "$t/experiments/$name/run.sh" <<EOF
+#!/usr/bin/env bash
+cd "\$(dirname "\$0")/../.."
+echo "1 start point_$name" >> runs/$name/sweep.log
+rc=0
+$sweep_line
+echo "saved \$rc" > runs/$name/saved
+exit \$rc
+EOF
+done
+studies() { (cd "$t" && bash experiments/studies.sh "$@"); }
+t=$(cd "$t" && pwd -P)
+mine() {  # the PIDs matching a pattern whose working folder is the scratch tree (never a real study's)
+  local pid
+  for pid in $(pgrep -f "$1"); do [ "$(readlink "/proc/$pid/cwd")" = "$t" ] && echo "$pid"; done
+}
+
+studies start > "$work/start.log" 2>&1 && ok || fail "start: $(cat "$work/start.log")"
+check "start starts all three" test "$(grep -c ' started (log: runs/' "$work/start.log")" = 3
+sleep 1
+studies start moe > "$work/start2.log" 2>&1
+check "a running study is not started twice" grep -q "moe is already running" "$work/start2.log"
+studies status > "$work/status.log" 2>&1
+check "status: running, and the running point" grep -q "^moe: running; 0 finished in runs/, 0 saved in results/; running now: point_moe" "$work/status.log"
+studies pause > /dev/null 2>&1
+sleep 0.5
+state=$(ps -o stat= -p "$(mine "^bash experiments/size_axis/run.sh")" | cut -c1)
+sweep_state=$(ps -o stat= -p "$(mine "sweep grid --out runs/size_axis")" | cut -c1)
+check "pause stops run.sh and its sweep ($state, $sweep_state)" test "$state$sweep_state" = TT
+studies continue > /dev/null 2>&1
+sleep 0.5
+sweep_state=$(ps -o stat= -p "$(mine "sweep grid --out runs/size_axis")" | cut -c1)
+check "continue resumes them ($sweep_state)" test "$sweep_state" != T
+timeout 60 bash -c "cd '$t' && bash experiments/studies.sh stop" > "$work/stop.log" 2>&1 && ok || fail "stop: $(cat "$work/stop.log")"
+for name in claim_10k moe size_axis; do
+  check "stop: $name's sweep ended by SIGTERM and saved" grep -qx "saved 143" "$t/runs/$name/saved"
+  check "stop: $name's run.sh has exited" test -z "$(mine "^bash experiments/$name/run.sh")"
+done
+studies status > "$work/status2.log" 2>&1
+check "status after stop" test "$(grep -c ': stopped;' "$work/status2.log")" = 3
+expect_error "an unknown study" "expected one of claim_10k moe size_axis" studies start nosuch
+expect_error "an unknown action" "usage" studies restart
+finish
