@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What every study's run.sh does before and after its sweeps (experiments/claim_10k, experiments/moe):
+# What every study's run.sh does before, between and after its sweeps (experiments/claim_10k, moe, size_axis):
 #
 #   bash experiments/study.sh start NAME NOBUBBLE   the corpus prepared, the points saved in results/NAME
 #                                                   restored into runs/NAME, and this machine's CPU, flags
