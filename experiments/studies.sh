@@ -4,7 +4,9 @@
 #
 #   bash experiments/studies.sh start [NAME...]   each study's run.sh at the lowest priority, one run at a
 #                                                 time each, in the background (log: runs/NAME.run.out);
-#                                                 one already running is left alone
+#                                                 one already running is left alone; without names, all
+#                                                 three, but size_axis (bf16) only on a CPU with AVX-512
+#                                                 BF16 or AMX
 #   bash experiments/studies.sh status            per study: running or not, finished points, the running one
 #   bash experiments/studies.sh pause | continue  SIGSTOP / SIGCONT to every process of every study (for a
 #                                                 benchmark: nothing else may run during a measurement)
@@ -45,7 +47,14 @@ action=${1:-}
 [ $# -ge 1 ] && shift
 case "$action" in
   start)
-    names=("$@"); [ ${#names[@]} -gt 0 ] || names=("${ALL[@]}")
+    names=("$@")
+    if [ ${#names[@]} -eq 0 ]; then
+      names=(claim_10k moe)
+      # the size axis trains in bf16, which only AVX-512 BF16 or AMX makes fast (about 4.5x an AVX2 machine's
+      # rate; experiments/size_axis/README.md, Amendment 1): elsewhere the fp32 studies get the cores
+      if grep -qw 'avx512_bf16\|amx_bf16' "${NB_CPUINFO:-/proc/cpuinfo}"; then names+=(size_axis)
+      else echo "studies.sh: size_axis not started: this CPU has no AVX-512 BF16 or AMX (name it to start it anyway)"; fi
+    fi
     mkdir -p runs
     for name in "${names[@]}"; do
       [ -f "experiments/$name/run.sh" ] || { echo "studies.sh: '$name': expected one of ${ALL[*]}" >&2; exit 2; }

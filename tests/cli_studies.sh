@@ -3,7 +3,7 @@
 # in a scratch tree whose run.sh scripts are stand-ins: each logs its sweep's points to its sweep.log, runs
 # a stand-in sweep (a process with " sweep " in its command line, as the real binary's) that ends on
 # SIGTERM with status 143, then "saves" (a file) and exits with the sweep's status, as the real run.sh
-# does. Checked: start starts each once; status names the running point; pause stops every process of a
+# does. Checked: start starts each once (the bf16 size axis only on a CPU with AVX-512 BF16 or AMX); status names the running point; pause stops every process of a
 # study (state T) and continue resumes it; stop sends SIGTERM to each sweep (a child, or a grandchild as
 # with study.sh phases), waits for each run.sh to save and exit; bad names are refused. Only the studies
 # run from the scratch tree are touched (studies.sh picks its run.sh processes by their working folder),
@@ -46,8 +46,15 @@ mine() {  # the PIDs matching a pattern whose working folder is the scratch tree
   for pid in $(pgrep -f "$1"); do [ "$(readlink "/proc/$pid/cwd")" = "$t" ] && echo "$pid"; done
 }
 
-studies start > "$work/start.log" 2>&1 && ok || fail "start: $(cat "$work/start.log")"
-check "start starts all three" test "$(grep -c ' started (log: runs/' "$work/start.log")" = 3
+# without names: the size axis (bf16) only where the CPU has AVX-512 BF16 or AMX (NB_CPUINFO stands for
+# /proc/cpuinfo here)
+printf 'flags\t\t: fpu sse avx avx2 fma\n' > "$work/cpuinfo.avx2"
+printf 'flags\t\t: fpu sse avx avx2 avx512f avx512_bf16\n' > "$work/cpuinfo.bf16"
+NB_CPUINFO=$work/cpuinfo.avx2 studies start > "$work/start.log" 2>&1 && ok || fail "start: $(cat "$work/start.log")"
+check "on AVX2 alone, the two fp32 studies start" test "$(grep -c ' started (log: runs/' "$work/start.log")" = 2
+check "and the size axis is left, said" grep -q "size_axis not started: this CPU has no AVX-512 BF16 or AMX" "$work/start.log"
+NB_CPUINFO=$work/cpuinfo.bf16 studies start > "$work/start.log" 2>&1 && ok || fail "start: $(cat "$work/start.log")"
+check "with AVX-512 BF16 the size axis starts too" grep -q "^studies.sh: size_axis started" "$work/start.log"
 sleep 1
 studies start moe > "$work/start2.log" 2>&1
 check "a running study is not started twice" grep -q "moe is already running" "$work/start2.log"
