@@ -15,7 +15,7 @@
 #                                                 and rewrites RESULTS.md's claims table; waits for them.
 #                                                 Commit results/ and RESULTS.md afterwards.
 #
-# NAME: claim_10k, moe, size_axis (all three when none is named). Each run.sh builds its pinned binary where
+# NAME: claim_10k, moe, size_axis (when none is named: as said under start). Each run.sh builds its pinned binary where
 # this machine lacks it (experiments/study.sh binary).
 set -euo pipefail
 cd "$(dirname "$0")/.."
