@@ -98,6 +98,7 @@ run_phases() {  # NAME NOBUBBLE JOBS SAVE_EVERY PHASE...
       python3 "experiments/$name/tune.py" "$phase" > "$dir/grid_$phase.next"
       if [ -f "$dir/grid_$phase.txt" ] && cmp -s "$dir/grid_$phase.next" "$dir/grid_$phase.txt" \
          && [ -f "$dir/done_$phase" ]; then
+        rm -f "$dir/grid_$phase.next"
         break  # the grid ran to the end and its results changed nothing
       fi
       mv "$dir/grid_$phase.next" "$dir/grid_$phase.txt"

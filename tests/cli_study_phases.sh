@@ -40,6 +40,7 @@ phases > "$work/p1.log" 2>&1 && ok || fail "phases a b: $(cat "$work/p1.log")"
 want='sweep grid a v0|save|sweep grid a v1|save|sweep grid a v2|save|sweep grid b v0|save|sweep grid b v1|save|sweep grid b v2|save|'
 check "each phase until its grid stops changing, a save after every sweep" test "$(tr '\n' '|' < "$t/runs/fake/events")" = "$want"
 check "both phases marked done" test -f "$t/runs/fake/done_a" -a -f "$t/runs/fake/done_b"
+check "no grid left half-written" test -z "$(ls "$t/runs/fake/" | grep '\.next$')"
 phases > "$work/p2.log" 2>&1 && ok || fail "phases again: $(cat "$work/p2.log")"
 check "a finished study runs nothing again" test "$(tr '\n' '|' < "$t/runs/fake/events")" = "$want"
 
