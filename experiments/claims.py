@@ -440,7 +440,7 @@ class Claims:
                                                "larger for the larger model" if lo > 0 else "not resolved"))
         self.row("The gap is smaller for a larger model at a fixed budget per parameter", "135M to 10B parameters",
                  "; ".join(cells) + " (`experiments/size_axis`, pre-registered: 1 token per parameter, bf16, the whole "
-                 "validation split, tuned rates, paired seeds 1-3, 1-6 where its rule 4 added them)", "; ".join(verdicts) if verdicts else "not measured yet (one size only)")
+                 "validation split, tuned rates, paired seeds 1-3, 1-6 where its rules 3 and 4 added them)", "; ".join(verdicts) if verdicts else "not measured yet (one size only)")
 
     def ef(self, opt, name, paper, lo_range, hi_range):
         cells, below, inside, above, helps = [], [], [], [], []
@@ -693,7 +693,7 @@ def figure_size(root):
     return panels_svg(panels, "parameters (log)",
                       "The one-step delay's gap against model size at 1 token per parameter (95% intervals)",
                       "final validation loss gap to the synchronous run, paired per seed; each size at its tuned "
-                      "rate; 3 seeds; 1 training token per parameter; bars: 95% intervals")
+                      "rate; 3 seeds (6 where the plan's rules 3 and 4 add them); 1 training token per parameter; bars: 95% intervals")
 
 
 def panels_svg(panels, xlabel, title, caption):
