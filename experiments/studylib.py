@@ -135,10 +135,11 @@ def welch(x, y):
 
 
 # ---------------------------------------------------------------- rate tuning
-def ladder_tune(mean_of, ladder, first, last, where):
+def ladder_tune(losses_of, ladder, first, last, where):
     """A synchronous rate pick on a factor-2 ladder, starting from the plan's rates FIRST..LAST: the lowest
-    mean (a tie to the lower rate); a best at an edge of the rates run adds the next rung beyond it, and the
-    pick waits for it. mean_of(rate) is the rate's mean over the plan's seeds, or None while one is missing.
+    mean over the plan's seeds (a tie to the lower rate); a best at an edge of the rates run adds the next rung
+    beyond it, and the pick waits for it. losses_of(rate) lists the rate's losses over the plan's seeds, None
+    for a seed not measured yet (the pick waits for it too).
     Returns (rates to run, the pick or None while pending, {rate: mean} so far). A best at the ladder's end
     stops the study for an amendment (SystemExit naming WHERE)."""
     lo, hi = ladder.index(first), ladder.index(last)
@@ -146,10 +147,10 @@ def ladder_tune(mean_of, ladder, first, last, where):
         rates = ladder[lo:hi + 1]
         means = {}
         for lr in rates:
-            m = mean_of(lr)
-            if m is None:
+            losses = losses_of(lr)
+            if any(x is None for x in losses):
                 return rates, None, means
-            means[lr] = m
+            means[lr] = sum(losses) / len(losses)
         best = min(rates, key=lambda lr: (means[lr], ladder.index(lr)))
         if best == rates[0] and lo > 0:
             lo -= 1

@@ -41,10 +41,8 @@ def sync_loss(runs, length, seed, model, opt, lr):
 
 def tune(runs, length, model, opt):
     """The rates to run (a contiguous run of the ladder) and the chosen one (None while pending)."""
-    def mean_of(lr):
-        losses = [sync_loss(runs, length, s, model, opt, lr) for s in SEEDS]
-        return None if any(x is None for x in losses) else sum(losses) / len(losses)
-    return studylib.ladder_tune(mean_of, LADDER, PLAN[0], PLAN[-1], f"{length} {model} {opt}")
+    return studylib.ladder_tune(lambda lr: [sync_loss(runs, length, s, model, opt, lr) for s in SEEDS],
+                                LADDER, PLAN[0], PLAN[-1], f"{length} {model} {opt}")
 
 
 def main():

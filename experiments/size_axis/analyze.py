@@ -3,8 +3,8 @@
 
 Reads results/size_axis/runs/*/final_eval.json (each run's final model on the whole validation split, the
 outcome), machines.log and sweep.log, and prints as Markdown: the rates tuned (rule 1), the paired gaps at
-each pick with 95% t intervals and error feedback's share (rule 3), `small`'s gap less `tiny`'s with
-Welch's interval and whether rule 4 added seeds 4-6, the bf16 against fp32 check (rule 5), and the
+each pick with 95% t intervals, error feedback's share and whether rule 3 added seeds 4-6, `small`'s gap
+less `tiny`'s with Welch's interval and whether rule 4 added seeds 4-6, the bf16 against fp32 check (rule 5), and the
 machine of every point. Python 3 standard library.
 
     python3 experiments/size_axis/analyze.py [--results results] [--partial]
@@ -38,7 +38,7 @@ def fmt(p):
 
 
 def seeds_of(runs, size, opt, lr):
-    """Seeds 1-3, and 4-6 where rule 4 added them and all of their synchronous and 2BW runs are in."""
+    """Seeds 1-3, and 4-6 where rule 3 or 4 added them and all of their synchronous and 2BW runs are in."""
     extra = [s for s in tune.EXTRA_SEEDS
              if all(tune.loss(runs, tune.point(size, opt, lr, d, s)) is not None for d in ("sync", "2bw"))]
     return tune.SEEDS + (extra if len(extra) == len(tune.EXTRA_SEEDS) else [])

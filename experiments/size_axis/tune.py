@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The size axis's decision rules 1, 2, 4 and 5 (README.md beside this file), as the grid that runs next.
+"""The size axis's decision rules 1 to 5 (README.md beside this file), as the grid that runs next.
 
 Every number is a point's whole-split validation loss (final_eval.json, experiments/evaluate_whole.sh;
 Amendment 1). run.sh calls this once per phase, in order, until the grid it prints stops changing:
@@ -26,6 +26,9 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+import studylib  # noqa: E402  (experiments/studylib.py: Student's t, Paired, Welch, the ladder, the grid)
+
 PHASES = ["tiny", "small", "fp32", "seeds"]
 SIZES = ["tiny", "small"]
 OPTIMIZERS = ["adamw", "muon"]
@@ -35,10 +38,6 @@ PLAN = {("tiny", "adamw"): ("2e-3", "1.6e-2"), ("tiny", "muon"): ("2e-3", "1.6e-
 SEEDS = ["1", "2", "3"]
 EXTRA_SEEDS = ["4", "5", "6"]
 DELAYS = "2bw,2bw+ef"
-
-
-sys.path.insert(0, os.path.join(HERE, ".."))
-import studylib  # noqa: E402  (experiments/studylib.py: Student's t, Paired, Welch, the ladder, the grid)
 
 
 def point(size, opt, lr, delay, seed, precision="bf16"):
@@ -56,10 +55,8 @@ def loss(runs, name):
 
 def tune(runs, size, opt):
     """Rule 1: the rates to run (a contiguous stretch of the ladder), the pick (None while pending), the means."""
-    def mean_of(lr):
-        losses = [loss(runs, point(size, opt, lr, "sync", s)) for s in SEEDS]
-        return None if any(x is None for x in losses) else sum(losses) / len(losses)
-    return studylib.ladder_tune(mean_of, LADDER, *PLAN[(size, opt)], f"{size} {opt}")
+    return studylib.ladder_tune(lambda lr: [loss(runs, point(size, opt, lr, "sync", s)) for s in SEEDS],
+                                LADDER, *PLAN[(size, opt)], f"{size} {opt}")
 
 
 def gaps(runs, size, opt, lr, seeds, precision="bf16", delay="2bw"):
