@@ -39,16 +39,21 @@ static int count_field(const nb_json *obj, const char *key, const char *path, in
     return 0;
 }
 
+/* The JSON object in the file at path (what: the file's role, for a read error); errors name the file. */
+static int read_json_file(const char *path, const char *what, nb_json *js) {
+    char *text;
+    size_t n;
+    if (nb_fs_read_file(path, &text, &n, what)) return -1;
+    int rc = nb_json_parse(text, n, js, path);
+    free(text);
+    return rc ? -1 : 0;
+}
+
 static int read_summary(const char *dir, nbx_run *r) {
     char path[4200];
     snprintf(path, sizeof path, "%s/summary.json", dir);
-    char *text;
-    size_t n;
     nb_json js;
-    if (nb_fs_read_file(path, &text, &n, "run summary")) return -1;
-    int rc = nb_json_parse(text, n, &js, path);
-    free(text);
-    if (rc) return -1;
+    if (read_json_file(path, "run summary", &js)) return -1;
     const nb_json *run = nb_json_get(&js, "run"), *delay = nb_json_get(&js, "delay");
     const nb_json *opt = nb_json_get(run, "optimizer"), *mode = nb_json_get(delay, "mode"), *ef = nb_json_get(delay, "ef");
     r->final_train_loss = num(&js, "final_train_loss");
@@ -65,7 +70,7 @@ static int read_summary(const char *dir, nbx_run *r) {
     snprintf(r->delay_mode, sizeof r->delay_mode, "%s", mode->str);
     r->ef = ef->b;
     r->taylor = num(delay, "taylor");
-    rc = count_field(delay, "tau", path, &r->tau) || count_field(delay, "sync_start", path, &r->sync_start) ||
+    int rc = count_field(delay, "tau", path, &r->tau) || count_field(delay, "sync_start", path, &r->sync_start) ||
          count_field(delay, "sync_cooldown", path, &r->sync_cooldown);
     r->params = model_params(nb_json_get(&js, "model"));
     nb_json_free(&js);
@@ -129,13 +134,8 @@ static int read_final_eval(const char *dir, nbx_run *r) {
     snprintf(path, sizeof path, "%s/final_eval.json", dir);
     r->whole_split_loss = NAN;
     if (access(path, F_OK)) return 0;
-    char *text;
-    size_t n;
     nb_json js;
-    if (nb_fs_read_file(path, &text, &n, "final evaluation")) return -1;
-    int rc = nb_json_parse(text, n, &js, path);
-    free(text);
-    if (rc) return -1;
+    if (read_json_file(path, "final evaluation", &js)) return -1;
     double v = num(&js, "val_loss");
     nb_json_free(&js);
     if (!isfinite(v))
