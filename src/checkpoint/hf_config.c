@@ -13,7 +13,6 @@
 #include <string.h>
 #include "nobubble/checkpoint.h"
 #include "util/error.h"
-#include "util/fs.h"
 #include "util/json.h"
 
 typedef struct {
@@ -227,13 +226,9 @@ static int read_used(const cfg_reader *r, nb_config *c, int mixtral) {
 }
 
 static int read_config_file(const char *path, nb_config *c) {
-    char *text;
-    size_t len;
-    if (nb_fs_read_file(path, &text, &len, "config")) return -1;
     nb_json root;
-    int r = nb_json_parse(text, len, &root, path);
-    free(text);
-    if (r) return -1;
+    if (nb_json_read_file(path, "config", &root)) return -1;
+    int r = 0;
     if (root.type != NB_JOBJ) r = nb_fail("%s: not a JSON object", path);
     cfg_reader in = {path, &root, ""};
     memset(c, 0, sizeof *c);

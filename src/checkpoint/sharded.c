@@ -120,13 +120,9 @@ static int check_one_save(const nb_st_set *s) {
 }
 
 static int open_index(const char *dir, const char *path, const char *base, nb_st_set *s) {
-    char *text;
-    size_t len;
-    if (nb_fs_read_file(path, &text, &len, NULL)) return -1;
     nb_json root;
-    int r = nb_json_parse(text, len, &root, path);
-    free(text);
-    if (r) return -1;
+    if (nb_json_read_file(path, NULL, &root)) return -1;
+    int r = 0;
     char **names = NULL;
     int n = 0;
     if (root.type != NB_JOBJ) r = nb_fail("%s: not a JSON object", path);

@@ -19,7 +19,6 @@
 #include "nobubble/pipeline.h"
 #include "util/decimal.h"
 #include "util/error.h"
-#include "util/fs.h"
 #include "util/json.h"
 
 static const char usage[] =
@@ -237,17 +236,6 @@ static const nb_json *path_get(const nb_json *root, const char *a, const char *b
     return v && b ? (v->type == NB_JOBJ ? nb_json_get(v, b) : NULL) : v;
 }
 
-static int read_json_file(const char *dir, const char *name, nb_json *out) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    char *text;
-    size_t n;
-    if (nb_fs_read_file(path, &text, &n, "run summary")) return -1;
-    int rc = nb_json_parse(text, n, out, path);
-    free(text);
-    return rc;
-}
-
 typedef struct {
     int P, M, D, batch, seq, d_model, steady[2];
     int chunks;  /* an interleaved run's chunks per worker (its costs are its workers': their chunks' summed) */
@@ -259,8 +247,10 @@ typedef struct {
  * per worker (worker w's P x v virtual stages w, w + P, ... run one after another: their costs add, and the
  * simulator gives each chunk 1/v of its worker's). */
 static int read_run(const char *dir, run_facts *f) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/summary.json", dir);
     nb_json root;
-    if (read_json_file(dir, "summary.json", &root)) return -1;
+    if (nb_json_read_file(path, "run summary", &root)) return -1;
     const nb_json *P = path_get(&root, "run", "stages"), *M = path_get(&root, "run", "microbatches"),
                   *D = path_get(&root, "run", "data_parallel"), *B = path_get(&root, "run", "batch"),
                   *T = path_get(&root, "run", "seq_len"), *d = path_get(&root, "model", "d_model"),

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "util/error.h"
+#include "util/fs.h"
 
 /* ------------------------------------------------------------ buffers */
 int nb_buf_reserve(nb_buf *b, size_t extra) {
@@ -327,4 +328,13 @@ const nb_json *nb_json_get(const nb_json *obj, const char *key) {
     for (size_t k = 0; k < obj->n; k++)
         if (!strcmp(obj->keys[k], key)) return &obj->items[k];
     return NULL;
+}
+
+int nb_json_read_file(const char *path, const char *what, nb_json *out) {
+    char *text;
+    size_t n;
+    if (nb_fs_read_file(path, &text, &n, what)) return -1;
+    int rc = nb_json_parse(text, n, out, path);
+    free(text);
+    return rc ? -1 : 0;
 }
