@@ -114,6 +114,8 @@ expect_error "moe" "mixture-of-experts" "$bin" train "${small[@]}" --device guar
   --set experts_per_token=2 --set moe_every=1 --steps 1 --out "$work/x2"
 expect_error "cuda muon bf16" "Newton-Schulz with bf16 operands is not on the GPU yet" "$bin" train "${small[@]}" \
   --device cuda --optimizer muon --precision bf16 --steps 1 --out "$work/x6"
+expect_error "cuda sgd" "optimizer sgd has no GPU kernel yet" "$bin" train "${small[@]}" --device cuda --optimizer sgd \
+  --steps 1 --out "$work/x10"
 expect_error "unknown device" "device 'tpu': expected cpu" "$bin" train "${small[@]}" --device tpu --steps 1 --out "$work/x7"
 # --device cuda where there is no GPU to run it (this suite runs on CPUs; tests/cli_cuda_device.sh runs it on one):
 # a build without CUDA names -DNB_CUDA=ON, a CUDA build says that it found no usable GPU
@@ -121,5 +123,5 @@ if ! command -v nvidia-smi > /dev/null || ! nvidia-smi > /dev/null 2>&1; then
   expect_error "cuda without a GPU" "NB_CUDA=ON\|no usable GPU\|no GPU" "$bin" train "${small[@]}" --device cuda --steps 1 \
     --out "$work/x8"
 fi
-for x in x2 x6 x7 x8 x9; do [ ! -e "$work/$x" ] && ok || fail "$x: a refused run left $work/$x"; done
+for x in x2 x6 x7 x8 x9 x10; do [ ! -e "$work/$x" ] && ok || fail "$x: a refused run left $work/$x"; done
 finish

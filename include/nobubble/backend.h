@@ -31,7 +31,8 @@ int nb_backend_open(const char *spec, nb_backend **out);
  * optimizer's element-wise rules and the delay rules (spec NULL, "" or "cuda"; -DNB_CUDA=ON builds only);
  * "guarded": the CPU behind a device's boundary, memory the host cannot touch, over the CPU backend spec
  * names: the CPU's bits, for checking the device path where there is no GPU (docs/gpu.md). A stage on a
- * device runs dense float32 models; what is not supported there yet is refused when the run is made. */
+ * device runs dense models in fp32 or bf16; what is not supported there yet (mixture-of-experts blocks; on
+ * cuda, SGD and bf16 Newton-Schulz) is refused when the run is made. */
 int nb_backend_open_device(const char *device, const char *spec, nb_backend **out);
 /* "cpu, guarded or cuda" as this build has them: for help texts and errors. */
 const char *nb_backend_devices(void);

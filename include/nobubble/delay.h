@@ -54,7 +54,7 @@ int nb_stash_create(nb_stash **out, const nb_delay_options *o, int stage, int n_
                     const float *w0, size_t n);
 /* The same on backend be (NULL: the host): where its memory is a device's, w0, the versions, the EF buffer
  * and the weights and steps given to nb_stash_apply are that memory, and each step runs there (the
- * checkpoint accessors below then give device addresses); --taylor is refused there for now. */
+ * checkpoint accessors below then give device addresses); Taylor's compensation runs there too. */
 int nb_stash_create_on(nb_stash **out, const nb_delay_options *o, int stage, int n_stages, int total_steps,
                        const float *w0, size_t n, const nb_backend *be);
 void nb_stash_free(nb_stash *s);

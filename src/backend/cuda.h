@@ -8,8 +8,8 @@
 int nb_cuda_open(const char *spec, nb_backend **out);
 /* The same GPU with its memory as the backend's (device_memory = 1): alloc is cudaMalloc, the products run on
  * device pointers in place, the copies are CUDA copies, all queued on the backend's one stream. Its layers are
- * the kernels (layers/ops.h's nb_layer_ops_cuda, which the opener sets as its `layers`). Not reachable by a
- * name yet: a stage runs on it (nb_stage_place), a training run does not (docs/gpu.md). */
+ * the kernels (layers/ops.h's nb_layer_ops_cuda, which the opener sets as its `layers`). What `--device
+ * cuda` opens (nb_backend_open_device; docs/gpu.md). */
 int nb_cuda_open_device_memory(nb_backend **out);
 /* For the layer table on this backend's memory (cudaStream_t as void *): its stream, the recording of a
  * kernel's failure (nb_fail first), and a scratch buffer of at least bytes on the device, grown on demand

@@ -76,8 +76,9 @@ typedef struct nb_optim_rule {
 /* The rules on a backend whose memory is a device's (nb_backend.device_memory; the tensor's buffers, g, w
  * and d are then that memory): the backend's `rules` table runs each rule's step there, with the
  * contract of rule->step (d computed, ts's buffers and count advanced). The CUDA backend's is
- * rules_cuda.c's; a rule the table does not have fails naming it. Rules with matrix products (Muon,
- * NorMuon, SOAP) are refused on such a backend when the optimizer is made. */
+ * rules_cuda.c's; a rule the table does not have fails naming it (the run refuses such an optimizer before
+ * anything is made). SOAP's rule stays on the host: its state is the host's, g and w are copied over and d
+ * back (optimizer.c, tensor_state.on_host). */
 typedef struct nb_rule_ops {
     int (*step)(const nb_backend *be, const struct nb_optim_rule *rule, tensor_state *ts, const rule_ctx *c,
                 const float *g, const float *w, float *d);
@@ -85,7 +86,8 @@ typedef struct nb_rule_ops {
 /* be's table: its own, else its device's (NULL on the host's memory, or for a device this build has no
  * table for). */
 const nb_rule_ops *nb_rules_of(const nb_backend *be);
-/* The CUDA backend's table (rules_cuda.c, -DNB_CUDA=ON only): AdamW, Lion, Adan and MARS as its kernels. */
+/* The CUDA backend's table (rules_cuda.c, -DNB_CUDA=ON only): AdamW, Lion, Adan and MARS as its kernels,
+ * Muon and NorMuon (fp32) with Newton-Schulz through cuBLAS. */
 const nb_rule_ops *nb_rule_ops_cuda(void);
 /* The guarded device's (rules_guarded.c; backend/guarded.h): the CPU's rules on its mirrors. */
 const nb_rule_ops *nb_rule_ops_guarded(void);

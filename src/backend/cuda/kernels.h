@@ -12,7 +12,8 @@
  * bits. The row reductions (RMSNorm's mean of squares and dot product, the log-sum-exp) add in a tree
  * instead of the CPU's vector lanes: within the bounds tests/test_cuda_kernels.c states.
  *
- * Not yet used by training: a stage's weights and activations still live on the host (docs/gpu.md). */
+ * Called by the GPU's layer, rule and delay tables (layers/ops_cuda.c, optim/rules_cuda.c,
+ * delay/delay_cuda.c) for a stage in the GPU's memory (`--device cuda`; docs/gpu.md). */
 #ifndef NB_BACKEND_CUDA_KERNELS_H
 #define NB_BACKEND_CUDA_KERNELS_H
 #include <stddef.h>

@@ -60,6 +60,9 @@ static int check_device_options(const nb_train_options *o) {
         (o->optim.kind == NB_OPT_MUON || o->optim.kind == NB_OPT_NORMUON))
         return nb_fail("--device cuda: --optimizer %s under bf16: Newton-Schulz with bf16 operands is not on the GPU yet "
                        "(fp32 is; --precision fp32)", nb_optimizer_name(o->optim.kind));
+    if (!strcmp(dev, "cuda") && o->optim.kind == NB_OPT_SGD)
+        return nb_fail("--device cuda: --optimizer sgd has no GPU kernel yet (adamw, lion, adan, mars, muon, normuon and "
+                       "soap run there)");
     return 0;
 }
 
