@@ -127,4 +127,38 @@ fi
 expect_error "--save-dir that cannot be created names --save-dir" "--save-dir /proc/nobubble-x/y: cannot create" \
   train --steps 1 --save-dir /proc/nobubble-x/y
 
+# ---- what a run leaves in folders that hold another run, or in none, when it is refused
+# --force removes the earlier run only once the new one has loaded everything: bad data leaves it whole.
+train --steps 2 --out "$work/F" --save-dir "$work/FS" --save-every 2 > /dev/null 2>&1 || fail "the run --force replaces"
+( cd "$work" && md5sum F/* FS/step_000002/* > "$work/F.md5" )
+printf 'not a shard at all' > "$work/bad.bin"
+expect_error "--force with bad data: refused" "shard $work/bad.bin: truncated" \
+  "$bin" train --train "$work/bad.bin" --set n_layers=2 --set context=16 --batch 2 --quiet --steps 2 --out "$work/F" \
+  --save-dir "$work/FS" --force
+check "--force with bad data: the earlier run's files all stay" bash -c "cd '$work' && md5sum --quiet -c F.md5"
+# a refused run leaves no folder it made (nor their parents it made), and none of an existing folder's files go
+expect_error "a refused run (bad data) with new folders" "truncated" \
+  "$bin" train --train "$work/bad.bin" --set n_layers=2 --set context=16 --batch 2 --quiet --steps 2 \
+  --out "$work/new/a/b" --save-dir "$work/newsave"
+check "the refused run left none of the folders it made" test ! -e "$work/new" -a ! -e "$work/newsave"
+expect_error "a refused run (a vocabulary smaller than the data's)" "vocabulary size 10" \
+  train --steps 2 --set vocab_size=10 --out "$work/F/inner"
+check "... removed its --out inside an existing folder, and nothing else" \
+  bash -c "test ! -e '$work/F/inner' && cd '$work' && md5sum --quiet -c F.md5"
+# --resume into an --out that holds another run: refused (it would mix the two runs' metrics), --force replaces
+train --steps 3 --seed 5 --out "$work/R" > /dev/null 2>&1 || fail "the other run"
+( cd "$work" && md5sum R/* > "$work/R.md5" )
+expect_error "--resume into another run's --out" "--out $work/R holds another run .*--seed 5 (this run: 1)" \
+  train --steps 3 --resume "$work/FS/step_000002" --out "$work/R"
+check "... leaves that run's files as they were" bash -c "cd '$work' && md5sum --quiet -c R.md5"
+train --steps 3 --resume "$work/FS/step_000002" --out "$work/R" --force > "$work/R.log" 2>&1 \
+  && grep -q "removed another run's files from $work/R" "$work/R.log" \
+  && [ "$(sed -n 's/^{"step": \([0-9]*\),.*/\1/p' "$work/R/metrics.jsonl" | tr '\n' ' ')" = "3 " ] && ok \
+  || fail "--resume --force into another run's --out: $(cat "$work/R.log") $(cat "$work/R/metrics.jsonl")"
+# its own --out (the run it continues), also with --override of what it computes: accepted
+train --steps 3 --resume "$work/FS/step_000002" --out "$work/F" > "$work/F.log" 2>&1 && ok \
+  || fail "--resume into its own --out: $(cat "$work/F.log")"
+train --steps 4 --lr 0.002 --override --resume "$work/FS/step_000002" --out "$work/F" > "$work/F.log" 2>&1 && ok \
+  || fail "--resume --override into its own --out: $(cat "$work/F.log")"
+
 finish

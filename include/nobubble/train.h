@@ -84,7 +84,8 @@ typedef struct nb_train_options {
                                    comes from it (NULL: weights from seed) */
     int quiet;                  /* no progress lines */
     int force;                  /* start afresh where out_dir or save_dir holds an earlier run: its files
-                                   are removed (nb_train_check_folders; without it such a run is refused) */
+                                   are removed once the run has loaded what it needs (nb_train_check_folders;
+                                   without it such a run is refused) */
     /* Real pipeline workers (docs/executor.md): one per stage of `stages`, running the
      * schedule's lowered actions and exchanging activations through a transport. Bitwise equal to the
      * one-process run with the schedule's delay (gpipe, 1f1b: sync; 2bw; pipedream), whatever the GEMM
@@ -241,7 +242,10 @@ int nb_train(const nb_train_options *o, nb_train_result *r);
 
 /* Whether the folders the run writes may be used: out_dir or save_dir holding an earlier run
  * (summary.json, metrics.jsonl, NB_TRAIN_CONFIG_FILE, an hf/ export, step_NNNNNN checkpoints) is an
- * error naming it, unless resume_dir (the run continues) or force (nb_train removes those first). */
+ * error naming it, unless resume_dir (the run continues) or force (nb_train removes those once it has
+ * loaded what it needs, before it writes). nb_train checks again, and with resume_dir refuses an out_dir
+ * whose NB_TRAIN_CONFIG_FILE is another computation's (unless force); a run it refuses leaves no folder
+ * it created. */
 int nb_train_check_folders(const nb_train_options *o);
 /* --resume latest and --resume auto, into a folder: latest is save_dir (whose newest complete checkpoint
  * nb_train_find_checkpoint then picks), an error when it holds none; auto is the same when save_dir holds

@@ -516,6 +516,7 @@ int exec_coordinator_init(exec_endpoint *e, exec_run *run, exec_endpoint **stage
     }
     /* The run's settings, once the stages hold their weights (a refused --resume changes no file); a
      * resumed run continues the metrics of the run it resumes. */
+    if (train_claim_folders(run->o)) return -1;   /* --force: the earlier run's files go only now */
     if (run->o->out_dir && train_write_config(run->o)) return -1;
     if (run->o->out_dir && !(c->metrics = train_open_metrics(run->o->out_dir, run->o->resume_dir ? run->start : -1)))
         return -1;

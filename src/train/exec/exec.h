@@ -43,7 +43,7 @@ typedef struct {
     int single_driver;       /* one thread drives every endpoint (the one-process run) */
     int threads;             /* GEMM threads per driver */
     int steady_from, steady_to;  /* the steady-state window of steps [from, to): a pipeline's report */
-    nb_fs_lock locks[2];     /* --save-dir's and --out's (train_lock_run), held by the coordinator's process */
+    train_folders folders;   /* --save-dir's and --out's locks (train_lock_run), held by the coordinator's process */
     pthread_mutex_t saved_mu;  /* guards the four below */
     char last_saved[4200];   /* the newest complete checkpoint ("" when none), named if the run fails */
     char good[4200];         /* the newest checkpoint proven good ("" when none), for a divergence's message */

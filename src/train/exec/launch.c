@@ -387,7 +387,7 @@ static int run_mpi(exec_run *run, exec_endpoint *eps, nb_train_result *res) {
     if (!run->o->init_from || run->o->resume_dir) nb_model_init(run->model, run->o->seed);  /* its stages only */
     exec_endpoint *mine[MAX_CHUNKS + 1];
     for (int i = 0; i < n_links; i++) mine[i] = &eps[nb_link_stage(links[i])];
-    int rc = first && train_lock_run(run->o, run->locks);
+    int rc = first && train_lock_run(run->o, &run->folders);
     rc = rc || setup_stages(run, eps, w, P - 1, W) || (first && exec_coordinator_init(&eps[P], run, NULL, res));
     for (int i = 0; i < n_links; i++) {
         mine[i]->link = links[i];
@@ -531,8 +531,7 @@ int nb_train(const nb_train_options *given, nb_train_result *res) {
     run.model = &model;
     run.backend = backend;
     pthread_mutex_init(&run.saved_mu, NULL);
-    nb_fs_lock_init(&run.locks[0]);
-    nb_fs_lock_init(&run.locks[1]);
+    train_folders_init(&run.folders);
     int *cpus = NULL, n_cpus = cpu_count(&cpus);
     run.threads = threads_per_driver(o, n_cpus);
     const int endpoints = train_model_stages(o);  /* the stages' (an interleaved run's virtual stages) */
@@ -542,7 +541,7 @@ int nb_train(const nb_train_options *given, nb_train_result *res) {
     if (o->step_times) nb_gemm_timing(1);  /* the products' share of each step (nb_step_time.gemm) */
     if (!eps) nb_fail("out of memory");
     else if (check_before_building(o, &run.mem)) ;
-    else if (!mpi && train_lock_run(o, run.locks)) ;
+    else if (!mpi && train_lock_run(o, &run.folders)) ;
     else if (make_run(&run, o, T, S)) ;
     else if (o->pipeline < 0) rc = run_one_process(&run, eps, res);
     else if (!mpi) rc = run_threads(&run, eps, res, cpus, n_cpus);
@@ -566,7 +565,7 @@ int nb_train(const nb_train_options *given, nb_train_result *res) {
     nb_pipe_free(&run.isc);
     nb_model_free(&model);
     nb_backend_close(backend);
-    train_unlock_run(run.locks);
+    train_unlock_run(&run.folders, rc);
     pthread_mutex_destroy(&run.saved_mu);
     return rc;
 }

@@ -57,12 +57,24 @@ void train_weights_proven(const nb_train_options *o, int version, int *proven);
 /* Whether the validation loss is measured after step `step` (when there is validation data): at the
  * end, every --eval-every steps, and with --keep at every periodic checkpoint, whose proof it is. */
 int train_evaluates(const nb_train_options *o, int step, int last);
+/* The folders a run writes: their locks (locks[0] --save-dir, locks[1] --out) and, for each, its path and
+ * the highest folder of that path the run created (made[i], NULL where the path existed). */
+typedef struct {
+    nb_fs_lock locks[2];
+    char *paths[2], *made[2];
+} train_folders;
+void train_folders_init(train_folders *f);
 /* Creates the folders the run writes (--save-dir, --out) and takes their locks (.nobubble.lock, held for
- * the run's life; nb_fs_lock_dir): a second run naming either folder is refused. locks[0]: --save-dir,
- * locks[1]: --out; train_unlock_run releases them (safe on locks of a failed or absent lock). */
-int train_lock_run(const nb_train_options *o, nb_fs_lock locks[2]);
-void train_unlock_run(nb_fs_lock locks[2]);
-/* nb_train_check_folders, once the folders are locked; with --force the earlier run's files go. */
+ * the run's life; nb_fs_lock_dir): a second run naming either folder is refused. Then checks them again
+ * (nb_train_check_folders, and under --resume that --out holds nothing or the run it continues), removing
+ * nothing yet. train_unlock_run releases the locks (safe on a failed or absent lock); after a run that
+ * failed (failed != 0) it removes the folders this run created where they are still empty, so that a
+ * refused run leaves nothing behind. */
+int train_lock_run(const nb_train_options *o, train_folders *f);
+void train_unlock_run(train_folders *f, int failed);
+int train_check_held_folders(const nb_train_options *o);
+/* Under --force, the earlier run's files go: called once the run has loaded everything it needs (data,
+ * weights, checkpoint) and before it writes anything, so that a run refused before then leaves them. */
 int train_claim_folders(const nb_train_options *o);
 /* Whether SIGINT/SIGTERM asked the run to stop (nb_train_request_stop). */
 int train_stop_requested(void);

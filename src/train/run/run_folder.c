@@ -1,7 +1,8 @@
 /* What a new run finds in the folders it writes (--out, --save-dir) and where --resume points:
  * a folder that already holds a run is refused unless --force (start afresh: that run's files are
- * removed, nothing else) or --resume; a --resume that names a save folder picks its newest complete
- * checkpoint (docs/checkpoints.md, "Starting again, resuming"). */
+ * removed, nothing else, and only once the new run has loaded everything it needs) or --resume, whose
+ * --out must hold nothing or the run it continues; a --resume that names a save folder picks its newest
+ * complete checkpoint (docs/checkpoints.md, "Starting again, resuming"). */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -11,7 +12,9 @@
 #include <unistd.h>
 #include "nobubble/checkpoint.h"
 #include "nobubble/train.h"
+#include "nobubble/model.h"
 #include "train/run/run.h"
+#include "train/run/run_fields.h"
 #include "train/run/state.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -70,9 +73,9 @@ static int list_run(const char *dir, char *what, size_t size) {
     return n;
 }
 
-/* --force: the run's files, the export's files in hf/ (then hf/ itself when that empties it), and the
- * checkpoints' files of every step_NNNNNN folder; never anything else (docs/checkpoints.md). */
-static int clear_run(const char *dir, const char *flag) {
+/* --force: the run's files, the export's files in hf/ (then hf/ itself when that empties it), and (with
+ * checkpoints) the checkpoints' files of every step_NNNNNN folder; never anything else (docs/checkpoints.md). */
+static int clear_run(const char *dir, const char *flag, int checkpoints) {
     char path[4400];
     for (int i = 0; i < N_RUN_FILES; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, run_files[i]);
@@ -82,7 +85,7 @@ static int clear_run(const char *dir, const char *flag) {
     snprintf(path, sizeof path, "%s/%s", dir, export_folder);
     if (is_folder(dir, export_folder) && nb_fs_remove_files(path, NULL, 0, is_export_file, "--force: export folder"))
         return -1;
-    DIR *d = opendir(dir);
+    DIR *d = checkpoints ? opendir(dir) : NULL;
     int rc = 0;
     for (struct dirent *e; d && !rc && (e = readdir(d));) {
         if (checkpoint_step(e->d_name) < 0 || !is_folder(dir, e->d_name)) continue;
@@ -93,31 +96,106 @@ static int clear_run(const char *dir, const char *flag) {
     return rc;
 }
 
-static int check_folder(const char *dir, const char *flag, const nb_train_options *o, int clear) {
+/* The settings that `train --config DIR/train_config.json` would give (the run that wrote DIR), into *was;
+ * *file owns its strings (nb_train_config_free). */
+static int read_run_settings(const char *path, nb_train_options *was, nb_train_config_file **file) {
+    nb_train_defaults(was);
+    nb_settings_args a;
+    nb_settings_begin(&a, was);
+    *file = NULL;
+    if (nb_settings_read_config(&a, path, file) || nb_settings_finish(&a)) return -1;
+    for (int i = 0; i < nb_train_config_model_count(*file); i++)
+        if (nb_config_override(&was->model, nb_train_config_model_set(*file, i)))
+            return nb_fail("%s: %s", path, nb_last_error());
+    return 0;
+}
+
+/* Under --resume: whether --out holds the files of another computation than the one resumed. Compared: each
+ * setting a checkpoint records that fixes the saved state or what the run computes (the latter not under
+ * --override, which may change them), between --out's train_config.json and this run; the others (--steps,
+ * --stages outside PipeDream, the folders) may differ, since a run and its resumption compute the same
+ * steps. 1 with the differences in diff, 0 when none or when --out has no train_config.json, -1 when that
+ * file cannot be read (nb_fail). */
+static int out_holds_other_run(const nb_train_options *o, char *diff, size_t size) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", o->out_dir, NB_TRAIN_CONFIG_FILE);
+    diff[0] = 0;
+    if (!is_file(o->out_dir, NB_TRAIN_CONFIG_FILE)) return 0;
+    nb_train_options was;
+    nb_train_config_file *file;
+    if (read_run_settings(path, &was, &file)) {
+        nb_train_config_free(file);
+        return nb_fail("--out %s holds a run whose settings cannot be read, so --resume cannot tell whether it is the "
+                       "run it continues: %s. Give another --out, or --force to replace that run's files",
+                       o->out_dir, nb_last_error());
+    }
+    static run_field now[RUN_FIELDS_MAX], then[RUN_FIELDS_MAX];   /* 5 KB each: off the stack */
+    const int n = run_fields(o, train_model_stages(o), now), m = run_fields(&was, train_model_stages(&was), then);
+    nb_train_config_free(file);
+    for (int i = 0; i < n && i < m; i++) {
+        if (now[i].kind == RUN_FIELD_FREE || (now[i].kind == RUN_FIELD_OVERRIDE && o->resume_override)) continue;
+        if (!strcmp(now[i].value, then[i].value)) continue;
+        size_t at = strlen(diff);
+        const nb_setting *s = now[i].setting;
+        if (at < size)
+            snprintf(diff + at, size - at, "%s%s%s %s (this run: %s)", at ? "; " : "", s->flag ? "" : "model ",
+                     s->flag ? s->flag : s->name, then[i].value, now[i].value);
+    }
+    return diff[0] != 0;
+}
+
+/* Where a check stands: before the run starts (the options not resolved yet: the command line's usage
+ * check), once the run holds the folders' locks, or once it has loaded what it needs and is about to write
+ * (the one pass that removes files, under --force). */
+typedef enum { FOLDER_ASK, FOLDER_HELD, FOLDER_CLEAR } folder_pass;
+
+/* --resume's --out: nothing, or the run it continues; with --force another run's files go (its
+ * checkpoints stay: the one resumed may be among them). */
+static int check_resumed_out(const nb_train_options *o, folder_pass pass) {
+    char diff[1024], what[512];
+    if (pass == FOLDER_ASK || !list_run(o->out_dir, what, sizeof what)) return 0;
+    const int other = out_holds_other_run(o, diff, sizeof diff);
+    if (other < 0 && !o->force) return -1;
+    if (other == 0) return 0;
+    if (!o->force)
+        return nb_fail("--out %s holds another run (%s; its train_config.json differs from this run in %s): resuming "
+                       "%s into it would mix the two runs' metrics. Give another --out, or --force to replace that "
+                       "run's files", o->out_dir, what, diff, o->resume_dir);
+    if (pass != FOLDER_CLEAR) return 0;
+    if (clear_run(o->out_dir, "--out", 0)) return -1;
+    fprintf(stderr, "nobubble train: --force: removed another run's files from %s (%s)\n", o->out_dir, what);
+    return 0;
+}
+
+static int check_folder(const char *dir, const char *flag, const nb_train_options *o, folder_pass pass) {
     char what[512];
-    if (!dir || o->resume_dir || !list_run(dir, what, sizeof what)) return 0;
+    if (!dir) return 0;
+    if (o->resume_dir) return !strcmp(flag, "--out") ? check_resumed_out(o, pass) : 0;
+    if (!list_run(dir, what, sizeof what)) return 0;
     if (!o->force) {
         /* A run still writing there: the lock's message (naming its pid) says more than this one. */
         nb_fs_lock lock;
         nb_fs_lock_init(&lock);
-        if (!clear && nb_fs_lock_dir(&lock, dir, flag)) return -1;
+        if (pass == FOLDER_ASK && nb_fs_lock_dir(&lock, dir, flag)) return -1;
         nb_fs_unlock(&lock);
         return nb_fail("%s %s already holds a run (%s): give --force to start afresh (it removes those), or "
                        "--resume to continue it", flag, dir, what);
     }
-    if (!clear) return 0;
-    if (clear_run(dir, flag)) return -1;
+    if (pass != FOLDER_CLEAR) return 0;
+    if (clear_run(dir, flag, 1)) return -1;
     fprintf(stderr, "nobubble train: --force: removed the earlier run's files from %s (%s)\n", dir, what);
     return 0;
 }
 
-int nb_train_check_folders(const nb_train_options *o) {
-    return check_folder(o->out_dir, "--out", o, 0) || check_folder(o->save_dir, "--save-dir", o, 0);
+static int check_folders(const nb_train_options *o, folder_pass pass) {
+    return check_folder(o->out_dir, "--out", o, pass) || check_folder(o->save_dir, "--save-dir", o, pass);
 }
 
-int train_claim_folders(const nb_train_options *o) {
-    return check_folder(o->out_dir, "--out", o, 1) || check_folder(o->save_dir, "--save-dir", o, 1);
-}
+int nb_train_check_folders(const nb_train_options *o) { return check_folders(o, FOLDER_ASK); }
+
+int train_check_held_folders(const nb_train_options *o) { return check_folders(o, FOLDER_HELD); }
+
+int train_claim_folders(const nb_train_options *o) { return check_folders(o, FOLDER_CLEAR); }
 
 /* ------------------------------------------------------------------ --resume SAVE_DIR */
 /* Reads every tensor of the open state set, so that each is checked against its checksum. */

@@ -107,26 +107,74 @@ void train_prune_checkpoints(const nb_train_options *o, int saved_step, int ever
     }
 }
 
-int train_lock_run(const nb_train_options *o, nb_fs_lock locks[2]) {
-    nb_fs_lock_init(&locks[0]);
-    nb_fs_lock_init(&locks[1]);
-    if (o->save_dir && (nb_fs_mkdirs(o->save_dir, "--save-dir") || nb_fs_lock_dir(&locks[0], o->save_dir, "--save-dir")))
-        return -1;
-    if (o->save_dir) train_state_clean_leftovers(o->save_dir);
-    if (o->out_dir && (nb_fs_mkdirs(o->out_dir, "--out") || nb_fs_lock_dir(&locks[1], o->out_dir, "--out"))) {
-        nb_fs_unlock(&locks[0]);
-        return -1;
-    }
-    if (train_claim_folders(o)) {
-        train_unlock_run(locks);
-        return -1;
-    }
-    return 0;
+void train_folders_init(train_folders *f) {
+    nb_fs_lock_init(&f->locks[0]);
+    nb_fs_lock_init(&f->locks[1]);
+    f->paths[0] = f->paths[1] = f->made[0] = f->made[1] = NULL;
 }
 
-void train_unlock_run(nb_fs_lock locks[2]) {
-    nb_fs_unlock(&locks[1]);
-    nb_fs_unlock(&locks[0]);
+/* path without its trailing slashes (malloc'ed; "/" stays "/"), NULL when out of memory. */
+static char *trimmed(const char *path) {
+    char *p = strdup(path);
+    for (size_t n = p ? strlen(p) : 0; n > 1 && p[n - 1] == '/'; n--) p[n - 1] = 0;
+    return p;
+}
+
+/* The highest folder of path that does not exist yet, which creating path creates (malloc'ed); NULL when
+ * path exists (or out of memory: then nothing is removed later, the safe side). */
+static char *first_missing(const char *path) {
+    struct stat st;
+    char *p = lstat(path, &st) ? trimmed(path) : NULL;
+    for (char *slash; p && (slash = strrchr(p, '/')) && slash != p;) {
+        *slash = 0;
+        if (!lstat(p, &st)) {
+            *slash = '/';
+            break;
+        }
+    }
+    return p;
+}
+
+/* Removes path and its parents up to made while they are empty folders (rmdir refuses any other). */
+static void remove_made(const char *path, const char *made) {
+    char *p = trimmed(path);
+    while (p && !rmdir(p) && strcmp(p, made)) {
+        char *slash = strrchr(p, '/');
+        if (!slash || slash == p) break;
+        *slash = 0;
+    }
+    free(p);
+}
+
+/* mkdir -p of path (flag names it in errors), recording path and the highest folder it created. */
+static int make_folder(const char *path, const char *flag, char **kept, char **made) {
+    *made = first_missing(path);
+    *kept = *made ? strdup(path) : NULL;
+    return nb_fs_mkdirs(path, flag);
+}
+
+int train_lock_run(const nb_train_options *o, train_folders *f) {
+    train_folders_init(f);
+    if (o->save_dir && (make_folder(o->save_dir, "--save-dir", &f->paths[0], &f->made[0]) ||
+                        nb_fs_lock_dir(&f->locks[0], o->save_dir, "--save-dir")))
+        return -1;
+    if (o->save_dir) train_state_clean_leftovers(o->save_dir);
+    if (o->out_dir && (make_folder(o->out_dir, "--out", &f->paths[1], &f->made[1]) || nb_fs_lock_dir(&f->locks[1], o->out_dir, "--out")))
+        return -1;
+    return train_check_held_folders(o);
+}
+
+void train_unlock_run(train_folders *f, int failed) {
+    nb_fs_unlock(&f->locks[1]);
+    nb_fs_unlock(&f->locks[0]);
+    /* The lock files are gone: a folder this run made and never wrote into is empty again. --out first: it
+     * may lie inside --save-dir. */
+    for (int i = 1; i >= 0; i--) {
+        if (failed && f->made[i] && f->paths[i]) remove_made(f->paths[i], f->made[i]);
+        free(f->made[i]);
+        free(f->paths[i]);
+        f->made[i] = f->paths[i] = NULL;
+    }
 }
 
 int train_replicas_are_ranks(const nb_train_options *o) {
