@@ -107,6 +107,23 @@ check "... named once" test "$(grep -o 'config.json' "$work/err" | wc -l)" -eq 1
 expect_error "eval --batches 100000000" "eval: --batches 100000000: out of range" \
   nb eval --checkpoint "$ck" --data "$work/data" --batches 100000000
 expect_error "eval --batch 0" "eval: --batch 0: out of range" nb eval --checkpoint "$ck" --data "$work/data" --batch 0
+# more batches than the validation split holds: each window is read once (the split's batches, said), never
+# counted twice; the loss is the whole split's and the tokens reported are the distinct ones
+nb eval --checkpoint "$ck" --data "$work/data" --batch 2 --batches 4096 --json > "$work/all.json" 2> "$work/all.err" \
+  || fail "eval --batches past the split: $(cat "$work/all.err")"
+held=$(sed -n 's/.*hold \([0-9]*\) batches of this shape: evaluating those.*/\1/p' "$work/all.err")
+if [ -n "$held" ] && [ "$held" -lt 4096 ]; then
+  ok
+  nb eval --checkpoint "$ck" --data "$work/data" --batch 2 --batches "$held" --json > "$work/held.json" 2>/dev/null
+  check "... the loss of exactly the split's $held batches, its tokens counted once" \
+    test "$(cat "$work/all.json")" = "$(cat "$work/held.json")" -a -n "$(grep "\"tokens\": $((held * 2 * 16))}" "$work/all.json")"
+  train --steps 1 --eval-batches 4096 --out "$work/evb" > /dev/null 2> "$work/evb.err" || fail "train --eval-batches past the split"
+  grep -q "note: --eval-batches 4096: the validation shards .* hold $held batches of 2 x 16 tokens" "$work/evb.err" \
+    && grep -q "\"eval_batches\": $held" "$work/evb/summary.json" && ok \
+    || fail "train --eval-batches past the split: cut to $held and said: $(cat "$work/evb.err")"
+else
+  fail "eval --batches 4096 past a small split says how many batches it holds: $(cat "$work/all.err")"
+fi
 train --steps 4 --stages 2 --pipeline gpipe --save-dir "$work/pk" --save-every 2 >/dev/null 2>&1 || fail "a pipeline checkpoint"
 rm -rf "$work/mixed"; cp -r "$work/pk/step_000004" "$work/mixed"
 cp "$work/pk/step_000002/model-00002-of-00002.safetensors" "$work/mixed/"

@@ -24,7 +24,7 @@ int cmd_eval(int argc, char **argv) {
         {"--val", OPT_STR, &val, "GLOB   validation shards (instead of --data)"},
         {"--batch", OPT_INT, &B, "B      sequences per micro-batch (8) " CLI_RANGE(1, 65536)},
         {"--seq", OPT_INT, &T, "T      tokens per sequence (the model's context) " CLI_RANGE(0, 1048576)},
-        {"--batches", OPT_INT, &batches, "N      micro-batches evaluated (8) " CLI_RANGE(1, 4096)},
+        {"--batches", OPT_INT, &batches, "N      micro-batches evaluated (8; at most what the split holds: each window once) " CLI_RANGE(1, 4096)},
         {"--json", OPT_FLAG, &json, "       print the result as JSON"},
         {"--device", OPT_STR, &device, "DEV    where the model's memory is: cpu, cuda, guarded (cpu)"},
         CLI_MEMORY_OPTION(no_memory_check),

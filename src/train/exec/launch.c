@@ -501,6 +501,25 @@ static int check_before_building(const nb_train_options *o, nb_memory_estimate *
     return 0;
 }
 
+/* Each evaluation reads every window of the validation shards at most once: --eval-batches beyond what
+ * they hold (a small split) would count their first windows again, a loss over fewer distinct tokens than
+ * it reports. It is cut to what they hold, said on stderr; summary.json and train_config.json record the
+ * number used. */
+static int fit_eval_batches(nb_train_options *o, int T) {
+    if (!o->val_pattern) return 0;
+    nb_loader *l;
+    if (nb_loader_open(&l, o->val_pattern, o->batch, T, o->model.vocab_size, 0, 0, 1)) return -1;
+    const size_t held = nb_loader_batches_per_epoch(l);
+    nb_loader_free(l);
+    if ((size_t)o->eval_batches <= held) return 0;
+    if (reporting_process(o))
+        fprintf(stderr, "nobubble train: note: --eval-batches %d: the validation shards %s hold %zu batches of %d x %d "
+                "tokens: each evaluation reads those %zu (every window once)\n", o->eval_batches, o->val_pattern, held,
+                o->batch, T, held);
+    o->eval_batches = (int)held;
+    return 0;
+}
+
 int nb_train(const nb_train_options *given, nb_train_result *res) {
     nb_train_options resolved;
     train_data_globs globs;  /* the data folder's shard patterns, for the run's life */
@@ -540,7 +559,7 @@ int nb_train(const nb_train_options *given, nb_train_result *res) {
     const int mpi = o->pipeline >= 0 && o->transport == NB_TRANSPORT_MPI;
     if (o->step_times) nb_gemm_timing(1);  /* the products' share of each step (nb_step_time.gemm) */
     if (!eps) nb_fail("out of memory");
-    else if (check_before_building(o, &run.mem)) ;
+    else if (check_before_building(o, &run.mem) || fit_eval_batches(&resolved, T)) ;
     else if (!mpi && train_lock_run(o, &run.folders)) ;
     else if (make_run(&run, o, T, S)) ;
     else if (o->pipeline < 0) rc = run_one_process(&run, eps, res);

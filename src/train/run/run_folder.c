@@ -197,6 +197,77 @@ int train_check_held_folders(const nb_train_options *o) { return check_folders(o
 
 int train_claim_folders(const nb_train_options *o) { return check_folders(o, FOLDER_CLEAR); }
 
+/* ------------------------------------------------------------------ the run's hold on its folders */
+void train_folders_init(train_folders *f) {
+    nb_fs_lock_init(&f->locks[0]);
+    nb_fs_lock_init(&f->locks[1]);
+    f->paths[0] = f->paths[1] = f->made[0] = f->made[1] = NULL;
+}
+
+/* path without its trailing slashes (malloc'ed; "/" stays "/"), NULL when out of memory. */
+static char *trimmed(const char *path) {
+    char *p = strdup(path);
+    for (size_t n = p ? strlen(p) : 0; n > 1 && p[n - 1] == '/'; n--) p[n - 1] = 0;
+    return p;
+}
+
+/* The highest folder of path that does not exist yet, which creating path creates (malloc'ed); NULL when
+ * path exists (or out of memory: then nothing is removed later, the safe side). */
+static char *first_missing(const char *path) {
+    struct stat st;
+    char *p = lstat(path, &st) ? trimmed(path) : NULL;
+    for (char *slash; p && (slash = strrchr(p, '/')) && slash != p;) {
+        *slash = 0;
+        if (!lstat(p, &st)) {
+            *slash = '/';
+            break;
+        }
+    }
+    return p;
+}
+
+/* Removes path and its parents up to made while they are empty folders (rmdir refuses any other). */
+static void remove_made(const char *path, const char *made) {
+    char *p = trimmed(path);
+    while (p && !rmdir(p) && strcmp(p, made)) {
+        char *slash = strrchr(p, '/');
+        if (!slash || slash == p) break;
+        *slash = 0;
+    }
+    free(p);
+}
+
+/* mkdir -p of path (flag names it in errors), recording path and the highest folder it created. */
+static int make_folder(const char *path, const char *flag, char **kept, char **made) {
+    *made = first_missing(path);
+    *kept = *made ? strdup(path) : NULL;
+    return nb_fs_mkdirs(path, flag);
+}
+
+int train_lock_run(const nb_train_options *o, train_folders *f) {
+    train_folders_init(f);
+    if (o->save_dir && (make_folder(o->save_dir, "--save-dir", &f->paths[0], &f->made[0]) ||
+                        nb_fs_lock_dir(&f->locks[0], o->save_dir, "--save-dir")))
+        return -1;
+    if (o->save_dir) train_state_clean_leftovers(o->save_dir);
+    if (o->out_dir && (make_folder(o->out_dir, "--out", &f->paths[1], &f->made[1]) || nb_fs_lock_dir(&f->locks[1], o->out_dir, "--out")))
+        return -1;
+    return train_check_held_folders(o);
+}
+
+void train_unlock_run(train_folders *f, int failed) {
+    nb_fs_unlock(&f->locks[1]);
+    nb_fs_unlock(&f->locks[0]);
+    /* The lock files are gone: a folder this run made and never wrote into is empty again. --out first: it
+     * may lie inside --save-dir. */
+    for (int i = 1; i >= 0; i--) {
+        if (failed && f->made[i] && f->paths[i]) remove_made(f->paths[i], f->made[i]);
+        free(f->made[i]);
+        free(f->paths[i]);
+        f->made[i] = f->paths[i] = NULL;
+    }
+}
+
 /* ------------------------------------------------------------------ --resume SAVE_DIR */
 /* Reads every tensor of the open state set, so that each is checked against its checksum. */
 static int verify_tensors(const nb_st_set *set) {

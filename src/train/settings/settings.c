@@ -144,7 +144,7 @@ const nb_setting nb_settings[] = {
      .metavar = "N", .help = "validation loss every N steps, and at the end", .zero_means = "at the end only",
      .resume = NB_RESUME_FREE, .summary_key = "run.eval_every"},
     {.name = "eval_batches", .flag = "--eval-batches", INT_RANGE(1, NB_TRAIN_MAX_MICROBATCHES),
-     .offset = AT(eval_batches), .def = 8, .metavar = "N", .help = "validation micro-batches per evaluation",
+     .offset = AT(eval_batches), .def = 8, .metavar = "N", .help = "validation micro-batches per evaluation (at most what the split holds: each window once)",
      .resume = NB_RESUME_FREE, .summary_key = "run.eval_batches"},
     {.name = "log_every", .flag = "--log-every", INT_RANGE(1, STEPS), .offset = AT(log_every), .def = 10,
      .metavar = "N", .help = "progress line every N steps", .resume = NB_RESUME_FREE},
