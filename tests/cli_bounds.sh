@@ -103,6 +103,15 @@ expect_error "config.json with 0 heads" "config.json: model field n_heads = 0: e
   nb eval --checkpoint "$work/bad" --data "$work/data" --batch 2 --batches 1
 check "... named once" test "$(grep -o 'config.json' "$work/err" | wc -l)" -eq 1
 
+# ---- values past a type's range are called out of range, naming the value given (not "not an integer")
+expect_error "--set n_layers past int" "model field n_layers: 99999999999 is out of range" train --set n_layers=99999999999 --steps 1
+expect_error "--delay fixed: past its range" "fixed:99999999999: expected fixed:TAU with an integer TAU from 0 to 1000000" \
+  train --delay fixed:99999999999 --steps 1
+expect_error "prepare --vocab past its range" "--vocab 99999999999 is too large (at most 16777216)" \
+  nb prepare --vocab 99999999999 --input "$work/none.txt" --out "$work/pv"
+expect_error "prepare: an unknown option last on the line" "unknown option '--bogus'" nb prepare --bogus
+expect_error "prepare: a known option without its value" "--vocab needs a value" nb prepare --vocab
+
 # ---- eval: ranges, and model parts of two saves
 expect_error "eval --batches 100000000" "eval: --batches 100000000: out of range" \
   nb eval --checkpoint "$ck" --data "$work/data" --batches 100000000

@@ -55,6 +55,17 @@ bad:
     return -1;
 }
 
+/* The options that take a value (an unknown one at the end of the line is named as unknown, not as
+ * missing its value). */
+static int takes_value(const char *a) {
+    static const char *const with_value[] = {"--corpus", "--format", "--special-tokens", "--text-field", "--gcide-file",
+                                             "--out", "--tokenizer", "--name", "--vocab", "--seed", "--shard-tokens",
+                                             "--val-fraction"};
+    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
+        if (!strcmp(a, with_value[k])) return 1;
+    return 0;
+}
+
 int cmd_prepare(int argc, char **argv) {
     nb_prepare_opts o;
     nb_prepare_defaults(&o);
@@ -79,7 +90,8 @@ int cmd_prepare(int argc, char **argv) {
         } else if (!strcmp(a, "--skip-bad-lines")) {
             o.skip_bad_lines = 1;
         } else if (!val) {
-            fprintf(stderr, "nobubble prepare: %s needs a value (or unknown option; see --help)\n", a);
+            if (takes_value(a)) fprintf(stderr, "nobubble prepare: %s needs a value (see --help)\n", a);
+            else fprintf(stderr, "nobubble prepare: unknown option '%s' (see --help)\n", a);
             goto out;
         } else if (!strcmp(a, "--corpus")) {
             o.corpus = argv[++i];
@@ -116,7 +128,11 @@ int cmd_prepare(int argc, char **argv) {
             o.name = argv[++i];
         } else if (!strcmp(a, "--vocab")) {
             if (parse_u64(a, argv[++i], &u)) goto out;
-            o.vocab_size = u > 1000000000ULL ? 1000000000 : (int)u;
+            if (u > NB_TOKENIZER_MAX_VOCAB) {
+                fprintf(stderr, "nobubble prepare: --vocab %llu is too large (at most %d)\n", u, NB_TOKENIZER_MAX_VOCAB);
+                goto out;
+            }
+            o.vocab_size = (int)u;
         } else if (!strcmp(a, "--seed")) {
             if (parse_u64(a, argv[++i], &u)) goto out;
             o.seed = u;

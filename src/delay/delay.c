@@ -46,7 +46,7 @@ int nb_delay_parse(const char *text, nb_delay_options *o) {
         errno = 0;
         long tau = strtol(text + 6, &end, 10);
         if (errno || end == text + 6 || *end || tau < 0 || tau > 1000000)
-            return nb_fail("--delay %s: expected fixed:TAU with an integer TAU >= 0", text);
+            return nb_fail("--delay %s: expected fixed:TAU with an integer TAU from 0 to 1000000", text);
         o->mode = NB_DELAY_FIXED;
         o->tau = (int)tau;
     } else {

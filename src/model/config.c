@@ -55,8 +55,9 @@ static int parse_int(const char *key, const char *s, int *out) {
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (!nb_is_decimal(s, 1) || errno || end == s || *end || v < INT_MIN || v > INT_MAX)
-        return nb_fail("model field %s: '%s' is not an integer", key, s);
+    if (!nb_is_decimal(s, 1) || end == s || *end) return nb_fail("model field %s: '%s' is not an integer", key, s);
+    if (errno || v < INT_MIN || v > INT_MAX)
+        return nb_fail("model field %s: %s is out of range (expected an integer from %d to %d)", key, s, INT_MIN, INT_MAX);
     *out = (int)v;
     return 0;
 }
