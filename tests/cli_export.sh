@@ -37,4 +37,17 @@ expect_error "sample with a WordPiece tokenizer" "wp.json: model.type WordPiece 
   "$bin" sample --checkpoint "$work/hf/v600" --tokenizer "$work/wp.json" --prompt "x"
 touch "$work/file"
 expect_error "out is a file" "$work/file" "$bin" export --set n_layers=1 --out "$work/file/sub"
+# ---- a folder that holds a model: refused (nothing changes); --force replaces every file of the old export
+# (a tokenizer of the old vocabulary would outlive it) and nothing else
+"$bin" export --set n_layers=1 --out "$work/occ" > /dev/null 2>&1 || fail "export into a fresh folder"
+echo '{"model": "old"}' > "$work/occ/tokenizer.json"; echo mine > "$work/occ/notes.txt"
+( cd "$work" && md5sum occ/* > occ.md5 )
+expect_error "export into a folder holding a model" "--out $work/occ already holds a model" \
+  "$bin" export --set n_layers=1 --set vocab_size=300 --out "$work/occ"
+check "... leaves it as it was" bash -c "cd '$work' && md5sum --quiet -c occ.md5"
+"$bin" export --set n_layers=1 --set vocab_size=300 --out "$work/occ" --force > /dev/null 2>&1 \
+  && grep -q '"vocab_size": 300' "$work/occ/config.json" && [ ! -e "$work/occ/tokenizer.json" ] \
+  && [ "$(cat "$work/occ/notes.txt")" = mine ] && ok || fail "export --force: $(ls "$work/occ")"
+expect_error "export --out a file" "--out $work/file: exists and is not a folder" "$bin" export --out "$work/file"
+
 finish

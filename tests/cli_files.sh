@@ -161,4 +161,20 @@ train --steps 3 --resume "$work/FS/step_000002" --out "$work/F" > "$work/F.log" 
 train --steps 4 --lr 0.002 --override --resume "$work/FS/step_000002" --out "$work/F" > "$work/F.log" 2>&1 && ok \
   || fail "--resume --override into its own --out: $(cat "$work/F.log")"
 
+# --export: a path that is not a folder is refused before the run (not after it); a folder holding a model
+# is refused unless --force, which removes the old export's files (its tokenizer too) and nothing else
+touch "$work/xfile"
+expect_error "--export a file, before training" "--export $work/xfile: exists and is not a folder" \
+  train --steps 2 --export "$work/xfile" --out "$work/X1"
+check "... nothing trained" test ! -e "$work/X1"
+train --steps 1 --export "$work/X" > /dev/null 2>&1 || fail "a first export"
+echo mine > "$work/X/notes.txt"; echo '{"model": "old"}' > "$work/X/tokenizer.json"
+( cd "$work" && md5sum X/* > X.md5 )
+expect_error "--export into a folder holding a model" "--export $work/X already holds a model" train --steps 1 --export "$work/X"
+check "... leaves it as it was" bash -c "cd '$work' && md5sum --quiet -c X.md5"
+train --steps 1 --seed 7 --export "$work/X" --force > "$work/X.log" 2>&1 \
+  && ! grep -q old "$work/X/tokenizer.json" && [ "$(cat "$work/X/notes.txt")" = mine ] \
+  && ! md5sum --quiet -c <(cd "$work" && grep model.safetensors X.md5 | sed "s|X/|$work/X/|") > /dev/null 2>&1 && ok \
+  || fail "--export --force: $(cat "$work/X.log")"
+
 finish

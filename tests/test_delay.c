@@ -260,7 +260,7 @@ static void check_bad_options(void) {
     nb_delay_options o = {.ef_alpha = 1.0f};
     CHECK(nb_delay_parse("3bw", &o) == -1 && strstr(nb_last_error(), "sync, 2bw, pipedream or fixed:TAU"),
           "unknown mode: %s", nb_last_error());
-    CHECK(nb_delay_parse("fixed:-1", &o) == -1 && strstr(nb_last_error(), "TAU >= 0"), "negative tau: %s", nb_last_error());
+    CHECK(nb_delay_parse("fixed:-1", &o) == -1 && strstr(nb_last_error(), "TAU from 0 to 1000000"), "negative tau: %s", nb_last_error());
     CHECK(nb_delay_parse("fixed:x", &o) == -1, "tau not a number");
     CHECK(nb_delay_parse("fixed:4", &o) == 0 && o.tau == 4, "fixed:4");
     o.sync_start = 11;

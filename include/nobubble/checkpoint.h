@@ -108,6 +108,12 @@ int nb_st_write_index(const char *path, const nb_st_index_entry *map, int n, int
  * under their Hugging Face Llama names, stage after stage; tied copies skipped, so a tied model
  * has no lm_head.weight) and dir/config.json (LlamaForCausalLM), each atomically. */
 int nb_export_hf(const nb_model *m, const char *dir);
+/* An export folder that already holds a model (model.safetensors, its index or config.json): 1, else 0 (an
+ * absent dir too). A path that exists and is not a folder: -1, nb_fail naming flag and the path. */
+int nb_export_hf_occupied(const char *dir, const char *flag);
+/* Removes an export's files from dir (model*.safetensors, model.safetensors.index.json, config.json,
+ * generation_config.json, tokenizer.json, tokenizer_config.json), nothing else; never through a link (nb_fs_remove_files). */
+int nb_export_hf_clear(const char *dir);
 /* Writes dir/generation_config.json (bos and eos: the last id, as config.json says); for exports. */
 int nb_export_hf_generation_config(const nb_model *m, const char *dir);
 /* Rewrites dir/config.json and dir/generation_config.json of an export with these bos and eos ids

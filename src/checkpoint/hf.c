@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "util/fs.h"
 #include "util/json.h"
 #include "model/stage.h"
@@ -165,6 +166,26 @@ int nb_export_hf_special_tokens(const nb_config *c, const char *dir, int bos, in
         return nb_fail("%s: special token ids bos %d, eos %d: expected ids below the vocabulary size %d", dir, bos, eos, v);
     return write_config(c, dir, bos, eos) || write_generation_config(dir, bos, eos);
 }
+
+int nb_export_hf_occupied(const char *dir, const char *flag) {
+    struct stat st;
+    if (lstat(dir, &st)) return 0;
+    if (!S_ISDIR(st.st_mode)) return nb_fail("%s %s: exists and is not a folder", flag, dir);
+    return nb_fs_exists_in(dir, "model.safetensors") || nb_fs_exists_in(dir, "model.safetensors.index.json") ||
+           nb_fs_exists_in(dir, "config.json");
+}
+
+/* What an export writes: model.safetensors or its parts model-0000k-of-0000P.safetensors and their index,
+ * the configs and the tokenizer's files. */
+static int is_export_file(const char *name) {
+    const size_t n = strlen(name), ext = strlen(".safetensors");
+    const int weights = !strncmp(name, "model", 5) && n > ext && !strcmp(name + n - ext, ".safetensors");
+    return weights || !strcmp(name, "model.safetensors.index.json") || !strcmp(name, "config.json") ||
+           !strcmp(name, "generation_config.json") || !strcmp(name, "tokenizer.json") ||
+           !strcmp(name, "tokenizer_config.json");
+}
+
+int nb_export_hf_clear(const char *dir) { return nb_fs_remove_files(dir, NULL, 0, is_export_file, "export folder"); }
 
 int nb_export_hf(const nb_model *m, const char *dir) {
     if (nb_fs_mkdirs(dir, NULL)) return -1;

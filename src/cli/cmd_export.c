@@ -9,7 +9,7 @@
 #include "nobubble/train.h"
 
 static const char usage[] =
-    "usage: nobubble export [--model tiny] [--set FIELD=VALUE]... [--seed S] --out DIR [--no-memory-check]\n"
+    "usage: nobubble export [--model tiny] [--set FIELD=VALUE]... [--seed S] --out DIR [--force] [--no-memory-check]\n"
     "Writes a freshly initialized model as DIR/model.safetensors, DIR/config.json and\n"
     "DIR/generation_config.json\n"
     "(Hugging Face LlamaForCausalLM).";
@@ -18,12 +18,13 @@ int cmd_export(int argc, char **argv) {
     const char *preset = "tiny", *out = NULL;
     opt_list sets = {0};
     unsigned long long seed = 1;
-    int no_memory_check = 0;
+    int no_memory_check = 0, force = 0;
     const cli_option opts[] = {
         {"--model", OPT_STR, &preset, "NAME   tiny | small | medium | smollm-135m | smollm-360m (tiny)"},
         {"--set", OPT_LIST, &sets, "F=V    override a model field, e.g. --set n_layers=2 (repeatable)"},
         {"--seed", OPT_U64, &seed, "S      initialization seed (1)"},
         {"--out", OPT_STR, &out, "DIR    the folder to write (created if needed)"},
+        {"--force", OPT_FLAG, &force, "       replace the model a DIR already holds (its export's files go first)"},
         CLI_MEMORY_OPTION(no_memory_check),
     };
     int n_opts = (int)(sizeof opts / sizeof opts[0]);
@@ -49,13 +50,25 @@ int cmd_export(int argc, char **argv) {
         return 2;
     }
     if (cli_memory_check("export", &mem, !no_memory_check)) return 1;
+    /* A folder that holds a model is not written over by accident; --force removes all of the old export's
+     * files first, so that none of them (a tokenizer of another vocabulary) outlives it. */
+    const int occupied = nb_export_hf_occupied(out, "--out");
+    if (occupied < 0) {
+        fprintf(stderr, "nobubble export: %s\n", nb_last_error());
+        return 2;
+    }
+    if (occupied && !force) {
+        fprintf(stderr, "nobubble export: --out %s already holds a model (model.safetensors or config.json): give "
+                "--force to replace it (its export's files go first), or another --out\n", out);
+        return 2;
+    }
     nb_model m;
     if (nb_model_create(&m, &c, 1, NULL, cli_backend())) {
         fprintf(stderr, "nobubble export: %s\n", nb_last_error());
         return 2;
     }
     nb_model_init(&m, (uint64_t)seed);
-    r = nb_export_hf(&m, out) || nb_export_hf_generation_config(&m, out);
+    r = (occupied && nb_export_hf_clear(out)) || nb_export_hf(&m, out) || nb_export_hf_generation_config(&m, out);
     if (r) fprintf(stderr, "nobubble export: %s\n", nb_last_error());
     else printf("wrote %s/model.safetensors, config.json and generation_config.json (weights hash %016llx)\n", out,
                 (unsigned long long)nb_model_weights_hash(&m));

@@ -187,8 +187,27 @@ static int check_folder(const char *dir, const char *flag, const nb_train_option
     return 0;
 }
 
+/* --export DIR: a folder that holds a model is another run's export or a model of yours: refused unless
+ * --force (its export's files go at the claim, the tokenizer's too, so none outlives the model it came with)
+ * or --resume (the run it continues exports there again). A path that is not a folder is refused now, not
+ * when the run ends. An export inside --out (its hf/) is the --out check's. */
+static int check_export(const nb_train_options *o, folder_pass pass) {
+    if (!o->export_dir) return 0;
+    const int occupied = nb_export_hf_occupied(o->export_dir, "--export");
+    if (occupied < 0) return -1;
+    if (!occupied || o->resume_dir) return 0;
+    if (!o->force)
+        return nb_fail("--export %s already holds a model (model.safetensors or config.json): give --force to replace "
+                       "it (its export's files go first), or another --export", o->export_dir);
+    if (pass != FOLDER_CLEAR) return 0;
+    if (nb_export_hf_clear(o->export_dir)) return -1;
+    fprintf(stderr, "nobubble train: --force: removed the earlier export's files from %s\n", o->export_dir);
+    return 0;
+}
+
 static int check_folders(const nb_train_options *o, folder_pass pass) {
-    return check_folder(o->out_dir, "--out", o, pass) || check_folder(o->save_dir, "--save-dir", o, pass);
+    return check_folder(o->out_dir, "--out", o, pass) || check_folder(o->save_dir, "--save-dir", o, pass) ||
+           check_export(o, pass);
 }
 
 int nb_train_check_folders(const nb_train_options *o) { return check_folders(o, FOLDER_ASK); }
