@@ -55,6 +55,28 @@ for p in sync 2bw-ef-1; do
   check "$p status" test "$(csv_field "$work/two/results.csv" $p status)" = done
 done
 
+# A grid that lacks a point the folder's earlier sweep ran (a study's next phase): that point's row stays in
+# results.csv, after this grid's; a grid under other columns is refused before anything is written.
+cat > "$work/one.grid" <<EOF
+fixed: $small --steps 4 --eval-every 2
+axis delay: sync
+EOF
+row_before=$(grep '^2bw-ef-1,' "$work/two/results.csv")
+"$bin" sweep "$work/one.grid" --out "$work/two" > "$work/one.log" 2>&1 || fail "a one-point grid into the folder: $(cat "$work/one.log")"
+check "the earlier point's row stays in results.csv" test "$(grep '^2bw-ef-1,' "$work/two/results.csv")" = "$row_before" \
+  -a "$(wc -l < "$work/two/results.csv")" -eq 3 -a "$(sed -n 2p "$work/two/results.csv" | cut -d, -f1)" = sync
+cp "$work/two/results.csv" "$work/two.csv"; cp "$work/two/grid.txt" "$work/two.grid.txt"
+cat > "$work/other.grid" <<EOF
+fixed: $small --steps 4 --eval-every 2
+axis seed: 1
+EOF
+expect_error "a grid under other columns into the folder" "its results.csv holds points of another grid (sync, ...) under other columns" \
+  "$bin" sweep "$work/other.grid" --out "$work/two"
+check "... leaves results.csv and grid.txt as they were" cmp -s "$work/two.csv" "$work/two/results.csv"
+check "... (grid.txt)" cmp -s "$work/two.grid.txt" "$work/two/grid.txt"
+"$bin" sweep "$work/two.grid" --out "$work/two" > /dev/null 2>&1 && check "the whole grid again: its rows in grid order" \
+  test "$(cut -d, -f1 "$work/two/results.csv" | tr '\n' ' ')" = "point sync 2bw-ef-1 "
+
 # A one-job sweep into $work/live over the steps given (a 2-step point and a 100000-step one that runs
 # until stopped), in the background: its pid in $live.
 live_sweep() {

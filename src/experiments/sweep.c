@@ -62,6 +62,7 @@ typedef struct {
     char **envp;
     int n, finished, running;
     nb_fs_lock lock;   /* on --out, for the sweep's life */
+    nb_buf earlier;    /* results.csv's rows of points an earlier sweep of this folder ran that this grid lacks */
 } sweep;
 
 /* ------------------------------------------------------------ files */
@@ -427,14 +428,20 @@ static int result_row(const sweep *s, int i, nb_buf *b) {
     return nb_buf_printf(b, ",,,,,,%s,\n", p->state == PT_INTERRUPTED ? "interrupted" : "not_run");
 }
 
+/* The header line this grid's results.csv has (without its newline), into b. */
+static int results_header(const sweep *s, nb_buf *b) {
+    int rc = nb_buf_printf(b, "point");
+    for (int a = 0; a < nb_grid_n_axes(s->g) && !rc; a++) rc = nb_buf_printf(b, ",%s", nb_grid_axis_name(s->g, a));
+    return rc || nb_buf_printf(b, ",%s", NBX_RESULT_COLUMNS);
+}
+
 static int write_results(const sweep *s) {
     nb_buf b = {0};
     char path[4200];
     snprintf(path, sizeof path, "%s/results.csv", s->o->out_dir);
-    int rc = nb_buf_printf(&b, "point");
-    for (int a = 0; a < nb_grid_n_axes(s->g) && !rc; a++) rc = nb_buf_printf(&b, ",%s", nb_grid_axis_name(s->g, a));
-    if (!rc) rc = nb_buf_printf(&b, ",%s\n", NBX_RESULT_COLUMNS);
+    int rc = results_header(s, &b) || nb_buf_put(&b, "\n", 1);
     for (int i = 0; i < s->n && !rc; i++) rc = result_row(s, i, &b);
+    if (!rc && s->earlier.n) rc = nb_buf_put(&b, s->earlier.p, s->earlier.n);
     if (!rc) rc = nb_fs_write_atomic(path, b.p, b.n);
     nb_buf_free(&b);
     return rc;
@@ -461,12 +468,56 @@ static int check_save_flags(const sweep *s) {
     return 0;
 }
 
+static int in_grid(const sweep *s, const char *name, size_t n) {
+    for (int i = 0; i < s->n; i++) {
+        const char *p = nb_grid_point_name(s->g, i);
+        if (strlen(p) == n && !memcmp(p, name, n)) return 1;
+    }
+    return 0;
+}
+
+/* A folder that an earlier sweep of another grid wrote (a study's phases share one): results.csv keeps the
+ * rows of its points that this grid lacks, after this grid's, so that no finished result leaves the table.
+ * Where the columns differ such rows cannot stay in one table: refused, naming the folder, before anything
+ * is written. */
+static int keep_earlier_rows(sweep *s) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/results.csv", s->o->out_dir);
+    if (!nb_fs_exists_in(s->o->out_dir, "results.csv")) return 0;
+    char *text;
+    size_t len;
+    if (nb_fs_read_file(path, &text, &len, "sweep results")) return -1;
+    nb_buf header = {0};
+    int rc = results_header(s, &header);
+    const char *eol = memchr(text, '\n', len);
+    const size_t head = eol ? (size_t)(eol - text) : len;
+    const int same = !rc && head == header.n && !memcmp(text, header.p, head);
+    for (const char *line = eol ? eol + 1 : text + len; !rc && line < text + len;) {
+        const char *end = memchr(line, '\n', (size_t)(text + len - line));
+        const size_t n = end ? (size_t)(end - line) + 1 : (size_t)(text + len - line);
+        const char *comma = memchr(line, ',', n);
+        if (comma && !in_grid(s, line, (size_t)(comma - line))) {
+            if (!same)
+                rc = nb_fail("--out %s: its results.csv holds points of another grid (%.*s, ...) under other columns (%.*s; "
+                             "this grid's: %s): they cannot stay in one table. Give this grid another --out",
+                             s->o->out_dir, (int)(comma - line), line, (int)(head < 200 ? head : 200), text, header.p);
+            else
+                rc = nb_buf_put(&s->earlier, line, n) || (!end && nb_buf_put(&s->earlier, "\n", 1));
+        }
+        line += n;
+    }
+    nb_buf_free(&header);
+    free(text);
+    return rc;
+}
+
 static int prepare(sweep *s) {
     char path[4200];
     snprintf(path, sizeof path, "%s/runs", s->o->out_dir);
     if (nb_fs_mkdirs(path, NULL)) return -1;
     /* One sweep per folder: a second would run the same points into the same run folders. */
     if (nb_fs_lock_dir(&s->lock, s->o->out_dir, "--out")) return -1;
+    if (keep_earlier_rows(s)) return -1;
     snprintf(path, sizeof path, "%s/grid.txt", s->o->out_dir);
     const char *text = nb_grid_text(s->g);
     if (nb_fs_write_atomic(path, text, strlen(text))) return -1;
@@ -500,7 +551,7 @@ int nb_sweep_run(const nb_grid *g, const nb_sweep_options *o, nb_sweep_result *r
     if (o->save_every < 0 || o->keep < 0)
         return nb_fail("--save-every %d --keep %d: expected 0 or more", o->save_every, o->keep);
     if (o->save_every > 0 && !o->find_checkpoint) return nb_fail("--save-every needs a way to find checkpoints");
-    sweep s = {g, o, NULL, NULL, nb_grid_n_points(g), 0, 0, {-1, ""}};
+    sweep s = {g, o, NULL, NULL, nb_grid_n_points(g), 0, 0, {-1, ""}, {0}};
     if (o->save_every > 0 && check_save_flags(&s)) return -1;
     int rc = prepare(&s);
     if (!rc) rc = run_points(&s);
@@ -514,6 +565,7 @@ int nb_sweep_run(const nb_grid *g, const nb_sweep_options *o, nb_sweep_result *r
     }
     free(s.st);
     free(s.envp);
+    nb_buf_free(&s.earlier);
     nb_fs_unlock(&s.lock);
     return rc;
 }
