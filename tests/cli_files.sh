@@ -177,4 +177,13 @@ train --steps 1 --seed 7 --export "$work/X" --force > "$work/X.log" 2>&1 \
   && ! md5sum --quiet -c <(cd "$work" && grep model.safetensors X.md5 | sed "s|X/|$work/X/|") > /dev/null 2>&1 && ok \
   || fail "--export --force: $(cat "$work/X.log")"
 
+# folders other commands own: a run's --out is not a sweep's or prepared data's folder, nor a sweep's a run's
+mkdir -p "$work/swp" && echo "fixed: --steps 1" > "$work/swp/grid.txt"
+expect_error "train --out a sweep's folder" "--out $work/swp holds a sweep (grid.txt)" train --steps 1 --out "$work/swp"
+expect_error "train --out prepared data" "--out $work/data holds prepared data (manifest.json)" train --steps 1 --out "$work/data"
+check "... wrote nothing there" test ! -e "$work/data/metrics.jsonl" -a ! -e "$work/swp/metrics.jsonl"
+echo "fixed: --steps 1" > "$work/g1.grid"
+expect_error "sweep --out a run's folder" "--out $work/F holds a training run (summary.json)" "$bin" sweep "$work/g1.grid" --out "$work/F"
+check "... wrote nothing there" test ! -e "$work/F/grid.txt" -a ! -e "$work/F/runs"
+
 finish

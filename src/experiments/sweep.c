@@ -511,13 +511,22 @@ static int keep_earlier_rows(sweep *s) {
     return rc;
 }
 
+/* A training run's folder (or prepared data): the sweep's files would mix with its own. */
+static int check_foreign(const sweep *s) {
+    static const char *const owned[] = {"summary.json", "metrics.jsonl", "train_config.json", "manifest.json"};
+    for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)
+        if (nb_fs_exists_in(s->o->out_dir, owned[i]))
+            return nb_fail("--out %s holds %s (%s): give the sweep a folder of its own", s->o->out_dir,
+                           i < 3 ? "a training run" : "prepared data", owned[i]);
+    return 0;
+}
+
 static int prepare(sweep *s) {
     char path[4200];
     snprintf(path, sizeof path, "%s/runs", s->o->out_dir);
-    if (nb_fs_mkdirs(path, NULL)) return -1;
+    if (check_foreign(s) || nb_fs_mkdirs(path, NULL)) return -1;
     /* One sweep per folder: a second would run the same points into the same run folders. */
-    if (nb_fs_lock_dir(&s->lock, s->o->out_dir, "--out")) return -1;
-    if (keep_earlier_rows(s)) return -1;
+    if (nb_fs_lock_dir(&s->lock, s->o->out_dir, "--out") || keep_earlier_rows(s)) return -1;
     snprintf(path, sizeof path, "%s/grid.txt", s->o->out_dir);
     const char *text = nb_grid_text(s->g);
     if (nb_fs_write_atomic(path, text, strlen(text))) return -1;

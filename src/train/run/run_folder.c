@@ -167,9 +167,21 @@ static int check_resumed_out(const nb_train_options *o, folder_pass pass) {
     return 0;
 }
 
+/* A folder another command owns: a sweep's (its grid.txt or results.csv) or prepared data (manifest.json).
+ * A run's files there would mix with that command's (a report reads a sweep folder as the sweep's). */
+static int check_foreign(const char *dir, const char *flag) {
+    static const char *const owned[][2] = {{"grid.txt", "a sweep"}, {"results.csv", "a sweep"},
+                                           {"manifest.json", "prepared data"}};
+    for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)
+        if (is_file(dir, owned[i][0]))
+            return nb_fail("%s %s holds %s (%s): give the run a folder of its own", flag, dir, owned[i][1], owned[i][0]);
+    return 0;
+}
+
 static int check_folder(const char *dir, const char *flag, const nb_train_options *o, folder_pass pass) {
     char what[512];
     if (!dir) return 0;
+    if (check_foreign(dir, flag)) return -1;
     if (o->resume_dir) return !strcmp(flag, "--out") ? check_resumed_out(o, pass) : 0;
     if (!list_run(dir, what, sizeof what)) return 0;
     if (!o->force) {
