@@ -96,6 +96,18 @@ expect_error "more stages than blocks" "stages = 9" "$bin" train --data "$work/d
 expect_error "negative EF alpha" "--ef -1: out of range, expected a number from 0 to" "$bin" train --data "$work/data" --delay 2bw --ef -1
 "$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 --steps 1 --ef 1 --quiet > /dev/null 2> "$work/warn.log"
 grep -q "warning: --ef with no delay does nothing" "$work/warn.log" && ok || fail "--ef with sync warns: $(cat "$work/warn.log")"
+# flags this run does not read are said (the run goes on); none is said when each is used
+for f in "--taylor 1:--taylor with no delay does nothing" "--chunks 2:--chunks does nothing here" \
+         "--threads-per-stage 1:--threads-per-stage does nothing here" "--dp-bucket-mib 5:--dp-bucket-mib does nothing here" \
+         "--warmup 5:--warmup is as long as the run"; do
+  "$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 --steps 2 ${f%%:*} --quiet > /dev/null 2> "$work/warn.log"
+  grep -q "warning: ${f#*:}" "$work/warn.log" && ok || fail "${f%%:*} unused warns: $(cat "$work/warn.log")"
+done
+"$bin" train --data "$work/data" --set n_layers=2 --set context=16 --batch 2 --steps 2 --delay 2bw --ef 1 --taylor 1 --warmup 1 \
+  --quiet > /dev/null 2> "$work/warn.log" && "$bin" train --data "$work/data" --set n_layers=4 --set context=16 --batch 2 \
+  --steps 2 --pipeline interleaved --stages 2 --microbatches 2 --chunks 2 --threads-per-stage 1 --quiet > /dev/null 2>> "$work/warn.log" \
+  && ! grep -q "warning: --\(ef\|taylor\|chunks\|threads-per-stage\|warmup\)" "$work/warn.log" && ok \
+  || fail "flags in use are not said to be unused: $(cat "$work/warn.log")"
 
 # Checkpoints: saved every N steps and at the end; resuming continues the metrics; bad use refused.
 "$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 --steps 4 --quiet --out "$work/ck" \

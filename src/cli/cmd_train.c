@@ -204,6 +204,36 @@ int cmd_train(int argc, char **argv) {
     return rc;
 }
 
+/* Whether the row of flag was given, on the command line or by --config. */
+static int given(const train_args *t, const char *flag) {
+    const nb_setting *row = nb_setting_by_flag(flag);
+    return row && t->settings.given[row - nb_settings];
+}
+
+/* Flags given that this run does not read, or cannot use as asked: said on stderr, since the run goes on (a
+ * typo in another flag, or a misunderstanding, would otherwise pass unnoticed). */
+static void warn_unused(const train_args *t, const nb_train_options *o) {
+    const int undelayed = o->delay.mode == NB_DELAY_SYNC || (o->delay.mode == NB_DELAY_FIXED && o->delay.tau == 0);
+    const int mpi_replicas = o->data_parallel > 1 && o->pipeline >= 0 && o->transport == NB_TRANSPORT_MPI;
+    const struct {
+        const char *flag;
+        int unused;
+        const char *why;
+    } rows[] = {
+        {"--ef", undelayed && o->delay.ef, "with no delay does nothing (it corrects delayed steps only)"},
+        {"--taylor", undelayed, "with no delay does nothing (it compensates delayed gradients only)"},
+        {"--chunks", o->pipeline != NB_PIPE_INTERLEAVED, "does nothing here: only --pipeline interleaved has chunks"},
+        {"--threads-per-stage", o->pipeline < 0,
+         "does nothing here: only a real pipeline (--pipeline) gives its stages threads of their own"},
+        {"--dp-bucket-mib", !mpi_replicas, "does nothing here: only replicas that are MPI ranks (--data-parallel D "
+                                            "with --transport mpi) sum their gradients in buckets"},
+        {"--warmup", o->schedule.warmup >= o->steps, "is as long as the run (--steps): the rate never reaches its peak"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (rows[i].unused && (given(t, rows[i].flag) || !strcmp(rows[i].flag, "--ef")))  /* --ef: set only when given */
+            fprintf(stderr, "nobubble train: warning: %s %s\n", rows[i].flag, rows[i].why);
+}
+
 static int train_command(int argc, char **argv, nb_train_config_file **file) {
     /* First, before any thread exists (OpenMP's, oneDNN's, MPI's, the pipeline's): every thread
      * then inherits the mask that blocks the stop signals, and only the signal thread takes them. */
@@ -239,8 +269,7 @@ static int train_command(int argc, char **argv, nb_train_config_file **file) {
     int split_blocks[256];
     if (t.split && parse_split(t.split, o.stages, split_blocks)) return 2;
     if (t.split) o.split = split_blocks;
-    if (o.delay.ef && (o.delay.mode == NB_DELAY_SYNC || (o.delay.mode == NB_DELAY_FIXED && o.delay.tau == 0)))
-        fprintf(stderr, "nobubble train: warning: --ef with no delay does nothing (it corrects delayed steps only)\n");
+    warn_unused(&t, &o);
     int has_vocab_override = o.init_from != NULL;   /* an imported model keeps its vocabulary */
     if (o.init_from && nb_train_config_model_count(*file)) {
         fprintf(stderr, "nobubble train: --config %s sets model fields; with --init-from %s the model comes from its "
