@@ -112,6 +112,14 @@ expect_error "prepare --vocab past its range" "--vocab 99999999999 is too large 
 expect_error "prepare: an unknown option last on the line" "unknown option '--bogus'" nb prepare --bogus
 expect_error "prepare: a known option without its value" "--vocab needs a value" nb prepare --vocab
 
+expect_error "--split with a count past its range" "--split '1,99999999999': block count 99999999999 is out of range" \
+  train --stages 2 --split 1,99999999999 --steps 1
+expect_error "bench --threads past its range" "--threads '1025': expected a comma-separated list of integers from 1 to 1024" \
+  nb bench --threads 1025
+expect_error "schedule --kind unknown lists every kind" "expected one of gpipe, 1f1b, pipedream, 2bw, interleaved, zbh1 or sequential" \
+  nb schedule --kind foo
+expect_error "version with an argument" "version: takes no arguments (got '--bogus')" nb version --bogus
+
 # ---- eval: ranges, and model parts of two saves
 expect_error "eval --batches 100000000" "eval: --batches 100000000: out of range" \
   nb eval --checkpoint "$ck" --data "$work/data" --batches 100000000

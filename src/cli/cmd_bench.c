@@ -277,7 +277,7 @@ static int parse_threads(bench_plan *p, const char *list) {
         char *end;
         long v = strtol(p->titems[i], &end, 10);
         if (end == p->titems[i] || *end || v < 1 || v > 1024) {
-            fprintf(stderr, "nobubble bench: --threads '%s': expected a comma-separated list of positive integers\n",
+            fprintf(stderr, "nobubble bench: --threads '%s': expected a comma-separated list of integers from 1 to 1024\n",
                     list);
             return -1;
         }

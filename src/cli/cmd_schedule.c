@@ -495,12 +495,11 @@ int cmd_schedule(int argc, char **argv) {
         return 2;
     }
     if (!cmp && !kind_s) {
-        nb_pipe_kind_list(kinds, sizeof kinds);
         fprintf(stderr, "nobubble schedule: --kind is required (one of %s), or --compare\n", kinds);
         return 2;
     }
     if (kind_s && nb_pipe_kind_parse(kind_s, &kind)) {
-        fprintf(stderr, "nobubble schedule: %s\n", nb_last_error());
+        fprintf(stderr, "nobubble schedule: --kind '%s': expected one of %s\n", kind_s, kinds);
         return 2;
     }
     if (P < 1) {

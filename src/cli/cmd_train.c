@@ -3,6 +3,7 @@
 #include <omp.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -44,8 +45,14 @@ static int parse_split(const char *text, int stages, int *blocks) {
     int n = 0;
     while (*p) {
         char *end;
+        errno = 0;
         long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || v > 100000 || (*end && *end != ',') || n >= 256) break;
+        if (end != p && (!*end || *end == ',') && (errno || v < 0 || v > 100000)) {
+            fprintf(stderr, "nobubble train: --split '%s': block count %.*s is out of range (expected 0 to 100000)\n",
+                    text, (int)(end - p), p);
+            return -1;
+        }
+        if (end == p || (*end && *end != ',') || n >= 256) break;
         blocks[n++] = (int)v;
         p = *end ? end + 1 : end;
         if (!*end) {

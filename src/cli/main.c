@@ -99,7 +99,14 @@ int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
-    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) { printf("nobubble %s\n", NB_VERSION); return 0; }
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        if (argc > 2) {
+            fprintf(stderr, "nobubble %s: takes no arguments (got '%s')\n", cmd, argv[2]);
+            return 2;
+        }
+        printf("nobubble %s\n", NB_VERSION);
+        return 0;
+    }
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
         if (!strcmp(cmd, subcommands[i].name)) return run_command(&subcommands[i], argc - 1, argv + 1);
     fprintf(stderr, "nobubble: unknown command '%s'\n", cmd);

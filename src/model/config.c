@@ -179,8 +179,8 @@ int nb_config_check_batch(const nb_config *c, long long B, long long T) {
     /* B <= 2^31, T <= 2^31, width <= 2^31: compared in double, exact enough at this size. */
     if ((double)B * (double)T * (double)width > 2147483647.0)
         return nb_fail("--batch %lld x --seq %lld x %lld (the widest activation: vocab_size, d_ffn or d_model) = %.4g "
-                       "values in one micro-batch: too large (at most 2^31 - 1); use a smaller --batch (more "
-                       "--microbatches) or --seq", B, T, width, (double)B * (double)T * (double)width);
+                       "values in one micro-batch: too large (at most 2^31 - 1); use a smaller --batch (in training, "
+                       "more --microbatches) or --seq", B, T, width, (double)B * (double)T * (double)width);
     return 0;
 }
 
