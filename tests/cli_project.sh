@@ -55,6 +55,11 @@ expect_error "bad stages list" "--stages '4,x'" "$bin" project --shape tiny --st
 expect_error "zero bandwidth" "--bandwidth-gbps '0'" "$bin" project --shape tiny --bandwidth-gbps 0
 expect_error "bad --set" "n_layers = 0" "$bin" project --shape tiny --set n_layers=0
 expect_error "missing run" "summary.json" "$bin" project --run "$work/none"
+for f in "--stages 4" "--data-parallel 4" "--tflops 1" "--seq 7" "--memory-gib 1" "--all"; do
+  expect_error "--run with ${f%% *}" "${f%% *} goes with --shape: --run $work/2bw predicts from the run's own" \
+    "$bin" project --run "$work/2bw" $f
+done
+
 expect_error "costs without run" "go with --run" "$bin" project --shape tiny --costs-from "$work/2bw"
 "$bin" train --data "$work/data" --model tiny --steps 6 --batch 8 --seq 32 --stages 2 --microbatches 2 \
   --pipeline 1f1b --eval-batches 1 --threads-per-stage 1 --quiet --force --out "$work/m2" >/dev/null 2>&1

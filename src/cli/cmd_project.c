@@ -360,12 +360,13 @@ static int project_run(const char *dir, const char *costs_dir, const char *kind_
 }
 
 int cmd_project(int argc, char **argv) {
-    const char *shape_s = NULL, *run_s = NULL, *costs_s = NULL, *kind_s = NULL, *stages_s = "4,8,16,32",
-               *dp_s = "1,4,16,64", *bw_s = NULL;
+    const char *shape_s = NULL, *run_s = NULL, *costs_s = NULL, *kind_s = NULL, *stages_s = NULL,
+               *dp_s = NULL, *bw_s = NULL;
     opt_list sets = {0};
-    int seq = 2048, micro_batch = 1, all = 0, json = 0;
-    unsigned long long batch_tokens = 4194304;
-    float tflops = 400, update_ns = 0.01f, latency_us = -1, grad_bytes = 4, memory_gib = 80;
+    /* 0 or -1: not given (each range excludes it); the defaults are set once --run has been told apart */
+    int seq = 0, micro_batch = 0, all = 0, json = 0;
+    unsigned long long batch_tokens = 0;
+    float tflops = -1, update_ns = -1, latency_us = -1, grad_bytes = -1, memory_gib = -1;
     const cli_option opts[] = {
         {"--shape", OPT_STR, &shape_s, "NAME   the model: dense-10b or a preset (smollm-360m, ...)"},
         {"--set", OPT_LIST, &sets, "F=V    change a field of the shape (n_layers=48); repeatable"},
@@ -392,6 +393,25 @@ int cmd_project(int argc, char **argv) {
         fprintf(stderr, "nobubble project: expected one of --shape NAME (a projection) or --run DIR (a run predicted)\n");
         return 2;
     }
+    /* --run predicts from the run's own model, layout and measured costs: a flag of the projection would be
+     * ignored there, so it is refused, named. */
+    const char *shape_only = stages_s ? "--stages" : dp_s ? "--data-parallel" : seq ? "--seq" : batch_tokens ? "--batch-tokens"
+                             : micro_batch ? "--micro-batch" : tflops >= 0 ? "--tflops" : update_ns >= 0 ? "--update-ns"
+                             : memory_gib >= 0 ? "--memory-gib" : grad_bytes >= 0 ? "--grad-bytes" : all ? "--all" : NULL;
+    if (run_s && shape_only) {
+        fprintf(stderr, "nobubble project: %s goes with --shape: --run %s predicts from the run's own model, layout and "
+                "measured costs\n", shape_only, run_s);
+        return 2;
+    }
+    if (!stages_s) stages_s = "4,8,16,32";
+    if (!dp_s) dp_s = "1,4,16,64";
+    if (!seq) seq = 2048;
+    if (!micro_batch) micro_batch = 1;
+    if (!batch_tokens) batch_tokens = 4194304;
+    if (tflops < 0) tflops = 400;
+    if (update_ns < 0) update_ns = 0.01f;
+    if (grad_bytes < 0) grad_bytes = 4;
+    if (memory_gib < 0) memory_gib = 80;
     if (tflops <= 0) {
         fprintf(stderr, "nobubble project: --tflops %g: expected a number > 0\n", tflops);
         return 2;
