@@ -118,6 +118,10 @@ expect_error "bench --threads past its range" "--threads '1025': expected a comm
   nb bench --threads 1025
 expect_error "schedule --kind unknown lists every kind" "expected one of gpipe, 1f1b, pipedream, 2bw, interleaved, zbh1 or sequential" \
   nb schedule --kind foo
+expect_error "schedule --kind and --pipeline disagreeing" "--kind 1f1b and --pipeline gpipe: one name for the same setting" \
+  nb schedule --kind 1f1b --pipeline gpipe
+expect_error "prepare --gcide-file without the gcide corpus" "--gcide-file $work/none goes with --corpus gcide" \
+  nb prepare --gcide-file "$work/none" --input "$work/none.txt" --out "$work/pg"
 expect_error "version with an argument" "version: takes no arguments (got '--bogus')" nb version --bogus
 
 # ---- eval: ranges, and model parts of two saves

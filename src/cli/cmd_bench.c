@@ -449,7 +449,7 @@ int cmd_bench(int argc, char **argv) {
         {"--seq", OPT_INT, &seq, "T      tokens per sequence (each preset's context; above it, the context is raised) "
                                  CLI_RANGE(1, 1048576)},
         {"--batch", OPT_INT, &batch, "B      sequences per step (--tokens / T) " CLI_RANGE(1, 65536)},
-        {"--tokens", OPT_INT, &tokens, "N      tokens per step when --batch is not given: B = N / T (2048) "
+        {"--tokens", OPT_INT, &tokens, "N      tokens per step when --batch is not given: B = N / T, at least 1 (2048) "
                                        CLI_RANGE(1, 16777216)},
         {"--json", OPT_FLAG, &json, "       print the results as JSON"},
         {"--device", OPT_STR, &device, "DEV    where the stages' memory is: cpu, cuda, guarded (cpu)"},

@@ -160,6 +160,11 @@ int cmd_prepare(int argc, char **argv) {
         fprintf(stderr, "nobubble prepare: --corpus %s and --input: give one of them\n", o.corpus);
         goto out;
     }
+    if (o.gcide_path && (n_inputs || !o.corpus || !strstr(o.corpus, "gcide"))) {
+        fprintf(stderr, "nobubble prepare: --gcide-file %s goes with --corpus gcide or bible+gcide (it reads nothing "
+                "here)\n", o.gcide_path);
+        goto out;
+    }
     if (!o.out_dir) {
         if (n_inputs) {
             fprintf(stderr, "nobubble prepare: --out DIR is required with --input\n");

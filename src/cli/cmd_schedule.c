@@ -458,13 +458,13 @@ int cmd_schedule(int argc, char **argv) {
     snprintf(usage, sizeof usage, usage_format, kinds);
     kinds_text(", ", " or ", kinds, sizeof kinds);
     snprintf(kind_help, sizeof kind_help, "K      schedule: %s (required, unless --compare)", kinds);
-    const char *kind_s = NULL, *fwd_s = "1", *bwd_s = "2", *wgt_s = NULL, *upd_s = "0", *comm_s = "0", *svg = NULL;
+    const char *kind_s = NULL, *pipeline_s = NULL, *fwd_s = "1", *bwd_s = "2", *wgt_s = NULL, *upd_s = "0", *comm_s = "0", *svg = NULL;
     int P = 0, M = 0, S = 1, v = 0, json = 0, cmp = 0, lowered = 0, tied = 0, clip = 0, eval_every = 0, eval_batches = 1,
         save_every = 0;
     float act_bytes = 0, bandwidth = 0;
     const cli_option opts[] = {
         {"--kind", OPT_STR, &kind_s, kind_help},
-        {"--pipeline", OPT_STR, &kind_s, "K      the same as --kind (train's name for it)"},
+        {"--pipeline", OPT_STR, &pipeline_s, "K      the same as --kind (train's name for it)"},
         {"--stages", OPT_INT, &P, "P      pipeline stages (required) " CLI_RANGE(1, 1024)},
         {"--microbatches", OPT_INT, &M, "M      micro-batches per optimizer step (required; 1f1b, 2bw and zbh1 need M >= P, interleaved a multiple of P) " CLI_RANGE(1, 4096)},
         {"--steps", OPT_INT, &S, "S      optimizer steps (1; pipedream: M x S micro-batches, one step each) " CLI_RANGE(1, 100000)},
@@ -488,6 +488,12 @@ int cmd_schedule(int argc, char **argv) {
     };
     int rc = cli_parse(usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
     if (rc) return rc > 0 ? 0 : 2;
+    if (kind_s && pipeline_s && strcmp(kind_s, pipeline_s)) {
+        fprintf(stderr, "nobubble schedule: --kind %s and --pipeline %s: one name for the same setting, given two values\n",
+                kind_s, pipeline_s);
+        return 2;
+    }
+    if (!kind_s) kind_s = pipeline_s;
     nb_pipe_kind kind = NB_PIPE_GPIPE;
     if (cmp && (kind_s || lowered || svg)) {
         fprintf(stderr, "nobubble schedule: --compare runs every kind and prints one table: leave out %s\n",
