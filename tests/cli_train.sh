@@ -109,6 +109,28 @@ done
   && ! grep -q "warning: --\(ef\|taylor\|chunks\|threads-per-stage\|warmup\)" "$work/warn.log" && ok \
   || fail "flags in use are not said to be unused: $(cat "$work/warn.log")"
 
+# An optimizer's hyperparameter given to another rule is said to do nothing, and that is checked against what
+# the run does: said <=> the weights after 5 steps are the default run's bit for bit (--nesterov: said <=>
+# --nesterov and --no-nesterov give the same weights).
+hash_of_run() {
+  "$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 --steps 5 --quiet "$@" 2> "$work/hp.err" |
+    sed -n 's/.*weights \([0-9a-f]*\).*/\1/p'
+}
+for opt in sgd adamw muon lion adan mars soap normuon; do
+  base=$(hash_of_run --optimizer $opt)
+  for f in "--beta1 0.5" "--beta2 0.5" "--beta3 0.5" "--momentum 0.5" "--ns-steps 2" "--gamma 0.5" "--precond-every 1" \
+           "--max-precond-dim 1" "--nesterov"; do
+    h=$(hash_of_run --optimizer $opt $f)
+    said=$(grep -c "warning: ${f%% *} does nothing with --optimizer $opt" "$work/hp.err")
+    [ "$f" = "--nesterov" ] && base=$(hash_of_run --optimizer $opt --no-nesterov)
+    if [ -z "$h" ] || [ -z "$base" ]; then fail "$opt $f: a run failed: $(cat "$work/hp.err")"
+    elif [ "$said" -eq 1 ] && [ "$h" = "$base" ]; then ok
+    elif [ "$said" -eq 0 ] && [ "$h" != "$base" ]; then ok
+    else fail "$opt $f: said unused $said time(s), weights $( [ "$h" = "$base" ] && echo equal || echo differ) to the default's"
+    fi
+  done
+done
+
 # Checkpoints: saved every N steps and at the end; resuming continues the metrics; bad use refused.
 "$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 --steps 4 --quiet --out "$work/ck" \
   --save-dir "$work/ck/save" --save-every 2 > /dev/null 2>&1 && ok || fail "train --save-every"

@@ -54,6 +54,9 @@ typedef struct nb_optimizer_desc {
     float lr;                         /* nobubble train's default --lr (docs/optimizers.md) */
     const struct nb_optim_rule *rule;
     nb_optim_params defaults;         /* the sheet's hyperparameters (docs/rules.md; nb_optim_defaults) */
+    const char *reads;                /* the flags of its own rule's hyperparameters, space-separated ("--beta1
+                                         --beta2 --eps"; --lr and --wd every rule reads, and the auxiliary AdamW's
+                                         --aux-* and --eps go with any tensor a rule leaves to it) */
 } nb_optimizer_desc;
 /* The descriptor of kind; NULL when kind is not an optimizer. */
 const nb_optimizer_desc *nb_optimizer_desc_of(nb_optimizer_kind kind);

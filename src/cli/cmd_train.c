@@ -2,9 +2,9 @@
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
-#include <stdlib.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "cli/args.h"
@@ -12,6 +12,7 @@
 #include "nobubble/checkpoint.h"
 #include "nobubble/data.h"
 #include "nobubble/mpi.h"
+#include "nobubble/optim.h"
 #include "nobubble/pipeline.h"
 #include "nobubble/runtime.h"
 #include "nobubble/train.h"
@@ -239,6 +240,19 @@ static void warn_unused(const train_args *t, const nb_train_options *o) {
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         if (rows[i].unused && (given(t, rows[i].flag) || !strcmp(rows[i].flag, "--ef")))  /* --ef: set only when given */
             fprintf(stderr, "nobubble train: warning: %s %s\n", rows[i].flag, rows[i].why);
+    /* An optimizer's own hyperparameters given to another (--eps and the --aux-* go to the auxiliary AdamW
+     * of any tensor a rule leaves to it, so they are not judged here; --nesterov's row is --no-nesterov's too). */
+    static const char *const own[] = {"--beta1", "--beta2", "--beta3", "--momentum", "--nesterov", "--ns-steps",
+                                      "--gamma", "--precond-every", "--max-precond-dim"};
+    const nb_optimizer_desc *d = nb_optimizer_desc_of(o->optim.kind);
+    char reads[160], word[40];
+    snprintf(reads, sizeof reads, " %s ", d ? d->reads : "");
+    for (size_t i = 0; d && i < sizeof own / sizeof own[0]; i++) {
+        snprintf(word, sizeof word, " %s ", own[i]);
+        if (given(t, own[i]) && !strstr(reads, word))
+            fprintf(stderr, "nobubble train: warning: %s does nothing with --optimizer %s (its rule reads %s)\n", own[i],
+                    d->name, d->reads);
+    }
 }
 
 static int train_command(int argc, char **argv, nb_train_config_file **file) {
