@@ -158,8 +158,15 @@ train --steps 3 --resume "$work/FS/step_000002" --out "$work/R" --force > "$work
 # its own --out (the run it continues), also with --override of what it computes: accepted
 train --steps 3 --resume "$work/FS/step_000002" --out "$work/F" > "$work/F.log" 2>&1 && ok \
   || fail "--resume into its own --out: $(cat "$work/F.log")"
+# a run folder written before a setting existed (its train_config.json lacks the key) is still its own run
+grep -v '^  "seed": ' "$work/F/train_config.json" > "$work/F/tc" && mv "$work/F/tc" "$work/F/train_config.json"
+train --steps 4 --resume "$work/FS/step_000002" --out "$work/F" > "$work/F.log" 2>&1 && ok \
+  || fail "--resume into its own --out whose train_config.json lacks a key: $(cat "$work/F.log")"
 train --steps 4 --lr 0.002 --override --resume "$work/FS/step_000002" --out "$work/F" > "$work/F.log" 2>&1 && ok \
   || fail "--resume --override into its own --out: $(cat "$work/F.log")"
+# resumed again from before the override without it: told apart from another run by the hint
+expect_error "--resume from before an --override, without it" "or --override if it is this run continued with other settings" \
+  train --steps 4 --resume "$work/FS/step_000002" --out "$work/F"
 
 # --export: a path that is not a folder is refused before the run (not after it); a folder holding a model
 # is refused unless --force, which removes the old export's files (its tokenizer too) and nothing else

@@ -96,14 +96,13 @@ static int clear_run(const char *dir, const char *flag, int checkpoints) {
     return rc;
 }
 
-/* The settings that `train --config DIR/train_config.json` would give (the run that wrote DIR), into *was;
- * *file owns its strings (nb_train_config_free). */
-static int read_run_settings(const char *path, nb_train_options *was, nb_train_config_file **file) {
+/* The settings that `train --config DIR/train_config.json` would give (the run that wrote DIR), into *was, and
+ * which rows the file gave (a->given); *file owns its strings (nb_train_config_free). */
+static int read_run_settings(const char *path, nb_train_options *was, nb_settings_args *a, nb_train_config_file **file) {
     nb_train_defaults(was);
-    nb_settings_args a;
-    nb_settings_begin(&a, was);
+    nb_settings_begin(a, was);
     *file = NULL;
-    if (nb_settings_read_config(&a, path, file) || nb_settings_finish(&a)) return -1;
+    if (nb_settings_read_config(a, path, file) || nb_settings_finish(a)) return -1;
     for (int i = 0; i < nb_train_config_model_count(*file); i++)
         if (nb_config_override(&was->model, nb_train_config_model_set(*file, i)))
             return nb_fail("%s: %s", path, nb_last_error());
@@ -116,14 +115,16 @@ static int read_run_settings(const char *path, nb_train_options *was, nb_train_c
  * --stages outside PipeDream, the folders) may differ, since a run and its resumption compute the same
  * steps. 1 with the differences in diff, 0 when none or when --out has no train_config.json, -1 when that
  * file cannot be read (nb_fail). */
-static int out_holds_other_run(const nb_train_options *o, char *diff, size_t size) {
+static int out_holds_other_run(const nb_train_options *o, char *diff, size_t size, int *fixed) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", o->out_dir, NB_TRAIN_CONFIG_FILE);
     diff[0] = 0;
+    *fixed = 0;
     if (!is_file(o->out_dir, NB_TRAIN_CONFIG_FILE)) return 0;
     nb_train_options was;
+    static nb_settings_args a;   /* its given[] is NB_SETTINGS_MAX bytes */
     nb_train_config_file *file;
-    if (read_run_settings(path, &was, &file)) {
+    if (read_run_settings(path, &was, &a, &file)) {
         nb_train_config_free(file);
         return nb_fail("--out %s holds a run whose settings cannot be read, so --resume cannot tell whether it is the "
                        "run it continues: %s. Give another --out, or --force to replace that run's files",
@@ -134,9 +135,12 @@ static int out_holds_other_run(const nb_train_options *o, char *diff, size_t siz
     nb_train_config_free(file);
     for (int i = 0; i < n && i < m; i++) {
         if (now[i].kind == RUN_FIELD_FREE || (now[i].kind == RUN_FIELD_OVERRIDE && o->resume_override)) continue;
-        if (!strcmp(now[i].value, then[i].value)) continue;
-        size_t at = strlen(diff);
         const nb_setting *s = now[i].setting;
+        /* a setting the file does not hold (written before its row existed): its default says nothing */
+        if (s->flag && !a.given[s - nb_settings]) continue;
+        if (!strcmp(now[i].value, then[i].value)) continue;
+        *fixed |= now[i].kind == RUN_FIELD_FIXED;
+        size_t at = strlen(diff);
         if (at < size)
             snprintf(diff + at, size - at, "%s%s%s %s (this run: %s)", at ? "; " : "", s->flag ? "" : "model ",
                      s->flag ? s->flag : s->name, then[i].value, now[i].value);
@@ -153,14 +157,16 @@ typedef enum { FOLDER_ASK, FOLDER_HELD, FOLDER_CLEAR } folder_pass;
  * checkpoints stay: the one resumed may be among them). */
 static int check_resumed_out(const nb_train_options *o, folder_pass pass) {
     char diff[1024], what[512];
+    int fixed;
     if (pass == FOLDER_ASK || !list_run(o->out_dir, what, sizeof what)) return 0;
-    const int other = out_holds_other_run(o, diff, sizeof diff);
+    const int other = out_holds_other_run(o, diff, sizeof diff, &fixed);
     if (other < 0 && !o->force) return -1;
     if (other == 0) return 0;
     if (!o->force)
-        return nb_fail("--out %s holds another run (%s; its train_config.json differs from this run in %s): resuming "
-                       "%s into it would mix the two runs' metrics. Give another --out, or --force to replace that "
-                       "run's files", o->out_dir, what, diff, o->resume_dir);
+        return nb_fail("--out %s holds another run (%s; its train_config.json, from the last run that wrote there, "
+                       "differs from this run in %s): resuming %s into it would mix the two runs' metrics. Give another "
+                       "--out, or --force to replace that run's files%s", o->out_dir, what, diff, o->resume_dir,
+                       fixed ? "" : ", or --override if it is this run continued with other settings");
     if (pass != FOLDER_CLEAR) return 0;
     if (clear_run(o->out_dir, "--out", 0)) return -1;
     fprintf(stderr, "nobubble train: --force: removed another run's files from %s (%s)\n", o->out_dir, what);
