@@ -193,4 +193,28 @@ echo "fixed: --steps 1" > "$work/g1.grid"
 expect_error "sweep --out a run's folder" "--out $work/F holds a training run (summary.json)" "$bin" sweep "$work/g1.grid" --out "$work/F"
 check "... wrote nothing there" test ! -e "$work/F/grid.txt" -a ! -e "$work/F/runs"
 
+# a resume at the run's last step into an --out that holds another run: refused, not "already complete"
+train --steps 2 --save-dir "$work/E2" --save-every 2 --out "$work/E2out" > /dev/null 2>&1 || fail "a 2-step run"
+train --steps 2 --seed 5 --out "$work/R5" > /dev/null 2>&1 || fail "another 2-step run"
+expect_error "--resume at the last step into another run's --out" "--out $work/R5 holds another run" \
+  train --steps 2 --resume "$work/E2/step_000002" --out "$work/R5"
+# a refused run whose --out climbs out with "..": the existing empty folder it names stays
+mkdir -p "$work/keepme"
+expect_error "a refused run with .. in --out" "truncated" "$bin" train --train "$work/bad.bin" --set n_layers=2 \
+  --set context=16 --batch 2 --quiet --steps 2 --out "$work/nox/../keepme/new"
+check "... left the folder it did not make" test -d "$work/keepme"
+# a link to a folder is a folder for --export
+mkdir -p "$work/realx" && ln -sfn "$work/realx" "$work/linkx"
+train --steps 1 --export "$work/linkx" > "$work/lx.log" 2>&1 && test -s "$work/realx/model.safetensors" && ok \
+  || fail "--export through a link to a folder: $(cat "$work/lx.log")"
+# --force on a run whose hf/ export has the tokenizer's files: all of them go with it
+train --steps 1 --out "$work/H" --export "$work/H/hf" > /dev/null 2>&1 || fail "a run with its export in --out/hf"
+echo '{"old": 1}' > "$work/H/hf/tokenizer_config.json"
+"$bin" train --train "$work/data/*_train_*.bin" --set n_layers=2 --set context=16 --set vocab_size=300 --batch 2 --quiet \
+  --steps 1 --out "$work/H" --export "$work/H/hf" --force > /dev/null 2>&1 && [ ! -e "$work/H/hf/tokenizer_config.json" ] && ok \
+  || fail "--force removed the earlier export's tokenizer_config.json: $(ls "$work/H/hf")"
+# a run's own train_config.json given back with --config: no flag of it is said to be unused
+train --steps 1 --config "$work/H/train_config.json" --out "$work/H2" --export "$work/H2/hf" > /dev/null 2> "$work/H2.err" \
+  && ! grep -q "does nothing" "$work/H2.err" && ok || fail "--config of a run's own file warns: $(cat "$work/H2.err")"
+
 finish

@@ -99,7 +99,7 @@ grep -q "warning: --ef with no delay does nothing" "$work/warn.log" && ok || fai
 # flags this run does not read are said (the run goes on); none is said when each is used
 for f in "--taylor 1:--taylor with no delay does nothing" "--chunks 2:--chunks does nothing here" \
          "--threads-per-stage 1:--threads-per-stage does nothing here" "--dp-bucket-mib 5:--dp-bucket-mib does nothing here" \
-         "--warmup 5:--warmup is as long as the run"; do
+         "--warmup 5:--warmup is longer than the run's updates"; do
   "$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 --steps 2 ${f%%:*} --quiet > /dev/null 2> "$work/warn.log"
   grep -q "warning: ${f#*:}" "$work/warn.log" && ok || fail "${f%%:*} unused warns: $(cat "$work/warn.log")"
 done

@@ -169,7 +169,7 @@ int nb_export_hf_special_tokens(const nb_config *c, const char *dir, int bos, in
 
 int nb_export_hf_occupied(const char *dir, const char *flag) {
     struct stat st;
-    if (lstat(dir, &st)) return 0;
+    if (stat(dir, &st)) return 0;   /* a link to a folder is that folder (removal never goes through it) */
     if (!S_ISDIR(st.st_mode)) return nb_fail("%s %s: exists and is not a folder", flag, dir);
     return nb_fs_exists_in(dir, "model.safetensors") || nb_fs_exists_in(dir, "model.safetensors.index.json") ||
            nb_fs_exists_in(dir, "config.json");

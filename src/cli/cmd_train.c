@@ -212,10 +212,11 @@ int cmd_train(int argc, char **argv) {
     return rc;
 }
 
-/* Whether the row of flag was given, on the command line or by --config. */
+/* Whether the row of flag was given on the command line (a --config file, often a run's own
+ * train_config.json, holds every row: its values are not the user's choice of flags). */
 static int given(const train_args *t, const char *flag) {
     const nb_setting *row = nb_setting_by_flag(flag);
-    return row && t->settings.given[row - nb_settings];
+    return row && t->settings.given[row - nb_settings] == 1;
 }
 
 /* Flags given that this run does not read, or cannot use as asked: said on stderr, since the run goes on (a
@@ -223,6 +224,9 @@ static int given(const train_args *t, const char *flag) {
 static void warn_unused(const train_args *t, const nb_train_options *o) {
     const int undelayed = o->delay.mode == NB_DELAY_SYNC || (o->delay.mode == NB_DELAY_FIXED && o->delay.tau == 0);
     const int mpi_replicas = o->data_parallel > 1 && o->pipeline >= 0 && o->transport == NB_TRANSPORT_MPI;
+    /* the schedule's updates: under PipeDream one per micro-batch of a replica */
+    const int share = o->data_parallel > 0 ? o->microbatches / o->data_parallel : o->microbatches;
+    const long long updates = (long long)o->steps * (o->pipeline == NB_PIPE_PIPEDREAM && share > 1 ? share : 1);
     const struct {
         const char *flag;
         int unused;
@@ -235,7 +239,7 @@ static void warn_unused(const train_args *t, const nb_train_options *o) {
          "does nothing here: only a real pipeline (--pipeline) gives its stages threads of their own"},
         {"--dp-bucket-mib", !mpi_replicas, "does nothing here: only replicas that are MPI ranks (--data-parallel D "
                                             "with --transport mpi) sum their gradients in buckets"},
-        {"--warmup", o->schedule.warmup >= o->steps, "is as long as the run (--steps): the rate never reaches its peak"},
+        {"--warmup", o->schedule.warmup > updates, "is longer than the run's updates: the rate never reaches its peak"},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         if (rows[i].unused && (given(t, rows[i].flag) || !strcmp(rows[i].flag, "--ef")))  /* --ef: set only when given */

@@ -490,7 +490,8 @@ static int keep_earlier_rows(sweep *s) {
     nb_buf header = {0};
     int rc = results_header(s, &header);
     const char *eol = memchr(text, '\n', len);
-    const size_t head = eol ? (size_t)(eol - text) : len;
+    size_t head = eol ? (size_t)(eol - text) : len;
+    if (head && text[head - 1] == '\r') head--;   /* a table saved with CRLF line ends: the same columns */
     const int same = !rc && head == header.n && !memcmp(text, header.p, head);
     for (const char *line = eol ? eol + 1 : text + len; !rc && line < text + len;) {
         const char *end = memchr(line, '\n', (size_t)(text + len - line));

@@ -475,6 +475,7 @@ static int reporting_process(const nb_train_options *o) {
 static int resume_at_end(const nb_train_options *o, nb_train_result *res) {
     long long next;
     if (!o->resume_dir || train_state_step(o->resume_dir, &next) || next != o->steps) return 0;  /* the load says why */
+    if (train_check_held_folders(o)) return -1;   /* an --out that holds another run's results is not this run's */
     const int summary = !o->out_dir || nb_fs_exists_in(o->out_dir, "summary.json");
     if (summary && (!o->export_dir || nb_fs_exists_in(o->export_dir, "model.safetensors"))) {
         res->steps = (int)next;

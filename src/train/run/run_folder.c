@@ -47,12 +47,6 @@ static long checkpoint_step(const char *name) {
     return strtol(d, NULL, 10);
 }
 
-/* Whether a Hugging Face export's file (what nb_export_hf and train's tokenizer copy write). */
-static int is_export_file(const char *name) {
-    return !strncmp(name, "model.", 6) || !strncmp(name, "model-", 6) || !strcmp(name, "config.json") ||
-           !strcmp(name, "tokenizer.json");
-}
-
 /* Lists (into what, comma-separated) the run files dir holds; returns how many. */
 static int list_run(const char *dir, char *what, size_t size) {
     int n = 0;
@@ -83,8 +77,7 @@ static int clear_run(const char *dir, const char *flag, int checkpoints) {
             return nb_fail("%s %s --force: cannot remove %s: %s", flag, dir, path, strerror(errno));
     }
     snprintf(path, sizeof path, "%s/%s", dir, export_folder);
-    if (is_folder(dir, export_folder) && nb_fs_remove_files(path, NULL, 0, is_export_file, "--force: export folder"))
-        return -1;
+    if (is_folder(dir, export_folder) && nb_export_hf_clear(path)) return -1;
     DIR *d = checkpoints ? opendir(dir) : NULL;
     int rc = 0;
     for (struct dirent *e; d && !rc && (e = readdir(d));) {
@@ -252,6 +245,10 @@ static char *trimmed(const char *path) {
  * path exists (or out of memory: then nothing is removed later, the safe side). */
 static char *first_missing(const char *path) {
     struct stat st;
+    /* a ".." makes the text's parents other folders than the path's: nothing is recorded, nothing removed */
+    if (!strcmp(path, "..") || !strncmp(path, "../", 3) || strstr(path, "/../") ||
+        (strlen(path) >= 3 && !strcmp(path + strlen(path) - 3, "/..")))
+        return NULL;
     char *p = lstat(path, &st) ? trimmed(path) : NULL;
     for (char *slash; p && (slash = strrchr(p, '/')) && slash != p;) {
         *slash = 0;
