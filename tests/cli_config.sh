@@ -55,6 +55,9 @@ EOF
 check "a run from A.yaml" "$bin" train --config A.yaml --data data --out Y > /dev/null 2> "$work/yaml.err"
 got=$(hash_of Y)
 [ -n "$want" ] && [ "$want" = "$got" ] && ok || fail "--config A.yaml: weights '$got', the run's '$want': $(cat "$work/yaml.err")"
+cp A.yaml A2.YAML
+check "a .YAML name (upper case) is YAML too" "$bin" train --config A2.YAML --data data --out Y2 > /dev/null 2> "$work/yaml2.err"
+[ "$(hash_of Y2)" = "$want" ] && ok || fail "--config A2.YAML: $(cat "$work/yaml2.err")"
 printf 'steps: 3\nmodel:\n  n_layers: 2\n' > nested.yaml
 expect_usage "a nested YAML mapping" "nested.yaml: line 3: a nested mapping" "$bin" train --config nested.yaml
 printf 'steps: [1, 2]\n' > list.yaml

@@ -50,4 +50,16 @@ check "... leaves it as it was" bash -c "cd '$work' && md5sum --quiet -c occ.md5
   && [ "$(cat "$work/occ/notes.txt")" = mine ] && ok || fail "export --force: $(ls "$work/occ")"
 expect_error "export --out a file" "--out $work/file: exists and is not a folder" "$bin" export --out "$work/file"
 
+# a model that has no Hugging Face architecture is refused before any file is written
+expect_error "export of a MoE with moe_every 2" "has no architecture to export to" \
+  "$bin" export --out "$work/moe2" --set n_layers=2 --set n_experts=4 --set experts_per_token=2 --set moe_every=2
+check "... wrote nothing" test ! -e "$work/moe2"
+# a config.json with a key twice: transformers keeps the last value, the reader the first; refused, named
+"$bin" export --set n_layers=1 --out "$work/dupk" > /dev/null 2>&1 || fail "export for the duplicate key"
+sed -i 's/"rope_theta": \([^,]*\),/"rope_theta": \1, "rope_theta": 500000.0,/' "$work/dupk/config.json"
+expect_error "config.json with a key twice" "config.json: invalid JSON at line [0-9]*: the key \"rope_theta\" given twice" \
+  "$bin" eval --checkpoint "$work/dupk" --batches 1
+expect_error "eval --checkpoint ''" "--checkpoint DIR is required" "$bin" eval --checkpoint ''
+expect_error "sample --checkpoint ''" "--checkpoint DIR (not empty)" "$bin" sample --checkpoint '' --prompt x
+
 finish

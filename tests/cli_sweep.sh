@@ -118,6 +118,19 @@ sed -i 's/--steps 4/--steps 3/' "$work/two.grid"
 "$bin" sweep "$work/two.grid" --out "$work/two" > /dev/null 2>&1 && ok || fail "sweep after a grid change"
 check "a changed command re-runs the point" test "$(starts "$work/two" sync)" -eq 2 -a "$(wc -l < "$work/two/runs/sync/metrics.jsonl")" -eq 3
 
+# --dry-run prints each command as command.txt holds it: quoted for a shell (a pasted line runs that command)
+printf '%s\n' "fixed: --steps 1 --data 'a;b' --val '' --train \"it's\"" "axis seed: 1" > "$work/quote.grid"
+"$bin" sweep "$work/quote.grid" --dry-run > "$work/quote.out" 2>&1 || fail "dry run of the quoting grid"
+line=$(sed -n 's/^1: nobubble //p' "$work/quote.out")
+eval "set -- $line"
+[ "$1" = train ] && [ "$5" = "a;b" ] && [ "$7" = "" ] && [ "$9" = "it's" ] && [ $# -eq 11 ] && ok \
+  || fail "dry-run quoting: $(cat "$work/quote.out")"
+# a point name longer than a folder name may be is refused when the grid is read (not when its run starts)
+L=$(printf 'x%.0s' $(seq 1 60))
+printf '%s\n' "fixed: --steps 1" "axis a: $L" "axis b: $L" "axis c: $L" "axis d: $L" > "$work/long.grid"
+expect_error "a point name past 200 bytes" "is 243 bytes, the most a folder name takes here is 200" \
+  "$bin" sweep "$work/long.grid" --dry-run
+
 # ---------------------------------------------------------------- interrupted sweeps continue
 cat > "$work/seeds.grid" <<EOF
 fixed: $small --steps 120 --eval-every 40
@@ -406,6 +419,24 @@ grep -q "<td>2bw-ef-1</td><td>1</td>.*<td>$gap</td>" "$work/two.html" && ok || f
 expect_error "report of a folder without results" "results.csv" "$bin" report "$work/nowhere"
 printf 'point,seed\n' > "$work/badcsv.csv"; mkdir -p "$work/badcsv" && mv "$work/badcsv.csv" "$work/badcsv/results.csv"
 expect_error "report of a malformed results table" "results.csv:1: expected the header" "$bin" report "$work/badcsv"
+# --out: a page of its own, never over the tables it reads nor in place of a link, FIFO or device
+cp "$work/two/results.csv" "$work/two.csv.before"
+expect_error "report --out over its own results.csv" "--out $work/two/results.csv: expected a file name ending in .html" \
+  "$bin" report "$work/two" --out "$work/two/results.csv"
+check "... left results.csv as it was" cmp -s "$work/two.csv.before" "$work/two/results.csv"
+mkfifo "$work/page.fifo.html" && expect_error "report --out a FIFO" "exists and is not a regular file" \
+  "$bin" report "$work/two" --out "$work/page.fifo.html"
+ln -sfn "$work/two.csv.before" "$work/link.html"
+expect_error "report --out a link" "exists and is not a regular file" "$bin" report "$work/two" --out "$work/link.html"
+# a point listed twice would count its run twice: refused, naming it
+mkdir -p "$work/dup" && cp -r "$work/two/runs" "$work/dup/" && cp "$work/two/results.csv" "$work/dup/" \
+  && tail -1 "$work/two/results.csv" >> "$work/dup/results.csv"
+expect_error "report of a table with a point twice" "is listed twice" "$bin" report "$work/dup"
+# an axis name is text in the page, never markup
+mkdir -p "$work/xss" && cp -r "$work/two/runs" "$work/xss/" \
+  && sed '1s/,delay,/,<b>delay<\/b>,/' "$work/two/results.csv" > "$work/xss/results.csv"
+"$bin" report "$work/xss" --out "$work/xss.html" > /dev/null 2>&1 && ! grep -q '<b>delay' "$work/xss.html" \
+  && grep -q '&lt;b&gt;delay' "$work/xss.html" && ok || fail "an axis name is escaped in the page"
 
 # Rendered by a browser: the page parses and has the charts and tables.
 if ! render_dom "$work/two.html"; then

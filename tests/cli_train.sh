@@ -36,7 +36,7 @@ s1=$("$bin" sample --checkpoint "$work/hf" --tokenizer "$work/data/tokenizer.jso
 s2=$("$bin" sample --checkpoint "$work/hf" --tokenizer "$work/data/tokenizer.json" --prompt "In the beginning" --tokens 8 --seed 5)
 [ -n "$s1" ] && [ "$s1" = "$s2" ] && case "$s1" in "In the beginning"*) true ;; *) false ;; esac && ok || fail "sample: '$s1' vs '$s2'"
 expect_error "sample without a prompt" "--prompt TEXT are required" "$bin" sample --checkpoint "$work/hf"
-expect_error "sample past the context" "exceed the model's context" "$bin" sample --checkpoint "$work/hf" \
+expect_error "sample past the context" "more than the model's context" "$bin" sample --checkpoint "$work/hf" \
   --tokenizer "$work/data/tokenizer.json" --prompt "In the beginning" --tokens 100
 expect_error "eval without a checkpoint" "--checkpoint DIR is required" "$bin" eval --data "$work/data"
 expect_error "eval of a missing folder" "config.json" "$bin" eval --checkpoint "$work/nowhere"

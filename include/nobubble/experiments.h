@@ -26,6 +26,9 @@ const char *nb_grid_point_label(const nb_grid *g, int point, int axis);
 /* The point's `nobubble train` arguments (fixed flags, then each axis value's, then every
  * matching `when` line's, {NAME} replaced by the point's label on axis NAME). Owned by g. */
 const char *const *nb_grid_point_args(const nb_grid *g, int point, int *argc);
+/* The point's command as one line, "train ARG ...\n", each argument quoted for a POSIX shell where it needs
+ * it: what the point's command.txt holds and `sweep --dry-run` prints. malloc'ed; NULL on failure. */
+char *nb_grid_point_command(const nb_grid *g, int point);
 /* The grid file's text as read. */
 const char *nb_grid_text(const nb_grid *g);
 

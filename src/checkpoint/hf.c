@@ -188,6 +188,8 @@ static int is_export_file(const char *name) {
 int nb_export_hf_clear(const char *dir) { return nb_fs_remove_files(dir, NULL, 0, is_export_file, "export folder"); }
 
 int nb_export_hf(const nb_model *m, const char *dir) {
+    char keys[1024];
+    if (moe_keys(&m->cfg, keys, sizeof keys)) return -1;   /* a model with no architecture: before any file */
     if (nb_fs_mkdirs(dir, NULL)) return -1;
     return write_stages(m, 0, m->n_stages - 1, dir, "model.safetensors", NULL, 0) || write_config(&m->cfg, dir, last_id(m), last_id(m));
 }

@@ -227,7 +227,7 @@ static int read_used(const cfg_reader *r, nb_config *c, int mixtral) {
 
 static int read_config_file(const char *path, nb_config *c) {
     nb_json root;
-    if (nb_json_read_file(path, "config", &root)) return -1;
+    if (nb_json_read_file(path, "config", NB_JSON_UNIQUE_KEYS, &root)) return -1;
     int r = 0;
     if (root.type != NB_JOBJ) r = nb_fail("%s: not a JSON object", path);
     cfg_reader in = {path, &root, ""};

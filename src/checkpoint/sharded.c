@@ -121,7 +121,7 @@ static int check_one_save(const nb_st_set *s) {
 
 static int open_index(const char *dir, const char *path, const char *base, nb_st_set *s) {
     nb_json root;
-    if (nb_json_read_file(path, NULL, &root)) return -1;
+    if (nb_json_read_file(path, NULL, NB_JSON_UNIQUE_KEYS, &root)) return -1;
     int r = 0;
     char **names = NULL;
     int n = 0;

@@ -31,7 +31,7 @@ int cmd_eval(int argc, char **argv) {
     };
     int rc = cli_parse(usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
     if (rc) return rc > 0 ? 0 : 2;
-    if (!ckpt) {
+    if (!ckpt || !*ckpt) {
         fprintf(stderr, "nobubble eval: --checkpoint DIR is required\n");
         return 2;
     }

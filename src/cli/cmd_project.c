@@ -250,7 +250,7 @@ static int read_run(const char *dir, run_facts *f) {
     char path[4096];
     snprintf(path, sizeof path, "%s/summary.json", dir);
     nb_json root;
-    if (nb_json_read_file(path, "run summary", &root)) return -1;
+    if (nb_json_read_file(path, "run summary", 0, &root)) return -1;
     const nb_json *P = path_get(&root, "run", "stages"), *M = path_get(&root, "run", "microbatches"),
                   *D = path_get(&root, "run", "data_parallel"), *B = path_get(&root, "run", "batch"),
                   *T = path_get(&root, "run", "seq_len"), *d = path_get(&root, "model", "d_model"),

@@ -48,8 +48,8 @@ int cmd_sample(int argc, char **argv) {
     };
     int rc = cli_parse(usage, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
     if (rc) return rc > 0 ? 0 : 2;
-    if (!ckpt || !prompt) {
-        fprintf(stderr, "nobubble sample: --checkpoint DIR and --prompt TEXT are required\n");
+    if (!ckpt || !prompt || !*ckpt) {
+        fprintf(stderr, "nobubble sample: --checkpoint DIR (not empty) and --prompt TEXT are required\n");
         return 2;
     }
     if (n_new < 1 || top_k < 0 || !(temperature >= 0)) {

@@ -1,6 +1,7 @@
 /* nobubble sweep: runs every point of a grid file as a `nobubble train` child process, J at a
  * time, skipping points already complete, and writes DIR/results.csv. See docs/experiments.md. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -49,14 +50,15 @@ static int find_checkpoint(const char *save_dir, char *path, size_t size, long *
     return nb_train_latest_checkpoint(save_dir, 1, path, size, step, note_passed_over, &p);
 }
 
-static void print_points(const nb_grid *g) {
+/* Each point's command as its command.txt will hold it: quoted for a shell, so that a line pasted runs it. */
+static int print_points(const nb_grid *g) {
     for (int i = 0; i < nb_grid_n_points(g); i++) {
-        int argc;
-        const char *const *args = nb_grid_point_args(g, i, &argc);
-        printf("%s: nobubble train", nb_grid_point_name(g, i));
-        for (int k = 0; k < argc; k++) printf(strpbrk(args[k], " \t'\"") ? " '%s'" : " %s", args[k]);
-        printf("\n");
+        char *cmd = nb_grid_point_command(g, i);
+        if (!cmd) return -1;
+        printf("%s: nobubble %s", nb_grid_point_name(g, i), cmd);
+        free(cmd);
     }
+    return 0;
 }
 
 static int run(const nb_grid *g, const char *out, int jobs, int quiet, int save_every, int keep) {
@@ -120,8 +122,8 @@ int cmd_sweep(int argc, char **argv) {
         fprintf(stderr, "nobubble sweep: %s\n", nb_last_error());
         return 2;
     }
-    if (dry_run) print_points(g);
-    rc = dry_run ? 0 : run(g, out, jobs, quiet, save_every, keep < 0 ? 2 : keep);
+    if (dry_run && (rc = print_points(g) ? 1 : 0)) fprintf(stderr, "nobubble sweep: out of memory\n");
+    if (!dry_run) rc = run(g, out, jobs, quiet, save_every, keep < 0 ? 2 : keep);
     nb_grid_free(g);
     return rc;
 }

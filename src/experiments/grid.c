@@ -447,6 +447,10 @@ static int make_point(const nb_grid *g, gpoint *pt, int index) {
         if (nb_buf_printf(&name, "%s%s", a ? "_" : "", g->axes[a].values[pt->value[a]].label)) goto fail;
     if (nb_buf_printf(&name, "%s", g->n_axes ? "" : "run")) goto fail;
     pt->name = name.p;
+    /* the name is the point's folder: a file system takes at most 255 bytes (200 leaves room for suffixes) */
+    if (name.n > 200)
+        return nb_fail("%s: point %.40s... : its name (the labels joined by '_') is %zu bytes, the most a folder name "
+                       "takes here is 200: shorten the labels", g->what, name.p, name.n);
     nbx_strv args = {0};
     int rc = 0;
     for (int i = 0; i < g->n_fixed && !rc; i++) rc = add_args(g, pt, &g->fixed[i], &args);

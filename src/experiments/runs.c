@@ -43,7 +43,7 @@ static int read_summary(const char *dir, nbx_run *r) {
     char path[4200];
     snprintf(path, sizeof path, "%s/summary.json", dir);
     nb_json js;
-    if (nb_json_read_file(path, "run summary", &js)) return -1;
+    if (nb_json_read_file(path, "run summary", 0, &js)) return -1;
     const nb_json *run = nb_json_get(&js, "run"), *delay = nb_json_get(&js, "delay");
     const nb_json *opt = nb_json_get(run, "optimizer"), *mode = nb_json_get(delay, "mode"), *ef = nb_json_get(delay, "ef");
     r->final_train_loss = num(&js, "final_train_loss");
@@ -125,7 +125,7 @@ static int read_final_eval(const char *dir, nbx_run *r) {
     r->whole_split_loss = NAN;
     if (access(path, F_OK)) return 0;
     nb_json js;
-    if (nb_json_read_file(path, "final evaluation", &js)) return -1;
+    if (nb_json_read_file(path, "final evaluation", 0, &js)) return -1;
     double v = num(&js, "val_loss");
     nb_json_free(&js);
     if (!isfinite(v))

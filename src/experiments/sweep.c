@@ -82,13 +82,22 @@ static int exists(const char *dir, const char *file) {
 }
 
 /* The point's command as one line: `train ARGS`, each shell-quoted where needed. */
-static int command_text(const sweep *s, int i, nb_buf *b) {
+static int command_text(const nb_grid *g, int i, nb_buf *b) {
     int argc;
-    const char *const *argv = nb_grid_point_args(s->g, i, &argc);
+    const char *const *argv = nb_grid_point_args(g, i, &argc);
     if (nb_buf_printf(b, "train")) return -1;
     for (int k = 0; k < argc; k++)
         if (nb_buf_put(b, " ", 1) || nbx_shell_quote(b, argv[k])) return -1;
     return nb_buf_put(b, "\n", 1);
+}
+
+char *nb_grid_point_command(const nb_grid *g, int point) {
+    nb_buf b = {0};
+    if (command_text(g, point, &b)) {
+        nb_buf_free(&b);
+        return NULL;
+    }
+    return b.p;
 }
 
 static int same_command(const char *dir, const char *cmd) {
@@ -284,7 +293,7 @@ static int complete_on_disk(const sweep *s, int i) {
     char dir[4200];
     nb_buf cmd = {0};
     run_dir(s, i, dir, sizeof dir);
-    const int complete = command_text(s, i, &cmd) == 0 && run_complete(dir, cmd.p);
+    const int complete = command_text(s->g, i, &cmd) == 0 && run_complete(dir, cmd.p);
     nb_buf_free(&cmd);
     return complete;
 }
@@ -302,7 +311,7 @@ static int start_point(sweep *s, int i) {
     nb_buf cmd = {0};
     static pt_start from;   /* large; one point starts at a time */
     run_dir(s, i, dir, sizeof dir);
-    int rc = command_text(s, i, &cmd);
+    int rc = command_text(s->g, i, &cmd);
     if (!rc && run_complete(dir, cmd.p)) {
         s->st[i].state = PT_SKIPPED;
         s->finished++;

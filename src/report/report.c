@@ -7,6 +7,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "report/report.h"
 #include "util/error.h"
@@ -57,6 +59,10 @@ static int read_row(report *r, char *line, const char *path, int lineno) {
     char *f[MAX_FIELDS];
     int want = r->n_axes + 8, n = split(line, f, MAX_FIELDS);
     if (n != want) return nb_fail("%s:%d: %d fields, expected %d like the header", path, lineno, n, want);
+    /* a point twice would count its run twice in every mean and interval */
+    for (int i = 0; i < r->n_rows; i++)
+        if (!strcmp(r->rows[i].point, f[0]))
+            return nb_fail("%s:%d: point '%s' is listed twice (a results table has one row per point)", path, lineno, f[0]);
     rrow *row = &r->rows[r->n_rows];
     memset(row, 0, sizeof *row);
     row->point = f[0];
@@ -388,10 +394,11 @@ static int page(nb_buf *b, const report *r, cell *cells) {
     int rc = nb_buf_printf(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>nobubble report: ") ||
              nbx_html(b, r->dir) || nb_buf_printf(b, "</title><style>%s</style></head><body>\n<h1>nobubble report: ", style) ||
              nbx_html(b, r->dir) ||
-             nb_buf_printf(b, "</h1>\n<p>%d runs, %d complete. Curves: %s; panels: one per %s; averaged over: %s.</p>\n",
-                            r->n_rows, done, r->curve_axis >= 0 ? r->axes[r->curve_axis] : "(one per panel)",
-                            r->panel_keys.n > 1 ? "combination of the other axes" : "sweep",
-                            r->seed_axis >= 0 ? "seed" : "nothing (no seed axis)");
+             nb_buf_printf(b, "</h1>\n<p>%d runs, %d complete. Curves: ", r->n_rows, done) ||
+             (r->curve_axis >= 0 ? nbx_html(b, r->axes[r->curve_axis]) : nb_buf_printf(b, "(one per panel)")) ||
+             nb_buf_printf(b, "; panels: one per %s; averaged over: %s.</p>\n",
+                           r->panel_keys.n > 1 ? "combination of the other axes" : "sweep",
+                           r->seed_axis >= 0 ? "seed" : "nothing (no seed axis)");
     rc = rc || nb_buf_printf(b, "<h2>Validation loss</h2>\n<p class=\"note\">Mean over seeds at each evaluation.</p>\n") ||
          charts(b, r, cells, "val");
     rc = rc || gap_table(b, r, cells) || nbx_report_scale(b, r);
@@ -440,7 +447,21 @@ static void use_whole_split(report *r) {
         if (r->rows[i].done) r->rows[i].run.final_val_loss = r->rows[i].run.whole_split_loss;
 }
 
+/* The page goes to a file of its own: a name ending in .html (so that a slip cannot put it over the
+ * results.csv or summary.json it reads), and never in place of a link, a FIFO or a device. */
+static int check_out(const char *out_path) {
+    const size_t n = strlen(out_path);
+    const int html = (n > 5 && !strcasecmp(out_path + n - 5, ".html")) || (n > 4 && !strcasecmp(out_path + n - 4, ".htm"));
+    if (!html) return nb_fail("--out %s: expected a file name ending in .html (the page is HTML)", out_path);
+    struct stat st;
+    if (!lstat(out_path, &st) && !S_ISREG(st.st_mode))
+        return nb_fail("--out %s: exists and is not a regular file (a folder, a link, a FIFO or a device): not replaced",
+                       out_path);
+    return 0;
+}
+
 int nb_report_write(const char *dir, const char *out_path) {
+    if (check_out(out_path)) return -1;
     if (is_run_folder(dir)) return nbx_report_run(dir, out_path);
     report r;
     memset(&r, 0, sizeof r);

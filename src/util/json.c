@@ -304,11 +304,15 @@ int nb_json_read(const char *text, size_t len, nb_json *out, unsigned flags, nb_
     return 0;
 }
 
-int nb_json_parse(const char *text, size_t len, nb_json *out, const char *what) {
+static int parse_with(const char *text, size_t len, nb_json *out, const char *what, unsigned flags) {
     nb_json_error err;
-    if (!nb_json_read(text, len, out, 0, &err)) return 0;
+    if (!nb_json_read(text, len, out, flags, &err)) return 0;
     if (!err.line) return -1;   /* out of memory, said */
     return nb_fail("%s: invalid JSON at line %zu: %s", what ? what : "JSON", err.line, err.text);
+}
+
+int nb_json_parse(const char *text, size_t len, nb_json *out, const char *what) {
+    return parse_with(text, len, out, what, 0);
 }
 
 void nb_json_free(nb_json *v) {
@@ -330,11 +334,11 @@ const nb_json *nb_json_get(const nb_json *obj, const char *key) {
     return NULL;
 }
 
-int nb_json_read_file(const char *path, const char *what, nb_json *out) {
+int nb_json_read_file(const char *path, const char *what, unsigned flags, nb_json *out) {
     char *text;
     size_t n;
     if (nb_fs_read_file(path, &text, &n, what)) return -1;
-    int rc = nb_json_parse(text, n, out, path);
+    int rc = parse_with(text, n, out, path, flags);
     free(text);
     return rc ? -1 : 0;
 }

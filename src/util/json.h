@@ -36,9 +36,10 @@ struct nb_json {
 };
 /* Parses text (len bytes); what names the source in errors ("WHAT: invalid JSON at line N: why"). */
 int nb_json_parse(const char *text, size_t len, nb_json *out, const char *what);
-/* Reads the file at path (what: its role, for a read error, may be NULL) and parses it; a parse error
- * names the path. The reader of every JSON file a run or a checkpoint folder holds. */
-int nb_json_read_file(const char *path, const char *what, nb_json *out);
+/* Reads the file at path (what: its role, for a read error, may be NULL) and parses it with the reader's
+ * flags (NB_JSON_UNIQUE_KEYS, below); a parse error names the path. The reader of every JSON file a run or
+ * a checkpoint folder holds. */
+int nb_json_read_file(const char *path, const char *what, unsigned flags, nb_json *out);
 
 /* Where and why text is not valid JSON: line and column (bytes) from 1, and what was wrong. */
 typedef struct { size_t line, column; char text[96]; } nb_json_error;

@@ -196,7 +196,8 @@ int nb_sample(const nb_sample_options *o, nb_sample_result *r) {
         nb_fail("cannot encode the prompt with the tokenizer %s: %s", tok_path, nb_last_error());
     } else if ((ids[0] = (uint32_t)nb_tokenizer_eot(tok)), ++n_prompt + (size_t)o->tokens > (size_t)cfg.context) {
         r->refused = 1;  /* documents start after an end-of-text token, hence ids[0] */
-        nb_fail("%zu prompt tokens + --tokens %d exceed the model's context (%d)", n_prompt - 1, o->tokens, cfg.context);
+        nb_fail("the end-of-text token that starts a document + %zu prompt tokens + --tokens %d = %zu: more than the "
+                "model's context (%d)", n_prompt - 1, o->tokens, n_prompt + (size_t)o->tokens, cfg.context);
     } else if (nb_infer_memory_estimate(&cfg, 0, 0, (int)n_prompt + o->tokens, &mem) ||
                (o->memory_check && nb_memory_check(&mem, "--no-memory-check"))) {
         ;

@@ -7,12 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
+#include <strings.h>
 #include "train/settings/config_yaml.h"
 #include "util/error.h"
 
+/* .yaml or .yml, in any case (a file saved as CONFIG.YAML is YAML too) */
 static int is_yaml_name(const char *name) {
     const size_t n = strlen(name);
-    return (n > 5 && !strcmp(name + n - 5, ".yaml")) || (n > 4 && !strcmp(name + n - 4, ".yml"));
+    return (n > 5 && !strcasecmp(name + n - 5, ".yaml")) || (n > 4 && !strcasecmp(name + n - 4, ".yml"));
 }
 
 int train_config_is_yaml(const char *path) { return is_yaml_name(path); }
