@@ -232,7 +232,7 @@ static void warn_unused(const train_args *t, const nb_train_options *o) {
         int unused;
         const char *why;
     } rows[] = {
-        {"--ef", undelayed && o->delay.ef, "with no delay does nothing (it corrects delayed steps only)"},
+        {"--ef", undelayed, "with no delay does nothing (it corrects delayed steps only)"},
         {"--taylor", undelayed, "with no delay does nothing (it compensates delayed gradients only)"},
         {"--chunks", o->pipeline != NB_PIPE_INTERLEAVED, "does nothing here: only --pipeline interleaved has chunks"},
         {"--threads-per-stage", o->pipeline < 0,
@@ -242,7 +242,7 @@ static void warn_unused(const train_args *t, const nb_train_options *o) {
         {"--warmup", o->schedule.warmup > updates, "is longer than the run's updates: the rate never reaches its peak"},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        if (rows[i].unused && (given(t, rows[i].flag) || !strcmp(rows[i].flag, "--ef")))  /* --ef: set only when given */
+        if (rows[i].unused && given(t, rows[i].flag))
             fprintf(stderr, "nobubble train: warning: %s %s\n", rows[i].flag, rows[i].why);
     /* An optimizer's own hyperparameters given to another (--eps and the --aux-* go to the auxiliary AdamW
      * of any tensor a rule leaves to it, so they are not judged here; --nesterov's row is --no-nesterov's too). */
