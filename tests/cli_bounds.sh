@@ -132,7 +132,7 @@ expect_error "eval --batch 0" "eval: --batch 0: out of range" nb eval --checkpoi
 # counted twice; the loss is the whole split's and the tokens reported are the distinct ones
 nb eval --checkpoint "$ck" --data "$work/data" --batch 2 --batches 4096 --json > "$work/all.json" 2> "$work/all.err" \
   || fail "eval --batches past the split: $(cat "$work/all.err")"
-held=$(sed -n 's/.*hold \([0-9]*\) batches of this shape: evaluating those.*/\1/p' "$work/all.err")
+held=$(sed -n 's/.*note: --batches 4096: .* hold \([0-9]*\) batches of 2 x 16 tokens: evaluating those.*/\1/p' "$work/all.err")
 if [ -n "$held" ] && [ "$held" -lt 4096 ]; then
   ok
   nb eval --checkpoint "$ck" --data "$work/data" --batch 2 --batches "$held" --json > "$work/held.json" 2>/dev/null

@@ -11,6 +11,7 @@
 #include "nobubble/data.h"
 #include "nobubble/model.h"
 #include "nobubble/train.h"
+#include "train/run/run.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -19,17 +20,6 @@ void nb_eval_defaults(nb_eval_options *o) {
     o->batch = 8;
     o->batches = 8;
     o->memory_check = 1;
-}
-
-/* An evaluation reads each window of the validation shards once: more batches than they hold (a small
- * split) would count their first windows again, a loss over fewer distinct tokens than it reports. So
- * --batches is cut to what they hold, said on stderr. */
-static int fit_batches(const nb_loader *l, int batches, const char *pattern) {
-    const size_t held = nb_loader_batches_per_epoch(l);
-    if ((size_t)batches <= held) return batches;
-    fprintf(stderr, "note: --batches %d: the validation shards %s hold %zu batches of this shape: evaluating those "
-            "%zu (each window once)\n", batches, pattern, held, held);
-    return (int)held;
 }
 
 int nb_eval(const nb_eval_options *o, nb_eval_result *r) {
@@ -68,7 +58,7 @@ int nb_eval(const nb_eval_options *o, nb_eval_result *r) {
     else if (nb_model_create(&m, &cfg, 1, NULL, be)) ;
     else if ((made = 1), nb_import_hf(&m, o->checkpoint) || nb_loader_open(&loader, val, B, T, cfg.vocab_size, 0, 0, 1) ||
              !(acts = nb_acts_create(&m.stages[0], B, T)) ||
-             nb_evaluate(&m, acts, loader, (batches = fit_batches(loader, o->batches, val)), inputs, targets, &loss)) ;
+             nb_evaluate(&m, acts, loader, (batches = train_eval_batches(loader, o->batches, B, T, "--batches", val, 1)), inputs, targets, &loss)) ;
     else if (!isfinite(loss))  /* weights that diverged: a number, but no answer */
         nb_fail("%s: the validation loss is %g: the model's weights or outputs are not finite", o->checkpoint, loss);
     else {

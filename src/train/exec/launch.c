@@ -502,22 +502,15 @@ static int check_before_building(const nb_train_options *o, nb_memory_estimate *
     return 0;
 }
 
-/* Each evaluation reads every window of the validation shards at most once: --eval-batches beyond what
- * they hold (a small split) would count their first windows again, a loss over fewer distinct tokens than
- * it reports. It is cut to what they hold, said on stderr; summary.json and train_config.json record the
- * number used. */
+/* --eval-batches as each evaluation reads it (train_eval_batches: every window at most once), before the
+ * stages are made; summary.json and train_config.json record the number used. */
 static int fit_eval_batches(nb_train_options *o, int T) {
     if (!o->val_pattern) return 0;
     nb_loader *l;
     if (nb_loader_open(&l, o->val_pattern, o->batch, T, o->model.vocab_size, 0, 0, 1)) return -1;
-    const size_t held = nb_loader_batches_per_epoch(l);
+    o->eval_batches = train_eval_batches(l, o->eval_batches, o->batch, T, "--eval-batches", o->val_pattern,
+                                         reporting_process(o));
     nb_loader_free(l);
-    if ((size_t)o->eval_batches <= held) return 0;
-    if (reporting_process(o))
-        fprintf(stderr, "nobubble train: note: --eval-batches %d: the validation shards %s hold %zu batches of %d x %d "
-                "tokens: each evaluation reads those %zu (every window once)\n", o->eval_batches, o->val_pattern, held,
-                o->batch, T, held);
-    o->eval_batches = (int)held;
     return 0;
 }
 

@@ -4,10 +4,15 @@
 #ifndef NB_TRAIN_RUN_RUN_H
 #define NB_TRAIN_RUN_RUN_H
 #include <stdio.h>
+#include "nobubble/data.h"
 #include "nobubble/train.h"
 #include "util/fs.h"
 
 int train_check_options(const nb_train_options *o, int T);
+/* The batches an evaluation of `asked` reads from the validation loader l (B x T windows of pattern): at
+ * most what l holds, so that every window counts once (more would count its first windows again, a loss
+ * over fewer distinct tokens than it reports). A cut is said on stderr when say, naming flag. */
+int train_eval_batches(const nb_loader *l, int asked, int B, int T, const char *flag, const char *pattern, int say);
 /* --data-parallel (docs/data-parallel.md): whether the replicas are MPI ranks (D > 1 on an MPI pipeline; else
  * one process computes their groups in turn); the micro-batches per step of a process's schedule (the
  * step's, or one replica's share where the replicas are ranks; 1 under --pipeline pipedream); the schedule's

@@ -107,6 +107,15 @@ void train_prune_checkpoints(const nb_train_options *o, int saved_step, int ever
     }
 }
 
+int train_eval_batches(const nb_loader *l, int asked, int B, int T, const char *flag, const char *pattern, int say) {
+    const size_t held = nb_loader_batches_per_epoch(l);
+    if ((size_t)asked <= held) return asked;
+    if (say)
+        fprintf(stderr, "note: %s %d: the validation shards %s hold %zu batches of %d x %d tokens: evaluating those %zu "
+                "(each window once)\n", flag, asked, pattern, held, B, T, held);
+    return (int)held;
+}
+
 int train_replicas_are_ranks(const nb_train_options *o) {
     return o->data_parallel > 1 && o->pipeline >= 0 && o->transport == NB_TRANSPORT_MPI;
 }
