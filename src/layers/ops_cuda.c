@@ -1,7 +1,7 @@
 /* The layers on the GPU's memory (ops.h's table for the CUDA backend's device memory mode,
  * nb_cuda_open_device_memory): each entry launches the kernel of its name (src/backend/cuda/kernels.h) on
  * the backend's stream; a failed launch is recorded in the backend and reported by its check, as a
- * product's failure is. Built only with -DNB_CUDA=ON. Not yet run on a GPU (docs/gpu.md). */
+ * product's failure is. Built only with -DNB_CUDA=ON. Checked on an H100 (docs/gpu.md). */
 #ifdef NB_HAVE_CUDA
 #include <math.h>
 #include <cuda_runtime.h>

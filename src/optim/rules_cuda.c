@@ -2,7 +2,7 @@
  * AdamW (the auxiliary rule too), Lion, Adan and MARS as their kernels; Muon and NorMuon as kernels around
  * Newton-Schulz's cuBLAS products (one matrix after another: they share the backend's scratch)
  * (src/backend/cuda/kernels.h, checked on an H200 against these rules' CPU code), queued on the backend's
- * stream. Built only with -DNB_CUDA=ON; not yet run on a GPU in this form (docs/gpu.md). */
+ * stream. Built only with -DNB_CUDA=ON; checked on an H100 in this form (docs/gpu.md). */
 #ifdef NB_HAVE_CUDA
 #include <cuda_runtime.h>
 #include "backend/cuda.h"

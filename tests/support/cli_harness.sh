@@ -1,8 +1,16 @@
 # Sourced by the tests/cli_*.sh scripts: a scratch folder $work (removed at exit), pass/fail
 # counters and the checks they share; `finish` prints the closing "N passed, N failed" line
 # and gives the exit status.
+# NB_TEST_KEEP=DIR: $work's logs and JSON (not its weights) are copied into DIR before it is removed (a GPU
+# machine's lease ends with the call; tools/device/check.sh).
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+keep_work() {
+  [ -n "${NB_TEST_KEEP:-}" ] || return 0
+  mkdir -p "$NB_TEST_KEEP/$(basename "$work")" &&
+    (cd "$work" && find . -type f \( -name '*.log' -o -name '*.json' -o -name '*.jsonl' \) -print0 |
+      xargs -0 -r cp --parents -t "$NB_TEST_KEEP/$(basename "$work")")
+}
+trap 'keep_work; rm -rf "$work"' EXIT
 passed=0; failed=0
 ok()   { passed=$((passed + 1)); }
 fail() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }

@@ -19,6 +19,11 @@
 #      bf16 peak (989 TFLOP/s; PEAK_GFLOPS to change it), in fp32 and bf16;
 #   4. PyTorch on the same models and shapes where this machine's python has torch with CUDA
 #      (tools/bench/torch_bench.py --device cuda: torch.compile + bf16 autocast, eager bf16, compile fp32).
+#   5. a profile: each kernel's share of the GPU's time in one step of PROFILE_MODEL (smollm-135m) at batch 1,
+#      T = 2048, bf16 (ncu's per-kernel summary, added up by tools/device/ncu_summary.py), where ncu is there.
+# To fit a shorter lease: PARTS (which of machine, tests, bench, torch, profile run; all by default), MODELS (the
+# models of 3 and 4), BATCHES (the batches tried, largest first), TORCH_MODES (torch_bench's modes). A kernel test that fails is run again under compute-sanitizer (memcheck) where the
+# machine has it, to name the kernel that faults; NB_TEST_KEEP (a folder) keeps the CLI tests' scratch folders.
 set -uo pipefail
 pack=${1:-.gpu}
 results=${2:-device-check}
@@ -38,23 +43,35 @@ cublas=$(find /usr/local/cuda*/ /usr/lib /opt -name 'libcublas.so.13*' 2>/dev/nu
 export LD_LIBRARY_PATH=/tmp/nb-gpu/lib${cublas:+:$(dirname "$cublas")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 bin=$(cd "$pack/bin" && pwd)
 
-say "1. machine"
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  lscpu | grep -E '^(Model name|CPU\(s\)|Flags)' | cut -c1-400; echo "cuBLAS: ${cublas:-not found}"
+part() { [[ " ${PARTS:-machine tests bench torch profile} " == *" $1 "* ]]; }
+
+part machine && say "1. machine" && { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  lscpu | grep -E '^(Model name|CPU\(s\))'; echo "CPU flags: $(grep -o -w 'avx2\|avx512f\|avx512_bf16\|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+  echo "cuBLAS: ${cublas:-not found}"
   ldd "$bin/nobubble-core" "$bin/test_cuda" "$bin/test_cuda_kernels" | grep "not found"; } 2>&1 | tee -a "$log"
 
-say "2. tests"
-t() { local name=$1 limit=$2; shift 2; say "$name"; timeout "$limit" "$@" 2>&1 | tail -40 | tee -a "$log"; echo "rc=${PIPESTATUS[0]}" | tee -a "$log"; }
+# t NAME LIMIT COMMAND...: the whole output in $results/NAME.out (spaces as _), its last 40 lines in the log
+t() {
+  local name=$1 limit=$2; shift 2; say "$name"
+  timeout "$limit" "$@" > "$results/${name// /_}.out" 2>&1
+  local rc=$?
+  tail -40 "$results/${name// /_}.out" | tee -a "$log"; echo "rc=$rc" | tee -a "$log"
+}
+part tests && say "2. tests" && {
 t test_cuda 60 "$bin/test_cuda"
 t test_cuda_kernels 90 "$bin/test_cuda_kernels"
+if ! grep -q '^rc=0$' <(tail -1 "$log") && command -v compute-sanitizer > /dev/null; then
+  t "test_cuda_kernels under compute-sanitizer" 120 compute-sanitizer --tool memcheck --print-limit 20 "$bin/test_cuda_kernels"
+fi
 t cli_cuda.sh 60 bash tests/cli_cuda.sh "$bin/nobubble"
 t cli_cuda_device.sh 200 bash tests/cli_cuda_device.sh "$bin/nobubble"
+}
 
-say "3. benchmark: nobubble bench --device cuda, T = 2048, fraction of $peak GFLOP/s"
 models=${MODELS:-small medium smollm-135m smollm-360m}
 declare -A batch_of
+part bench && say "3. benchmark: nobubble bench --device cuda, T = 2048, fraction of $peak GFLOP/s" &&
 for m in $models; do
-  for b in 16 8 4 2 1; do
+  for b in ${BATCHES:-16 8 4 2 1}; do
     if timeout 60 "$bin/nobubble" bench --device cuda --models "$m" --threads 4 --seq 2048 --batch "$b" --steps 3 \
         --precisions bf16,fp32 \
         --peak-gflops "$peak" --no-memory-check --json > "$results/bench_$m.json" 2> "$results/bench_$m.err"; then
@@ -66,15 +83,23 @@ for m in $models; do
   done
 done
 
-say "4. PyTorch on the same GPU"
-if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2> /dev/null; then
+part torch && say "4. PyTorch on the same GPU" && if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2> /dev/null; then
   for m in $models; do
     [ -n "${batch_of[$m]:-}" ] || continue
     timeout 120 python3 tools/bench/torch_bench.py --device cuda --models "$m" --seq 2048 --batch "${batch_of[$m]}" \
-      --modes compile-bf16,eager-bf16,compile-fp32 --steps 5 --json > "$results/torch_$m.json" 2>> "$log"
+      --modes "${TORCH_MODES:-compile-bf16,eager-bf16,compile-fp32}" --steps 5 --json > "$results/torch_$m.json" 2>> "$log"
     echo "rc=$?" | tee -a "$log"; cat "$results/torch_$m.json" | tee -a "$log"
   done
 else
   echo "no torch with CUDA in this machine's python3: skipped" | tee -a "$log"
+fi
+if part profile && command -v ncu > /dev/null; then
+  pm=${PROFILE_MODEL:-smollm-135m}
+  say "5. profile: one step of $pm, batch 1, T = 2048, bf16 (each kernel's share of the GPU's time)"
+  timeout 240 ncu --metrics gpu__time_duration.sum --print-summary per-kernel --target-processes all "$bin/nobubble" \
+    bench --device cuda --models "$pm" --threads 4 --seq 2048 --batch 1 --steps 1 --precisions bf16 \
+    --no-memory-check > "$results/ncu_$pm.txt" 2>&1
+  echo "rc=$?" | tee -a "$log"
+  python3 tools/device/ncu_summary.py "$results/ncu_$pm.txt" 30 2>&1 | tee -a "$log"
 fi
 say "done"

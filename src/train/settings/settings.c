@@ -227,7 +227,7 @@ const nb_setting nb_settings[] = {
     /* Where the stages' memory is (docs/gpu.md). A checkpoint is the same files on every device, so a run
      * resumes on another. */
     {.name = "device", .flag = "--device", .type = NB_SET_STRING, NO_RANGE, .offset = AT(device), .metavar = "DEV",
-     .help = "where the stages' memory is: cpu, cuda (-DNB_CUDA=ON; not yet run on a GPU), or guarded (the CPU "
+     .help = "where the stages' memory is: cpu, cuda (-DNB_CUDA=ON builds; an NVIDIA GPU), or guarded (the CPU "
              "behind a device's boundary, for checks)",
      .resume = NB_RESUME_FREE, .summary_key = "run.device"},
 
