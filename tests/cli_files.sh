@@ -68,8 +68,10 @@ sed -i 's|"model-00001-of-00002.safetensors"|"../model-00001-of-00002.safetensor
 expect_error "an index naming a part outside its folder is refused" "part '../model-00001-of-00002.safetensors'" \
   "$bin" eval --checkpoint "$work/idx" --data "$work/data" --batches 1
 
-# ---- locks: a second run on a --save-dir or --out in use is refused, naming the first's pid
-"$bin" train "${small[@]}" --steps 1000000 --save-dir "$work/L" --save-every 100000 --out "$work/O" > /dev/null 2>&1 &
+# ---- locks: a second run on a --save-dir, --out or --export in use is refused, naming the first's pid (--export
+# is written only at the end: without its lock a second run's model there would be replaced unseen)
+"$bin" train "${small[@]}" --steps 1000000 --save-dir "$work/L" --save-every 100000 --out "$work/O" --export "$work/E" \
+  > /dev/null 2>&1 &
 pid=$!
 for _ in $(seq 1 600); do [ -s "$work/O/metrics.jsonl" ] && break; sleep 0.1; done
 expect_error "a second run on the same --save-dir" "--save-dir $work/L is in use by another nobubble run (pid $pid)" \
@@ -78,13 +80,18 @@ expect_error "a second run on the same --out" "--out $work/O is in use by anothe
   train --steps 2 --out "$work/O"
 expect_error "a second pipeline run on the same --out" "--out $work/O is in use by another nobubble run (pid $pid)" \
   train --steps 2 "${pipe2[@]}" --out "$work/O"
+expect_error "a second run on the same --export" "--export $work/E is in use by another nobubble run (pid $pid)" \
+  train --steps 2 --export "$work/E"
+check "the refused run wrote no model into the first's --export" test ! -e "$work/E/model.safetensors"
 kill -0 $pid 2>/dev/null && ok || fail "the first run went on meanwhile"
 kill -9 $pid 2>/dev/null
 wait $pid 2>/dev/null
 # (its metrics.jsonl stays: a new run there needs --force, or --resume)
-train --steps 2 --save-dir "$work/L" --out "$work/O" --force > "$work/L.log" 2>&1 && ok \
+train --steps 2 --save-dir "$work/L" --out "$work/O" --export "$work/E" --force > "$work/L.log" 2>&1 && ok \
   || fail "a run after one killed by kill -9 (its lock file left): $(cat "$work/L.log")"
-check "a run that ended leaves no lock file" test ! -e "$work/L/.nobubble.lock" -a ! -e "$work/O/.nobubble.lock"
+check "a run that ended leaves no lock file" test ! -e "$work/L/.nobubble.lock" -a ! -e "$work/O/.nobubble.lock" \
+  -a ! -e "$work/E/.nobubble.lock"
+check "... and its export" test -s "$work/E/model.safetensors"
 train --steps 2 "${pipe2[@]}" --save-dir "$work/same" --out "$work/same" > "$work/same.log" 2>&1 && ok \
   || fail "--out and --save-dir one folder: $(cat "$work/same.log")"
 
@@ -139,8 +146,9 @@ check "--force with bad data: the earlier run's files all stay" bash -c "cd '$wo
 # a refused run leaves no folder it made (nor their parents it made), and none of an existing folder's files go
 expect_error "a refused run (bad data) with new folders" "truncated" \
   "$bin" train --train "$work/bad.bin" --set n_layers=2 --set context=16 --batch 2 --quiet --steps 2 \
-  --out "$work/new/a/b" --save-dir "$work/newsave"
-check "the refused run left none of the folders it made" test ! -e "$work/new" -a ! -e "$work/newsave"
+  --out "$work/new/a/b" --save-dir "$work/newsave" --export "$work/newexport/hf"
+check "the refused run left none of the folders it made" test ! -e "$work/new" -a ! -e "$work/newsave" \
+  -a ! -e "$work/newexport"
 expect_error "a refused run (a vocabulary smaller than the data's)" "vocabulary size 10" \
   train --steps 2 --set vocab_size=10 --out "$work/F/inner"
 check "... removed its --out inside an existing folder, and nothing else" \

@@ -62,15 +62,18 @@ void train_weights_proven(const nb_train_options *o, int version, int *proven);
 /* Whether the validation loss is measured after step `step` (when there is validation data): at the
  * end, every --eval-every steps, and with --keep at every periodic checkpoint, whose proof it is. */
 int train_evaluates(const nb_train_options *o, int step, int last);
-/* The folders a run writes: their locks (locks[0] --save-dir, locks[1] --out) and, for each, its path and
- * the highest folder of that path the run created (made[i], NULL where the path existed). */
+/* The folders a run writes: their locks (locks[0] --save-dir, locks[1] --out, locks[2] --export) and, for
+ * each, its path and the highest folder of that path the run created (made[i], NULL where the path existed). */
+enum { TRAIN_FOLDERS = 3 };
 typedef struct {
-    nb_fs_lock locks[2];
-    char *paths[2], *made[2];
+    nb_fs_lock locks[TRAIN_FOLDERS];
+    char *paths[TRAIN_FOLDERS], *made[TRAIN_FOLDERS];
 } train_folders;
 void train_folders_init(train_folders *f);
-/* Creates the folders the run writes (--save-dir, --out) and takes their locks (.nobubble.lock, held for
- * the run's life; nb_fs_lock_dir): a second run naming either folder is refused. Then checks them again
+/* Creates the folders the run writes (--save-dir, --out, --export) and takes their locks (.nobubble.lock,
+ * held for the run's life; nb_fs_lock_dir): a second run naming any of them is refused (--export is written
+ * only at the end, so without its lock another run could write a model there in between, and this run's
+ * export would replace it unseen). Then checks them again
  * (nb_train_check_folders, and under --resume that --out holds nothing or the run it continues), removing
  * nothing yet. train_unlock_run releases the locks (safe on a failed or absent lock); after a run that
  * failed (failed != 0) it removes the folders this run created where they are still empty, so that a

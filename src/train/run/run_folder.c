@@ -229,9 +229,10 @@ int train_claim_folders(const nb_train_options *o) { return check_folders(o, FOL
 
 /* ------------------------------------------------------------------ the run's hold on its folders */
 void train_folders_init(train_folders *f) {
-    nb_fs_lock_init(&f->locks[0]);
-    nb_fs_lock_init(&f->locks[1]);
-    f->paths[0] = f->paths[1] = f->made[0] = f->made[1] = NULL;
+    for (int i = 0; i < TRAIN_FOLDERS; i++) {
+        nb_fs_lock_init(&f->locks[i]);
+        f->paths[i] = f->made[i] = NULL;
+    }
 }
 
 /* path without its trailing slashes (malloc'ed; "/" stays "/"), NULL when out of memory. */
@@ -286,15 +287,17 @@ int train_lock_run(const nb_train_options *o, train_folders *f) {
     if (o->save_dir) train_state_clean_leftovers(o->save_dir);
     if (o->out_dir && (make_folder(o->out_dir, "--out", &f->paths[1], &f->made[1]) || nb_fs_lock_dir(&f->locks[1], o->out_dir, "--out")))
         return -1;
+    if (o->export_dir && (make_folder(o->export_dir, "--export", &f->paths[2], &f->made[2]) ||
+                          nb_fs_lock_dir(&f->locks[2], o->export_dir, "--export")))
+        return -1;
     return train_check_held_folders(o);
 }
 
 void train_unlock_run(train_folders *f, int failed) {
-    nb_fs_unlock(&f->locks[1]);
-    nb_fs_unlock(&f->locks[0]);
-    /* The lock files are gone: a folder this run made and never wrote into is empty again. --out first: it
-     * may lie inside --save-dir. */
-    for (int i = 1; i >= 0; i--) {
+    for (int i = TRAIN_FOLDERS - 1; i >= 0; i--) nb_fs_unlock(&f->locks[i]);
+    /* The lock files are gone: a folder this run made and never wrote into is empty again. --export first,
+     * then --out: each may lie inside the next (hf/ in --out, --out in --save-dir). */
+    for (int i = TRAIN_FOLDERS - 1; i >= 0; i--) {
         if (failed && f->made[i] && f->paths[i]) remove_made(f->paths[i], f->made[i]);
         free(f->made[i]);
         free(f->paths[i]);
