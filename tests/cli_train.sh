@@ -108,6 +108,15 @@ done
   --steps 2 --pipeline interleaved --stages 2 --microbatches 2 --chunks 2 --threads-per-stage 1 --quiet > /dev/null 2>> "$work/warn.log" \
   && ! grep -q "warning: --\(ef\|taylor\|chunks\|threads-per-stage\|warmup\)" "$work/warn.log" && ok \
   || fail "flags in use are not said to be unused: $(cat "$work/warn.log")"
+# a run whose every update has rate 0 (cosine ends at --lr-min on its last update: one update is that one) is said
+# to train nothing; a run with an update above 0 is not
+"$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 --steps 1 --quiet > /dev/null 2> "$work/warn.log"
+grep -q "warning: every update of this run has learning rate 0 (--schedule cosine ends at --lr-min 0" "$work/warn.log" \
+  && ok || fail "--steps 1 under cosine warns: $(cat "$work/warn.log")"
+for f in "--steps 1 --schedule constant" "--steps 1 --warmup 1" "--steps 2" "--steps 1 --lr-min 1e-5"; do
+  "$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 $f --quiet > /dev/null 2> "$work/warn.log"
+  ! grep -q "learning rate 0" "$work/warn.log" && ok || fail "$f: said to have rate 0: $(cat "$work/warn.log")"
+done
 
 # An optimizer's hyperparameter given to another rule is said to do nothing, and that is checked against what
 # the run does: said <=> the weights after 5 steps are the default run's bit for bit (--nesterov: said <=>
