@@ -1015,6 +1015,11 @@ static void attention_name(char *what, size_t size, const att_case *c, const cha
     snprintf(what, size, "attention %s B%d T%d H%d/%d hd%d%s", part, c->B, c->T, c->H, c->Hkv, c->hd,
              c->bf16 ? " bf16" : "");
 }
+/* ... with " (tensor cores)" where the tensor-core kernels (attention_mma.cu) made it. */
+static void attention_name_of(char *what, size_t size, const att_case *c, const char *part, int tensor) {
+    attention_name(what, size, c, part);
+    if (tensor) snprintf(what + strlen(what), size - strlen(what), " (tensor cores)");
+}
 
 static double attention_cpu_bound(const att_case *c) { return c->bf16 ? 0x1p-6 : 256 * U; }
 static double attention_gpu_bound(const att_case *c, double cpu_err) {
@@ -1038,7 +1043,10 @@ static void check_attention_cpu(const att_case *c) {
 
 /* The GPU's forward and backward (forward's out and lse feed its backward), twice: the same bits, and each
  * output within attention_gpu_bound of the reference. */
-static void check_attention_gpu(const att_case *c) {
+/* tensor: the tensor-core kernels (attention_mma.cu: bf16, head_dim a multiple of 16 up to 128), under the same
+ * bound; their operands are the same bf16 values as the CUDA-core kernels' and the CPU's, only the sums' order
+ * differs. */
+static void check_attention_gpu(const att_case *c, int tensor) {
     att_data a = attention_data(c);
     double cpu[3], gpu[3];
     char what[96];
@@ -1057,15 +1065,23 @@ static void check_attention_gpu(const att_case *c) {
         out[run] = alloc(sizeof(float) * a.nout), lse[run] = alloc(sizeof(float) * a.nlse);
         dqkv[run] = alloc(sizeof(float) * a.nqkv), out16[run] = alloc(sizeof(nb_bf16) * a.nout);
         CU(cudaMemset(d_out, 0xff, sizeof(float) * a.nout)), CU(cudaMemset(d_dqkv, 0xff, sizeof(float) * a.nqkv));
-        ran(nbk_attention_forward(d_out, d_out16, d_lse, d_qkv, c->B, c->T, c->H, c->Hkv, c->hd, c->bf16, 0),
-            "attention_forward");
-        ran(nbk_attention_backward(d_dqkv, d_dout, d_out, d_lse, d_qkv, c->B, c->T, c->H, c->Hkv, c->hd, c->bf16,
-                                   d_delta, 0),
-            "attention_backward");
+        if (tensor) {
+            ran(nbk_attention_forward_mma(d_out, d_out16, d_lse, d_qkv, c->B, c->T, c->H, c->Hkv, c->hd, c->bf16, 0),
+                "attention_forward (tensor cores)");
+            ran(nbk_attention_backward_mma(d_dqkv, d_dout, d_out, d_lse, d_qkv, c->B, c->T, c->H, c->Hkv, c->hd,
+                                           c->bf16, d_delta, 0),
+                "attention_backward (tensor cores)");
+        } else {
+            ran(nbk_attention_forward(d_out, d_out16, d_lse, d_qkv, c->B, c->T, c->H, c->Hkv, c->hd, c->bf16, 0),
+                "attention_forward");
+            ran(nbk_attention_backward(d_dqkv, d_dout, d_out, d_lse, d_qkv, c->B, c->T, c->H, c->Hkv, c->hd, c->bf16,
+                                       d_delta, 0),
+                "attention_backward");
+        }
         get(out[run], d_out, sizeof(float) * a.nout), get(lse[run], d_lse, sizeof(float) * a.nlse);
         get(dqkv[run], d_dqkv, sizeof(float) * a.nqkv), get(out16[run], d_out16, sizeof(nb_bf16) * a.nout);
     }
-    attention_name(what, sizeof what, c, "");
+    attention_name_of(what, sizeof what, c, "", tensor);
     same_bits(what, out[0], out[1], sizeof(float) * a.nout, sizeof(float));
     same_bits(what, lse[0], lse[1], sizeof(float) * a.nlse, sizeof(float));
     same_bits(what, dqkv[0], dqkv[1], sizeof(float) * a.nqkv, sizeof(float));
@@ -1074,7 +1090,7 @@ static void check_attention_gpu(const att_case *c) {
     CHECK(cast_ok == a.nout, "%s: out16 is not out cast to bf16 (%zu of %zu values)", what, cast_ok, a.nout);
     attention_errors(c, &a, out[0], lse[0], dqkv[0], gpu);
     for (int k = 0; k < 3; k++) {
-        attention_name(what, sizeof what, c, att_outputs[k]);
+        attention_name_of(what, sizeof what, c, att_outputs[k], tensor);
         const double bound = attention_gpu_bound(c, cpu[k]);
         CHECK(gpu[k] <= bound, "%s: the GPU's relative error %.3g > %.3g (4 x the CPU's %.3g + the floor)", what,
               gpu[k], bound, cpu[k]);
@@ -1100,6 +1116,17 @@ static void check_attention_refusals(void) {
     CHECK(nbk_attention_backward(NULL, NULL, NULL, NULL, NULL, 1, 8, 1, 1, 258, 0, NULL, 0) == -1 &&
               strstr(nb_last_error(), "head_dim 258"),
           "head_dim above 256 is refused: %s", nb_last_error());
+    /* the tensor-core kernels: bf16 and head_dim a multiple of 16 up to 128, nothing else */
+    CHECK(nbk_attention_mma_supports(64, 1) && nbk_attention_mma_supports(128, 1) && !nbk_attention_mma_supports(64, 0) &&
+              !nbk_attention_mma_supports(26, 1) && !nbk_attention_mma_supports(144, 1) &&
+              !nbk_attention_mma_supports(0, 1),
+          "nbk_attention_mma_supports: bf16 with head_dim 16, 32, ..., 128 only");
+    CHECK(nbk_attention_forward_mma(NULL, NULL, NULL, NULL, 1, 8, 4, 4, 64, 0, 0) == -1 &&
+              strstr(nb_last_error(), "tensor cores") && strstr(nb_last_error(), "fp32"),
+          "fp32 on the tensor-core kernels is refused, naming it: %s", nb_last_error());
+    CHECK(nbk_attention_backward_mma(NULL, NULL, NULL, NULL, NULL, 1, 8, 1, 1, 26, 1, NULL, 0) == -1 &&
+              strstr(nb_last_error(), "head_dim 26"),
+          "head_dim 26 on the tensor-core kernels is refused: %s", nb_last_error());
 }
 
 /* ---- A stage in the GPU's memory ----
@@ -1267,7 +1294,10 @@ int main(void) {
     check_device_rules();
     check_delay_apply();
     check_arithmetic();
-    for (int i = 0; i < N_ATT_CASES; i++) check_attention_gpu(&att_cases[i]);
+    for (int i = 0; i < N_ATT_CASES; i++) {
+        check_attention_gpu(&att_cases[i], 0);
+        if (nbk_attention_mma_supports(att_cases[i].hd, att_cases[i].bf16)) check_attention_gpu(&att_cases[i], 1);
+    }
     for (int gain = 0; gain < 2; gain++) check_rule(ADAMW, gain ? NB_GROUP_GAIN : NB_GROUP_MATRIX, 1.0f);
     check_rule(LION, NB_GROUP_MATRIX, 1.0f);
     check_rule(ADAN, NB_GROUP_MATRIX, 1.0f);

@@ -17,4 +17,6 @@ int nb_cuda_open_device_memory(nb_backend **out);
 void *nb_cuda_stream(const nb_backend *b);
 void nb_cuda_keep_failure(const nb_backend *b);
 void *nb_cuda_scratch(const nb_backend *b, size_t bytes);
+/* Whether attention runs on the tensor cores where it can (NB_CUDA_ATTENTION=tensor when the backend opened). */
+int nb_cuda_attention_tensor(const nb_backend *b);
 #endif

@@ -47,14 +47,23 @@ static void g_rope_backward(const nb_backend *be, float *dx, int B, int T, int s
                             const float *cos_t, const float *sin_t) {
     done(be, nbk_rope_backward(dx, B, T, stride, n_rot, hd, cos_t, sin_t, stream_of(be)));
 }
+/* Attention on the tensor cores where the backend was asked to (NB_CUDA_ATTENTION=tensor) and the shape allows. */
+static int tensor_attention(const nb_backend *be, int hd, int bf16) {
+    return nb_cuda_attention_tensor(be) && nbk_attention_mma_supports(hd, bf16);
+}
 static int g_attention_forward(const nb_backend *be, float *out, nb_bf16 *out16, float *lse, const float *qkv, int B,
                                int T, int H, int Hkv, int hd, int bf16) {
+    if (tensor_attention(be, hd, bf16))
+        return nbk_attention_forward_mma(out, out16, lse, qkv, B, T, H, Hkv, hd, bf16, stream_of(be)) ? -1 : 0;
     return nbk_attention_forward(out, out16, lse, qkv, B, T, H, Hkv, hd, bf16, stream_of(be)) ? -1 : 0;
 }
 static int g_attention_backward(const nb_backend *be, float *dqkv, const float *dout, const float *out,
                                 const float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd, int bf16) {
     float *delta = nb_cuda_scratch(be, sizeof(float) * nbk_attention_scratch_floats(B, T, H));
     if (!delta) return -1;
+    if (tensor_attention(be, hd, bf16))
+        return nbk_attention_backward_mma(dqkv, dout, out, lse, qkv, B, T, H, Hkv, hd, bf16, delta, stream_of(be)) ? -1
+                                                                                                                     : 0;
     return nbk_attention_backward(dqkv, dout, out, lse, qkv, B, T, H, Hkv, hd, bf16, delta, stream_of(be)) ? -1 : 0;
 }
 static void g_swiglu_forward(const nb_backend *be, float *h, const float *gu, int N, int F) {

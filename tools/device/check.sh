@@ -19,9 +19,11 @@
 #      bf16 peak (989 TFLOP/s; PEAK_GFLOPS to change it), in fp32 and bf16;
 #   4. PyTorch on the same models and shapes where this machine's python has torch with CUDA
 #      (tools/bench/torch_bench.py --device cuda: torch.compile + bf16 autocast, eager bf16, compile fp32).
+#   3b. the same benchmark in bf16 with attention on the tensor cores (NB_CUDA_ATTENTION=tensor, attention_mma.cu:
+#      opt-in until it has passed here);
 #   5. a profile: each kernel's share of the GPU's time in one step of PROFILE_MODEL (smollm-135m) at batch 1,
 #      T = 2048, bf16 (ncu's per-kernel summary, added up by tools/device/ncu_summary.py), where ncu is there.
-# To fit a shorter lease: PARTS (which of machine, tests, bench, torch, profile run; all by default), MODELS (the
+# To fit a shorter lease: PARTS (which of machine, tests, bench, tensor, torch, profile run; all by default), MODELS (the
 # models of 3 and 4), BATCHES (the batches tried, largest first), TORCH_MODES (torch_bench's modes). A kernel test that fails is run again under compute-sanitizer (memcheck) where the
 # machine has it, to name the kernel that faults; NB_TEST_KEEP (a folder) keeps the CLI tests' scratch folders.
 set -uo pipefail
@@ -43,7 +45,7 @@ cublas=$(find /usr/local/cuda*/ /usr/lib /opt -name 'libcublas.so.13*' 2>/dev/nu
 export LD_LIBRARY_PATH=/tmp/nb-gpu/lib${cublas:+:$(dirname "$cublas")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 bin=$(cd "$pack/bin" && pwd)
 
-part() { [[ " ${PARTS:-machine tests bench torch profile} " == *" $1 "* ]]; }
+part() { [[ " ${PARTS:-machine tests bench tensor torch profile} " == *" $1 "* ]]; }
 
 part machine && say "1. machine" && { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   lscpu | grep -E '^(Model name|CPU\(s\))'; echo "CPU flags: $(grep -o -w 'avx2\|avx512f\|avx512_bf16\|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
@@ -81,6 +83,16 @@ for m in $models; do
     fi
     echo "$m at batch $b: $(tail -1 "$results/bench_$m.err")" | tee -a "$log"
   done
+done
+
+part tensor && say "3b. the same bench in bf16 with attention on the tensor cores (NB_CUDA_ATTENTION=tensor)" &&
+for m in $models; do
+  [ -n "${batch_of[$m]:-}" ] || continue
+  NB_CUDA_ATTENTION=tensor timeout 60 "$bin/nobubble" bench --device cuda --models "$m" --threads 4 --seq 2048 \
+    --batch "${batch_of[$m]}" --steps 3 --precisions bf16 --peak-gflops "$peak" --no-memory-check --json \
+    > "$results/bench_tensor_$m.json" 2> "$results/bench_tensor_$m.err" &&
+    grep -o '"model": [^}]*' "$results/bench_tensor_$m.json" | tee -a "$log" ||
+    echo "$m with tensor-core attention: $(tail -1 "$results/bench_tensor_$m.err")" | tee -a "$log"
 done
 
 part torch && say "4. PyTorch on the same GPU" && if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2> /dev/null; then

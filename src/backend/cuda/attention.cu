@@ -283,13 +283,18 @@ int nbk_attention_forward(float *out, nb_bf16 *out16, float *lse, const float *q
 
 size_t nbk_attention_scratch_floats(int B, int T, int H) { return (size_t)B * T * H; }
 
+int nbk_attention_delta(float *delta, const float *dout, const float *out, int B, int T, int H, int hd,
+                        cudaStream_t stream) {
+    const size_t rows = (size_t)B * H * T;
+    delta_k<<<(unsigned)((rows + 255) / 256), 256, 0, stream>>>(delta, dout, out, B, T, H, hd);
+    return launched("attention_backward (D = dO . O)");
+}
+
 int nbk_attention_backward(float *dqkv, const float *dout, const float *out, const float *lse, const float *qkv, int B,
                            int T, int H, int Hkv, int hd, int bf16, float *delta, cudaStream_t stream) {
     if (!valid_shape(B, T, H, Hkv, hd)) return bad_shape("attention_backward", B, T, H, Hkv, hd);
     const shape s = {T, H, Hkv, hd, bf16 != 0, 1.0f / sqrtf((float)hd)};
-    const size_t rows = (size_t)B * H * T;
-    delta_k<<<(unsigned)((rows + 255) / 256), 256, 0, stream>>>(delta, dout, out, B, T, H, hd);
-    if (launched("attention_backward (D = dO . O)")) return -1;
+    if (nbk_attention_delta(delta, dout, out, B, T, H, hd, stream)) return -1;
     if (launch<pick_dq>("attention_backward (dQ)", T, H, B, hd, (size_t)2 * TILE * hd, stream, dqkv, dout, lse,
                         (const float *)delta, qkv, s))
         return -1;

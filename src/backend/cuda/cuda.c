@@ -47,6 +47,7 @@ typedef struct {
     nb_failure failure;
     char label[400];
     int device_memory;                 /* 1: the device memory mode (nb_cuda_open_device_memory) */
+    int attention_tensor;              /* 1: attention on the tensor cores where it can (NB_CUDA_ATTENTION=tensor) */
 } cuda_state;
 
 static cuda_state *state_of(const nb_backend *b) { return b->impl; }
@@ -441,6 +442,20 @@ static int start_device(cuda_state *s) {
     return 0;
 }
 
+/* NB_CUDA_ATTENTION: "tensor" runs bf16 attention on the tensor cores (attention_mma.cu, where the head's size
+ * allows), "cores" or unset the CUDA-core kernels (attention.cu). An environment variable rather than a setting
+ * while the tensor-core kernels have not run on a GPU (docs/gpu.md): a choice for checking them, not yet one a
+ * run records. */
+static int attention_choice(int *tensor) {
+    const char *v = getenv("NB_CUDA_ATTENTION");
+    *tensor = v && !strcmp(v, "tensor");
+    if (v && *v && !*tensor && strcmp(v, "cores"))
+        return nb_fail("NB_CUDA_ATTENTION='%s': expected 'tensor' (bf16 attention on the tensor cores) or 'cores'", v);
+    return 0;
+}
+
+int nb_cuda_attention_tensor(const nb_backend *b) { return state_of(b)->attention_tensor; }
+
 static int open_cuda(const char *spec, int device_memory, nb_backend **out) {
     *out = NULL;
     nb_backend *b = nb_calloc(1, sizeof *b, "a backend");
@@ -452,7 +467,7 @@ static int open_cuda(const char *spec, int device_memory, nb_backend **out) {
     pthread_mutex_init(&s->lock, NULL);
     nb_failure_init(&s->failure);
     s->device_memory = device_memory;
-    if (start_device(s)) {
+    if (attention_choice(&s->attention_tensor) || start_device(s)) {
         release(s);
         free(b);
         return -1;

@@ -119,6 +119,17 @@ int nbk_attention_forward(float *out, nb_bf16 *out16, float *lse, const float *q
 int nbk_attention_backward(float *dqkv, const float *dout, const float *out, const float *lse, const float *qkv, int B,
                            int T, int H, int Hkv, int hd, int bf16, float *delta, cudaStream_t stream);
 size_t nbk_attention_scratch_floats(int B, int T, int H);
+/* delta[(b H + h) T + t] = dO . O of that row, in order of dimension: backward's first step, shared by both forms. */
+int nbk_attention_delta(float *delta, const float *dout, const float *out, int B, int T, int H, int hd,
+                        cudaStream_t stream);
+/* The same two contracts on the tensor cores (attention_mma.cu): bf16 only, head_dim a multiple of 16 up to 128
+ * (nbk_attention_mma_supports says whether a shape is one; others are refused with nb_fail). Opt-in until it has
+ * run on a GPU: the CUDA backend calls these where NB_CUDA_ATTENTION=tensor (nb_cuda_attention_tensor). */
+int nbk_attention_mma_supports(int hd, int bf16);
+int nbk_attention_forward_mma(float *out, nb_bf16 *out16, float *lse, const float *qkv, int B, int T, int H, int Hkv,
+                              int hd, int bf16, cudaStream_t stream);
+int nbk_attention_backward_mma(float *dqkv, const float *dout, const float *out, const float *lse, const float *qkv,
+                               int B, int T, int H, int Hkv, int hd, int bf16, float *delta, cudaStream_t stream);
 
 /* ---- The mixture-of-experts block outside its products (moe.cu; the steps of src/layers/moe.c, whose
  * moe.h states the rule), each the CPU's bits. N tokens, E experts, k experts per token (at most
