@@ -7,25 +7,38 @@
 #   here:        cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DNB_CUDA=ON -DNB_NATIVE=OFF \
 #                  -DCMAKE_C_FLAGS=-march=x86-64-v3 && cmake --build build-cuda -j2 \
 #                  --target nobubble_launcher test_cuda test_cuda_kernels && bash tools/gpu/pack.sh build-cuda .gpu
-#   the device:  run(command="bash tools/device/check.sh .gpu $OUT/device", carry=[".gpu"], timeout_s=580)
+#   the device:  see "A 15-minute lease" below; a machine whose lease allows it runs everything in one call
+#                (bash tools/device/check.sh .gpu $OUT/device: about 12 minutes, mostly torch.compile).
 #
-# Parts, each under its own time limit so that the whole stays under 9 minutes:
-#   1. the machine (GPU, driver, CPU flags);
-#   2. the tests: tests/test_cuda (cuBLAS products), tests/test_cuda_kernels (every kernel against the CPU or a
-#      double reference), tests/cli_cuda.sh (--gemm cuda), tests/cli_cuda_device.sh (--device cuda: CPU against
-#      GPU over 50 steps, bitwise twice, resume, a 2-stage 2BW pipeline against its simulation, eval);
-#   3. the benchmark at T = 2048: `nobubble bench --device cuda` for small, medium, smollm-135m and smollm-360m,
-#      the largest batch of 16, 8, 4, 2, 1 that runs, tokens/s and the fraction of the H200's data-sheet dense
-#      bf16 peak (989 TFLOP/s; PEAK_GFLOPS to change it), in fp32 and bf16;
-#   4. PyTorch on the same models and shapes where this machine's python has torch with CUDA
-#      (tools/bench/torch_bench.py --device cuda: torch.compile + bf16 autocast, eager bf16, compile fp32).
-#   3b. the same benchmark in bf16 with attention on the tensor cores (NB_CUDA_ATTENTION=tensor, attention_mma.cu:
+# Parts, in this order, each command under its own time limit:
+#   1. machine: the GPU, the driver, the host's CPU flags;
+#   2. tests: tests/test_cuda (cuBLAS products), tests/test_cuda_kernels (every kernel against the CPU or a
+#      double reference, both attention forms), tests/cli_cuda.sh (--gemm cuda), tests/cli_cuda_device.sh
+#      (--device cuda: CPU against GPU over 50 steps, bitwise twice, resume, a 2-stage 2BW pipeline against its
+#      simulation, tensor-core attention, eval); about 2 minutes on an H100;
+#   3. bench: `nobubble bench --device cuda` at T = 2048 for MODELS (small, medium, smollm-135m, smollm-360m),
+#      the largest of BATCHES (16 8 4 2 1) that runs, tokens/s and the fraction of the data sheet's dense bf16
+#      peak (989 TFLOP/s for the H100 SXM and the H200; PEAK_GFLOPS to change it), in bf16 and fp32;
+#   3b. tensor: the same in bf16 with attention on the tensor cores (NB_CUDA_ATTENTION=tensor, attention_mma.cu:
 #      opt-in until it has passed here);
-#   5. a profile: each kernel's share of the GPU's time in one step of PROFILE_MODEL (smollm-135m) at batch 1,
-#      T = 2048, bf16 (ncu's per-kernel summary, added up by tools/device/ncu_summary.py), where ncu is there.
-# To fit a shorter lease: PARTS (which of machine, tests, bench, tensor, torch, profile run; all by default), MODELS (the
-# models of 3 and 4), BATCHES (the batches tried, largest first), TORCH_MODES (torch_bench's modes). A kernel test that fails is run again under compute-sanitizer (memcheck) where the
-# machine has it, to name the kernel that faults; NB_TEST_KEEP (a folder) keeps the CLI tests' scratch folders.
+#   4. torch: PyTorch on the same models and shapes where this machine's python has torch with CUDA
+#      (tools/bench/torch_bench.py --device cuda, TORCH_MODES: torch.compile + bf16 autocast, eager bf16,
+#      compile fp32; about a minute of compilation per model and mode); at bench's batch, or BATCHES' first
+#      where bench did not run in this call;
+#   5. profile: each kernel's share of the GPU's time in one step of PROFILE_MODEL (smollm-135m) at batch 1,
+#      T = 2048, bf16 (ncu's per-kernel summary, added up by tools/device/ncu_summary.py), where ncu is there;
+#      NB_CUDA_ATTENTION in the environment applies.
+# A kernel test that fails is run again under compute-sanitizer (memcheck) where the machine has it, to name the
+# kernel that faults; each test's whole output is kept as RESULTS/NAME.out; NB_TEST_KEEP (a folder) keeps the
+# CLI tests' logs and JSON.
+#
+# A 15-minute lease (device time counts from each machine's start, about half a minute): two calls of about
+# 3.5 minutes each did it on 2026-12-05 (docs/gpu.md), with room for a third:
+#   run(command='MODELS="smollm-135m medium" BATCHES="8 4" TORCH_MODES="compile-bf16,eager-bf16"
+#                PARTS="machine tests bench tensor torch" bash tools/device/check.sh .gpu /tmp/dc; tar ...',
+#       carry=[".gpu"], timeout_s=480)
+#   run(command='PARTS="profile" bash tools/device/check.sh .gpu /tmp/dc; ...', carry=[".gpu"], timeout_s=300)
+# ($OUT takes at most 8 files: tar the results folder into one.)
 set -uo pipefail
 pack=${1:-.gpu}
 results=${2:-device-check}
@@ -97,8 +110,10 @@ done
 
 part torch && say "4. PyTorch on the same GPU" && if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2> /dev/null; then
   for m in $models; do
-    [ -n "${batch_of[$m]:-}" ] || continue
-    timeout 120 python3 tools/bench/torch_bench.py --device cuda --models "$m" --seq 2048 --batch "${batch_of[$m]}" \
+    b=${batch_of[$m]:-}
+    [ -n "$b" ] || part bench || b=$(set -- ${BATCHES:-16 8 4 2 1}; echo "$1")
+    [ -n "$b" ] || continue  # bench ran and found no batch that fits
+    timeout 120 python3 tools/bench/torch_bench.py --device cuda --models "$m" --seq 2048 --batch "$b" \
       --modes "${TORCH_MODES:-compile-bf16,eager-bf16,compile-fp32}" --steps 5 --json > "$results/torch_$m.json" 2>> "$log"
     echo "rc=$?" | tee -a "$log"; cat "$results/torch_$m.json" | tee -a "$log"
   done
