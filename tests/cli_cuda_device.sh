@@ -8,7 +8,8 @@
 #   - the same run twice on the GPU: the same weights bit for bit (no atomics in any reduction);
 #   - a checkpoint at step 25 resumed on the GPU: the uninterrupted run's weights bit for bit; resumed on the
 #     CPU: its validation loss within 1e-3 of the GPU's (the files are the same on every device);
-#   - a 2-stage 2BW pipeline on threads on the GPU: bitwise equal to its one-process simulation there;
+#   - a 2-stage 2BW pipeline on threads on the GPU: bitwise equal to its one-process simulation there, with AdamW
+#     and with Muon (the stages' threads share the backend's scratch);
 #   - bf16 on the GPU within 1e-2 of fp32's validation loss, and the same bits twice;
 #   - bf16 attention on the tensor cores (NB_CUDA_ATTENTION=tensor) within 1e-2 of the CUDA cores' run, and the
 #     same bits twice; NB_CUDA_ATTENTION=bogus refused by any CUDA build, GPU or not;
@@ -56,6 +57,13 @@ run one --device cuda "${pipe[@]}" --stages 2 --delay 2bw || fail "one-process 2
 run pipe --device cuda "${pipe[@]}" --stages 2 --pipeline 2bw --threads-per-stage 1 || fail "2bw pipeline on the GPU: $(tail -3 "$work/pipe.log")"
 [ -n "$(hash_of "$work/one")" ] && [ "$(hash_of "$work/one")" = "$(hash_of "$work/pipe")" ] && ok ||
   fail "the GPU pipeline ($(hash_of "$work/pipe")) equals its one-process run ($(hash_of "$work/one"))"
+# the same with Muon: the stages' threads share the backend's one scratch (attention's D, Newton-Schulz's buffers),
+# held by one at a time (nb_cuda_scratch_hold); without the hold they overwrite each other's
+run one_m --device cuda "${pipe[@]}" --stages 2 --delay 2bw --optimizer muon || fail "one-process Muon: $(tail -3 "$work/one_m.log")"
+run pipe_m --device cuda "${pipe[@]}" --stages 2 --pipeline 2bw --threads-per-stage 1 --optimizer muon ||
+  fail "Muon 2bw pipeline on the GPU: $(tail -3 "$work/pipe_m.log")"
+[ -n "$(hash_of "$work/one_m")" ] && [ "$(hash_of "$work/one_m")" = "$(hash_of "$work/pipe_m")" ] && ok ||
+  fail "the GPU's Muon pipeline ($(hash_of "$work/pipe_m")) equals its one-process run ($(hash_of "$work/one_m"))"
 
 for o in lion adan mars muon normuon; do
   run "c_$o" --device cpu --steps 20 --optimizer "$o" --delay 2bw && run "g_$o" --device cuda --steps 20 --optimizer "$o" --delay 2bw &&

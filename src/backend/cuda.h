@@ -12,11 +12,13 @@ int nb_cuda_open(const char *spec, nb_backend **out);
  * cuda` opens (nb_backend_open_device; docs/gpu.md). */
 int nb_cuda_open_device_memory(nb_backend **out);
 /* For the layer table on this backend's memory (cudaStream_t as void *): its stream, the recording of a
- * kernel's failure (nb_fail first), and a scratch buffer of at least bytes on the device, grown on demand
- * (NULL after recording a failure); its contents are the caller's until the next call. */
+ * kernel's failure (nb_fail first), and a scratch buffer of at least bytes on the device, grown on demand: held
+ * by the caller (other threads' holds wait) until nb_cuda_scratch_release, which it calls once the work that
+ * uses the buffer is queued on the stream or its result read back; NULL after recording a failure (not held). */
 void *nb_cuda_stream(const nb_backend *b);
 void nb_cuda_keep_failure(const nb_backend *b);
-void *nb_cuda_scratch(const nb_backend *b, size_t bytes);
+void *nb_cuda_scratch_hold(const nb_backend *b, size_t bytes);
+void nb_cuda_scratch_release(const nb_backend *b);
 /* Whether attention runs on the tensor cores where it can (NB_CUDA_ATTENTION=tensor when the backend opened). */
 int nb_cuda_attention_tensor(const nb_backend *b);
 #endif

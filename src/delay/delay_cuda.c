@@ -26,14 +26,16 @@ static void cuda_taylor(const nb_backend *be, float *grads, const float *current
 static double cuda_taylor_sq(const nb_backend *be, const float *grads, const float *current, const float *old,
                              float lambda, size_t n) {
     const cudaStream_t stream = (cudaStream_t)nb_cuda_stream(be);
-    double *parts = nb_cuda_scratch(be, sizeof(double) * (NBK_SQ_PARTS + 1)), sum = NAN;
+    double *parts = nb_cuda_scratch_hold(be, sizeof(double) * (NBK_SQ_PARTS + 1)), sum = NAN;
     if (!parts) return NAN;
     if (nbk_taylor_sq(grads, current, old, lambda, n, parts, parts + NBK_SQ_PARTS, stream)) {
+        nb_cuda_scratch_release(be);
         nb_cuda_keep_failure(be);
         return NAN;
     }
     cudaError_t e = cudaMemcpyAsync(&sum, parts + NBK_SQ_PARTS, sizeof sum, cudaMemcpyDeviceToHost, stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+    nb_cuda_scratch_release(be);  /* the sum is read back */
     if (e == cudaSuccess) return sum;
     nb_fail("cuda: reading Taylor's norm back: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
     nb_cuda_keep_failure(be);

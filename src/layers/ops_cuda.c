@@ -59,12 +59,13 @@ static int g_attention_forward(const nb_backend *be, float *out, nb_bf16 *out16,
 }
 static int g_attention_backward(const nb_backend *be, float *dqkv, const float *dout, const float *out,
                                 const float *lse, const float *qkv, int B, int T, int H, int Hkv, int hd, int bf16) {
-    float *delta = nb_cuda_scratch(be, sizeof(float) * nbk_attention_scratch_floats(B, T, H));
+    float *delta = nb_cuda_scratch_hold(be, sizeof(float) * nbk_attention_scratch_floats(B, T, H));
     if (!delta) return -1;
-    if (tensor_attention(be, hd, bf16))
-        return nbk_attention_backward_mma(dqkv, dout, out, lse, qkv, B, T, H, Hkv, hd, bf16, delta, stream_of(be)) ? -1
-                                                                                                                     : 0;
-    return nbk_attention_backward(dqkv, dout, out, lse, qkv, B, T, H, Hkv, hd, bf16, delta, stream_of(be)) ? -1 : 0;
+    const int rc = tensor_attention(be, hd, bf16)
+                       ? nbk_attention_backward_mma(dqkv, dout, out, lse, qkv, B, T, H, Hkv, hd, bf16, delta, stream_of(be))
+                       : nbk_attention_backward(dqkv, dout, out, lse, qkv, B, T, H, Hkv, hd, bf16, delta, stream_of(be));
+    nb_cuda_scratch_release(be);  /* queued: D is written and read before any later user's work */
+    return rc ? -1 : 0;
 }
 static void g_swiglu_forward(const nb_backend *be, float *h, const float *gu, int N, int F) {
     done(be, nbk_swiglu_forward(h, gu, N, F, stream_of(be)));
@@ -75,13 +76,13 @@ static void g_swiglu_backward(const nb_backend *be, float *dgu, const float *dh,
 /* The loss's sum waits for the GPU: it comes back to the host (NaN after a recorded failure). */
 static double g_cross_entropy_forward(const nb_backend *be, float *lse, const float *logits, const int *targets, int N,
                                       int V) {
-    double *sum = nb_cuda_scratch(be, sizeof(double)), total = NAN;
+    double *sum = nb_cuda_scratch_hold(be, sizeof(double)), total = NAN;
     if (!sum) return NAN;
-    if (nbk_cross_entropy_forward(lse, sum, logits, targets, N, V, stream_of(be))) {
-        nb_cuda_keep_failure(be);
-        return NAN;
-    }
-    return loss_back(be, sum, &total) ? NAN : total;
+    const int rc = nbk_cross_entropy_forward(lse, sum, logits, targets, N, V, stream_of(be));
+    if (rc) nb_cuda_keep_failure(be);
+    const int back = rc || loss_back(be, sum, &total);
+    nb_cuda_scratch_release(be);
+    return back ? NAN : total;
 }
 static void g_cross_entropy_backward(const nb_backend *be, float *logits, const float *lse, const int *targets, int N,
                                      int V, float scale, int n_mean) {
@@ -118,13 +119,13 @@ static void g_cross_entropy_grad_bf16(const nb_backend *be, nb_bf16 *dlogits, co
 /* The loss's sum comes back to the host, as g_cross_entropy_forward's. */
 static double g_cross_entropy_forward_grad_bf16(const nb_backend *be, float *lse, nb_bf16 *dlogits, const float *logits,
                                                 const int *targets, int N, int V, int n_mean) {
-    double *sum = nb_cuda_scratch(be, sizeof(double)), total = NAN;
+    double *sum = nb_cuda_scratch_hold(be, sizeof(double)), total = NAN;
     if (!sum) return NAN;
-    if (nbk_cross_entropy_forward_grad_bf16(lse, dlogits, sum, logits, targets, N, V, n_mean, stream_of(be))) {
-        nb_cuda_keep_failure(be);
-        return NAN;
-    }
-    return loss_back(be, sum, &total) ? NAN : total;
+    const int rc = nbk_cross_entropy_forward_grad_bf16(lse, dlogits, sum, logits, targets, N, V, n_mean, stream_of(be));
+    if (rc) nb_cuda_keep_failure(be);
+    const int back = rc || loss_back(be, sum, &total);
+    nb_cuda_scratch_release(be);
+    return back ? NAN : total;
 }
 
 static const nb_layer_ops cuda_layers = {

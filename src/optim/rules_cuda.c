@@ -26,7 +26,7 @@ static int muon_scratch_of(const nb_backend *be, int rows, int cols, muon_scratc
                              piece(sizeof(double) * (NBK_SQ_PARTS + 1)), piece(sizeof(double) * rows)};
     size_t total = 0;
     for (int i = 0; i < 8; i++) total += sizes[i];
-    char *p = nb_cuda_scratch(be, total);
+    char *p = nb_cuda_scratch_hold(be, total);  /* released by muon_like_step */
     if (!p) return -1;
     void **at[8] = {(void **)&s->X, (void **)&s->Xn, (void **)&s->A, (void **)&s->B, (void **)&s->inv,
                     (void **)&s->ratio, (void **)&s->sq, (void **)&s->row_sq};
@@ -69,11 +69,14 @@ static int muon_like_step(const nb_backend *be, const nb_optim_rule *rule, tenso
     if (c->bf16) return nb_fail("bf16 Newton-Schulz on the GPU's memory is not supported yet");
     if (muon_scratch_of(be, t->shape[0], t->shape[1], &s)) return -1;
     const float *O = muon_orthogonalize_gpu(be, ts, c, g, &s, stream);
-    if (!O) return -1;
     const float scale = muon_shape_scale(t, c->lr), lrwd = c->lr * decay_of(t, c->p);
-    if (rule == &muon_rule) return nbk_muon_step(d, O, w, t->numel, scale, lrwd, stream);
-    return nbk_normuon_step(d, O, ts->buf[1], w, t->shape[0], t->shape[1], c->p->beta2, scale, lrwd, s.row_sq, s.inv,
-                            s.ratio, stream);
+    const int rc = !O ? -1
+                   : rule == &muon_rule
+                       ? nbk_muon_step(d, O, w, t->numel, scale, lrwd, stream)
+                       : nbk_normuon_step(d, O, ts->buf[1], w, t->shape[0], t->shape[1], c->p->beta2, scale, lrwd,
+                                          s.row_sq, s.inv, s.ratio, stream);
+    nb_cuda_scratch_release(be);  /* every use of the scratch is queued */
+    return rc;
 }
 
 static int cuda_rule_step(const nb_backend *be, const nb_optim_rule *rule, tensor_state *ts, const rule_ctx *c,
@@ -91,8 +94,9 @@ static int cuda_rule_step(const nb_backend *be, const nb_optim_rule *rule, tenso
     } else if (rule == &adan_rule) {
         rc = nbk_adan_step(d, ts->buf[0], ts->buf[1], ts->buf[2], ts->buf[3], g, w, n, &a, stream);
     } else if (rule == &mars_rule) {
-        double *scratch = nb_cuda_scratch(be, sizeof(double) * nbk_mars_scratch_doubles());
+        double *scratch = nb_cuda_scratch_hold(be, sizeof(double) * nbk_mars_scratch_doubles());
         rc = scratch ? nbk_mars_step(d, ts->buf[0], ts->buf[1], ts->buf[2], g, w, n, &a, scratch, stream) : -1;
+        if (scratch) nb_cuda_scratch_release(be);
     } else if (rule == &muon_rule || rule == &normuon_rule) {
         rc = muon_like_step(be, rule, ts, c, g, w, d, stream);
     } else {

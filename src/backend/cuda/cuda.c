@@ -41,7 +41,8 @@ typedef struct {
     pthread_mutex_t lock;              /* one product at a time (the stream, the handle, the buffers) */
     void *buffer[N_OPERANDS];          /* device memory for A, B and C, grown as products need */
     size_t capacity[N_OPERANDS];
-    void *scratch;                     /* device memory mode: the layers' scratch (nb_cuda_scratch) */
+    void *scratch;                     /* device memory mode: the layers' scratch (nb_cuda_scratch_hold) */
+    pthread_mutex_t scratch_lock;      /* one user of the scratch at a time (a threads pipeline's stages share it) */
     size_t scratch_bytes;
     double *sums;                      /* device memory mode: sum_squares's partial sums and its result */
     nb_failure failure;
@@ -200,6 +201,7 @@ static void release(cuda_state *s) {
     if (s->handle) cublasDestroy(s->handle);
     if (s->stream) cudaStreamDestroy(s->stream);
     pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->scratch_lock);
     nb_failure_destroy(&s->failure);
     free(s);
 }
@@ -404,7 +406,8 @@ void *nb_cuda_stream(const nb_backend *b) { return state_of(b)->stream; }
 
 void nb_cuda_keep_failure(const nb_backend *b) { nb_failure_keep(&state_of(b)->failure); }
 
-void *nb_cuda_scratch(const nb_backend *b, size_t bytes) {
+/* The scratch, grown to bytes; called under scratch_lock. */
+static void *scratch_of(const nb_backend *b, size_t bytes) {
     cuda_state *s = state_of(b);
     if (bytes <= s->scratch_bytes) return s->scratch;
     if (s->scratch) keep(s, cudaFree(s->scratch), "freeing the layers' scratch");  /* waits for its users */
@@ -418,6 +421,20 @@ void *nb_cuda_scratch(const nb_backend *b, size_t bytes) {
     s->scratch_bytes = bytes;
     return s->scratch;
 }
+
+/* The scratch is one buffer for every caller, and a threads pipeline's stages call from their own threads: held
+ * from taking it until the work that uses it is queued (the one stream then runs that work before any later
+ * user's), or until its result is read back. A growth frees the old buffer only after the device has finished
+ * with it (cudaFree waits). */
+void *nb_cuda_scratch_hold(const nb_backend *b, size_t bytes) {
+    cuda_state *s = state_of(b);
+    pthread_mutex_lock(&s->scratch_lock);
+    void *p = scratch_of(b, bytes);
+    if (!p) pthread_mutex_unlock(&s->scratch_lock);
+    return p;
+}
+
+void nb_cuda_scratch_release(const nb_backend *b) { pthread_mutex_unlock(&state_of(b)->scratch_lock); }
 
 /* The device, its stream and its cuBLAS handle on that stream. */
 static int start_device(cuda_state *s) {
@@ -465,6 +482,7 @@ static int open_cuda(const char *spec, int device_memory, nb_backend **out) {
         return -1;
     }
     pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->scratch_lock, NULL);
     nb_failure_init(&s->failure);
     s->device_memory = device_memory;
     if (attention_choice(&s->attention_tensor) || start_device(s)) {
