@@ -11,8 +11,10 @@
 #   - a 2-stage 2BW pipeline on threads on the GPU: bitwise equal to its one-process simulation there, with AdamW
 #     and with Muon (the stages' threads share the backend's scratch);
 #   - bf16 on the GPU within 1e-2 of fp32's validation loss, and the same bits twice;
-#   - bf16 attention on the tensor cores (NB_CUDA_ATTENTION=tensor) within 1e-2 of the CUDA cores' run, and the
-#     same bits twice; NB_CUDA_ATTENTION=bogus refused by any CUDA build, GPU or not;
+#   - the kernels not yet run on a GPU (NB_CUDA_KERNELS=next: bf16 attention on the tensor cores, RMSNorm's dgain
+#     on every SM): the bf16 run within 1e-2 of the proven kernels' and the same bits twice, the fp32 run bitwise
+#     the proven kernels' (dgain keeps their bits; attention stays on the CUDA cores in fp32);
+#     NB_CUDA_KERNELS=bogus refused by any CUDA build, GPU or not;
 #   - Lion, Adan, MARS, Muon and NorMuon on the GPU within 2e-3 of the CPU's loss; eval --device cuda of the GPU's checkpoint
 #     within 1e-5 of eval on the CPU.
 set -u
@@ -26,11 +28,11 @@ val() { sed -n 's/.*"final_val_loss": \([^,]*\),.*/\1/p' "$1/summary.json"; }
 # near A B REL: |a - b| <= REL |a|
 near() { python3 -c "import sys; a, b, r = map(float, sys.argv[1:]); sys.exit(0 if abs(a - b) <= r * abs(a) else 1)" "$@"; }
 
-# NB_CUDA_ATTENTION (the tensor-core attention's opt-in) other than tensor or cores: refused by a CUDA build, naming
-# it, before it looks for a GPU
-NB_CUDA_ATTENTION=bogus run bogus --device cuda --steps 1 && fail "NB_CUDA_ATTENTION=bogus: exit 0"
-grep -q "no CUDA backend" "$work/bogus.log" || { grep -q "NB_CUDA_ATTENTION='bogus': expected 'tensor'" "$work/bogus.log" &&
-  ok || fail "NB_CUDA_ATTENTION=bogus: $(tail -2 "$work/bogus.log")"; }
+# NB_CUDA_KERNELS (the opt-in to the kernels not yet run on a GPU) other than next or proven: refused by a CUDA
+# build, naming it, before it looks for a GPU
+NB_CUDA_KERNELS=bogus run bogus --device cuda --steps 1 && fail "NB_CUDA_KERNELS=bogus: exit 0"
+grep -q "no CUDA backend" "$work/bogus.log" || { grep -q "NB_CUDA_KERNELS='bogus': expected 'next'" "$work/bogus.log" &&
+  ok || fail "NB_CUDA_KERNELS=bogus: $(tail -2 "$work/bogus.log")"; }
 
 run probe --device cuda --steps 1 ||
   skip_without_gpu "$work/probe.log" "nobubble train: --device: device 'cuda'" "GPU\|driver" "--device cuda"
@@ -75,14 +77,18 @@ run b16 --device cuda "${steps[@]}" --precision bf16 || fail "bf16 on the GPU: $
 run b16again --device cuda "${steps[@]}" --precision bf16 || fail "bf16 on the GPU again"
 near "$(val "$work/gpu")" "$(val "$work/b16")" 1e-2 && ok || fail "bf16 on the GPU: val loss $(val "$work/b16"), fp32 $(val "$work/gpu")"
 [ "$(hash_of "$work/b16")" = "$(hash_of "$work/b16again")" ] && ok || fail "bf16 on the GPU twice: weights differ"
-# bf16 attention on the tensor cores (NB_CUDA_ATTENTION=tensor, attention_mma.cu; tiny's head_dim 32): within
-# 1e-2 of the CUDA-core kernels' run (the same operands, sums in another order), the same bits twice
-NB_CUDA_ATTENTION=tensor run b16t --device cuda "${steps[@]}" --precision bf16 || fail "tensor-core attention: $(tail -3 "$work/b16t.log")"
-NB_CUDA_ATTENTION=tensor run b16t2 --device cuda "${steps[@]}" --precision bf16 || fail "tensor-core attention again"
+# the kernels not yet run on a GPU (NB_CUDA_KERNELS=next): in bf16, attention on the tensor cores (tiny's head_dim
+# 32) within 1e-2 of the proven kernels' run (the same operands, sums in another order) and the same bits twice;
+# in fp32 (attention stays on the CUDA cores) the proven run's bits, since the wide dgain keeps them
+NB_CUDA_KERNELS=next run b16t --device cuda "${steps[@]}" --precision bf16 || fail "next kernels, bf16: $(tail -3 "$work/b16t.log")"
+NB_CUDA_KERNELS=next run b16t2 --device cuda "${steps[@]}" --precision bf16 || fail "next kernels, bf16, again"
 near "$(val "$work/b16")" "$(val "$work/b16t")" 1e-2 && ok ||
-  fail "tensor-core attention: val loss $(val "$work/b16t"), the CUDA cores' $(val "$work/b16")"
+  fail "next kernels, bf16: val loss $(val "$work/b16t"), the proven kernels' $(val "$work/b16")"
 [ -n "$(hash_of "$work/b16t")" ] && [ "$(hash_of "$work/b16t")" = "$(hash_of "$work/b16t2")" ] && ok ||
-  fail "tensor-core attention twice: weights differ"
+  fail "next kernels, bf16, twice: weights differ"
+NB_CUDA_KERNELS=next run gpu_next --device cuda "${steps[@]}" || fail "next kernels, fp32: $(tail -3 "$work/gpu_next.log")"
+[ -n "$(hash_of "$work/gpu_next")" ] && [ "$(hash_of "$work/gpu_next")" = "$(hash_of "$work/gpu")" ] && ok ||
+  fail "next kernels, fp32: weights $(hash_of "$work/gpu_next"), the proven kernels' $(hash_of "$work/gpu")"
 
 ev() { "$bin" eval --checkpoint "$work/ck/step_000050" --data "$work/data" --batch 4 --seq 64 --batches 4 --device "$1" --json |
   sed -n 's/.*"val_loss": \([^,]*\),.*/\1/p'; }

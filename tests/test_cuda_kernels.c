@@ -266,6 +266,25 @@ static void check_rmsnorm(int N, int D) {
     judge(what, o1, o2, dx, mag, nd, 2.0 * (D + 8));
     snprintf(what, sizeof what, "rmsnorm_backward %dx%d dgain", N, D);
     judge(what, dg1, dg2, dg, magg, (size_t)D, 2);
+    /* dgain on every SM (nbk_rmsnorm_backward_wide, NB_CUDA_KERNELS=next): the same products added in the same
+     * order, so the one-thread-per-column kernel's bits, dx's too (the same kernel) */
+    {
+        float *d_terms = dev(NULL, sizeof(float) * nbk_rmsnorm_wide_scratch_floats(N, D));
+        float *wdx = alloc(sizeof(float) * nd), *wdg = alloc(sizeof(float) * D);
+        for (int run = 0; run < 2; run++) {
+            put(d_dx, dx0, sizeof(float) * nd), put(d_dg, dg0, sizeof(float) * D);
+            ran(nbk_rmsnorm_backward_wide(d_dx, d_dg, d_dout, d_x, d_gain, d_rstd, N, D, d_terms, 0),
+                "rmsnorm_backward_wide");
+            get(wdx, d_dx, sizeof(float) * nd), get(wdg, d_dg, sizeof(float) * D);
+            snprintf(what, sizeof what, "rmsnorm_backward_wide %dx%d dgain against the one-thread kernel's (run %d)", N,
+                     D, run + 1);
+            same_bits(what, wdg, dg1, sizeof(float) * D, sizeof(float));
+            snprintf(what, sizeof what, "rmsnorm_backward_wide %dx%d dx against the one-thread kernel's (run %d)", N, D,
+                     run + 1);
+            same_bits(what, wdx, o1, sizeof(float) * nd, sizeof(float));
+        }
+        cudaFree(d_terms), free(wdx), free(wdg);
+    }
     cudaFree(d_x), cudaFree(d_gain), cudaFree(d_dout), cudaFree(d_out), cudaFree(d_rstd), cudaFree(d_dx), cudaFree(d_dg);
     free(x), free(gain), free(dout), free(out), free(rstd), free(o1), free(o2), free(r1), free(r2);
     free(dx0), free(dx), free(dg0), free(dg), free(dg1), free(dg2), free(mag), free(magg);
@@ -1285,6 +1304,7 @@ int main(void) {
     check_rmsnorm(37, 100);
     check_rmsnorm(5, 1000);
     check_rmsnorm(3, 7);
+    check_rmsnorm(600, 70);  /* dgain's wide form: rows past one chain of 256 and 19 row tiles, a partial column tile */
     check_rope();
     check_swiglu();
     check_cross_entropy();

@@ -19,6 +19,6 @@ void *nb_cuda_stream(const nb_backend *b);
 void nb_cuda_keep_failure(const nb_backend *b);
 void *nb_cuda_scratch_hold(const nb_backend *b, size_t bytes);
 void nb_cuda_scratch_release(const nb_backend *b);
-/* Whether attention runs on the tensor cores where it can (NB_CUDA_ATTENTION=tensor when the backend opened). */
-int nb_cuda_attention_tensor(const nb_backend *b);
+/* Whether the kernels not yet run on a GPU are used (NB_CUDA_KERNELS=next when the backend opened). */
+int nb_cuda_next_kernels(const nb_backend *b);
 #endif

@@ -37,7 +37,15 @@ static void g_rmsnorm_forward(const nb_backend *be, float *out, float *rstd, con
 }
 static void g_rmsnorm_backward(const nb_backend *be, float *dx, float *dgain, const float *dout, const float *x,
                                const float *gain, const float *rstd, int N, int d) {
-    done(be, nbk_rmsnorm_backward(dx, dgain, dout, x, gain, rstd, N, d, stream_of(be)));
+    if (!nb_cuda_next_kernels(be)) {
+        done(be, nbk_rmsnorm_backward(dx, dgain, dout, x, gain, rstd, N, d, stream_of(be)));
+        return;
+    }
+    float *terms = nb_cuda_scratch_hold(be, sizeof(float) * nbk_rmsnorm_wide_scratch_floats(N, d));
+    if (!terms) return;  /* the failure is recorded */
+    const int rc = nbk_rmsnorm_backward_wide(dx, dgain, dout, x, gain, rstd, N, d, terms, stream_of(be));
+    nb_cuda_scratch_release(be);
+    done(be, rc);
 }
 static void g_rope_forward(const nb_backend *be, float *x, int B, int T, int stride, int n_rot, int hd,
                            const float *cos_t, const float *sin_t) {
@@ -47,9 +55,10 @@ static void g_rope_backward(const nb_backend *be, float *dx, int B, int T, int s
                             const float *cos_t, const float *sin_t) {
     done(be, nbk_rope_backward(dx, B, T, stride, n_rot, hd, cos_t, sin_t, stream_of(be)));
 }
-/* Attention on the tensor cores where the backend was asked to (NB_CUDA_ATTENTION=tensor) and the shape allows. */
+/* Attention on the tensor cores where the backend was asked for the kernels not yet run on a GPU
+ * (NB_CUDA_KERNELS=next) and the shape allows. */
 static int tensor_attention(const nb_backend *be, int hd, int bf16) {
-    return nb_cuda_attention_tensor(be) && nbk_attention_mma_supports(hd, bf16);
+    return nb_cuda_next_kernels(be) && nbk_attention_mma_supports(hd, bf16);
 }
 static int g_attention_forward(const nb_backend *be, float *out, nb_bf16 *out16, float *lse, const float *qkv, int B,
                                int T, int H, int Hkv, int hd, int bf16) {

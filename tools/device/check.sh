@@ -19,15 +19,15 @@
 #   3. bench: `nobubble bench --device cuda` at T = 2048 for MODELS (small, medium, smollm-135m, smollm-360m),
 #      the largest of BATCHES (16 8 4 2 1) that runs, tokens/s and the fraction of the data sheet's dense bf16
 #      peak (989 TFLOP/s for the H100 SXM and the H200; PEAK_GFLOPS to change it), in bf16 and fp32;
-#   3b. tensor: the same in bf16 with attention on the tensor cores (NB_CUDA_ATTENTION=tensor, attention_mma.cu:
-#      opt-in until it has passed here);
+#   3b. next: the same in bf16 with the kernels not yet run on a GPU (NB_CUDA_KERNELS=next: attention on the
+#      tensor cores, RMSNorm's dgain on every SM; opt-in until they have passed here);
 #   4. torch: PyTorch on the same models and shapes where this machine's python has torch with CUDA
 #      (tools/bench/torch_bench.py --device cuda, TORCH_MODES: torch.compile + bf16 autocast, eager bf16,
 #      compile fp32; about a minute of compilation per model and mode); at bench's batch, or BATCHES' first
 #      where bench did not run in this call;
 #   5. profile: each kernel's share of the GPU's time in one step of PROFILE_MODEL (smollm-135m) at batch 1,
 #      T = 2048, bf16 (ncu's per-kernel summary, added up by tools/device/ncu_summary.py), where ncu is there;
-#      NB_CUDA_ATTENTION in the environment applies.
+#      NB_CUDA_KERNELS in the environment applies.
 # A kernel test that fails is run again under compute-sanitizer (memcheck) where the machine has it, to name the
 # kernel that faults; each test's whole output is kept as RESULTS/NAME.out; NB_TEST_KEEP (a folder) keeps the
 # CLI tests' logs and JSON.
@@ -35,7 +35,7 @@
 # A 15-minute lease (device time counts from each machine's start, about half a minute): two calls of about
 # 3.5 minutes each did it on 2026-12-05 (docs/gpu.md), with room for a third:
 #   run(command='MODELS="smollm-135m medium" BATCHES="8 4" TORCH_MODES="compile-bf16,eager-bf16"
-#                PARTS="machine tests bench tensor torch" bash tools/device/check.sh .gpu /tmp/dc; tar ...',
+#                PARTS="machine tests bench next torch" bash tools/device/check.sh .gpu /tmp/dc; tar ...',
 #       carry=[".gpu"], timeout_s=480)
 #   run(command='PARTS="profile" bash tools/device/check.sh .gpu /tmp/dc; ...', carry=[".gpu"], timeout_s=300)
 # ($OUT takes at most 8 files: tar the results folder into one.)
@@ -58,7 +58,7 @@ cublas=$(find /usr/local/cuda*/ /usr/lib /opt -name 'libcublas.so.13*' 2>/dev/nu
 export LD_LIBRARY_PATH=/tmp/nb-gpu/lib${cublas:+:$(dirname "$cublas")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 bin=$(cd "$pack/bin" && pwd)
 
-part() { [[ " ${PARTS:-machine tests bench tensor torch profile} " == *" $1 "* ]]; }
+part() { [[ " ${PARTS:-machine tests bench next torch profile} " == *" $1 "* ]]; }
 
 part machine && say "1. machine" && { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   lscpu | grep -E '^(Model name|CPU\(s\))'; echo "CPU flags: $(grep -o -w 'avx2\|avx512f\|avx512_bf16\|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
@@ -98,14 +98,14 @@ for m in $models; do
   done
 done
 
-part tensor && say "3b. the same bench in bf16 with attention on the tensor cores (NB_CUDA_ATTENTION=tensor)" &&
+part next && say "3b. the same bench in bf16 with the kernels not yet run on a GPU (NB_CUDA_KERNELS=next)" &&
 for m in $models; do
   [ -n "${batch_of[$m]:-}" ] || continue
-  NB_CUDA_ATTENTION=tensor timeout 60 "$bin/nobubble" bench --device cuda --models "$m" --threads 4 --seq 2048 \
+  NB_CUDA_KERNELS=next timeout 60 "$bin/nobubble" bench --device cuda --models "$m" --threads 4 --seq 2048 \
     --batch "${batch_of[$m]}" --steps 3 --precisions bf16 --peak-gflops "$peak" --no-memory-check --json \
-    > "$results/bench_tensor_$m.json" 2> "$results/bench_tensor_$m.err" &&
-    grep -o '"model": [^}]*' "$results/bench_tensor_$m.json" | tee -a "$log" ||
-    echo "$m with tensor-core attention: $(tail -1 "$results/bench_tensor_$m.err")" | tee -a "$log"
+    > "$results/bench_next_$m.json" 2> "$results/bench_next_$m.err" &&
+    grep -o '"model": [^}]*' "$results/bench_next_$m.json" | tee -a "$log" ||
+    echo "$m with the next kernels: $(tail -1 "$results/bench_next_$m.err")" | tee -a "$log"
 done
 
 part torch && say "4. PyTorch on the same GPU" && if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2> /dev/null; then

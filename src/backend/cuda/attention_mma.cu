@@ -1,7 +1,7 @@
 /* Causal grouped-query attention under bf16 on the tensor cores (WMMA tiles of 16 x 16 x 16, bf16 operands,
  * fp32 accumulation): the same contracts and the same algorithm as attention.cu's kernels, for head_dim a
- * multiple of 16 up to 128 under bf16 (nbk_attention_mma_supports). Opt-in (NB_CUDA_ATTENTION=tensor, read
- * by the CUDA backend; docs/gpu.md) until it has run on a GPU: written 2026-12-05 without one.
+ * multiple of 16 up to 128 under bf16 (nbk_attention_mma_supports). Opt-in (NB_CUDA_KERNELS=next, read by the
+ * CUDA backend; docs/gpu.md) until it has run on a GPU: written 2026-12-05 without one.
  *
  * Why its operands are exact: under bf16 the values that meet in attention's products are bf16 values on
  * the CPU too (q, k and v come out of bf16 products and are cast exactly by the CPU's bf16 path; p and ds

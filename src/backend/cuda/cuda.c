@@ -48,7 +48,7 @@ typedef struct {
     nb_failure failure;
     char label[400];
     int device_memory;                 /* 1: the device memory mode (nb_cuda_open_device_memory) */
-    int attention_tensor;              /* 1: attention on the tensor cores where it can (NB_CUDA_ATTENTION=tensor) */
+    int next_kernels;                  /* 1: the kernels not yet run on a GPU (NB_CUDA_KERNELS=next) */
 } cuda_state;
 
 static cuda_state *state_of(const nb_backend *b) { return b->impl; }
@@ -459,19 +459,19 @@ static int start_device(cuda_state *s) {
     return 0;
 }
 
-/* NB_CUDA_ATTENTION: "tensor" runs bf16 attention on the tensor cores (attention_mma.cu, where the head's size
- * allows), "cores" or unset the CUDA-core kernels (attention.cu). An environment variable rather than a setting
- * while the tensor-core kernels have not run on a GPU (docs/gpu.md): a choice for checking them, not yet one a
- * run records. */
-static int attention_choice(int *tensor) {
-    const char *v = getenv("NB_CUDA_ATTENTION");
-    *tensor = v && !strcmp(v, "tensor");
-    if (v && *v && !*tensor && strcmp(v, "cores"))
-        return nb_fail("NB_CUDA_ATTENTION='%s': expected 'tensor' (bf16 attention on the tensor cores) or 'cores'", v);
+/* NB_CUDA_KERNELS: "next" runs the kernels written since the last run on a GPU and not yet run on one (docs/gpu.md,
+ * "Kernels not yet run on a GPU": bf16 attention on the tensor cores, RMSNorm's dgain on every SM), "proven" or
+ * unset only those that have passed there. An environment variable rather than a setting: a way to check them on
+ * a GPU, not a choice a run records; once they pass they become the default. */
+static int kernels_choice(int *next) {
+    const char *v = getenv("NB_CUDA_KERNELS");
+    *next = v && !strcmp(v, "next");
+    if (v && *v && !*next && strcmp(v, "proven"))
+        return nb_fail("NB_CUDA_KERNELS='%s': expected 'next' (also the kernels not yet run on a GPU) or 'proven'", v);
     return 0;
 }
 
-int nb_cuda_attention_tensor(const nb_backend *b) { return state_of(b)->attention_tensor; }
+int nb_cuda_next_kernels(const nb_backend *b) { return state_of(b)->next_kernels; }
 
 static int open_cuda(const char *spec, int device_memory, nb_backend **out) {
     *out = NULL;
@@ -485,7 +485,7 @@ static int open_cuda(const char *spec, int device_memory, nb_backend **out) {
     pthread_mutex_init(&s->scratch_lock, NULL);
     nb_failure_init(&s->failure);
     s->device_memory = device_memory;
-    if (attention_choice(&s->attention_tensor) || start_device(s)) {
+    if (kernels_choice(&s->next_kernels) || start_device(s)) {
         release(s);
         free(b);
         return -1;

@@ -133,6 +133,51 @@ __global__ void rmsnorm_backward_dgain_k(float *dgain, const float *dout, const 
     dgain[i] = acc;
 }
 
+/* dgain on every SM with the same bits (nbk_rmsnorm_backward_wide): rmsnorm_backward_dgain_k's d threads walk all
+ * N rows, so a few SMs fetch the whole activation. Here every product dy_i x_i r of every row goes first into
+ * terms[i][n] (by column), through 32 x 32 tiles in shared memory so that the reads along a row and the writes
+ * along a column are both consecutive; then a warp per column stages its N terms in shared memory, CHAIN at a
+ * time, for its first lane to add to dgain_i in order of rows: the same products, added in the same order, as
+ * the one-thread kernel (and the CPU) add them. */
+constexpr int TILE_T = 32;   /* the transpose's tile */
+constexpr int CHAIN = 256;   /* terms a warp stages at a time */
+constexpr int CHAIN_WARPS = 4;
+
+__global__ void dgain_terms_k(float *terms, const float *dout, const float *x, const float *rstd, int N, int d) {
+    __shared__ float tile[TILE_T][TILE_T + 1];  /* + 1: a column of the tile spans the banks */
+    const int i0 = blockIdx.x * TILE_T;
+    for (int n0 = blockIdx.y * TILE_T; n0 < N; n0 += gridDim.y * TILE_T) {  /* the same count for every thread */
+        for (int r = threadIdx.y; r < TILE_T; r += blockDim.y) {
+            const int n = n0 + r, i = i0 + threadIdx.x;
+            tile[r][threadIdx.x] =
+                n < N && i < d ? mul(mul(dout[(size_t)n * d + i], x[(size_t)n * d + i]), rstd[n]) : 0.0f;
+        }
+        __syncthreads();
+        for (int r = threadIdx.y; r < TILE_T; r += blockDim.y) {
+            const int i = i0 + r, n = n0 + threadIdx.x;
+            if (i < d && n < N) terms[(size_t)i * N + n] = tile[threadIdx.x][r];
+        }
+        __syncthreads();  /* the tile is read before the next rows overwrite it */
+    }
+}
+
+__global__ void dgain_chain_k(float *dgain, const float *terms, int N, int d) {
+    __shared__ float staged[CHAIN_WARPS][CHAIN];
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32, i = blockIdx.x * CHAIN_WARPS + w;
+    if (i >= d) return;  /* the whole warp (i is the same for its lanes); no block barrier follows */
+    const float *column = terms + (size_t)i * N;
+    float acc = lane == 0 ? dgain[i] : 0.0f;
+    for (int n0 = 0; n0 < N; n0 += CHAIN) {
+        const int m = min(CHAIN, N - n0);
+        for (int j = lane; j < m; j += 32) staged[w][j] = column[n0 + j];
+        __syncwarp();
+        if (lane == 0)
+            for (int j = 0; j < m; j++) acc = add(acc, staged[w][j]);
+        __syncwarp();  /* the chain has read the terms before the next ones overwrite them */
+    }
+    if (lane == 0) dgain[i] = acc;
+}
+
 /* ---- RoPE: one thread per (row, head, pair) ----
  * The pair read from src is rotated; dst (NULL: none) receives it in float32, dst16 (NULL: none) in bf16, and
  * where both are given dst receives the bf16 value widened (rope_forward_bf16). src may be dst (in place). */
@@ -671,6 +716,22 @@ int nbk_rmsnorm_backward(float *dx, float *dgain, const float *dout, const float
     if (launched("rmsnorm_backward (dx)")) return -1;
     rmsnorm_backward_dgain_k<<<(d + BLOCK - 1) / BLOCK, BLOCK, 0, stream>>>(dgain, dout, x, rstd, N, d);
     return launched("rmsnorm_backward (dgain)");
+}
+
+size_t nbk_rmsnorm_wide_scratch_floats(int N, int d) { return N > 0 && d > 0 ? (size_t)N * d : 1; }
+
+int nbk_rmsnorm_backward_wide(float *dx, float *dgain, const float *dout, const float *x, const float *gain,
+                              const float *rstd, int N, int d, float *terms, cudaStream_t stream) {
+    if (N < 0 || d <= 0) return bad_rows("rmsnorm_backward", N, d);
+    if (N == 0) return 0;
+    rmsnorm_backward_dx_k<<<N, BLOCK, 0, stream>>>(dx, dout, x, gain, rstd, d);
+    if (launched("rmsnorm_backward (dx)")) return -1;
+    const int row_tiles = (N + TILE_T - 1) / TILE_T;
+    const dim3 grid((unsigned)((d + TILE_T - 1) / TILE_T), (unsigned)(row_tiles < 65535 ? row_tiles : 65535));
+    dgain_terms_k<<<grid, dim3(TILE_T, 8), 0, stream>>>(terms, dout, x, rstd, N, d);
+    if (launched("rmsnorm_backward (dgain's terms)")) return -1;
+    dgain_chain_k<<<(d + CHAIN_WARPS - 1) / CHAIN_WARPS, CHAIN_WARPS * 32, 0, stream>>>(dgain, terms, N, d);
+    return launched("rmsnorm_backward (dgain's sums)");
 }
 
 int nbk_rope_forward(float *x, int B, int T, int stride, int n_rot_heads, int hd, const float *cos_t,

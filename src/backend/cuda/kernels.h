@@ -68,6 +68,12 @@ int nbk_rmsnorm_forward_bf16(nb_bf16 *out, float *rstd, const float *x, const fl
  * rows (bitwise rmsnorm_backward's dgain). */
 int nbk_rmsnorm_backward(float *dx, float *dgain, const float *dout, const float *x, const float *gain,
                          const float *rstd, int N, int d, cudaStream_t stream);
+/* The same, dgain on every SM (its terms into terms, nbk_rmsnorm_wide_scratch_floats(N, d) floats of device
+ * memory, then one chain per column in order of rows): the same bits. Used under NB_CUDA_KERNELS=next until it has
+ * run on a GPU (nb_cuda_next_kernels). */
+size_t nbk_rmsnorm_wide_scratch_floats(int N, int d);
+int nbk_rmsnorm_backward_wide(float *dx, float *dgain, const float *dout, const float *x, const float *gain,
+                              const float *rstd, int N, int d, float *terms, cudaStream_t stream);
 
 /* Rotary embedding in place on the first n_rot_heads heads of each row of width stride (B sequences of T
  * rows), pairing i with i + hd/2; cos_t, sin_t: [T][hd/2]. Backward rotates by the opposite angle. */
@@ -124,7 +130,7 @@ int nbk_attention_delta(float *delta, const float *dout, const float *out, int B
                         cudaStream_t stream);
 /* The same two contracts on the tensor cores (attention_mma.cu): bf16 only, head_dim a multiple of 16 up to 128
  * (nbk_attention_mma_supports says whether a shape is one; others are refused with nb_fail). Opt-in until it has
- * run on a GPU: the CUDA backend calls these where NB_CUDA_ATTENTION=tensor (nb_cuda_attention_tensor). */
+ * run on a GPU: the CUDA backend calls these under NB_CUDA_KERNELS=next (nb_cuda_next_kernels). */
 int nbk_attention_mma_supports(int hd, int bf16);
 int nbk_attention_forward_mma(float *out, nb_bf16 *out16, float *lse, const float *qkv, int B, int T, int H, int Hkv,
                               int hd, int bf16, cudaStream_t stream);
