@@ -83,6 +83,9 @@ expect_error "a second pipeline run on the same --out" "--out $work/O is in use 
 expect_error "a second run on the same --export" "--export $work/E is in use by another nobubble run (pid $pid)" \
   train --steps 2 --export "$work/E"
 check "the refused run wrote no model into the first's --export" test ! -e "$work/E/model.safetensors"
+expect_error "nobubble export into a running train's --export" "--out $work/E is in use by another nobubble run (pid $pid)" \
+  "$bin" export --set n_layers=1 --out "$work/E"
+check "... wrote no model there" test ! -e "$work/E/model.safetensors"
 kill -0 $pid 2>/dev/null && ok || fail "the first run went on meanwhile"
 kill -9 $pid 2>/dev/null
 wait $pid 2>/dev/null

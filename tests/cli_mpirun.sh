@@ -39,6 +39,15 @@ expect_error "mpirun without --pipeline" "mpirun started 2 processes, one per pi
   "${mpi[@]}" -np 2 "$bin" train "${small[@]}"
 expect_error "an --out holding a run, under mpirun" "--out $work/m already holds a run" \
   "${mpi[@]}" -np 2 "$bin" train "${small[@]}" --pipeline 2bw --out "$work/m"
+# A refused run under mpirun gives back its locks and removes the folders it made, as a one-process run does (the
+# failure ends every rank: rank 0 unlocks first). Here its --export is held by another run.
+"$bin" train "${small[@]}" --steps 1000000 --export "$work/HE" > /dev/null 2>&1 &
+held=$!
+for _ in $(seq 1 600); do [ -e "$work/HE/.nobubble.lock" ] && break; sleep 0.1; done
+expect_error "an --export in use, under mpirun" "--export $work/HE is in use by another nobubble run (pid $held)" \
+  "${mpi[@]}" -np 2 "$bin" train "${small[@]}" --pipeline 2bw --out "$work/MO2" --save-dir "$work/MS2" --export "$work/HE"
+check "... the refused run left none of the folders it made" test ! -e "$work/MO2" -a ! -e "$work/MS2"
+kill $held 2>/dev/null; wait $held 2>/dev/null
 
 # A world of one: as before (here the threads pipeline of --stages 2), the same weights.
 "${mpi[@]}" -np 1 "$bin" train "${small[@]}" --pipeline 2bw --stages 2 --out "$work/one" > "$work/one.log" 2>&1 \

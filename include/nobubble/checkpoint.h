@@ -116,6 +116,11 @@ int nb_export_hf_occupied(const char *dir, const char *flag);
 int nb_export_hf_clear(const char *dir);
 /* Writes dir/generation_config.json (bos and eos: the last id, as config.json says); for exports. */
 int nb_export_hf_generation_config(const nb_model *m, const char *dir);
+/* `nobubble export`'s whole write: dir created and locked (.nobubble.lock, the lock a `train --export dir` run
+ * holds for its life, so a run's folder is refused naming its pid) while it is checked (a model there: refused
+ * unless force, which first removes the old export's files) and the model and both configs are written; flag
+ * names dir in errors. */
+int nb_export_hf_locked(const nb_model *m, const char *dir, int force, const char *flag);
 /* Rewrites dir/config.json and dir/generation_config.json of an export with these bos and eos ids
  * (a tokenizer whose end-of-text token is not the last id: an imported Hugging Face one). */
 int nb_export_hf_special_tokens(const nb_config *c, const char *dir, int bos, int eos);

@@ -68,7 +68,7 @@ int cmd_export(int argc, char **argv) {
         return 2;
     }
     nb_model_init(&m, (uint64_t)seed);
-    r = (occupied && nb_export_hf_clear(out)) || nb_export_hf(&m, out) || nb_export_hf_generation_config(&m, out);
+    r = nb_export_hf_locked(&m, out, force, "--out");  /* checked again under the lock a train --export run holds */
     if (r) fprintf(stderr, "nobubble export: %s\n", nb_last_error());
     else printf("wrote %s/model.safetensors, config.json and generation_config.json (weights hash %016llx)\n", out,
                 (unsigned long long)nb_model_weights_hash(&m));

@@ -244,8 +244,9 @@ static void warn_unused(const train_args *t, const nb_train_options *o) {
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         if (rows[i].unused && given(t, rows[i].flag))
             fprintf(stderr, "nobubble train: warning: %s %s\n", rows[i].flag, rows[i].why);
-    /* A run whose every update has rate 0 trains nothing, whatever its flags: cosine and wsd end at --lr-min on
-     * their last update, so a schedule of one update (without warm-up) is that update alone. */
+    /* A run whose every update has rate 0 trains nothing, whatever its flags: cosine (and wsd where its decay
+     * rounds to a step or more) ends at --lr-min on its last update, so a schedule of one update (without warm-up)
+     * is that update alone. nb_schedule_lr decides, so no schedule is judged by a rule of its own here. */
     nb_schedule sched = o->schedule;
     sched.total_steps = updates < 4 ? (int)updates : 4;
     float top = 0.0f;
@@ -253,8 +254,9 @@ static void warn_unused(const train_args *t, const nb_train_options *o) {
         top = nb_schedule_lr(&sched, i) > top ? nb_schedule_lr(&sched, i) : top;
     if (updates < 4 && o->schedule.lr > 0 && top == 0.0f)
         fprintf(stderr, "nobubble train: warning: every update of this run has learning rate 0 (--schedule %s ends at "
-                "--lr-min %g on its last update, and the run has %lld): give more --steps, a --warmup, or --schedule "
-                "constant\n", nb_schedule_name(o->schedule.kind), o->schedule.lr_min, updates);
+                "--lr-min %g on its last update, and the run has %lld update%s): give more --steps, a --warmup, or "
+                "--schedule constant\n", nb_schedule_name(o->schedule.kind), o->schedule.lr_min, updates,
+                updates == 1 ? "" : "s");
     /* An optimizer's own hyperparameters given to another (--eps and the --aux-* go to the auxiliary AdamW
      * of any tensor a rule leaves to it, so they are not judged here; --nesterov's row is --no-nesterov's too). */
     static const char *const own[] = {"--beta1", "--beta2", "--beta3", "--momentum", "--nesterov", "--ns-steps",

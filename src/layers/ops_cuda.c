@@ -58,7 +58,7 @@ static void g_rope_backward(const nb_backend *be, float *dx, int B, int T, int s
 /* Attention on the tensor cores where the backend was asked for the kernels not yet run on a GPU
  * (NB_CUDA_KERNELS=next) and the shape allows. */
 static int tensor_attention(const nb_backend *be, int hd, int bf16) {
-    return nb_cuda_next_kernels(be) && nbk_attention_mma_supports(hd, bf16);
+    return nb_cuda_next_kernels(be) && nbk_attention_mma_supports(hd, bf16) && nbk_attention_mma_device_ok();
 }
 static int g_attention_forward(const nb_backend *be, float *out, nb_bf16 *out16, float *lse, const float *qkv, int B,
                                int T, int H, int Hkv, int hd, int bf16) {

@@ -4,6 +4,7 @@
 # NB_TEST_KEEP=DIR: $work's logs and JSON (not its weights) are copied into DIR before it is removed (a GPU
 # machine's lease ends with the call; tools/device/check.sh).
 work=$(mktemp -d)
+case ${NB_TEST_KEEP:-} in "" | /*) ;; *) NB_TEST_KEEP=$PWD/$NB_TEST_KEEP ;; esac  # the copy runs from $work
 keep_work() {
   [ -n "${NB_TEST_KEEP:-}" ] || return 0
   mkdir -p "$NB_TEST_KEEP/$(basename "$work")" &&

@@ -7,8 +7,8 @@
 #   here:        cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DNB_CUDA=ON -DNB_NATIVE=OFF \
 #                  -DCMAKE_C_FLAGS=-march=x86-64-v3 && cmake --build build-cuda -j2 \
 #                  --target nobubble_launcher test_cuda test_cuda_kernels && bash tools/gpu/pack.sh build-cuda .gpu
-#   the device:  see "A 15-minute lease" below; a machine whose lease allows it runs everything in one call
-#                (bash tools/device/check.sh .gpu $OUT/device: about 12 minutes, mostly torch.compile).
+#   the device:  see "A 15-minute lease" below. Everything at once (bash tools/device/check.sh .gpu DIR) takes
+#                about 12 minutes, mostly torch.compile: more than one call's 10-minute limit, so split it by PARTS.
 #
 # Parts, in this order, each command under its own time limit:
 #   1. machine: the GPU, the driver, the host's CPU flags;
@@ -25,15 +25,17 @@
 #      (tools/bench/torch_bench.py --device cuda, TORCH_MODES: torch.compile + bf16 autocast, eager bf16,
 #      compile fp32; about a minute of compilation per model and mode); at bench's batch, or BATCHES' first
 #      where bench did not run in this call;
-#   5. profile: each kernel's share of the GPU's time in one step of PROFILE_MODEL (smollm-135m) at batch 1,
+#   5. profile: each kernel's share of the GPU's time over `bench --steps 1` (its 2 warm-up steps and the timed one)
+#      of PROFILE_MODEL (smollm-135m) at batch 1,
 #      T = 2048, bf16 (ncu's per-kernel summary, added up by tools/device/ncu_summary.py), where ncu is there;
 #      NB_CUDA_KERNELS in the environment applies.
 # A kernel test that fails is run again under compute-sanitizer (memcheck) where the machine has it, to name the
 # kernel that faults; each test's whole output is kept as RESULTS/NAME.out; NB_TEST_KEEP (a folder) keeps the
 # CLI tests' logs and JSON.
 #
-# A 15-minute lease (device time counts from each machine's start, about half a minute): two calls of about
-# 3.5 minutes each did it on 2026-12-05 (docs/gpu.md), with room for a third:
+# A 15-minute lease (device time counts from each machine's start, about half a minute): on 2026-12-05 two calls of
+# about 3.5 minutes each ran the tests, the benchmark of four models and PyTorch's, and the profile (docs/gpu.md
+# gives their commands). With the `next` part, for example:
 #   run(command='MODELS="smollm-135m medium" BATCHES="8 4" TORCH_MODES="compile-bf16,eager-bf16"
 #                PARTS="machine tests bench next torch" bash tools/device/check.sh .gpu /tmp/dc; tar ...',
 #       carry=[".gpu"], timeout_s=480)
@@ -100,7 +102,7 @@ done
 
 part next && say "3b. the same bench in bf16 with the kernels not yet run on a GPU (NB_CUDA_KERNELS=next)" &&
 for m in $models; do
-  [ -n "${batch_of[$m]:-}" ] || continue
+  [ -n "${batch_of[$m]:-}" ] || { echo "$m: no batch from bench in this call (PARTS must hold bench): skipped" | tee -a "$log"; continue; }
   NB_CUDA_KERNELS=next timeout 60 "$bin/nobubble" bench --device cuda --models "$m" --threads 4 --seq 2048 \
     --batch "${batch_of[$m]}" --steps 3 --precisions bf16 --peak-gflops "$peak" --no-memory-check --json \
     > "$results/bench_next_$m.json" 2> "$results/bench_next_$m.err" &&
@@ -120,9 +122,11 @@ part torch && say "4. PyTorch on the same GPU" && if python3 -c "import torch, s
 else
   echo "no torch with CUDA in this machine's python3: skipped" | tee -a "$log"
 fi
-if part profile && command -v ncu > /dev/null; then
+if part profile && ! command -v ncu > /dev/null; then
+  say "5. profile: skipped, no ncu on this machine"
+elif part profile; then
   pm=${PROFILE_MODEL:-smollm-135m}
-  say "5. profile: one step of $pm, batch 1, T = 2048, bf16 (each kernel's share of the GPU's time)"
+  say "5. profile: bench --steps 1 of $pm (2 warm-up steps and 1 timed), batch 1, T = 2048, bf16 (each kernel's share of the GPU's time)"
   timeout 240 ncu --metrics gpu__time_duration.sum --print-summary per-kernel --target-processes all "$bin/nobubble" \
     bench --device cuda --models "$pm" --threads 4 --seq 2048 --batch 1 --steps 1 --precisions bf16 \
     --no-memory-check > "$results/ncu_$pm.txt" 2>&1

@@ -13,20 +13,33 @@ UNITS = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "mse
 HEADER = re.compile(r"^  (\S.*) \(\d+, \d+, \d+\)x\(\d+, \d+, \d+\), .*Invocations (\d+)\s*$")
 
 
+def kernel_name(name):
+    """The kernel's name without "void " and without its trailing argument list, which is cut at the "(" that
+    balances the last ")" (a name may hold parentheses of its own: "(anonymous namespace)::k")."""
+    name = re.sub(r"^void ", "", name.strip())
+    if name.endswith(")"):
+        depth = 0
+        for i in range(len(name) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(name[i], 0)
+            if depth == 0:
+                return name[:i].rstrip() or name
+    return name
+
+
 def kernel_times(lines):
     """{kernel name: total microseconds} over the summary's blocks."""
     times, current = {}, None
     for line in lines:
         m = HEADER.match(line)
         if m:
-            name = m.group(1)
-            name = re.sub(r"^void ", "", name)
-            name = re.sub(r"\(.*$", "", name)  # the argument list
-            current = (name, int(m.group(2)))
+            current = (kernel_name(m.group(1)), int(m.group(2)))
             continue
         if current and "gpu__time_duration.sum" in line:
             parts = line.split()
-            unit, average = parts[1], float(parts[4].replace(",", ""))
+            try:
+                unit, average = parts[1], float(parts[4].replace(",", ""))
+            except (IndexError, ValueError):
+                sys.exit(f"ncu_summary.py: expected 'gpu__time_duration.sum UNIT MIN MAX AVERAGE', got: {line.strip()}")
             if unit not in UNITS:
                 sys.exit(f"ncu_summary.py: unknown time unit '{unit}' in: {line.strip()}")
             times[current[0]] = times.get(current[0], 0.0) + average * UNITS[unit] * current[1]

@@ -41,14 +41,7 @@ constexpr int MTHREADS = MW * 32; /* 128 */
 constexpr int MAX_HD = 128;       /* accumulators in registers: MAX_HD / 16 fragments per output */
 /* stage16 fills MT rows into regions carved for MR, and the walks take a block's first row as a tile's start */
 static_assert(MR == MT, "attention_mma.cu assumes blocks and tiles of the same number of rows");
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#error "attention_mma.cu needs bf16 tensor cores (sm_80 or newer): set CMAKE_CUDA_ARCHITECTURES to 80 or above"
-#endif
 
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> frag_a;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> frag_b_row;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> frag_b_col;
-typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_acc;
 
 /* Shared memory's plan for a head_dim: bf16 rows of ld16 values (hd + 8: a multiple of 8, and rows that do
  * not start on the same bank), fp32 score rows of ldS (wide enough to stage a 16 x hd output too), bf16
@@ -72,6 +65,24 @@ struct carver {
         return p;
     }
 };
+
+/* Shapes of the packed rows qkv[B T][(H + 2 Hkv) hd] (attention.cu's). */
+struct shape {
+    int T, H, Hkv, hd;
+    float scale;
+    __device__ int dq() const { return H * hd; }
+    __device__ int stride() const { return (H + 2 * Hkv) * hd; }
+    __device__ int group() const { return H / Hkv; }
+};
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+/* The kernels: bf16 tensor cores, sm_80 and newer. A build for an older architecture as well gets kernels that
+ * trap there (nbk_attention_mma_device_ok keeps the backend from calling them on such a GPU). */
+
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> frag_a;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> frag_b_row;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> frag_b_col;
+typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_acc;
 
 __device__ __forceinline__ const __nv_bfloat16 *as_bf16(const nb_bf16 *p) {
     return reinterpret_cast<const __nv_bfloat16 *>(p);
@@ -144,14 +155,6 @@ __device__ __forceinline__ void write_half(float *dst, const float *S, int ldS, 
     for (int c = half * (hd / 2); c < (half + 1) * (hd / 2); c++) dst[c] = S[r * ldS + c];
 }
 
-/* Shapes of the packed rows qkv[B T][(H + 2 Hkv) hd] (attention.cu's). */
-struct shape {
-    int T, H, Hkv, hd;
-    float scale;
-    __device__ int dq() const { return H * hd; }
-    __device__ int stride() const { return (H + 2 * Hkv) * hd; }
-    __device__ int group() const { return H / Hkv; }
-};
 
 /* This lane's row in its warp's 16 (two lanes per row) and which half of the 64 columns it takes. */
 __device__ __forceinline__ int lane_row() { return (threadIdx.x & 31) >> 1; }
@@ -341,10 +344,29 @@ __global__ void __launch_bounds__(MTHREADS) dkv_mma_k(float *dqkv, const float *
     if (key < s.T) write_half(dst + dkv + kvh * s.hd, S, pl.ldS, r, half, s.hd);
 }
 
+#else
+/* (the stub names shape's members so that this pass does not warn that they go unused) */
+__device__ __forceinline__ void stop(const shape &s) {
+    if (s.dq() + s.stride() + s.group() >= 0) __trap();
+}
+template <int NB> __global__ void forward_mma_k(float *, nb_bf16 *, float *, const float *, shape s) { stop(s); }
+template <int NB> __global__ void dq_mma_k(float *, const float *, const float *, const float *, const float *, shape s) {
+    stop(s);
+}
+template <int NB> __global__ void dkv_mma_k(float *, const float *, const float *, const float *, const float *, shape s) {
+    stop(s);
+}
+#endif
+
 int bad_shape(const char *what, int B, int T, int H, int Hkv, int hd, int bf16) {
     return nb_fail("cuda: %s on the tensor cores: unsupported (B %d, T %d, %d query heads, %d kv heads, head_dim %d, "
                    "%s; expected bf16, positive sizes, kv heads dividing query heads, head_dim a multiple of 16 up to %d)",
                    what, B, T, H, Hkv, hd, bf16 ? "bf16" : "fp32", MAX_HD);
+}
+
+int old_device(const char *what) {
+    return nb_fail("cuda: %s on the tensor cores: this GPU has no bf16 tensor cores (compute capability 8.0 or newer "
+                   "expected)", what);
 }
 
 bool valid_shape(int B, int T, int H, int Hkv, int hd, int bf16) {
@@ -383,9 +405,16 @@ extern "C" {
 
 int nbk_attention_mma_supports(int hd, int bf16) { return bf16 && hd > 0 && hd % 16 == 0 && hd <= MAX_HD; }
 
+int nbk_attention_mma_device_ok(void) {
+    int device = 0, major = 0;
+    return cudaGetDevice(&device) == cudaSuccess &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 8;
+}
+
 int nbk_attention_forward_mma(float *out, nb_bf16 *out16, float *lse, const float *qkv, int B, int T, int H, int Hkv,
                               int hd, int bf16, cudaStream_t stream) {
     if (!valid_shape(B, T, H, Hkv, hd, bf16)) return bad_shape("attention_forward", B, T, H, Hkv, hd, bf16);
+    if (!nbk_attention_mma_device_ok()) return old_device("attention_forward");
     const shape s = {T, H, Hkv, hd, 1.0f / sqrtf((float)hd)};
     const plan pl(hd);
     const size_t bytes = pl.rows16(MR) + 2 * pl.rows16(MT) + pl.scores() + pl.probs();
@@ -395,6 +424,7 @@ int nbk_attention_forward_mma(float *out, nb_bf16 *out16, float *lse, const floa
 int nbk_attention_backward_mma(float *dqkv, const float *dout, const float *out, const float *lse, const float *qkv,
                                int B, int T, int H, int Hkv, int hd, int bf16, float *delta, cudaStream_t stream) {
     if (!valid_shape(B, T, H, Hkv, hd, bf16)) return bad_shape("attention_backward", B, T, H, Hkv, hd, bf16);
+    if (!nbk_attention_mma_device_ok()) return old_device("attention_backward");
     const shape s = {T, H, Hkv, hd, 1.0f / sqrtf((float)hd)};
     const plan pl(hd);
     if (nbk_attention_delta(delta, dout, out, B, T, H, hd, stream)) return -1;

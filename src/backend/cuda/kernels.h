@@ -132,6 +132,8 @@ int nbk_attention_delta(float *delta, const float *dout, const float *out, int B
  * (nbk_attention_mma_supports says whether a shape is one; others are refused with nb_fail). Opt-in until it has
  * run on a GPU: the CUDA backend calls these under NB_CUDA_KERNELS=next (nb_cuda_next_kernels). */
 int nbk_attention_mma_supports(int hd, int bf16);
+/* Whether the current GPU has bf16 tensor cores (compute capability 8.0 or newer): where not, the calls refuse. */
+int nbk_attention_mma_device_ok(void);
 int nbk_attention_forward_mma(float *out, nb_bf16 *out16, float *lse, const float *qkv, int B, int T, int H, int Hkv,
                               int hd, int bf16, cudaStream_t stream);
 int nbk_attention_backward_mma(float *dqkv, const float *dout, const float *out, const float *lse, const float *qkv,

@@ -398,6 +398,9 @@ static int run_mpi(exec_run *run, exec_endpoint *eps, nb_train_result *res) {
     exec_plan_step *plan = NULL;
     size_t n_plan = 0;
     if (!rc && run->isc.start) rc = worker_plan(run, w, &plan, &n_plan);
+    /* a failure ends every rank (MPI_Abort): rank 0 first gives back its folders' locks and removes the folders it
+     * made that are still empty, as a one-process run's end does (train_unlock_run, again later: a no-op) */
+    if (rc && first) train_unlock_run(&run->folders, 1);
     if (rc) nb_link_fail(links[0], nb_last_error());
     else if (run->isc.start) {  /* interleaved */
         long unplanned;
