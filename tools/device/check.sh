@@ -39,7 +39,9 @@
 #   run(command='MODELS="smollm-135m medium" BATCHES="8 4" TORCH_MODES="compile-bf16,eager-bf16"
 #                PARTS="machine tests bench next torch" bash tools/device/check.sh .gpu /tmp/dc; tar ...',
 #       carry=[".gpu"], timeout_s=480)
-#   run(command='PARTS="profile" bash tools/device/check.sh .gpu /tmp/dc; ...', carry=[".gpu"], timeout_s=300)
+#   run(command='PARTS="profile" bash tools/device/check.sh .gpu /tmp/dc;
+#                NB_CUDA_KERNELS=next PARTS="profile" bash tools/device/check.sh .gpu /tmp/dc-next; ...',
+#       carry=[".gpu"], timeout_s=300)  (the profile with and without the kernels not yet run on a GPU)
 # ($OUT takes at most 8 files: tar the results folder into one.)
 set -uo pipefail
 pack=${1:-.gpu}
