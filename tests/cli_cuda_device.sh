@@ -90,6 +90,13 @@ NB_CUDA_KERNELS=next run gpu_next --device cuda "${steps[@]}" || fail "next kern
 [ -n "$(hash_of "$work/gpu_next")" ] && [ "$(hash_of "$work/gpu_next")" = "$(hash_of "$work/gpu")" ] && ok ||
   fail "next kernels, fp32: weights $(hash_of "$work/gpu_next"), the proven kernels' $(hash_of "$work/gpu")"
 
+# bench on the GPU: the step's time, and no optimizer or GEMM shares (the GPU queues that work: their host time is
+# a launch's, not theirs)
+"$bin" bench --device cuda --models tiny --threads 1 --seq 64 --batch 2 --steps 2 --precisions fp32 --json \
+  > "$work/bench.json" 2> "$work/bench.err" || fail "bench --device cuda: $(tail -2 "$work/bench.err")"
+grep -q '"median_optimizer_s": null, .*"median_gemm_s": null, "outside_gemm_share": null' "$work/bench.json" && ok ||
+  fail "bench --device cuda reports queued shares: $(cat "$work/bench.json")"
+
 ev() { "$bin" eval --checkpoint "$work/ck/step_000050" --data "$work/data" --batch 4 --seq 64 --batches 4 --device "$1" --json |
   sed -n 's/.*"val_loss": \([^,]*\),.*/\1/p'; }
 a=$(ev cpu); b=$(ev cuda)

@@ -342,6 +342,10 @@ static nb_train_options plan_run(const bench_plan *p, int mi, int oi, int di, in
 
 /* A run on a device has no CPU peak to compare with: the --peak-gflops given (a data sheet's), else none. */
 static int on_device(const bench_plan *p) { return p->device && *p->device && strcmp(p->device, "cpu"); }
+/* The GPU queues its work: a product's or the update's host time there is its launch (or a wait for earlier
+ * work), not its own time, so those figures are not reported for it (the step's time is: it ends on the loss's
+ * read-back). The guarded device runs on the CPU, timed as the CPU is. */
+static int queued(const bench_plan *p) { return p->device && !strcmp(p->device, "cuda"); }
 
 /* Every measurement checked before the first runs (a refusal after minutes of others helps no one). */
 static int plan_fits(const bench_plan *p, int check) {
@@ -378,31 +382,40 @@ static void print_result(const bench_plan *p, int ti, int mi, int oi, int di, co
     char peak_text[32] = "null", fraction_text[32] = "null";  /* none where a device's peak was not given */
     if (peak > 0) snprintf(peak_text, sizeof peak_text, "%.2f", peak);
     if (peak > 0) snprintf(fraction_text, sizeof fraction_text, "%.4f", r->gflops / peak);
+    char opt_text[32] = "null", gemm_text[32] = "null", outside_text[32] = "null";  /* none where queued(p) */
+    if (!queued(p)) {
+        snprintf(opt_text, sizeof opt_text, "%.6f", r->optimizer_s);
+        snprintf(gemm_text, sizeof gemm_text, "%.6f", r->gemm_s);
+        snprintf(outside_text, sizeof outside_text, "%.4f", r->outside_gemm_share);
+    }
     if (p->json) {
         printf("%s\n  {\"model\": \"%s\", \"threads\": %d, \"optimizer\": \"%s\", \"delay\": \"%s\", "
                "\"precision\": \"%s\", "
-               "\"batch\": %d, \"seq\": %d, \"median_step_s\": %.6f, \"median_optimizer_s\": %.6f, "
+               "\"batch\": %d, \"seq\": %d, \"median_step_s\": %.6f, \"median_optimizer_s\": %s, "
                "\"tokens_per_s\": %.1f, \"gflops\": %.2f, \"peak_gflops\": %s, \"peak_isa\": \"%s\", "
                "\"fraction_of_peak\": %s, \"device\": \"%s\", \"activation_bytes_per_token\": %.0f, \"scratch_bytes\": %.0f, "
                "\"weight_bytes\": %.0f, "
-               "\"delay_bytes\": %.0f, \"median_gemm_s\": %.6f, \"outside_gemm_share\": %.4f, "
+               "\"delay_bytes\": %.0f, \"median_gemm_s\": %s, \"outside_gemm_share\": %s, "
                "\"moe_routing_share\": %.4f, \"context\": %d, \"preset_context\": %d, \"weights_hash\": \"%016llx\"}",
                first ? "" : ",", p->mitems[mi], p->threads[ti], p->oitems[oi], p->ditems[di],
-               nb_precision_name(r->precision), r->B, r->T, r->median_s, r->optimizer_s, r->tokens_per_s, r->gflops,
+               nb_precision_name(r->precision), r->B, r->T, r->median_s, opt_text, r->tokens_per_s, r->gflops,
                peak_text, isa, fraction_text, on_device(p) ? p->device : "cpu", r->act_bytes_per_token, r->scratch_bytes, r->weight_bytes, r->delay_bytes,
-               r->gemm_s, r->outside_gemm_share, r->routing_share, p->cfgs[mi].context, p->contexts[mi],
+               gemm_text, outside_text, r->routing_share, p->cfgs[mi].context, p->contexts[mi],
                (unsigned long long)r->weights_hash);
     } else {
-        char routing[48] = "", share[96] = "no peak given (--peak-gflops)";
+        char routing[48] = "", share[96] = "no peak given (--peak-gflops)", parts[64] = "queued on the GPU: no shares";
+        if (!queued(p))
+            snprintf(parts, sizeof parts, "optimizer %4.1f%%, outside GEMMs %4.1f%%", 100 * r->optimizer_s / r->median_s,
+                     100 * r->outside_gemm_share);
         if (peak > 0)
             snprintf(share, sizeof share, "%4.1f%% of %s peak %.0f (%s)", 100 * r->gflops / peak,
                      p->peak_gflops > 0 ? "the given" : "measured", peak, isa);
         if (p->cfgs[mi].n_experts > 0) snprintf(routing, sizeof routing, ", MoE routing %4.1f%%", 100 * r->routing_share);
-        printf("%-12s threads %d  %-6s %-10s %-4s B %2d x T %4d  step %8.1f ms (median of %d; optimizer %4.1f%%, outside GEMMs %4.1f%%%s)  "
+        printf("%-12s threads %d  %-6s %-10s %-4s B %2d x T %4d  step %8.1f ms (median of %d; %s%s)  "
                "%7.0f tok/s  %6.1f GFLOP/s = %s  activations %.1f KiB/token "
                "(+ scratch %.1f MiB)  delay memory %.2f x weights\n",
                p->mitems[mi], p->threads[ti], p->oitems[oi], p->ditems[di], nb_precision_name(r->precision), r->B, r->T,
-               r->median_s * 1e3, p->steps, 100 * r->optimizer_s / r->median_s, 100 * r->outside_gemm_share, routing,
+               r->median_s * 1e3, p->steps, parts, routing,
                r->tokens_per_s, r->gflops, share, r->act_bytes_per_token / 1024,
                r->scratch_bytes / (1 << 20), r->delay_bytes / r->weight_bytes);
     }
