@@ -39,6 +39,9 @@ expect_error "mpirun without --pipeline" "mpirun started 2 processes, one per pi
   "${mpi[@]}" -np 2 "$bin" train "${small[@]}"
 expect_error "an --out holding a run, under mpirun" "--out $work/m already holds a run" \
   "${mpi[@]}" -np 2 "$bin" train "${small[@]}" --pipeline 2bw --out "$work/m"
+# ... and with --force replaced, once every rank has loaded (the ranks meet at a barrier first)
+"${mpi[@]}" -np 2 "$bin" train "${small[@]}" --pipeline 2bw --out "$work/m" --force --seed 7 > "$work/mf.log" 2>&1 \
+  && grep -q '"seed": 7' "$work/m/train_config.json" && ok || fail "--force under mpirun: $(tail -3 "$work/mf.log")"
 # A refused run under mpirun gives back its locks and removes the folders it made, as a one-process run does (the
 # failure ends every rank: rank 0 unlocks first). Here its --export is held by another run.
 "$bin" train "${small[@]}" --steps 1000000 --export "$work/HE" > /dev/null 2>&1 &

@@ -83,6 +83,7 @@ typedef struct {
     int (*links)(nb_link **links, int *n_links, int n_stages, int n_endpoints, int replicas, int workers);
     void (*finish)(void);
     const char *(*last_error)(void);
+    int (*barrier)(void);  /* every rank of the world has come here (NULL: the transport has none) */
 } nb_mpi_transport;
 void nb_mpi_set_transport(const nb_mpi_transport *t);
 #define NB_MPI_MISSING                                                                                    \
@@ -116,6 +117,9 @@ int nb_mpi_links_replicated(nb_link **links, int *n_links, int n_stages, int n_e
 int nb_mpi_links_placed(nb_link **links, int *n_links, int n_stages, int n_endpoints, int replicas, int workers);
 /* MPI_Finalize, after the links are closed (no-op without MPI or when it was never started). */
 void nb_mpi_finish(void);
+/* Waits until every rank of the world has called it (MPI_Barrier), after the links are made; a rank that fails
+ * instead ends the world (MPI_Abort, through nb_link_fail), the waiting ones with it. */
+int nb_mpi_barrier(void);
 /* Whether this process was started by an MPI launcher (mpirun sets its rank variables). */
 int nb_mpi_launched(void);
 /* The number of processes the MPI launcher started (OMPI_COMM_WORLD_SIZE, else PMI_SIZE): 0 when not

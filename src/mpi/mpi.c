@@ -542,7 +542,11 @@ static void mpi_finish(void) {
 /* This library's own error text (it may hold its own copy of the error record: the core copies it). */
 static const char *mpi_last_error(void) { return nb_last_error(); }
 
-static const nb_mpi_transport transport = {mpi_links, mpi_finish, mpi_last_error};
+static int mpi_barrier(void) {
+    return MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : nb_fail("MPI_Barrier failed");
+}
+
+static const nb_mpi_transport transport = {mpi_links, mpi_finish, mpi_last_error, mpi_barrier};
 
 int nb_mpi_register(void) {
     nb_mpi_set_transport(&transport);

@@ -49,3 +49,9 @@ int nb_mpi_links(nb_link **links, int *n_links, int n_stages, int n_endpoints) {
 void nb_mpi_finish(void) {
     if (transport) transport->finish();
 }
+
+int nb_mpi_barrier(void) {
+    if (!transport || !transport->barrier) return nb_fail("--transport mpi: %s", NB_MPI_MISSING);
+    if (transport->barrier()) return nb_fail("%s", transport->last_error());
+    return 0;
+}

@@ -388,7 +388,12 @@ static int run_mpi(exec_run *run, exec_endpoint *eps, nb_train_result *res) {
     exec_endpoint *mine[MAX_CHUNKS + 1];
     for (int i = 0; i < n_links; i++) mine[i] = &eps[nb_link_stage(links[i])];
     int rc = first && train_lock_run(run->o, &run->folders);
-    rc = rc || setup_stages(run, eps, w, P - 1, W) || (first && exec_coordinator_init(&eps[P], run, NULL, res));
+    rc = rc || setup_stages(run, eps, w, P - 1, W);
+    /* --force removes the earlier run's files in the coordinator's init, once this run has loaded what it needs:
+     * every rank's stages, not only rank 0's, so all wait here (a rank that failed to load ends them all below,
+     * through nb_link_fail, and the files stay) */
+    if (!rc && run->o->force) rc = nb_mpi_barrier();
+    rc = rc || (first && exec_coordinator_init(&eps[P], run, NULL, res));
     for (int i = 0; i < n_links; i++) {
         mine[i]->link = links[i];
         nb_link_set_timeout(links[i], run->o->peer_timeout);
