@@ -12,13 +12,14 @@
 #     and with Muon (the stages' threads share the backend's scratch);
 #   - bf16 on the GPU within 1e-2 of fp32's validation loss, and the same bits twice;
 #   - the kernels not yet run on a GPU (NB_CUDA_KERNELS=next: bf16 attention on the tensor cores, RMSNorm's dgain
-#     on every SM): the bf16 run within 1e-2 of the proven kernels' and the same bits twice, the fp32 run bitwise
+#     on every SM): the bf16 run within 2e-3 of the proven kernels' (every loss) and the same bits twice, the fp32 run bitwise
 #     the proven kernels' (dgain keeps their bits; attention stays on the CUDA cores in fp32);
 #     NB_CUDA_KERNELS=bogus refused by any CUDA build, GPU or not;
 #   - Lion, Adan, MARS, Muon and NorMuon on the GPU within 2e-3 of the CPU's loss; eval --device cuda of the GPU's checkpoint
 #     within 1e-5 of eval on the CPU.
 set -u
 bin=${1:?usage: cli_cuda_device.sh path/to/nobubble}
+unset NB_CUDA_KERNELS  # the "proven" runs below are the proven kernels' whatever the caller's environment says
 source "$(dirname "$0")/support/cli_harness.sh"
 
 small_corpus "$bin" "$work/data" 60 && ok || fail "prepare"
@@ -54,7 +55,7 @@ run resumed --device cuda "${steps[@]}" --resume "$work/ck/step_000025" || fail 
 run on_cpu --device cpu "${steps[@]}" --resume "$work/ck/step_000025" || fail "the GPU's checkpoint on the CPU: $(tail -3 "$work/on_cpu.log")"
 near "$(val "$work/gpu")" "$(val "$work/on_cpu")" 1e-3 && ok || fail "resumed on the CPU: val loss $(val "$work/on_cpu")"
 
-pipe=(--set n_layers=4 --steps 10 --microbatches 2)
+pipe=(--set n_layers=4 --steps 10 --microbatches 2 --clip 1.0)  # clipping: the gradient's norm crosses the stages
 run one --device cuda "${pipe[@]}" --stages 2 --delay 2bw || fail "one-process 2bw on the GPU: $(tail -3 "$work/one.log")"
 run pipe --device cuda "${pipe[@]}" --stages 2 --pipeline 2bw --threads-per-stage 1 || fail "2bw pipeline on the GPU: $(tail -3 "$work/pipe.log")"
 [ -n "$(hash_of "$work/one")" ] && [ "$(hash_of "$work/one")" = "$(hash_of "$work/pipe")" ] && ok ||
@@ -78,12 +79,15 @@ run b16again --device cuda "${steps[@]}" --precision bf16 || fail "bf16 on the G
 near "$(val "$work/gpu")" "$(val "$work/b16")" 1e-2 && ok || fail "bf16 on the GPU: val loss $(val "$work/b16"), fp32 $(val "$work/gpu")"
 [ "$(hash_of "$work/b16")" = "$(hash_of "$work/b16again")" ] && ok || fail "bf16 on the GPU twice: weights differ"
 # the kernels not yet run on a GPU (NB_CUDA_KERNELS=next): in bf16, attention on the tensor cores (tiny's head_dim
-# 32) within 1e-2 of the proven kernels' run (the same operands, sums in another order) and the same bits twice;
+# 32) within 2e-3 of the proven kernels' run (validation and every training loss; bf16 against fp32 was 1.8e-4) (the same operands, sums in another order) and the same bits twice;
 # in fp32 (attention stays on the CUDA cores) the proven run's bits, since the wide dgain keeps them
 NB_CUDA_KERNELS=next run b16t --device cuda "${steps[@]}" --precision bf16 || fail "next kernels, bf16: $(tail -3 "$work/b16t.log")"
 NB_CUDA_KERNELS=next run b16t2 --device cuda "${steps[@]}" --precision bf16 || fail "next kernels, bf16, again"
-near "$(val "$work/b16")" "$(val "$work/b16t")" 1e-2 && ok ||
+near "$(val "$work/b16")" "$(val "$work/b16t")" 2e-3 && ok ||
   fail "next kernels, bf16: val loss $(val "$work/b16t"), the proven kernels' $(val "$work/b16")"
+paste <(losses "$work/b16" | cut -d' ' -f2) <(losses "$work/b16t" | cut -d' ' -f2) | while read -r a b; do
+  near "$a" "$b" 2e-3 || { echo "train loss: next $b, proven $a"; exit 1; }
+done && ok || fail "next kernels, bf16: a training loss not within 2e-3 of the proven kernels'"
 [ -n "$(hash_of "$work/b16t")" ] && [ "$(hash_of "$work/b16t")" = "$(hash_of "$work/b16t2")" ] && ok ||
   fail "next kernels, bf16, twice: weights differ"
 NB_CUDA_KERNELS=next run gpu_next --device cuda "${steps[@]}" || fail "next kernels, fp32: $(tail -3 "$work/gpu_next.log")"

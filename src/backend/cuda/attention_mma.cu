@@ -407,8 +407,12 @@ int nbk_attention_mma_supports(int hd, int bf16) { return bf16 && hd > 0 && hd %
 
 int nbk_attention_mma_device_ok(void) {
     int device = 0, major = 0;
-    return cudaGetDevice(&device) == cudaSuccess &&
-           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 8;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess || major < 8)
+        return 0;
+    /* and the code that loads for this GPU is the real kernels, not the stubs of an older architecture's PTX */
+    struct cudaFuncAttributes a;
+    return cudaFuncGetAttributes(&a, forward_mma_k<1>) == cudaSuccess && a.ptxVersion >= 80;
 }
 
 int nbk_attention_forward_mma(float *out, nb_bf16 *out16, float *lse, const float *qkv, int B, int T, int H, int Hkv,

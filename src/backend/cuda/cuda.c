@@ -45,6 +45,7 @@ typedef struct {
     pthread_mutex_t scratch_lock;      /* one user of the scratch at a time (a threads pipeline's stages share it) */
     size_t scratch_bytes;
     double *sums;                      /* device memory mode: sum_squares's partial sums and its result */
+    pthread_mutex_t sums_lock;         /* one sum_squares at a time: a threads pipeline's stages share sums */
     nb_failure failure;
     char label[400];
     int device_memory;                 /* 1: the device memory mode (nb_cuda_open_device_memory) */
@@ -202,6 +203,7 @@ static void release(cuda_state *s) {
     if (s->stream) cudaStreamDestroy(s->stream);
     pthread_mutex_destroy(&s->lock);
     pthread_mutex_destroy(&s->scratch_lock);
+    pthread_mutex_destroy(&s->sums_lock);
     nb_failure_destroy(&s->failure);
     free(s);
 }
@@ -301,15 +303,19 @@ static void dev_scale(const nb_backend *b, float *x, size_t n, float scale) {
 static double dev_sum_squares(const nb_backend *b, const float *x, const float *y, size_t n) {
     cuda_state *s = state_of(b);
     double sum = NAN;
+    /* held from the buffer's allocation to the sum's read-back: another stage's kernel queued in between would
+     * overwrite the partial sums before this one's copy reads them */
+    pthread_mutex_lock(&s->sums_lock);
     if (!s->sums) keep(s, cudaMalloc((void **)&s->sums, sizeof(double) * (NBK_SQ_PARTS + 1)), "sum_squares's buffer");
-    if (!s->sums) return sum;
-    if (nbk_sum_squares(x, y, n, s->sums, s->sums + NBK_SQ_PARTS, s->stream)) {
+    cudaError_t e = cudaErrorInvalidValue;
+    if (s->sums && nbk_sum_squares(x, y, n, s->sums, s->sums + NBK_SQ_PARTS, s->stream)) {
         nb_failure_keep(&s->failure);
-        return sum;
+    } else if (s->sums) {
+        e = cudaMemcpyAsync(&sum, s->sums + NBK_SQ_PARTS, sizeof sum, cudaMemcpyDeviceToHost, s->stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(s->stream);
+        keep(s, e, "copying a sum of squares to the host");
     }
-    cudaError_t e = cudaMemcpyAsync(&sum, s->sums + NBK_SQ_PARTS, sizeof sum, cudaMemcpyDeviceToHost, s->stream);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(s->stream);
-    keep(s, e, "copying a sum of squares to the host");
+    pthread_mutex_unlock(&s->sums_lock);
     return e == cudaSuccess ? sum : NAN;
 }
 
@@ -410,7 +416,10 @@ void nb_cuda_keep_failure(const nb_backend *b) { nb_failure_keep(&state_of(b)->f
 static void *scratch_of(const nb_backend *b, size_t bytes) {
     cuda_state *s = state_of(b);
     if (bytes <= s->scratch_bytes) return s->scratch;
-    if (s->scratch) keep(s, cudaFree(s->scratch), "freeing the layers' scratch");  /* waits for its users */
+    /* the work queued on the old buffer (other stages' too) finishes before it goes: waited for here rather
+     * than left to cudaFree's own wait */
+    if (s->scratch) keep(s, cudaStreamSynchronize(s->stream), "waiting before the layers' scratch grows");
+    if (s->scratch) keep(s, cudaFree(s->scratch), "freeing the layers' scratch");
     s->scratch = NULL, s->scratch_bytes = 0;
     if (cudaMalloc(&s->scratch, bytes) != cudaSuccess) {
         s->scratch = NULL;
@@ -483,6 +492,7 @@ static int open_cuda(const char *spec, int device_memory, nb_backend **out) {
     }
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->scratch_lock, NULL);
+    pthread_mutex_init(&s->sums_lock, NULL);
     nb_failure_init(&s->failure);
     s->device_memory = device_memory;
     if (kernels_choice(&s->next_kernels) || start_device(s)) {

@@ -146,15 +146,18 @@ constexpr int CHAIN_WARPS = 4;
 __global__ void dgain_terms_k(float *terms, const float *dout, const float *x, const float *rstd, int N, int d) {
     __shared__ float tile[TILE_T][TILE_T + 1];  /* + 1: a column of the tile spans the banks */
     const int i0 = blockIdx.x * TILE_T;
-    for (int n0 = blockIdx.y * TILE_T; n0 < N; n0 += gridDim.y * TILE_T) {  /* the same count for every thread */
+    /* the same count of iterations for every thread of the block (its barriers) */
+    for (long long n0 = (long long)blockIdx.y * TILE_T; n0 < N; n0 += (long long)gridDim.y * TILE_T) {
         for (int r = threadIdx.y; r < TILE_T; r += blockDim.y) {
-            const int n = n0 + r, i = i0 + threadIdx.x;
+            const long long n = n0 + r;
+            const int i = i0 + threadIdx.x;
             tile[r][threadIdx.x] =
                 n < N && i < d ? mul(mul(dout[(size_t)n * d + i], x[(size_t)n * d + i]), rstd[n]) : 0.0f;
         }
         __syncthreads();
         for (int r = threadIdx.y; r < TILE_T; r += blockDim.y) {
-            const int i = i0 + r, n = n0 + threadIdx.x;
+            const int i = i0 + r;
+            const long long n = n0 + threadIdx.x;
             if (i < d && n < N) terms[(size_t)i * N + n] = tile[threadIdx.x][r];
         }
         __syncthreads();  /* the tile is read before the next rows overwrite it */
@@ -167,8 +170,8 @@ __global__ void dgain_chain_k(float *dgain, const float *terms, int N, int d) {
     if (i >= d) return;  /* the whole warp (i is the same for its lanes); no block barrier follows */
     const float *column = terms + (size_t)i * N;
     float acc = lane == 0 ? dgain[i] : 0.0f;
-    for (int n0 = 0; n0 < N; n0 += CHAIN) {
-        const int m = min(CHAIN, N - n0);
+    for (long long n0 = 0; n0 < N; n0 += CHAIN) {
+        const int m = (int)(N - n0 < CHAIN ? N - n0 : CHAIN);
         for (int j = lane; j < m; j += 32) staged[w][j] = column[n0 + j];
         __syncwarp();
         if (lane == 0)
@@ -726,11 +729,13 @@ int nbk_rmsnorm_backward_wide(float *dx, float *dgain, const float *dout, const 
     if (N == 0) return 0;
     rmsnorm_backward_dx_k<<<N, BLOCK, 0, stream>>>(dx, dout, x, gain, rstd, d);
     if (launched("rmsnorm_backward (dx)")) return -1;
-    const int row_tiles = (N + TILE_T - 1) / TILE_T;
-    const dim3 grid((unsigned)((d + TILE_T - 1) / TILE_T), (unsigned)(row_tiles < 65535 ? row_tiles : 65535));
+    const long long row_tiles = ((long long)N + TILE_T - 1) / TILE_T;
+    const dim3 grid((unsigned)(((long long)d + TILE_T - 1) / TILE_T),
+                    (unsigned)(row_tiles < 65535 ? row_tiles : 65535));
     dgain_terms_k<<<grid, dim3(TILE_T, 8), 0, stream>>>(terms, dout, x, rstd, N, d);
     if (launched("rmsnorm_backward (dgain's terms)")) return -1;
-    dgain_chain_k<<<(d + CHAIN_WARPS - 1) / CHAIN_WARPS, CHAIN_WARPS * 32, 0, stream>>>(dgain, terms, N, d);
+    const unsigned chains = (unsigned)(((long long)d + CHAIN_WARPS - 1) / CHAIN_WARPS);
+    dgain_chain_k<<<chains, CHAIN_WARPS * 32, 0, stream>>>(dgain, terms, N, d);
     return launched("rmsnorm_backward (dgain's sums)");
 }
 
