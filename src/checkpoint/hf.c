@@ -188,6 +188,14 @@ static int is_export_file(const char *name) {
 
 int nb_export_hf_clear(const char *dir) { return nb_fs_remove_files(dir, NULL, 0, is_export_file, "export folder"); }
 
+int nb_export_hf_refuse_occupied(const char *dir, const char *flag, int force) {
+    const int occupied = nb_export_hf_occupied(dir, flag);
+    if (occupied > 0 && !force)
+        return nb_fail("%s %s already holds a model (model.safetensors or config.json): give --force to replace it (its "
+                       "export's files go first), or another %s", flag, dir, flag);
+    return occupied;
+}
+
 int nb_export_hf_locked(const nb_model *m, const char *dir, int force, const char *flag) {
     char keys[1024];
     if (moe_keys(&m->cfg, keys, sizeof keys)) return -1;   /* a model with no architecture: before any folder */
@@ -199,13 +207,9 @@ int nb_export_hf_locked(const nb_model *m, const char *dir, int force, const cha
         if (!existed) rmdir(dir);  /* only where it is empty */
         return -1;
     }
-    const int occupied = nb_export_hf_occupied(dir, flag);
-    int r = occupied < 0;
-    if (occupied > 0 && !force)
-        r = nb_fail("%s %s already holds a model (model.safetensors or config.json): give --force to replace it (its "
-                    "export's files go first), or another %s", flag, dir, flag);
-    else if (!r)
-        r = (occupied && nb_export_hf_clear(dir)) || nb_export_hf(m, dir) || nb_export_hf_generation_config(m, dir);
+    const int occupied = nb_export_hf_refuse_occupied(dir, flag, force);
+    const int r = occupied < 0 || (occupied && nb_export_hf_clear(dir)) || nb_export_hf(m, dir) ||
+                  nb_export_hf_generation_config(m, dir);
     nb_fs_unlock(&lock);  /* removes the lock file */
     if (r && !existed) rmdir(dir);  /* a folder this call made and left empty goes (rmdir refuses any other) */
     return r ? -1 : 0;

@@ -52,14 +52,8 @@ int cmd_export(int argc, char **argv) {
     if (cli_memory_check("export", &mem, !no_memory_check)) return 1;
     /* A folder that holds a model is not written over by accident; --force removes all of the old export's
      * files first, so that none of them (a tokenizer of another vocabulary) outlives it. */
-    const int occupied = nb_export_hf_occupied(out, "--out");
-    if (occupied < 0) {
+    if (nb_export_hf_refuse_occupied(out, "--out", force) < 0) {
         fprintf(stderr, "nobubble export: %s\n", nb_last_error());
-        return 2;
-    }
-    if (occupied && !force) {
-        fprintf(stderr, "nobubble export: --out %s already holds a model (model.safetensors or config.json): give "
-                "--force to replace it (its export's files go first), or another --out\n", out);
         return 2;
     }
     nb_model m;

@@ -247,12 +247,14 @@ static void warn_unused(const train_args *t, const nb_train_options *o) {
     /* A run whose every update has rate 0 trains nothing, whatever its flags: cosine (and wsd where its decay
      * rounds to a step or more) ends at --lr-min on its last update, so a schedule of one update (without warm-up)
      * is that update alone. nb_schedule_lr decides, so no schedule is judged by a rule of its own here. */
-    nb_schedule sched = o->schedule;
-    sched.total_steps = updates < 4 ? (int)updates : 4;
-    float top = 0.0f;
-    for (int i = 0; updates < 4 && i < sched.total_steps; i++)
-        top = nb_schedule_lr(&sched, i) > top ? nb_schedule_lr(&sched, i) : top;
-    if (updates < 4 && o->schedule.lr > 0 && top == 0.0f)
+    float top = 1.0f;  /* a long run has updates at its peak rate: only short ones are looked at */
+    if (updates < 4 && o->schedule.lr > 0) {
+        nb_schedule sched = o->schedule;
+        sched.total_steps = (int)updates;
+        top = 0.0f;
+        for (int i = 0; i < sched.total_steps; i++) top = fmaxf(top, nb_schedule_lr(&sched, i));
+    }
+    if (top == 0.0f)
         fprintf(stderr, "nobubble train: warning: every update of this run has learning rate 0 (--schedule %s ends at "
                 "--lr-min %g on its last update, and the run has %lld update%s): give more --steps, a --warmup, or "
                 "--schedule constant\n", nb_schedule_name(o->schedule.kind), o->schedule.lr_min, updates,

@@ -58,7 +58,8 @@ int nb_eval(const nb_eval_options *o, nb_eval_result *r) {
     else if (nb_model_create(&m, &cfg, 1, NULL, be)) ;
     else if ((made = 1), nb_import_hf(&m, o->checkpoint) || nb_loader_open(&loader, val, B, T, cfg.vocab_size, 0, 0, 1) ||
              !(acts = nb_acts_create(&m.stages[0], B, T)) ||
-             nb_evaluate(&m, acts, loader, (batches = train_eval_batches(loader, o->batches, B, T, "--batches", val, 1)), inputs, targets, &loss)) ;
+             nb_evaluate(&m, acts, loader, (batches = train_eval_batches(loader, o->batches, B, T, "--batches", val, 1)),
+                         inputs, targets, &loss)) ;
     else if (!isfinite(loss))  /* weights that diverged: a number, but no answer */
         nb_fail("%s: the validation loss is %g: the model's weights or outputs are not finite", o->checkpoint, loss);
     else {

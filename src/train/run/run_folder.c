@@ -204,13 +204,9 @@ static int check_folder(const char *dir, const char *flag, const nb_train_option
  * when the run ends. An export inside --out (its hf/) is the --out check's. */
 static int check_export(const nb_train_options *o, folder_pass pass) {
     if (!o->export_dir) return 0;
-    const int occupied = nb_export_hf_occupied(o->export_dir, "--export");
+    const int occupied = nb_export_hf_refuse_occupied(o->export_dir, "--export", o->force || o->resume_dir);
     if (occupied < 0) return -1;
-    if (!occupied || o->resume_dir) return 0;
-    if (!o->force)
-        return nb_fail("--export %s already holds a model (model.safetensors or config.json): give --force to replace "
-                       "it (its export's files go first), or another --export", o->export_dir);
-    if (pass != FOLDER_CLEAR) return 0;
+    if (!occupied || o->resume_dir || pass != FOLDER_CLEAR) return 0;
     if (nb_export_hf_clear(o->export_dir)) return -1;
     fprintf(stderr, "nobubble train: --force: removed the earlier export's files from %s\n", o->export_dir);
     return 0;
