@@ -82,16 +82,21 @@ static void g_swiglu_forward(const nb_backend *be, float *h, const float *gu, in
 static void g_swiglu_backward(const nb_backend *be, float *dgu, const float *dh, const float *gu, int N, int F) {
     done(be, nbk_swiglu_backward(dgu, dh, gu, N, F, stream_of(be)));
 }
-/* The loss's sum waits for the GPU: it comes back to the host (NaN after a recorded failure). */
-static double g_cross_entropy_forward(const nb_backend *be, float *lse, const float *logits, const int *targets, int N,
-                                      int V) {
-    double *sum = nb_cuda_scratch_hold(be, sizeof(double)), total = NAN;
-    if (!sum) return NAN;
-    const int rc = nbk_cross_entropy_forward(lse, sum, logits, targets, N, V, stream_of(be));
+/* After a loss kernel (rc) that wrote its sum into the held scratch: the sum read back, the scratch released;
+ * NaN after a recorded failure. */
+static double loss_and_release(const nb_backend *be, int rc, const double *sum) {
+    double total = NAN;
     if (rc) nb_cuda_keep_failure(be);
     const int back = rc || loss_back(be, sum, &total);
     nb_cuda_scratch_release(be);
     return back ? NAN : total;
+}
+/* The loss's sum waits for the GPU: it comes back to the host (NaN after a recorded failure). */
+static double g_cross_entropy_forward(const nb_backend *be, float *lse, const float *logits, const int *targets, int N,
+                                      int V) {
+    double *sum = nb_cuda_scratch_hold(be, sizeof(double));
+    if (!sum) return NAN;
+    return loss_and_release(be, nbk_cross_entropy_forward(lse, sum, logits, targets, N, V, stream_of(be)), sum);
 }
 static void g_cross_entropy_backward(const nb_backend *be, float *logits, const float *lse, const int *targets, int N,
                                      int V, float scale, int n_mean) {
@@ -128,13 +133,10 @@ static void g_cross_entropy_grad_bf16(const nb_backend *be, nb_bf16 *dlogits, co
 /* The loss's sum comes back to the host, as g_cross_entropy_forward's. */
 static double g_cross_entropy_forward_grad_bf16(const nb_backend *be, float *lse, nb_bf16 *dlogits, const float *logits,
                                                 const int *targets, int N, int V, int n_mean) {
-    double *sum = nb_cuda_scratch_hold(be, sizeof(double)), total = NAN;
+    double *sum = nb_cuda_scratch_hold(be, sizeof(double));
     if (!sum) return NAN;
-    const int rc = nbk_cross_entropy_forward_grad_bf16(lse, dlogits, sum, logits, targets, N, V, n_mean, stream_of(be));
-    if (rc) nb_cuda_keep_failure(be);
-    const int back = rc || loss_back(be, sum, &total);
-    nb_cuda_scratch_release(be);
-    return back ? NAN : total;
+    return loss_and_release(
+        be, nbk_cross_entropy_forward_grad_bf16(lse, dlogits, sum, logits, targets, N, V, n_mean, stream_of(be)), sum);
 }
 
 static const nb_layer_ops cuda_layers = {

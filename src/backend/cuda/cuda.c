@@ -433,8 +433,8 @@ static void *scratch_of(const nb_backend *b, size_t bytes) {
 
 /* The scratch is one buffer for every caller, and a threads pipeline's stages call from their own threads: held
  * from taking it until the work that uses it is queued (the one stream then runs that work before any later
- * user's), or until its result is read back. A growth frees the old buffer only after the device has finished
- * with it (cudaFree waits). */
+ * user's), or until its result is read back. A growth frees the old buffer only after the stream has finished
+ * with it (scratch_of waits for it). */
 void *nb_cuda_scratch_hold(const nb_backend *b, size_t bytes) {
     cuda_state *s = state_of(b);
     pthread_mutex_lock(&s->scratch_lock);
