@@ -42,6 +42,22 @@ expect_error "an --out holding a run, under mpirun" "--out $work/m already holds
 # ... and with --force replaced, once every rank has loaded (the ranks meet at a barrier first)
 "${mpi[@]}" -np 2 "$bin" train "${small[@]}" --pipeline 2bw --out "$work/m" --force --seed 7 > "$work/mf.log" 2>&1 \
   && grep -q '"seed": 7' "$work/m/train_config.json" && ok || fail "--force under mpirun: $(tail -3 "$work/mf.log")"
+# ... but not when a later rank fails to load: rank 0 reads only its own stages' tensors, so a flipped byte in the last
+# stage's part fails on rank 1 alone, after rank 0 has loaded. Without the barrier rank 0 went on and removed the
+# earlier run's files before rank 1's failure ended the run (seen: every time, with stage 1 holding 5 of 6 blocks).
+late=(--data "$work/data" --set n_layers=6 --set d_model=128 --set n_heads=4 --set n_kv_heads=4 --set d_ffn=512
+      --set context=16 --batch 2 --microbatches 2 --eval-batches 1 --threads-per-stage 1 --pipeline 2bw --split 1,5)
+"${mpi[@]}" -np 2 "$bin" train "${late[@]}" --steps 2 --save-dir "$work/lck" --save-every 2 > "$work/lck.log" 2>&1 \
+  || fail "a 2-stage checkpoint under mpirun: $(tail -3 "$work/lck.log")"
+at=$(( $(stat -c %s "$work/lck/step_000002/state-00002-of-00002.safetensors") - 5 ))
+b=$(od -An -tu1 -j "$at" -N1 "$work/lck/step_000002/state-00002-of-00002.safetensors" | tr -d ' ')
+printf "\\$(printf '%03o' $(( b ^ 16 )))" |
+  dd of="$work/lck/step_000002/state-00002-of-00002.safetensors" bs=1 seek="$at" conv=notrunc status=none
+expect_error "--force under mpirun, rank 1's part corrupt" \
+  "stage 1 failed: $work/lck/step_000002/state-00002-of-00002.safetensors: tensor '.*': data checksum mismatch" \
+  "${mpi[@]}" -np 2 "$bin" train "${late[@]}" --steps 4 --resume "$work/lck/step_000002" --out "$work/m" --force
+check "... and the earlier run in --out is whole" test -f "$work/m/summary.json"
+check "... its configuration unchanged" grep -q '"seed": 7' "$work/m/train_config.json"
 # A refused run under mpirun gives back its locks and removes the folders it made, as a one-process run does (the
 # failure ends every rank: rank 0 unlocks first). Here its --export is held by another run.
 "$bin" train "${small[@]}" --steps 1000000 --export "$work/HE" > /dev/null 2>&1 &
