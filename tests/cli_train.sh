@@ -9,6 +9,19 @@ for cmd in prepare train eval sample bench; do
   if "$bin" $cmd --help | grep -q "usage: nobubble $cmd"; then ok; else fail "$cmd --help"; fi
 done
 "$bin" --help | grep -q "train" && ok || fail "nobubble --help"
+"$bin" version --help | grep -q "usage: nobubble version" && ok || fail "version --help"
+# --help names every model preset and every backend the parsers accept (the lists the refusals give)
+presets=$("$bin" train --model frobnicate --steps 1 2>&1 | sed -n 's/.*expected one of: \([^)]*\)).*/\1/p')
+[ -n "$presets" ] && ok || fail "train --model frobnicate: no list of presets"
+for cmd in train export; do
+  line=$("$bin" $cmd --help | grep -- "--model")
+  for p in $presets; do
+    case "$line" in *" $p "*|*" $p") ok ;; *) fail "$cmd --help: --model lacks the preset $p: $line" ;; esac
+  done
+done
+backends=$("$bin" train --gemm frobnicate --steps 1 2>&1 | sed -n "s/.*backend 'frobnicate': expected \(.*\)/\1/p")
+[ -n "$backends" ] && "$bin" train --help | grep -- "--gemm" | grep -qF -- "$backends" && ok \
+  || fail "train --help's --gemm lacks the backends '$backends': $("$bin" train --help | grep -- --gemm)"
 expect_error "unknown command" "unknown command" "$bin" frobnicate
 
 # A small prepared corpus: a few hundred paragraphs of real text, byte-level BPE vocab 300.

@@ -20,7 +20,7 @@ int cmd_export(int argc, char **argv) {
     unsigned long long seed = 1;
     int no_memory_check = 0, force = 0;
     const cli_option opts[] = {
-        {"--model", OPT_STR, &preset, "NAME   tiny | small | medium | smollm-135m | smollm-360m (tiny)"},
+        {"--model", OPT_STR, &preset, "NAME   tiny | small | medium | smollm-135m | smollm-360m | moe-tiny | moe-small (tiny)"},
         {"--set", OPT_LIST, &sets, "F=V    override a model field, e.g. --set n_layers=2 (repeatable)"},
         {"--seed", OPT_U64, &seed, "S      initialization seed (1)"},
         {"--out", OPT_STR, &out, "DIR    the folder to write (created if needed)"},

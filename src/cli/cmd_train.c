@@ -89,7 +89,7 @@ static void add_setting_flag(train_args *t, const char *flag, const char *help) 
 static void train_options(train_args *t, nb_train_options *o) {
     const cli_option own[CLI_ONLY] = {
         {"--data", OPT_STR, &t->data, "DIR    prepared data: DIR/*_train_*.bin, DIR/*_val_*.bin, or llm.c's DIR/*_train.bin, DIR/*_val.bin (data/bible)"},
-        {"--model", OPT_STR, &t->preset, "NAME   tiny | small | medium | smollm-135m | smollm-360m (tiny)"},
+        {"--model", OPT_STR, &t->preset, "NAME   tiny | small | medium | smollm-135m | smollm-360m | moe-tiny | moe-small (tiny)"},
         {"--set", OPT_LIST, &t->sets, "F=V    override a model field, e.g. --set n_layers=2 (repeatable)"},
         {"--split", OPT_STR, &t->split, "A,B,.. blocks of each stage (even; with --pipeline: balanced by FLOPs, the head counted)"},
         {"--threads", OPT_INT, &t->threads, "N      OpenMP threads (all cores) " CLI_RANGE(0, 1024)},
@@ -309,7 +309,6 @@ static int train_command(int argc, char **argv, nb_train_config_file **file) {
     int split_blocks[256];
     if (t.split && parse_split(t.split, o.stages, split_blocks)) return 2;
     if (t.split) o.split = split_blocks;
-    warn_unused(&t, &o);
     int has_vocab_override = o.init_from != NULL;   /* an imported model keeps its vocabulary */
     if (o.init_from && nb_train_config_model_count(*file)) {
         fprintf(stderr, "nobubble train: --config %s sets model fields; with --init-from %s the model comes from its "
@@ -335,6 +334,7 @@ static int train_command(int argc, char **argv, nb_train_config_file **file) {
         return 2;
     }
     if (resolve_run_folders(&o)) return 2;
+    warn_unused(&t, &o);   /* after the command line's own refusals: a refused run needs no warning */
     /* Past a file-size limit a write then fails (EFBIG) and the run reports it like a full disk,
      * instead of being killed mid-checkpoint. */
     signal(SIGXFSZ, SIG_IGN);

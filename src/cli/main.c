@@ -100,6 +100,10 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        if (argc == 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {  /* every command has --help */
+            printf("usage: nobubble version\n\nPrints nobubble's version.\n");
+            return 0;
+        }
         if (argc > 2) {
             fprintf(stderr, "nobubble %s: takes no arguments (got '%s')\n", cmd, argv[2]);
             return 2;

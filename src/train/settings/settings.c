@@ -221,8 +221,7 @@ const nb_setting nb_settings[] = {
     /* The backend: which library runs which product. Each is deterministic, but two may round differently,
      * so a resume on another is allowed and named in summary.json (docs/executor.md, "Thread counts"). */
     {.name = "gemm", .flag = "--gemm", .type = NB_SET_STRING, NO_RANGE, .offset = AT(gemm), .metavar = "NAME",
-     .help = "the backend of the products: tiles, hybrid, onednn or openblas, :onednn or :widen for bf16 (default: "
-             "the environment's NB_GEMM, else the build's)",
+     .help = "the backend of the products (not given: the environment's NB_GEMM, else the build's default)",
      .resume = NB_RESUME_FREE, .summary_key = "run.gemm"},
     /* Where the stages' memory is (docs/gpu.md). A checkpoint is the same files on every device, so a run
      * resumes on another. */
