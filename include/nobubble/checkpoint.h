@@ -111,7 +111,8 @@ int nb_export_hf(const nb_model *m, const char *dir);
 /* An export folder that already holds a model (model.safetensors, its index or config.json): 1, else 0 (an
  * absent dir too). A path that exists and is not a folder: -1, nb_fail naming flag and the path. */
 int nb_export_hf_occupied(const char *dir, const char *flag);
-/* nb_export_hf_occupied, and a folder holding a model refused unless force (nb_fail naming flag and dir): 1 (a
+/* nb_export_hf_occupied, and a folder holding a model refused unless force (nb_fail naming flag and dir), and a
+ * folder of prepared data, a checkpoint or a sweep refused even with force (its own files would go): 1 (a
  * model there, force given), 0 (none), -1. */
 int nb_export_hf_refuse_occupied(const char *dir, const char *flag, int force);
 /* Removes an export's files from dir (model*.safetensors, model.safetensors.index.json, config.json,

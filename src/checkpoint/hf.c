@@ -190,6 +190,14 @@ int nb_export_hf_clear(const char *dir) { return nb_fs_remove_files(dir, NULL, 0
 
 int nb_export_hf_refuse_occupied(const char *dir, const char *flag, int force) {
     const int occupied = nb_export_hf_occupied(dir, flag);
+    /* A folder that is not an export's: --force would remove its own files (prepared data's tokenizer.json, a
+     * checkpoint's model.safetensors and config.json beside its state), so not even --force writes there. */
+    static const char *const owned[][2] = {{"manifest.json", "prepared data"}, {"state.safetensors", "a checkpoint"},
+                                           {"grid.txt", "a sweep"}, {"results.csv", "a sweep"}};
+    for (size_t i = 0; occupied >= 0 && i < sizeof owned / sizeof owned[0]; i++)
+        if (nb_fs_exists_in(dir, owned[i][0]))
+            return nb_fail("%s %s holds %s (%s): give the model a folder of its own (not even --force writes there)",
+                           flag, dir, owned[i][1], owned[i][0]);
     if (occupied > 0 && !force)
         return nb_fail("%s %s already holds a model (model.safetensors or config.json): give --force to replace it (its "
                        "export's files go first), or another %s", flag, dir, flag);

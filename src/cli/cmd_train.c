@@ -40,7 +40,9 @@ static void on_signal(int sig, int count) {
     nb_train_request_stop();
 }
 
-/* "--split 3,1": exactly `stages` block counts (their sum is checked with the model). */
+/* "--split 3,1": exactly `stages` block counts (their sum is checked with the model); room for as many as
+ * --stages allows (NB_TRAIN_MAX_STAGES). */
+enum { SPLIT_MAX = NB_TRAIN_MAX_STAGES };
 static int parse_split(const char *text, int stages, int *blocks) {
     const char *p = text;
     int n = 0;
@@ -53,7 +55,7 @@ static int parse_split(const char *text, int stages, int *blocks) {
                     text, (int)(end - p), p);
             return -1;
         }
-        if (end == p || (*end && *end != ',') || n >= 256) break;
+        if (end == p || (*end && *end != ',') || n >= SPLIT_MAX) break;
         blocks[n++] = (int)v;
         p = *end ? end + 1 : end;
         if (!*end) {
@@ -169,9 +171,35 @@ static int model_from_flags(const train_args *t, const nb_train_config_file *fil
 }
 
 
-/* --init-from DIR: the model is DIR/config.json's. --model is refused; a --set is accepted only where it
+/* One model field given beside --init-from ("FIELD=VALUE", from --set or a --config file, named by what): accepted
+ * only where it repeats DIR/config.json's value (a run's own train_config.json holds every field). 0, or 2 after
+ * the message. */
+static int repeats_hf_field(const nb_train_options *o, const char *item, const char *what, const char *drop) {
+    nb_train_options set = *o;
+    if (nb_config_override(&set.model, item)) {
+        fprintf(stderr, "nobubble train: %s %s\n", what, nb_last_error());
+        return 2;
+    }
+    char key[64], file_value[64];
+    snprintf(key, sizeof key, "%.*s", (int)strcspn(item, "="), item);
+    const nb_setting *row = nb_setting_by_name(key);
+    if (!row) return 0;   /* nb_config_override knows only the model's fields, each a row */
+    nb_setting_format(row, o, file_value, sizeof file_value);
+    char wanted[64];
+    nb_setting_format(row, &set, wanted, sizeof wanted);
+    if (strcmp(wanted, file_value)) {
+        fprintf(stderr, "nobubble train: %s %s: %s/config.json gives %s = %s; with --init-from the model comes "
+                "from the file (drop %s, or change the file)\n", what, item, o->init_from, key, file_value, drop);
+        return 2;
+    }
+    return 0;
+}
+
+/* --init-from DIR: the model is DIR/config.json's. --model is refused; a --set, or a model field of
+ * --config's file, is accepted only where it
  * repeats the file's value (it cannot change a model whose weights are given). */
-static int model_from_hf(const train_args *t, nb_train_options *o) {
+static int model_from_hf(const train_args *t, const nb_train_config_file *file, const char *config,
+                         nb_train_options *o) {
     if (t->preset) {
         fprintf(stderr, "nobubble train: --model %s and --init-from %s: the model comes from %s/config.json; drop "
                 "--model\n", t->preset, o->init_from, o->init_from);
@@ -181,25 +209,12 @@ static int model_from_hf(const train_args *t, nb_train_options *o) {
         fprintf(stderr, "nobubble train: --init-from: %s\n", nb_last_error());
         return 1;
     }
-    for (int i = 0; i < t->sets.n; i++) {
-        nb_train_options set = *o;
-        if (nb_config_override(&set.model, t->sets.items[i])) {
-            fprintf(stderr, "nobubble train: --set %s\n", nb_last_error());
-            return 2;
-        }
-        char key[64], file_value[64];
-        snprintf(key, sizeof key, "%.*s", (int)strcspn(t->sets.items[i], "="), t->sets.items[i]);
-        const nb_setting *row = nb_setting_by_name(key);
-        if (!row) continue;   /* nb_config_override knows only the model's fields, each a row */
-        nb_setting_format(row, o, file_value, sizeof file_value);
-        char wanted[64];
-        nb_setting_format(row, &set, wanted, sizeof wanted);
-        if (strcmp(wanted, file_value)) {
-            fprintf(stderr, "nobubble train: --set %s: %s/config.json gives %s = %s; with --init-from the model comes "
-                    "from the file (drop --set, or change the file)\n", t->sets.items[i], o->init_from, key, file_value);
-            return 2;
-        }
-    }
+    char what[4200];
+    snprintf(what, sizeof what, "--config %s: model field", config ? config : "");
+    for (int i = 0; i < nb_train_config_model_count(file); i++)
+        if (repeats_hf_field(o, nb_train_config_model_set(file, i), what, "the field from --config")) return 2;
+    for (int i = 0; i < t->sets.n; i++)
+        if (repeats_hf_field(o, t->sets.items[i], "--set", "--set")) return 2;
     return 0;
 }
 
@@ -306,16 +321,11 @@ static int train_command(int argc, char **argv, nb_train_config_file **file) {
         cli_check_threads("train", "--threads-per-stage", o.threads_per_stage))
         return 2;
     if (t.threads) omp_set_num_threads(t.threads);
-    int split_blocks[256];
+    static int split_blocks[SPLIT_MAX];
     if (t.split && parse_split(t.split, o.stages, split_blocks)) return 2;
     if (t.split) o.split = split_blocks;
     int has_vocab_override = o.init_from != NULL;   /* an imported model keeps its vocabulary */
-    if (o.init_from && nb_train_config_model_count(*file)) {
-        fprintf(stderr, "nobubble train: --config %s sets model fields; with --init-from %s the model comes from its "
-                "config.json\n", config, o.init_from);
-        return 2;
-    }
-    rc = o.init_from ? model_from_hf(&t, &o) : model_from_flags(&t, *file, config, &o, &has_vocab_override);
+    rc = o.init_from ? model_from_hf(&t, *file, config, &o) : model_from_flags(&t, *file, config, &o, &has_vocab_override);
     if (rc) return rc;
     if (o.init_from && o.resume_dir)
         fprintf(stderr, "nobubble train: note: --resume %s continues that run's weights and state; --init-from %s gives "

@@ -53,6 +53,8 @@ static int check_replicas_pipeline(const nb_train_options *o, nb_pipe_kind kind)
 static int check_device_options(const nb_train_options *o) {
     const char *dev = o->device;
     if (!dev || !*dev || !strcmp(dev, "cpu")) return 0;
+    if (strcmp(dev, "guarded") && strcmp(dev, "cuda"))   /* a name no build knows: said before what a device lacks */
+        return nb_fail("--device: device '%s': expected %s", dev, nb_backend_devices());
     if (nb_config_moe_blocks(&o->model) > 0)
         return nb_fail("--device %s: mixture-of-experts blocks are not supported on a device yet (n_experts %d)", dev,
                        o->model.n_experts);

@@ -139,6 +139,9 @@ static int apply_key(nb_settings_args *a, nb_train_config_file *f, const char *n
         return nb_fail("%s: \"%s\": the string holds \\u0000", name, key);
     if (is_model_row(s)) return add_model_set(f, s->name, text);
     unsigned char *given = &a->given[s - nb_settings];
+    if (*given == 2)   /* "aux-lr" and "aux_lr": one setting under its two names, which the JSON reader cannot see */
+        return nb_fail("%s: \"%s\": the setting %s is given twice in the file (as \"%s\" and \"%s\"): keep one", name,
+                       key, s->flag, s->flag + 2, s->name);
     if (s->type == NB_SET_BOOL) {
         setting_set_number(s, a->o, v->b);
     } else if (nb_settings_arg(a, s->flag, s->type == NB_SET_STRING ? v->str : text)) {
