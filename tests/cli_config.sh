@@ -130,4 +130,13 @@ bad "not JSON" '{"lr": 0.1,' 'bad.json:1:'
 bad "not an object" '[1, 2]' 'the top level is an array: expected an object'
 bad "empty" '' 'bad.json:'
 expect_usage "a missing file" "--config nowhere.json" "$bin" train --config nowhere.json --steps 1
+
+# One setting under both its names ("aux-lr" and "aux_lr"), which the JSON reader cannot see as one key: refused
+# (the second silently won)
+printf '{"aux-lr": 0.001, "aux_lr": 0.002, "optimizer": "muon"}\n' > twice.json
+bad_file() { "$bin" train "${flags[@]}" --steps 1 --config "$1" > "$work/out" 2> "$work/err" && fail "$1: exit 0" ||
+             { grep -qF -- "$2" "$work/err" && ok || fail "$1: stderr lacks '$2': $(cat "$work/err")"; }; }
+bad_file twice.json '"aux_lr": the setting --aux-lr is given twice in the file'
+printf 'aux_lr: 0.001\naux-lr: 0.002\n' > twice.yaml
+bad_file twice.yaml '"aux-lr": the setting --aux-lr is given twice in the file'
 finish

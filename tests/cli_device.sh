@@ -124,4 +124,13 @@ if ! command -v nvidia-smi > /dev/null || ! nvidia-smi > /dev/null 2>&1; then
     --out "$work/x8"
 fi
 for x in x2 x6 x7 x8 x9 x10; do [ ! -e "$work/$x" ] && ok || fail "$x: a refused run left $work/$x"; done
+
+# An unknown --device is named as such before what a device lacks (a MoE model said "not on a device yet").
+moe=(--set n_experts=4 --set experts_per_token=2 --set moe_every=1)
+expect_error "train --device nope on a MoE model" "device 'nope': expected cpu" \
+  "$bin" train "${small[@]}" "${moe[@]}" --steps 2 --device nope
+"$bin" train "${small[@]}" "${moe[@]}" --steps 2 --save-dir "$work/moeck" > "$work/moe.log" 2>&1 ||
+  fail "MoE run: $(tail -3 "$work/moe.log")"
+expect_error "eval --device nope on a MoE checkpoint" "device 'nope': expected cpu" \
+  "$bin" eval --checkpoint "$work/moeck/step_000002" --data "$work/data" --batch 2 --seq 16 --batches 1 --device nope
 finish

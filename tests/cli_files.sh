@@ -228,4 +228,21 @@ echo '{"old": 1}' > "$work/H/hf/tokenizer_config.json"
 train --steps 1 --config "$work/H/train_config.json" --out "$work/H2" --export "$work/H2/hf" > /dev/null 2> "$work/H2.err" \
   && ! grep -q "does nothing" "$work/H2.err" && ok || fail "--config of a run's own file warns: $(cat "$work/H2.err")"
 
+
+# ---- an export into a folder that is not an export's: refused even with --force (it removed prepared data's
+# tokenizer.json, or a checkpoint's model.safetensors beside its state)
+cp "$work/data/tokenizer.json" "$work/tokenizer.saved"
+expect_error "train --export into prepared data, --force" "--export $work/data holds prepared data (manifest.json)" \
+  train --steps 2 --export "$work/data" --force
+expect_error "export --out prepared data, --force" "--out $work/data holds prepared data (manifest.json)" \
+  "$bin" export --set n_layers=1 --set vocab_size=300 --out "$work/data" --force
+cmp -s "$work/data/tokenizer.json" "$work/tokenizer.saved" && test ! -e "$work/data/model.safetensors" && ok ||
+  fail "the data folder changed: $(ls "$work/data")"
+train --steps 2 --save-dir "$work/eck" > "$work/eck.log" 2>&1 || fail "checkpoint run: $(tail -3 "$work/eck.log")"
+cp "$work/eck/step_000002/model.safetensors" "$work/model.saved"
+expect_error "train --export into a checkpoint, --force" "--export $work/eck/step_000002 holds a checkpoint" \
+  train --steps 2 --export "$work/eck/step_000002" --force
+expect_error "export --out a checkpoint, --force" "holds a checkpoint (state.safetensors)" \
+  "$bin" export --set n_layers=1 --out "$work/eck/step_000002" --force
+cmp -s "$work/eck/step_000002/model.safetensors" "$work/model.saved" && ok || fail "the checkpoint's model changed"
 finish

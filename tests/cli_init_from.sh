@@ -62,4 +62,18 @@ if command -v mpirun > /dev/null && "$bin" train --help 2>&1 | grep -q -- "--tra
   a=$(hash_of "$work/ref.log"); b=$(hash_of "$work/mpi.log")
   [ -n "$a" ] && [ "$a" = "$b" ] && ok || fail "MPI from --init-from: $b, one process $a"
 fi
+
+# An --init-from run's own train_config.json runs again under --config (its model fields repeat the folder's;
+# it was refused), and a field that contradicts the folder is refused naming both.
+"$bin" export --set n_layers=2 --set vocab_size=300 --seed 5 --out "$work/hf5" > /dev/null 2>&1 || fail "export"
+"$bin" train "${run[@]}" --steps 2 --init-from "$work/hf5" --out "$work/cfa" > "$work/cfa.log" 2>&1 ||
+  fail "cfa: $(tail -3 "$work/cfa.log")"
+"$bin" train --config "$work/cfa/train_config.json" --out "$work/cfb" > "$work/cfb.log" 2>&1 && ok ||
+  fail "--config of an --init-from run's train_config.json: $(tail -3 "$work/cfb.log")"
+[ -n "$(hash_of "$work/cfa.log")" ] && [ "$(hash_of "$work/cfa.log")" = "$(hash_of "$work/cfb.log")" ] && ok ||
+  fail "the --init-from run again from its train_config.json: weights $(hash_of "$work/cfb.log"), first $(hash_of "$work/cfa.log")"
+printf '{"n_layers": 3}\n' > "$work/layers.json"
+expect_error "a model field of --config contradicting --init-from" \
+  "--config $work/layers.json: model field n_layers=3: $work/hf5/config.json gives n_layers = 2" \
+  "$bin" train "${run[@]}" --steps 2 --init-from "$work/hf5" --config "$work/layers.json"
 finish

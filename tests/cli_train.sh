@@ -232,4 +232,10 @@ cp "$work/data/"*_train_*.bin "$work/bad/y_train_000000.bin"
 truncate -s -3 "$work/bad/y_train_000000.bin"
 expect_error "truncated shard" "y_train_000000.bin" "$bin" train --train "$work/bad/y_train_*.bin" --set vocab_size=300
 
+
+# --split takes as many counts as --stages allows (past 256 it said "expected 300 counts" to 300 counts); the
+# model then refuses 300 stages for 2 blocks
+split=$(printf '1,%.0s' $(seq 1 299))1
+expect_error "--split of 300 counts" "stages = 300: expected 1 <= stages <= n_layers (2)" \
+  "$bin" train --data "$work/data" --set n_layers=2 --batch 2 --seq 16 --steps 2 --quiet --stages 300 --split "$split"
 finish
