@@ -149,6 +149,14 @@ rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qi "rank 3 .*signal 9\|rank 3 .*killed" "$work/kill.log" && ok ||
   fail "a killed rank ends the job, naming it (rc $rc): $(tail -8 "$work/kill.log")"
 
+# --dp-bucket-mib is said to do nothing where the replicas sum without buckets (zbh1), and not where they use them
+timeout 120 "${mpi[@]}" -np 2 "$bin" train "${small[@]}" --pipeline zbh1 --microbatches 2 --data-parallel 2 --steps 2 \
+  --dp-bucket-mib 1 --out "$work/zb" --force > "$work/zb.log" 2>&1 || fail "zbh1 with replicas: $(tail -3 "$work/zb.log")"
+grep -q "warning: --dp-bucket-mib does nothing here" "$work/zb.log" && ok || fail "zbh1: no warning: $(head -3 "$work/zb.log")"
+timeout 120 "${mpi[@]}" -np 2 "$bin" train "${small[@]}" --pipeline 1f1b --microbatches 2 --data-parallel 2 --steps 2 \
+  --dp-bucket-mib 1 --out "$work/fb" --force > "$work/fb.log" 2>&1 || fail "1f1b with replicas: $(tail -3 "$work/fb.log")"
+! grep -q "warning: --dp-bucket-mib" "$work/fb.log" && ok || fail "1f1b's buckets said unused: $(head -3 "$work/fb.log")"
+
 # Worlds that are not D x P, refused before any work, naming both numbers.
 expect_error "a world not a multiple of D" "--data-parallel 2, but mpirun started 3 processes: expected a multiple of 2" \
   "${mpi[@]}" -np 3 "$bin" train "${small[@]}" --pipeline 2bw --microbatches 4 --data-parallel 2

@@ -52,6 +52,12 @@ expect_error "both shape and run" "expected one of --shape" "$bin" project --sha
 expect_error "unknown shape" "expected dense-10b or a preset" "$bin" project --shape huge
 expect_error "mixture of experts" "dense models only" "$bin" project --shape moe-tiny
 expect_error "bad stages list" "--stages '4,x'" "$bin" project --shape tiny --stages 4,x
+expect_error "a repeated --stages" "--stages '2,2': 2 given twice" "$bin" project --shape tiny --stages 2,2
+expect_error "a repeated bandwidth" "--bandwidth-gbps '100,100': 100 given twice" "$bin" project --shape tiny --bandwidth-gbps 100,100
+# nothing projected (tiny has 4 blocks): an error, not a table of skipped rows (nor, with --json, nothing) and exit 0
+expect_error "no layout projected" "no layout of shape tiny could be projected" "$bin" project --shape tiny --stages 8
+expect_error "no layout projected, --json" "no layout of shape tiny could be projected" \
+  "$bin" project --shape tiny --stages 8 --json
 expect_error "zero bandwidth" "--bandwidth-gbps '0'" "$bin" project --shape tiny --bandwidth-gbps 0
 expect_error "bad --set" "n_layers = 0" "$bin" project --shape tiny --set n_layers=0
 expect_error "missing run" "summary.json" "$bin" project --run "$work/none"
@@ -63,8 +69,19 @@ done
 expect_error "costs without run" "go with --run" "$bin" project --shape tiny --costs-from "$work/2bw"
 "$bin" train --data "$work/data" --model tiny --steps 6 --batch 8 --seq 32 --stages 2 --microbatches 2 \
   --pipeline 1f1b --eval-batches 1 --threads-per-stage 1 --quiet --force --out "$work/m2" >/dev/null 2>&1
-expect_error "costs of another M" "expected the same model, stages and batch" \
+expect_error "costs of another M" "run.microbatches = 2, --run $work/2bw has 4: expected the same model" \
   "$bin" project --run "$work/2bw" --costs-from "$work/m2"
+# Every model field and cost-changing setting is compared (only P, M, the batch and d_model were: a deeper model's or
+# a MoE model's costs predicted the dense run's step 88% off, silently)
+for v in "n_layers=3|--set n_layers=3|model.n_layers = 3" "moe|--set n_experts=2 --set experts_per_token=1 --set moe_every=1|model.n_experts = 2" \
+         "muon|--optimizer muon|run.optimizer = 'muon'"; do
+  IFS='|' read -r name flags want <<< "$v"
+  "$bin" train --data "$work/data" --model tiny --steps 6 --batch 8 --seq 32 --stages 2 --microbatches 4 $flags \
+    --pipeline 1f1b --eval-batches 1 --threads-per-stage 1 --quiet --force --out "$work/c_$name" >/dev/null 2>&1 ||
+    fail "train $name"
+  expect_error "costs of another model or optimizer ($name)" "--costs-from $work/c_$name: $want, --run $work/2bw has" \
+    "$bin" project --run "$work/2bw" --costs-from "$work/c_$name"
+done
 expect_error "run without a pipeline" "summary.json" "$bin" project --run "$work/data"
 
 # An interleaved run (2 workers x 2 chunks): its costs are its workers' (each worker's 2 virtual stages

@@ -116,6 +116,14 @@ for f in "--taylor 1:--taylor with no delay does nothing" "--chunks 2:--chunks d
   "$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 --steps 2 ${f%%:*} --quiet > /dev/null 2> "$work/warn.log"
   grep -q "warning: ${f#*:}" "$work/warn.log" && ok || fail "${f%%:*} unused warns: $(cat "$work/warn.log")"
 done
+# ... --threads under a pipeline (each stage takes --threads-per-stage), --dp-bucket-mib on a device (no MPI needed
+# to see it: the replicas there are one process's)
+"$bin" train --data "$work/data" --set n_layers=2 --set context=16 --batch 2 --steps 1 --pipeline 1f1b --stages 2 \
+  --microbatches 2 --threads 1 --quiet > /dev/null 2> "$work/warn.log"
+grep -q "warning: --threads does nothing with --pipeline" "$work/warn.log" && ok || fail "--threads: $(cat "$work/warn.log")"
+"$bin" train --data "$work/data" --set n_layers=2 --set context=16 --batch 2 --steps 1 --device guarded \
+  --dp-bucket-mib 5 --quiet > /dev/null 2> "$work/warn.log"
+grep -q "warning: --dp-bucket-mib does nothing here" "$work/warn.log" && ok || fail "--dp-bucket-mib: $(cat "$work/warn.log")"
 "$bin" train --data "$work/data" --set n_layers=2 --set context=16 --batch 2 --steps 2 --delay 2bw --ef 1 --taylor 1 --warmup 1 \
   --quiet > /dev/null 2> "$work/warn.log" && "$bin" train --data "$work/data" --set n_layers=4 --set context=16 --batch 2 \
   --steps 2 --pipeline interleaved --stages 2 --microbatches 2 --chunks 2 --threads-per-stage 1 --quiet > /dev/null 2>> "$work/warn.log" \

@@ -12,7 +12,7 @@ static const char usage[] =
     "usage: nobubble export [--model tiny] [--set FIELD=VALUE]... [--seed S] --out DIR [--force] [--no-memory-check]\n"
     "Writes a freshly initialized model as DIR/model.safetensors, DIR/config.json and\n"
     "DIR/generation_config.json\n"
-    "(Hugging Face LlamaForCausalLM).";
+    "(Hugging Face LlamaForCausalLM; MixtralForCausalLM for a mixture of experts).";
 
 int cmd_export(int argc, char **argv) {
     const char *preset = "tiny", *out = NULL;

@@ -53,6 +53,11 @@ static int parse_int_list(const char *flag, const char *text, long lo, long hi, 
                     flag, text, MAX_LIST, lo, hi);
             return -1;
         }
+        for (int i = 0; i < n; i++)
+            if (out[i] == v) {  /* a repeated value would only print its rows twice */
+                fprintf(stderr, "nobubble project: %s '%s': %ld given twice\n", flag, text, v);
+                return -1;
+            }
         out[n++] = (int)v;
         if (!*end) return n;
         p = end + 1;
@@ -75,6 +80,12 @@ static int parse_num_list(const char *flag, const char *text, double *out) {
             free(buf);
             return -1;
         }
+        for (int i = 0; i < n; i++)
+            if (out[i] == v) {
+                fprintf(stderr, "nobubble project: %s '%s': %g given twice\n", flag, text, v);
+                free(buf);
+                return -1;
+            }
         out[n++] = v;
         if (!comma) break;
         p = comma + 1;
@@ -138,8 +149,8 @@ static void print_row(const project_args *a, double gbps, int P, int D, int M, n
                r->memory_bytes <= a->memory_bytes ? "" : " (does not fit)");
 }
 
-/* One (bandwidth, P, D): every kind; the summary line (or every row with --all). 0, or -1 on a failure
- * that is not "this layout does not fit" (those are skipped: M < P, P above the blocks). */
+/* One (bandwidth, P, D): every kind; the summary line (or every row with --all). 1 when projected, 0 when
+ * skipped (M < P, P above the blocks, no whole number of micro-batches, too large to simulate), -1 on a failure. */
 static int project_point(const project_args *a, double gbps, int P, int D) {
     const long long per_replica = a->batch_tokens / D, micro_tokens = (long long)a->micro_batch * a->shape.seq;
     if (a->batch_tokens % D || per_replica % micro_tokens) {
@@ -182,13 +193,13 @@ static int project_point(const project_args *a, double gbps, int P, int D) {
         return -1;
     }
     if (a->all || a->json) print_row(a, gbps, P, D, (int)M, NB_PIPE_2BW, &async);
-    if (a->json) return 0;
+    if (a->json) return 1;
     const int sync_fits = best.tokens_per_s > 0, async_fits = async.memory_bytes <= a->memory_bytes;
     if (a->all) {
         if (sync_fits && async_fits)
             printf("%8g %4d %4d %5lld  2bw over the best synchronous that fits (%s): %.3f\n", gbps, P, D, M,
                    nb_pipe_kind_name(best_kind), async.tokens_per_s / best.tokens_per_s);
-        return 0;
+        return 1;
     }
     if (!sync_fits || !async_fits) {
         printf("%8g %4d %4d %5lld  %s", gbps, P, D, M,
@@ -196,13 +207,13 @@ static int project_point(const project_args *a, double gbps, int P, int D) {
                                                                          : "no pipeline fits in the memory");
         if (async_fits) printf(" %.0f tokens/s", async.tokens_per_s);
         printf("\n");
-        return 0;
+        return 1;
     }
     printf("%8g %4d %4d %5lld  %-11s %12.0f %6.1f%% %12.0f %6.1f%% %8.3f %9.1f %9.1f\n", gbps, P, D, M,
            nb_pipe_kind_name(best_kind), best.tokens_per_s, 100 * best.idle_fraction, async.tokens_per_s,
            100 * async.idle_fraction, async.tokens_per_s / best.tokens_per_s, best.memory_bytes / 1073741824.0,
            async.memory_bytes / 1073741824.0);
-    return 0;
+    return 1;
 }
 
 static int project_shape(const project_args *a, const int *Ps, int nP, const int *Ds, int nD, const double *bws,
@@ -222,11 +233,18 @@ static int project_shape(const project_args *a, const int *Ps, int nP, const int
             printf("%8s %4s %4s %5s  %-11s %12s %7s %12s %7s %8s %9s %9s\n", "Gb/s", "P", "D", "M", "best sync",
                    "tokens/s", "idle", "2bw tok/s", "idle", "2bw/sync", "sync GiB", "2bw GiB");
     }
+    int projected = 0;
     for (int b = 0; b < nB; b++)
         for (int i = 0; i < nP; i++)
-            for (int j = 0; j < nD; j++)
-                if (project_point(a, bws[b], Ps[i], Ds[j])) return 1;
-    return 0;
+            for (int j = 0; j < nD; j++) {
+                const int rc = project_point(a, bws[b], Ps[i], Ds[j]);
+                if (rc < 0) return 1;
+                projected += rc;
+            }
+    if (projected) return 0;
+    fprintf(stderr, "nobubble project: no layout of shape %s could be projected (each was skipped%s): give other "
+            "--stages, --data-parallel or --batch-tokens\n", name, a->json ? "" : ": the lines above say why");
+    return 1;
 }
 
 /* ---- --run: a real run predicted ---- */
@@ -306,6 +324,52 @@ static int measured_step(const char *dir, const int steady[2], double *out) {
     return 0;
 }
 
+/* A summary.json value as text, for comparing two runs' and naming a difference. */
+static void json_text(const nb_json *v, char *buf, size_t size) {
+    if (!v) snprintf(buf, size, "(absent)");
+    else if (v->type == NB_JNUM) snprintf(buf, size, "%.17g", v->num);
+    else if (v->type == NB_JSTR) snprintf(buf, size, "'%s'", v->str);
+    else if (v->type == NB_JBOOL) snprintf(buf, size, "%s", v->b ? "true" : "false");
+    else snprintf(buf, size, "(not a number, string or boolean)");
+}
+
+/* --costs-from's run must have measured the same work as --run's: every model field, and each run setting that
+ * changes a stage's costs (the pipeline's kind may differ: that is what the costs are borrowed for). 0, or -1 with
+ * nb_fail naming the first difference. */
+static int same_work(const char *run_dir, const char *costs_dir) {
+    static const char *const run_keys[] = {"stages", "microbatches", "batch", "seq_len", "data_parallel", "optimizer",
+                                           "precision", "gemm", "device", "threads"};
+    char path[2][4096];
+    nb_json root[2];
+    snprintf(path[0], sizeof path[0], "%s/summary.json", run_dir);
+    snprintf(path[1], sizeof path[1], "%s/summary.json", costs_dir);
+    if (nb_json_read_file(path[0], "run summary", 0, &root[0])) return -1;
+    if (nb_json_read_file(path[1], "run summary", 0, &root[1])) {
+        nb_json_free(&root[0]);
+        return -1;
+    }
+    const nb_json *model = nb_json_get(&root[0], "model");
+    int rc = 0;
+    char a[256], b[256];
+    for (size_t i = 0; !rc && model && model->type == NB_JOBJ && i < model->n; i++) {
+        json_text(&model->items[i], a, sizeof a);
+        json_text(path_get(&root[1], "model", model->keys[i]), b, sizeof b);
+        if (strcmp(a, b))
+            rc = nb_fail("--costs-from %s: model.%s = %s, --run %s has %s: expected the same model, stages and batch",
+                         costs_dir, model->keys[i], b, run_dir, a);
+    }
+    for (size_t i = 0; !rc && i < sizeof run_keys / sizeof run_keys[0]; i++) {
+        json_text(path_get(&root[0], "run", run_keys[i]), a, sizeof a);
+        json_text(path_get(&root[1], "run", run_keys[i]), b, sizeof b);
+        if (strcmp(a, b))
+            rc = nb_fail("--costs-from %s: run.%s = %s, --run %s has %s: expected the same model, stages and batch",
+                         costs_dir, run_keys[i], b, run_dir, a);
+    }
+    nb_json_free(&root[0]);
+    nb_json_free(&root[1]);
+    return rc;
+}
+
 static int project_run(const char *dir, const char *costs_dir, const char *kind_s, const nb_proj_device *dev0,
                        int json) {
     run_facts f, c;
@@ -314,10 +378,8 @@ static int project_run(const char *dir, const char *costs_dir, const char *kind_
         fprintf(stderr, "nobubble project: %s\n", nb_last_error());
         return 1;
     }
-    if (c.P != f.P || c.M != f.M || c.batch != f.batch || c.seq != f.seq || c.d_model != f.d_model) {
-        fprintf(stderr, "nobubble project: --costs-from %s: P %d, M %d, batch %d x %d, d_model %d; --run %s has P %d, "
-                "M %d, batch %d x %d, d_model %d: expected the same model, stages and batch\n", costs_dir, c.P, c.M,
-                c.batch, c.seq, c.d_model, dir, f.P, f.M, f.batch, f.seq, f.d_model);
+    if (costs_dir && same_work(dir, costs_dir)) {
+        fprintf(stderr, "nobubble project: %s\n", nb_last_error());
         return 2;
     }
     nb_pipe_kind kind = f.kind;

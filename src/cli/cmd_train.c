@@ -239,6 +239,8 @@ static int given(const train_args *t, const char *flag) {
 static void warn_unused(const train_args *t, const nb_train_options *o) {
     const int undelayed = o->delay.mode == NB_DELAY_SYNC || (o->delay.mode == NB_DELAY_FIXED && o->delay.tau == 0);
     const int mpi_replicas = o->data_parallel > 1 && o->pipeline >= 0 && o->transport == NB_TRANSPORT_MPI;
+    const int on_device = o->device && *o->device && strcmp(o->device, "cpu");
+    const int buckets = mpi_replicas && o->pipeline != NB_PIPE_ZBH1 && !on_device;  /* as the executor decides */
     /* the schedule's updates: under PipeDream one per micro-batch of a replica */
     const int share = o->data_parallel > 0 ? o->microbatches / o->data_parallel : o->microbatches;
     const long long updates = (long long)o->steps * (o->pipeline == NB_PIPE_PIPEDREAM && share > 1 ? share : 1);
@@ -252,13 +254,16 @@ static void warn_unused(const train_args *t, const nb_train_options *o) {
         {"--chunks", o->pipeline != NB_PIPE_INTERLEAVED, "does nothing here: only --pipeline interleaved has chunks"},
         {"--threads-per-stage", o->pipeline < 0,
          "does nothing here: only a real pipeline (--pipeline) gives its stages threads of their own"},
-        {"--dp-bucket-mib", !mpi_replicas, "does nothing here: only replicas that are MPI ranks (--data-parallel D "
-                                            "with --transport mpi) sum their gradients in buckets"},
+        {"--dp-bucket-mib", !buckets, "does nothing here: only replicas that are MPI ranks (--data-parallel D with "
+                                       "--transport mpi), on the CPU and outside zbh1, sum their gradients in buckets"},
         {"--warmup", o->schedule.warmup > updates, "is longer than the run's updates: the rate never reaches its peak"},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         if (rows[i].unused && given(t, rows[i].flag))
             fprintf(stderr, "nobubble train: warning: %s %s\n", rows[i].flag, rows[i].why);
+    if (t->threads && o->pipeline >= 0)   /* a command-line flag, not a setting: not in the rows */
+        fprintf(stderr, "nobubble train: warning: --threads does nothing with --pipeline: each stage's products take "
+                "--threads-per-stage threads (without it, the cores shared over the stages)\n");
     /* A run whose every update has rate 0 trains nothing, whatever its flags: cosine (and wsd where its decay
      * rounds to a step or more) ends at --lr-min on its last update, so a schedule of one update (without warm-up)
      * is that update alone. nb_schedule_lr decides, so no schedule is judged by a rule of its own here. */
