@@ -16,7 +16,9 @@
 #     the proven kernels' (dgain keeps their bits; attention stays on the CUDA cores in fp32);
 #     NB_CUDA_KERNELS=bogus refused by any CUDA build, GPU or not;
 #   - Lion, Adan, MARS, Muon and NorMuon on the GPU within 2e-3 of the CPU's loss; eval --device cuda of the GPU's checkpoint
-#     within 1e-5 of eval on the CPU.
+#     within 1e-5 of eval on the CPU;
+#   - a mixture of experts (not yet run on a GPU): within 2e-3 of the CPU's loss, the same bits twice, bf16 near fp32,
+#     a 2-stage pipeline bitwise its one-process run.
 set -u
 bin=${1:?usage: cli_cuda_device.sh path/to/nobubble}
 unset NB_CUDA_KERNELS  # the "proven" runs below are the proven kernels' whatever the caller's environment says
@@ -93,6 +95,25 @@ done && ok || fail "next kernels, bf16: a training loss not within 2e-3 of the p
 NB_CUDA_KERNELS=next run gpu_next --device cuda "${steps[@]}" || fail "next kernels, fp32: $(tail -3 "$work/gpu_next.log")"
 [ -n "$(hash_of "$work/gpu_next")" ] && [ "$(hash_of "$work/gpu_next")" = "$(hash_of "$work/gpu")" ] && ok ||
   fail "next kernels, fp32: weights $(hash_of "$work/gpu_next"), the proven kernels' $(hash_of "$work/gpu")"
+
+# A mixture of experts on the GPU (the routing's kernels, the counts read back to size each expert's products): a
+# 30-step 2BW + EF run within 2e-3 of the CPU's validation loss (a token whose experts flip on last-bit differences
+# would move it far more), the same bits twice, bf16 within 1e-2 of fp32; a 2-stage pipeline bitwise its one-process run
+moe=(--set n_experts=4 --set experts_per_token=2 --set moe_every=1 --set aux_coef=0.01 --steps 30 --delay 2bw --ef 1
+     --microbatches 2)
+run moe_c --device cpu "${moe[@]}" || fail "MoE on the CPU: $(tail -3 "$work/moe_c.log")"
+run moe_g --device cuda "${moe[@]}" || fail "MoE on the GPU: $(tail -3 "$work/moe_g.log")"
+run moe_g2 --device cuda "${moe[@]}" || fail "MoE on the GPU again: $(tail -3 "$work/moe_g2.log")"
+near "$(val "$work/moe_c")" "$(val "$work/moe_g")" 2e-3 && ok || fail "MoE val loss: GPU $(val "$work/moe_g"), CPU $(val "$work/moe_c")"
+[ -n "$(hash_of "$work/moe_g")" ] && [ "$(hash_of "$work/moe_g")" = "$(hash_of "$work/moe_g2")" ] && ok ||
+  fail "MoE on the GPU twice: weights differ"
+run moe_b16 --device cuda "${moe[@]}" --precision bf16 || fail "MoE bf16 on the GPU: $(tail -3 "$work/moe_b16.log")"
+near "$(val "$work/moe_g")" "$(val "$work/moe_b16")" 1e-2 && ok || fail "MoE bf16 on the GPU: val loss $(val "$work/moe_b16")"
+run moe_one --device cuda "${pipe[@]}" "${moe[@]:0:8}" --stages 2 --delay 2bw || fail "MoE one-process 2bw: $(tail -3 "$work/moe_one.log")"
+run moe_pipe --device cuda "${pipe[@]}" "${moe[@]:0:8}" --stages 2 --pipeline 2bw --threads-per-stage 1 ||
+  fail "MoE 2bw pipeline on the GPU: $(tail -3 "$work/moe_pipe.log")"
+[ -n "$(hash_of "$work/moe_one")" ] && [ "$(hash_of "$work/moe_one")" = "$(hash_of "$work/moe_pipe")" ] && ok ||
+  fail "the GPU's MoE pipeline ($(hash_of "$work/moe_pipe")) equals its one-process run ($(hash_of "$work/moe_one"))"
 
 # bench on the GPU: the step's time, and no optimizer or GEMM shares (the GPU queues that work: their host time is
 # a launch's, not theirs)

@@ -1205,6 +1205,10 @@ static void check_device_stage(void) {
     /* fp32: the loss within 1e-5, gradients and hand-overs within 1e-4 (relative, the worst element's); bf16 (the
      * bf16 copies, the slot's bf16 values, cuBLAS's bf16 products): within 1e-3 and 5e-2, since a product summed
      * in another order can round an activation to the neighbouring bf16 value */
+    /* and a mixture of experts (4 experts, 2 a token, every block; the routing's steps as their kernels, the
+     * products sized by the counts read back): the same bounds, since the router's logits differ from the CPU's
+     * only in their last bits, far from changing a token's experts at these random weights */
+    for (int moe = 0; moe < 2; moe++)
     for (int bf16 = 0; bf16 < 2; bf16++)
     for (int tied = 0; tied < 2; tied++)
         for (int n_stages = 1; n_stages <= 2; n_stages++) {
@@ -1213,6 +1217,7 @@ static void check_device_stage(void) {
             nb_config cfg;
             nb_config_preset("tiny", &cfg);
             cfg.n_layers = 3, cfg.vocab_size = 64, cfg.context = 16, cfg.tied = tied;
+            if (moe) cfg.n_experts = 4, cfg.experts_per_token = 2, cfg.moe_every = 1, cfg.aux_coef = 0.01;
             nb_model layout;
             if (nb_model_layout(&layout, &cfg, n_stages, NULL)) continue;
             const size_t nd = (size_t)B * T * cfg.d_model;
@@ -1220,9 +1225,9 @@ static void check_device_stage(void) {
             const int ok = stage_run_at(cpu, &cfg, n_stages, B, T, 0, p, &want) == 0 &&
                            stage_run_at(dev, &cfg, n_stages, B, T, 0, p, &got) == 0 &&
                            stage_run_at(dev, &cfg, n_stages, B, T, 0, p, &again) == 0;
-            char what[64];
-            snprintf(what, sizeof what, "stage on the GPU, %s, %s, %d stage(s)", nb_precision_name(p), tied ? "tied" : "untied",
-                     n_stages);
+            char what[80];
+            snprintf(what, sizeof what, "stage on the GPU, %s, %s, %d stage(s)%s", nb_precision_name(p),
+                     tied ? "tied" : "untied", n_stages, moe ? ", MoE" : "");
             if (ok) {
                 double worst = 0;
                 for (int k = 0; k < STAGE_RUN_MICRO; k++) {

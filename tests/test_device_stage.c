@@ -5,8 +5,9 @@
  * and for two (the second reading the first's output in the device's memory), tied and untied, the logits
  * whole and in chunks, over two micro-batches (the gradients add up). Nothing reached the device's memory
  * from the host but through the backend (a fault would end the test), and no host address was given where
- * the device's memory belongs. What is not there yet is refused, naming it: mixture-of-experts blocks,
- * nothing else now. Under bf16 too (the layers' bf16 entries, the versions' bf16 copies in the
+ * the device's memory belongs. Mixture-of-experts blocks too (every block a MoE block, and every other one,
+ * one stage and two): the routing, grouping, gathering, balance and sums through the layer table, each
+ * expert's product sized by the counts read back. Under bf16 too (the layers' bf16 entries, the versions' bf16 copies in the
  * device's memory), every check above gives the CPU's bits. The optimizer's element-wise rules with
  * their state in the device's memory give the CPU's steps and state (check_rule_on_device), and the delay
  * rules' versions, error feedback and Taylor compensation (its metric too) there the CPU's (check_delay_on_device). */
@@ -34,10 +35,18 @@ static nb_config small_config(int tied) {
     return cfg;
 }
 
+/* moe_every 0: dense; else 4 experts, 2 a token, in every moe_every-th block. */
+static nb_config moe_config(int tied, int moe_every) {
+    nb_config cfg = small_config(tied);
+    if (moe_every) cfg.n_experts = 4, cfg.experts_per_token = 2, cfg.moe_every = moe_every, cfg.aux_coef = 0.01;
+    return cfg;
+}
+
 static int same(const float *a, const float *b, size_t n) { return (!a && !b) || (a && b && !memcmp(a, b, sizeof(float) * n)); }
 
-static void check_same_run(const nb_backend *cpu, nb_backend *dev, int tied, int n_stages, int logit_rows, nb_precision p) {
-    const nb_config cfg = small_config(tied);
+static void check_same_run(const nb_backend *cpu, nb_backend *dev, int tied, int n_stages, int logit_rows, nb_precision p,
+                           int moe_every) {
+    const nb_config cfg = moe_config(tied, moe_every);
     nb_model layout;
     if (nb_model_layout(&layout, &cfg, n_stages, NULL)) {
         CHECK(0, "layout: %s", nb_last_error());
@@ -48,8 +57,9 @@ static void check_same_run(const nb_backend *cpu, nb_backend *dev, int tied, int
     const int ok = stage_run_at(cpu, &cfg, n_stages, B, T, logit_rows, p, &want) == 0 &&
                    stage_run_at(dev, &cfg, n_stages, B, T, logit_rows, p, &got) == 0;
     char what[96];
-    snprintf(what, sizeof what, "%s, %s, %d stage(s), logits %s", nb_precision_name(p), tied ? "tied" : "untied", n_stages,
-             logit_rows ? "in chunks" : "whole");
+    snprintf(what, sizeof what, "%s, %s, %d stage(s), logits %s%s", nb_precision_name(p), tied ? "tied" : "untied",
+             n_stages, logit_rows ? "in chunks" : "whole",
+             moe_every == 1 ? ", MoE blocks" : moe_every ? ", every other block MoE" : "");
     if (ok) {
         const size_t nd = (size_t)B * T * cfg.d_model;
         for (int k = 0; k < STAGE_RUN_MICRO; k++)
@@ -224,16 +234,11 @@ static void check_delay_on_device(const nb_backend *cpu, nb_backend *dev, nb_del
     free(wc), free(wd), free(vc), free(vd), free(ec), free(ed);
 }
 
-/* What is not on the device yet is refused, naming it, and nothing crashes. */
-static void check_refusals(nb_backend *dev) {
+/* A split backward (ZB-H1's: its record of dY in the device's memory) runs there, and a placed stage is not
+ * placed twice. */
+static void check_split_and_place(nb_backend *dev) {
     nb_config cfg = small_config(1);
-    cfg.n_experts = 4, cfg.experts_per_token = 2, cfg.moe_every = 1;
     nb_model m;
-    CHECK(nb_model_create(&m, &cfg, 1, NULL, dev) == -1 && strstr(nb_last_error(), "mixture-of-experts") &&
-              strstr(nb_last_error(), nb_backend_name(dev)),
-          "MoE blocks on the device are refused: %s", nb_last_error());
-
-    cfg = small_config(1);
     if (nb_model_create(&m, &cfg, 1, NULL, dev) || nb_model_init(&m, 1)) {
         CHECK(0, "model: %s", nb_last_error());
         return;
@@ -266,9 +271,13 @@ int main(void) {
     for (int bf16 = 0; bf16 < 2; bf16++) {
         const nb_precision p = bf16 ? NB_PRECISION_BF16 : NB_PRECISION_FP32;
         for (int tied = 0; tied < 2; tied++)
-            for (int n_stages = 1; n_stages <= 2; n_stages++) check_same_run(cpu, dev, tied, n_stages, 0, p);
-        check_same_run(cpu, dev, 1, 1, 5, p);  /* the head in chunks of 5 rows: recomputed logits in backward */
-        check_same_run(cpu, dev, 0, 2, 7, p);
+            for (int n_stages = 1; n_stages <= 2; n_stages++) check_same_run(cpu, dev, tied, n_stages, 0, p, 0);
+        check_same_run(cpu, dev, 1, 1, 5, p, 0);  /* the head in chunks of 5 rows: recomputed logits in backward */
+        check_same_run(cpu, dev, 0, 2, 7, p, 0);
+        for (int n_stages = 1; n_stages <= 2; n_stages++) {
+            check_same_run(cpu, dev, 1, n_stages, 0, p, 1);
+            check_same_run(cpu, dev, 0, n_stages, 0, p, 2);
+        }
     }
     const nb_optimizer_kind kinds[] = {NB_OPT_ADAMW, NB_OPT_LION,  NB_OPT_ADAN, NB_OPT_MARS,
                                        NB_OPT_MUON,  NB_OPT_NORMUON, NB_OPT_SOAP};
@@ -278,7 +287,7 @@ int main(void) {
     check_delay_on_device(cpu, dev, NB_DELAY_2BW, 0, 0, 0.5f);
     check_delay_on_device(cpu, dev, NB_DELAY_FIXED, 2, 1, 0.5f);
     check_delay_on_device(cpu, dev, NB_DELAY_FIXED, 2, 1, 0.0f);
-    check_refusals(dev);
+    check_split_and_place(dev);
     nb_backend_close(dev);
     return check_summary();
 }

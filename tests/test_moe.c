@@ -371,7 +371,8 @@ static void check_bf16(moe_dims m) {
 
 static void check_refusals(void) {
     struct { moe_dims m; const char *want; } bad[] = {
-        {{8, 4, 4, 0, 1, 0}, "n_experts = 0: expected at least 1"},
+        {{8, 4, 4, 0, 1, 0}, "n_experts = 0: expected 1 to 1024"},
+        {{8, 4, 4, 1025, 1, 0}, "n_experts = 1025: expected 1 to 1024"},
         {{8, 4, 4, 4, 0, 0}, "experts_per_token = 0: expected 1 to n_experts (4)"},
         {{8, 4, 4, 4, 5, 0}, "experts_per_token = 5: expected 1 to n_experts (4)"},
         {{0, 4, 4, 4, 2, 0}, "MoE block of 0 tokens"},

@@ -4,10 +4,11 @@
 #include <string.h>
 #include "util/fastmath.h"
 #include "layers/layers.h"
+#include "layers/ops.h"
 #include "util/error.h"
 
 int moe_check(const moe_dims *m) {
-    if (m->E < 1) return nb_fail("n_experts = %d: expected at least 1", m->E);
+    if (m->E < 1 || m->E > MOE_MAX_E) return nb_fail("n_experts = %d: expected 1 to %d", m->E, MOE_MAX_E);
     if (m->k < 1 || m->k > m->E || m->k > MOE_MAX_K)
         return nb_fail("experts_per_token = %d: expected 1 to n_experts (%d), at most %d", m->k, m->E, MOE_MAX_K);
     if (m->N < 1 || m->d < 1 || m->F < 1) return nb_fail("MoE block of %d tokens, width %d, expert width %d: expected >= 1",
@@ -23,15 +24,10 @@ static void *carve(char *base, size_t *at, size_t n, size_t size) {
 }
 
 /* Under bf16 each expert's rows start at a multiple of MOE_ROW_ALIGN (moe.h) and its products run on its row count
- * rounded up to one (the extra rows zero): oneDNN makes a primitive per product shape, and an expert's
- * row count changes every step; rounded, the shapes repeat and the primitives are reused instead of made
- * anew (about 190 a step on moe-tiny otherwise, which cost more than the products). Zero rows add exact
- * zeros to the weight gradients' sums. */
-static int rows_of(const moe_dims *m, int count) {
-    return m->bf16 ? (count + MOE_ROW_ALIGN - 1) / MOE_ROW_ALIGN * MOE_ROW_ALIGN : count;
-}
-
-/* Grouped rows at most. */
+ * rounded up to one (the extra rows zero; moe_group's row_align): oneDNN makes a primitive per product shape, and an
+ * expert's row count changes every step; rounded, the shapes repeat and the primitives are reused instead of made
+ * anew (about 190 a step on moe-tiny otherwise, which cost more than the products). Zero rows add exact zeros to the
+ * weight gradients' sums. So the grouped rows are at most: */
 static size_t max_rows(const moe_dims *m) {
     return (size_t)m->N * (size_t)m->k + (m->bf16 ? (size_t)m->E * (MOE_ROW_ALIGN - 1) : 0);
 }
@@ -113,63 +109,55 @@ void moe_state_free(const nb_backend *be, moe_state *s) {
     nb_backend_free(be, s);
 }
 
-/* probs = softmax(probs) row by row, in fp32. */
-static void softmax_rows(float *p, int N, int E) {
+/* ---- the steps on the host's memory (moe.h) ---- */
+
+void moe_route(float *probs, int *top, float *weight, int N, int E, int k) {
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < N; t++) {
-        float *z = p + (size_t)t * E, mx = z[0], sum = 0.0f;
+        float *z = probs + (size_t)t * E, mx = z[0], sum = 0.0f;
         for (int e = 1; e < E; e++) mx = z[e] > mx ? z[e] : mx;
         for (int e = 0; e < E; e++) sum += (z[e] = nb_expf(z[e] - mx));
         for (int e = 0; e < E; e++) z[e] /= sum;
     }
-}
-
-/* Each token's k experts (largest p first, ties to the lower index) and their renormalized weights. */
-static void route(moe_state *s) {
-    const moe_dims m = s->m;
 #pragma omp parallel for schedule(static)
-    for (int t = 0; t < m.N; t++) {
-        const float *p = s->probs + (size_t)t * m.E;
-        int *top = s->top + (size_t)t * m.k;
-        float *w = s->weight + (size_t)t * m.k, sum = 0.0f;
-        for (int j = 0; j < m.k; j++) {
+    for (int t = 0; t < N; t++) {
+        const float *p = probs + (size_t)t * E;
+        int *tt = top + (size_t)t * k;
+        float *w = weight + (size_t)t * k, sum = 0.0f;
+        for (int j = 0; j < k; j++) {
             int best = -1;
-            for (int e = 0; e < m.E; e++) {
+            for (int e = 0; e < E; e++) {
                 int taken = 0;
-                for (int i = 0; i < j; i++) taken |= top[i] == e;
+                for (int i = 0; i < j; i++) taken |= tt[i] == e;
                 if (!taken && (best < 0 || p[e] > p[best])) best = e;
             }
-            top[j] = best;
+            tt[j] = best;
             sum += p[best];
         }
-        for (int j = 0; j < m.k; j++) w[j] = p[top[j]] / sum;
+        for (int j = 0; j < k; j++) w[j] = p[tt[j]] / sum;
     }
 }
 
-/* Rows grouped by expert, each expert's rows in token order (a serial scan: the same for any thread count);
- * under bf16 an expert's rows past its count (rows_of) belong to no token (row_token -1). */
-static void group(moe_state *s) {
-    const moe_dims m = s->m;
-    memset(s->count, 0, sizeof(int) * (size_t)m.E);
-    for (size_t r = 0; r < (size_t)m.N * m.k; r++) s->count[s->top[r]]++;
-    s->start[0] = 0;
-    for (int e = 0; e < m.E; e++) {
-        s->start[e + 1] = s->start[e] + rows_of(&m, s->count[e]);
-        for (int r = s->start[e] + s->count[e]; r < s->start[e + 1]; r++) s->row_token[r] = -1;
+void moe_group(int *count, int *start, int *row_token, int *slot_row, const int *top, int N, int E, int k,
+               int row_align) {
+    memset(count, 0, sizeof(int) * (size_t)E);
+    for (size_t r = 0; r < (size_t)N * k; r++) count[top[r]]++;
+    start[0] = 0;
+    for (int e = 0; e < E; e++) {
+        start[e + 1] = start[e] + (count[e] + row_align - 1) / row_align * row_align;
+        for (int r = start[e] + count[e]; r < start[e + 1]; r++) row_token[r] = -1;
     }
-    int *next = (int *)s->dp;  /* dp is free until the backward: a cursor per expert */
-    for (int e = 0; e < m.E; e++) next[e] = s->start[e];
-    for (int t = 0; t < m.N; t++)
-        for (int j = 0; j < m.k; j++) {
-            const int row = next[s->top[(size_t)t * m.k + j]]++;
-            s->row_token[row] = t;
-            s->slot_row[(size_t)t * m.k + j] = row;
+    memset(count, 0, sizeof(int) * (size_t)E);  /* counted again as the rows are numbered: the same counts */
+    for (int t = 0; t < N; t++)
+        for (int j = 0; j < k; j++) {
+            const int e = top[(size_t)t * k + j], row = start[e] + count[e]++;
+            row_token[row] = t;
+            slot_row[(size_t)t * k + j] = row;
         }
 }
 
-/* Each grouped row's copy of its token's input (rows of row_bytes: float or bf16), zeros in a row of no
- * token. */
-static void gather_rows(void *xg, const void *x, const int *row_token, int R, size_t row_bytes) {
+void moe_gather(void *xg, const void *x, const int *row_token, const int *start, int E, size_t row_bytes) {
+    const int R = start[E];
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < R; r++) {
         char *dst = (char *)xg + (size_t)r * row_bytes;
@@ -178,177 +166,206 @@ static void gather_rows(void *xg, const void *x, const int *row_token, int R, si
     }
 }
 
-/* The load-balancing loss and each expert's share of the assignments. */
-static void balance(moe_state *s, float *load) {
-    const moe_dims m = s->m;
+double moe_balance(float *load, const float *probs, const int *count, int N, int E, int k) {
     double aux = 0.0;
-    for (int e = 0; e < m.E; e++) {
+    for (int e = 0; e < E; e++) {
         double P = 0.0;
-        for (int t = 0; t < m.N; t++) P += s->probs[(size_t)t * m.E + e];
-        aux += ((double)s->count[e] / m.N) * (P / m.N);
-        if (load) load[e] = (float)((double)s->count[e] / ((double)m.N * m.k));
+        for (int t = 0; t < N; t++) P += probs[(size_t)t * E + e];
+        aux += ((double)count[e] / N) * (P / N);
+        if (load) load[e] = (float)((double)count[e] / ((double)N * k));
     }
-    s->aux = m.E * aux;
+    return E * aux;
 }
 
-/* From the router's logits in s->probs: the probabilities, each token's experts and weights, the grouping,
- * and the grouped rows' inputs xg (rows of row_bytes) gathered from x. */
-static void route_tokens(moe_state *s, void *xg, const void *x, size_t row_bytes) {
-    const double t0 = nb_routing_begin();
-    softmax_rows(s->probs, s->m.N, s->m.E);
-    route(s);
-    group(s);
-    gather_rows(xg, x, s->row_token, s->start[s->m.E], row_bytes);
-    nb_routing_end(t0);
-}
-
-/* out[t] += each of token t's grouped rows (d wide), times its weight where `weighted`, in slot order. */
-static void add_rows(const moe_state *s, float *out, const float *rows, int weighted) {
-    const moe_dims m = s->m;
-    const size_t d = (size_t)m.d;
-    const double t0 = nb_routing_begin();
+void moe_add_rows(float *out, const float *rows, const float *weight, const int *slot_row, int N, int k, int d) {
 #pragma omp parallel for schedule(static)
-    for (int t = 0; t < m.N; t++)
-        for (int j = 0; j < m.k; j++) {
-            const float w = weighted ? s->weight[(size_t)t * m.k + j] : 1.0f;  /* 1 x g is g exactly */
-            const float *r = rows + (size_t)s->slot_row[(size_t)t * m.k + j] * d;
+    for (int t = 0; t < N; t++)
+        for (int j = 0; j < k; j++) {
+            const float w = weight ? weight[(size_t)t * k + j] : 1.0f;  /* 1 x g is g exactly */
+            const float *r = rows + (size_t)slot_row[(size_t)t * k + j] * d;
             float *o = out + (size_t)t * d;
-            for (size_t i = 0; i < d; i++) o[i] += w * r[i];
+            for (int i = 0; i < d; i++) o[i] += w * r[i];
         }
+}
+
+void moe_route_backward(float *dy, float *dp, const float *dout, const float *y, const float *probs, const int *top,
+                        const float *weight, const int *slot_row, int N, int E, int k, int d) {
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < N; t++) {
+        const float *g = dout + (size_t)t * d, *p = probs + (size_t)t * E;
+        float *dpt = dp + (size_t)t * E, dw[MOE_MAX_K], sum = 0.0f, wdw = 0.0f;
+        memset(dpt, 0, sizeof(float) * (size_t)E);
+        for (int j = 0; j < k; j++) {
+            const size_t row = (size_t)slot_row[(size_t)t * k + j];
+            const float w = weight[(size_t)t * k + j], *yr = y + row * d;
+            float *dyr = dy + row * d, dot = 0.0f;
+            for (int i = 0; i < d; i++) {
+                dyr[i] = w * g[i];
+                dot += g[i] * yr[i];
+            }
+            dw[j] = dot;
+            sum += p[top[(size_t)t * k + j]];
+            wdw += w * dot;
+        }
+        for (int j = 0; j < k; j++) dpt[top[(size_t)t * k + j]] = (dw[j] - wdw) / sum;
+    }
+}
+
+void moe_softmax_backward(float *dp, const float *probs, const int *count, float aux_grad, int N, int E) {
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < N; t++) {
+        const float *p = probs + (size_t)t * E;
+        float *dpt = dp + (size_t)t * E, dot = 0.0f;
+        for (int e = 0; e < E; e++) {
+            dpt[e] += aux_grad * (float)((double)E * count[e] / ((double)N * N));
+            dot += p[e] * dpt[e];
+        }
+        for (int e = 0; e < E; e++) dpt[e] = p[e] * (dpt[e] - dot);
+    }
+}
+
+/* ---- the passes, on the backend's memory through its layer table ---- */
+
+/* Each expert's row count and first row where the host reads them (a device's memory: copied back, so a pass
+ * waits here once for the routing, to size each expert's products). */
+static void host_counts(const nb_backend *be, const moe_state *s, int *count, int *start) {
+    nb_backend_to_host(be, count, s->count, sizeof(int) * (size_t)s->m.E);
+    nb_backend_to_host(be, start, s->start, sizeof(int) * ((size_t)s->m.E + 1));
+}
+
+/* From the router's logits in s->probs: the probabilities, each token's experts and weights, the grouping, and
+ * the grouped rows' inputs xg (rows of row_bytes) gathered from x; count and start on the host. */
+static void route_tokens(const nb_backend *be, moe_state *s, void *xg, const void *x, size_t row_bytes, int *count,
+                         int *start) {
+    const nb_layer_ops *L = nb_layers_of(be);
+    const moe_dims m = s->m;
+    const double t0 = nb_routing_begin();
+    L->moe_route(be, s->probs, s->top, s->weight, m.N, m.E, m.k);
+    L->moe_group(be, s->count, s->start, s->row_token, s->slot_row, s->top, m.N, m.E, m.k, m.bf16 ? MOE_ROW_ALIGN : 1);
+    L->moe_gather(be, xg, x, s->row_token, s->start, m.E, max_rows(&m), row_bytes);
+    host_counts(be, s, count, start);
     nb_routing_end(t0);
 }
 
 /* out += each token's experts' outputs (s->y) weighted; then the balance statistics. */
-static void combine(moe_state *s, float *out, float *load) {
-    add_rows(s, out, s->y, 1);
+static void combine(const nb_backend *be, moe_state *s, float *out, float *load) {
+    const nb_layer_ops *L = nb_layers_of(be);
+    const moe_dims m = s->m;
     const double t0 = nb_routing_begin();
-    balance(s, load);
+    L->moe_add_rows(be, out, s->y, s->weight, s->slot_row, m.N, m.k, m.d);
+    s->aux = L->moe_balance(be, load, s->probs, s->count, m.N, m.E, m.k);
     nb_routing_end(t0);
 }
 
 void moe_forward(const nb_backend *be, moe_state *s, float *out, const float *x, const float *w_router,
                  const float *w_gu, const float *w_down, float *load) {
+    const nb_layer_ops *L = nb_layers_of(be);
     const moe_dims m = s->m;
     const size_t d = (size_t)m.d, F = (size_t)m.F;
+    int count[MOE_MAX_E], start[MOE_MAX_E + 1];
     linear_forward(be, s->probs, 0.0f, x, w_router, m.N, m.d, m.E);
-    route_tokens(s, s->xg, x, sizeof(float) * d);
+    route_tokens(be, s, s->xg, x, sizeof(float) * d, count, start);
     for (int e = 0; e < m.E; e++) {
-        const int n = s->count[e];
+        const int n = count[e];
         if (!n) continue;
-        const size_t r0 = (size_t)s->start[e];
+        const size_t r0 = (size_t)start[e];
         linear_forward(be, s->gu + r0 * 2 * F, 0.0f, s->xg + r0 * d, w_gu + (size_t)e * 2 * F * d, n, m.d, 2 * m.F);
-        swiglu_forward(s->h + r0 * F, s->gu + r0 * 2 * F, n, m.F);
+        L->swiglu_forward(be, s->h + r0 * F, s->gu + r0 * 2 * F, n, m.F);
         linear_forward(be, s->y + r0 * d, 0.0f, s->h + r0 * F, w_down + (size_t)e * d * F, n, m.F, m.d);
     }
-    combine(s, out, load);
+    combine(be, s, out, load);
 }
 
 void moe_forward_bf16(const nb_backend *be, moe_state *s, float *out, const nb_bf16 *x, const nb_bf16 *w_router,
                       const nb_bf16 *w_gu, const nb_bf16 *w_down, float *load) {
+    const nb_layer_ops *L = nb_layers_of(be);
     const moe_dims m = s->m;
     const size_t d = (size_t)m.d, F = (size_t)m.F;
+    int count[MOE_MAX_E], start[MOE_MAX_E + 1];
     linear_forward_bf16(be, s->probs, 0.0f, x, w_router, m.N, m.d, m.E);
-    route_tokens(s, s->xg16, x, sizeof(nb_bf16) * d);
+    route_tokens(be, s, s->xg16, x, sizeof(nb_bf16) * d, count, start);
     for (int e = 0; e < m.E; e++) {
-        const int n = s->start[e + 1] - s->start[e];  /* rounded up: its last rows are zeros */
+        const int n = start[e + 1] - start[e];  /* rounded up: its last rows are zeros */
         if (!n) continue;
-        const size_t r0 = (size_t)s->start[e];
+        const size_t r0 = (size_t)start[e];
         /* gate|up in float32 in the backward's dgu (free until then), kept as bf16 with SwiGLU's output */
         linear_forward_bf16(be, s->dgu, 0.0f, s->xg16 + r0 * d, w_gu + (size_t)e * 2 * F * d, n, m.d, 2 * m.F);
-        swiglu_forward_cast_bf16(s->h16 + r0 * F, s->gu16 + r0 * 2 * F, s->dgu, n, m.F);
+        L->swiglu_forward_cast_bf16(be, s->h16 + r0 * F, s->gu16 + r0 * 2 * F, s->dgu, n, m.F);
         linear_forward_bf16(be, s->y + r0 * d, 0.0f, s->h16 + r0 * F, w_down + (size_t)e * d * F, n, m.F, m.d);
     }
-    combine(s, out, load);
+    combine(be, s, out, load);
 }
 
-/* dy = w dout for every row, and dp: the router's gradient through the renormalized weights (the aux
- * loss's part added by the caller). dw_j = dout . y_j; w_j = p_j / S gives
- * dp_i = (dw_i - sum_j w_j dw_j) / S for the chosen i. */
-static void route_backward(moe_state *s, const float *dout) {
+/* dy = w dout for every row, and dp: the router's gradient through the renormalized weights (the aux loss's
+ * part added by softmax_backward); count and start on the host. */
+static void route_backward(const nb_backend *be, moe_state *s, const float *dout, int *count, int *start) {
     const moe_dims m = s->m;
-    const size_t d = (size_t)m.d;
     const double t0 = nb_routing_begin();
-#pragma omp parallel for schedule(static)
-    for (int t = 0; t < m.N; t++) {
-        const float *g = dout + (size_t)t * d, *p = s->probs + (size_t)t * m.E;
-        float *dp = s->dp + (size_t)t * m.E, dw[MOE_MAX_K], sum = 0.0f, wdw = 0.0f;
-        memset(dp, 0, sizeof(float) * (size_t)m.E);
-        for (int j = 0; j < m.k; j++) {
-            const size_t row = (size_t)s->slot_row[(size_t)t * m.k + j];
-            const float w = s->weight[(size_t)t * m.k + j], *y = s->y + row * d;
-            float *dy = s->dy + row * d, dot = 0.0f;
-            for (size_t i = 0; i < d; i++) {
-                dy[i] = w * g[i];
-                dot += g[i] * y[i];
-            }
-            dw[j] = dot;
-            sum += p[s->top[(size_t)t * m.k + j]];
-            wdw += w * dot;
-        }
-        for (int j = 0; j < m.k; j++) dp[s->top[(size_t)t * m.k + j]] = (dw[j] - wdw) / sum;
-    }
+    nb_layers_of(be)->moe_route_backward(be, s->dy, s->dp, dout, s->y, s->probs, s->top, s->weight, s->slot_row, m.N,
+                                         m.E, m.k, m.d);
+    host_counts(be, s, count, start);
     nb_routing_end(t0);
 }
 
-/* dp += the aux loss's part (d aux / d p_te = E f_e / N), then through the softmax: dz = p (dp - sum p dp),
- * in place. */
-static void softmax_backward(moe_state *s, float aux_grad) {
-    const moe_dims m = s->m;
+static void softmax_backward(const nb_backend *be, moe_state *s, float aux_grad) {
     const double t0 = nb_routing_begin();
-#pragma omp parallel for schedule(static)
-    for (int t = 0; t < m.N; t++) {
-        const float *p = s->probs + (size_t)t * m.E;
-        float *dp = s->dp + (size_t)t * m.E, dot = 0.0f;
-        for (int e = 0; e < m.E; e++) {
-            dp[e] += aux_grad * (float)((double)m.E * s->count[e] / ((double)m.N * m.N));
-            dot += p[e] * dp[e];
-        }
-        for (int e = 0; e < m.E; e++) dp[e] = p[e] * (dp[e] - dot);
-    }
+    nb_layers_of(be)->moe_softmax_backward(be, s->dp, s->probs, s->count, aux_grad, s->m.N, s->m.E);
+    nb_routing_end(t0);
+}
+
+/* dx += each grouped row's input gradient. */
+static void add_input_rows(const nb_backend *be, moe_state *s, float *dx) {
+    const double t0 = nb_routing_begin();
+    nb_layers_of(be)->moe_add_rows(be, dx, s->dxg, NULL, s->slot_row, s->m.N, s->m.k, s->m.d);
     nb_routing_end(t0);
 }
 
 void moe_backward(const nb_backend *be, moe_state *s, float *dx, float *g_router, float *g_gu, float *g_down,
                   const float *dout, float aux_grad, const float *x, const float *w_router, const float *w_gu,
                   const float *w_down) {
+    const nb_layer_ops *L = nb_layers_of(be);
     const moe_dims m = s->m;
     const size_t d = (size_t)m.d, F = (size_t)m.F;
-    route_backward(s, dout);
+    int count[MOE_MAX_E], start[MOE_MAX_E + 1];
+    route_backward(be, s, dout, count, start);
     for (int e = 0; e < m.E; e++) {
-        const int n = s->count[e];
+        const int n = count[e];
         if (!n) continue;
-        const size_t r0 = (size_t)s->start[e];
+        const size_t r0 = (size_t)start[e];
         float *dh = s->dh + r0 * F, *dgu = s->dgu + r0 * 2 * F;
         linear_backward_to(be, s->sink, dh, g_down + (size_t)e * d * F, s->dy + r0 * d, s->h + r0 * F,
                            w_down + (size_t)e * d * F, n, m.F, m.d);
-        swiglu_backward(dgu, dh, s->gu + r0 * 2 * F, n, m.F);
+        L->swiglu_backward(be, dgu, dh, s->gu + r0 * 2 * F, n, m.F);
         linear_backward_to(be, s->sink, s->dxg + r0 * d, g_gu + (size_t)e * 2 * F * d, dgu, s->xg + r0 * d,
                            w_gu + (size_t)e * 2 * F * d, n, m.d, 2 * m.F);
     }
-    softmax_backward(s, aux_grad);
+    softmax_backward(be, s, aux_grad);
     linear_backward_to(be, s->sink, dx, g_router, s->dp, x, w_router, m.N, m.d, m.E);
-    add_rows(s, dx, s->dxg, 0);  /* dx += each grouped row's input gradient */
+    add_input_rows(be, s, dx);
 }
 
 void moe_backward_bf16(const nb_backend *be, moe_state *s, float *dx, float *g_router, float *g_gu, float *g_down,
                        const float *dout, float aux_grad, const nb_bf16 *x, const nb_bf16 *w_router,
                        const nb_bf16 *w_gu, const nb_bf16 *w_down) {
+    const nb_layer_ops *L = nb_layers_of(be);
     const moe_dims m = s->m;
     const size_t d = (size_t)m.d, F = (size_t)m.F;
-    route_backward(s, dout);
+    int count[MOE_MAX_E], start[MOE_MAX_E + 1];
+    route_backward(be, s, dout, count, start);
     for (int e = 0; e < m.E; e++) {  /* one expert at a time: its casts share op16 */
-        const int n = s->start[e + 1] - s->start[e];
+        const int n = start[e + 1] - start[e];
         if (!n) continue;
-        const size_t r0 = (size_t)s->start[e];
-        memset(s->dy + (r0 + (size_t)s->count[e]) * d, 0, sizeof(float) * (size_t)(n - s->count[e]) * d);  /* no token's rows */
+        const size_t r0 = (size_t)start[e];
+        /* no token's rows */
+        nb_backend_zero(be, s->dy + (r0 + (size_t)count[e]) * d, sizeof(float) * (size_t)(n - count[e]) * d);
         float *dh = s->dh + r0 * F;
         linear_backward_bf16_to(be, s->sink, dh, g_down + (size_t)e * d * F, s->dy + r0 * d, s->h16 + r0 * F,
                                 w_down + (size_t)e * d * F, n, m.F, m.d, s->op16);
-        swiglu_backward_bf16_cast(s->op16, dh, s->gu16 + r0 * 2 * F, n, m.F);  /* dgu straight to its bf16 operand */
+        L->swiglu_backward_bf16_cast(be, s->op16, dh, s->gu16 + r0 * 2 * F, n, m.F);  /* dgu straight to its bf16 operand */
         linear_backward_bf16_cast_to(be, s->sink, s->dxg + r0 * d, g_gu + (size_t)e * 2 * F * d, 1.0f, s->op16,
                                      s->xg16 + r0 * d, w_gu + (size_t)e * 2 * F * d, n, m.d, 2 * m.F);
     }
-    softmax_backward(s, aux_grad);
+    softmax_backward(be, s, aux_grad);
     linear_backward_bf16_to(be, s->sink, dx, g_router, s->dp, x, w_router, m.N, m.d, m.E, s->op16);
-    add_rows(s, dx, s->dxg, 0);  /* dx += each grouped row's input gradient */
+    add_input_rows(be, s, dx);
 }

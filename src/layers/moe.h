@@ -20,6 +20,7 @@
 #include "backend/backend.h"
 
 enum { MOE_MAX_K = 64 };  /* experts per token at most */
+enum { MOE_MAX_E = 1024 };  /* experts at most (a pass reads each expert's row count back to the host) */
 enum { MOE_ROW_ALIGN = 64 };  /* under bf16 each expert's grouped rows are rounded up to a multiple of this (moe.c) */
 
 typedef struct {
@@ -81,4 +82,29 @@ void moe_forward_bf16(const nb_backend *be, moe_state *s, float *out, const nb_b
 void moe_backward_bf16(const nb_backend *be, moe_state *s, float *dx, float *g_router, float *g_gu, float *g_down,
                        const float *dout, float aux_grad, const nb_bf16 *x, const nb_bf16 *w_router,
                        const nb_bf16 *w_gu, const nb_bf16 *w_down);
+
+/* ---- The block's steps outside its products, on the host's memory: the CPU's entries of the layer table
+ * (layers/ops.h), which moe_forward and moe_backward call in this order on any backend's memory. A device's
+ * table brings kernels with the same contracts (src/backend/cuda/kernels.h's nbk_moe_*). ---- */
+/* probs (N x E): the router's logits in, softmax out (fp32); top, weight (N x k): each token's experts (largest p
+ * first, ties to the lower index) and their renormalized weights. */
+void moe_route(float *probs, int *top, float *weight, int N, int E, int k);
+/* count (E), start (E + 1): rows per expert and where each begins, each expert's rows rounded up to row_align (1;
+ * MOE_ROW_ALIGN under bf16), the rows past its count marked -1 in row_token; row_token: each grouped row's token,
+ * an expert's rows in token order; slot_row (N k): each slot's row. A serial scan: the same for any thread count. */
+void moe_group(int *count, int *start, int *row_token, int *slot_row, const int *top, int N, int E, int k,
+               int row_align);
+/* Each grouped row below start[E] the copy of its token's row of x (row_bytes each), zeros in a row of no token. */
+void moe_gather(void *xg, const void *x, const int *row_token, const int *start, int E, size_t row_bytes);
+/* The load-balancing loss E sum_e (count_e / N)(mean p_e), in double; load (NULL: none): each expert's share of
+ * the N k assignments. */
+double moe_balance(float *load, const float *probs, const int *count, int N, int E, int k);
+/* out[t] (d wide) += each of token t's grouped rows, times its weight (weight NULL: 1), in slot order. */
+void moe_add_rows(float *out, const float *rows, const float *weight, const int *slot_row, int N, int k, int d);
+/* dy's grouped rows = weight dout of their token; dp (N x E) = the router's gradient through the renormalized
+ * weights: dp_i = (dw_i - sum_j w_j dw_j) / S for the chosen i, dw_j = dout . y_j (0 elsewhere). */
+void moe_route_backward(float *dy, float *dp, const float *dout, const float *y, const float *probs, const int *top,
+                        const float *weight, const int *slot_row, int N, int E, int k, int d);
+/* dp += the aux loss's part (aux_grad E count_e / N^2), then through the softmax (dz = p (dp - sum p dp)), in place. */
+void moe_softmax_backward(float *dp, const float *probs, const int *count, float aux_grad, int N, int E);
 #endif

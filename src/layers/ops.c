@@ -2,6 +2,7 @@
  * (the backend is the products', passed on where the function takes it). */
 #include "layers/ops.h"
 #include "layers/layers.h"
+#include "layers/moe.h"
 #include "backend/bf16.h"
 
 static void cpu_embedding_forward(const nb_backend *be, float *out, const int *tokens, const float *table, int N, int d) {
@@ -93,6 +94,42 @@ static double cpu_cross_entropy_forward_grad_bf16(const nb_backend *be, float *l
     return cross_entropy_forward_grad_bf16(lse, dlogits, logits, targets, N, V, n_mean);
 }
 
+static void cpu_moe_route(const nb_backend *be, float *probs, int *top, float *weight, int N, int E, int k) {
+    (void)be;
+    moe_route(probs, top, weight, N, E, k);
+}
+static void cpu_moe_group(const nb_backend *be, int *count, int *start, int *row_token, int *slot_row, const int *top,
+                          int N, int E, int k, int row_align) {
+    (void)be;
+    moe_group(count, start, row_token, slot_row, top, N, E, k, row_align);
+}
+static void cpu_moe_gather(const nb_backend *be, void *xg, const void *x, const int *row_token, const int *start, int E,
+                           size_t max_rows, size_t row_bytes) {
+    (void)be, (void)max_rows;
+    moe_gather(xg, x, row_token, start, E, row_bytes);
+}
+static double cpu_moe_balance(const nb_backend *be, float *load, const float *probs, const int *count, int N, int E,
+                              int k) {
+    (void)be;
+    return moe_balance(load, probs, count, N, E, k);
+}
+static void cpu_moe_add_rows(const nb_backend *be, float *out, const float *rows, const float *weight,
+                             const int *slot_row, int N, int k, int d) {
+    (void)be;
+    moe_add_rows(out, rows, weight, slot_row, N, k, d);
+}
+static void cpu_moe_route_backward(const nb_backend *be, float *dy, float *dp, const float *dout, const float *y,
+                                   const float *probs, const int *top, const float *weight, const int *slot_row, int N,
+                                   int E, int k, int d) {
+    (void)be;
+    moe_route_backward(dy, dp, dout, y, probs, top, weight, slot_row, N, E, k, d);
+}
+static void cpu_moe_softmax_backward(const nb_backend *be, float *dp, const float *probs, const int *count,
+                                     float aux_grad, int N, int E) {
+    (void)be;
+    moe_softmax_backward(dp, probs, count, aux_grad, N, E);
+}
+
 static const nb_layer_ops cpu_layers = {
     .embedding_forward = cpu_embedding_forward,
     .embedding_backward = cpu_embedding_backward,
@@ -116,6 +153,13 @@ static const nb_layer_ops cpu_layers = {
     .swiglu_backward_bf16_cast = cpu_swiglu_backward_bf16_cast,
     .cross_entropy_grad_bf16 = cpu_cross_entropy_grad_bf16,
     .cross_entropy_forward_grad_bf16 = cpu_cross_entropy_forward_grad_bf16,
+    .moe_route = cpu_moe_route,
+    .moe_group = cpu_moe_group,
+    .moe_gather = cpu_moe_gather,
+    .moe_balance = cpu_moe_balance,
+    .moe_add_rows = cpu_moe_add_rows,
+    .moe_route_backward = cpu_moe_route_backward,
+    .moe_softmax_backward = cpu_moe_softmax_backward,
 };
 
 const nb_layer_ops *nb_layer_ops_cpu(void) { return &cpu_layers; }

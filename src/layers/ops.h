@@ -7,8 +7,8 @@
  *
  * The stage calls only these (and the products, nb_gemm and the linear layers, which go through the backend
  * already) on its memory; copies within that memory are nb_backend_copy and nb_backend_zero, and what comes
- * from the host (tokens, targets) arrives by nb_backend_from_host. So far the table holds the float32
- * layers and their bf16 forms: a stage on a device backend runs dense models (nb_stage_place). */
+ * from the host (tokens, targets) arrives by nb_backend_from_host. The table holds the float32 layers, their
+ * bf16 forms and the mixture-of-experts block's steps outside its products (layers/moe.h). */
 #ifndef NB_LAYERS_OPS_H
 #define NB_LAYERS_OPS_H
 #include "backend/backend.h"
@@ -46,6 +46,22 @@ typedef struct nb_layer_ops {
     void (*swiglu_backward_bf16_cast)(const nb_backend *be, nb_bf16 *dgu16, const float *dh, const nb_bf16 *gu, int N, int F);
     void (*cross_entropy_grad_bf16)(const nb_backend *be, nb_bf16 *dlogits, const float *logits, const float *lse, const int *targets, int N, int V, int n_mean);
     double (*cross_entropy_forward_grad_bf16)(const nb_backend *be, float *lse, nb_bf16 *dlogits, const float *logits, const int *targets, int N, int V, int n_mean);
+    /* The mixture-of-experts block's steps outside its products (layers/moe.h's functions of the same names;
+     * moe_gather's max_rows bounds start[E], which a device does not read on the host). */
+    void (*moe_route)(const nb_backend *be, float *probs, int *top, float *weight, int N, int E, int k);
+    void (*moe_group)(const nb_backend *be, int *count, int *start, int *row_token, int *slot_row, const int *top, int N,
+                      int E, int k, int row_align);
+    void (*moe_gather)(const nb_backend *be, void *xg, const void *x, const int *row_token, const int *start, int E,
+                       size_t max_rows, size_t row_bytes);
+    /* The loss comes back to the host (a device waits for it); load (E values, NULL: none) stays in be's memory. */
+    double (*moe_balance)(const nb_backend *be, float *load, const float *probs, const int *count, int N, int E, int k);
+    void (*moe_add_rows)(const nb_backend *be, float *out, const float *rows, const float *weight, const int *slot_row,
+                         int N, int k, int d);
+    void (*moe_route_backward)(const nb_backend *be, float *dy, float *dp, const float *dout, const float *y,
+                               const float *probs, const int *top, const float *weight, const int *slot_row, int N,
+                               int E, int k, int d);
+    void (*moe_softmax_backward)(const nb_backend *be, float *dp, const float *probs, const int *count, float aux_grad,
+                                 int N, int E);
 } nb_layer_ops;
 
 /* The CPU's table: layers.h's functions. */

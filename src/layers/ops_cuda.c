@@ -139,6 +139,38 @@ static double g_cross_entropy_forward_grad_bf16(const nb_backend *be, float *lse
         be, nbk_cross_entropy_forward_grad_bf16(lse, dlogits, sum, logits, targets, N, V, n_mean, stream_of(be)), sum);
 }
 
+static void g_moe_route(const nb_backend *be, float *probs, int *top, float *weight, int N, int E, int k) {
+    done(be, nbk_moe_route(probs, top, weight, N, E, k, stream_of(be)));
+}
+static void g_moe_group(const nb_backend *be, int *count, int *start, int *row_token, int *slot_row, const int *top,
+                        int N, int E, int k, int row_align) {
+    done(be, nbk_moe_group(count, start, row_token, slot_row, top, N, E, k, row_align, stream_of(be)));
+}
+static void g_moe_gather(const nb_backend *be, void *xg, const void *x, const int *row_token, const int *start, int E,
+                         size_t max_rows, size_t row_bytes) {
+    done(be, nbk_moe_gather(xg, x, row_token, start, E, max_rows, row_bytes, stream_of(be)));
+}
+/* The load-balancing loss waits for the GPU, as the cross-entropy's sum does (NaN after a recorded failure). */
+static double g_moe_balance(const nb_backend *be, float *load, const float *probs, const int *count, int N, int E,
+                            int k) {
+    double *aux = nb_cuda_scratch_hold(be, sizeof(double));
+    if (!aux) return NAN;
+    return loss_and_release(be, nbk_moe_balance(aux, load, probs, count, N, E, k, stream_of(be)), aux);
+}
+static void g_moe_add_rows(const nb_backend *be, float *out, const float *rows, const float *weight,
+                           const int *slot_row, int N, int k, int d) {
+    done(be, nbk_moe_add_rows(out, rows, weight, slot_row, N, k, d, stream_of(be)));
+}
+static void g_moe_route_backward(const nb_backend *be, float *dy, float *dp, const float *dout, const float *y,
+                                 const float *probs, const int *top, const float *weight, const int *slot_row, int N,
+                                 int E, int k, int d) {
+    done(be, nbk_moe_route_backward(dy, dp, dout, y, probs, top, weight, slot_row, N, E, k, d, stream_of(be)));
+}
+static void g_moe_softmax_backward(const nb_backend *be, float *dp, const float *probs, const int *count,
+                                   float aux_grad, int N, int E) {
+    done(be, nbk_moe_softmax_backward(dp, probs, count, aux_grad, N, E, stream_of(be)));
+}
+
 static const nb_layer_ops cuda_layers = {
     .embedding_forward = g_embedding_forward,
     .embedding_backward = g_embedding_backward,
@@ -162,6 +194,13 @@ static const nb_layer_ops cuda_layers = {
     .swiglu_backward_bf16_cast = g_swiglu_backward_bf16_cast,
     .cross_entropy_grad_bf16 = g_cross_entropy_grad_bf16,
     .cross_entropy_forward_grad_bf16 = g_cross_entropy_forward_grad_bf16,
+    .moe_route = g_moe_route,
+    .moe_group = g_moe_group,
+    .moe_gather = g_moe_gather,
+    .moe_balance = g_moe_balance,
+    .moe_add_rows = g_moe_add_rows,
+    .moe_route_backward = g_moe_route_backward,
+    .moe_softmax_backward = g_moe_softmax_backward,
 };
 
 const nb_layer_ops *nb_layer_ops_cuda(void) { return &cuda_layers; }

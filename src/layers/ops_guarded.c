@@ -86,6 +86,37 @@ static double l_cross_entropy_forward_grad_bf16(const nb_backend *be, float *lse
     return CPU->cross_entropy_forward_grad_bf16(nb_guarded_inner(be), RF(lse), RB(dlogits), RF(logits), RI(targets), N, V, n_mean);
 }
 
+static void l_moe_route(const nb_backend *be, float *probs, int *top, float *weight, int N, int E, int k) {
+    CPU->moe_route(nb_guarded_inner(be), RF(probs), RI(top), RF(weight), N, E, k);
+}
+static void l_moe_group(const nb_backend *be, int *count, int *start, int *row_token, int *slot_row, const int *top,
+                        int N, int E, int k, int row_align) {
+    CPU->moe_group(nb_guarded_inner(be), RI(count), RI(start), RI(row_token), RI(slot_row), RI(top), N, E, k, row_align);
+}
+static void l_moe_gather(const nb_backend *be, void *xg, const void *x, const int *row_token, const int *start, int E,
+                         size_t max_rows, size_t row_bytes) {
+    CPU->moe_gather(nb_guarded_inner(be), nb_guarded_host(be, xg), nb_guarded_host(be, x), RI(row_token), RI(start), E,
+                    max_rows, row_bytes);
+}
+static double l_moe_balance(const nb_backend *be, float *load, const float *probs, const int *count, int N, int E,
+                            int k) {
+    return CPU->moe_balance(nb_guarded_inner(be), RF(load), RF(probs), RI(count), N, E, k);
+}
+static void l_moe_add_rows(const nb_backend *be, float *out, const float *rows, const float *weight,
+                           const int *slot_row, int N, int k, int d) {
+    CPU->moe_add_rows(nb_guarded_inner(be), RF(out), RF(rows), RF(weight), RI(slot_row), N, k, d);
+}
+static void l_moe_route_backward(const nb_backend *be, float *dy, float *dp, const float *dout, const float *y,
+                                 const float *probs, const int *top, const float *weight, const int *slot_row, int N,
+                                 int E, int k, int d) {
+    CPU->moe_route_backward(nb_guarded_inner(be), RF(dy), RF(dp), RF(dout), RF(y), RF(probs), RI(top), RF(weight),
+                            RI(slot_row), N, E, k, d);
+}
+static void l_moe_softmax_backward(const nb_backend *be, float *dp, const float *probs, const int *count,
+                                   float aux_grad, int N, int E) {
+    CPU->moe_softmax_backward(nb_guarded_inner(be), RF(dp), RF(probs), RI(count), aux_grad, N, E);
+}
+
 static const nb_layer_ops guarded_layers = {
     .embedding_forward = l_embedding_forward,
     .embedding_backward = l_embedding_backward,
@@ -109,6 +140,13 @@ static const nb_layer_ops guarded_layers = {
     .swiglu_backward_bf16_cast = l_swiglu_backward_bf16_cast,
     .cross_entropy_grad_bf16 = l_cross_entropy_grad_bf16,
     .cross_entropy_forward_grad_bf16 = l_cross_entropy_forward_grad_bf16,
+    .moe_route = l_moe_route,
+    .moe_group = l_moe_group,
+    .moe_gather = l_moe_gather,
+    .moe_balance = l_moe_balance,
+    .moe_add_rows = l_moe_add_rows,
+    .moe_route_backward = l_moe_route_backward,
+    .moe_softmax_backward = l_moe_softmax_backward,
 };
 
 const nb_layer_ops *nb_layer_ops_guarded(void) { return &guarded_layers; }

@@ -112,8 +112,8 @@ static int validate_moe(const nb_config *c) {
                            c->experts_per_token, c->moe_every, c->aux_coef);
         return 0;
     }
-    if (c->n_experts < 0 || c->n_experts > 1024)
-        return nb_fail("model field n_experts = %d: expected 0 (dense) to 1024", c->n_experts);
+    if (c->n_experts < 0 || c->n_experts > MOE_MAX_E)
+        return nb_fail("model field n_experts = %d: expected 0 (dense) to %d", c->n_experts, MOE_MAX_E);
     const int k_max = c->n_experts < MOE_MAX_K ? c->n_experts : MOE_MAX_K;
     if (c->experts_per_token < 1 || c->experts_per_token > k_max)
         return nb_fail("model field experts_per_token = %d: expected 1 <= experts_per_token <= %d (n_experts, at most %d)",

@@ -147,9 +147,6 @@ int nb_stage_place(nb_stage *s, const nb_backend *be) {
     if (nb_stage_on_device(s)) return nb_fail("stage %d is already in the %s backend's memory", s->index, s->backend->name);
     if (!nb_layers_of(be))
         return nb_fail("stage %d: the %s backend's memory has no layers in this build", s->index, be->name);
-    if (nb_config_moe_blocks(&s->cfg) > 0)
-        return nb_fail("stage %d: mixture-of-experts blocks in the %s backend's memory are not supported yet (its "
-                       "routing reads the experts' counts on the host; docs/gpu.md)", s->index, be->name);
     const dims m = stage_dims(&s->cfg);
     const size_t rope = sizeof(float) * (size_t)s->cfg.context * (size_t)(m.hd / 2);
     /* the host's arrays stay until every copy exists, so a failure leaves the stage as it was */
@@ -441,7 +438,7 @@ static int block_forward_bf16(const nb_stage *s, const block_weights *w, const b
     L->rmsnorm_forward_bf16(be, b->ln2b, b->rstd2, b->mid, w->ln2, N, m.d, eps);
     if (w16->router) {  /* a MoE block: out += the experts' weighted outputs */
         if (stage_moe_scratch(s, b, N)) return -1;
-        memcpy(out, b->mid, sizeof(float) * (size_t)N * m.d);  /* MoE runs on the host's memory only (nb_stage_place) */
+        nb_backend_copy(be, out, b->mid, sizeof(float) * (size_t)N * m.d);
         moe_forward_bf16(s->backend, &b->moe, out, b->ln2b, w16->router, w16->wgu, w16->wdown, b->load);
         return 0;
     }

@@ -42,12 +42,6 @@ int nb_eval(const nb_eval_options *o, nb_eval_result *r) {
     nb_memory_estimate mem;
     if (nb_loader_check_pattern(val) || nb_infer_memory_estimate(&cfg, B, T, 0, &mem)) return -1;
     if (o->memory_check && nb_memory_check(&mem, "--no-memory-check")) return -1;
-    const int on_device = o->device && *o->device && strcmp(o->device, "cpu");
-    if (on_device && strcmp(o->device, "guarded") && strcmp(o->device, "cuda"))   /* before what a device lacks */
-        return nb_fail("--device: device '%s': expected %s", o->device, nb_backend_devices());
-    if (on_device && nb_config_moe_blocks(&cfg) > 0)
-        return nb_fail("--device %s: %s is a mixture of experts, which a device does not run yet", o->device,
-                       o->checkpoint);
     nb_backend *be = NULL;
     if (nb_backend_open_device(o->device, o->gemm, &be)) return nb_fail("--device: %s", nb_last_error());
     nb_model m;

@@ -58,6 +58,7 @@ typedef struct {
      * block's expert loads (moe_blocks x n_experts). */
     double *sums;
     int n_sums, moe_blocks;
+    float *load;  /* a MoE stage's one block's expert loads, read from the stage's memory (n_experts) */
     /* --data-parallel in one process (run->groups > 1): the step's groups of micro-batches so far, their
      * gradients (and a whole tied model's head part) and forward sums added in group order (fold) */
     float *group_grads, *group_tied;
@@ -145,13 +146,16 @@ static int find_slot(const stage_role *w, int mb) {
     return -1;
 }
 
-/* A forward's load-balancing losses and expert loads, added to the step's. */
+/* A forward's load-balancing losses and expert loads, added to the step's (the loads from the stage's memory: a
+ * device's copied back). */
 static void add_moe_stats(stage_role *w, const nb_acts *a) {
     const int E = w->st->cfg.n_experts;
+    float *load = w->load;
     w->sums[SUM_AUX] += nb_acts_aux_loss(a);
     for (int l = 0, j = 0; l < w->st->n_blocks; l++) {
-        const float *load = nb_acts_expert_load(a, l);
-        if (!load) continue;
+        const float *kept = nb_acts_expert_load(a, l);
+        if (!kept) continue;
+        nb_backend_to_host(w->st->backend, load, kept, sizeof(float) * (size_t)E);
         for (int e = 0; e < E; e++) w->sums[SUM_LOADS + (size_t)j * E + e] += load[e];
         j++;
     }
@@ -529,14 +533,27 @@ static int eval_batch(const nb_stage *st, long version, nb_acts *slot, nb_loader
     return 0;
 }
 
+/* Each MoE block's choices of the slot's last forward (N x k), copied to the host into choices[l] (allocated;
+ * NULL for a dense block): 0, or -1 with nb_fail. */
+static int copy_choices(const nb_stage *st, const nb_acts *slot, int N, int **choices) {
+    const size_t bytes = sizeof(int) * (size_t)N * st->cfg.experts_per_token;
+    for (int l = 0; l < st->n_blocks; l++) {
+        const int *choice = nb_acts_expert_choice(slot, l);
+        if (!choice) continue;
+        if (!(choices[l] = nb_alloc(bytes, "the router's choices"))) return -1;
+        nb_backend_to_host(st->backend, choices[l], choice, bytes);
+    }
+    return 0;
+}
+
 /* The router's staleness (docs/moe.md): the share of (token, MoE block) pairs of the batch whose set of
- * chosen experts differs between two forwards of the slot, `before` (n_blocks arrays of N x k choices)
- * and the slot's own. */
-static double choice_changes(const nb_stage *st, const nb_acts *slot, int *const *before, int N) {
+ * chosen experts differs between two forwards, `before` and `after` (n_blocks arrays of N x k choices, NULL for
+ * a dense block). */
+static double choice_changes(const nb_stage *st, int *const *before, int *const *after, int N) {
     const int k = st->cfg.experts_per_token;
     long changed = 0, pairs = 0;
     for (int l = 0; l < st->n_blocks; l++) {
-        const int *now = nb_acts_expert_choice(slot, l);
+        const int *now = after[l];
         if (!now) continue;
         for (int t = 0; t < N; t++, pairs++) {
             int same = 1;
@@ -563,22 +580,22 @@ static int eval_first_batch(stage_role *w, double *staleness) {
         return eval_batch(st, w->updates, w->eval_slot, w->val, w->tokens, w->targets, w->x_in, &w->eval_sum);
     const float *old = weights_of(w, w->updates - tau);
     int **before = nb_calloc((size_t)st->n_blocks, sizeof *before, "the router's earlier choices");
-    int rc = !old || !before || nb_loader_next(w->val, w->tokens, w->targets) ||
-             nb_stage_forward(st, old, w->updates - tau, w->eval_slot, w->tokens, NULL, w->targets, NULL);
-    for (int l = 0; !rc && l < st->n_blocks; l++) {
-        const int *choice = nb_acts_expert_choice(w->eval_slot, l);
-        if (!choice) continue;
-        const size_t bytes = sizeof(int) * (size_t)N * st->cfg.experts_per_token;
-        if (!(before[l] = nb_alloc(bytes, "the router's earlier choices"))) rc = -1;
-        else memcpy(before[l], choice, bytes);
-    }
+    int **after = nb_calloc((size_t)st->n_blocks, sizeof *after, "the router's choices");
+    int rc = !old || !before || !after || nb_loader_next(w->val, w->tokens, w->targets) ||
+             nb_stage_forward(st, old, w->updates - tau, w->eval_slot, w->tokens, NULL, w->targets, NULL) ||
+             copy_choices(st, w->eval_slot, N, before);
     float loss = 0;
-    if (!rc && !(rc = nb_stage_forward(st, st->params, w->updates, w->eval_slot, w->tokens, NULL, w->targets, &loss))) {
+    if (!rc && !(rc = nb_stage_forward(st, st->params, w->updates, w->eval_slot, w->tokens, NULL, w->targets, &loss)) &&
+        !(rc = copy_choices(st, w->eval_slot, N, after))) {
         w->eval_sum += loss;
-        *staleness = choice_changes(st, w->eval_slot, before, N);
+        *staleness = choice_changes(st, before, after, N);
     }
-    for (int l = 0; before && l < st->n_blocks; l++) free(before[l]);
+    for (int l = 0; l < st->n_blocks; l++) {
+        if (before) free(before[l]);
+        if (after) free(after[l]);
+    }
     free(before);
+    free(after);
     return rc ? -1 : 0;
 }
 
@@ -817,7 +834,9 @@ static int stage_alloc(stage_role *w) {
     if (takes_head_grad(w)) w->tied_buf = stage_floats(w, embed_numel(w), "the tied head's gradient");
     for (int l = 0; l < st->n_blocks; l++) w->moe_blocks += nb_config_block_is_moe(&st->cfg, st->first_block + l);
     w->n_sums = SUM_LOADS + w->moe_blocks * st->cfg.n_experts;
-    if (!(w->sums = nb_calloc((size_t)w->n_sums, sizeof(double), "a stage's loss and expert loads"))) return -1;
+    if (!(w->sums = nb_calloc((size_t)w->n_sums, sizeof(double), "a stage's loss and expert loads")) ||
+        (w->moe_blocks && !(w->load = nb_calloc((size_t)st->cfg.n_experts, sizeof(float), "a block's expert loads"))))
+        return -1;
     if (run->groups > 1) {  /* one process computes the replicas' groups in turn */
         if (!(w->group_grads = stage_floats(w, st->n_params, "the sum of a step's groups' gradients")) ||
             !(w->group_sums = nb_calloc((size_t)w->n_sums, sizeof(double), "the sum of a step's groups' losses")) ||
@@ -932,6 +951,7 @@ void exec_stage_free(exec_endpoint *e) {
     free(w->staging);
     free(w->norms);
     free(w->sums);
+    free(w->load);
     nb_stage_free(w->st, w->group_grads);
     nb_stage_free(w->st, w->group_tied);
     free(w->group_sums);
