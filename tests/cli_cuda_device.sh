@@ -74,6 +74,12 @@ for o in lion adan mars muon normuon; do
   run "c_$o" --device cpu --steps 20 --optimizer "$o" --delay 2bw && run "g_$o" --device cuda --steps 20 --optimizer "$o" --delay 2bw &&
     near "$(val "$work/c_$o")" "$(val "$work/g_$o")" 2e-3 && ok || fail "$o on the GPU: $(tail -2 "$work/g_$o.log")"
 done
+# Muon and NorMuon under bf16 (Newton-Schulz with bf16 operands; not yet run on a GPU): within 1e-2 of the CPU's bf16 run
+for o in muon normuon; do
+  run "cb_$o" --device cpu --steps 20 --optimizer "$o" --delay 2bw --precision bf16 &&
+    run "gb_$o" --device cuda --steps 20 --optimizer "$o" --delay 2bw --precision bf16 &&
+    near "$(val "$work/cb_$o")" "$(val "$work/gb_$o")" 1e-2 && ok || fail "$o bf16 on the GPU: $(tail -2 "$work/gb_$o.log")"
+done
 
 # bf16 on the GPU: near fp32's (the bf16 copies, bf16 activations, cuBLAS's bf16 products), twice the same bits
 run b16 --device cuda "${steps[@]}" --precision bf16 || fail "bf16 on the GPU: $(tail -3 "$work/b16.log")"

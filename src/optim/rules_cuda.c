@@ -11,32 +11,54 @@
 #include "util/error.h"
 
 /* Muon's and NorMuon's scratch in the backend's device scratch, carved in 256-byte pieces: X and Xn (the
- * matrix each), A and B (r x r each), the sum of squares' parts and result, and NorMuon's per-row values. */
+ * matrix each), A and B (r x r each), the sum of squares' parts and result, NorMuon's per-row values, and under
+ * bf16 the operands' bf16 copies: hx of X, hs of an r x r block (as muon.c's ns_matrix). */
 typedef struct {
     float *X, *Xn, *A, *B, *inv, *ratio;
     double *sq, *row_sq;
+    nb_bf16 *hx, *hs;
 } muon_scratch;
 
 static size_t piece(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-static int muon_scratch_of(const nb_backend *be, int rows, int cols, muon_scratch *s) {
-    const size_t n = (size_t)rows * cols, r = (size_t)(rows < cols ? rows : cols);
-    const size_t sizes[8] = {piece(sizeof(float) * n), piece(sizeof(float) * n), piece(sizeof(float) * r * r),
-                             piece(sizeof(float) * r * r), piece(sizeof(float) * rows), piece(sizeof(float)),
-                             piece(sizeof(double) * (NBK_SQ_PARTS + 1)), piece(sizeof(double) * rows)};
+static int muon_scratch_of(const nb_backend *be, int rows, int cols, int bf16, muon_scratch *s) {
+    const size_t n = (size_t)rows * cols, r = (size_t)(rows < cols ? rows : cols), h = bf16 ? sizeof(nb_bf16) : 0;
+    const size_t sizes[10] = {piece(sizeof(float) * n), piece(sizeof(float) * n), piece(sizeof(float) * r * r),
+                              piece(sizeof(float) * r * r), piece(sizeof(float) * rows), piece(sizeof(float)),
+                              piece(sizeof(double) * (NBK_SQ_PARTS + 1)), piece(sizeof(double) * rows),
+                              piece(h * n), piece(h * r * r)};
     size_t total = 0;
-    for (int i = 0; i < 8; i++) total += sizes[i];
+    for (int i = 0; i < 10; i++) total += sizes[i];
     char *p = nb_cuda_scratch_hold(be, total);  /* released by muon_like_step */
     if (!p) return -1;
-    void **at[8] = {(void **)&s->X, (void **)&s->Xn, (void **)&s->A, (void **)&s->B, (void **)&s->inv,
-                    (void **)&s->ratio, (void **)&s->sq, (void **)&s->row_sq};
-    for (int i = 0; i < 8; i++) *at[i] = p, p += sizes[i];
+    void **at[10] = {(void **)&s->X, (void **)&s->Xn, (void **)&s->A, (void **)&s->B, (void **)&s->inv,
+                     (void **)&s->ratio, (void **)&s->sq, (void **)&s->row_sq, (void **)&s->hx, (void **)&s->hs};
+    for (int i = 0; i < 10; i++) *at[i] = p, p += sizes[i];
+    if (!bf16) s->hx = s->hs = NULL;
+    return 0;
+}
+
+/* One Newton-Schulz step with bf16 operands, muon.c's under bf16 in its order: hx = bf16(X), A = hx hx^T (hx^T hx
+ * when tall); B = b A + c bf16(A) bf16(A), its diagonal + a; Xn = bf16(B) hx (hx bf16(B) when tall); fp32
+ * accumulation throughout. 0, or -1 where a kernel failed to launch. */
+static int ns_step_bf16(const nb_backend *be, const muon_scratch *s, const float *X, float *Xn, int rows, int cols,
+                        cudaStream_t stream) {
+    const int tall = rows > cols, r = tall ? cols : rows, k = tall ? rows : cols;
+    const size_t rr = (size_t)r * r;
+    if (nbk_bf16_cast(s->hx, X, (size_t)rows * cols, stream)) return -1;
+    nb_syrk_bf16(be, tall, r, k, 1.0f, s->hx, cols, 0.0f, s->A, r);
+    nb_backend_copy(be, s->B, s->A, sizeof(float) * rr);
+    if (nbk_bf16_cast(s->hs, s->A, rr, stream)) return -1;
+    nb_syrk_bf16(be, 0, r, r, MUON_NS_C, s->hs, r, MUON_NS_B, s->B, r);
+    if (nbk_add_diagonal(s->B, r, MUON_NS_A, stream) || nbk_bf16_cast(s->hs, s->B, rr, stream)) return -1;
+    if (tall) nb_gemm_bf16(be, 0, 0, rows, cols, r, 1.0f, s->hx, cols, s->hs, r, 0.0f, Xn, cols);
+    else nb_gemm_bf16(be, 0, 0, rows, cols, r, 1.0f, s->hs, r, s->hx, cols, 0.0f, Xn, cols);
     return 0;
 }
 
 /* muon_orthogonalize on the GPU: the momentum and normalization as kernels, Newton-Schulz's products through
  * the backend's cuBLAS on device pointers (the CPU's products in the CPU's order: A = X X^T (X^T X when tall),
- * B = a I + b A + c A A, X = B X (X B)). Returns O (s->X or s->Xn). */
+ * B = a I + b A + c A A, X = B X (X B); under bf16 with bf16 operands, ns_step_bf16). Returns O (s->X or s->Xn). */
 static const float *muon_orthogonalize_gpu(const nb_backend *be, tensor_state *ts, const rule_ctx *c, const float *g,
                                            const muon_scratch *s, cudaStream_t stream) {
     const nb_tensor *t = ts->t;
@@ -48,6 +70,13 @@ static const float *muon_orthogonalize_gpu(const nb_backend *be, tensor_state *t
         return NULL;
     float *X = s->X, *Xn = s->Xn;
     for (int step = 0; step < c->p->ns_steps; step++) {
+        if (c->bf16) {
+            if (ns_step_bf16(be, s, X, Xn, rows, cols, stream)) return NULL;
+            float *next = Xn;
+            Xn = X;
+            X = next;
+            continue;
+        }
         nb_syrk(be, tall, r, k, 1.0f, X, cols, 0.0f, s->A, r);
         nb_backend_copy(be, s->B, s->A, sizeof(float) * (size_t)r * r);
         nb_syrk(be, 0, r, r, MUON_NS_C, s->A, r, MUON_NS_B, s->B, r);
@@ -66,8 +95,7 @@ static int muon_like_step(const nb_backend *be, const nb_optim_rule *rule, tenso
                           const float *g, const float *w, float *d, cudaStream_t stream) {
     const nb_tensor *t = ts->t;
     muon_scratch s;
-    if (c->bf16) return nb_fail("bf16 Newton-Schulz on the GPU's memory is not supported yet");
-    if (muon_scratch_of(be, t->shape[0], t->shape[1], &s)) return -1;
+    if (muon_scratch_of(be, t->shape[0], t->shape[1], c->bf16, &s)) return -1;
     const float *O = muon_orthogonalize_gpu(be, ts, c, g, &s, stream);
     const float scale = muon_shape_scale(t, c->lr), lrwd = c->lr * decay_of(t, c->p);
     const int rc = !O ? -1

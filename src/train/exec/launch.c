@@ -55,10 +55,6 @@ static int check_device_options(const nb_train_options *o) {
     if (!dev || !*dev || !strcmp(dev, "cpu")) return 0;
     if (strcmp(dev, "guarded") && strcmp(dev, "cuda"))   /* a name no build knows: said before what a device lacks */
         return nb_fail("--device: device '%s': expected %s", dev, nb_backend_devices());
-    if (!strcmp(dev, "cuda") && o->precision == NB_PRECISION_BF16 &&
-        (o->optim.kind == NB_OPT_MUON || o->optim.kind == NB_OPT_NORMUON))
-        return nb_fail("--device cuda: --optimizer %s under bf16: Newton-Schulz with bf16 operands is not on the GPU yet "
-                       "(fp32 is; --precision fp32)", nb_optimizer_name(o->optim.kind));
     if (!strcmp(dev, "cuda") && o->optim.kind == NB_OPT_SGD)
         return nb_fail("--device cuda: --optimizer sgd has no GPU kernel yet (adamw, lion, adan, mars, muon, normuon and "
                        "soap run there)");
