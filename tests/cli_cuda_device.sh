@@ -70,7 +70,7 @@ run pipe_m --device cuda "${pipe[@]}" --stages 2 --pipeline 2bw --threads-per-st
 [ -n "$(hash_of "$work/one_m")" ] && [ "$(hash_of "$work/one_m")" = "$(hash_of "$work/pipe_m")" ] && ok ||
   fail "the GPU's Muon pipeline ($(hash_of "$work/pipe_m")) equals its one-process run ($(hash_of "$work/one_m"))"
 
-for o in lion adan mars muon normuon; do
+for o in sgd lion adan mars muon normuon; do
   run "c_$o" --device cpu --steps 20 --optimizer "$o" --delay 2bw && run "g_$o" --device cuda --steps 20 --optimizer "$o" --delay 2bw &&
     near "$(val "$work/c_$o")" "$(val "$work/g_$o")" 2e-3 && ok || fail "$o on the GPU: $(tail -2 "$work/g_$o.log")"
 done

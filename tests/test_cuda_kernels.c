@@ -1262,7 +1262,7 @@ static void check_device_stage(void) {
 
 /* The optimizer made on the device memory mode with the kernels as its rules (nb_rule_ops_cuda): a matrix and
  * a gain (which takes the auxiliary AdamW under MARS, Muon and NorMuon), weights and gradients the same on both
- * sides, three steps of AdamW, Lion, Adan, MARS, Muon and NorMuon (Muon-like: within 2^-10, see below): each step's d within 8 u of its magnitude of the CPU's (the kernels
+ * sides, three steps of AdamW, Lion, Adan, MARS, Muon and NorMuon, and SGD (Muon-like: within 2^-10, see below): each step's d within 8 u of its magnitude of the CPU's (the kernels
  * are expected to give its bits, as check_rule shows), printing how many are bitwise. */
 static void check_device_rules(void) {
     enum { ROWS = 37, COLS = 50, N = ROWS * COLS + COLS };
@@ -1285,16 +1285,17 @@ static void check_device_rules(void) {
     float *d_d = nb_backend_alloc(dev, sizeof(float) * N, "d");
     nb_backend_from_host(dev, d_w, w, sizeof(float) * N), nb_backend_from_host(dev, d_g, g, sizeof(float) * N);
     const nb_optimizer_kind kinds[] = {NB_OPT_ADAMW, NB_OPT_LION, NB_OPT_ADAN, NB_OPT_MARS, NB_OPT_MUON, NB_OPT_NORMUON,
-                                       NB_OPT_MUON, NB_OPT_NORMUON};
-    for (int k = 0; k < 8; k++) {
+                                       NB_OPT_MUON, NB_OPT_NORMUON, NB_OPT_SGD, NB_OPT_SGD};
+    for (int k = 0; k < 10; k++) {
         /* Muon's and NorMuon's Newton-Schulz products sum in cuBLAS's order: within 2^-10 of the step's size
          * (a wrong coefficient or orientation moves it by far more); the element-wise rules within 8 u. The last
          * two under bf16 (Newton-Schulz's operands rounded to bf16, not yet run on a GPU): within 2^-5, since a
          * product summed in another order can round an operand to the neighbouring bf16 value */
-        const int bf16 = k >= 6;
+        const int bf16 = k == 6 || k == 7;
         const double ulps = bf16 ? 524288 : kinds[k] == NB_OPT_MUON || kinds[k] == NB_OPT_NORMUON ? 16384 : 8;
         nb_optim_params p = nb_optim_defaults(kinds[k]);
         p.weight_decay = 0.1f;
+        if (kinds[k] == NB_OPT_SGD) p.nesterov = k == 9;  /* SGD once plain (not yet run on a GPU), once Nesterov's */
         nb_optimizer *oc = NULL, *od = NULL;
         if (nb_optimizer_create(&oc, &p, t, 2, N, nb_backend_default()) || nb_optimizer_create(&od, &p, t, 2, N, dev) ||
             (bf16 && (nb_optimizer_set_precision(oc, NB_PRECISION_BF16) || nb_optimizer_set_precision(od, NB_PRECISION_BF16)))) {

@@ -1,5 +1,5 @@
 /* The optimizer's rules on the GPU's memory (rules.h's table for the CUDA backend's device memory mode):
- * AdamW (the auxiliary rule too), Lion, Adan and MARS as their kernels; Muon and NorMuon as kernels around
+ * SGD, AdamW (the auxiliary rule too), Lion, Adan and MARS as their kernels; Muon and NorMuon as kernels around
  * Newton-Schulz's cuBLAS products (one matrix after another: they share the backend's scratch)
  * (src/backend/cuda/kernels.h, checked on an H200 against these rules' CPU code), queued on the backend's
  * stream. Built only with -DNB_CUDA=ON; checked on an H100 in this form (docs/gpu.md). */
@@ -111,11 +111,13 @@ static int cuda_rule_step(const nb_backend *be, const nb_optim_rule *rule, tenso
                           const float *g, const float *w, float *d) {
     const nbk_optim_step a = {.lr = c->lr, .beta1 = c->p->beta1, .beta2 = c->p->beta2, .beta3 = c->p->beta3,
                               .eps = c->p->eps, .weight_decay = decay_of(ts->t, c->p), .gamma = c->p->gamma,
-                              .count = ts->count};
+                              .count = ts->count, .momentum = c->p->momentum, .nesterov = c->p->nesterov};
     const cudaStream_t stream = (cudaStream_t)nb_cuda_stream(be);
     const size_t n = ts->t->numel;
     int rc;
-    if (rule == &adamw_rule) {
+    if (rule == &sgd_rule) {
+        rc = nbk_sgd_step(d, ts->buf[0], g, w, n, &a, stream);
+    } else if (rule == &adamw_rule) {
         rc = nbk_adamw_step(d, ts->buf[0], ts->buf[1], g, w, n, &a, stream);
     } else if (rule == &lion_rule) {
         rc = nbk_lion_step(d, ts->buf[0], g, w, n, &a, stream);
@@ -128,7 +130,7 @@ static int cuda_rule_step(const nb_backend *be, const nb_optim_rule *rule, tenso
     } else if (rule == &muon_rule || rule == &normuon_rule) {
         rc = muon_like_step(be, rule, ts, c, g, w, d, stream);
     } else {
-        return nb_fail("this rule has no kernel on the GPU's memory yet (AdamW, Lion, Adan, MARS, Muon and NorMuon have)");
+        return nb_fail("this rule has no kernel on the GPU's memory yet (SGD, AdamW, Lion, Adan, MARS, Muon and NorMuon have)");
     }
     if (rc) return -1;
     ts->count++;

@@ -306,6 +306,15 @@ __global__ void adamw_k(float *d, float *m, float *v, const float *g, const floa
     }
 }
 
+__global__ void sgd_k(float *d, float *m, const float *g, const float *w, size_t n, float lr, float mu, int nesterov,
+                      float wd) {
+    GRID_STRIDE(i, n) {
+        const float gi = g[i], mi = add(mul(mu, m[i]), gi);
+        m[i] = mi;
+        d[i] = add(mul(lr, nesterov ? add(gi, mul(mu, mi)) : mi), mul(mul(lr, wd), w[i]));
+    }
+}
+
 __global__ void lion_k(float *d, float *m, const float *g, const float *w, size_t n, float lr, float b1, float b2,
                        float wd) {
     GRID_STRIDE(i, n) {
@@ -820,6 +829,13 @@ int nbk_adamw_step(float *d, float *m, float *v, const float *g, const float *w,
     adamw_k<<<blocks_for(n), BLOCK, 0, stream>>>(d, m, v, g, w, n, p->lr, p->beta1, p->beta2, p->eps, p->weight_decay,
                                                  correction(p->beta1, p->count), correction(p->beta2, p->count));
     return launched("adamw");
+}
+
+int nbk_sgd_step(float *d, float *m, const float *g, const float *w, size_t n, const nbk_optim_step *p,
+                 cudaStream_t stream) {
+    if (n == 0) return 0;
+    sgd_k<<<blocks_for(n), BLOCK, 0, stream>>>(d, m, g, w, n, p->lr, p->momentum, p->nesterov, p->weight_decay);
+    return launched("sgd");
 }
 
 int nbk_lion_step(float *d, float *m, const float *g, const float *w, size_t n, const nbk_optim_step *p,

@@ -180,7 +180,13 @@ typedef struct {
     float weight_decay;         /* this tensor's: 0 for gains (rules.h's decay_of) */
     float gamma;                /* MARS's */
     long count;                 /* updates this tensor's rule has made before this one */
+    float momentum;             /* SGD's */
+    int nesterov;               /* SGD's: 1 for Nesterov's form */
 } nbk_optim_step;
+
+/* SGD with momentum: m = mu m + g; d = lr (nesterov ? g + mu m : m) + lr wd w; m: n. */
+int nbk_sgd_step(float *d, float *m, const float *g, const float *w, size_t n, const nbk_optim_step *p,
+                 cudaStream_t stream);
 
 /* AdamW (also the auxiliary rule: the caller passes the aux betas as beta1, beta2); m, v: n each. */
 int nbk_adamw_step(float *d, float *m, float *v, const float *g, const float *w, size_t n, const nbk_optim_step *p,

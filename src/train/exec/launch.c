@@ -55,9 +55,6 @@ static int check_device_options(const nb_train_options *o) {
     if (!dev || !*dev || !strcmp(dev, "cpu")) return 0;
     if (strcmp(dev, "guarded") && strcmp(dev, "cuda"))   /* a name no build knows: said before what a device lacks */
         return nb_fail("--device: device '%s': expected %s", dev, nb_backend_devices());
-    if (!strcmp(dev, "cuda") && o->optim.kind == NB_OPT_SGD)
-        return nb_fail("--device cuda: --optimizer sgd has no GPU kernel yet (adamw, lion, adan, mars, muon, normuon and "
-                       "soap run there)");
     return 0;
 }
 
