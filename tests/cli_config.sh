@@ -64,6 +64,9 @@ printf 'steps: [1, 2]\n' > list.yaml
 expect_usage "a YAML list" "list.yaml: line 1: a list" "$bin" train --config list.yaml
 printf 'steps: "three"\n' > word.yaml
 expect_usage "a quoted number" "word.yaml" "$bin" train --config word.yaml
+printf 'steps: 2\nlr: 0.001\nwarmup: 1\nlr: 0.002\n' > dup.yaml
+expect_usage "a YAML key given twice, named by its lines" 'dup.yaml: line 4: the key "lr" given twice (first on line 2)' \
+  "$bin" train --config dup.yaml
 printf 'steps: 3\n  lr: [\n' > broken.yaml
 expect_usage "not YAML" "broken.yaml: line" "$bin" train --config broken.yaml
 

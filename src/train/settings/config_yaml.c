@@ -49,9 +49,40 @@ static int refuse(const char *what, const yaml_event_t *e, const char *why) {
                    (size_t)e->start_mark.line + 1, why);
 }
 
+/* The keys read so far and their lines: a key given twice is refused here, naming both YAML lines (the JSON
+ * reader would name a place in the converted text). */
+typedef struct {
+    char **key;
+    size_t *line, n;
+} seen_keys;
+
+static int note_key(seen_keys *k, const char *what, const char *key, size_t line) {
+    for (size_t i = 0; i < k->n; i++)
+        if (!strcmp(k->key[i], key))
+            return nb_fail("%s: line %zu: the key \"%s\" given twice (first on line %zu)", what, line, key, k->line[i]);
+    char **keys = realloc(k->key, sizeof *keys * (k->n + 1));
+    if (keys) k->key = keys;
+    size_t *lines = realloc(k->line, sizeof *lines * (k->n + 1));
+    if (lines) k->line = lines;
+    char *copy = strdup(key);
+    if (!keys || !lines || !copy) {
+        free(copy);
+        return nb_fail("%s: out of memory reading its keys", what);
+    }
+    k->key[k->n] = copy, k->line[k->n++] = line;
+    return 0;
+}
+
+static void free_keys(seen_keys *k) {
+    for (size_t i = 0; i < k->n; i++) free(k->key[i]);
+    free(k->key);
+    free(k->line);
+}
+
 int train_config_yaml_to_json(const char *text, size_t n, const char *what, nb_buf *json) {
     yaml_parser_t p;
     yaml_event_t e;
+    seen_keys keys = {0};
     if (!yaml_parser_initialize(&p)) return nb_fail("%s: libyaml could not start: out of memory", what);
     yaml_parser_set_input_string(&p, (const unsigned char *)text, n);
     int rc = 0, depth = 0, pairs = 0, want_key = 1, done = 0;
@@ -74,7 +105,9 @@ int train_config_yaml_to_json(const char *text, size_t n, const char *what, nb_b
             const size_t len = e.data.scalar.length;
             if (!depth) { rc = refuse(what, &e, "a value outside a mapping"); break; }
             if (e.data.scalar.anchor) { rc = refuse(what, &e, "an anchor"); break; }
-            if (want_key) rc = (pairs++ && nb_buf_put(json, ", ", 2)) || nb_buf_json_str(json, v, len) || nb_buf_put(json, ": ", 2);
+            if (want_key)
+                rc = note_key(&keys, what, v, (size_t)e.start_mark.line + 1) || (pairs++ && nb_buf_put(json, ", ", 2)) ||
+                     nb_buf_json_str(json, v, len) || nb_buf_put(json, ": ", 2);
             else rc = e.data.scalar.style == YAML_PLAIN_SCALAR_STYLE ? put_plain(json, v, len) : nb_buf_json_str(json, v, len);
             want_key = !want_key;
             break;
@@ -86,6 +119,7 @@ int train_config_yaml_to_json(const char *text, size_t n, const char *what, nb_b
         yaml_event_delete(&e);
     }
     yaml_parser_delete(&p);
+    free_keys(&keys);
     if (!rc && !depth) rc = nb_fail("%s: expected a YAML mapping of settings (KEY: VALUE lines)", what);
     return rc ? -1 : nb_buf_reserve(json, 1);
 }
