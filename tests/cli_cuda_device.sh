@@ -103,14 +103,23 @@ NB_CUDA_KERNELS=next run gpu_next --device cuda "${steps[@]}" || fail "next kern
   fail "next kernels, fp32: weights $(hash_of "$work/gpu_next"), the proven kernels' $(hash_of "$work/gpu")"
 
 # A mixture of experts on the GPU (the routing's kernels, the counts read back to size each expert's products): a
-# 30-step 2BW + EF run within 2e-3 of the CPU's validation loss (a token whose experts flip on last-bit differences
-# would move it far more), the same bits twice, bf16 within 1e-2 of fp32; a 2-stage pipeline bitwise its one-process run
+# 30-step 2BW + EF run within 2e-3 of the CPU's validation loss, each step's aux loss within 1e-3 and the first
+# step's expert loads equal (the routing kernels give the CPU's choices on the same logits; later steps may flip a
+# token's expert on last-bit differences of the logits, which these bounds do not see), the same bits twice, bf16
+# within 1e-2 of fp32; a 2-stage pipeline bitwise its one-process run
 moe=(--set n_experts=4 --set experts_per_token=2 --set moe_every=1 --set aux_coef=0.01 --steps 30 --delay 2bw --ef 1
      --microbatches 2)
 run moe_c --device cpu "${moe[@]}" || fail "MoE on the CPU: $(tail -3 "$work/moe_c.log")"
 run moe_g --device cuda "${moe[@]}" || fail "MoE on the GPU: $(tail -3 "$work/moe_g.log")"
 run moe_g2 --device cuda "${moe[@]}" || fail "MoE on the GPU again: $(tail -3 "$work/moe_g2.log")"
 near "$(val "$work/moe_c")" "$(val "$work/moe_g")" 2e-3 && ok || fail "MoE val loss: GPU $(val "$work/moe_g"), CPU $(val "$work/moe_c")"
+aux() { grep -o '"aux_loss": [^,}]*' "$1/metrics.jsonl" | cut -d' ' -f2; }
+[ "$(aux "$work/moe_g" | wc -l)" -eq 30 ] && paste <(aux "$work/moe_c") <(aux "$work/moe_g") | while read -r a b; do
+  near "$a" "$b" 1e-3 || { echo "aux loss: GPU $b, CPU $a"; exit 1; }
+done && ok || fail "MoE's aux loss on the GPU: $(aux "$work/moe_g" | head -3 | tr '\n' ' ')"
+loads() { head -1 "$1/metrics.jsonl" | grep -o '"expert_load_m[a-z]*": \[[^]]*\]'; }
+[ -n "$(loads "$work/moe_g")" ] && [ "$(loads "$work/moe_c")" = "$(loads "$work/moe_g")" ] && ok ||
+  fail "MoE's first expert loads on the GPU: $(loads "$work/moe_g"), the CPU's $(loads "$work/moe_c")"
 [ -n "$(hash_of "$work/moe_g")" ] && [ "$(hash_of "$work/moe_g")" = "$(hash_of "$work/moe_g2")" ] && ok ||
   fail "MoE on the GPU twice: weights differ"
 run moe_b16 --device cuda "${moe[@]}" --precision bf16 || fail "MoE bf16 on the GPU: $(tail -3 "$work/moe_b16.log")"

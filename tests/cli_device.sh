@@ -128,6 +128,11 @@ equal_moe "moe 2bw+ef" --steps 6 --delay 2bw --ef 1 --microbatches 2
 equal_moe "moe bf16 muon" --steps 4 --precision bf16 --optimizer muon --delay 2bw
 equal "moe every other block, pipeline" --steps 4 --set n_layers=4 --set n_experts=4 --set experts_per_token=2 \
   --set moe_every=2 --stages 2 --pipeline 2bw --microbatches 2 --threads-per-stage 1 --set tied=0
+# (its metrics whole: the aux loss and each MoE block's loads; no router staleness, which one stage holding the
+# whole model measures)
+grep -q '"expert_load_max' "$work/dev_moe every other block, pipeline/metrics.jsonl" &&
+  [ "$(untimed "$work/cpu_moe every other block, pipeline")" = "$(untimed "$work/dev_moe every other block, pipeline")" ] &&
+  ok || fail "moe pipeline: the MoE metrics are missing or differ"
 run moe_ck cpu "${moe[@]}" --steps 2 --save-dir "$work/moe_ck"
 eval_equal moe "$work/moe_ck/step_000002"
 

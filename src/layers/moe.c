@@ -1,10 +1,12 @@
 /* The mixture-of-experts feed-forward block: moe.h has the rule. */
 #include "layers/moe.h"
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "util/fastmath.h"
 #include "layers/layers.h"
 #include "layers/ops.h"
+#include "util/alloc.h"
 #include "util/error.h"
 
 int moe_check(const moe_dims *m) {
@@ -90,12 +92,12 @@ void moe_scratch_bind(moe_state *s, void *scratch) { layout_scratch(s, scratch);
 
 moe_state *moe_state_create(const nb_backend *be, const moe_dims *m) {
     if (moe_check(m)) return NULL;
-    moe_state *s = nb_backend_alloc(be, sizeof *s, "a MoE block's state");
+    moe_state *s = nb_calloc(1, sizeof *s, "a MoE block's state");  /* the host's: its arrays are be's */
     if (!s) return NULL;
     const size_t kept = moe_state_bytes(m);
     void *memory = nb_backend_alloc(be, kept + moe_scratch_bytes(m), "a MoE block's activations");
     if (!memory) {
-        nb_backend_free(be, s);
+        free(s);
         return NULL;
     }
     moe_state_bind(s, m, memory);
@@ -106,7 +108,7 @@ moe_state *moe_state_create(const nb_backend *be, const moe_dims *m) {
 void moe_state_free(const nb_backend *be, moe_state *s) {
     if (!s) return;
     nb_backend_free(be, s->memory);
-    nb_backend_free(be, s);
+    free(s);
 }
 
 /* ---- the steps on the host's memory (moe.h) ---- */
@@ -227,24 +229,39 @@ void moe_softmax_backward(float *dp, const float *probs, const int *count, float
 /* ---- the passes, on the backend's memory through its layer table ---- */
 
 /* Each expert's row count and first row where the host reads them (a device's memory: copied back, so a pass
- * waits here once for the routing, to size each expert's products). */
-static void host_counts(const nb_backend *be, const moe_state *s, int *count, int *start) {
-    nb_backend_to_host(be, count, s->count, sizeof(int) * (size_t)s->m.E);
-    nb_backend_to_host(be, start, s->start, sizeof(int) * ((size_t)s->m.E + 1));
+ * waits here for the routing, to size each expert's products). They are checked before any product is sized by
+ * them: a copy that failed (the backend records why) leaves zeros, which hold no token's rows. 0, or -1 with
+ * nb_fail. */
+static int host_counts(const nb_backend *be, const moe_state *s, int *count, int *start) {
+    const moe_dims m = s->m;
+    memset(count, 0, sizeof(int) * (size_t)m.E);
+    memset(start, 0, sizeof(int) * ((size_t)m.E + 1));
+    nb_backend_to_host(be, count, s->count, sizeof(int) * (size_t)m.E);
+    nb_backend_to_host(be, start, s->start, sizeof(int) * ((size_t)m.E + 1));
+    long rows = 0;
+    int ok = start[0] == 0 && (size_t)start[m.E] <= max_rows(&m);
+    for (int e = 0; ok && e < m.E; e++) {
+        ok = count[e] >= 0 && start[e + 1] >= start[e] + count[e];
+        rows += count[e];
+    }
+    if (ok && rows == (long)m.N * m.k) return 0;
+    return nb_fail("MoE block: the experts' row counts read from the %s backend do not add up to its %d tokens x %d "
+                   "experts (a failed copy or grouping)", be->name, m.N, m.k);
 }
 
 /* From the router's logits in s->probs: the probabilities, each token's experts and weights, the grouping, and
  * the grouped rows' inputs xg (rows of row_bytes) gathered from x; count and start on the host. */
-static void route_tokens(const nb_backend *be, moe_state *s, void *xg, const void *x, size_t row_bytes, int *count,
-                         int *start) {
+static int route_tokens(const nb_backend *be, moe_state *s, void *xg, const void *x, size_t row_bytes, int *count,
+                        int *start) {
     const nb_layer_ops *L = nb_layers_of(be);
     const moe_dims m = s->m;
     const double t0 = nb_routing_begin();
     L->moe_route(be, s->probs, s->top, s->weight, m.N, m.E, m.k);
     L->moe_group(be, s->count, s->start, s->row_token, s->slot_row, s->top, m.N, m.E, m.k, m.bf16 ? MOE_ROW_ALIGN : 1);
     L->moe_gather(be, xg, x, s->row_token, s->start, m.E, max_rows(&m), row_bytes);
-    host_counts(be, s, count, start);
+    const int rc = host_counts(be, s, count, start);
     nb_routing_end(t0);
+    return rc;
 }
 
 /* out += each token's experts' outputs (s->y) weighted; then the balance statistics. */
@@ -257,14 +274,14 @@ static void combine(const nb_backend *be, moe_state *s, float *out, float *load)
     nb_routing_end(t0);
 }
 
-void moe_forward(const nb_backend *be, moe_state *s, float *out, const float *x, const float *w_router,
-                 const float *w_gu, const float *w_down, float *load) {
+int moe_forward(const nb_backend *be, moe_state *s, float *out, const float *x, const float *w_router,
+                const float *w_gu, const float *w_down, float *load) {
     const nb_layer_ops *L = nb_layers_of(be);
     const moe_dims m = s->m;
     const size_t d = (size_t)m.d, F = (size_t)m.F;
     int count[MOE_MAX_E], start[MOE_MAX_E + 1];
     linear_forward(be, s->probs, 0.0f, x, w_router, m.N, m.d, m.E);
-    route_tokens(be, s, s->xg, x, sizeof(float) * d, count, start);
+    if (route_tokens(be, s, s->xg, x, sizeof(float) * d, count, start)) return -1;
     for (int e = 0; e < m.E; e++) {
         const int n = count[e];
         if (!n) continue;
@@ -274,16 +291,17 @@ void moe_forward(const nb_backend *be, moe_state *s, float *out, const float *x,
         linear_forward(be, s->y + r0 * d, 0.0f, s->h + r0 * F, w_down + (size_t)e * d * F, n, m.F, m.d);
     }
     combine(be, s, out, load);
+    return 0;
 }
 
-void moe_forward_bf16(const nb_backend *be, moe_state *s, float *out, const nb_bf16 *x, const nb_bf16 *w_router,
-                      const nb_bf16 *w_gu, const nb_bf16 *w_down, float *load) {
+int moe_forward_bf16(const nb_backend *be, moe_state *s, float *out, const nb_bf16 *x, const nb_bf16 *w_router,
+                     const nb_bf16 *w_gu, const nb_bf16 *w_down, float *load) {
     const nb_layer_ops *L = nb_layers_of(be);
     const moe_dims m = s->m;
     const size_t d = (size_t)m.d, F = (size_t)m.F;
     int count[MOE_MAX_E], start[MOE_MAX_E + 1];
     linear_forward_bf16(be, s->probs, 0.0f, x, w_router, m.N, m.d, m.E);
-    route_tokens(be, s, s->xg16, x, sizeof(nb_bf16) * d, count, start);
+    if (route_tokens(be, s, s->xg16, x, sizeof(nb_bf16) * d, count, start)) return -1;
     for (int e = 0; e < m.E; e++) {
         const int n = start[e + 1] - start[e];  /* rounded up: its last rows are zeros */
         if (!n) continue;
@@ -294,17 +312,19 @@ void moe_forward_bf16(const nb_backend *be, moe_state *s, float *out, const nb_b
         linear_forward_bf16(be, s->y + r0 * d, 0.0f, s->h16 + r0 * F, w_down + (size_t)e * d * F, n, m.F, m.d);
     }
     combine(be, s, out, load);
+    return 0;
 }
 
 /* dy = w dout for every row, and dp: the router's gradient through the renormalized weights (the aux loss's
  * part added by softmax_backward); count and start on the host. */
-static void route_backward(const nb_backend *be, moe_state *s, const float *dout, int *count, int *start) {
+static int route_backward(const nb_backend *be, moe_state *s, const float *dout, int *count, int *start) {
     const moe_dims m = s->m;
     const double t0 = nb_routing_begin();
     nb_layers_of(be)->moe_route_backward(be, s->dy, s->dp, dout, s->y, s->probs, s->top, s->weight, s->slot_row, m.N,
                                          m.E, m.k, m.d);
-    host_counts(be, s, count, start);
+    const int rc = host_counts(be, s, count, start);
     nb_routing_end(t0);
+    return rc;
 }
 
 static void softmax_backward(const nb_backend *be, moe_state *s, float aux_grad) {
@@ -320,14 +340,14 @@ static void add_input_rows(const nb_backend *be, moe_state *s, float *dx) {
     nb_routing_end(t0);
 }
 
-void moe_backward(const nb_backend *be, moe_state *s, float *dx, float *g_router, float *g_gu, float *g_down,
-                  const float *dout, float aux_grad, const float *x, const float *w_router, const float *w_gu,
-                  const float *w_down) {
+int moe_backward(const nb_backend *be, moe_state *s, float *dx, float *g_router, float *g_gu, float *g_down,
+                 const float *dout, float aux_grad, const float *x, const float *w_router, const float *w_gu,
+                 const float *w_down) {
     const nb_layer_ops *L = nb_layers_of(be);
     const moe_dims m = s->m;
     const size_t d = (size_t)m.d, F = (size_t)m.F;
     int count[MOE_MAX_E], start[MOE_MAX_E + 1];
-    route_backward(be, s, dout, count, start);
+    if (route_backward(be, s, dout, count, start)) return -1;
     for (int e = 0; e < m.E; e++) {
         const int n = count[e];
         if (!n) continue;
@@ -342,16 +362,17 @@ void moe_backward(const nb_backend *be, moe_state *s, float *dx, float *g_router
     softmax_backward(be, s, aux_grad);
     linear_backward_to(be, s->sink, dx, g_router, s->dp, x, w_router, m.N, m.d, m.E);
     add_input_rows(be, s, dx);
+    return 0;
 }
 
-void moe_backward_bf16(const nb_backend *be, moe_state *s, float *dx, float *g_router, float *g_gu, float *g_down,
-                       const float *dout, float aux_grad, const nb_bf16 *x, const nb_bf16 *w_router,
-                       const nb_bf16 *w_gu, const nb_bf16 *w_down) {
+int moe_backward_bf16(const nb_backend *be, moe_state *s, float *dx, float *g_router, float *g_gu, float *g_down,
+                      const float *dout, float aux_grad, const nb_bf16 *x, const nb_bf16 *w_router,
+                      const nb_bf16 *w_gu, const nb_bf16 *w_down) {
     const nb_layer_ops *L = nb_layers_of(be);
     const moe_dims m = s->m;
     const size_t d = (size_t)m.d, F = (size_t)m.F;
     int count[MOE_MAX_E], start[MOE_MAX_E + 1];
-    route_backward(be, s, dout, count, start);
+    if (route_backward(be, s, dout, count, start)) return -1;
     for (int e = 0; e < m.E; e++) {  /* one expert at a time: its casts share op16 */
         const int n = start[e + 1] - start[e];
         if (!n) continue;
@@ -368,4 +389,5 @@ void moe_backward_bf16(const nb_backend *be, moe_state *s, float *dx, float *g_r
     softmax_backward(be, s, aux_grad);
     linear_backward_bf16_to(be, s->sink, dx, g_router, s->dp, x, w_router, m.N, m.d, m.E, s->op16);
     add_input_rows(be, s, dx);
+    return 0;
 }

@@ -60,28 +60,30 @@ void moe_state_bind(moe_state *s, const moe_dims *m, void *memory);
  * dimensions, one pass at a time (e.g. a stage's scratch). */
 size_t moe_scratch_bytes(const moe_dims *m);
 void moe_scratch_bind(moe_state *s, void *scratch);
-/* The state for blocks of these dimensions (at most N tokens) with its own scratch, from be's memory; NULL
- * with nb_last_error. */
+/* The state for blocks of these dimensions (at most N tokens) with its own scratch: the struct in the host's
+ * memory, its arrays in be's; NULL with nb_last_error. */
 moe_state *moe_state_create(const nb_backend *be, const moe_dims *m);
 void moe_state_free(const nb_backend *be, moe_state *s);
 
 /* out[N x d] += the block's output for x[N x d] (the normalized input); w_router (E x d), w_gu (E blocks
  * of 2F x d), w_down (E blocks of d x F). Keeps in s what the backward needs; s->aux gets the layer's
- * load-balancing loss and load[e] (may be NULL) the fraction of the N k assignments that went to e. */
-void moe_forward(const nb_backend *be, moe_state *s, float *out, const float *x, const float *w_router,
-                 const float *w_gu, const float *w_down, float *load);
+ * load-balancing loss and load[e] (may be NULL) the fraction of the N k assignments that went to e. Each pass
+ * returns 0, or -1 with nb_fail where the experts' row counts read back from be do not add up (a device's
+ * failed copy: nothing is computed from them). */
+int moe_forward(const nb_backend *be, moe_state *s, float *out, const float *x, const float *w_router,
+                const float *w_gu, const float *w_down, float *load);
 /* dx (overwritten, N x d) and the weights' gradients (+=) from dout = dL/d(out) and aux_grad = dL/d(aux),
  * after moe_forward on the same x and weights. */
-void moe_backward(const nb_backend *be, moe_state *s, float *dx, float *g_router, float *g_gu, float *g_down,
-                  const float *dout, float aux_grad, const float *x, const float *w_router, const float *w_gu,
-                  const float *w_down);
+int moe_backward(const nb_backend *be, moe_state *s, float *dx, float *g_router, float *g_gu, float *g_down,
+                 const float *dout, float aux_grad, const float *x, const float *w_router, const float *w_gu,
+                 const float *w_down);
 /* The same two under bf16 (a state made with m.bf16 = 1): x is the normalized input as bf16, the weights
  * a version's bf16 copy; the gradients stay float32. */
-void moe_forward_bf16(const nb_backend *be, moe_state *s, float *out, const nb_bf16 *x, const nb_bf16 *w_router,
-                      const nb_bf16 *w_gu, const nb_bf16 *w_down, float *load);
-void moe_backward_bf16(const nb_backend *be, moe_state *s, float *dx, float *g_router, float *g_gu, float *g_down,
-                       const float *dout, float aux_grad, const nb_bf16 *x, const nb_bf16 *w_router,
-                       const nb_bf16 *w_gu, const nb_bf16 *w_down);
+int moe_forward_bf16(const nb_backend *be, moe_state *s, float *out, const nb_bf16 *x, const nb_bf16 *w_router,
+                     const nb_bf16 *w_gu, const nb_bf16 *w_down, float *load);
+int moe_backward_bf16(const nb_backend *be, moe_state *s, float *dx, float *g_router, float *g_gu, float *g_down,
+                      const float *dout, float aux_grad, const nb_bf16 *x, const nb_bf16 *w_router,
+                      const nb_bf16 *w_gu, const nb_bf16 *w_down);
 
 /* ---- The block's steps outside its products, on the host's memory: the CPU's entries of the layer table
  * (layers/ops.h), which moe_forward and moe_backward call in this order on any backend's memory. A device's

@@ -118,7 +118,7 @@ int nb_decode_step(const nb_model *m, nb_kv_cache *k, int token, float *logits) 
             linear_forward(s->backend, k->x, 1.0f, k->att, w.wo, 1, k->dq, d);
             rmsnorm_forward(k->ln, &rstd, k->x, w.ln2, 1, d, eps);
             if (w.router) {  /* a MoE block: the row's experts */
-                moe_forward(s->backend, &k->moe, k->x, k->ln, w.router, w.wgu, w.wdown, NULL);
+                if (moe_forward(s->backend, &k->moe, k->x, k->ln, w.router, w.wgu, w.wdown, NULL)) return -1;
                 continue;
             }
             linear_forward(s->backend, k->gu, 0.0f, k->ln, w.wgu, 1, d, 2 * k->F);

@@ -366,8 +366,7 @@ static int block_forward(const nb_stage *s, const block_weights *w, block_acts *
     nb_backend_copy(be, out, b->mid, sizeof(float) * (size_t)N * m.d);
     if (w->router) {  /* a MoE block: out += the experts' weighted outputs */
         if (stage_moe_scratch(s, b, N)) return -1;
-        moe_forward(s->backend, &b->moe, out, b->ln2, w->router, w->wgu, w->wdown, b->load);
-        return 0;
+        return moe_forward(s->backend, &b->moe, out, b->ln2, w->router, w->wgu, w->wdown, b->load);
     }
     linear_forward(be, b->gu, 0.0f, b->ln2, w->wgu, N, m.d, 2 * m.F);
     L->swiglu_forward(be, b->h, b->gu, N, m.F);
@@ -386,8 +385,9 @@ static int block_backward(const nb_stage *s, const block_weights *w, const block
     if (w->router) {
         if (stage_moe_scratch(s, b, N)) return -1;
         b->moe.sink = stage_sink(s);
-        moe_backward(s->backend, &b->moe, d->dln, (float *)g->router, (float *)g->wgu, (float *)g->wdown, dres,
-                     aux_grad, b->ln2, w->router, w->wgu, w->wdown);
+        if (moe_backward(s->backend, &b->moe, d->dln, (float *)g->router, (float *)g->wgu, (float *)g->wdown, dres,
+                         aux_grad, b->ln2, w->router, w->wgu, w->wdown))
+            return -1;
     } else {
         stage_linear_backward(s, d->dh, (float *)g->wdown, dres, b->h, w->wdown, N, m.F, m.d);
         L->swiglu_backward(be, d->dgu, d->dh, b->gu, N, m.F);
@@ -439,8 +439,7 @@ static int block_forward_bf16(const nb_stage *s, const block_weights *w, const b
     if (w16->router) {  /* a MoE block: out += the experts' weighted outputs */
         if (stage_moe_scratch(s, b, N)) return -1;
         nb_backend_copy(be, out, b->mid, sizeof(float) * (size_t)N * m.d);
-        moe_forward_bf16(s->backend, &b->moe, out, b->ln2b, w16->router, w16->wgu, w16->wdown, b->load);
-        return 0;
+        return moe_forward_bf16(s->backend, &b->moe, out, b->ln2b, w16->router, w16->wgu, w16->wdown, b->load);
     }
     linear_forward_bf16(s->backend, gu, 0.0f, b->ln2b, w16->wgu, N, m.d, 2 * m.F);
     /* gate/up kept in bf16 (as autocast keeps a linear's output), SwiGLU on those values, in one pass */
@@ -465,8 +464,9 @@ static int block_backward_bf16(const nb_stage *s, const block_weights *w, const 
     if (w16->router) {
         if (stage_moe_scratch(s, b, N)) return -1;
         b->moe.sink = stage_sink(s);
-        moe_backward_bf16(s->backend, &b->moe, d->dln, (float *)g->router, (float *)g->wgu, (float *)g->wdown, dres,
-                          aux_grad, b->ln2b, w16->router, w16->wgu, w16->wdown);
+        if (moe_backward_bf16(s->backend, &b->moe, d->dln, (float *)g->router, (float *)g->wgu, (float *)g->wdown, dres,
+                              aux_grad, b->ln2b, w16->router, w16->wgu, w16->wdown))
+            return -1;
     } else {
         stage_linear_backward_bf16(s, d->dh, (float *)g->wdown, dres, b->hb, w16->wdown, N, m.F, m.d, dy16);
         L->swiglu_backward_bf16_cast(be, dy16, d->dh, b->gub, N, m.F);  /* dgu straight to its bf16 operand */

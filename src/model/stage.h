@@ -17,8 +17,8 @@ void nb_stage_release(nb_stage *s);
  * there, its scratch and activation slots are made there from then on, and the host reaches them only
  * through the backend's copies (the weights passed to forward, the input x_in and the gradient dout
  * are then be's memory too; tokens and targets stay the host's). nb_model_create calls it for such a
- * backend. Not yet there: mixture-of-experts blocks (refused here; bf16 and the split backward run
- * there). -1 (nb_last_error) leaves the stage as it was. */
+ * backend (bf16, the split backward and mixture-of-experts blocks run there too). -1 (nb_last_error) leaves the
+ * stage as it was. */
 int nb_stage_place(nb_stage *s, const nb_backend *be);
 /* 1 when the stage's arrays are its backend's memory, not the host's (placed by nb_stage_place). */
 static inline int nb_stage_on_device(const nb_stage *s) { return s->backend && s->backend->device_memory; }

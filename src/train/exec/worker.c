@@ -540,7 +540,7 @@ static int copy_choices(const nb_stage *st, const nb_acts *slot, int N, int **ch
     for (int l = 0; l < st->n_blocks; l++) {
         const int *choice = nb_acts_expert_choice(slot, l);
         if (!choice) continue;
-        if (!(choices[l] = nb_alloc(bytes, "the router's choices"))) return -1;
+        if (!(choices[l] = nb_calloc(1, bytes, "the router's choices"))) return -1;
         nb_backend_to_host(st->backend, choices[l], choice, bytes);
     }
     return 0;
