@@ -116,6 +116,13 @@ for f in "--taylor 1:--taylor with no delay does nothing" "--chunks 2:--chunks d
   "$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 --steps 2 ${f%%:*} --quiet > /dev/null 2> "$work/warn.log"
   grep -q "warning: ${f#*:}" "$work/warn.log" && ok || fail "${f%%:*} unused warns: $(cat "$work/warn.log")"
 done
+# ... and a flag the run then refuses is not first said to do nothing (zbh1's --ef, 1f1b's --chunks)
+for f in "--pipeline zbh1 --ef 1:--ef" "--pipeline 1f1b --chunks 2:--chunks"; do
+  "$bin" train --data "$work/data" --set n_layers=2 --set context=16 --batch 2 --steps 2 --stages 2 --microbatches 2 \
+    ${f%%:*} --quiet > /dev/null 2> "$work/warn.log" && fail "${f%%:*}: exit 0"
+  ! grep -q "warning: ${f#*:}" "$work/warn.log" && grep -q -- "${f#*:}" "$work/warn.log" && ok ||
+    fail "${f%%:*}: warned before the refusal: $(cat "$work/warn.log")"
+done
 # ... --threads under a pipeline (each stage takes --threads-per-stage), --dp-bucket-mib on a device (no MPI needed
 # to see it: the replicas there are one process's)
 "$bin" train --data "$work/data" --set n_layers=2 --set context=16 --batch 2 --steps 1 --pipeline 1f1b --stages 2 \

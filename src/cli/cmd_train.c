@@ -249,9 +249,12 @@ static void warn_unused(const train_args *t, const nb_train_options *o) {
         int unused;
         const char *why;
     } rows[] = {
-        {"--ef", undelayed, "with no delay does nothing (it corrects delayed steps only)"},
-        {"--taylor", undelayed, "with no delay does nothing (it compensates delayed gradients only)"},
-        {"--chunks", o->pipeline != NB_PIPE_INTERLEAVED, "does nothing here: only --pipeline interleaved has chunks"},
+        /* (where the run refuses a flag, it is not warned of first: zbh1 refuses --ef and --taylor, a pipeline other
+         * than interleaved --chunks) */
+        {"--ef", undelayed && o->pipeline != NB_PIPE_ZBH1, "with no delay does nothing (it corrects delayed steps only)"},
+        {"--taylor", undelayed && o->pipeline != NB_PIPE_ZBH1,
+         "with no delay does nothing (it compensates delayed gradients only)"},
+        {"--chunks", o->pipeline < 0, "does nothing here: only --pipeline interleaved has chunks"},
         {"--threads-per-stage", o->pipeline < 0,
          "does nothing here: only a real pipeline (--pipeline) gives its stages threads of their own"},
         {"--dp-bucket-mib", !buckets, "does nothing here: only replicas that are MPI ranks (--data-parallel D with "
