@@ -52,6 +52,58 @@ PRESET_PARAMS = SA.PARAMS   # the presets' parameter counts, as `nobubble train`
 
 
 # ---------------------------------------------------------------- reading results/
+RESULT_COLUMNS = ["final_train_loss", "final_val_loss", "best_val_loss", "tokens", "seconds", "status", "exit_status"]
+STATUSES = ("done", "failed", "interrupted", "not_run")
+
+
+def read_done_rows(path):
+    """The done rows of a sweep's results.csv, every row checked first: a row that is malformed (its field
+    count, status, name, seed or loss) stops the table with PATH:LINE rather than leaving a run out of a
+    mean or counting a NaN."""
+    def bad(line, what):
+        sys.exit(f"claims.py: {path}:{line}: {what}")
+
+    with open(path, newline="") as f:
+        table = list(csv.reader(f))
+    if not table:
+        bad(1, "empty (expected a results table written by nobubble sweep)")
+    header = table[0]
+    if header[:1] != ["point"] or header[-len(RESULT_COLUMNS):] != RESULT_COLUMNS:
+        bad(1, f"expected the header point,AXIS...,{','.join(RESULT_COLUMNS)}; got {','.join(header)}")
+    axes = header[1:-len(RESULT_COLUMNS)]
+    rows, seen = [], set()
+    for line, fields in enumerate(table[1:], start=2):
+        if not fields:
+            continue
+        if len(fields) != len(header):
+            bad(line, f"{len(fields)} fields, expected {len(header)} like the header")
+        r = dict(zip(header, fields))
+        if r["point"] in seen:
+            bad(line, f"point '{r['point']}' is listed twice")
+        seen.add(r["point"])
+        if "_".join(r[a] for a in axes) != r["point"]:
+            bad(line, f"point '{r['point']}' has the labels of '{'_'.join(r[a] for a in axes)}'")
+        if r["status"] not in STATUSES:
+            bad(line, f"point '{r['point']}': status '{r['status']}', expected one of {', '.join(STATUSES)}")
+        if r["status"] != "done":
+            continue
+        try:
+            loss = float(r["final_val_loss"])
+        except ValueError:
+            loss = float("nan")
+        if not math.isfinite(loss):
+            bad(line, f"point '{r['point']}' is done but its final_val_loss '{r['final_val_loss']}' is not a finite number")
+        if "seed" in r and not r["seed"].isdigit():
+            bad(line, f"point '{r['point']}': seed '{r['seed']}' is not a whole number")
+        if "lr" in r:
+            try:
+                float(r["lr"])
+            except ValueError:
+                bad(line, f"point '{r['point']}': lr '{r['lr']}' is not a number")
+        rows.append(r)
+    return rows
+
+
 class Study:
     """The finished points of one study: rows of results.csv whose status is done."""
 
@@ -60,10 +112,7 @@ class Study:
         path = os.path.join(root, name, "results.csv")
         self.rows = []
         if os.path.exists(path):
-            with open(path, newline="") as f:
-                for r in csv.DictReader(f):
-                    if r.get("status") == "done" and r.get("final_val_loss") not in (None, "", "nan"):
-                        self.rows.append(r)
+            self.rows = read_done_rows(path)
 
     def losses(self, **fixed):
         """{seed: final validation loss} of the points matching every axis value given."""

@@ -356,6 +356,13 @@ static int check_when(const nb_grid *g, const gwhen *w, const char *keyword) {
         int a = find_axis(g, c->name, strlen(c->name));
         if (a < 0)
             return nb_fail("%s:%d: %s %s=...: there is no axis named '%s'", g->what, w->flags.line, keyword, c->name, c->name);
+        /* `when a=1 a=2` would match no point (a point has one label per axis): the line would be silently
+         * ignored. Labels of one axis go in one condition, `a=1,2`. */
+        for (int j = 0; j < i; j++)
+            if (!strcmp(w->conds[j].name, c->name))
+                return nb_fail("%s:%d: %s: axis %s is named in two conditions, which no point matches (a point has "
+                               "one label per axis); expected one condition with its labels joined by ',': %s=L1,L2",
+                               g->what, w->flags.line, keyword, c->name, c->name);
         for (int k = 0; k < c->labels.n; k++) {
             int found = 0;
             for (int v = 0; v < g->axes[a].n; v++) found |= !strcmp(g->axes[a].values[v].label, c->labels.v[k]);

@@ -71,6 +71,27 @@ static int read_row(report *r, char *line, const char *path, int lineno) {
     for (int a = 0; a < r->n_axes; a++) row->labels[a] = f[1 + a];
     row->status = f[1 + r->n_axes + 5];
     r->n_rows++;
+    /* Any other status would drop a finished run from every mean without a word. */
+    static const char *const statuses[] = {"done", "failed", "interrupted", "not_run"};
+    int known = 0;
+    for (size_t k = 0; k < sizeof statuses / sizeof *statuses; k++) known |= !strcmp(row->status, statuses[k]);
+    if (!known)
+        return nb_fail("%s:%d: point '%s': status '%s', expected done, failed, interrupted or not_run", path, lineno,
+                       row->point, row->status);
+    /* The point's folder is its labels joined by '_' (the sweep's naming): a row whose labels say otherwise
+     * would put one run's files in another configuration's cell. */
+    nb_buf name = {0};
+    int rc = 0;
+    for (int a = 0; a < r->n_axes && !rc; a++) rc = nb_buf_printf(&name, "%s%s", a ? "_" : "", row->labels[a]);
+    if (!rc && r->n_axes == 0) rc = nb_buf_printf(&name, "run");
+    if (rc) { nb_buf_free(&name); return nb_fail("out of memory"); }
+    if (strcmp(name.p, row->point)) {
+        nb_fail("%s:%d: point '%s' has the labels of '%s' (a point is named by its labels joined by '_')", path,
+                lineno, row->point, name.p);
+        nb_buf_free(&name);
+        return -1;
+    }
+    nb_buf_free(&name);
     row->done = !strcmp(row->status, "done");
     if (!row->done) return 0;
     if (strchr(row->point, '/') || !strcmp(row->point, "..") || !strcmp(row->point, "."))
