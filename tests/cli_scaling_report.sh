@@ -326,15 +326,22 @@ expect_error "a final_eval.json without a number" "100_adamw_1e-3_sync_1/final_e
 
 # ---------------------------------------------------------------- no lr axis: no new section
 mkdir -p "$work/nolr/runs"
-python3 - "$work/hand/results.csv" > "$work/nolr/results.csv" <<'EOF'
+# (each point renamed by its remaining labels, as a sweep names it, its run folder copied under that name)
+python3 - "$work/hand/results.csv" "$work/nolr/renamed" > "$work/nolr/results.csv" <<'EOF'
 import csv, sys
 rows = list(csv.reader(open(sys.argv[1])))
 keep = [i for i, name in enumerate(rows[0]) if name not in ("steps", "lr")]
-for r in rows:
-    if r is rows[0] or (r[1], r[3]) == ("100", "2e-3"):
-        print(",".join(r[i] for i in keep))
+labels = [i for i in keep if 0 < i < len(rows[0]) - 7]
+with open(sys.argv[2], "w") as renamed:
+    for r in rows:
+        if r is rows[0]:
+            print(",".join(r[i] for i in keep))
+        elif (r[1], r[3]) == ("100", "2e-3"):
+            name = "_".join(r[i] for i in labels)
+            renamed.write(f"{r[0]} {name}\n")
+            print(",".join([name] + [r[i] for i in keep[1:]]))
 EOF
-for p in $(awk -F, 'NR > 1 { print $1 }' "$work/nolr/results.csv"); do cp -r "$work/hand/runs/$p" "$work/nolr/runs/"; done
+while read -r old new; do cp -r "$work/hand/runs/$old" "$work/nolr/runs/$new"; done < "$work/nolr/renamed"
 "$bin" report "$work/nolr" > "$work/nolr.log" 2>&1 && ok || fail "report without an lr axis: $(cat "$work/nolr.log") $(head -2 "$work/nolr/results.csv")"
 check "no lr axis: the gap table, no tuning or scaling" test "$(grep -c 'id="gap-table"' "$work/nolr/report.html")" -eq 1 -a \
   "$(grep -c 'id="tuning\|id="scaling' "$work/nolr/report.html")" -eq 0
