@@ -400,6 +400,18 @@ static void test_messages(void) {
     nb_settings_begin(&a, &o);
     CHECK(!nb_settings_arg(&a, "--nesterov", NULL) && nb_settings_arg(&a, "--no-nesterov", NULL) &&
               strstr(nb_last_error(), "give --nesterov or --no-nesterov, not both"), "--nesterov --no-nesterov");
+    /* a flag that takes a value, given none (NULL: what nb_run_set gets for Python's batch=True): an error, not a crash */
+    const char *valued[] = {"--batch", "--lr", "--seed", "--optimizer", "--delay", "--ef"};
+    for (size_t i = 0; i < sizeof valued / sizeof *valued; i++) {
+        nb_train_defaults(&o);
+        nb_settings_begin(&a, &o);
+        CHECK(nb_settings_arg(&a, valued[i], NULL) && strstr(nb_last_error(), valued[i]) &&
+                  strstr(nb_last_error(), "expected a value"), "%s without its value", valued[i]);
+    }
+    nb_run *run = nb_run_new();
+    CHECK(run && nb_run_set(run, "--batch", NULL) && strstr(nb_last_error(), "--batch: expected a value"),
+          "nb_run_set --batch NULL");
+    nb_run_free(run);
     nb_settings_begin(&a, &o);
     CHECK(!nb_settings_arg(&a, "--pipeline", "2bw") && !nb_settings_arg(&a, "--delay", "pipedream") &&
               nb_settings_finish(&a) && strstr(nb_last_error(), "--pipeline 2bw runs with the delay 2bw, not --delay pipedream"),
@@ -415,6 +427,21 @@ static void test_messages(void) {
     nb_train_defaults(&o);
     o.batch = 0;
     CHECK(nb_settings_check(&o) && strstr(nb_last_error(), "--batch 0: out of range"), "nb_settings_check: the range");
+    /* enum fields a caller of nb_train fills itself: a value no name has is refused, not run as the default */
+    nb_train_defaults(&o);
+    o.delay.mode = (nb_delay_mode)99;
+    CHECK(nb_settings_check(&o) && strstr(nb_last_error(), "--delay: mode 99"), "nb_settings_check: delay mode 99");
+    nb_train_defaults(&o);
+    o.schedule.kind = (nb_schedule_kind)99;
+    CHECK(nb_settings_check(&o) && strstr(nb_last_error(), "--schedule 99"), "nb_settings_check: schedule kind 99");
+    nb_train_defaults(&o);
+    o.transport = 99;
+    CHECK(nb_settings_check(&o) && strstr(nb_last_error(), "--transport 99"), "nb_settings_check: transport 99");
+    nb_train_defaults(&o);
+    o.pipeline = -5;
+    CHECK(nb_settings_check(&o) && strstr(nb_last_error(), "--pipeline -5"), "nb_settings_check: pipeline -5");
+    nb_train_defaults(&o);
+    CHECK(!nb_settings_check(&o), "nb_settings_check: the defaults (pipeline -1: none) pass");
 }
 
 /* ---- what the command line and the docs show ---- */

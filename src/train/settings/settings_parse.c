@@ -177,6 +177,10 @@ int nb_settings_arg(nb_settings_args *a, const char *flag, const char *value) {
     const nb_setting *s = nb_setting_by_flag(flag);
     if (!s) return nb_fail("unknown option '%s'", flag);
     unsigned char *given = &a->given[s - nb_settings];
+    /* Only a boolean flag stands alone (and a text one, where NULL is none); NULL is what a binding passes for
+     * a flag alone (the Python package's batch=True). */
+    if (!value && s->type != NB_SET_BOOL && s->type != NB_SET_STRING)
+        return nb_fail("%s: expected a value (%s), not the flag alone", flag, s->metavar ? s->metavar : "VALUE");
     switch (s->type) {
     case NB_SET_BOOL: {
         /* A value, --FLAG=true|false|1|0, says whether the named flag holds: --nesterov=false is --no-nesterov. */
@@ -382,6 +386,22 @@ int nb_settings_check(const nb_train_options *o) {
     for (int i = 0; i < nb_settings_count; i++) {
         const nb_setting *s = &nb_settings[i];
         nb_range r;
+        if (s->flag && s->type == NB_SET_ENUM) {   /* a name's value, or -1 (none) where that is the default */
+            const int v = *(const int *)setting_field(s, o);
+            if ((v == -1 && s->def == -1) || (v >= 0 && s->names(v))) continue;
+            char list[256];
+            nb_names_join(s->names, ", ", list, sizeof list);
+            return nb_fail("%s %d: not a value of its names (expected one of %s%s)", s->flag, v, list,
+                           s->def == -1 ? ", or -1 for none" : "");
+        }
+        if (s->flag && s->type == NB_SET_DELAY) {
+            const nb_delay_mode m = ((const nb_delay_options *)setting_field(s, o))->mode;
+            if (m != NB_DELAY_SYNC && m != NB_DELAY_2BW && m != NB_DELAY_PIPEDREAM && m != NB_DELAY_FIXED) {
+                char modes[128];
+                nb_delay_modes_text(", ", " or ", modes, sizeof modes);
+                return nb_fail("%s: mode %d is not a delay (expected %s)", s->flag, (int)m, modes);
+            }
+        }
         if (!s->flag || !nb_setting_range(s, &r) || s->type == NB_SET_U64) continue;
         if (s->type == NB_SET_EF && !o->delay.ef) continue;
         const double x = number_of(s, o);
