@@ -57,8 +57,20 @@ int nb_delay_parse(const char *text, nb_delay_options *o) {
     return 0;
 }
 
-int nb_delay_validate(const nb_delay_options *o, int total_steps, int n_stages) {
+/* The mode one of the modes, and a fixed TAU within what --delay parses. */
+static int check_mode(const nb_delay_options *o) {
+    if ((int)o->mode < 0 || (int)o->mode >= N_MODES) {
+        char modes[96];
+        nb_delay_modes_text(", ", " or ", modes, sizeof modes);
+        return nb_fail("--delay: mode %d is not a delay (expected %s)", (int)o->mode, modes);
+    }
     if (o->mode == NB_DELAY_FIXED && o->tau < 0) return nb_fail("--delay fixed:%d: expected TAU >= 0", o->tau);
+    if (o->mode == NB_DELAY_FIXED && o->tau > 1000000) return nb_fail("--delay fixed:%d: expected TAU <= 1000000", o->tau);
+    return 0;
+}
+
+int nb_delay_validate(const nb_delay_options *o, int total_steps, int n_stages) {
+    if (check_mode(o)) return -1;
     const nb_range *ef = nb_range_at(nb_delay_ranges, offsetof(nb_delay_options, ef_alpha));
     if (o->ef && nb_range_check(ef, o)) return -1;
     if (nb_range_check(nb_range_at(nb_delay_ranges, offsetof(nb_delay_options, taylor)), o)) return -1;
@@ -121,6 +133,12 @@ int nb_stash_create(nb_stash **out, const nb_delay_options *o, int stage, int n_
 int nb_stash_create_on(nb_stash **out, const nb_delay_options *o, int stage, int n_stages, int total_steps,
                        const float *w0, size_t n, const nb_backend *be) {
     *out = NULL;
+    /* what nb_delay_tau_max reads: a bad stage, stage count or mode would give a negative or absurd ring,
+     * which nb_stash_weights would then index */
+    if (n_stages < 1 || stage < 0 || stage >= n_stages)
+        return nb_fail("stash: stage %d of %d stages: expected 0 <= stage < stages", stage, n_stages);
+    if (check_mode(o)) return -1;
+    if (n && !w0 && nb_delay_tau_max(o, stage, n_stages) > 0) return nb_fail("stash: no initial weights (w0 is NULL)");
     if (be && !be->device_memory) be = NULL;  /* the host's memory: the host's passes */
     if (be && !nb_delay_of(be)) return nb_fail("delay on the %s backend's memory: the backend has no update pass", be->name);
     nb_stash *s = nb_calloc(1, sizeof *s, "a stash of weight versions");

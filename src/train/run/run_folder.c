@@ -418,7 +418,8 @@ int nb_train_resolve_folders(nb_train_options *o, char *resume_path, size_t size
 }
 
 int nb_train_find_checkpoint(const char *dir, char *out, size_t size) {
-    snprintf(out, size, "%s", dir);
+    if ((size_t)snprintf(out, size, "%s", dir) >= size)   /* a cut path would name another folder */
+        return nb_fail("--resume %s: the path is longer than the %zu bytes given for it", dir, size);
     if (is_file(dir, "state.safetensors") || is_file(dir, "state.safetensors.index.json")) return 0;
     long *steps, step;
     int n = list_steps(dir, &steps);
