@@ -116,6 +116,13 @@ def _error(lib):
     return Error(lib.nb_last_error().decode("utf-8", "replace"))
 
 
+def _text(value, what):
+    """value (str or bytes) as the library reads it: a C string, which would end at a NUL character."""
+    if "\0" in (value if isinstance(value, str) else value.decode("latin-1")):
+        raise ValueError("%s: %r holds a NUL character, which the library would take as its end" % (what, value))
+    return value
+
+
 def _flags(settings):
     """(flag, value) pairs of train's flags from keyword arguments."""
     pairs = []
@@ -124,9 +131,9 @@ def _flags(settings):
         if isinstance(value, bool):
             pairs.append((flag if value else "--no-" + key.replace("_", "-"), None))
         elif isinstance(value, (int, float, str, os.PathLike)):
-            pairs.append((flag, os.fspath(value) if isinstance(value, os.PathLike) else str(value)))
+            pairs.append((flag, _text(os.fspath(value) if isinstance(value, os.PathLike) else str(value), key)))
         elif key == "set" and isinstance(value, dict):
-            pairs.extend(("--set", "%s=%s" % (k, v)) for k, v in value.items())
+            pairs.extend(("--set", _text("%s=%s" % (k, v), "set")) for k, v in value.items())
         else:
             raise TypeError("nobubble.train: %s=%r: expected a number, a string, a path or a bool%s"
                             % (key, value, " (set: a dict of model fields)" if key == "set" else ""))
@@ -194,12 +201,15 @@ def _path(value, what):
         return None
     if not isinstance(value, (str, os.PathLike)):
         raise TypeError("%s: expected a path, not %s" % (what, type(value).__name__))
-    return os.fspath(value).encode()
+    return _text(os.fspath(value), what).encode()
 
 
-def _int(value, what):
+def _int(value, what, lo=-2**31, hi=2**31 - 1):
+    """value for a C int field (ctypes would keep its low 32 bits: 2**32 + 8 would be read as 8)."""
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError("%s: expected a whole number, not %r" % (what, value))
+    if not lo <= value <= hi:
+        raise ValueError("%s: %d is out of range (expected %d to %d)" % (what, value, lo, hi))
     return value
 
 
@@ -240,8 +250,9 @@ def sample(checkpoint, prompt, tokens=64, temperature=0.8, top_k=40, seed=1, tok
             on_text(piece.decode("utf-8", "replace"))
 
     callback = _ON_TEXT(collect)  # kept alive for the call
-    o.checkpoint, o.prompt, o.tokenizer = _path(checkpoint, "checkpoint"), prompt.encode(), _path(tokenizer, "tokenizer")
-    o.tokens, o.top_k, o.seed = _int(tokens, "tokens"), _int(top_k, "top_k"), _int(seed, "seed")
+    o.checkpoint, o.prompt, o.tokenizer = (_path(checkpoint, "checkpoint"), _text(prompt, "prompt").encode(),
+                                            _path(tokenizer, "tokenizer"))
+    o.tokens, o.top_k, o.seed = _int(tokens, "tokens"), _int(top_k, "top_k"), _int(seed, "seed", 0, 2**64 - 1)
     o.temperature, o.memory_check, o.on_text = float(temperature), 1 if memory_check else 0, callback
     r = _SampleResult()
     if lib.nb_sample(ctypes.byref(o), ctypes.byref(r)):
@@ -255,6 +266,7 @@ class _Tokenizer:
             raise TypeError("give data=DIR or tokenizer=FILE (one of them)")
         self.lib = _load()
         path = os.path.join(os.fspath(data), "tokenizer.json") if data is not None else os.fspath(tokenizer)
+        _text(path, "data" if data is not None else "tokenizer")
         self.t = ctypes.c_void_p()
         if self.lib.nb_tokenizer_load(ctypes.byref(self.t), path.encode()):
             raise _error(self.lib)

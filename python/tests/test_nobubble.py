@@ -96,6 +96,24 @@ class PackageTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             nobubble.decode([1, 300], data=self.data)
 
+    def test_values_the_library_cannot_take(self):
+        # a flag alone where it takes a value: the library's error (it segfaulted)
+        with self.assertRaises(nobubble.Error) as e:
+            nobubble.train(data=self.data, batch=True, **{k: v for k, v in SMALL.items() if k != "batch"})
+        self.assertIn("--batch: expected a value", str(e.exception))
+        # a NUL would end the C string: data=DIR\0junk trained on DIR
+        with self.assertRaises(ValueError) as e:
+            nobubble.train(data=self.data + "\0junk", **SMALL)
+        self.assertIn("data", str(e.exception))
+        with self.assertRaises(ValueError):
+            nobubble.tokenize("x", data=self.data + "\0junk")
+        # a C int keeps 32 bits: batch=2**32 + 1 ran with batch 1
+        with self.assertRaises(ValueError) as e:
+            nobubble.evaluate(os.path.join(self.work, "nowhere"), data=self.data, batch=2**32 + 1)
+        self.assertIn("batch", str(e.exception))
+        with self.assertRaises(ValueError):
+            nobubble.sample(os.path.join(self.work, "nowhere"), "In the\0 beginning")
+
     def test_tokenize_equals_the_command_line(self):
         text = "In the beginning <|endoftext|> Café"
         ids = nobubble.tokenize(text, data=self.data)
