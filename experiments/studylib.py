@@ -7,7 +7,8 @@
 - rate tuning on a factor-2 ladder (`ladder_tune`: the lowest mean, a tie to the lower rate, an edge
   extended by one rung) and the grid a study's tune.py prints (`write_grid`);
 - which machine ran which point (`point_machines`: machines.log beside the sweep's log);
-- `load`, a sibling script imported by its path (the studies' folders are not packages).
+- `load`, a sibling script imported by its path (the studies' folders are not packages);
+- `final_eval_loss`, a point's whole-split loss read and checked.
 
 Python 3 standard library only.
 """
@@ -16,6 +17,24 @@ import json
 import math
 import os
 import sys
+
+
+def final_eval_loss(path):
+    """The whole-split validation loss in a point's final_eval.json (PATH), or None where the file is not there
+    yet. A file without a finite number val_loss ends the script naming it: a NaN would otherwise enter a
+    mean, a tuned rate or a verdict without a word."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    try:
+        v = json.loads(text)["val_loss"]
+    except (ValueError, KeyError, TypeError) as e:
+        sys.exit(f"{path}: expected a JSON object with a number val_loss ({type(e).__name__}: {e})")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        sys.exit(f"{path}: val_loss {v!r}: expected a finite number")
+    return v
 
 
 def load(name, path):

@@ -56,4 +56,17 @@ expect_error "sweep: when naming an axis twice" "g.txt:3: when: axis a is named 
 printf 'axis a: 1 2\naxis b: x y\nskip b=x a=1 a=2\n' > "$work/g.txt"
 expect_error "sweep: skip naming an axis twice" "g.txt:3: skip: axis a is named in two conditions" \
   "$nb" sweep "$work/g.txt" --out "$work/sw" --dry-run
+
+# ---- a point's final_eval.json (the pre-registered studies' outcome) without a finite val_loss: the studies'
+# scripts stop naming it (a NaN entered a mean, a tuned rate and the next phase's grid)
+here=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$work/fe"
+for v in '{"val_loss": NaN}' '{"val_loss": "3.2"}' '{"loss": 3.2}' '{"val_loss": 3.'; do
+  printf '%s\n' "$v" > "$work/fe/final_eval.json"
+  expect_error "final_eval.json $v" "fe/final_eval.json: .*expected" \
+    python3 -c "import sys; sys.path.insert(0, '$here/experiments'); import studylib; studylib.final_eval_loss('$work/fe/final_eval.json')"
+done
+printf '{"val_loss": 3.25}\n' > "$work/fe/final_eval.json"
+[ "$(python3 -c "import sys; sys.path.insert(0, '$here/experiments'); import studylib; print(studylib.final_eval_loss('$work/fe/final_eval.json'))")" = 3.25 ] \
+  && ok || fail "a finite val_loss is read"
 finish

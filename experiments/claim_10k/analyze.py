@@ -24,7 +24,7 @@ MARGINS = [0.012, 0.05]
 
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from studylib import Paired, fmt_gap, point_machines  # noqa: E402  (experiments/studylib.py)
+from studylib import Paired, final_eval_loss, fmt_gap, point_machines  # noqa: E402  (experiments/studylib.py)
 
 # ---------------------------------------------------------------- the runs
 def load_runs(root):
@@ -35,17 +35,13 @@ def load_runs(root):
         return runs
     for point in sorted(os.listdir(base)):
         parts = point.split("_")
-        if len(parts) != 4:
-            continue
+        if len(parts) != 4 or not parts[0].isdigit():
+            sys.exit(f"{os.path.join(base, point)}: expected a point SEED_OPTIMIZER_RATE_DELAY (the sweep's folders)")
         seed, opt, rate, delay = int(parts[0]), parts[1], parts[2], parts[3]
         folder = os.path.join(base, point)
         with open(os.path.join(folder, "summary.json")) as f:
             summary = json.load(f)
-        full = None
-        fe = os.path.join(folder, "final_eval.json")
-        if os.path.exists(fe):
-            with open(fe) as f:
-                full = json.load(f)["val_loss"]
+        full = final_eval_loss(os.path.join(folder, "final_eval.json"))
         runs[(seed, opt, rate, delay)] = {"full": full, "batch8": summary["final_val_loss"]}
     return runs
 

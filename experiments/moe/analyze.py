@@ -28,11 +28,7 @@ MARGIN = 0.01  # the equivalence margin: the paper's Muon gap at 360M
 
 
 def final_loss(root, point):
-    try:
-        with open(os.path.join(root, "moe", "runs", point, "final_eval.json")) as f:
-            return json.load(f)["val_loss"]
-    except FileNotFoundError:
-        return None
+    return studylib.final_eval_loss(os.path.join(root, "moe", "runs", point, "final_eval.json"))
 
 
 def point(length, seed, model, opt, lr, delay):

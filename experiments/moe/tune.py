@@ -14,7 +14,6 @@ RUNS/rates.json. Exit status 0; `--check` exits 3 when some configuration up to 
     python3 experiments/moe/tune.py LENGTH [--runs runs/moe] [--check] > runs/moe/grid_LENGTH.txt
 """
 import argparse
-import json
 import os
 import sys
 
@@ -31,12 +30,8 @@ DELAYS = "2bw,2bw+ef"
 
 
 def sync_loss(runs, length, seed, model, opt, lr):
-    path = os.path.join(runs, "runs", f"{length}_{seed}_{model}_{opt}_{lr}_sync", "final_eval.json")
-    try:
-        with open(path) as f:
-            return json.load(f)["val_loss"]
-    except FileNotFoundError:
-        return None
+    return studylib.final_eval_loss(os.path.join(runs, "runs", f"{length}_{seed}_{model}_{opt}_{lr}_sync",
+                                                  "final_eval.json"))
 
 
 def tune(runs, length, model, opt):

@@ -21,7 +21,6 @@ exits 3 while some configuration of the phases up to PHASE has no pick yet. Pyth
     python3 experiments/size_axis/tune.py PHASE [--runs runs/size_axis] [--check] > runs/size_axis/grid_PHASE.txt
 """
 import argparse
-import json
 import os
 import sys
 
@@ -46,11 +45,7 @@ def point(size, opt, lr, delay, seed, precision="bf16"):
 
 
 def loss(runs, name):
-    try:
-        with open(os.path.join(runs, "runs", name, "final_eval.json")) as f:
-            return json.load(f)["val_loss"]
-    except FileNotFoundError:
-        return None
+    return studylib.final_eval_loss(os.path.join(runs, "runs", name, "final_eval.json"))
 
 
 def tune(runs, size, opt):
