@@ -4,7 +4,8 @@
 #   every mean), or whose labels are not its point's (one run's files in another configuration's cell);
 # - experiments/claims.py: a done row with a NaN loss (counted, or silently dropped), a status it does not
 #   know, a point listed twice, a row with a field missing, labels not the point's;
-# - nobubble sweep: a when/skip line naming one axis twice (it matches no point: silently ignored).
+# - nobubble sweep: a when/skip line naming one axis twice (it matches no point: silently ignored);
+# - the studies' scripts (experiments/studylib.py): a final_eval.json without a finite val_loss.
 # $1: the nobubble binary.
 set -u
 source "$(dirname "$0")/support/cli_harness.sh"
