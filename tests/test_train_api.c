@@ -104,6 +104,8 @@ int main(void) {
     CHECK(a[0] && !strcmp(a, b), "nb_run's weights %s, nb_train's %s", b, a);
     CHECK(nb_run_set(run, "--lr", "0") == -1 && strstr(nb_last_error(), "--lr"), "a started run refuses flags: %s",
           nb_last_error());
+    CHECK(set_ok && nb_run_train(run, &r) == -1 && strstr(nb_last_error(), "trained already"),
+          "a run is trained once (a second nb_run_train trained again): %s", nb_last_error());
     nb_run_free(run);
     run = nb_run_new();
     CHECK(nb_run_set(run, "--batch", "0") == -1 && strstr(nb_last_error(), "--batch 0"), "--batch 0 refused: %s",

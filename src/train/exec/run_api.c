@@ -71,11 +71,11 @@ const nb_train_options *nb_run_options(nb_run *r) { return &r->o; }
 
 int nb_run_train(nb_run *r, nb_train_result *res) {
     memset(res, 0, sizeof *res);
-    if (!r->finished) {
-        if (nb_settings_finish(&r->a)) return -1;
-        r->o.vocab_from_data = !r->vocab_given;
-        r->finished = 1;
-    }
+    /* one training per run (train.h): a second would train again from the start, over the first's results */
+    if (r->finished) return nb_fail("nb_run_train: this run was trained already; make a new one (nb_run_new)");
+    if (nb_settings_finish(&r->a)) return -1;
+    r->o.vocab_from_data = !r->vocab_given;
+    r->finished = 1;
     if (nb_train_resolve_folders(&r->o, r->resume_path, sizeof r->resume_path)) return -1;
     return nb_train(&r->o, res);
 }
