@@ -8,7 +8,10 @@
 
 /* Every fallible library call returns 0 on success and -1 on failure, after recording a
  * message (naming the file, flag or value and what was expected) that this returns.
- * The message is per thread. */
+ * The message is per thread. Pointer arguments must not be NULL unless the function's comment says
+ * what NULL means (a flag without a value, "none", the default): what is checked and refused is what a
+ * caller can get wrong by value (ranges, names, files, sizes), not a missing object (the *_free and
+ * *_close functions take NULL and do nothing). */
 const char *nb_last_error(void);
 
 /* The valid values of a numeric field, written once by the part that owns the field (optim.h's
