@@ -123,6 +123,11 @@ for f in "--pipeline zbh1 --ef 1:--ef" "--pipeline 1f1b --chunks 2:--chunks"; do
   ! grep -q "warning: ${f#*:}" "$work/warn.log" && grep -q -- "${f#*:}" "$work/warn.log" && ok ||
     fail "${f%%:*}: warned before the refusal: $(cat "$work/warn.log")"
 done
+# An empty string is no name (--device '' and --gemm '' ran the defaults, --init-from '' read /config.json)
+for f in --device --gemm --init-from --resume --out; do
+  expect_error "$f ''" "$f '': expected [A-Z]*, not an empty string" "$bin" train --data "$work/data" --steps 1 $f ''
+done
+expect_error "eval --device ''" "--device '': expected cpu" "$bin" eval --checkpoint "$work/hf" --device ''
 # ... --threads under a pipeline (each stage takes --threads-per-stage), --dp-bucket-mib on a device (no MPI needed
 # to see it: the replicas there are one process's)
 "$bin" train --data "$work/data" --set n_layers=2 --set context=16 --batch 2 --steps 1 --pipeline 1f1b --stages 2 \

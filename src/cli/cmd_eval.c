@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "nobubble/backend.h"
 #include "nobubble/checkpoint.h"
 #include "nobubble/data.h"
 #include "nobubble/train.h"
@@ -33,6 +34,10 @@ int cmd_eval(int argc, char **argv) {
     if (rc) return rc > 0 ? 0 : 2;
     if (!ckpt || !*ckpt) {
         fprintf(stderr, "nobubble eval: --checkpoint DIR is required\n");
+        return 2;
+    }
+    if (device && strcmp(device, "cpu") && strcmp(device, "guarded") && strcmp(device, "cuda")) {  /* '' too, as bench */
+        fprintf(stderr, "nobubble eval: --device '%s': expected %s\n", device, nb_backend_devices());
         return 2;
     }
     /* The shape against the model: a usage error, before any file but config.json is read. */

@@ -194,7 +194,12 @@ int nb_settings_arg(nb_settings_args *a, const char *flag, const char *value) {
         setting_set_number(s, a->o, on);
         break;
     }
-    case NB_SET_STRING: *(const char **)setting_field(s, a->o) = value; break;
+    case NB_SET_STRING:
+        /* "" is no name: --device '' and --gemm '' ran the defaults, --init-from '' read /config.json */
+        if (value && !*value)
+            return nb_fail("%s '': expected %s, not an empty string", flag, s->metavar ? s->metavar : "a value");
+        *(const char **)setting_field(s, a->o) = value;
+        break;
     case NB_SET_ENUM:
         if (parse_enum(s, flag, value, a->o)) return -1;
         break;
