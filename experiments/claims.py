@@ -30,6 +30,7 @@ import argparse
 import csv
 import math
 import os
+import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -42,7 +43,17 @@ SMALL_PARAMS = 6.2e6      # `small`
 
 sys.path.insert(0, HERE)
 import studylib  # noqa: E402  (experiments/studylib.py: Student's t, Paired, Welch)
-from studylib import Paired, welch  # noqa: E402
+from studylib import welch  # noqa: E402
+
+SEEN_SEEDS = []  # the seed counts of the paired statistics computed since the last row (Claims.row checks them)
+
+
+class Paired(studylib.Paired):
+    """studylib's, noting its seed count for the row whose text states it."""
+
+    def __init__(self, diffs):
+        super().__init__(diffs)
+        SEEN_SEEDS.append(self.n)
 
 A = studylib.load("claim_10k_analyze", os.path.join(HERE, "claim_10k", "analyze.py"))
 # The size axis's own rules (its tune.py and analyze.py): picks on seeds 1-3 of the bf16 synchronous runs'
@@ -247,6 +258,12 @@ class Claims:
         """One claim; where its study has no finished runs to compute from (cells empty), says so."""
         if not cells:
             measured, verdict = f"no finished runs in results/{study}", "not measured"
+        # a row that says "N paired seeds" must have computed every cell on N (a failed or missing run leaves fewer)
+        said = re.search(r"(\d+) paired seeds", measured)
+        if cells and said and any(n != int(said.group(1)) for n in SEEN_SEEDS):
+            sys.exit(f"claims.py: the row '{claim}' says {said.group(1)} paired seeds, but its cells were computed on "
+                     f"{', '.join(str(n) for n in sorted(set(SEEN_SEEDS)))}: say the count of each cell")
+        SEEN_SEEDS.clear()
         self.rows.append((claim, paper, measured, verdict))
 
     # the scaling study's tuned gap of one optimizer at each length

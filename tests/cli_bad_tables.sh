@@ -49,6 +49,10 @@ variant dup '$p'
 expect_error "claims.py: a point twice" "is listed twice" claims_on "$work/dup"
 variant short 's/^\(300_adamw_2e-3_sync_1,300,adamw,2e-3,sync,1,\)[^,]*,/\1/'
 expect_error "claims.py: a row with a field missing" "results.csv:[0-9]*: 12 fields, expected 13" claims_on "$work/short"
+# a failed run leaves a cell two seeds: a row whose text says "3 paired seeds" refuses to state it
+variant failed 's/^300_adamw_2e-3_2bw_1,300,adamw,2e-3,2bw,1,.*$/300_adamw_2e-3_2bw_1,300,adamw,2e-3,2bw,1,,,,,,failed,1/'
+expect_error "claims.py: a row that says 3 paired seeds over a cell of 2" "says 3 paired seeds, but its cells were computed on 2" \
+  claims_on "$work/failed"
 
 # ---- a when line naming one axis twice
 printf 'axis a: 1 2\naxis b: x y\nwhen a=1 a=2: --steps 3\n' > "$work/g.txt"
