@@ -70,14 +70,19 @@ run pipe_m --device cuda "${pipe[@]}" --stages 2 --pipeline 2bw --threads-per-st
 [ -n "$(hash_of "$work/one_m")" ] && [ "$(hash_of "$work/one_m")" = "$(hash_of "$work/pipe_m")" ] && ok ||
   fail "the GPU's Muon pipeline ($(hash_of "$work/pipe_m")) equals its one-process run ($(hash_of "$work/one_m"))"
 
+# (SGD, MoE and bf16 Newton-Schulz run on the GPU only under NB_CUDA_KERNELS=next until they have passed here;
+# without it they are refused, naming that)
+run sgd_refused --device cuda --steps 2 --optimizer sgd && fail "sgd on the GPU without NB_CUDA_KERNELS=next: exit 0"
+grep -q "NB_CUDA_KERNELS=next runs it" "$work/sgd_refused.log" && ok || fail "sgd refused: $(tail -1 "$work/sgd_refused.log")"
 for o in sgd lion adan mars muon normuon; do
-  run "c_$o" --device cpu --steps 20 --optimizer "$o" --delay 2bw && run "g_$o" --device cuda --steps 20 --optimizer "$o" --delay 2bw &&
+  run "c_$o" --device cpu --steps 20 --optimizer "$o" --delay 2bw &&
+    NB_CUDA_KERNELS=$([ "$o" = sgd ] && echo next || echo proven) run "g_$o" --device cuda --steps 20 --optimizer "$o" --delay 2bw &&
     near "$(val "$work/c_$o")" "$(val "$work/g_$o")" 2e-3 && ok || fail "$o on the GPU: $(tail -2 "$work/g_$o.log")"
 done
 # Muon and NorMuon under bf16 (Newton-Schulz with bf16 operands; not yet run on a GPU): within 1e-2 of the CPU's bf16 run
 for o in muon normuon; do
   run "cb_$o" --device cpu --steps 20 --optimizer "$o" --delay 2bw --precision bf16 &&
-    run "gb_$o" --device cuda --steps 20 --optimizer "$o" --delay 2bw --precision bf16 &&
+    NB_CUDA_KERNELS=next run "gb_$o" --device cuda --steps 20 --optimizer "$o" --delay 2bw --precision bf16 &&
     near "$(val "$work/cb_$o")" "$(val "$work/gb_$o")" 1e-2 && ok || fail "$o bf16 on the GPU: $(tail -2 "$work/gb_$o.log")"
 done
 
@@ -110,8 +115,8 @@ NB_CUDA_KERNELS=next run gpu_next --device cuda "${steps[@]}" || fail "next kern
 moe=(--set n_experts=4 --set experts_per_token=2 --set moe_every=1 --set aux_coef=0.01 --steps 30 --delay 2bw --ef 1
      --microbatches 2)
 run moe_c --device cpu "${moe[@]}" || fail "MoE on the CPU: $(tail -3 "$work/moe_c.log")"
-run moe_g --device cuda "${moe[@]}" || fail "MoE on the GPU: $(tail -3 "$work/moe_g.log")"
-run moe_g2 --device cuda "${moe[@]}" || fail "MoE on the GPU again: $(tail -3 "$work/moe_g2.log")"
+NB_CUDA_KERNELS=next run moe_g --device cuda "${moe[@]}" || fail "MoE on the GPU: $(tail -3 "$work/moe_g.log")"
+NB_CUDA_KERNELS=next run moe_g2 --device cuda "${moe[@]}" || fail "MoE on the GPU again: $(tail -3 "$work/moe_g2.log")"
 near "$(val "$work/moe_c")" "$(val "$work/moe_g")" 2e-3 && ok || fail "MoE val loss: GPU $(val "$work/moe_g"), CPU $(val "$work/moe_c")"
 aux() { grep -o '"aux_loss": [^,}]*' "$1/metrics.jsonl" | cut -d' ' -f2; }
 [ "$(aux "$work/moe_g" | wc -l)" -eq 30 ] && paste <(aux "$work/moe_c") <(aux "$work/moe_g") | while read -r a b; do
@@ -122,10 +127,10 @@ loads() { head -1 "$1/metrics.jsonl" | grep -o '"expert_load_m[a-z]*": \[[^]]*\]
   fail "MoE's first expert loads on the GPU: $(loads "$work/moe_g"), the CPU's $(loads "$work/moe_c")"
 [ -n "$(hash_of "$work/moe_g")" ] && [ "$(hash_of "$work/moe_g")" = "$(hash_of "$work/moe_g2")" ] && ok ||
   fail "MoE on the GPU twice: weights differ"
-run moe_b16 --device cuda "${moe[@]}" --precision bf16 || fail "MoE bf16 on the GPU: $(tail -3 "$work/moe_b16.log")"
+NB_CUDA_KERNELS=next run moe_b16 --device cuda "${moe[@]}" --precision bf16 || fail "MoE bf16 on the GPU: $(tail -3 "$work/moe_b16.log")"
 near "$(val "$work/moe_g")" "$(val "$work/moe_b16")" 1e-2 && ok || fail "MoE bf16 on the GPU: val loss $(val "$work/moe_b16")"
-run moe_one --device cuda "${pipe[@]}" "${moe[@]:0:8}" --stages 2 --delay 2bw || fail "MoE one-process 2bw: $(tail -3 "$work/moe_one.log")"
-run moe_pipe --device cuda "${pipe[@]}" "${moe[@]:0:8}" --stages 2 --pipeline 2bw --threads-per-stage 1 ||
+NB_CUDA_KERNELS=next run moe_one --device cuda "${pipe[@]}" "${moe[@]:0:8}" --stages 2 --delay 2bw || fail "MoE one-process 2bw: $(tail -3 "$work/moe_one.log")"
+NB_CUDA_KERNELS=next run moe_pipe --device cuda "${pipe[@]}" "${moe[@]:0:8}" --stages 2 --pipeline 2bw --threads-per-stage 1 ||
   fail "MoE 2bw pipeline on the GPU: $(tail -3 "$work/moe_pipe.log")"
 [ -n "$(hash_of "$work/moe_one")" ] && [ "$(hash_of "$work/moe_one")" = "$(hash_of "$work/moe_pipe")" ] && ok ||
   fail "the GPU's MoE pipeline ($(hash_of "$work/moe_pipe")) equals its one-process run ($(hash_of "$work/moe_one"))"

@@ -137,6 +137,14 @@ run moe_ck cpu "${moe[@]}" --steps 2 --save-dir "$work/moe_ck"
 eval_equal moe "$work/moe_ck/step_000002"
 
 # what a device does not run yet: refused before anything is made, naming it
+# written for the GPU, checked here on guarded, not yet run on a GPU: refused on cuda unless NB_CUDA_KERNELS=next
+for f in "--optimizer sgd" "--set n_experts=4 --set experts_per_token=2 --set moe_every=1" "--optimizer muon --precision bf16"; do
+  expect_error "cuda $f" "is written but has not yet run on one (docs/gpu.md): NB_CUDA_KERNELS=next runs it" \
+    env -u NB_CUDA_KERNELS "$bin" train "${small[@]}" --device cuda $f --steps 1 --out "$work/x11"
+done
+expect_error "eval --device cuda of a MoE model" "is a mixture of experts, which is written for the GPU but has not yet run" \
+  env -u NB_CUDA_KERNELS "$bin" eval --checkpoint "$work/moe_ck/step_000002" --data "$work/data" --batch 2 --seq 32 \
+  --batches 1 --device cuda
 expect_error "unknown device" "device 'tpu': expected cpu" "$bin" train "${small[@]}" --device tpu --steps 1 --out "$work/x7"
 # --device cuda where there is no GPU to run it (this suite runs on CPUs; tests/cli_cuda_device.sh runs it on one):
 # a build without CUDA names -DNB_CUDA=ON, a CUDA build says that it found no usable GPU
@@ -144,7 +152,7 @@ if ! command -v nvidia-smi > /dev/null || ! nvidia-smi > /dev/null 2>&1; then
   expect_error "cuda without a GPU" "NB_CUDA=ON\|no usable GPU\|no GPU" "$bin" train "${small[@]}" --device cuda --steps 1 \
     --out "$work/x8"
 fi
-for x in x7 x8; do [ ! -e "$work/$x" ] && ok || fail "$x: a refused run left $work/$x"; done
+for x in x7 x8 x11; do [ ! -e "$work/$x" ] && ok || fail "$x: a refused run left $work/$x"; done
 
 # An unknown --device is named as such before what a device lacks (a MoE model said "not on a device yet").
 moe=(--set n_experts=4 --set experts_per_token=2 --set moe_every=1)

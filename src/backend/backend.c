@@ -3,6 +3,7 @@
  * default, and the accessors. Everything else a backend does is its operation table's. */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "backend/cpu.h"
 #include "backend/cuda.h"
@@ -65,6 +66,11 @@ const nb_backend *nb_backend_default(void) {
 const char *nb_backend_name(const nb_backend *b) { return b->name; }
 const char *nb_backend_label(const nb_backend *b) { return b->label; }
 int nb_backend_check(const nb_backend *b) { return b->ops->check(b); }
+
+int nb_backend_cuda_next_asked(void) {
+    const char *v = getenv("NB_CUDA_KERNELS");
+    return v && !strcmp(v, "next");
+}
 int nb_backend_bf16_native(const nb_backend *b) { return b->bf16_native; }
 
 #ifdef NB_HAVE_CUDA

@@ -177,4 +177,7 @@ double nb_routing_seconds(void);  /* seconds counted since the last nb_gemm_timi
 int nb_bf16_native(void);
 /* The ISA oneDNN reports, for run headers and benchmarks ("avx512_core_amx", "avx2", ...). */
 const char *nb_cpu_isa_name(void);
+/* Whether NB_CUDA_KERNELS=next asks for the GPU code written since the last run on a GPU and not yet run on one
+ * (docs/gpu.md): the CUDA backend's next kernels, and the device paths the executor refuses without it. */
+int nb_backend_cuda_next_asked(void);
 #endif

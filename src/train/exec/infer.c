@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "backend/backend.h"
 #include "nobubble/backend.h"
 #include "nobubble/checkpoint.h"
 #include "nobubble/data.h"
@@ -42,6 +43,9 @@ int nb_eval(const nb_eval_options *o, nb_eval_result *r) {
     nb_memory_estimate mem;
     if (nb_loader_check_pattern(val) || nb_infer_memory_estimate(&cfg, B, T, 0, &mem)) return -1;
     if (o->memory_check && nb_memory_check(&mem, "--no-memory-check")) return -1;
+    if (o->device && !strcmp(o->device, "cuda") && nb_config_moe_blocks(&cfg) > 0 && !nb_backend_cuda_next_asked())
+        return nb_fail("--device cuda: %s is a mixture of experts, which is written for the GPU but has not yet run on "
+                       "one (docs/gpu.md): NB_CUDA_KERNELS=next runs it", o->checkpoint);
     nb_backend *be = NULL;
     if (nb_backend_open_device(o->device, o->gemm, &be)) return nb_fail("--device: %s", nb_last_error());
     nb_model m;

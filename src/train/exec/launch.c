@@ -55,6 +55,16 @@ static int check_device_options(const nb_train_options *o) {
     if (!dev || !*dev || !strcmp(dev, "cpu")) return 0;
     if (strcmp(dev, "guarded") && strcmp(dev, "cuda"))   /* a name no build knows: said before what a device lacks */
         return nb_fail("--device: device '%s': expected %s", dev, nb_backend_devices());
+    /* written for the GPU and checked on the guarded device, but not yet run on a GPU: only when asked for */
+    const int ns = o->optim.kind == NB_OPT_MUON || o->optim.kind == NB_OPT_NORMUON;
+    const char *unproven = nb_config_moe_blocks(&o->model) > 0 ? "a mixture of experts"
+                           : o->optim.kind == NB_OPT_SGD      ? "--optimizer sgd"
+                           : ns && o->precision != NB_PRECISION_FP32
+                               ? "Newton-Schulz with bf16 operands (--optimizer muon or normuon under bf16 or auto)"
+                               : NULL;
+    if (!strcmp(dev, "cuda") && unproven && !nb_backend_cuda_next_asked())
+        return nb_fail("--device cuda: %s on the GPU is written but has not yet run on one (docs/gpu.md): "
+                       "NB_CUDA_KERNELS=next runs it", unproven);
     return 0;
 }
 
