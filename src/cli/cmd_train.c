@@ -106,6 +106,11 @@ static void train_options(train_args *t, nb_train_options *o) {
         char help[HELP_SIZE];
         if (!s->flag) continue;
         nb_setting_help(s, help, sizeof help);
+        /* the backends are the build's (cuda only with -DNB_CUDA=ON): asked of the backend, which the settings
+         * table (linked without it, e.g. by the fuzzers) does not call */
+        if (s->offset == offsetof(nb_train_options, gemm))
+            snprintf(help, sizeof help, "%-6s the backend of the products: %s (not given: the environment's NB_GEMM, else "
+                     "the build's default)", s->metavar, nb_backend_choices());
         add_setting_flag(t, s->flag, help);
         if (s->off_flag) add_setting_flag(t, s->off_flag, "       the opposite of the flag above");
     }

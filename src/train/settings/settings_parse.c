@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "nobubble/backend.h"
 #include "nobubble/pipeline.h"
 #include "nobubble/runtime.h"
 #include "nobubble/train.h"
@@ -375,8 +374,6 @@ void nb_setting_help(const nb_setting *s, char *buf, size_t size) {
     char names[256] = "";
     if (s->names) nb_names_join(s->names, " | ", names, sizeof names);
     if (s->type == NB_SET_DELAY) nb_delay_modes_text(" | ", " | ", names, sizeof names);
-    /* the backends are the build's (cuda only with -DNB_CUDA=ON): asked of the backend, not written here */
-    if (s->offset == offsetof(nb_train_options, gemm)) snprintf(names, sizeof names, "%s", nb_backend_choices());
     if (names[0]) append(buf, size, ": %s", names);
     if (def[0]) append(buf, size, " (%s)", def);
     nb_range r;
