@@ -67,6 +67,10 @@ const char *nb_backend_name(const nb_backend *b) { return b->name; }
 const char *nb_backend_label(const nb_backend *b) { return b->label; }
 int nb_backend_check(const nb_backend *b) { return b->ops->check(b); }
 
+int nb_backend_device_named(const char *device) {
+    return !strcmp(device, "cpu") || !strcmp(device, "guarded") || !strcmp(device, "cuda");
+}
+
 int nb_backend_cuda_next_asked(void) {
     const char *v = getenv("NB_CUDA_KERNELS");
     return v && !strcmp(v, "next");

@@ -180,4 +180,6 @@ const char *nb_cpu_isa_name(void);
 /* Whether NB_CUDA_KERNELS=next asks for the GPU code written since the last run on a GPU and not yet run on one
  * (docs/gpu.md): the CUDA backend's next kernels, and the device paths the executor refuses without it. */
 int nb_backend_cuda_next_asked(void);
+/* 1 where `device` names a device some build knows (cpu, guarded, cuda), before any is opened ("" names none). */
+int nb_backend_device_named(const char *device);
 #endif

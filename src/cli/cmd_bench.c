@@ -477,7 +477,7 @@ int cmd_bench(int argc, char **argv) {
                 batch, tokens);
         return 2;
     }
-    if (device && strcmp(device, "cpu") && strcmp(device, "guarded") && strcmp(device, "cuda")) {
+    if (device && !nb_backend_device_named(device)) {
         fprintf(stderr, "nobubble bench: --device '%s': expected %s\n", device, nb_backend_devices());
         return 2;
     }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "backend/backend.h"
 #include "nobubble/backend.h"
 #include "nobubble/checkpoint.h"
 #include "nobubble/data.h"
@@ -36,7 +37,7 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "nobubble eval: --checkpoint DIR is required\n");
         return 2;
     }
-    if (device && strcmp(device, "cpu") && strcmp(device, "guarded") && strcmp(device, "cuda")) {  /* '' too, as bench */
+    if (device && !nb_backend_device_named(device)) {  /* '' too, as bench */
         fprintf(stderr, "nobubble eval: --device '%s': expected %s\n", device, nb_backend_devices());
         return 2;
     }

@@ -53,7 +53,7 @@ static int check_replicas_pipeline(const nb_train_options *o, nb_pipe_kind kind)
 static int check_device_options(const nb_train_options *o) {
     const char *dev = o->device;
     if (!dev || !*dev || !strcmp(dev, "cpu")) return 0;
-    if (strcmp(dev, "guarded") && strcmp(dev, "cuda"))   /* a name no build knows: said before what a device lacks */
+    if (!nb_backend_device_named(dev))   /* a name no build knows: said before what a device lacks */
         return nb_fail("--device: device '%s': expected %s", dev, nb_backend_devices());
     /* written for the GPU and checked on the guarded device, but not yet run on a GPU: only when asked for */
     const int ns = o->optim.kind == NB_OPT_MUON || o->optim.kind == NB_OPT_NORMUON;
