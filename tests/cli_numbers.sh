@@ -49,4 +49,13 @@ for pair in "1e-3 0.001" "2 +2" "0.5 5e-1"; do
   expect_error "axis x: $pair" "value '${pair#* }' is the same number as the value labelled '${pair%% *}'" \
     "$bin" sweep "$work/same.grid" --out "$work/same" --dry-run
 done
+# words C's strtod reads as numbers and no setting does: refused when the grid is read, not by its runs
+for v in 0x10 nan inf -Infinity 0x1p4; do
+  printf 'axis lr: 16 %s\n' "$v" > "$work/c.grid"
+  expect_error "axis lr: 16 $v" "axis lr: value '$v' is no decimal number" \
+    "$bin" sweep "$work/c.grid" --out "$work/c" --dry-run
+done
+printf 'axis delay: 2bw 1e nano\n' > "$work/words.grid"
+"$bin" sweep "$work/words.grid" --out "$work/words" --dry-run > "$work/words.out" 2> "$work/err" && ok ||
+  fail "axis delay: 2bw 1e nano (words, not numbers) refused: $(cat "$work/err")"
 finish

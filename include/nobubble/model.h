@@ -217,7 +217,8 @@ int nb_stage_forward(const nb_stage *s, const float *w, long version, nb_acts *a
 /* Backward of the micro-batch held in a, on the same weights w as its forward. The last
  * stage seeds from its loss times loss_scale (1/M when M micro-batches are accumulated);
  * the others read dout[B*T*d]. Gradients are added to s->grads. Both return -1 when memory for
- * their scratch runs out (backward's gradients are then partial). */
+ * their scratch runs out (backward's gradients are then partial). Backward refuses a slot whose last
+ * forward was not a successful nb_stage_forward of this stage (none yet, a failed one, another stage's). */
 int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, const float *dout, float loss_scale);
 /* The backward split in two (zero-bubble schedules, ZB-H1): its input-gradient half B, which the stage
  * upstream waits for, and its weight-gradient half W, which only the update waits for and a schedule may

@@ -163,7 +163,21 @@ static int put_label_word(nb_buf *label, const char *word, size_t n) {
 
 /* A shorthand value: V (maybe quoted, maybe several words) gives `--NAME V` and the label made of V's
  * words joined by '-' (put_label_word): "2bw --ef 1" -> 2bw-ef-1, "-1e-3" -> neg1e-3. */
+/* A word that C's strtod reads whole but that is no decimal number: hexadecimal, "inf", "nan". No setting
+ * takes one (nb_is_decimal), so that a grid refuses it when it is read, not when its runs start, and
+ * "0x10" never stands beside "16" as a second point. */
+static int is_c_only_number(const char *v) {
+    char *end;
+    if (!*v || nb_is_decimal(v, 0)) return 0;
+    (void)strtod(v, &end);
+    return end != v && !*end;
+}
+
 static int add_short_value(nb_grid *g, gaxis *ax, int line, const char *v) {
+    if (is_c_only_number(v))
+        return nb_fail("%s:%d: axis %s: value '%s' is no decimal number (hexadecimal, inf and nan are not read by any "
+                       "setting); expected digits, an optional point and exponent, e.g. 1.6e-2", g->what, line,
+                       ax->name, v);
     nb_buf flags = {0}, label = {0};
     int rc = -1, is_number = nb_is_decimal(v, 0);
     double x = is_number ? strtod(v, NULL) : 0;

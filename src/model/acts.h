@@ -57,6 +57,10 @@ struct nb_acts {
     float *dinput;       /* the gradient of the stage's input, sent after backward (not the first stage) */
     float loss;
     double aux;          /* the forward's load-balancing losses, summed over the stage's MoE blocks */
+    /* The stage whose last nb_stage_forward filled the slot, NULL before one or after a failed one: backward
+     * reads what that forward kept, so that it refuses a slot no forward of its stage filled (it would
+     * otherwise add gradients of whatever the slot's memory holds, zeros for a new slot). */
+    const void *forwarded_by;
 };
 
 /* The stage's backend: the one it holds, else the default (NULL with nb_last_error if that cannot open).

@@ -594,6 +594,7 @@ int nb_stage_forward(const nb_stage *s, const float *w, long version, nb_acts *a
     if (a->precision != s->precision)
         return nb_fail("stage %d: activation slot was made for %s, the stage runs %s", s->index,
                        nb_precision_name(a->precision), nb_precision_name(s->precision));
+    a->forwarded_by = NULL;
     if (s->has_embed) {
         for (int n = 0; n < N; n++)
             if (tokens[n] < 0 || tokens[n] >= m.V)
@@ -611,6 +612,7 @@ int nb_stage_forward(const nb_stage *s, const float *w, long version, nb_acts *a
     if (stage_body_forward(s, w, version, a)) return -1;
     if (nb_backend_check(s->backend)) return nb_fail("stage %d, forward: %s", s->index, nb_last_error());
     if (s->has_head && loss) *loss = a->loss;
+    a->forwarded_by = s;
     return 0;
 }
 
@@ -638,6 +640,10 @@ static int grads_final(nb_stage *s, size_t from, size_t *end) {
 int nb_stage_backward(nb_stage *s, const float *w, long version, nb_acts *a, const float *dout, float loss_scale) {
     dims m = stage_dims(&s->cfg);
     int B = a->B, T = a->T, N = B * T;
+    if (a->forwarded_by != s)
+        return nb_fail("stage %d, backward: the activation slot holds no forward of this stage (%s); run "
+                       "nb_stage_forward on it first", s->index,
+                       a->forwarded_by ? "its last forward ran on another stage" : "none ran, or the last one failed");
     if (a->precision != s->precision)
         return nb_fail("stage %d: activation slot was made for %s, the stage runs %s", s->index,
                        nb_precision_name(a->precision), nb_precision_name(s->precision));
