@@ -170,12 +170,21 @@ corrupt; patch "$work/bad/state.safetensors" '"dtype":"F32"' '"dtype":"I32"'
 expect_error "a wrong dtype in the state" "state.safetensors: tensor .*: unsupported dtype 'I32'" resume_bad
 corrupt; patch "$work/bad/state.safetensors" '"param:model.norm.weight"' '"param:model.norm.weighX"'
 expect_error "a tensor missing from the state" "state.safetensors: metadata 'nobubble.checksum:param:model.norm.weight' is the checksum of a tensor 'param:model.norm.weight' the file does not hold" resume_bad
+# A metadata value or an entry changed so that the header still parses: the header's checksum refuses it. The
+# checks of meaning behind it (for files without one: written before it, or by other tools) are then tested
+# on the same file with the checksum's key renamed (unsum), which makes it such a file.
+unsum() { patch "$1" '"nobubble.header_checksum"' '"nobubble.header_checksuX"'; }
 corrupt; patch "$work/bad/state.safetensors" '"run.d_ffn":"384"' '"run.d_ffn":"192"'
+expect_error "a run setting changed in the state" "state.safetensors: header checksum mismatch (.*): the file is corrupt" \
+  train --set d_ffn=192 --steps 8 --stages 2 --resume "$work/bad"
+unsum "$work/bad/state.safetensors"
 expect_error "a state tensor of the wrong size" "tensor 'param:model.layers.0.mlp.gate_proj.weight' has 49152 values, this run needs 24576" \
   train --set d_ffn=192 --steps 8 --stages 2 --resume "$work/bad"
-corrupt; patch "$work/bad/state.safetensors" '"next_step":"6"' '"next_step":"x"'
+corrupt; patch "$work/bad/state.safetensors" '"next_step":"6"' '"next_step":"7"'
+expect_error "the state's next step changed (it still parses)" "state.safetensors: header checksum mismatch" resume_bad
+corrupt; patch "$work/bad/state.safetensors" '"next_step":"6"' '"next_step":"x"'; unsum "$work/bad/state.safetensors"
 expect_error "bad metadata in the state" "metadata 'next_step' = 'x' is not an integer" resume_bad
-corrupt; patch "$work/bad/state.safetensors" '"state_format":"2"' '"state_format":"1"'
+corrupt; patch "$work/bad/state.safetensors" '"state_format":"2"' '"state_format":"1"'; unsum "$work/bad/state.safetensors"
 expect_error "another state format" "state format 1, this nobubble reads format 2" resume_bad
 # flip BYTE_FROM_END FILE: flips a bit of a byte of the tensor data, counted from the end of the file
 flip() { local at b; at=$(( $(stat -c %s "$2") - $1 )); b=$(od -An -tu1 -j "$at" -N1 "$2" | tr -d ' ')
@@ -195,6 +204,8 @@ expect_error "a wrong dtype in the model" "model.safetensors: tensor .*: unsuppo
 corrupt; patch "$work/bad/model.safetensors" '"model.norm.weight"' '"model.norm.weighX"'
 expect_error "a tensor missing from the model" "model.safetensors: metadata 'nobubble.checksum:model.norm.weight' is the checksum of a tensor 'model.norm.weight' the file does not hold" eval_bad
 corrupt; patch "$work/bad/model.safetensors" '"shape":[300,128]' '"shape":[128,300]'
+expect_error "a model tensor's shape transposed" "model.safetensors: header checksum mismatch" eval_bad
+unsum "$work/bad/model.safetensors"
 expect_error "a model tensor of the wrong shape" "has shape \[128, 300\], the model expects \[300, 128\]" eval_bad
 corrupt; patch "$work/bad/config.json" '"hidden_size": 128' '"hidden_size": "x"'
 expect_error "a bad config.json" 'config.json: "hidden_size" is "x": expected an integer' eval_bad

@@ -72,23 +72,24 @@ static void test_spec_bytes(void) {
     CHECK(nb_st_write(pathf("spec.safetensors"), &t, 1, NULL, 0) == 0, "write: %s", nb_last_error());
     size_t n;
     unsigned char *p = check_slurp(pathf("spec.safetensors"), &n);
-    /* JSON: 131 bytes by hand (the checksum is Python xxhash's XXH3 of the 8 tensor bytes,
-     * `python3 tools/reference/checksums.py --vectors`), padded with 5 spaces to 136; then 8 tensor
-     * bytes: 152 in all */
-    const char *json = "{\"__metadata__\":{\"format\":\"pt\",\"nobubble.checksum:a\":\"xxh3:28a0ba9c345d3723\"},"
+    /* JSON: 182 bytes by hand (the tensor's checksum is Python xxhash's XXH3 of the 8 tensor bytes, the
+     * header's its XXH3 of the header's canonical form: `python3 tools/reference/checksums.py --vectors`),
+     * padded with 2 spaces to 184; then 8 tensor bytes: 200 in all */
+    const char *json = "{\"__metadata__\":{\"format\":\"pt\",\"nobubble.checksum:a\":\"xxh3:28a0ba9c345d3723\","
+                       "\"nobubble.header_checksum\":\"xxh3:597fe6d5e60d29e6\"},"
                        "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
-    CHECK(strlen(json) == 131, "hand-computed JSON length");
-    CHECK(p && n == 152, "file size %zu, expected 8 + 136 + 8 = 152", n);
-    if (!p || n != 152) { free(p); return; }
-    unsigned char len8[8] = {136, 0, 0, 0, 0, 0, 0, 0};
-    CHECK(memcmp(p, len8, 8) == 0, "header length field is not 136 little-endian");
-    CHECK(memcmp(p + 8, json, 131) == 0, "header JSON differs: %.136s", (const char *)p + 8);
-    CHECK(memcmp(p + 8 + 131, "     ", 5) == 0, "padding is not 5 spaces");
+    CHECK(strlen(json) == 182, "hand-computed JSON length");
+    CHECK(p && n == 200, "file size %zu, expected 8 + 184 + 8 = 200", n);
+    if (!p || n != 200) { free(p); return; }
+    unsigned char len8[8] = {184, 0, 0, 0, 0, 0, 0, 0};
+    CHECK(memcmp(p, len8, 8) == 0, "header length field is not 184 little-endian");
+    CHECK(memcmp(p + 8, json, 182) == 0, "header JSON differs: %.184s", (const char *)p + 8);
+    CHECK(memcmp(p + 8 + 182, "  ", 2) == 0, "padding is not 2 spaces");
     /* 1.0f = 0x3F800000, -2.0f = 0xC0000000, little-endian */
     unsigned char data[8] = {0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x00, 0xC0};
-    CHECK(memcmp(p + 144, data, 8) == 0, "tensor bytes differ");
+    CHECK(memcmp(p + 192, data, 8) == 0, "tensor bytes differ");
     nb_json root;
-    CHECK(nb_json_parse((const char *)p + 8, 136, &root, "spec header") == 0, "header does not parse: %s", nb_last_error());
+    CHECK(nb_json_parse((const char *)p + 8, 184, &root, "spec header") == 0, "header does not parse: %s", nb_last_error());
     const nb_json *ta = nb_json_get(&root, "a"), *md = nb_json_get(&root, "__metadata__");
     CHECK(md && nb_json_get(md, "format") && !strcmp(nb_json_get(md, "format")->str, "pt"), "__metadata__.format != pt");
     const nb_json *off = ta ? nb_json_get(ta, "data_offsets") : NULL;
@@ -108,8 +109,8 @@ static void test_spec_bytes(void) {
     CHECK(nb_json_parse((const char *)p + 8, N, &root, "meta header") == 0, "meta header parse: %s", nb_last_error());
     const nb_json *ob = nb_json_get(&root, "b"), *os = nb_json_get(&root, "s");
     md = nb_json_get(&root, "__metadata__");
-    /* format, the two given, a checksum per tensor */
-    CHECK(md && md->n == 6 && !strcmp(nb_json_get(md, "producer")->str, "nobubble \"x\""), "metadata not written");
+    /* format, the two given, a checksum per tensor, the header's */
+    CHECK(md && md->n == 7 && !strcmp(nb_json_get(md, "producer")->str, "nobubble \"x\""), "metadata not written");
     CHECK(ob && nb_json_get(ob, "data_offsets")->items[1].i == 24, "b offsets");
     CHECK(os && nb_json_get(os, "shape")->n == 0 && nb_json_get(os, "data_offsets")->items[0].i == 24 &&
               nb_json_get(os, "data_offsets")->items[1].i == 28, "scalar offsets");
@@ -134,6 +135,9 @@ static void test_spec_bytes(void) {
     const char *sum[2] = {"nobubble.checksum:a", "xxh3:0000000000000000"};
     CHECK(nb_st_write(pathf("dup.safetensors"), &t, 1, sum, 1) == -1 && strstr(nb_last_error(), "reserved"),
           "a checksum key given by the caller was written");
+    const char *hsum[2] = {"nobubble.header_checksum", "xxh3:0000000000000000"};
+    CHECK(nb_st_write(pathf("dup.safetensors"), &t, 1, hsum, 1) == -1 && strstr(nb_last_error(), "reserved"),
+          "the header's checksum key given by the caller was written");
     CHECK(access(pathf("dup.safetensors"), F_OK) != 0, "a refused write left a file");
 }
 
@@ -299,6 +303,71 @@ static void test_checksum_fixtures(void) {
               "%s: a flipped byte was read or the error does not name %s: %s", copy, algo[k], nb_last_error());
         nb_st_close(&f);
     }
+}
+
+/* Writes a copy of path (into the test's folder, as name) with the first occurrence of `from` in its header
+ * replaced by `to` (the same length); 0 when done. */
+static int copy_with(const char *path, const char *name, const char *from, const char *to) {
+    size_t n;
+    unsigned char *raw = check_slurp(path, &n);
+    const size_t len = strlen(from);
+    unsigned char *at = NULL;
+    for (size_t i = 0; raw && !at && i + len <= n; i++)
+        if (!memcmp(raw + i, from, len)) at = raw + i;
+    FILE *out = at ? fopen(pathf(name), "wb") : NULL;
+    if (out) {
+        memcpy(at, to, strlen(to));
+        fwrite(raw, 1, n, out);
+        fclose(out);
+    }
+    free(raw);
+    return out ? 0 : -1;
+}
+
+/* The header's checksum: the fixture that Python wrote with one (tools/reference/checksums.py, its own
+ * canonical form and xxhash) opens; a value, a key or an entry changed so that the header still parses is
+ * refused naming the header's checksum; the older fixtures, without one, open as before. */
+static void test_header_checksum(void) {
+    const char *path = "tests/fixtures/checksums/tiny_header.safetensors";
+    nb_st_file f;
+    CHECK(nb_st_open(path, &f) == 0, "open %s: %s", path, nb_last_error());
+    if (f.fd >= 0) {
+        CHECK(nb_st_meta(&f, "run.lr") && !strcmp(nb_st_meta(&f, "run.lr"), "0.004") && nb_st_meta(&f, "note") &&
+                  !strcmp(nb_st_meta(&f, "note"), "caf\xc3\xa9 \"q\""), "%s: metadata", path);
+        nb_st_close(&f);
+    }
+    static const char *const edits[][3] = {
+        {"lr_changed", "\"0.004\"", "\"0.005\""},             /* a value that still parses */
+        {"key_changed", "\"next_step\"", "\"next_stop\""},     /* a key */
+        {"escaped_changed", "\\\"q\\\"", "\\\"r\\\""},     /* a character inside an escaped value */
+        {"sum_changed", "0fe3474af84f3421", "0fe3474af84f3420"},  /* the header's checksum itself */
+    };
+    for (size_t k = 0; k < sizeof edits / sizeof edits[0]; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "header_%s.safetensors", edits[k][0]);
+        if (copy_with(path, name, edits[k][1], edits[k][2])) {
+            CHECK(0, "%s: the fixture has no %s", path, edits[k][1]);
+            continue;
+        }
+        int r = nb_st_open(pathf(name), &f);
+        if (!r) nb_st_close(&f);
+        CHECK(r == -1 && strstr(nb_last_error(), pathf(name)) && strstr(nb_last_error(), "header checksum mismatch"),
+              "%s: opened, or the error does not name the header's checksum: %s", name, r ? nb_last_error() : "(opened)");
+    }
+    /* an entry changed so that every other check passes: a [2, 3] tensor read as [3, 2] */
+    float b6[6] = {1, 2, 3, 4, 5, 6};
+    nb_st_tensor t = {"m", 2, {2, 3}, b6};
+    CHECK(nb_st_write(pathf("header_shape.safetensors"), &t, 1, NULL, 0) == 0, "write: %s", nb_last_error());
+    CHECK(copy_with(pathf("header_shape.safetensors"), "header_shape_changed.safetensors", "[2,3]", "[3,2]") == 0,
+          "copy");
+    CHECK(nb_st_open(pathf("header_shape_changed.safetensors"), &f) == -1 &&
+              strstr(nb_last_error(), "header checksum mismatch"), "a shape changed to [3, 2]: %s", nb_last_error());
+    CHECK(nb_st_open(pathf("header_shape.safetensors"), &f) == 0, "the file as written: %s", nb_last_error());
+    if (f.fd >= 0) nb_st_close(&f);
+    CHECK(copy_with(path, "header_bad_value.safetensors", "xxh3:0fe3", "xxh4:0fe3") == 0, "copy");
+    CHECK(nb_st_open(pathf("header_bad_value.safetensors"), &f) == -1 &&
+              strstr(nb_last_error(), "nobubble.header_checksum") && strstr(nb_last_error(), "is not a checksum"),
+          "a header checksum that names no algorithm: %s", nb_last_error());
 }
 
 static void flip_byte(const char *path, long at) {
@@ -738,6 +807,7 @@ int main(void) {
     test_half();
     test_checksum_values();
     test_checksum_fixtures();
+    test_header_checksum();
     test_checksum_file();
     test_reject();
     test_export_import();

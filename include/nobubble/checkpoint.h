@@ -25,11 +25,17 @@ typedef struct nb_st_tensor {
 #define NB_ST_CHECKSUM_ALGO "xxh3:"
 #define NB_ST_CHECKSUM_ALGO_OLD "nbh64:"
 typedef enum { NB_ST_XXH3, NB_ST_NBH64 } nb_st_algo;
+/* The metadata key of the header's checksum: NB_ST_CHECKSUM_ALGO "<16 hex digits>", XXH3 of the header's
+ * content in a canonical form (every other metadata pair, sorted by key; every tensor's name, dtype, shape
+ * and offsets, sorted by name; docs/checkpoints.md), so that a damaged byte in a metadata value that still
+ * parses (a run's learning rate, a step) or in an entry is refused, not read. Files without it (written
+ * before it, or by other tools) are read as before. */
+#define NB_ST_HEADER_CHECKSUM_KEY "nobubble.header_checksum"
 
 /* Writes path as safetensors: every tensor as F32, contiguous from 0 in the order given, and
  * "__metadata__": {"format": "pt"} plus n_meta extra string pairs (meta[2k] = key, meta[2k+1] =
- * value; a key may not be "format" nor begin with NB_ST_CHECKSUM_KEY; meta may be NULL when n_meta
- * is 0), then each tensor's checksum. Atomic: a temporary
+ * value; a key may not be "format", NB_ST_HEADER_CHECKSUM_KEY nor begin with NB_ST_CHECKSUM_KEY; meta
+ * may be NULL when n_meta is 0), then each tensor's checksum, then the header's. Atomic: a temporary
  * file in the same folder, flushed and fsync'ed, renamed over path, then the folder fsync'ed;
  * on failure path is untouched (a previous file stays as it was) and the temporary removed. */
 int nb_st_write(const char *path, const nb_st_tensor *tensors, int n, const char *const *meta, int n_meta);
@@ -65,7 +71,7 @@ typedef struct nb_st_file {
 /* Opens and validates path: the header length (within the file, at most 100 MB), the JSON,
  * each entry (dtype F32, F16 or BF16; shape; data_offsets matching dtype x shape), no
  * duplicate names, offsets contiguous from 0 to the end of the file without gaps or overlaps,
- * checksums well-formed (one for a tensor the file does not hold is ignored).
+ * checksums well-formed, and the header's checksum where the file has one.
  * Errors name the file and the problem. The file stays open until nb_st_close. */
 int nb_st_open(const char *path, nb_st_file *f);
 void nb_st_close(nb_st_file *f);

@@ -30,6 +30,51 @@ const char *nb_st_dtype_name(nb_st_dtype d) {
 
 static size_t dtype_size(nb_st_dtype d) { return d == NB_ST_F32 ? 4 : 2; }
 
+/* ------------------------------------------------------------------ the header's checksum */
+typedef struct {
+    const char *key, *value;
+} meta_pair;
+
+typedef struct {
+    const char *name, *dtype;
+    int ndim;
+    const int64_t *shape;
+    uint64_t begin, end;
+} digest_entry;
+
+static int cmp_pair_key(const void *a, const void *b) {
+    return strcmp(((const meta_pair *)a)->key, ((const meta_pair *)b)->key);
+}
+
+static int cmp_digest_name(const void *a, const void *b) {
+    return strcmp(((const digest_entry *)a)->name, ((const digest_entry *)b)->name);
+}
+
+/* XXH3 of the header's canonical form (docs/checkpoints.md, "The header's checksum"): for each metadata pair
+ * in ascending byte order of its key, 'M' key NUL value NUL; then for each tensor in ascending byte order of
+ * its name, 'T' name NUL dtype NUL each dimension in decimal followed by ',' NUL begin NUL end NUL. Sorted,
+ * so that the value does not depend on how a writer orders its JSON; unescaped strings, so that it does not
+ * depend on how it escapes them. Sorts m and e in place; -1 when out of memory. */
+static int header_digest(meta_pair *m, int n_meta, digest_entry *e, int n, uint64_t *out) {
+    qsort(m, (size_t)n_meta, sizeof *m, cmp_pair_key);
+    qsort(e, (size_t)n, sizeof *e, cmp_digest_name);
+    nb_buf b = {0};
+    int r = 0;
+    for (int k = 0; k < n_meta && !r; k++)
+        r = nb_buf_put(&b, "M", 1) || nb_buf_put(&b, m[k].key, strlen(m[k].key) + 1) ||
+            nb_buf_put(&b, m[k].value, strlen(m[k].value) + 1);
+    for (int i = 0; i < n && !r; i++) {
+        r = nb_buf_put(&b, "T", 1) || nb_buf_put(&b, e[i].name, strlen(e[i].name) + 1) ||
+            nb_buf_put(&b, e[i].dtype, strlen(e[i].dtype) + 1);
+        for (int d = 0; d < e[i].ndim && !r; d++) r = nb_buf_printf(&b, "%lld,", (long long)e[i].shape[d]);
+        r = r || nb_buf_put(&b, "", 1) || nb_buf_printf(&b, "%llu", (unsigned long long)e[i].begin) ||
+            nb_buf_put(&b, "", 1) || nb_buf_printf(&b, "%llu", (unsigned long long)e[i].end) || nb_buf_put(&b, "", 1);
+    }
+    if (!r) *out = nb_st_checksum(b.p ? b.p : "", b.n);
+    nb_buf_free(&b);
+    return r ? -1 : 0;
+}
+
 /* ------------------------------------------------------------------ writer */
 /* Element count of a shape, refusing products past 2^60 (no size_t overflow anywhere after). */
 static int shape_numel(const int64_t *shape, int ndim, size_t *out) {
@@ -99,6 +144,8 @@ static int check_meta(const char *path, const char *const *meta, int n_meta) {
     for (int k = 0; k < n_meta; k++) {
         if (!meta[2 * k] || !meta[2 * k + 1]) return nb_fail("%s: metadata entry %d is NULL", path, k);
         if (!strcmp(meta[2 * k], "format")) return nb_fail("%s: metadata key 'format' is reserved (always \"pt\")", path);
+        if (!strcmp(meta[2 * k], NB_ST_HEADER_CHECKSUM_KEY))
+            return nb_fail("%s: metadata key '%s' is reserved for the header's checksum", path, meta[2 * k]);
         if (!strncmp(meta[2 * k], NB_ST_CHECKSUM_KEY, strlen(NB_ST_CHECKSUM_KEY)))
             return nb_fail("%s: metadata key '%s': keys beginning with '%s' are reserved for the tensors' checksums",
                            path, meta[2 * k], NB_ST_CHECKSUM_KEY);
@@ -119,9 +166,45 @@ static int put_checksum(nb_buf *h, const char *name, uint64_t sum) {
     return r;
 }
 
-/* The header: metadata (format, the caller's pairs, the checksums), the entries, spaces up to a
- * multiple of 8. Non-zero when out of memory. */
+/* The header's checksum of what build_header writes: "format", the caller's pairs and the tensors' checksums
+ * (sums[i]), the entries (F32, contiguous in the order given). Non-zero when out of memory. */
+static int written_header_digest(const nb_st_tensor *t, int n, const char *const *meta, int n_meta,
+                                 const uint64_t *sums, uint64_t *out) {
+    const int n_pairs = 1 + n_meta + n;
+    meta_pair *m = calloc((size_t)n_pairs, sizeof *m);
+    digest_entry *e = calloc(n ? (size_t)n : 1, sizeof *e);
+    char **keys = calloc(n ? (size_t)n : 1, sizeof *keys), (*values)[40] = calloc(n ? (size_t)n : 1, sizeof *values);
+    int r = !m || !e || !keys || !values;
+    uint64_t off = 0;
+    for (int i = 0; i < n && !r; i++) {
+        nb_buf key = {0};
+        if ((r = nb_buf_printf(&key, "%s%s", NB_ST_CHECKSUM_KEY, t[i].name))) break;
+        keys[i] = key.p;
+        snprintf(values[i], sizeof values[i], "%s%016llx", NB_ST_CHECKSUM_ALGO, (unsigned long long)sums[i]);
+        size_t numel = 0;
+        shape_numel(t[i].shape, t[i].ndim, &numel);
+        e[i] = (digest_entry){t[i].name, "F32", t[i].ndim, t[i].shape, off, off + (uint64_t)numel * 4};
+        off += (uint64_t)numel * 4;
+    }
+    if (!r) {
+        m[0] = (meta_pair){"format", "pt"};
+        for (int k = 0; k < n_meta; k++) m[1 + k] = (meta_pair){meta[2 * k], meta[2 * k + 1]};
+        for (int i = 0; i < n; i++) m[1 + n_meta + i] = (meta_pair){keys[i], values[i]};
+        r = header_digest(m, n_pairs, e, n, out);
+    }
+    for (int i = 0; keys && i < n; i++) free(keys[i]);
+    free(keys);
+    free(values);
+    free(m);
+    free(e);
+    return r;
+}
+
+/* The header: metadata (format, the caller's pairs, the tensors' checksums, the header's), the entries, spaces
+ * up to a multiple of 8. Non-zero when out of memory. */
 static int build_header(nb_buf *h, const nb_st_tensor *t, int n, const char *const *meta, int n_meta) {
+    uint64_t *sums = calloc(n ? (size_t)n : 1, sizeof *sums), digest = 0;
+    if (!sums) return -1;
     int r = nb_buf_put(h, "{\"__metadata__\":{\"format\":\"pt\"", 30);
     for (int k = 0; k < n_meta && !r; k++) {
         r = nb_buf_put(h, ",", 1);
@@ -132,8 +215,13 @@ static int build_header(nb_buf *h, const nb_st_tensor *t, int n, const char *con
     for (int i = 0; i < n && !r; i++) {
         size_t numel = 0;
         shape_numel(t[i].shape, t[i].ndim, &numel);
-        r = put_checksum(h, t[i].name, checksum_floats_le(t[i].data, numel));
+        sums[i] = checksum_floats_le(t[i].data, numel);
+        r = put_checksum(h, t[i].name, sums[i]);
     }
+    r = r || written_header_digest(t, n, meta, n_meta, sums, &digest);
+    free(sums);
+    r = r || nb_buf_printf(h, ",\"%s\":\"%s%016llx\"", NB_ST_HEADER_CHECKSUM_KEY, NB_ST_CHECKSUM_ALGO,
+                           (unsigned long long)digest);
     r = r || nb_buf_put(h, "}", 1);
     uint64_t off = 0;
     for (int i = 0; i < n && !r; i++) {
@@ -395,6 +483,34 @@ static int attach_checksums(nb_st_file *f) {
     return 0;
 }
 
+/* The header's checksum, where the file has one: recomputed from what was parsed (header_digest) and compared. */
+static int check_header_checksum(const nb_st_file *f) {
+    const char *want_text = nb_st_meta(f, NB_ST_HEADER_CHECKSUM_KEY);
+    if (!want_text) return 0;  /* written before the header's checksum, or by another tool */
+    nb_st_algo algo;
+    uint64_t want, got = 0;
+    if (parse_checksum(want_text, &algo, &want) || algo != NB_ST_XXH3)
+        return nb_fail("%s: metadata '%s' = '%s' is not a checksum (expected '%s' and 16 lowercase hex digits)",
+                       f->path, NB_ST_HEADER_CHECKSUM_KEY, want_text, NB_ST_CHECKSUM_ALGO);
+    meta_pair *m = calloc(f->n_meta ? (size_t)f->n_meta : 1, sizeof *m);
+    digest_entry *e = calloc(f->n ? (size_t)f->n : 1, sizeof *e);
+    int n_pairs = 0, r = !m || !e;
+    for (int k = 0; !r && k < f->n_meta; k++)
+        if (strcmp(f->meta_keys[k], NB_ST_HEADER_CHECKSUM_KEY)) m[n_pairs++] = (meta_pair){f->meta_keys[k], f->meta_values[k]};
+    for (int i = 0; !r && i < f->n; i++) {
+        const nb_st_entry *x = &f->entries[i];
+        e[i] = (digest_entry){x->name, nb_st_dtype_name(x->dtype), x->ndim, x->shape, x->begin, x->end};
+    }
+    r = r || header_digest(m, n_pairs, e, f->n, &got);
+    free(m);
+    free(e);
+    if (r) return nb_fail("%s: out of memory checking the header", f->path);
+    if (got != want)
+        return nb_fail("%s: header checksum mismatch (its metadata and tensor entries hash to %s%016llx, the header "
+                       "says %s): the file is corrupt", f->path, NB_ST_CHECKSUM_ALGO, (unsigned long long)got, want_text);
+    return 0;
+}
+
 int nb_st_open(const char *path, nb_st_file *f) {
     memset(f, 0, sizeof *f);
     f->fd = -1;
@@ -453,6 +569,7 @@ int nb_st_open(const char *path, nb_st_file *f) {
     r = parse_header(f, &root);
     nb_json_free(&root);
     r = r ? r : attach_checksums(f);
+    r = r ? r : check_header_checksum(f);
     if (r) {
         nb_st_close(f);
         return -1;

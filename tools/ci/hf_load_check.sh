@@ -7,6 +7,7 @@
 # tokenizer (tokenizer.json + tokenizer_config.json) and encode every validation document to
 # nobubble's ids (--check-tokenizer). Run by .ci/run when transformers 4.31 and
 # Debian's torch can be installed; otherwise it says so and skips.
+# Also: every tensor's and each header's checksum of those files, recomputed in Python (checksums.py).
 # Usage: tools/ci/hf_load_check.sh path/to/nobubble
 set -euo pipefail
 bin=${1:?usage: hf_load_check.sh path/to/nobubble}
@@ -33,6 +34,18 @@ here=$(dirname "$0")
 "$py" "$here/../reference/hf_reference.py" --check-folder "$work/export" 2>/dev/null
 "$py" "$here/../reference/hf_reference.py" --check-folder "$work/ck/step_000003" 2>/dev/null
 "$py" "$here/../reference/hf_reference.py" --check-tokenizer "$work/export" "$work/data" 2>/dev/null
+# Every tensor's checksum and each header's, recomputed in Python (tools/reference/checksums.py: xxhash, its
+# own canonical form) on the export and the pipeline checkpoint's parts (model and state, a part per stage).
+if "$py" -c "import xxhash" 2>/dev/null || apt-get install -y -qq python3-xxhash > /dev/null; then
+  "$py" "$here/../reference/checksums.py" "$work/export/model.safetensors" "$work"/ck/step_000003/*.safetensors \
+    > "$work/sums.txt" || { grep -v ': ok$' "$work/sums.txt"; exit 1; }
+  headers=$(grep -c ': the header: ok$' "$work/sums.txt" || true)
+  files=$(ls "$work"/ck/step_000003/*.safetensors | wc -l)
+  [ "$headers" -eq $((files + 1)) ] || { echo "hf_load_check: $headers header checksums checked of $((files + 1)) files"; exit 1; }
+  echo "hf_load_check: checksums of $((files + 1)) files ok in Python (every tensor's and each header's)"
+else
+  echo "hf_load_check: the checksums' check skipped (could not install python3-xxhash)"
+fi
 # A mixture of experts, exported as Mixtral: transformers has Mixtral from 4.36 on, so 4.36.2 (with the
 # tokenizers and hub it needs; Debian's torch) goes into a folder of its own, beside the 4.31 above.
 if "$py" -m pip install -q --target "$work/tf436" --no-deps transformers==4.36.2 tokenizers==0.15.2 \
