@@ -58,8 +58,12 @@ check "... says it has no validation shards" grep -q "has no validation shards" 
 check "... and reports no val loss" grep -q "val loss none (no validation data)" "$work/v0.out"
 
 # ---- a training state's numbers (bash rewrites the safetensors header; its length may change)
-# st_edit FILE SED_EXPRESSION: the header through sed, padded to 8 bytes, its new length in front.
-st_edit() {
+# st_edit FILE SED_EXPRESSION: the header through sed, padded to 8 bytes, its new length in front. The edit
+# also drops the header's checksum (with it, every edit is refused as a corrupt header, tested below), so
+# that the file is one written before it: the checks of meaning here are what reads such a file.
+# st_edit_keep: the same, the header's checksum kept.
+st_edit() { st_edit_keep "$1" "$2; s/,\"nobubble.header_checksum\":\"xxh3:[0-9a-f]*\"//"; }
+st_edit_keep() {
   local f=$1 n m
   n=$(od -An -tu8 -N8 "$f" | tr -d ' ')
   head -c $((8 + n)) "$f" | tail -c "$n" | sed -e "$2" | tr -d '\n' > "$work/h.json"   # the header has no newline
@@ -88,6 +92,8 @@ expect_error "a loader position rescaled past its bound" "loader_position 281474
   train --steps 8 --resume "$work/bad" --override --set context=16
 corrupt; st_edit "$work/bad/state.safetensors" 's/"count:model.norm.weight":"[0-9]*"/"count:model.norm.weight":"3"/'
 check "an in-range edit still resumes (the editor works)" eval 'resume_bad >/dev/null 2>&1'
+corrupt; st_edit_keep "$work/bad/state.safetensors" 's/"count:model.norm.weight":"[0-9]*"/"count:model.norm.weight":"3"/'
+expect_error "the same edit with the header's checksum kept" "state.safetensors: header checksum mismatch" resume_bad
 
 # ---- checksums: a damaged key name must not drop a tensor's check
 corrupt; st_edit "$work/bad/model.safetensors" 's/"nobubble.checksum:model.norm.weight"/"nobubble.checksum:model.norm.weighX"/'
