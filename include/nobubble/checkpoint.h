@@ -81,6 +81,9 @@ const char *nb_st_meta(const nb_st_file *f, const char *key);           /* NULL 
  * element count. When the file holds the tensor's checksum, the bytes read must match it. */
 int nb_st_read_f32(const nb_st_file *f, const char *name, float *out, size_t n);
 const char *nb_st_dtype_name(nb_st_dtype d);
+/* Reads every tensor of f, so that each is checked against its checksum where the file holds one: 0, or -1
+ * naming the file and the first tensor that fails. *checked (may be NULL): how many had a checksum. */
+int nb_st_verify(const nb_st_file *f, int *checked);
 /* XXH3 (64-bit, seed 0) of n bytes: the checksum nb_st_write stores for each tensor. */
 uint64_t nb_st_checksum(const void *bytes, size_t n);
 

@@ -585,6 +585,29 @@ const nb_st_entry *nb_st_find(const nb_st_file *f, const char *name) {
     return hit ? *hit : NULL;
 }
 
+int nb_st_verify(const nb_st_file *f, int *checked) {
+    float *buf = NULL;
+    size_t cap = 0;
+    int rc = 0, n_checked = 0;
+    for (int i = 0; i < f->n && !rc; i++) {
+        const nb_st_entry *e = &f->entries[i];
+        if (!buf || e->numel > cap) {   /* never NULL, even for an empty tensor */
+            const size_t n = e->numel > 1 ? e->numel : 1;
+            float *grown = realloc(buf, n * sizeof *grown);
+            if (!grown) {
+                rc = nb_fail("%s: out of memory reading tensor '%s'", f->path, e->name);
+                break;
+            }
+            buf = grown, cap = n;
+        }
+        rc = nb_st_read_f32(f, e->name, buf, e->numel);
+        n_checked += e->has_checksum;
+    }
+    free(buf);
+    if (checked) *checked = n_checked;
+    return rc ? -1 : 0;
+}
+
 const char *nb_st_meta(const nb_st_file *f, const char *key) {
     for (int k = 0; k < f->n_meta; k++)
         if (!strcmp(f->meta_keys[k], key)) return f->meta_values[k];

@@ -18,4 +18,5 @@ int cmd_project(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
 #endif

@@ -29,6 +29,7 @@ static const subcommand subcommands[] = {
     {"export", cmd_export, "write a freshly initialized model as a Hugging Face folder (safetensors)", 0},
     {"sweep", cmd_sweep, "run a grid of training runs (child processes, resumable) into a results table", 1},
     {"report", cmd_report, "an HTML page of a sweep's runs: loss curves, gaps to sync, recovery", 0},
+    {"verify", cmd_verify, "read checkpoints, exports and save folders whole against their checksums", 0},
 };
 
 static const char *running = "nobubble";

@@ -304,25 +304,9 @@ void train_unlock_run(train_folders *f, int failed) {
 /* ------------------------------------------------------------------ --resume SAVE_DIR */
 /* Reads every tensor of the open state set, so that each is checked against its checksum. */
 static int verify_tensors(const nb_st_set *set) {
-    float *buf = NULL;
-    size_t cap = 0;
-    int rc = 0;
-    for (int p = 0; p < set->n && !rc; p++)
-        for (int i = 0; i < set->files[p].n && !rc; i++) {
-            const nb_st_entry *e = &set->files[p].entries[i];
-            if (!buf || e->numel > cap) {   /* never NULL, even for an empty tensor */
-                size_t n = e->numel > 1 ? e->numel : 1;
-                float *grown = realloc(buf, n * sizeof *buf);
-                if (!grown) {
-                    rc = nb_fail("out of memory reading %s", e->name);
-                    break;
-                }
-                buf = grown, cap = n;
-            }
-            rc = nb_st_read_f32(&set->files[p], e->name, buf, e->numel);
-        }
-    free(buf);
-    return rc;
+    for (int p = 0; p < set->n; p++)
+        if (nb_st_verify(&set->files[p], NULL)) return -1;
+    return 0;
 }
 
 /* Why checkpoint folder path cannot be resumed from (into why), or 0 when it can; with verify, a
