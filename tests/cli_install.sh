@@ -50,6 +50,7 @@ static_libs=$(pkg-config --static --libs nobubble | sed 's/-lnobubble\b/-l:libno
 # a sanitized build's library needs the sanitizers' runtimes in the program too
 extra=""
 grep -q '^NB_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" && extra="-fsanitize=address,undefined"
+grep -q '^NB_TSAN:BOOL=ON' "$build/CMakeCache.txt" && extra="-fsanitize=thread"
 
 for i in $(seq 1 40); do
   printf 'In the beginning God created the heaven and the earth. Paragraph %d.\n\nAnd the earth was without form, and void; and darkness was upon the face of the deep. %d\n\n' "$i" "$((i * 7))"
