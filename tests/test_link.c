@@ -1,6 +1,10 @@
 /* The threads transport as the executor uses it: polls (before and after a send, other pairs,
- * failures), the order of one pair's messages, and one thread driving several endpoints
- * round-robin with polls (a ring, and the MPI test's whole protocol on a loopback hub). */
+ * failures), the order of one pair's messages, one thread driving several endpoints round-robin
+ * with polls (a ring, and the MPI test's whole protocol on a loopback hub), and a receive that times
+ * out on one thread while another fails the hub. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include "check.h"
@@ -52,6 +56,47 @@ static void check_failure(void) {
     nb_hub_free(hub);
 }
 
+/* A receive that times out on its own thread, then another thread fails the hub: the receive says it
+ * timed out (the failure came after it). The only order between the two is `returned`, relaxed on
+ * purpose: it orders nothing for ThreadSanitizer (tools/ci/tsan.sh), which then sees whether the
+ * receive read the hub's failure flag under its mailbox's lock, as every write of it is made (it read
+ * it after unlocking, a data race with the failing thread's write). */
+typedef struct {
+    nb_link *link;
+    atomic_int returned;
+    int rc;
+    char error[256];
+} timed_recv;
+
+static void *recv_until_timeout(void *arg) {
+    timed_recv *r = arg;
+    int y;
+    r->rc = nb_link_recv(r->link, 1, 3, &y, sizeof y);
+    snprintf(r->error, sizeof r->error, "%s", nb_last_error());
+    atomic_store_explicit(&r->returned, 1, memory_order_relaxed);
+    return NULL;
+}
+
+static void check_timeout_then_failure(void) {
+    nb_hub *hub = nb_hub_create(3);
+    timed_recv r = {.link = nb_hub_link(hub, 0)};
+    nb_link_set_timeout(r.link, 0.02);
+    pthread_t tid;
+    if (pthread_create(&tid, NULL, recv_until_timeout, &r)) {
+        CHECK(0, "could not start the receiving thread");
+        nb_hub_free(hub);
+        return;
+    }
+    while (!atomic_load_explicit(&r.returned, memory_order_relaxed)) sched_yield();
+    nb_link_fail(nb_hub_link(hub, 2), "disk full");
+    pthread_join(tid, NULL);
+    CHECK(r.rc == -1 && strstr(r.error, "no message from stage 1 (tag 3) for 0.02 s"),
+          "a receive that timed out before the failure says so (%s)", r.error);
+    CHECK(nb_link_poll(nb_hub_link(hub, 0), 1, 3) == -1 && strstr(nb_last_error(), "stage 2 failed: disk full"),
+          "then the failure is seen (%s)", nb_last_error());
+    nb_hub_free(hub);
+}
+
 /* A token goes round a ring of 3 endpoints 5 times, all driven by this thread: endpoint 0 sends
  * first, each other endpoint receives before it sends. A driver that received in order without
  * polling would wait for ever at endpoint 0's first receive. */
@@ -90,6 +135,7 @@ int main(void) {
     check_poll();
     check_order();
     check_failure();
+    check_timeout_then_failure();
     check_ring();
     for (int P = 2; P <= 4; P++) check_protocol(P);
     return check_summary();

@@ -53,8 +53,11 @@ static int hub_recv(nb_link *l, int from, int tag, void *buf, size_t bytes) {
         if (l->timeout_s > 0) timed_out = pthread_cond_timedwait(&b->cv, &b->mu, &until) == ETIMEDOUT;
         else pthread_cond_wait(&b->cv, &b->mu);
     }
+    /* Read before unlocking: hub_fail writes it (and the message) under this lock, so a read after the
+     * unlock raced with a failure on another thread. Once seen set, both are final. */
+    const int failed = h->failed;
     pthread_mutex_unlock(&b->mu);
-    if (!m && timed_out && !h->failed) return nb_link_timed_out(l, from, tag);
+    if (!m && !failed) return nb_link_timed_out(l, from, tag);
     if (!m) return nb_fail("%s", h->failure);
     return nb_msg_deliver(m, l->stage, buf, bytes);
 }
