@@ -2,7 +2,7 @@
  * --data): the same small run through nb_train and through `nobubble train` (NB_BIN) gives the same
  * summary.json (weights hash, vocabulary taken from the folder's tokenizer, losses) and the same export
  * with the tokenizer beside it, and so does nb_run (the flags as text, one by one); vocab_from_data 0 keeps the model's own vocabulary; a data folder with a
- * train pattern is refused naming both. */
+ * train pattern is refused naming both; a stop request is consumed by the run it stops. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +128,19 @@ int main(void) {
     o.train_pattern = "/nowhere/*_train_*.bin";
     CHECK(nb_train(&o, &r) == -1 && strstr(nb_last_error(), "give one of them"), "data_dir and a train pattern: %s",
           nb_last_error());
+
+    /* A stop request stops the run it reaches (here the next one: none is running) and is consumed by it: a
+     * later run of the same process trains to its end (it stopped at its first step while the request stayed). */
+    snprintf(out, sizeof out, "%s/stopped", work);
+    o = small_run(data, out, NULL);
+    nb_train_request_stop();
+    CHECK(nb_train(&o, &r) == -1 && strstr(nb_last_error(), "stopped on request after step"),
+          "a requested stop stops the next run: %s", nb_last_error());
+    snprintf(out, sizeof out, "%s/after_stop", work);
+    o = small_run(data, out, NULL);
+    CHECK(nb_train(&o, &r) == 0, "the run after a stopped one trains to its end: %s", nb_last_error());
+    summary_value("after_stop", "weights_hash", b, sizeof b);
+    CHECK(a[0] && !strcmp(a, b), "... to the same weights as the first run (%s, %s)", b, a);
 
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", work);

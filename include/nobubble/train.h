@@ -206,7 +206,9 @@ int nb_evaluate(nb_model *m, nb_acts *acts, struct nb_loader *val, int batches, 
 /* Asks a running nb_train to stop after the current step, saving a checkpoint first when it has a
  * save_dir. Thread-safe and async-signal-safe; the CLI calls it from a thread that takes the stop
  * signals with sigwait (a handler interrupting oneDNN's GEMM can corrupt memory: util/signals.h).
- * nb_train then fails with a message saying where it stopped. */
+ * nb_train then fails with a message saying where it stopped. The request applies to the run in progress,
+ * or to the next one when none is; each nb_train consumes it when it returns, so that a later run of the
+ * same process is not stopped by it. */
 void nb_train_request_stop(void);
 
 /* ---- memory ----

@@ -524,7 +524,18 @@ static int fit_eval_batches(nb_train_options *o, int T) {
     return 0;
 }
 
+static int train(const nb_train_options *given, nb_train_result *res);
+
+/* A stop request applies to the run in progress, or to the next one when none is (a signal while the
+ * command line starts); each run consumes it when it returns, so that a later run of the same process
+ * (a library user's, a binding's) is not stopped by a request that was already answered. */
 int nb_train(const nb_train_options *given, nb_train_result *res) {
+    const int rc = train(given, res);
+    train_stop_consume();
+    return rc;
+}
+
+static int train(const nb_train_options *given, nb_train_result *res) {
     nb_train_options resolved;
     train_data_globs globs;  /* the data folder's shard patterns, for the run's life */
     const nb_train_options *o = resolve_precision(given, &resolved);

@@ -86,6 +86,8 @@ int train_check_held_folders(const nb_train_options *o);
 int train_claim_folders(const nb_train_options *o);
 /* Whether SIGINT/SIGTERM asked the run to stop (nb_train_request_stop). */
 int train_stop_requested(void);
+/* The request answered: nb_train clears it when it returns (nb_train_request_stop). */
+void train_stop_consume(void);
 
 /* data_dir.c: the facts of a run's data folder. With no train pattern: the folder's (data_dir, else
  * NB_TRAIN_DEFAULT_DATA) training and validation shards (prepare's numbered ones, else llm.c's single

@@ -30,6 +30,7 @@ static atomic_int stop_requested;
 
 void nb_train_request_stop(void) { atomic_store(&stop_requested, 1); }
 int train_stop_requested(void) { return atomic_load(&stop_requested); }
+void train_stop_consume(void) { atomic_store(&stop_requested, 0); }
 
 /* "saved DIR: 123.4 MB in 0.12 s (1000 MB/s)": the size of the folder's files over the time. */
 void train_report_checkpoint(const char *what, const char *dir, double seconds) {
