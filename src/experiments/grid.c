@@ -161,8 +161,6 @@ static int put_label_word(nb_buf *label, const char *word, size_t n) {
     return 0;
 }
 
-/* A shorthand value: V (maybe quoted, maybe several words) gives `--NAME V` and the label made of V's
- * words joined by '-' (put_label_word): "2bw --ef 1" -> 2bw-ef-1, "-1e-3" -> neg1e-3. */
 /* A word that C's strtod reads whole but that is no decimal number: hexadecimal, "inf", "nan". No setting
  * takes one (nb_is_decimal), so that a grid refuses it when it is read, not when its runs start, and
  * "0x10" never stands beside "16" as a second point. */
@@ -173,6 +171,8 @@ static int is_c_only_number(const char *v) {
     return end != v && !*end;
 }
 
+/* A shorthand value: V (maybe quoted, maybe several words) gives `--NAME V` and the label made of V's
+ * words joined by '-' (put_label_word): "2bw --ef 1" -> 2bw-ef-1, "-1e-3" -> neg1e-3. */
 static int add_short_value(nb_grid *g, gaxis *ax, int line, const char *v) {
     if (is_c_only_number(v))
         return nb_fail("%s:%d: axis %s: value '%s' is no decimal number (hexadecimal, inf and nan are not read by any "
