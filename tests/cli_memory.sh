@@ -64,7 +64,7 @@ peak=$(sed -n 's/.*"peak_rss_bytes": \([0-9]*\)}.*/\1/p' "$work/o2/summary.json"
 "$bin" train --data "$work/data" --set n_layers=1 --set context=16 --batch 2 --steps 1 --threads 1 --quiet > "$work/q.log" 2>&1
 ! grep -q "^memory:" "$work/q.log" && ok || fail "--quiet prints the memory line"
 
-# ---- eval, sample, export, bench: the same check before the model is built
+# ---- eval, sample, export, bench, verify: the same check before the model is built
 "$bin" export --set n_layers=1 --out "$work/hf" > /dev/null 2>&1 || fail "export a small model"
 cp "$work/data/tokenizer.json" "$work/hf/"
 mkdir -p "$work/big"
@@ -85,6 +85,15 @@ limited 30 "$bin" export "${m4[@]}" --set n_layers=16 --set d_ffn=8192 --out "$w
 refused "export"
 limited 30 "$bin" bench --models medium --threads 1 --steps 1 --seq 256 --batch 16; rc=$?
 refused "bench"
+# verify: the files are read (the small model's, which pass), then the model config.json describes is not
+# built where it cannot fit: a failure naming the estimate, the other lines still printed
+cp "$work/hf/model.safetensors" "$work/big/"
+limited 30 "$bin" verify "$work/big"; rc=$?
+[ "$rc" -eq 1 ] && grep -q "^$work/big/model.safetensors: ok: " "$work/out" &&
+  grep -q "^$work/big: FAILED: .*needs about .* GiB (weights .*) and .* GiB is available (RLIMIT_AS.*use --no-memory-check" \
+    "$work/out" && ok || fail "verify: rc $rc: $(head -c 800 "$work/out" "$work/err")"
+limited 30 "$bin" verify "$work/big" --no-memory-check; rc=$?
+[ "$rc" -eq 1 ] && ! grep -q "needs about" "$work/out" && ok || fail "verify --no-memory-check: still refused: $(head -c 400 "$work/out")"
 
 # ---- a missing data folder: named before the model is built (under the limit, where building it would
 # fail for want of memory instead), the same through --config

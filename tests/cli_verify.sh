@@ -2,7 +2,8 @@
 # nobubble verify: a save folder of a pipeline (a part per stage), an export and a Python-written file pass,
 # one line each; a flipped byte of tensor data, a changed header value, a missing part, a transposed shape in a
 # file without the header's checksum, an unsupported config.json, a missing path and an empty folder each fail
-# naming the file and the problem, with exit 1; no path is a usage error (2); --quiet prints failures only.
+# naming the file and the problem, with exit 1; no path is a usage error (2); --quiet prints failures only; a save
+# folder's checkpoints are found as a resume finds them.
 set -u
 bin=${1:?usage: cli_verify.sh path/to/nobubble}
 source "$(dirname "$0")/support/cli_harness.sh"
@@ -81,6 +82,14 @@ check "an empty folder and a missing path: exit 1 (got $rc)" test "$rc" -eq 1
 has "^$work/empty: FAILED: holds no .safetensors file" "an empty folder"
 has "^$work/none: FAILED: no such file or folder" "a missing path"
 has "^verify: 2 failures\$" "two failures counted"
+# a save folder's checkpoints are those a resume finds (step_ and the step in six digits): a copy named otherwise
+# is not walked (a resume would not open it either)
+cp -r "$work/save/step_000002" "$work/save/step_0000002"
+verify "$work/save"
+check "a save folder with a copy named step_0000002: exit 0 (got $rc)" test "$rc" -eq 0
+check "step_0000002 is not walked: $(grep -c step_0000002 "$work/v.out") lines" test "$(grep -c step_0000002 "$work/v.out")" -eq 0
+has "^$work/save/step_000002: ok: the model loads" "the checkpoints still verified"
+rm -r "$work/save/step_0000002"
 expect_error "verify with no path" "expected at least one PATH" "$bin" verify
 check "no path: exit 2" test "$("$bin" verify > /dev/null 2>&1; echo $?)" -eq 2
 finish

@@ -183,6 +183,24 @@ typedef struct {
 void nb_sample_defaults(nb_sample_options *o);
 int nb_sample(const nb_sample_options *o, nb_sample_result *r);
 
+/* Saved files checked before they are needed, as a resume, eval or import reads them: what `nobubble
+ * verify` runs. path: a .safetensors file (its header, the header's checksum and every tensor's, each
+ * tensor read whole), a checkpoint or export folder (each safetensors file in it, sharded through its
+ * index; its config.json as eval reads it; its model loaded as eval loads it, every name and shape), or a
+ * save folder (each of its step_NNNNNN checkpoints, oldest first, as a resume names them). report is
+ * called once for each file and folder checked, with failure NULL and what was checked when it passed,
+ * else with why it failed; nothing stops at a failure. */
+typedef struct {
+    const char *path;
+    int memory_check;           /* refuse to load a model that does not fit the available memory (1); the
+                                   files are still read */
+    void (*report)(void *ctx, const char *path, const char *failure, const char *what);
+    void *ctx;
+} nb_verify_options;
+void nb_verify_defaults(nb_verify_options *o);   /* memory_check 1 */
+/* The number of failures reported (0: everything passed). */
+int nb_verify(const nb_verify_options *o);
+
 /* A run described by train's flags as text (for bindings, e.g. the Python package): nb_run_new gives the
  * defaults; nb_run_set(r, "--lr", "3e-3") applies one flag through the settings table (value NULL for a
  * flag without one), "--model NAME" resets the model to a preset (give it first), "--set FIELD=VALUE"

@@ -13,6 +13,7 @@ loader's search path, else the repository's build/ folder) and calls its public 
     text = nobubble.sample("runs/first/hf", "In the beginning", tokens=40, temperature=0)
     ids = nobubble.tokenize("In the beginning", data="data/bible")
     text = nobubble.decode(ids, data="data/bible")
+    bad = [r for r in nobubble.verify("runs/first/hf") if not r["ok"]]   # every file read whole, as `nobubble verify`
 
 A value is passed as the flag's text (True: the flag alone; False: its --no- form); a value of another
 type raises TypeError naming the setting; a setting the library refuses raises nobubble.Error with the
@@ -25,7 +26,7 @@ import os
 import threading
 import time
 
-__all__ = ["Error", "TrainResult", "train", "train_iter", "evaluate", "sample", "tokenize", "decode", "library_path"]
+__all__ = ["Error", "TrainResult", "train", "train_iter", "evaluate", "sample", "tokenize", "decode", "verify", "library_path"]
 
 
 class Error(RuntimeError):
@@ -77,6 +78,15 @@ class _SampleOptions(ctypes.Structure):
                 ("on_text", _ON_TEXT), ("ctx", ctypes.c_void_p)]
 
 
+_ON_REPORT = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p)
+
+
+class _VerifyOptions(ctypes.Structure):
+    """nb_verify_options (include/nobubble/train.h)."""
+    _fields_ = [("path", ctypes.c_char_p), ("memory_check", ctypes.c_int), ("report", _ON_REPORT),
+                ("ctx", ctypes.c_void_p)]
+
+
 class _SampleResult(ctypes.Structure):
     _fields_ = [("generated", ctypes.c_int), ("refused", ctypes.c_int)]
 
@@ -108,6 +118,8 @@ def _load():
     lib.nb_eval.argtypes = [ctypes.POINTER(_EvalOptions), ctypes.POINTER(_EvalResult)]
     lib.nb_sample_defaults.argtypes = [ctypes.POINTER(_SampleOptions)]
     lib.nb_sample.argtypes = [ctypes.POINTER(_SampleOptions), ctypes.POINTER(_SampleResult)]
+    lib.nb_verify_defaults.argtypes = [ctypes.POINTER(_VerifyOptions)]
+    lib.nb_verify.argtypes = [ctypes.POINTER(_VerifyOptions)]
     _lib = lib
     return lib
 
@@ -258,6 +270,29 @@ def sample(checkpoint, prompt, tokens=64, temperature=0.8, top_k=40, seed=1, tok
     if lib.nb_sample(ctypes.byref(o), ctypes.byref(r)):
         raise _error(lib)
     return b"".join(pieces).decode("utf-8", "replace")
+
+
+def verify(path, memory_check=True):
+    """Saved files checked as `nobubble verify` checks them: a .safetensors file, a checkpoint or export
+    folder, or a save folder, every tensor read whole against its checksum, each header against its own, and
+    a folder's model loaded as evaluate loads it. A list with a dict for each file and folder checked:
+    path, ok (bool) and message (what was checked, or why it failed). Damage is reported, not raised."""
+    lib = _load()
+    o = _VerifyOptions()
+    lib.nb_verify_defaults(ctypes.byref(o))
+    reports = []
+
+    def collect(ctx, where, failure, what):
+        text = failure if failure is not None else what
+        reports.append({"path": where.decode("utf-8", "replace"), "ok": failure is None,
+                        "message": text.decode("utf-8", "replace")})
+
+    callback = _ON_REPORT(collect)  # kept alive for the call
+    o.path, o.memory_check, o.report = _path(path, "path"), 1 if memory_check else 0, callback
+    if o.path is None:
+        raise TypeError("nobubble.verify: expected a path, not None")
+    lib.nb_verify(ctypes.byref(o))
+    return reports
 
 
 class _Tokenizer:

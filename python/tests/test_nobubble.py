@@ -1,6 +1,7 @@
 """The Python package against the command line: the same run through nobubble.train and `nobubble train`
 gives the same weights (summary.json), evaluate and sample give eval's loss and sample's text, train_iter yields the run's metrics as they are written, tokenize
-and decode give `nobubble tokenize`'s ids and the text back, and bad input raises naming it.
+and decode give `nobubble tokenize`'s ids and the text back, verify reports what `nobubble verify` prints (a damaged
+file too), and bad input raises naming it.
 Run by ctest (python_package) with NOBUBBLE_LIB (the built libnobubble.so) and NB_BIN (the binary)."""
 import json
 import os
@@ -113,6 +114,48 @@ class PackageTest(unittest.TestCase):
         self.assertIn("batch", str(e.exception))
         with self.assertRaises(ValueError):
             nobubble.sample(os.path.join(self.work, "nowhere"), "In the\0 beginning")
+
+    def test_verify_equals_the_command_line(self):
+        save, hf = os.path.join(self.work, "vsave"), os.path.join(self.work, "vhf")
+        nobubble.train(data=self.data, save_dir=save, save_every=2, export=hf, **SMALL)
+
+        def cli(*paths):
+            out = subprocess.run([BIN, "verify", *paths], capture_output=True, text=True).stdout
+            lines = [line for line in out.splitlines() if not line.startswith("verify: ")]
+            return [dict(zip(("path", "ok", "message"), (p, s == "ok", m)))
+                    for p, s, m in (line.split(": ", 2) for line in lines)]
+
+        good = nobubble.verify(save) + nobubble.verify(hf)
+        self.assertEqual(good, cli(save, hf))
+        self.assertTrue(all(r["ok"] for r in good))
+        self.assertIn({"path": save + "/step_000002", "ok": True,
+                       "message": "the model loads (%d parameters, every tensor's name and shape as config.json "
+                                  "says)" % self.summary_params(hf)}, good)
+        self.assertEqual(sum(r["path"].endswith(".safetensors") for r in good), 5)   # 2 x (model, state), export
+        damaged = os.path.join(self.work, "vbad")
+        shutil.copytree(os.path.join(save, "step_000002"), damaged)
+        state = os.path.join(damaged, "state.safetensors")
+        with open(state, "r+b") as f:
+            f.seek(-3, os.SEEK_END)
+            byte = f.read(1)
+            f.seek(-3, os.SEEK_END)
+            f.write(bytes([byte[0] ^ 16]))
+        bad = nobubble.verify(damaged)
+        self.assertEqual(bad, cli(damaged))
+        self.assertEqual([(r["path"], r["ok"]) for r in bad if not r["ok"]], [(state, False)])
+        self.assertIn("checksum mismatch", [r for r in bad if not r["ok"]][0]["message"])
+        gone = os.path.join(self.work, "nowhere")
+        self.assertEqual(nobubble.verify(gone), [{"path": gone, "ok": False, "message": "no such file or folder"}])
+        with self.assertRaises(TypeError):
+            nobubble.verify(None)
+
+    def summary_params(self, hf):
+        with open(os.path.join(hf, "config.json")) as f:
+            c = json.load(f)
+        d, f_, v, L = c["hidden_size"], c["intermediate_size"], c["vocab_size"], c["num_hidden_layers"]
+        kv = c["num_key_value_heads"] * (d // c["num_attention_heads"])
+        tied = c.get("tie_word_embeddings", False)
+        return v * d * (1 if tied else 2) + L * (2 * d * d + 2 * d * kv + 3 * d * f_ + 2 * d) + d
 
     def test_tokenize_equals_the_command_line(self):
         text = "In the beginning <|endoftext|> Café"

@@ -32,6 +32,9 @@ int train_schedule_steps(const nb_train_options *o);
 void train_report_checkpoint(const char *what, const char *dir, double seconds);
 void train_save_failed(const char *dir, const char *previous);
 void train_prune_checkpoints(const nb_train_options *o, int saved_step, int every);
+/* The steps of dir's checkpoint folders (step_NNNNNN, as a run names them), newest first (malloc'ed into
+ * *steps, NULL when none); their count, 0 when dir holds none or is no folder. */
+int train_list_steps(const char *dir, long **steps);
 /* Divergence (docs/checkpoints.md, "A run that diverges"): a step whose loss, gradient norm or update is
  * not finite stops the run before that step's update is applied (or, for the update, before anything
  * is saved), and no non-finite weights are ever saved, so every checkpoint on disk is a good one.

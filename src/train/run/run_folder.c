@@ -38,13 +38,17 @@ static int is_folder(const char *dir, const char *name) {
     return lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* "step_NNNNNN" (six or more digits, nothing after): a checkpoint's folder; its step, else -1. */
+/* "step_NNNNNN" as a run names its checkpoints (the step in six digits, more past 999,999; nothing after):
+ * its step, else -1. Only that spelling: the folder a resume opens is named from the step again. */
 static long checkpoint_step(const char *name) {
     if (strncmp(name, "step_", 5)) return -1;
     const char *d = name + 5;
     size_t n = strspn(d, "0123456789");
     if (n < 6 || n > 9 || d[n]) return -1;
-    return strtol(d, NULL, 10);
+    const long step = strtol(d, NULL, 10);
+    char canonical[32];
+    snprintf(canonical, sizeof canonical, "step_%06ld", step);
+    return strcmp(canonical, name) ? -1 : step;
 }
 
 /* Lists (into what, comma-separated) the run files dir holds; returns how many. */
@@ -332,8 +336,7 @@ static int by_step_descending(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
-/* The steps of dir's step_NNNNNN folders, newest first (malloc'ed into *steps); their count. */
-static int list_steps(const char *dir, long **steps) {
+int train_list_steps(const char *dir, long **steps) {
     int n = 0, cap = 0;
     *steps = NULL;
     DIR *d = opendir(dir);
@@ -355,7 +358,7 @@ static int list_steps(const char *dir, long **steps) {
 int nb_train_latest_checkpoint(const char *dir, int verify, char *out, size_t size, long *step,
                                nb_train_skip_fn skipped, void *ctx) {
     long *steps;
-    int n = list_steps(dir, &steps), found = 0;
+    int n = train_list_steps(dir, &steps), found = 0;
     for (int i = 0; i < n && !found; i++) {
         char path[4200], why[1024];
         snprintf(path, sizeof path, "%s/step_%06ld", dir, steps[i]);
@@ -380,7 +383,7 @@ int nb_train_resolve_resume(nb_train_options *o) {
     if (!o->save_dir)
         return nb_fail("--resume %s: needs --save-dir, the folder whose newest checkpoint it resumes", o->resume_dir);
     long *steps;
-    const int n = list_steps(o->save_dir, &steps);
+    const int n = train_list_steps(o->save_dir, &steps);
     free(steps);
     if (n > 0) o->resume_dir = o->save_dir;    /* its newest complete checkpoint: nb_train_find_checkpoint */
     else if (!strcmp(o->resume_dir, "auto")) o->resume_dir = NULL;  /* none yet: a fresh start */
@@ -406,7 +409,7 @@ int nb_train_find_checkpoint(const char *dir, char *out, size_t size) {
         return nb_fail("--resume %s: the path is longer than the %zu bytes given for it", dir, size);
     if (is_file(dir, "state.safetensors") || is_file(dir, "state.safetensors.index.json")) return 0;
     long *steps, step;
-    int n = list_steps(dir, &steps);
+    int n = train_list_steps(dir, &steps);
     free(steps);
     if (n == 0) return 0;   /* not a save folder: loading it says what is wrong */
     if (!nb_train_latest_checkpoint(dir, 0, out, size, &step, say_skipped, (void *)dir))
