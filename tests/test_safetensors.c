@@ -138,6 +138,11 @@ static void test_spec_bytes(void) {
     const char *hsum[2] = {"nobubble.header_checksum", "xxh3:0000000000000000"};
     CHECK(nb_st_write(pathf("dup.safetensors"), &t, 1, hsum, 1) == -1 && strstr(nb_last_error(), "reserved"),
           "the header's checksum key given by the caller was written");
+    /* the writer parses its header with nb_st_open's parser (for the header's checksum): an empty tensor with a
+     * dimension past the JSON reader's integers (19 digits), which nb_st_open would refuse, is not written */
+    nb_st_tensor huge = {"x", 2, {0, (int64_t)1 << 62}, c};
+    CHECK(nb_st_write(pathf("dup.safetensors"), &huge, 1, NULL, 0) == -1 && strstr(nb_last_error(), "shape entry 1"),
+          "a header that nb_st_open refuses was written: %s", nb_last_error());
     CHECK(access(pathf("dup.safetensors"), F_OK) != 0, "a refused write left a file");
 }
 

@@ -55,7 +55,7 @@ static int cmp_digest_name(const void *a, const void *b) {
  * its name, 'T' name NUL dtype NUL each dimension in decimal followed by ',' NUL begin NUL end NUL. Sorted,
  * so that the value does not depend on how a writer orders its JSON; unescaped strings, so that it does not
  * depend on how it escapes them. Sorts m and e in place; -1 when out of memory. */
-static int header_digest(meta_pair *m, int n_meta, digest_entry *e, int n, uint64_t *out) {
+static int canonical_digest(meta_pair *m, int n_meta, digest_entry *e, int n, uint64_t *out) {
     qsort(m, (size_t)n_meta, sizeof *m, cmp_pair_key);
     qsort(e, (size_t)n, sizeof *e, cmp_digest_name);
     nb_buf b = {0};
@@ -74,6 +74,29 @@ static int header_digest(meta_pair *m, int n_meta, digest_entry *e, int n, uint6
     nb_buf_free(&b);
     return r ? -1 : 0;
 }
+
+/* The header's checksum of a parsed header: every metadata pair but the header's checksum itself, and every
+ * entry. The one path from a header to its checksum: nb_st_open hashes the file's header with it, and
+ * nb_st_write the header it is about to write, parsed by the same parser (digest_of_header), so that the two
+ * cannot disagree on what the canonical form holds. -1 when out of memory. */
+static int header_digest(const nb_st_file *f, uint64_t *out) {
+    meta_pair *m = calloc(f->n_meta ? (size_t)f->n_meta : 1, sizeof *m);
+    digest_entry *e = calloc(f->n ? (size_t)f->n : 1, sizeof *e);
+    int n_pairs = 0, r = !m || !e;
+    for (int k = 0; !r && k < f->n_meta; k++)
+        if (strcmp(f->meta_keys[k], NB_ST_HEADER_CHECKSUM_KEY)) m[n_pairs++] = (meta_pair){f->meta_keys[k], f->meta_values[k]};
+    for (int i = 0; !r && i < f->n; i++) {
+        const nb_st_entry *x = &f->entries[i];
+        e[i] = (digest_entry){x->name, nb_st_dtype_name(x->dtype), x->ndim, x->shape, x->begin, x->end};
+    }
+    r = r || canonical_digest(m, n_pairs, e, f->n, out);
+    free(m);
+    free(e);
+    return r ? -1 : 0;
+}
+
+/* The reader's header parser (below), which the writer also runs on the header it builds. */
+static int parse_header_text(nb_st_file *f, const char *text, size_t n);
 
 /* ------------------------------------------------------------------ writer */
 /* Element count of a shape, refusing products past 2^60 (no size_t overflow anywhere after). */
@@ -166,45 +189,9 @@ static int put_checksum(nb_buf *h, const char *name, uint64_t sum) {
     return r;
 }
 
-/* The header's checksum of what build_header writes: "format", the caller's pairs and the tensors' checksums
- * (sums[i]), the entries (F32, contiguous in the order given). Non-zero when out of memory. */
-static int written_header_digest(const nb_st_tensor *t, int n, const char *const *meta, int n_meta,
-                                 const uint64_t *sums, uint64_t *out) {
-    const int n_pairs = 1 + n_meta + n;
-    meta_pair *m = calloc((size_t)n_pairs, sizeof *m);
-    digest_entry *e = calloc(n ? (size_t)n : 1, sizeof *e);
-    char **keys = calloc(n ? (size_t)n : 1, sizeof *keys), (*values)[40] = calloc(n ? (size_t)n : 1, sizeof *values);
-    int r = !m || !e || !keys || !values;
-    uint64_t off = 0;
-    for (int i = 0; i < n && !r; i++) {
-        nb_buf key = {0};
-        if ((r = nb_buf_printf(&key, "%s%s", NB_ST_CHECKSUM_KEY, t[i].name))) break;
-        keys[i] = key.p;
-        snprintf(values[i], sizeof values[i], "%s%016llx", NB_ST_CHECKSUM_ALGO, (unsigned long long)sums[i]);
-        size_t numel = 0;
-        shape_numel(t[i].shape, t[i].ndim, &numel);
-        e[i] = (digest_entry){t[i].name, "F32", t[i].ndim, t[i].shape, off, off + (uint64_t)numel * 4};
-        off += (uint64_t)numel * 4;
-    }
-    if (!r) {
-        m[0] = (meta_pair){"format", "pt"};
-        for (int k = 0; k < n_meta; k++) m[1 + k] = (meta_pair){meta[2 * k], meta[2 * k + 1]};
-        for (int i = 0; i < n; i++) m[1 + n_meta + i] = (meta_pair){keys[i], values[i]};
-        r = header_digest(m, n_pairs, e, n, out);
-    }
-    for (int i = 0; keys && i < n; i++) free(keys[i]);
-    free(keys);
-    free(values);
-    free(m);
-    free(e);
-    return r;
-}
-
-/* The header: metadata (format, the caller's pairs, the tensors' checksums, the header's), the entries, spaces
- * up to a multiple of 8. Non-zero when out of memory. */
-static int build_header(nb_buf *h, const nb_st_tensor *t, int n, const char *const *meta, int n_meta) {
-    uint64_t *sums = calloc(n ? (size_t)n : 1, sizeof *sums), digest = 0;
-    if (!sums) return -1;
+/* The start of the header: "format", the caller's pairs and each tensor's checksum, with __metadata__ left
+ * open for the header's checksum. Non-zero when out of memory. */
+static int put_metadata(nb_buf *h, const nb_st_tensor *t, int n, const char *const *meta, int n_meta) {
     int r = nb_buf_put(h, "{\"__metadata__\":{\"format\":\"pt\"", 30);
     for (int k = 0; k < n_meta && !r; k++) {
         r = nb_buf_put(h, ",", 1);
@@ -215,15 +202,16 @@ static int build_header(nb_buf *h, const nb_st_tensor *t, int n, const char *con
     for (int i = 0; i < n && !r; i++) {
         size_t numel = 0;
         shape_numel(t[i].shape, t[i].ndim, &numel);
-        sums[i] = checksum_floats_le(t[i].data, numel);
-        r = put_checksum(h, t[i].name, sums[i]);
+        r = put_checksum(h, t[i].name, checksum_floats_le(t[i].data, numel));
     }
-    r = r || written_header_digest(t, n, meta, n_meta, sums, &digest);
-    free(sums);
-    r = r || nb_buf_printf(h, ",\"%s\":\"%s%016llx\"", NB_ST_HEADER_CHECKSUM_KEY, NB_ST_CHECKSUM_ALGO,
-                           (unsigned long long)digest);
-    r = r || nb_buf_put(h, "}", 1);
+    return r;
+}
+
+/* The rest of the header: __metadata__ closed, then the entries (F32, contiguous in the order given);
+ * *data_size: their bytes. Non-zero when out of memory. */
+static int put_entries(nb_buf *h, const nb_st_tensor *t, int n, uint64_t *data_size) {
     uint64_t off = 0;
+    int r = nb_buf_put(h, "}", 1);
     for (int i = 0; i < n && !r; i++) {
         size_t numel = 0;
         shape_numel(t[i].shape, t[i].ndim, &numel);
@@ -237,8 +225,43 @@ static int build_header(nb_buf *h, const nb_st_tensor *t, int n, const char *con
                                 (unsigned long long)(off + bytes));
         off += bytes;
     }
-    r = r || nb_buf_put(h, "}", 1);
-    while (!r && h->n % 8) r = nb_buf_put(h, " ", 1);
+    *data_size = off;
+    return r || nb_buf_put(h, "}", 1);
+}
+
+/* The header's checksum of the header h (complete but for that pair), parsed by nb_st_open's parser and
+ * hashed by its function: what the writer stores is then what the reader recomputes, by construction. A
+ * header the parser refuses (a shape the reader cannot read) fails here, before the file is created,
+ * with the parser's message naming path; data_size: the tensors' bytes, which the entries must tile. */
+static int digest_of_header(const char *path, const nb_buf *h, uint64_t data_size, uint64_t *out) {
+    nb_st_file f = {.fd = -1, .path = (char *)path, .file_size = data_size};  /* no file: data from 0 */
+    int r = parse_header_text(&f, h->p, h->n);
+    if (!r && header_digest(&f, out)) r = nb_fail("%s: out of memory building the header", path);
+    f.path = NULL;  /* the caller's, which nb_st_close would free */
+    nb_st_close(&f);
+    return r;
+}
+
+/* The header: metadata (format, the caller's pairs, the tensors' checksums, the header's), the entries, spaces
+ * up to a multiple of 8. The two parts are built once: joined, they are the header without its checksum,
+ * which digest_of_header hashes; then the checksum goes between them, last in __metadata__. -1 with a message
+ * naming path. */
+static int build_header(nb_buf *h, const char *path, const nb_st_tensor *t, int n, const char *const *meta,
+                        int n_meta) {
+    nb_buf tail = {0};
+    uint64_t data_size = 0, digest = 0;
+    int r = put_metadata(h, t, n, meta, n_meta) || put_entries(&tail, t, n, &data_size);
+    const size_t at = h->n;  /* where the header's checksum goes */
+    r = r || nb_buf_put(h, tail.p, tail.n);
+    if (r) r = nb_fail("%s: out of memory building the header", path);
+    else if (!(r = digest_of_header(path, h, data_size, &digest))) {
+        h->n = at;
+        r = nb_buf_printf(h, ",\"%s\":\"%s%016llx\"", NB_ST_HEADER_CHECKSUM_KEY, NB_ST_CHECKSUM_ALGO,
+                          (unsigned long long)digest) || nb_buf_put(h, tail.p, tail.n);
+        while (!r && h->n % 8) r = nb_buf_put(h, " ", 1);
+        if (r) r = nb_fail("%s: out of memory building the header", path);
+    }
+    nb_buf_free(&tail);
     return r;
 }
 
@@ -248,9 +271,9 @@ int nb_st_write(const char *path, const nb_st_tensor *t, int n, const char *cons
     /* validate everything before creating anything */
     if (check_tensors(path, t, n) || check_meta(path, meta, n_meta)) return -1;
     nb_buf h = {0};
-    if (build_header(&h, t, n, meta, n_meta)) {
+    if (build_header(&h, path, t, n, meta, n_meta)) {
         nb_buf_free(&h);
-        return nb_fail("%s: out of memory building the header", path);
+        return -1;
     }
     nb_afile a;
     if (nb_afile_open(&a, path)) {
@@ -437,6 +460,19 @@ static int parse_header(nb_st_file *f, const nb_json *root) {
     return r ? r : index_names(f);
 }
 
+/* Parses the header's text (n bytes) into f's entries and metadata, checked as parse_header checks them; f->path
+ * names the file, f->data_start and f->file_size bound the tensors' bytes. Text, not a file, so that
+ * nb_st_write can parse the header it is about to write (digest_of_header). */
+static int parse_header_text(nb_st_file *f, const char *text, size_t n) {
+    nb_json root;
+    char what[600];
+    snprintf(what, sizeof what, "%s: header", f->path);
+    if (nb_json_parse(text, n, &root, what)) return -1;
+    int r = parse_header(f, &root);
+    nb_json_free(&root);
+    return r;
+}
+
 /* The algorithm a checksum value names ("xxh3:", or "nbh64:" in older files), then 16 lowercase
  * hex digits; -1 when the value is anything else. */
 static int parse_checksum(const char *v, nb_st_algo *algo, uint64_t *out) {
@@ -492,19 +528,7 @@ static int check_header_checksum(const nb_st_file *f) {
     if (parse_checksum(want_text, &algo, &want) || algo != NB_ST_XXH3)
         return nb_fail("%s: metadata '%s' = '%s' is not a checksum (expected '%s' and 16 lowercase hex digits)",
                        f->path, NB_ST_HEADER_CHECKSUM_KEY, want_text, NB_ST_CHECKSUM_ALGO);
-    meta_pair *m = calloc(f->n_meta ? (size_t)f->n_meta : 1, sizeof *m);
-    digest_entry *e = calloc(f->n ? (size_t)f->n : 1, sizeof *e);
-    int n_pairs = 0, r = !m || !e;
-    for (int k = 0; !r && k < f->n_meta; k++)
-        if (strcmp(f->meta_keys[k], NB_ST_HEADER_CHECKSUM_KEY)) m[n_pairs++] = (meta_pair){f->meta_keys[k], f->meta_values[k]};
-    for (int i = 0; !r && i < f->n; i++) {
-        const nb_st_entry *x = &f->entries[i];
-        e[i] = (digest_entry){x->name, nb_st_dtype_name(x->dtype), x->ndim, x->shape, x->begin, x->end};
-    }
-    r = r || header_digest(m, n_pairs, e, f->n, &got);
-    free(m);
-    free(e);
-    if (r) return nb_fail("%s: out of memory checking the header", f->path);
+    if (header_digest(f, &got)) return nb_fail("%s: out of memory checking the header", f->path);
     if (got != want)
         return nb_fail("%s: header checksum mismatch (its metadata and tensor entries hash to %s%016llx, the header "
                        "says %s): the file is corrupt", f->path, NB_ST_CHECKSUM_ALGO, (unsigned long long)got, want_text);
@@ -557,17 +581,8 @@ int nb_st_open(const char *path, nb_st_file *f) {
         return -1;
     }
     text[N] = 0;
-    nb_json root;
-    char what[600];
-    snprintf(what, sizeof what, "%s: header", path);
-    int r = nb_json_parse(text, (size_t)N, &root, what);
+    int r = parse_header_text(f, text, (size_t)N);
     free(text);
-    if (r) {
-        nb_st_close(f);
-        return -1;
-    }
-    r = parse_header(f, &root);
-    nb_json_free(&root);
     r = r ? r : attach_checksums(f);
     r = r ? r : check_header_checksum(f);
     if (r) {
