@@ -3,7 +3,7 @@
 # one line each; a flipped byte of tensor data, a changed header value, a missing part, a transposed shape in a
 # file without the header's checksum, an unsupported config.json, a missing path and an empty folder each fail
 # naming the file and the problem, with exit 1; no path is a usage error (2); --quiet prints failures only; a save
-# folder's checkpoints are found as a resume finds them.
+# folder's checkpoints are found as a resume finds them; a folder of runs is searched for what they saved.
 set -u
 bin=${1:?usage: cli_verify.sh path/to/nobubble}
 source "$(dirname "$0")/support/cli_harness.sh"
@@ -90,6 +90,16 @@ check "a save folder with a copy named step_0000002: exit 0 (got $rc)" test "$rc
 check "step_0000002 is not walked: $(grep -c step_0000002 "$work/v.out") lines" test "$(grep -c step_0000002 "$work/v.out")" -eq 0
 has "^$work/save/step_000002: ok: the model loads" "the checkpoints still verified"
 rm -r "$work/save/step_0000002"
+# a folder that is none of these is searched: a run's --out with its export and save folder inside, a folder of runs
+mkdir -p "$work/runs/b/inner"
+cp -r "$work/save" "$work/runs/b/inner/checkpoints"; cp -r "$work/hf" "$work/runs/b/hf"; cp -r "$work/run" "$work/runs/a"
+verify "$work/runs"
+check "a folder of runs: exit 0 (got $rc): $(cat "$work/v.out")" test "$rc" -eq 0
+has "^$work/runs/b/hf/model.safetensors: ok: " "the export found below"
+has "^$work/runs/b/inner/checkpoints/step_000004: ok: the model loads" "the save folder found two levels below"
+verify "$work/runs/a"
+has "^$work/runs/a: FAILED: holds no .safetensors file, step_NNNNNN folder or config.json, nor does any folder below" \
+  "a run's --out without its export or checkpoints"
 expect_error "verify with no path" "expected at least one PATH" "$bin" verify
 check "no path: exit 2" test "$("$bin" verify > /dev/null 2>&1; echo $?)" -eq 2
 finish

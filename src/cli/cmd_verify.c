@@ -11,8 +11,9 @@ static const char usage[] =
     "Reads each PATH as a resume, eval or import would, and every tensor in it whole: a .safetensors file (its\n"
     "header, its header's checksum and each tensor's), a checkpoint or export folder (each safetensors file in it,\n"
     "sharded or not, its config.json, and its model loaded as eval loads it), or a save folder (each step_NNNNNN\n"
-    "checkpoint in it). One line per file and folder; exit 1 when anything fails. A model that would not fit\n"
-    "the available memory is not loaded (a failure) unless --no-memory-check.";
+    "checkpoint in it); a folder that is none of these (a run's --out, a folder of runs) is searched for them.\n"
+    "One line per file and folder; exit 1 when anything fails. A model that would not fit the available memory\n"
+    "is not loaded (a failure) unless --no-memory-check.";
 
 /* One line per file and folder checked (failures always, passes unless --quiet). */
 static void say(void *quiet, const char *path, const char *failure, const char *what) {

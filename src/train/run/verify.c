@@ -2,7 +2,8 @@
  * save folder read as a resume, eval or import reads it, every tensor read whole so that each is checked
  * against its checksum and each header against its own. For checkpoints copied to another machine or kept
  * for weeks: damage is found now, not when a resume or an evaluation of them is days away. A save folder's
- * checkpoints are found as a resume finds them (train_list_steps). */
+ * checkpoints are found as a resume finds them (train_list_steps); a folder that is none of these is searched
+ * for them (a run's --out holds its export and save folder). */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,14 +95,14 @@ static char *safetensors_base(const char *name) {
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* The bases of dir's safetensors sets (a file, or an index and its parts, counted once), sorted; their
- * count (*out malloc'ed, each name too). */
-static int list_bases(const char *dir, char ***out) {
+/* dir's entries that pick names (malloc'ed; NULL: not wanted), sorted and unique: a safetensors file and its
+ * index name one set. Their count; *out malloc'ed. */
+static int list_names(const char *dir, char *(*pick)(const char *dir, const char *name), char ***out) {
     DIR *d = opendir(dir);
     char **names = NULL;
     int n = 0, cap = 0;
     for (struct dirent *e; d && (e = readdir(d));) {
-        char *name = safetensors_base(e->d_name);
+        char *name = pick(dir, e->d_name);
         if (!name) continue;
         if (n == cap) {
             char **grown = realloc(names, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *grown);
@@ -112,13 +113,31 @@ static int list_bases(const char *dir, char ***out) {
     }
     if (d) closedir(d);
     if (n) qsort(names, (size_t)n, sizeof *names, by_name);
-    int kept = 0;   /* model.safetensors.index.json and model.safetensors name one set */
+    int kept = 0;
     for (int i = 0; i < n; i++) {
         if (kept && !strcmp(names[kept - 1], names[i])) free(names[i]);
         else names[kept++] = names[i];
     }
     *out = names;
     return kept;
+}
+
+static char *pick_base(const char *dir, const char *name) {
+    (void)dir;
+    return safetensors_base(name);
+}
+
+/* A folder below dir to search (not a link, which could lead back up; not a hidden one). */
+static char *pick_subfolder(const char *dir, const char *name) {
+    char path[4200];
+    struct stat st;
+    if (name[0] == '.' || (size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path) return NULL;
+    return !lstat(path, &st) && S_ISDIR(st.st_mode) ? strdup(name) : NULL;
+}
+
+static void free_names(char **names, int n) {
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
 }
 
 /* The model of a folder whose files passed, loaded into one as eval loads it (every name and shape), after
@@ -156,10 +175,12 @@ static void verify_model(verify_run *v, const char *dir, int model_passed) {
     if (model_passed) verify_load(v, dir, &cfg);
 }
 
-static void verify_folder(verify_run *v, const char *dir) {
+/* A checkpoint, an export or a save folder, verified: 0 when dir is none of them (holds no safetensors file,
+ * config.json or step_NNNNNN folder), and nothing is said. */
+static int verify_folder(verify_run *v, const char *dir) {
     long *steps;
     char **bases, sub[4200];
-    const int n_steps = train_list_steps(dir, &steps), n_bases = list_bases(dir, &bases);
+    const int n_steps = train_list_steps(dir, &steps), n_bases = list_names(dir, pick_base, &bases);
     for (int i = n_steps - 1; i >= 0; i--) {   /* oldest first */
         snprintf(sub, sizeof sub, "%s/step_%06ld", dir, steps[i]);
         verify_folder(v, sub);
@@ -173,12 +194,24 @@ static void verify_folder(verify_run *v, const char *dir) {
     struct stat st;
     const int has_config = !stat(sub, &st);
     if (has_config) verify_model(v, dir, model_passed);
-    if (!n_steps && !n_bases && !has_config)
-        failed(v, dir, "holds no .safetensors file, step_NNNNNN folder or config.json (expected a checkpoint, an "
-                       "export or a save folder)");
     free(steps);
-    for (int i = 0; i < n_bases; i++) free(bases[i]);
-    free(bases);
+    free_names(bases, n_bases);
+    return n_steps || n_bases || has_config;
+}
+
+/* dir, or where it is none of them (a run's --out, a sweep's folder, a folder of runs) the folders below it
+ * that are, at any depth: how many were verified. */
+static int verify_tree(verify_run *v, const char *dir) {
+    if (verify_folder(v, dir)) return 1;
+    char **subs, sub[4200];
+    const int n = list_names(dir, pick_subfolder, &subs);
+    int found = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(sub, sizeof sub, "%s/%s", dir, subs[i]);
+        found += verify_tree(v, sub);
+    }
+    free_names(subs, n);
+    return found;
 }
 
 void nb_verify_defaults(nb_verify_options *o) {
@@ -192,7 +225,11 @@ int nb_verify(const nb_verify_options *o) {
     if (!o->path) failed(&v, "(none)", "no path given (expected a .safetensors file, a checkpoint, an export or a "
                                        "save folder)");
     else if (stat(o->path, &st)) failed(&v, o->path, "no such file or folder");
-    else if (S_ISDIR(st.st_mode)) verify_folder(&v, o->path);
+    else if (S_ISDIR(st.st_mode)) {
+        if (!verify_tree(&v, o->path))
+            failed(&v, o->path, "holds no .safetensors file, step_NNNNNN folder or config.json, nor does any folder "
+                                "below it (expected a checkpoint, an export, a save folder or folders holding them)");
+    }
     else verify_file(&v, o->path);
     return v.failed;
 }
