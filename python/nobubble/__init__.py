@@ -5,6 +5,7 @@ loader's search path, else the repository's build/ folder) and calls its public 
 `nobubble train`'s flags, given as a keyword argument with dashes written as underscores:
 
     import nobubble
+    nobubble.prepare(out="data/mine", inputs=["corpus.txt"], vocab=4096)      # as `nobubble prepare`
     result = nobubble.train(data="data/bible", model="tiny", optimizer="muon", delay="2bw", ef=1,
                             steps=300, out="runs/first")
     for m in nobubble.train_iter(data="data/bible", steps=100, out="runs/second"):
@@ -26,7 +27,7 @@ import os
 import threading
 import time
 
-__all__ = ["Error", "TrainResult", "train", "train_iter", "evaluate", "sample", "tokenize", "decode", "verify", "library_path"]
+__all__ = ["Error", "TrainResult", "prepare", "train", "train_iter", "evaluate", "sample", "tokenize", "decode", "verify", "library_path"]
 
 
 class Error(RuntimeError):
@@ -78,6 +79,24 @@ class _SampleOptions(ctypes.Structure):
                 ("on_text", _ON_TEXT), ("ctx", ctypes.c_void_p)]
 
 
+class _PrepareOptions(ctypes.Structure):
+    """nb_prepare_opts (include/nobubble/data.h), field for field."""
+    _fields_ = [("inputs", ctypes.POINTER(ctypes.c_char_p)), ("n_inputs", ctypes.c_int), ("format", ctypes.c_char_p),
+                ("text_field", ctypes.c_char_p), ("skip_bad_lines", ctypes.c_int), ("special_as_text", ctypes.c_int),
+                ("corpus", ctypes.c_char_p), ("gcide_path", ctypes.c_char_p), ("out_dir", ctypes.c_char_p),
+                ("tokenizer", ctypes.c_char_p), ("name", ctypes.c_char_p), ("vocab_size", ctypes.c_int),
+                ("val_fraction", ctypes.c_double), ("seed", ctypes.c_uint64), ("shard_tokens", ctypes.c_size_t),
+                ("force", ctypes.c_int), ("verbose", ctypes.c_int)]
+
+
+class _PrepareStats(ctypes.Structure):
+    """nb_prepare_stats (include/nobubble/data.h)."""
+    _fields_ = [("train_tokens", ctypes.c_size_t), ("val_tokens", ctypes.c_size_t), ("train_docs", ctypes.c_size_t),
+                ("val_docs", ctypes.c_size_t), ("input_bytes", ctypes.c_size_t), ("train_shards", ctypes.c_int),
+                ("val_shards", ctypes.c_int), ("seconds_tokenizer", ctypes.c_double),
+                ("seconds_total", ctypes.c_double)]
+
+
 _ON_REPORT = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p)
 
 
@@ -118,6 +137,8 @@ def _load():
     lib.nb_eval.argtypes = [ctypes.POINTER(_EvalOptions), ctypes.POINTER(_EvalResult)]
     lib.nb_sample_defaults.argtypes = [ctypes.POINTER(_SampleOptions)]
     lib.nb_sample.argtypes = [ctypes.POINTER(_SampleOptions), ctypes.POINTER(_SampleResult)]
+    lib.nb_prepare_defaults.argtypes = [ctypes.POINTER(_PrepareOptions)]
+    lib.nb_prepare.argtypes = [ctypes.POINTER(_PrepareOptions), ctypes.POINTER(_PrepareStats)]
     lib.nb_verify_defaults.argtypes = [ctypes.POINTER(_VerifyOptions)]
     lib.nb_verify.argtypes = [ctypes.POINTER(_VerifyOptions)]
     _lib = lib
@@ -150,6 +171,55 @@ def _flags(settings):
             raise TypeError("nobubble.train: %s=%r: expected a number, a string, a path or a bool%s"
                             % (key, value, " (set: a dict of model fields)" if key == "set" else ""))
     return pairs
+
+
+def _choice(value, what, choices):
+    if value not in choices:
+        raise ValueError("%s: %r: expected %s" % (what, value, " or ".join(map(repr, choices))))
+    return value
+
+
+def prepare(out=None, inputs=None, corpus=None, vocab=4096, val_fraction=0.05, seed=1337, tokenizer=None, name=None,
+            format=None, text_field=None, skip_bad_lines=False, special_tokens="id", gcide_file=None,
+            shard_tokens=None, force=False, quiet=False):
+    """Token shards, a tokenizer and a manifest in the folder out, as `nobubble prepare` writes them (each
+    argument is its flag of that name; inputs: a path or a list of paths, else the corpus, "bible" by
+    default, and out then defaults to data/CORPUS). Returns the counts `prepare` prints, as a dict."""
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    inputs = [_path(p, "inputs") for p in (inputs or [])]
+    if inputs and corpus is not None:
+        raise ValueError("nobubble.prepare: give inputs or corpus, not both")
+    if gcide_file is not None and (inputs or corpus is None or "gcide" not in corpus):
+        raise ValueError("nobubble.prepare: gcide_file goes with corpus='gcide' or 'bible+gcide'")
+    if text_field == "":
+        raise ValueError("nobubble.prepare: text_field: expected a member's name, not an empty one")
+    if out is None:
+        if inputs:
+            raise TypeError("nobubble.prepare: out=DIR is required with inputs")
+        out = {None: "data/bible", "bible": "data/bible", "gcide": "data/gcide"}.get(corpus, "data/bible-gcide")
+    lib = _load()
+    o = _PrepareOptions()
+    lib.nb_prepare_defaults(ctypes.byref(o))
+    array = (ctypes.c_char_p * max(1, len(inputs)))(*inputs)
+    o.inputs, o.n_inputs = array, len(inputs)
+    o.out_dir, o.tokenizer, o.gcide_path = _path(out, "out"), _path(tokenizer, "tokenizer"), _path(gcide_file, "gcide_file")
+    for field, value in (("corpus", corpus), ("name", name), ("text_field", text_field)):
+        setattr(o, field, None if value is None else _text(str(value), field).encode())
+    o.format = None if format is None else _choice(format, "format", ("text", "jsonl", "auto")).encode()
+    o.special_as_text = _choice(special_tokens, "special_tokens", ("id", "text")) == "text"
+    o.vocab_size, o.seed = _int(vocab, "vocab"), _int(seed, "seed", 0, 2**64 - 1)
+    if not isinstance(val_fraction, (int, float)) or isinstance(val_fraction, bool):
+        raise TypeError("val_fraction: expected a number, not %r" % (val_fraction,))
+    o.val_fraction = float(val_fraction)
+    o.shard_tokens = 0 if shard_tokens is None else _int(shard_tokens, "shard_tokens", 1, 2**31 - 1)
+    o.skip_bad_lines, o.force, o.verbose = int(bool(skip_bad_lines)), int(bool(force)), int(not quiet)
+    stats = _PrepareStats()
+    if lib.nb_prepare(ctypes.byref(o), ctypes.byref(stats)):
+        raise _error(lib)
+    result = {name: getattr(stats, name) for name, _ in stats._fields_}
+    result["out"] = os.fspath(out)
+    return result
 
 
 def train(**settings):

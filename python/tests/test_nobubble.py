@@ -1,4 +1,4 @@
-"""The Python package against the command line: the same run through nobubble.train and `nobubble train`
+"""The Python package against the command line: prepare writes the files `nobubble prepare` writes, the same run through nobubble.train and `nobubble train`
 gives the same weights (summary.json), evaluate and sample give eval's loss and sample's text, train_iter yields the run's metrics as they are written, tokenize
 and decode give `nobubble tokenize`'s ids and the text back, verify reports what `nobubble verify` prints (a damaged
 file too), and bad input raises naming it.
@@ -114,6 +114,34 @@ class PackageTest(unittest.TestCase):
         self.assertIn("batch", str(e.exception))
         with self.assertRaises(ValueError):
             nobubble.sample(os.path.join(self.work, "nowhere"), "In the\0 beginning")
+
+    def test_prepare_equals_the_command_line(self):
+        mine, text = os.path.join(self.work, "pyprep"), os.path.join(self.work, "text.txt")
+        r = nobubble.prepare(out=mine, inputs=text, vocab=300, val_fraction=0.1, quiet=True)
+        self.assertEqual(sorted(os.listdir(mine)), sorted(os.listdir(self.data)))
+        for name in os.listdir(self.data):   # shards, tokenizer.json, manifest.json: the same bytes
+            with open(os.path.join(mine, name), "rb") as a, open(os.path.join(self.data, name), "rb") as b:
+                self.assertEqual(a.read(), b.read(), name)
+        with open(os.path.join(mine, "manifest.json")) as f:
+            split = json.load(f)["split"]
+        self.assertEqual((r["train_docs"], r["val_docs"]), (split["train_documents"], split["val_documents"]))
+        self.assertEqual(r["input_bytes"], len(TEXT.encode()))
+        self.assertGreater(r["train_tokens"], r["val_tokens"])
+        with self.assertRaises(nobubble.Error) as e:     # the folder exists: force replaces it
+            nobubble.prepare(out=mine, inputs=[text], vocab=300, quiet=True)
+        self.assertIn(mine, str(e.exception))
+        self.assertEqual(nobubble.prepare(out=mine, inputs=[text], vocab=300, val_fraction=0.1, quiet=True,
+                                          force=True)["train_docs"], r["train_docs"])
+        with self.assertRaises(nobubble.Error) as e:
+            nobubble.prepare(out=os.path.join(self.work, "p2"), inputs=[text], vocab=100, quiet=True)
+        self.assertIn("--vocab 100", str(e.exception))
+        with self.assertRaises(ValueError):
+            nobubble.prepare(out=os.path.join(self.work, "p3"), inputs=[text], special_tokens="both")
+        with self.assertRaises(TypeError):
+            nobubble.prepare(inputs=[text])
+        with self.assertRaises(ValueError):
+            nobubble.prepare(out=os.path.join(self.work, "p4"), inputs=[text], corpus="bible")
+        self.assertFalse(any(os.path.exists(os.path.join(self.work, p)) for p in ("p2", "p3", "p4")))
 
     def test_verify_equals_the_command_line(self):
         save, hf = os.path.join(self.work, "vsave"), os.path.join(self.work, "vhf")
