@@ -84,9 +84,10 @@ static int is_part_name(const char *name) {
     return t[0] == '-' && !strncmp(t + 6, "-of-", 4);
 }
 
-/* BASE of a BASE.safetensors or BASE.safetensors.index.json entry (malloc'ed), NULL for anything else; parts
- * go through their index. */
-static char *safetensors_base(const char *name) {
+/* BASE of a BASE.safetensors or BASE.safetensors.index.json entry of dir (malloc'ed), NULL for anything else;
+ * parts go through their index. */
+static char *safetensors_base(const char *dir, const char *name) {
+    (void)dir;
     const char *end = ends_with(name, ".safetensors.index.json") ? ".safetensors.index.json"
                       : ends_with(name, ".safetensors") && !is_part_name(name) ? ".safetensors"
                                                                                 : NULL;
@@ -120,11 +121,6 @@ static int list_names(const char *dir, char *(*pick)(const char *dir, const char
     }
     *out = names;
     return kept;
-}
-
-static char *pick_base(const char *dir, const char *name) {
-    (void)dir;
-    return safetensors_base(name);
 }
 
 /* A folder below dir to search (not a link, which could lead back up; not a hidden one). */
@@ -180,7 +176,7 @@ static void verify_model(verify_run *v, const char *dir, int model_passed) {
 static int verify_folder(verify_run *v, const char *dir) {
     long *steps;
     char **bases, sub[4200];
-    const int n_steps = train_list_steps(dir, &steps), n_bases = list_names(dir, pick_base, &bases);
+    const int n_steps = train_list_steps(dir, &steps), n_bases = list_names(dir, safetensors_base, &bases);
     for (int i = n_steps - 1; i >= 0; i--) {   /* oldest first */
         snprintf(sub, sizeof sub, "%s/step_%06ld", dir, steps[i]);
         verify_folder(v, sub);
