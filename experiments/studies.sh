@@ -2,11 +2,13 @@
 # The long studies that run in the background across sessions (each resumes from results/ and its own
 # checkpoints), started, paused and stopped together:
 #
-#   bash experiments/studies.sh start [NAME...]   each study's run.sh at the lowest priority, one run at a
-#                                                 time each, in the background (log: runs/NAME.run.out);
-#                                                 one already running is left alone; without names, all
-#                                                 three, but size_axis (bf16) only on a CPU with AVX-512
-#                                                 BF16 or AMX
+#   bash experiments/studies.sh start [NAME[:JOBS]...]
+#                                                 each study's run.sh at the lowest priority, one run at a
+#                                                 time each (NAME:JOBS: JOBS at a time, e.g. moe:2 to give
+#                                                 one study both cores), in the background (log:
+#                                                 runs/NAME.run.out); one already running is left alone;
+#                                                 without names, all three, but size_axis (bf16) only on a
+#                                                 CPU with AVX-512 BF16 or AMX
 #   bash experiments/studies.sh status            per study: running or not, finished points, the running one
 #   bash experiments/studies.sh pause | continue  SIGSTOP / SIGCONT to every process of every study (for a
 #                                                 benchmark: nothing else may run during a measurement)
@@ -56,11 +58,14 @@ case "$action" in
       else echo "studies.sh: size_axis not started: this CPU has no AVX-512 BF16 or AMX (name it to start it anyway)"; fi
     fi
     mkdir -p runs
-    for name in "${names[@]}"; do
+    for entry in "${names[@]}"; do
+      name=${entry%%:*} jobs=1
+      [ "$entry" != "$name" ] && jobs=${entry#*:}
       [ -f "experiments/$name/run.sh" ] || { echo "studies.sh: '$name': expected one of ${ALL[*]}" >&2; exit 2; }
+      [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "studies.sh: '$entry': JOBS must be a whole number >= 1" >&2; exit 2; }
       if [ -n "$(runner "$name")" ]; then echo "studies.sh: $name is already running"; continue; fi
-      nohup bash "experiments/$name/run.sh" 1 > "runs/$name.run.out" 2>&1 < /dev/null &
-      echo "studies.sh: $name started (log: runs/$name.run.out)"
+      nohup bash "experiments/$name/run.sh" "$jobs" > "runs/$name.run.out" 2>&1 < /dev/null &
+      echo "studies.sh: $name started, $jobs run(s) at a time (log: runs/$name.run.out)"
     done
     ;;
   status)
@@ -90,5 +95,5 @@ case "$action" in
     done
     echo "studies.sh: commit results/ and RESULTS.md (git add results RESULTS.md docs/figures)"
     ;;
-  *) echo "usage: bash experiments/studies.sh start [NAME...] | status | pause | continue | stop" >&2; exit 2 ;;
+  *) echo "usage: bash experiments/studies.sh start [NAME[:JOBS]...] | status | pause | continue | stop" >&2; exit 2 ;;
 esac
