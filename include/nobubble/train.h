@@ -188,9 +188,9 @@ int nb_sample(const nb_sample_options *o, nb_sample_result *r);
  * tensor read whole), a checkpoint or export folder (each safetensors file in it, sharded through its
  * index; its config.json as eval reads it; its model loaded as eval loads it, every name and shape), or a
  * save folder (each of its step_NNNNNN checkpoints, oldest first, as a resume names them); a folder that is
- * none of these (a run's --out, a folder of runs) is searched for them at any depth (links not followed). report is
- * called once for each file and folder checked, with failure NULL and what was checked when it passed,
- * else with why it failed; nothing stops at a failure. */
+ * none of these (a run's --out, a folder of runs) is searched for them at any depth (links not followed).
+ * report is called once for each file and folder checked, with failure NULL and what was checked when it
+ * passed, else with why it failed; nothing stops at a failure. */
 typedef struct {
     const char *path;
     int memory_check;           /* refuse to load a model that does not fit the available memory (1); the
