@@ -27,7 +27,8 @@ import os
 import threading
 import time
 
-__all__ = ["Error", "TrainResult", "prepare", "train", "train_iter", "evaluate", "sample", "tokenize", "decode", "verify", "library_path"]
+__all__ = ["Error", "TrainResult", "prepare", "train", "train_iter", "evaluate", "sample", "tokenize", "decode", "verify",
+           "library_path"]
 
 
 class Error(RuntimeError):
