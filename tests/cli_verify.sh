@@ -90,6 +90,11 @@ check "a save folder with a copy named step_0000002: exit 0 (got $rc)" test "$rc
 check "step_0000002 is not walked: $(grep -c step_0000002 "$work/v.out") lines" test "$(grep -c step_0000002 "$work/v.out")" -eq 0
 has "^$work/save/step_000002: ok: the model loads" "the checkpoints still verified"
 rm -r "$work/save/step_0000002"
+# an empty checkpoint folder in a save folder (a save cut short) is a failure, not passed over
+cp -r "$work/save" "$work/save_cut"; mkdir "$work/save_cut/step_000006"
+verify "$work/save_cut"
+check "an empty step_000006: exit 1 (got $rc)" test "$rc" -eq 1
+has "^$work/save_cut/step_000006: FAILED: holds no .safetensors file or config.json" "an empty checkpoint folder"
 # a folder that is none of these is searched: a run's --out with its export and save folder inside, a folder of runs
 mkdir -p "$work/runs/b/inner"
 cp -r "$work/save" "$work/runs/b/inner/checkpoints"; cp -r "$work/hf" "$work/runs/b/hf"; cp -r "$work/run" "$work/runs/a"

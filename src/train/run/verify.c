@@ -179,7 +179,8 @@ static int verify_folder(verify_run *v, const char *dir) {
     const int n_steps = train_list_steps(dir, &steps), n_bases = list_names(dir, safetensors_base, &bases);
     for (int i = n_steps - 1; i >= 0; i--) {   /* oldest first */
         snprintf(sub, sizeof sub, "%s/step_%06ld", dir, steps[i]);
-        verify_folder(v, sub);
+        if (!verify_folder(v, sub))   /* a checkpoint's folder with nothing in it: what a resume skips */
+            failed(v, sub, "holds no .safetensors file or config.json (an incomplete checkpoint)");
     }
     int model_passed = 0;   /* model.safetensors (or its parts), every file passed: then the load is tried */
     for (int i = 0; i < n_bases; i++) {
